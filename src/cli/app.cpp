@@ -1,0 +1,22 @@
+#include "cli/app.h"
+
+#include <CLI/CLI.hpp>
+
+#include "core/version.h"
+
+namespace nemotron::cli {
+
+int run(int argc, char** argv) {
+  CLI::App app{"nemotron: train Nemotron-family models end to end from one native binary"};
+  app.set_version_flag("--version", std::string("nemotron ") + NEMOTRON_VERSION);
+  app.require_subcommand(0, 1);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (app.get_subcommands().empty()) std::printf("%s", app.help().c_str());
+  return 0;
+}
+
+}  // namespace nemotron::cli

@@ -1,0 +1,32 @@
+// The contract every layer's mixer keeps (Mamba-2, attention, MLP, MoE). A hybrid layer is
+// x + mixer(rmsnorm(x)); the norm and the residual live in hybrid_model, the mixer sees the
+// normed input u [B, T, H] and returns [B, T, H].
+// Memory rules (STYLE.md lesson 3): forward keeps what backward needs in a MixerSaved subclass;
+// backward returns du (a fresh tensor, overwritten) and accumulates parameter gradients (+=).
+#pragma once
+#include <memory>
+
+#include "core/context.h"
+#include "model/model_config.h"
+#include "model/param.h"
+
+namespace nemotron::model {
+
+struct MixerSaved {
+  virtual ~MixerSaved() = default;
+};
+
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+  virtual LayerKind kind() const = 0;
+  // Draws the initial weights (reference/architectures.md A.3.6, A.9) from `seed`.
+  virtual void init(uint64_t seed) = 0;
+  // u [B, T, H] -> out [B, T, H]. `saved` may be null (inference: keep nothing).
+  virtual Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) = 0;
+  virtual Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) = 0;
+  // Matmul FLOPs of the forward pass per token at sequence length T (for `model info`, MFU).
+  virtual double forward_flops_per_token(int64_t T) const = 0;
+};
+
+}  // namespace nemotron::model

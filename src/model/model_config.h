@@ -1,0 +1,84 @@
+// The model's shape, with Hugging Face `nemotron_h` field names (reference/architectures.md
+// A.1.3), plus the few fields the Llama/DeciLM family needs (RoPE, SwiGLU). Loaded from a recipe
+// YAML or a config.json (model_config.cpp) and validated with errors naming the field.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace nemotron::model {
+
+enum class LayerKind : char { mamba = 'M', attention = '*', mlp = '-', moe = 'E' };
+
+struct ModelConfig {
+  std::string model_type = "nemotron_h";
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  std::string hybrid_override_pattern;  // one of M * - E per layer
+  float layer_norm_epsilon = 1e-5f;
+  bool tie_word_embeddings = false;
+  double initializer_range = 0.02;
+  bool rescale_prenorm_residual = true;
+  int64_t max_position_embeddings = 4096;
+
+  // Attention (*)
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // 0 = hidden_size / num_attention_heads
+  bool attention_bias = false;
+  std::string position_embedding_type = "none";  // "none" (Nemotron-H) or "rope" (Llama/DeciLM)
+  double rope_theta = 10000.0;
+
+  // Dense MLP (-)
+  int64_t intermediate_size = 0;
+  std::string mlp_hidden_act = "relu2";  // "relu2": up->relu^2->down; "silu": SwiGLU gate/up/down
+  bool mlp_bias = false;
+
+  // Mamba-2 (M)
+  int64_t mamba_num_heads = 0;  // nH
+  int64_t mamba_head_dim = 0;   // P
+  int64_t n_groups = 1;         // G
+  int64_t ssm_state_size = 0;   // N
+  int64_t conv_kernel = 4;      // K
+  int64_t chunk_size = 128;     // Q
+  bool use_conv_bias = true;
+  bool use_bias = false;        // in_proj / out_proj bias
+  double time_step_min = 0.001, time_step_max = 0.1, time_step_floor = 1e-4;
+  double time_step_limit_min = 0.0, time_step_limit_max = std::numeric_limits<double>::infinity();
+
+  // MoE (E)
+  int64_t n_routed_experts = 0;          // E
+  int64_t num_experts_per_tok = 0;       // K
+  int64_t moe_intermediate_size = 0;
+  int64_t moe_shared_expert_intermediate_size = 0;
+  int64_t n_shared_experts = 0;
+  int64_t moe_latent_size = 0;           // 0 = no latent projection
+  double routed_scaling_factor = 1.0;
+  bool norm_topk_prob = true;
+  int64_t n_group = 1, topk_group = 1;
+
+  // Derived helpers.
+  int64_t num_layers() const { return static_cast<int64_t>(hybrid_override_pattern.size()); }
+  LayerKind layer_kind(int64_t i) const { return static_cast<LayerKind>(hybrid_override_pattern[i]); }
+  int64_t attn_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
+  int64_t mamba_d_inner() const { return mamba_num_heads * mamba_head_dim; }
+  int64_t mamba_conv_dim() const { return mamba_d_inner() + 2 * n_groups * ssm_state_size; }
+  int64_t mamba_in_proj_dim() const { return 2 * mamba_d_inner() + 2 * n_groups * ssm_state_size + mamba_num_heads; }
+  int64_t moe_expert_dim() const { return moe_latent_size > 0 ? moe_latent_size : hidden_size; }
+  bool gated_mlp() const { return mlp_hidden_act == "silu" || mlp_hidden_act == "swiglu"; }
+};
+
+// Checks every field and their consistency; throws InputError "<source>: <field>: <problem>".
+void validate(const ModelConfig& cfg, const std::string& source);
+
+// From a recipe's `model:` mapping or a Hugging Face config.json object (same field names, plus
+// the legacy aliases and `layers_block_type`). Unknown keys are errors for recipes (strict) and
+// ignored for config.json, which carries many fields we do not need.
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source, bool strict);
+ModelConfig load_model_config(const std::string& path);  // .yaml/.yml (a `model:` mapping) or .json
+nlohmann::json model_config_to_hf_json(const ModelConfig& cfg);  // config.json for export
+
+}  // namespace nemotron::model

@@ -1,0 +1,53 @@
+#include "model/param.h"
+
+namespace nemotron::model {
+
+Param& ParamStore::add(const std::string& name, Shape shape, bool weight_decay) {
+  NM_CHECK(!by_name_.count(name), "parameter {} registered twice", name);
+  auto p = std::make_unique<Param>();
+  p->name = name;
+  p->value = Tensor::zeros(shape, dtype_, *backend_);
+  p->grad = Tensor::zeros(shape, dtype_, *backend_);
+  p->weight_decay = weight_decay;
+  Param& ref = *p;
+  order_.push_back(p.get());
+  by_name_[name] = std::move(p);
+  return ref;
+}
+
+Param& ParamStore::get(const std::string& name) {
+  auto it = by_name_.find(name);
+  NM_CHECK(it != by_name_.end(), "no parameter named {}", name);
+  return *it->second;
+}
+
+const Param* ParamStore::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second.get();
+}
+
+void ParamStore::zero_grads() {
+  for (Param* p : order_) p->grad.zero_();
+}
+
+int64_t ParamStore::numel() const {
+  int64_t n = 0;
+  for (const Param* p : order_) n += p->value.numel();
+  return n;
+}
+
+uint64_t name_stream(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void init_normal(Param& p, uint64_t seed, double std) { fill_normal(p.value, Philox(seed, name_stream(p.name)), 0.0, std); }
+
+void init_uniform(Param& p, uint64_t seed, double lo, double hi) {
+  fill_uniform(p.value, Philox(seed, name_stream(p.name)), lo, hi);
+}
+
+void init_constant(Param& p, double value) { fill_uniform(p.value, Philox(0), value, value); }
+
+}  // namespace nemotron::model

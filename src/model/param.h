@@ -1,0 +1,50 @@
+// Parameters by their Hugging Face names (Hub layout, `backbone.*`), each with its gradient.
+// Blocks register their tensors at construction; the store owns them. Gradients accumulate
+// (+=) across micro-batches until zero_grads().
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace nemotron::model {
+
+struct Param {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+  bool weight_decay = true;  // false for norms, biases and other 1-D tensors
+};
+
+class ParamStore {
+ public:
+  ParamStore(Backend& backend, DType dtype) : backend_(&backend), dtype_(dtype) {}
+  // A new zero-initialised parameter with a zero gradient. Names must be unique.
+  Param& add(const std::string& name, Shape shape, bool weight_decay);
+  Param& add(const std::string& name, Shape shape) { return add(name, shape, shape.rank() >= 2); }
+  Param& get(const std::string& name);
+  const Param* find(const std::string& name) const;
+  const std::vector<Param*>& all() const { return order_; }
+  void zero_grads();
+  int64_t numel() const;
+  Backend& backend() const { return *backend_; }
+  DType dtype() const { return dtype_; }
+
+ private:
+  Backend* backend_;
+  DType dtype_;
+  std::map<std::string, std::unique_ptr<Param>> by_name_;
+  std::vector<Param*> order_;
+};
+
+// Initialisers draw from a Philox stream keyed by the parameter's name, so a parameter's initial
+// value depends on (seed, name) only, never on construction order or device.
+uint64_t name_stream(const std::string& name);
+void init_normal(Param& p, uint64_t seed, double std);
+void init_uniform(Param& p, uint64_t seed, double lo, double hi);
+void init_constant(Param& p, double value);
+
+}  // namespace nemotron::model

@@ -1,0 +1,61 @@
+// The op harness (STYLE.md lesson 2): every op, block and model is a case with printable
+// parameters, random non-zero inputs, a forward and a backward. One harness checks
+//   grad:    backward against float64 central finite differences on the CPU,
+//   backend: each other backend/dtype (CPU float32 today, CUDA later) against the CPU float64
+//            reference, forward outputs and gradients, with a tolerance per dtype.
+// Adding a backend means adding a Target in harness.cpp; adding an op means one file of cases.
+// Rerun one case with --gtest_filter='*rmsnorm(B=2*'.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+
+namespace nemotron::testing {
+
+struct InputSpec {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::f64;   // f64 = a float input (cast to the dtype under test); i32/i64 = integer
+  bool differentiable = true; // float inputs only
+  double lo = -1.0, hi = 1.0; // uniform range for floats; integers are drawn from [lo, hi)
+};
+
+class OpCase {
+ public:
+  virtual ~OpCase() = default;
+  virtual std::string op() const = 0;      // "rmsnorm"
+  virtual std::string params() const = 0;  // "B=2,T=5,D=7"
+  std::string name() const { return op() + "(" + params() + ")"; }
+  virtual std::vector<InputSpec> inputs() const = 0;
+  // Float inputs arrive in the dtype under test on ctx's backend; outputs are what is compared.
+  virtual std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const = 0;
+  // Gradients of L = sum_k <out_k, dout_k> with respect to each input (same order; an undefined
+  // Tensor for integer or non-differentiable inputs). Empty = the op has no backward.
+  virtual std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
+                                       const std::vector<Tensor>& douts) const {
+    (void)ctx, (void)in, (void)douts;
+    return {};
+  }
+  virtual bool has_backward() const { return true; }
+  virtual double grad_tolerance() const { return 1e-6; }   // relative error, float64
+  virtual double fd_step() const { return 1e-6; }
+  virtual int64_t grad_max_elements() const { return 96; } // per input; larger inputs are sampled
+  virtual double tolerance(DType dtype) const;             // backend mode, relative Frobenius error
+};
+
+using CaseList = std::vector<std::unique_ptr<OpCase>>;
+int register_cases(CaseList (*factory)());
+
+// Helpers for cases.
+Context cpu_context(DType dtype);
+double relative_error(const Tensor& got, const Tensor& want);  // ||got - want|| / max(||want||, tiny)
+
+}  // namespace nemotron::testing
+
+#define NM_OP_CASES(fn)                                                       \
+  static ::nemotron::testing::CaseList fn();                                  \
+  [[maybe_unused]] static int fn##_registered = ::nemotron::testing::register_cases(fn); \
+  static ::nemotron::testing::CaseList fn()
