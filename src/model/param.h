@@ -17,6 +17,7 @@ struct Param {
   Tensor value;
   Tensor grad;
   bool weight_decay = true;  // false for norms, biases and other 1-D tensors
+  bool trainable = true;     // false for buffers the optimizer must not touch (MoE router bias)
 };
 
 class ParamStore {
