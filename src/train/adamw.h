@@ -1,0 +1,43 @@
+// AdamW with decoupled weight decay (Loshchilov & Hutter), as Megatron configures it: no decay
+// on parameters marked weight_decay = false (norms, biases, 1-D tensors), and buffers
+// (trainable = false, e.g. the MoE router's correction bias) are never touched.
+// State (first/second moments) lives beside each parameter in float32 or the parameter dtype.
+#pragma once
+#include <vector>
+
+#include "model/param.h"
+
+namespace nemotron::train {
+
+struct AdamWConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+class AdamW {
+ public:
+  AdamW(model::ParamStore& params, AdamWConfig cfg);
+  // One update with learning rate `lr` from the gradients currently in the store.
+  void step(double lr);
+  int64_t steps_taken() const { return step_; }
+  // Moments by parameter, in the store's order (for checkpoints).
+  const std::vector<Tensor>& first_moments() const { return m_; }
+  const std::vector<Tensor>& second_moments() const { return v_; }
+  std::vector<Tensor>& first_moments() { return m_; }
+  std::vector<Tensor>& second_moments() { return v_; }
+  void set_steps_taken(int64_t s) { step_ = s; }
+
+ private:
+  model::ParamStore* params_;
+  AdamWConfig cfg_;
+  std::vector<Tensor> m_, v_;
+  int64_t step_ = 0;
+};
+
+// Global L2 norm of all trainable gradients; when max_norm > 0 and the norm exceeds it, scales
+// every gradient by max_norm / norm. Returns the norm before clipping.
+double clip_grad_norm(model::ParamStore& params, double max_norm);
+
+}  // namespace nemotron::train
