@@ -13,7 +13,13 @@ namespace nemotron::ops {
 
 namespace {
 
-constexpr int64_t kQueryBlock = 64;  // query rows per work item
+constexpr int64_t kQueryBlock = 64;      // query rows per work item
+constexpr int64_t kMinFlopsPerThread = 1 << 20;  // below this a thread costs more than it saves
+
+// Work items per thread so that tiny shapes (gradient checks, decode) stay on one thread.
+int64_t min_items_per_thread(double flops_per_item) {
+  return std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerThread / std::max(1.0, flops_per_item)));
+}
 
 // Head h of batch b starts at (b*T)*qs + h*hd; consecutive tokens are qs = nq*hd apart (ks for k/v).
 template <class T>
@@ -44,7 +50,7 @@ void forward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, T* 
       L[i] = m + std::log(sum);
     }
     cpu::gemm<T>(false, false, rows, d.hd, i1, T(1), S.data(), i1, V, ks, T(0), O, qs);
-  });
+  }, min_items_per_thread(4.0 * static_cast<double>(std::min(d.T, kQueryBlock) * d.T * d.hd)));
 }
 
 // dS = P (dP - D), D = rowsum(dO o O); dQ = scale dS K; dK = scale dS^T Q; dV = P^T dO.
@@ -94,7 +100,7 @@ void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, co
         cpu::gemm<T>(true, false, i1, d.hd, rows, T(1), P.data(), i1, dO, qs, T(1), dV, ks);
       }
     }
-  });
+  }, min_items_per_thread(5.0 * static_cast<double>(g * d.T * d.T * d.hd)));
 }
 
 }  // namespace

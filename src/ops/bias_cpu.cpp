@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "backend/cpu/parallel.h"
 #include "ops/bias.h"
 #include "ops/dispatch.h"
@@ -15,7 +17,7 @@ void bias_add(Context&, Tensor& y, const Tensor& b) {
     const T* pb = b.data<T>();
     cpu::parallel_for(rows, [&](int64_t r) {
       for (int64_t i = 0; i < D; ++i) py[r * D + i] += pb[i];
-    }, 64);
+    }, std::max<int64_t>(1, 16384 / D));  // keep tiny shapes on one thread
   });
 }
 

@@ -15,6 +15,9 @@ void check_rows(const Tensor& t, int64_t rows, int64_t d, const char* what) {
            t.shape().str());
 }
 
+// Rows of width d per thread, so that tiny shapes stay on one thread.
+int64_t rows_per_thread(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d)); }
+
 }  // namespace
 
 MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts) {
@@ -62,7 +65,7 @@ void moe_dispatch_forward(Context&, const MoeDispatch& m, const Tensor& x, Tenso
     cpu::parallel_for(m.num_slots(), [&](int64_t s) {
       const T* src = px + static_cast<int64_t>(st[s]) * d;
       std::copy(src, src + d, pxs + s * d);
-    }, 64);
+    }, rows_per_thread(d));
   });
 }
 
@@ -84,7 +87,7 @@ void moe_dispatch_backward(Context&, const MoeDispatch& m, const Tensor& dxs, Te
         const T* src = g + static_cast<int64_t>(so[n * K + j]) * d;
         for (int64_t c = 0; c < d; ++c) row[c] += src[c];
       }
-    }, 64);
+    }, rows_per_thread(d));
   });
 }
 
@@ -109,7 +112,7 @@ void moe_combine_forward(Context&, const MoeDispatch& m, const Tensor& ys, const
         const T wj = pw[n * K + j];
         for (int64_t c = 0; c < d; ++c) row[c] += wj * src[c];
       }
-    }, 64);
+    }, rows_per_thread(d));
   });
 }
 
@@ -140,7 +143,7 @@ void moe_combine_backward(Context&, const MoeDispatch& m, const Tensor& ys, cons
         for (int64_t c = 0; c < d; ++c) dot += g[c] * src[c], dst[c] = wj * g[c];
         pdw[n * K + j] = dot;
       }
-    }, 64);
+    }, rows_per_thread(d));
   });
 }
 

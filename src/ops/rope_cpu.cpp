@@ -1,4 +1,5 @@
 // CPU reference for rotary embeddings: one cos/sin table per call, then a plain loop per token.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -36,7 +37,7 @@ void rotate_ref(const T* x, T* y, int64_t B, int64_t T_, int64_t nh, int64_t hd,
         yr[i + half] = b * c[i] + a * s[i];
       }
     }
-  }, 16);
+  }, std::max<int64_t>(1, 16384 / (nh * hd)));  // keep tiny shapes on one thread
 }
 
 void rotate(const Tensor& x, double theta, Tensor& y, int64_t offset, double sign, const char* op) {
