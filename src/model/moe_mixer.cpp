@@ -101,7 +101,6 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
     s->topk_idx = topk_idx;
     s->topk_w = topk_w;
     s->dispatch = std::move(dispatch);
-    if (fc1_latent_.defined()) s->x_lat = x_lat;
     s->ys = ys;
     s->experts = std::move(expert_saved);
     s->routed = routed;

@@ -24,7 +24,6 @@ struct MoeSaved : MixerSaved {
   Tensor topk_idx;          // chosen experts [N, K] int32, best first
   Tensor topk_w;            // their combine weights [N, K]
   ops::MoeDispatch dispatch;  // the permutation, with tokens_per_expert
-  Tensor x_lat;             // fc1_latent_proj output [N, d_lat] (latent only)
   Tensor ys;                // expert outputs, expert-major slots [N*K, d_e]
   std::vector<std::unique_ptr<MixerSaved>> experts;  // per expert; null for an expert with no token
   Tensor routed;            // weighted combine [N, d_e], the fc2_latent_proj input (latent only)
