@@ -1,0 +1,91 @@
+#include "model/attention_mixer.h"
+
+#include "ops/attention.h"
+#include "ops/rope.h"
+
+namespace nemotron::model {
+
+AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t)
+    : H_(cfg.hidden_size),
+      nq_(cfg.num_attention_heads),
+      nkv_(cfg.num_key_value_heads),
+      hd_(0),
+      rope_(cfg.position_embedding_type == "rope"),
+      rope_theta_(cfg.rope_theta),
+      init_std_(cfg.initializer_range),
+      out_std_(output_init_std(cfg)) {
+  if (nq_ <= 0) throw InputError(fmt::format("num_attention_heads: expected a positive count, got {}", nq_));
+  if (nkv_ <= 0 || nq_ % nkv_ != 0)
+    throw InputError(fmt::format("num_key_value_heads: {} does not divide num_attention_heads = {}", nkv_, nq_));
+  if (cfg.position_embedding_type != "none" && !rope_)
+    throw InputError(fmt::format("position_embedding_type: expected \"none\" or \"rope\", got \"{}\"",
+                                 cfg.position_embedding_type));
+  hd_ = cfg.attn_head_dim();
+  if (hd_ <= 0 || (rope_ && hd_ % 2 != 0))
+    throw InputError(fmt::format("head_dim: expected a positive{} size, got {}", rope_ ? " even" : "", hd_));
+  q_proj_ = Linear(store, prefix + "q_proj.", H_, nq_ * hd_, cfg.attention_bias);
+  k_proj_ = Linear(store, prefix + "k_proj.", H_, nkv_ * hd_, cfg.attention_bias);
+  v_proj_ = Linear(store, prefix + "v_proj.", H_, nkv_ * hd_, cfg.attention_bias);
+  o_proj_ = Linear(store, prefix + "o_proj.", nq_ * hd_, H_, cfg.attention_bias);
+}
+
+void AttentionMixer::init(uint64_t seed) {
+  q_proj_.init(seed, init_std_);
+  k_proj_.init(seed, init_std_);
+  v_proj_.init(seed, init_std_);
+  o_proj_.init(seed, out_std_);
+}
+
+Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) {
+  NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "attention: expected u [B, T, {}], got {}", H_, u.shape().str());
+  const int64_t B = u.dim(0), T = u.dim(1);
+  Tensor q = q_proj_.forward(ctx, u).view({B, T, nq_, hd_});
+  Tensor k = k_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
+  Tensor v = v_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
+  if (rope_) {
+    ops::rope_forward(ctx, q, rope_theta_, q);
+    ops::rope_forward(ctx, k, rope_theta_, k);
+  }
+  Tensor o = ctx.empty({B, T, nq_, hd_}, u.dtype());
+  Tensor lse = ctx.empty({B, nq_, T}, u.dtype());
+  ops::attention_forward(ctx, q, k, v, o, lse);
+  Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}));
+  if (saved) {
+    auto s = std::make_unique<AttentionSaved>();
+    s->u = u;
+    s->q = q;
+    s->k = k;
+    s->v = v;
+    s->o = o;
+    s->lse = lse;
+    *saved = std::move(s);
+  }
+  return out;
+}
+
+Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tensor& dout) {
+  const auto& s = dynamic_cast<const AttentionSaved&>(saved_base);
+  const int64_t B = s.u.dim(0), T = s.u.dim(1);
+  const DType dt = dout.dtype();
+  Tensor d_o = ctx.empty({B, T, nq_ * hd_}, dt);
+  o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o);
+  Tensor dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
+  ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv);
+  if (rope_) {
+    ops::rope_backward(ctx, dq, rope_theta_, dq);
+    ops::rope_backward(ctx, dk, rope_theta_, dk);
+  }
+  Tensor du = ctx.empty(s.u.shape(), dt);
+  q_proj_.backward(ctx, s.u, dq.view({B, T, nq_ * hd_}), &du);
+  k_proj_.backward(ctx, s.u, dk.view({B, T, nkv_ * hd_}), &du, true);
+  v_proj_.backward(ctx, s.u, dv.view({B, T, nkv_ * hd_}), &du, true);
+  return du;
+}
+
+double AttentionMixer::forward_flops_per_token(int64_t T) const {
+  double proj = q_proj_.flops_per_row() + k_proj_.flops_per_row() + v_proj_.flops_per_row() + o_proj_.flops_per_row();
+  double attn = 4.0 * static_cast<double>(nq_ * hd_) * static_cast<double>(T + 1) / 2.0;
+  return proj + attn;
+}
+
+}  // namespace nemotron::model

@@ -1,0 +1,44 @@
+// The attention mixer (reference/architectures.md A.5; B.3 for RoPE): GQA self-attention,
+//   q = u Wq^T, k = u Wk^T, v = u Wv^T (+ biases iff attention_bias), split into heads of
+//   hd = cfg.attn_head_dim() (not necessarily H / nq); RoPE on q and k iff
+//   position_embedding_type == "rope" (Llama/DeciLM; Nemotron-H has none); causal attention
+//   (ops/attention.h); out = o Wo^T.
+// Hub names under the prefix: q_proj, k_proj, v_proj, o_proj (.weight, .bias).
+#pragma once
+#include <string>
+
+#include "model/linear.h"
+#include "model/mixer.h"
+
+namespace nemotron::model {
+
+struct AttentionSaved : MixerSaved {
+  Tensor u;        // input [B, T, H]
+  Tensor q, k, v;  // heads, after RoPE when used: [B, T, nq|nkv, hd]
+  Tensor o;        // attention output [B, T, nq, hd], the o_proj input
+  Tensor lse;      // row log-sum-exp of the scaled scores [B, nq, T]
+};
+
+class AttentionMixer : public Mixer {
+ public:
+  AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+
+  LayerKind kind() const override { return LayerKind::attention; }
+  // q/k/v ~ N(0, initializer_range), o_proj ~ N(0, initializer_range / sqrt(num_layers)), biases 0.
+  void init(uint64_t seed) override;
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
+  // Projections 2 H hd (2 nq + 2 nkv) plus causal attention: token t attends to t + 1 keys, on
+  // average (T + 1) / 2, and QK^T and PV each cost 2 hd per (query head, key):
+  //   2 H hd (2 nq + 2 nkv) + 4 nq hd (T + 1) / 2.
+  double forward_flops_per_token(int64_t T) const override;
+
+ private:
+  int64_t H_, nq_, nkv_, hd_;
+  bool rope_;
+  double rope_theta_;
+  double init_std_, out_std_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+};
+
+}  // namespace nemotron::model

@@ -1,0 +1,103 @@
+#include "model/mlp_mixer.h"
+
+#include "ops/activations.h"
+
+namespace nemotron::model {
+
+MlpSpec MlpSpec::from_config(const ModelConfig& cfg) {
+  if (cfg.mlp_hidden_act != "relu2" && !cfg.gated_mlp())
+    throw InputError(fmt::format("mlp_hidden_act: expected \"relu2\" or \"silu\", got \"{}\"", cfg.mlp_hidden_act));
+  if (cfg.intermediate_size <= 0)
+    throw InputError(fmt::format("intermediate_size: expected a positive width, got {}", cfg.intermediate_size));
+  return MlpSpec{cfg.hidden_size, cfg.intermediate_size, cfg.gated_mlp(), cfg.mlp_bias};
+}
+
+MlpMixer::MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index)
+    : MlpMixer(cfg, store, prefix, layer_index, MlpSpec::from_config(cfg)) {}
+
+MlpMixer::MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t,
+                   const MlpSpec& spec)
+    : spec_(spec), init_std_(cfg.initializer_range), out_std_(output_init_std(cfg)) {
+  NM_CHECK(spec.in_dim > 0 && spec.intermediate > 0, "mlp {}: widths {} -> {}", prefix, spec.in_dim,
+           spec.intermediate);
+  // Registration order follows the Hub checkpoints: gate_proj, up_proj, down_proj.
+  if (spec.gated) gate_ = Linear(store, prefix + "gate_proj.", spec.in_dim, spec.intermediate, spec.bias);
+  up_ = Linear(store, prefix + "up_proj.", spec.in_dim, spec.intermediate, spec.bias);
+  down_ = Linear(store, prefix + "down_proj.", spec.intermediate, spec.in_dim, spec.bias);
+}
+
+void MlpMixer::init(uint64_t seed) {
+  if (gate_.defined()) gate_.init(seed, init_std_);
+  up_.init(seed, init_std_);
+  down_.init(seed, out_std_);
+}
+
+Tensor MlpMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) {
+  Tensor y = ctx.empty(u.shape(), u.dtype());
+  forward_into(ctx, u, y, saved);
+  return y;
+}
+
+Tensor MlpMixer::backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) {
+  Tensor dx = ctx.empty(dout.shape(), dout.dtype());
+  backward_into(ctx, saved, dout, dx);
+  return dx;
+}
+
+void MlpMixer::forward_into(Context& ctx, const Tensor& x, Tensor& y, std::unique_ptr<MixerSaved>* saved,
+                            bool accumulate) {
+  NM_CHECK(x.dim(-1) == spec_.in_dim && y.shape() == x.shape(), "mlp: x {} -> y {}, width {}", x.shape().str(),
+           y.shape().str(), spec_.in_dim);
+  const int64_t rows = x.numel() / spec_.in_dim;
+  Tensor x2 = x.view({rows, spec_.in_dim});
+  Tensor up = up_.forward(ctx, x2);
+  Tensor act = ctx.empty(up.shape(), up.dtype());
+  Tensor gate;
+  if (spec_.gated) {
+    gate = gate_.forward(ctx, x2);
+    ops::swiglu_forward(ctx, gate, up, act);
+  } else {
+    ops::relu2_forward(ctx, up, act);
+  }
+  Tensor y2 = y.view({rows, spec_.in_dim});
+  down_.forward(ctx, act, y2, accumulate);
+  if (saved) {
+    auto s = std::make_unique<MlpSaved>();
+    s->x = x2;
+    s->up = up;
+    s->gate = gate;
+    *saved = std::move(s);
+  }
+}
+
+void MlpMixer::backward_into(Context& ctx, const MixerSaved& saved_base, const Tensor& dout, Tensor& dx,
+                             bool accumulate) {
+  const auto& s = dynamic_cast<const MlpSaved&>(saved_base);
+  const int64_t rows = s.x.dim(0), F = spec_.intermediate;
+  NM_CHECK(dout.numel() == rows * spec_.in_dim && dx.numel() == rows * spec_.in_dim,
+           "mlp backward: dout {} / dx {} for {} rows of {}", dout.shape().str(), dx.shape().str(), rows,
+           spec_.in_dim);
+  Tensor dy = dout.view({rows, spec_.in_dim}), dx2 = dx.view({rows, spec_.in_dim});
+  // Recompute the activation (the down_proj input) for dW_down.
+  Tensor act = ctx.empty({rows, F}, dout.dtype());
+  if (spec_.gated) ops::swiglu_forward(ctx, s.gate, s.up, act);
+  else ops::relu2_forward(ctx, s.up, act);
+  Tensor dact = ctx.empty({rows, F}, dout.dtype());
+  down_.backward(ctx, act, dy, &dact);
+  Tensor dup = ctx.empty({rows, F}, dout.dtype());
+  if (spec_.gated) {
+    Tensor dgate = ctx.empty({rows, F}, dout.dtype());
+    ops::swiglu_backward(ctx, s.gate, s.up, dact, dgate, dup);
+    gate_.backward(ctx, s.x, dgate, &dx2, accumulate);
+    up_.backward(ctx, s.x, dup, &dx2, true);
+  } else {
+    ops::relu2_backward(ctx, s.up, dact, dup);
+    up_.backward(ctx, s.x, dup, &dx2, accumulate);
+  }
+}
+
+double MlpMixer::forward_flops_per_token(int64_t) const {
+  return (spec_.gated ? 3.0 : 2.0) * up_.flops_per_row();
+}
+
+}  // namespace nemotron::model

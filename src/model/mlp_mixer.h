@@ -1,0 +1,60 @@
+// The dense MLP mixer (reference/architectures.md A.6, B.3), two kinds:
+//   squared ReLU (Nemotron-H `-` layers, MoE experts): y = down(relu2(up(x)))
+//   SwiGLU (Llama/DeciLM, mlp_hidden_act "silu"):      y = down(silu(gate(x)) * up(x))
+// Hub names under the prefix: up_proj, down_proj (+ gate_proj when gated), biases iff mlp_bias.
+// Works on any [..., in_dim] input, so MoE experts (latent width), the shared expert and DeciLM
+// layers (per-layer width) reuse it through an explicit MlpSpec.
+#pragma once
+#include <string>
+
+#include "model/linear.h"
+#include "model/mixer.h"
+
+namespace nemotron::model {
+
+struct MlpSpec {
+  int64_t in_dim = 0;        // input and output width (H, or the MoE latent size)
+  int64_t intermediate = 0;  // F
+  bool gated = false;        // SwiGLU instead of squared ReLU
+  bool bias = false;
+  // A `-` layer of `cfg`: hidden_size, intermediate_size, mlp_hidden_act, mlp_bias.
+  static MlpSpec from_config(const ModelConfig& cfg);
+};
+
+// What the backward needs. The activation output is recomputed from the projections, not kept.
+struct MlpSaved : MixerSaved {
+  Tensor x;     // input [rows, in_dim]
+  Tensor up;    // up_proj output [rows, F] (the relu2 input when not gated)
+  Tensor gate;  // gate_proj output [rows, F], gated only
+};
+
+class MlpMixer : public Mixer {
+ public:
+  // A `-` layer: MlpSpec::from_config(cfg).
+  MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+  MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
+           const MlpSpec& spec);
+
+  LayerKind kind() const override { return LayerKind::mlp; }
+  // up/gate ~ N(0, initializer_range), down ~ N(0, initializer_range / sqrt(num_layers)), biases 0.
+  void init(uint64_t seed) override;
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
+  // 2 * in_dim * F per projection: 4 in F (relu2) or 6 in F (SwiGLU); independent of T.
+  double forward_flops_per_token(int64_t T) const override;
+
+  // Into a given y [..., in_dim]; accumulate: y += MLP(x).
+  void forward_into(Context& ctx, const Tensor& x, Tensor& y, std::unique_ptr<MixerSaved>* saved,
+                    bool accumulate = false);
+  // dx [..., in_dim] = (or +=, when accumulate) the input gradient; parameter gradients +=.
+  void backward_into(Context& ctx, const MixerSaved& saved, const Tensor& dout, Tensor& dx, bool accumulate = false);
+
+  const MlpSpec& spec() const { return spec_; }
+
+ private:
+  MlpSpec spec_;
+  double init_std_, out_std_;
+  Linear gate_, up_, down_;
+};
+
+}  // namespace nemotron::model

@@ -1,0 +1,68 @@
+// The MoE mixer of Nemotron 3 (reference/architectures.md A.7): sigmoid router with a
+// selection-only correction bias and group-limited top-k (ops/moe_router.h), tokens permuted to
+// their experts (ops/moe_dispatch.h), one squared-ReLU MLP per expert on its rows, a weighted
+// combine, optional latent projections around the routed experts, plus a shared expert on the
+// full-width input:  out = fc2_latent(sum_j w_j E_{I_j}(fc1_latent(x))) + shared(x).
+// Hub names under the prefix: gate.weight, gate.e_score_correction_bias (a buffer: trainable =
+// false, no gradient), experts.{e}.{up,down}_proj.weight, shared_experts.{up,down}_proj.weight,
+// fc1_latent_proj.weight, fc2_latent_proj.weight. Experts and shared expert carry biases iff
+// mlp_bias (as the HF remote code's NemotronHMLP); router and latent projections never do.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/mlp_mixer.h"
+#include "ops/moe_dispatch.h"
+#include "ops/moe_router.h"
+
+namespace nemotron::model {
+
+struct MoeSaved : MixerSaved {
+  Tensor x;                 // input rows [N, H], N = B*T
+  Tensor scores;            // sigmoid router scores [N, E]
+  Tensor topk_idx;          // chosen experts [N, K] int32, best first
+  Tensor topk_w;            // their combine weights [N, K]
+  ops::MoeDispatch dispatch;  // the permutation, with tokens_per_expert
+  Tensor ys;                // expert outputs, expert-major slots [N*K, d_e]
+  std::vector<std::unique_ptr<MixerSaved>> experts;  // per expert; null for an expert with no token
+  Tensor routed;            // weighted combine [N, d_e], the fc2_latent_proj input (latent only)
+  std::unique_ptr<MixerSaved> shared;
+};
+
+class MoeMixer : public Mixer {
+ public:
+  MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+
+  LayerKind kind() const override { return LayerKind::moe; }
+  // Router, up projections, fc1_latent ~ N(0, initializer_range); down projections (experts and
+  // shared) and fc2_latent ~ N(0, initializer_range / sqrt(num_layers)); correction bias 0.
+  void init(uint64_t seed) override;
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
+  // Only what one token runs: router 2 H E, K experts of 4 d_e F_moe, the shared expert
+  // 4 H F_sh, latent projections 2 * 2 H d_lat. Independent of T.
+  double forward_flops_per_token(int64_t T) const override;
+
+  // Pins the expert choice to topk_idx [B*T, K] int32 (host) for the following forwards, e.g. to
+  // hold it fixed while a gradient check differences the router; nullopt routes normally again.
+  void force_selection(std::optional<Tensor> topk_idx) { forced_ = std::move(topk_idx); }
+  // Tokens each expert received in the last forward (for the expert-bias balancing update, A.7.4).
+  const std::vector<int64_t>& last_tokens_per_expert() const { return last_tokens_per_expert_; }
+  const ops::MoeRouterParams& router_params() const { return router_; }
+  int64_t expert_dim() const { return d_e_; }
+
+ private:
+  int64_t H_, d_e_;
+  ops::MoeRouterParams router_;
+  double init_std_, out_std_;
+  Linear gate_;
+  Param* correction_bias_ = nullptr;
+  std::vector<std::unique_ptr<MlpMixer>> experts_;
+  std::unique_ptr<MlpMixer> shared_;
+  Linear fc1_latent_, fc2_latent_;
+  std::optional<Tensor> forced_;
+  std::vector<int64_t> last_tokens_per_expert_;
+};
+
+}  // namespace nemotron::model

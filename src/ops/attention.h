@@ -1,0 +1,27 @@
+// Causal scaled-dot-product attention with grouped KV heads (reference/architectures.md A.5, B.3):
+//   o[b,t,h] = sum_{s<=t} softmax_s(q[b,t,h] . k[b,s,j] / sqrt(hd)) v[b,s,j],  j = h / (nq / nkv).
+// Flash-attention contract: the forward saves only the row log-sum-exp lse[b,h,t] of the scaled
+// scores; the backward recomputes the probabilities from q, k and lse (the CUDA kernel keeps it).
+// Backward overwrites dq, dk, dv (activation gradients).
+#pragma once
+#include "core/context.h"
+
+namespace nemotron::ops {
+
+// Sizes of one attention call; raw-pointer kernels take this.
+struct AttentionDims {
+  int64_t B = 0, T = 0, nq = 0, nkv = 0, hd = 0;
+  int64_t group() const { return nq / nkv; }  // query heads per KV head
+};
+
+// Checks q [B,T,nq,hd], k/v [B,T,nkv,hd], nq % nkv == 0, one float dtype; returns the sizes.
+AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v);
+
+// q, k, v -> o [B,T,nq,hd] and lse [B,nq,T] (natural log, of the scaled scores).
+void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse);
+
+// From the forward's inputs, its output o and lse, and dO: dq like q, dk/dv like k (overwritten).
+void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                        const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+
+}  // namespace nemotron::ops

@@ -1,0 +1,151 @@
+// CPU reference for causal GQA attention: per (batch, head, block of query rows) one GEMM for the
+// scores, a masked softmax, one GEMM for the values. Memory stays O(block x T) per work item.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/blas.h"
+#include "backend/cpu/parallel.h"
+#include "ops/attention.h"
+#include "ops/dispatch.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64;      // query rows per work item
+constexpr int64_t kMinFlopsPerThread = 1 << 20;  // below this a thread costs more than it saves
+
+// Work items per thread so that tiny shapes (gradient checks, decode) stay on one thread.
+int64_t min_items_per_thread(double flops_per_item) {
+  return std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerThread / std::max(1.0, flops_per_item)));
+}
+
+// Head h of batch b starts at (b*T)*qs + h*hd; consecutive tokens are qs = nq*hd apart (ks for k/v).
+template <class T>
+void forward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, T* o, T* lse) {
+  const int64_t qs = d.nq * d.hd, ks = d.nkv * d.hd, g = d.group();
+  const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
+  const int64_t nblk = (d.T + kQueryBlock - 1) / kQueryBlock;
+  cpu::parallel_for(d.B * d.nq * nblk, [&](int64_t w) {
+    const int64_t blk = w % nblk, h = (w / nblk) % d.nq, b = w / (nblk * d.nq), j = h / g;
+    const int64_t i0 = blk * kQueryBlock, i1 = std::min(d.T, i0 + kQueryBlock), rows = i1 - i0;
+    const T* Q = q + (b * d.T + i0) * qs + h * d.hd;
+    const T* K = k + b * d.T * ks + j * d.hd;
+    const T* V = v + b * d.T * ks + j * d.hd;
+    T* O = o + (b * d.T + i0) * qs + h * d.hd;
+    T* L = lse + (b * d.nq + h) * d.T;
+    // Keys beyond the block's last query row are all masked, so only i1 columns are needed.
+    std::vector<T> S(static_cast<size_t>(rows * i1));
+    cpu::gemm<T>(false, true, rows, i1, d.hd, scale, Q, qs, K, ks, T(0), S.data(), i1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      T* row = S.data() + r * i1;
+      T m = row[0];
+      for (int64_t s = 1; s <= i; ++s) m = std::max(m, row[s]);
+      T sum = 0;
+      for (int64_t s = 0; s <= i; ++s) sum += (row[s] = std::exp(row[s] - m));
+      for (int64_t s = i + 1; s < i1; ++s) row[s] = 0;
+      for (int64_t s = 0; s <= i; ++s) row[s] /= sum;
+      L[i] = m + std::log(sum);
+    }
+    cpu::gemm<T>(false, false, rows, d.hd, i1, T(1), S.data(), i1, V, ks, T(0), O, qs);
+  }, min_items_per_thread(4.0 * static_cast<double>(std::min(d.T, kQueryBlock) * d.T * d.hd)));
+}
+
+// dS = P (dP - D), D = rowsum(dO o O); dQ = scale dS K; dK = scale dS^T Q; dV = P^T dO.
+// One work item per (batch, KV head) owns dK/dV of that head, so the group's query heads
+// accumulate into them in a fixed order without races.
+template <class T>
+void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, const T* o, const T* lse, const T* dout,
+                  T* dq, T* dk, T* dv) {
+  const int64_t qs = d.nq * d.hd, ks = d.nkv * d.hd, g = d.group();
+  const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
+  cpu::parallel_for(d.B * d.nkv, [&](int64_t w) {
+    const int64_t b = w / d.nkv, j = w % d.nkv;
+    const T* K = k + b * d.T * ks + j * d.hd;
+    const T* V = v + b * d.T * ks + j * d.hd;
+    T* dK = dk + b * d.T * ks + j * d.hd;
+    T* dV = dv + b * d.T * ks + j * d.hd;
+    for (int64_t t = 0; t < d.T; ++t) {
+      std::fill(dK + t * ks, dK + t * ks + d.hd, T(0));
+      std::fill(dV + t * ks, dV + t * ks + d.hd, T(0));
+    }
+    std::vector<T> P(static_cast<size_t>(std::min(d.T, kQueryBlock) * d.T));
+    std::vector<T> dS(P.size()), D(static_cast<size_t>(kQueryBlock));
+    for (int64_t h = j * g; h < (j + 1) * g; ++h) {
+      const T* L = lse + (b * d.nq + h) * d.T;
+      for (int64_t i0 = 0; i0 < d.T; i0 += kQueryBlock) {
+        const int64_t i1 = std::min(d.T, i0 + kQueryBlock), rows = i1 - i0;
+        const T* Q = q + (b * d.T + i0) * qs + h * d.hd;
+        const T* O = o + (b * d.T + i0) * qs + h * d.hd;
+        const T* dO = dout + (b * d.T + i0) * qs + h * d.hd;
+        T* dQ = dq + (b * d.T + i0) * qs + h * d.hd;
+        cpu::gemm<T>(false, true, rows, i1, d.hd, scale, Q, qs, K, ks, T(0), P.data(), i1);
+        cpu::gemm<T>(false, true, rows, i1, d.hd, T(1), dO, qs, V, ks, T(0), dS.data(), i1);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          T Dr = 0;
+          for (int64_t c = 0; c < d.hd; ++c) Dr += dO[r * qs + c] * O[r * qs + c];
+          T* pr = P.data() + r * i1;
+          T* sr = dS.data() + r * i1;
+          for (int64_t s = 0; s <= i; ++s) {
+            pr[s] = std::exp(pr[s] - L[i]);
+            sr[s] = pr[s] * (sr[s] - Dr);
+          }
+          for (int64_t s = i + 1; s < i1; ++s) pr[s] = sr[s] = 0;
+        }
+        cpu::gemm<T>(false, false, rows, d.hd, i1, scale, dS.data(), i1, K, ks, T(0), dQ, qs);
+        cpu::gemm<T>(true, false, i1, d.hd, rows, scale, dS.data(), i1, Q, qs, T(1), dK, ks);
+        cpu::gemm<T>(true, false, i1, d.hd, rows, T(1), P.data(), i1, dO, qs, T(1), dV, ks);
+      }
+    }
+  }, min_items_per_thread(5.0 * static_cast<double>(g * d.T * d.T * d.hd)));
+}
+
+}  // namespace
+
+AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v) {
+  NM_CHECK(q.rank() == 4, "attention: q must be [B, T, nq, hd], got {}", q.shape().str());
+  AttentionDims d{q.dim(0), q.dim(1), q.dim(2), k.rank() == 4 ? k.dim(2) : 0, q.dim(3)};
+  NM_CHECK(d.nkv > 0 && d.nq % d.nkv == 0, "attention: {} query heads cannot share k {}", d.nq, k.shape().str());
+  expect_shape(k, {d.B, d.T, d.nkv, d.hd}, "attention k");
+  expect_shape(v, {d.B, d.T, d.nkv, d.hd}, "attention v");
+  NM_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "attention: mixed dtypes q {} k {} v {}",
+           q.describe(), k.describe(), v.describe());
+  return d;
+}
+
+void attention_forward(Context&, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse) {
+  require_cpu(q, "attention_forward");
+  AttentionDims d = attention_dims(q, k, v);
+  expect_shape(o, q.shape(), "attention output");
+  expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");
+  expect_dtype(o, q.dtype(), "attention output");
+  expect_dtype(lse, q.dtype(), "attention lse");
+  dispatch_float(q.dtype(), "attention_forward", [&](auto zero) {
+    using T = decltype(zero);
+    forward_ref<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), lse.data<T>());
+  });
+}
+
+void attention_backward(Context&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                        const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  require_cpu(q, "attention_backward");
+  AttentionDims d = attention_dims(q, k, v);
+  expect_shape(o, q.shape(), "attention output");
+  expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");
+  expect_shape(dout, q.shape(), "attention dout");
+  expect_shape(dq, q.shape(), "attention dq");
+  expect_shape(dk, k.shape(), "attention dk");
+  expect_shape(dv, v.shape(), "attention dv");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&o, &lse, &dout, &dq, &dk, &dv})
+    expect_dtype(*t, q.dtype(), "attention backward tensor");
+  dispatch_float(q.dtype(), "attention_backward", [&](auto zero) {
+    using T = decltype(zero);
+    backward_ref<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), lse.data<T>(), dout.data<T>(),
+                    dq.data<T>(), dk.data<T>(), dv.data<T>());
+  });
+}
+
+}  // namespace nemotron::ops

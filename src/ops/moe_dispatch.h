@@ -1,0 +1,36 @@
+// Token <-> expert permutation for MoE (reference/architectures.md A.7.3). A routing (topk_idx
+// [N, K]) becomes a MoeDispatch handle built once and reused by dispatch, combine and both
+// backwards (STYLE.md lesson 4): slots 0..N*K-1 are grouped by expert (expert e owns slots
+// [expert_offset[e], expert_offset[e+1])), tokens ascending within an expert, so every expert's
+// rows are one contiguous GEMM operand. Backwards overwrite; no atomics, fixed summation order.
+#pragma once
+#include <vector>
+
+#include "core/context.h"
+
+namespace nemotron::ops {
+
+struct MoeDispatch {
+  int64_t num_tokens = 0, top_k = 0, num_experts = 0;
+  std::vector<int64_t> tokens_per_expert;  // [E]
+  std::vector<int64_t> expert_offset;      // [E + 1]
+  Tensor slot_token;                       // [N*K] int32: the token held by each slot
+  Tensor slot_of;                          // [N, K] int32: slot of token n's j-th chosen expert
+  int64_t num_slots() const { return num_tokens * top_k; }
+};
+
+// topk_idx [N, K] int32 (host) -> the handle.
+MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts);
+
+// x [N, d] -> xs [N*K, d], xs[slot] = x[slot_token[slot]].
+void moe_dispatch_forward(Context& ctx, const MoeDispatch& m, const Tensor& x, Tensor& xs);
+// dxs [N*K, d] -> dx [N, d], dx[n] = sum_j dxs[slot_of[n, j]].
+void moe_dispatch_backward(Context& ctx, const MoeDispatch& m, const Tensor& dxs, Tensor& dx);
+
+// ys [N*K, d], w [N, K] -> y [N, d], y[n] = sum_j w[n, j] ys[slot_of[n, j]].
+void moe_combine_forward(Context& ctx, const MoeDispatch& m, const Tensor& ys, const Tensor& w, Tensor& y);
+// dy [N, d] -> dys[slot_of[n, j]] = w[n, j] dy[n] and dw[n, j] = <dy[n], ys[slot_of[n, j]]>.
+void moe_combine_backward(Context& ctx, const MoeDispatch& m, const Tensor& ys, const Tensor& w, const Tensor& dy,
+                          Tensor& dys, Tensor& dw);
+
+}  // namespace nemotron::ops

@@ -1,0 +1,17 @@
+// Rotary position embedding, HF "rotate-half" convention (reference/architectures.md B.3): for a
+// head vector x of size hd at position t, dim i < hd/2 is paired with i + hd/2 and rotated by
+// angle t * f_i, f_i = theta^(-2i/hd):
+//   y[i] = x[i] cos - x[i+hd/2] sin,   y[i+hd/2] = x[i+hd/2] cos + x[i] sin.
+// The backward is the rotation by the negative angle. Angles are computed in float64.
+// Plain rope_theta only (no llama3 frequency scaling yet). In place allowed (y may be x).
+#pragma once
+#include "core/context.h"
+
+namespace nemotron::ops {
+
+// x [B, T, nh, hd] (hd even) -> y like x; token t of each sequence has position position_offset + t.
+void rope_forward(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t position_offset = 0);
+// dy -> dx (overwrite; dx may be dy).
+void rope_backward(Context& ctx, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset = 0);
+
+}  // namespace nemotron::ops

@@ -1,0 +1,66 @@
+// CPU reference for rotary embeddings: one cos/sin table per call, then a plain loop per token.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/parallel.h"
+#include "ops/dispatch.h"
+#include "ops/rope.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+// sign = +1 rotates by +angle (forward), -1 by -angle (backward).
+template <class T>
+void rotate_ref(const T* x, T* y, int64_t B, int64_t T_, int64_t nh, int64_t hd, double theta, int64_t offset,
+                double sign) {
+  const int64_t half = hd / 2;
+  std::vector<T> cs(static_cast<size_t>(T_ * half)), sn(cs.size());
+  for (int64_t t = 0; t < T_; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+      double a = static_cast<double>(offset + t) * f;
+      cs[t * half + i] = static_cast<T>(std::cos(a));
+      sn[t * half + i] = static_cast<T>(sign * std::sin(a));
+    }
+  cpu::parallel_for(B * T_, [&](int64_t bt) {
+    const int64_t t = bt % T_;
+    const T* c = cs.data() + t * half;
+    const T* s = sn.data() + t * half;
+    for (int64_t h = 0; h < nh; ++h) {
+      const T* xr = x + (bt * nh + h) * hd;
+      T* yr = y + (bt * nh + h) * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        T a = xr[i], b = xr[i + half];  // read both before writing: y may alias x
+        yr[i] = a * c[i] - b * s[i];
+        yr[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }, std::max<int64_t>(1, 16384 / (nh * hd)));  // keep tiny shapes on one thread
+}
+
+void rotate(const Tensor& x, double theta, Tensor& y, int64_t offset, double sign, const char* op) {
+  require_cpu(x, op);
+  NM_CHECK(x.rank() == 4 && x.dim(3) % 2 == 0, "{}: expected [B, T, heads, even head_dim], got {}", op,
+           x.shape().str());
+  NM_CHECK(theta > 0, "{}: rope_theta must be positive, got {}", op, theta);
+  expect_shape(y, x.shape(), op);
+  expect_dtype(y, x.dtype(), op);
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    rotate_ref<T>(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, offset, sign);
+  });
+}
+
+}  // namespace
+
+void rope_forward(Context&, const Tensor& x, double theta, Tensor& y, int64_t position_offset) {
+  rotate(x, theta, y, position_offset, 1.0, "rope_forward");
+}
+
+void rope_backward(Context&, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset) {
+  rotate(dy, theta, dx, position_offset, -1.0, "rope_backward");
+}
+
+}  // namespace nemotron::ops

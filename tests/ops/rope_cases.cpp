@@ -1,0 +1,74 @@
+// RoPE: gradient of the rotation, a hand-worked value that pins the rotate-half pairing and the
+// frequencies, and in-place use.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/rng.h"
+#include "harness.h"
+#include "ops/rope.h"
+
+namespace nemotron::testing {
+namespace {
+
+class RopeCase : public OpCase {
+ public:
+  RopeCase(int64_t B, int64_t T, int64_t nh, int64_t hd, double theta, int64_t offset)
+      : B_(B), T_(T), nh_(nh), hd_(hd), theta_(theta), offset_(offset) {}
+  std::string op() const override { return "rope"; }
+  std::string params() const override {
+    return fmt::format("B={},T={},nh={},hd={},theta={},offset={}", B_, T_, nh_, hd_, theta_, offset_);
+  }
+  std::vector<InputSpec> inputs() const override { return {{"x", {B_, T_, nh_, hd_}}}; }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    Tensor y = ctx.empty(in[0].shape(), in[0].dtype());
+    ops::rope_forward(ctx, in[0], theta_, y, offset_);
+    return {y};
+  }
+  std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
+                               const std::vector<Tensor>& douts) const override {
+    Tensor dx = ctx.empty(in[0].shape(), in[0].dtype());
+    ops::rope_backward(ctx, douts[0], theta_, dx, offset_);
+    return {dx};
+  }
+
+ private:
+  int64_t B_, T_, nh_, hd_;
+  double theta_;
+  int64_t offset_;
+};
+
+NM_OP_CASES(rope_cases) {
+  CaseList c;
+  c.push_back(std::make_unique<RopeCase>(2, 7, 3, 6, 10000.0, 0));
+  c.push_back(std::make_unique<RopeCase>(3, 5, 2, 10, 500000.0, 11));
+  return c;
+}
+
+// hd = 4, theta = 100: frequencies 1 and 100^(-1/2) = 0.1. Dim 0 pairs with dim 2, dim 1 with 3.
+TEST(Rope, rotates_dim_i_with_i_plus_half_by_t_times_theta_pow) {
+  Context ctx = cpu_context(DType::f64);
+  Tensor x = Tensor::from_vector<double>({1, 2, 1, 4}, {0, 0, 0, 0, 1, 2, 3, 4});  // positions 0 and 1
+  Tensor y = Tensor::empty(x.shape(), DType::f64);
+  ops::rope_forward(ctx, x, 100.0, y);
+  std::vector<double> got = y.to_f64_vector();
+  const double c1 = std::cos(1.0), s1 = std::sin(1.0), c2 = std::cos(0.1), s2 = std::sin(0.1);
+  std::vector<double> want{0, 0, 0, 0, 1 * c1 - 3 * s1, 2 * c2 - 4 * s2, 3 * c1 + 1 * s1, 4 * c2 + 2 * s2};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-15) << i;
+}
+
+TEST(Rope, in_place_and_backward_inverts_forward) {
+  Context ctx = cpu_context(DType::f64);
+  Tensor x = Tensor::empty({2, 9, 3, 8}, DType::f64);
+  fill_uniform(x, Philox(3), -1, 1);
+  Tensor y = x.clone();
+  ops::rope_forward(ctx, y, 10000.0, y, 5);
+  Tensor y_oop = Tensor::empty(x.shape(), DType::f64);
+  ops::rope_forward(ctx, x, 10000.0, y_oop, 5);
+  EXPECT_EQ(y.to_f64_vector(), y_oop.to_f64_vector());
+  ops::rope_backward(ctx, y, 10000.0, y, 5);  // a rotation's transpose is its inverse
+  EXPECT_LT(relative_error(y, x), 1e-14);
+}
+
+}  // namespace
+}  // namespace nemotron::testing
