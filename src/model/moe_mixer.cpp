@@ -67,6 +67,7 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   ops::moe_topk_weights(ctx, router_, scores, topk_idx, topk_w);
   ops::MoeDispatch dispatch = ops::moe_make_dispatch(ctx, topk_idx, E);
   last_tokens_per_expert_ = dispatch.tokens_per_expert;
+  last_selection_ = topk_idx.clone();  // outlives the workspace
 
   // Routed experts on their rows (steps 4-5), expert-major.
   Tensor x_lat = fc1_latent_.defined() ? fc1_latent_.forward(ctx, x) : x;

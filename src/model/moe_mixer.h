@@ -49,6 +49,8 @@ class MoeMixer : public Mixer {
   void force_selection(std::optional<Tensor> topk_idx) { forced_ = std::move(topk_idx); }
   // Tokens each expert received in the last forward (for the expert-bias balancing update, A.7.4).
   const std::vector<int64_t>& last_tokens_per_expert() const { return last_tokens_per_expert_; }
+  // The expert choice [B*T, K] of the last forward (to pin it with force_selection).
+  const Tensor& last_selection() const { return last_selection_; }
   const ops::MoeRouterParams& router_params() const { return router_; }
   int64_t expert_dim() const { return d_e_; }
 
@@ -63,6 +65,7 @@ class MoeMixer : public Mixer {
   Linear fc1_latent_, fc2_latent_;
   std::optional<Tensor> forced_;
   std::vector<int64_t> last_tokens_per_expert_;
+  Tensor last_selection_;
 };
 
 }  // namespace nemotron::model
