@@ -10,6 +10,12 @@ namespace nemotron::ops {
 
 namespace {
 
+// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
+// checks, decode) stay serial instead of paying a thread wake-up per call.
+int64_t grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
+}
+
 struct ScanDims {
   int64_t B, T, nH, P, G, N, Q;
   int64_t hpg() const { return nH / G; }      // heads per group
@@ -17,6 +23,8 @@ struct ScanDims {
   int64_t sbc() const { return G * N; }       // Bm/Cm elements per token
   int64_t chunks() const { return (T + Q - 1) / Q; }
   int64_t qmax() const { return std::min(Q, T); }
+  // multiply-adds of one (batch, group) task, roughly
+  int64_t group_work() const { return hpg() * T * (qmax() * (P + N) + 3 * P * N); }
 };
 
 template <class T>
@@ -105,7 +113,7 @@ void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_stat
     if (final_state)
       for (int64_t j = 0; j < hpg; ++j)
         std::copy(S.begin() + j * PN, S.begin() + (j + 1) * PN, final_state + (b * d.nH + g * hpg + j) * PN);
-  }, 1);
+  }, grain(d.group_work()));
 }
 
 template <class T>
@@ -133,7 +141,7 @@ void naive_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state)
       }
     }
     if (final_state) std::copy(S.begin(), S.end(), final_state + bh * PN);
-  }, 1);
+  }, grain(3 * d.T * PN));
 }
 
 // The adjoint of chunked_forward. For each chunk, in reverse, with dS = dL/d(state leaving the
@@ -268,7 +276,7 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
     if (d_init)
       for (int64_t j = 0; j < hpg; ++j)
         std::copy(dS.begin() + j * PN, dS.begin() + (j + 1) * PN, d_init + (b * d.nH + g * hpg + j) * PN);
-  }, 1);
+  }, grain(3 * d.group_work()));
 }
 
 ScanDims check_args(const SsdScanArgs& a, const char* op) {
