@@ -1,4 +1,5 @@
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/parallel.h"
 #include "ops/causal_conv1d.h"
@@ -68,21 +69,29 @@ void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, cons
       for (int64_t c = 0; c < d.C; ++c) dxr[c] += pr[c] * w[c * d.K + k];
     }
   }, grain(d.C * d.K));
-  // dw, dbias: each channel reduces over (b, t) in a fixed order (bitwise reproducible).
-  cpu::parallel_for(d.C, [&](int64_t c) {
-    for (int64_t k = 0; k < d.K; ++k) {
-      T s = 0;
-      for (int64_t b = 0; b < d.B; ++b)
-        for (int64_t t = std::max<int64_t>(0, (d.K - 1) - k); t < d.T; ++t)
-          s += dpre[(b * d.T + t) * d.C + c] * x[(b * d.T + t - (d.K - 1) + k) * d.C + c];
-      dw[c * d.K + k] += s;
+  // dw, dbias: a block of channels per task, rows reduced in a fixed order (bitwise reproducible)
+  // with the channel loop innermost (contiguous).
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (d.C + kBlock - 1) / kBlock;
+  cpu::parallel_for(blocks, [&](int64_t blk) {
+    const int64_t c0 = blk * kBlock, nc = std::min(kBlock, d.C - c0);
+    std::vector<T> acc(static_cast<size_t>((d.K + 1) * kBlock), T(0));  // [K + 1, block]: dw^T, then dbias
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t t = 0; t < d.T; ++t) {
+        const T* pr = dpre + (b * d.T + t) * d.C + c0;
+        for (int64_t k = std::max<int64_t>(0, (d.K - 1) - t); k < d.K; ++k) {
+          const T* xr = x + (b * d.T + t - (d.K - 1) + k) * d.C + c0;
+          T* a = acc.data() + k * kBlock;
+          for (int64_t c = 0; c < nc; ++c) a[c] += pr[c] * xr[c];
+        }
+        T* a = acc.data() + d.K * kBlock;
+        for (int64_t c = 0; c < nc; ++c) a[c] += pr[c];
+      }
+    for (int64_t c = 0; c < nc; ++c) {
+      for (int64_t k = 0; k < d.K; ++k) dw[(c0 + c) * d.K + k] += acc[k * kBlock + c];
+      if (dbias) dbias[c0 + c] += acc[d.K * kBlock + c];
     }
-    if (dbias) {
-      T s = 0;
-      for (int64_t r = 0; r < d.B * d.T; ++r) s += dpre[r * d.C + c];
-      dbias[c] += s;
-    }
-  }, grain(d.B * d.T * (d.K + 1)));
+  }, grain(d.B * d.T * (d.K + 1) * kBlock));
 }
 
 ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const char* op) {
