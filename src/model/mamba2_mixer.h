@@ -14,7 +14,7 @@ namespace nemotron::model {
 
 // What backward needs, all [B, T, .] per token: d = nH*P, GN = G*N.
 struct Mamba2Saved : MixerSaved {
-  Tensor u;                    // [B, T, H] mixer input (in_proj weight gradient)
+  Tensor u;                    // [B, T, H] mixer input, the caller's tensor (in_proj weight gradient)
   Tensor z;                    // [B, T, d] gate
   Tensor x_raw, B_raw, C_raw;  // [B, T, d], [B, T, GN], [B, T, GN] conv inputs
   Tensor dt_raw;               // [B, T, nH] in_proj dt rows, before dt_bias and softplus

@@ -11,7 +11,7 @@
 // against. The backward is the chunked adjoint of the same function (not the sequential
 // recurrence of A.3.5): it recomputes the chunk-entry states, then walks chunks in reverse with the
 // state gradient, using the transposed products of the forward. Nothing beyond the inputs is saved
-// between forward and backward; per-task scratch is O(Q^2 + Q(P+N) + (T/Q) P N).
+// between forward and backward; per-task scratch is O(Q^2 + Q(P+N) + (T/Q) (nH/G) P N).
 // Work is parallel over (batch, group) so that C B^T is shared by the heads of a group and dBm/dCm
 // (summed over those heads) have a single writer.
 #pragma once

@@ -55,7 +55,8 @@ class Mamba2Case : public MixerCase {
     std::string s = fmt::format("H={},nH={},P={},G={},N={},K={},chunk={},conv_bias={},bias={}", c.hidden_size,
                                 c.mamba_num_heads, c.mamba_head_dim, c.n_groups, c.ssm_state_size, c.conv_kernel,
                                 c.chunk_size, c.use_conv_bias ? 1 : 0, c.use_bias ? 1 : 0);
-    if (std::isfinite(c.time_step_limit_max)) s += fmt::format(",limit=({},{})", c.time_step_limit_min, c.time_step_limit_max);
+    if (std::isfinite(c.time_step_limit_max))
+      s += fmt::format(",limit=({},{})", c.time_step_limit_min, c.time_step_limit_max);
     return s;
   }
 };
@@ -165,7 +166,8 @@ void expect_forward_matches_loops(model::ModelConfig cfg, int64_t B, int64_t T) 
   Tensor u = Tensor::empty({B, T, cfg.hidden_size}, DType::f64);
   fill_uniform(u, Philox(98), -1, 1);
   Tensor out = mixer.forward(ctx, u, nullptr);
-  Tensor want = Tensor::from_vector<double>({B, T, cfg.hidden_size}, reference_forward(cfg, store, u.to_f64_vector(), B, T));
+  Tensor want =
+      Tensor::from_vector<double>({B, T, cfg.hidden_size}, reference_forward(cfg, store, u.to_f64_vector(), B, T));
   EXPECT_LT(relative_error(out, want), 1e-12);
 }
 
