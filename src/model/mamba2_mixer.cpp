@@ -1,0 +1,272 @@
+#include "model/mamba2_mixer.h"
+
+#include <cmath>
+
+#include "ops/causal_conv1d.h"
+#include "ops/dt_softplus.h"
+#include "ops/gated_rmsnorm.h"
+#include "ops/matmul.h"
+#include "ops/ssd_scan.h"
+
+namespace nemotron::model {
+
+namespace {
+
+// y [..., n] += b [n], as a rank-1 GEMM with a column of ones (works wherever matmul does).
+Tensor ones_column(Context& ctx, int64_t rows, DType dtype) {
+  Tensor ones = ctx.empty({rows, 1}, dtype);
+  fill_uniform(ones, Philox(0), 1.0, 1.0);
+  return ones;
+}
+
+void add_bias(Context& ctx, Tensor& y, const Tensor& b) {
+  int64_t n = b.numel(), rows = y.numel() / n;
+  Tensor y2 = y.view({rows, n});
+  ops::matmul(ctx, ones_column(ctx, rows, y.dtype()), false, b.view({1, n}), false, y2, 1.0, 1.0);
+}
+
+// db [n] += sum over rows of dy [..., n].
+void bias_grad(Context& ctx, const Tensor& dy, Tensor db) {
+  int64_t n = db.numel(), rows = dy.numel() / n;
+  Tensor db2 = db.view({n, 1});
+  ops::matmul(ctx, dy.view({rows, n}), true, ones_column(ctx, rows, dy.dtype()), false, db2, 1.0, 1.0);
+}
+
+// Overwrites a parameter with host values (any device, any float dtype).
+void set_values(Param& p, const std::vector<double>& v) {
+  p.value.copy_from(Tensor::from_vector<double>(p.value.shape(), v).to_host(p.value.dtype()));
+}
+
+void check_config(const ModelConfig& c, int64_t layer) {
+  auto fail = [&](const std::string& what) {
+    throw InputError(fmt::format("model config: layer {} (mamba): {}", layer, what));
+  };
+  if (c.hidden_size <= 0) fail(fmt::format("hidden_size must be positive, got {}", c.hidden_size));
+  if (c.mamba_num_heads <= 0) fail(fmt::format("mamba_num_heads must be positive, got {}", c.mamba_num_heads));
+  if (c.mamba_head_dim <= 0) fail(fmt::format("mamba_head_dim must be positive, got {}", c.mamba_head_dim));
+  if (c.ssm_state_size <= 0) fail(fmt::format("ssm_state_size must be positive, got {}", c.ssm_state_size));
+  if (c.n_groups <= 0 || c.mamba_num_heads % c.n_groups != 0)
+    fail(fmt::format("n_groups ({}) must divide mamba_num_heads ({})", c.n_groups, c.mamba_num_heads));
+  if (c.conv_kernel <= 0) fail(fmt::format("conv_kernel must be positive, got {}", c.conv_kernel));
+  if (c.chunk_size <= 0) fail(fmt::format("chunk_size must be positive, got {}", c.chunk_size));
+  if (!(c.time_step_limit_min < c.time_step_limit_max))
+    fail(fmt::format("time_step_limit must satisfy min < max, got ({}, {})", c.time_step_limit_min,
+                     c.time_step_limit_max));
+  if (!(0 < c.time_step_min && c.time_step_min <= c.time_step_max))
+    fail(fmt::format("time_step_min/max must satisfy 0 < min <= max, got {} and {}", c.time_step_min,
+                     c.time_step_max));
+}
+
+}  // namespace
+
+Mamba2Mixer::Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index)
+    : cfg_(cfg), prefix_(prefix), layer_index_(layer_index) {
+  check_config(cfg, layer_index);
+  H_ = cfg.hidden_size;
+  nH_ = cfg.mamba_num_heads;
+  P_ = cfg.mamba_head_dim;
+  d_ = nH_ * P_;
+  G_ = cfg.n_groups;
+  N_ = cfg.ssm_state_size;
+  K_ = cfg.conv_kernel;
+  GN_ = G_ * N_;
+  const int64_t in_dim = 2 * d_ + 2 * GN_ + nH_, conv_dim = d_ + 2 * GN_;
+  in_w_ = &store.add(prefix + "in_proj.weight", {in_dim, H_});
+  if (cfg.use_bias) in_b_ = &store.add(prefix + "in_proj.bias", {in_dim}, false);
+  conv_w_ = &store.add(prefix + "conv1d.weight", {conv_dim, 1, K_});
+  if (cfg.use_conv_bias) conv_b_ = &store.add(prefix + "conv1d.bias", {conv_dim}, false);
+  dt_bias_ = &store.add(prefix + "dt_bias", {nH_}, false);
+  A_log_ = &store.add(prefix + "A_log", {nH_}, false);
+  D_ = &store.add(prefix + "D", {nH_}, false);
+  norm_w_ = &store.add(prefix + "norm.weight", {d_}, false);
+  out_w_ = &store.add(prefix + "out_proj.weight", {H_, d_});
+  if (cfg.use_bias) out_b_ = &store.add(prefix + "out_proj.bias", {H_}, false);
+}
+
+Mamba2Mixer::Rows Mamba2Mixer::in_rows(Part part) const {
+  const int64_t size[kNumParts] = {d_, d_, GN_, GN_, nH_};
+  int64_t begin = 0;
+  for (int p = 0; p < part; ++p) begin += size[p];
+  return {begin, begin + size[part]};
+}
+
+Mamba2Mixer::Rows Mamba2Mixer::conv_rows(Part part) const {
+  NM_CHECK(part == kX || part == kB || part == kC, "conv1d covers x, B and C only");
+  Rows r = in_rows(part);
+  return {r.begin - d_, r.end - d_};  // conv channels are in_proj rows without the leading z
+}
+
+void Mamba2Mixer::init(uint64_t seed) {
+  const double std = cfg_.initializer_range;
+  init_normal(*in_w_, seed, std);
+  if (in_b_) init_constant(*in_b_, 0.0);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(K_));
+  init_uniform(*conv_w_, seed, -bound, bound);
+  if (conv_b_) init_uniform(*conv_b_, seed, -bound, bound);
+
+  init_uniform(*dt_bias_, seed, std::log(cfg_.time_step_min), std::log(cfg_.time_step_max));
+  std::vector<double> dt_bias = dt_bias_->value.to_f64_vector();
+  for (double& v : dt_bias) {
+    double dt = std::max(std::exp(v), cfg_.time_step_floor);
+    v = dt + std::log(-std::expm1(-dt));  // softplus^-1
+  }
+  set_values(*dt_bias_, dt_bias);
+
+  std::vector<double> a_log(nH_);
+  for (int64_t h = 0; h < nH_; ++h) a_log[h] = std::log(static_cast<double>(h + 1));
+  set_values(*A_log_, a_log);
+  init_constant(*D_, 1.0);
+  init_constant(*norm_w_, 1.0);
+  const double layers = static_cast<double>(std::max<int64_t>(1, cfg_.num_layers()));
+  init_normal(*out_w_, seed, cfg_.rescale_prenorm_residual ? std / std::sqrt(layers) : std);
+  if (out_b_) init_constant(*out_b_, 0.0);
+}
+
+// nH scalars, computed on the host. TODO(cuda): a device op once parameters live on the GPU.
+Tensor Mamba2Mixer::A(Context& ctx, DType dtype) const {
+  std::vector<double> a = A_log_->value.to_f64_vector();
+  for (double& v : a) v = -std::exp(v);
+  return Tensor::from_vector<double>({nH_}, a).to_host(dtype).to(*ctx.backend);
+}
+
+void Mamba2Mixer::conv_forward(Context& ctx, Part part, const Tensor& raw, Tensor& out) const {
+  Rows r = conv_rows(part);
+  ops::causal_conv1d_forward(ctx, raw, conv_w_->value.slice(r.begin, r.end),
+                             conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), out);
+}
+
+Tensor Mamba2Mixer::compute_dt(Context& ctx, const Tensor& dt_raw) const {
+  Tensor dt = ctx.empty(dt_raw.shape(), dt_raw.dtype());
+  ops::dt_softplus_forward(ctx, dt_raw, dt_bias_->value, cfg_.time_step_limit_min, cfg_.time_step_limit_max, dt);
+  return dt;
+}
+
+Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) {
+  NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "{}: mamba input must be [B, T, {}], got {}", prefix_, H_,
+           u.shape().str());
+  const int64_t B = u.dim(0), T = u.dim(1);
+  const DType dtype = u.dtype();
+
+  // in_proj, one GEMM per part: z, x, B, C, dt (pre-conv for x, B, C).
+  const int64_t width[kNumParts] = {d_, d_, GN_, GN_, nH_};
+  Tensor part_out[kNumParts];
+  for (int p = 0; p < kNumParts; ++p) {
+    Rows r = in_rows(static_cast<Part>(p));
+    part_out[p] = ctx.empty({B, T, width[p]}, dtype);
+    ops::linear_forward(ctx, u, in_w_->value.slice(r.begin, r.end), part_out[p]);
+    if (in_b_) add_bias(ctx, part_out[p], in_b_->value.slice(r.begin, r.end));
+  }
+  Tensor &z = part_out[kZ], &dt_raw = part_out[kDt];
+
+  Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
+  conv_forward(ctx, kX, part_out[kX], x);
+  conv_forward(ctx, kB, part_out[kB], Bm);
+  conv_forward(ctx, kC, part_out[kC], Cm);
+  Tensor dt = compute_dt(ctx, dt_raw);
+
+  ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, A(ctx, dtype), Bm.view({B, T, G_, N_}),
+                        Cm.view({B, T, G_, N_}), D_->value, Tensor(), cfg_.chunk_size};
+  Tensor y = ctx.empty({B, T, d_}, dtype);
+  Tensor y4 = y.view({B, T, nH_, P_});
+  ops::ssd_scan_forward(ctx, args, y4);
+
+  Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, dtype);
+  ops::gated_rmsnorm_forward(ctx, y, z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
+  Tensor out = ctx.empty({B, T, H_}, dtype);
+  ops::linear_forward(ctx, normed, out_w_->value, out);
+  if (out_b_) add_bias(ctx, out, out_b_->value);
+
+  if (saved) {
+    auto s = std::make_unique<Mamba2Saved>();
+    s->u = u;
+    s->z = z;
+    s->x_raw = part_out[kX];
+    s->B_raw = part_out[kB];
+    s->C_raw = part_out[kC];
+    s->dt_raw = dt_raw;
+    s->y = y;
+    s->rstd = rstd;
+    *saved = std::move(s);
+  }
+  return out;
+}
+
+Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const Tensor& dout) {
+  const auto* sp = dynamic_cast<const Mamba2Saved*>(&saved_base);
+  NM_CHECK(sp, "{}: backward needs the Mamba2Saved of this mixer's forward", prefix_);
+  const Mamba2Saved& s = *sp;
+  const int64_t B = s.u.dim(0), T = s.u.dim(1);
+  const DType dtype = s.u.dtype();
+  expect_shape(dout, s.u.shape(), "mamba dout");
+
+  // out_proj: recompute its input (the gated norm output) from y, z.
+  Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, dtype);
+  ops::gated_rmsnorm_forward(ctx, s.y, s.z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
+  Tensor d_normed = ctx.empty({B, T, d_}, dtype);
+  ops::linear_backward(ctx, normed, out_w_->value, dout, &d_normed, &out_w_->grad);
+  if (out_b_) bias_grad(ctx, dout, out_b_->grad);
+
+  Tensor dy = ctx.empty({B, T, d_}, dtype), dz = ctx.empty({B, T, d_}, dtype);
+  ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, norm_w_->grad);
+
+  // Scan: recompute its inputs (conv outputs, dt) from the saved pre-activations.
+  Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
+  conv_forward(ctx, kX, s.x_raw, x);
+  conv_forward(ctx, kB, s.B_raw, Bm);
+  conv_forward(ctx, kC, s.C_raw, Cm);
+  Tensor dt = compute_dt(ctx, s.dt_raw);
+  Tensor a = A(ctx, dtype);
+  ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, a, Bm.view({B, T, G_, N_}), Cm.view({B, T, G_, N_}),
+                        D_->value, Tensor(), cfg_.chunk_size};
+  Tensor dx = ctx.empty({B, T, d_}, dtype), ddt = ctx.empty({B, T, nH_}, dtype);
+  Tensor dBm = ctx.empty({B, T, GN_}, dtype), dCm = ctx.empty({B, T, GN_}, dtype), dA = ctx.zeros({nH_}, dtype);
+  ops::SsdScanGrads g{dx.view({B, T, nH_, P_}), ddt, dBm.view({B, T, G_, N_}), dCm.view({B, T, G_, N_}),
+                      dA, D_->grad, Tensor()};
+  ops::ssd_scan_backward(ctx, args, dy.view({B, T, nH_, P_}), nullptr, g);
+
+  // A = -exp(A_log): dA_log += dA * A (nH scalars, on the host like A itself).
+  {
+    std::vector<double> ga = dA.to_f64_vector(), av = a.to_f64_vector(), acc = A_log_->grad.to_f64_vector();
+    for (int64_t h = 0; h < nH_; ++h) acc[h] += ga[h] * av[h];
+    A_log_->grad.copy_from(Tensor::from_vector<double>({nH_}, acc).to_host(A_log_->grad.dtype()));
+  }
+
+  // dt path and conv, back to the in_proj outputs.
+  Tensor d_part[kNumParts];
+  d_part[kZ] = dz;
+  d_part[kDt] = ctx.empty({B, T, nH_}, dtype);
+  ops::dt_softplus_backward(ctx, s.dt_raw, dt_bias_->value, cfg_.time_step_limit_min, cfg_.time_step_limit_max, ddt,
+                            d_part[kDt], dt_bias_->grad);
+  const Tensor* raw[kNumParts] = {nullptr, &s.x_raw, &s.B_raw, &s.C_raw, nullptr};
+  const Tensor* d_act[kNumParts] = {nullptr, &dx, &dBm, &dCm, nullptr};
+  for (Part p : {kX, kB, kC}) {
+    Rows r = conv_rows(p);
+    d_part[p] = ctx.empty(raw[p]->shape(), dtype);
+    Tensor dw = conv_w_->grad.slice(r.begin, r.end);
+    Tensor db = conv_b_ ? conv_b_->grad.slice(r.begin, r.end) : Tensor();
+    ops::causal_conv1d_backward(ctx, *raw[p], conv_w_->value.slice(r.begin, r.end),
+                                conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), *d_act[p], d_part[p], dw,
+                                db);
+  }
+
+  // in_proj: du = sum over parts of d_part W_part; dW_part += d_part^T u.
+  Tensor du = ctx.empty({B, T, H_}, dtype);
+  for (int p = 0; p < kNumParts; ++p) {
+    Rows r = in_rows(static_cast<Part>(p));
+    Tensor dw = in_w_->grad.slice(r.begin, r.end);
+    ops::linear_backward(ctx, s.u, in_w_->value.slice(r.begin, r.end), d_part[p], &du, &dw, p > 0);
+    if (in_b_) bias_grad(ctx, d_part[p], in_b_->grad.slice(r.begin, r.end));
+  }
+  return du;
+}
+
+double Mamba2Mixer::forward_flops_per_token(int64_t T) const {
+  const double Q = static_cast<double>(T > 0 ? std::min(cfg_.chunk_size, T) : cfg_.chunk_size);
+  const double proj = static_cast<double>(H_) * static_cast<double>(2 * d_ + 2 * GN_ + nH_) +
+                      static_cast<double>(d_) * static_cast<double>(H_);
+  const double scan = static_cast<double>(G_) * Q * static_cast<double>(N_) +
+                      static_cast<double>(nH_) * (Q * static_cast<double>(P_) + 2.0 * static_cast<double>(P_ * N_));
+  return 2.0 * (proj + scan);
+}
+
+}  // namespace nemotron::model

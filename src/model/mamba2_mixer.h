@@ -1,0 +1,74 @@
+// The Mamba-2 mixer of an `M` layer (reference/architectures.md A.3):
+//   u -> in_proj -> [z | x B C | dt] -> causal conv + SiLU on x, B, C -> dt = clamp(softplus(.))
+//     -> chunked SSD scan -> gated grouped RMSNorm (gate z) -> out_proj
+// Parameters carry the Hub names under `prefix` (A.3.1). in_proj is applied as five GEMMs on
+// contiguous row blocks of its weight and the conv per channel block, so z, x, B, C and dt come
+// out as separate dense tensors without split copies. Saved activations are per token (no
+// per-chunk matrices); the conv output, dt and the normed output are recomputed in backward.
+#pragma once
+#include <string>
+
+#include "model/mixer.h"
+
+namespace nemotron::model {
+
+// What backward needs, all [B, T, .] per token: d = nH*P, GN = G*N.
+struct Mamba2Saved : MixerSaved {
+  Tensor u;                    // [B, T, H] mixer input, the caller's tensor (in_proj weight gradient)
+  Tensor z;                    // [B, T, d] gate
+  Tensor x_raw, B_raw, C_raw;  // [B, T, d], [B, T, GN], [B, T, GN] conv inputs
+  Tensor dt_raw;               // [B, T, nH] in_proj dt rows, before dt_bias and softplus
+  Tensor y;                    // [B, T, d] scan output
+  Tensor rstd;                 // [B*T, G] gated-norm statistics
+};
+
+class Mamba2Mixer : public Mixer {
+ public:
+  // Registers prefix + in_proj.weight [2d + 2GN + nH, H], conv1d.weight [d + 2GN, 1, K],
+  // conv1d.bias (use_conv_bias), dt_bias, A_log, D [nH], norm.weight [d], out_proj.weight [H, d],
+  // and in_proj.bias / out_proj.bias (use_bias). 1-D tensors get no weight decay.
+  Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+
+  LayerKind kind() const override { return LayerKind::mamba; }
+  // A.3.6 (HF): A_log = log(1..nH), D = 1, dt_bias = softplus^-1(dt), dt = max(exp(U(log
+  // time_step_min, log time_step_max)), time_step_floor); conv weight and bias U(+-1/sqrt(K))
+  // (Kaiming-uniform a=sqrt(5) with fan_in = K); norm 1; in_proj N(0, initializer_range);
+  // out_proj N(0, initializer_range / sqrt(num_layers)) when rescale_prenorm_residual; biases 0.
+  void init(uint64_t seed) override;
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
+  // 2 * (MACs per token), counting in_proj H(2d + 2GN + nH) + out_proj dH and the chunked scan's
+  // dense products with Q' = min(chunk_size, T): G Q' N (C B^T, shared by a group's heads) +
+  // nH (Q' P (intra-chunk M x) + P N (state read C S^T) + P N (state write x^T B)). The conv,
+  // norm and elementwise work are not matmuls and are not counted.
+  double forward_flops_per_token(int64_t T) const override;
+
+ private:
+  // Rows [begin, end) of in_proj for one part, in the Hub order z, x, B, C, dt.
+  struct Rows {
+    int64_t begin, end;
+  };
+  enum Part { kZ, kX, kB, kC, kDt, kNumParts };
+  Rows in_rows(Part part) const;
+  Rows conv_rows(Part part) const;  // kX, kB, kC: channels of conv1d
+  Tensor A(Context& ctx, DType dtype) const;  // -exp(A_log) [nH]
+  void conv_forward(Context& ctx, Part part, const Tensor& raw, Tensor& out) const;
+  Tensor compute_dt(Context& ctx, const Tensor& dt_raw) const;
+
+  ModelConfig cfg_;
+  std::string prefix_;
+  int64_t layer_index_;
+  int64_t H_, d_, nH_, P_, G_, N_, K_, GN_;
+  Param* in_w_;
+  Param* in_b_ = nullptr;
+  Param* conv_w_;
+  Param* conv_b_ = nullptr;
+  Param* dt_bias_;
+  Param* A_log_;
+  Param* D_;
+  Param* norm_w_;
+  Param* out_w_;
+  Param* out_b_ = nullptr;
+};
+
+}  // namespace nemotron::model

@@ -1,0 +1,22 @@
+// Depthwise causal convolution over time with bias and fused SiLU, the Mamba-2 conv on xBC
+// (reference/architectures.md A.3.2 step 2, A.3.5 "Conv"):
+//   pre[b,t,c] = bias[c] + sum_{k<K} w[c,k] * x[b, t-(K-1)+k, c]   (x[t<0] = 0)
+//   y[b,t,c]   = SiLU(pre[b,t,c])
+// Nothing is saved: backward recomputes pre from x (K MACs per element). Backward overwrites dx and
+// accumulates dw, dbias (+=). Channels are independent, so a channel range of x with the matching
+// rows of w and bias (e.g. the x, B or C part of Mamba's xBC) is a valid call on its own.
+#pragma once
+#include "core/context.h"
+
+namespace nemotron::ops {
+
+// x [B, T, C] -> y [B, T, C]; w [C, K] or the Hugging Face layout [C, 1, K]; bias [C] or an
+// undefined Tensor (use_conv_bias = false). One float dtype throughout.
+void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
+
+// dy [B, T, C] -> dx [B, T, C] (overwritten), dw like w (+=), dbias [C] (+=; must be defined iff
+// bias is).
+void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy,
+                            Tensor& dx, Tensor& dw, Tensor& dbias);
+
+}  // namespace nemotron::ops

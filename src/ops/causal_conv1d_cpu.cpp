@@ -1,0 +1,139 @@
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/parallel.h"
+#include "ops/causal_conv1d.h"
+#include "ops/dispatch.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
+// checks, decode) stay serial instead of paying a thread wake-up per call.
+int64_t grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
+}
+
+struct ConvDims {
+  int64_t B, T, C, K;
+};
+
+template <class T>
+T sigmoid(T v) {
+  return T(1) / (T(1) + std::exp(-v));
+}
+
+// pre-activation of one row (b, t) for all channels; bias may be null.
+template <class T>
+void conv_row(const ConvDims& d, const T* x, const T* w, const T* bias, int64_t b, int64_t t, T* pre) {
+  for (int64_t c = 0; c < d.C; ++c) pre[c] = bias ? bias[c] : T(0);
+  for (int64_t k = 0; k < d.K; ++k) {
+    int64_t ts = t - (d.K - 1) + k;
+    if (ts < 0) continue;
+    const T* xr = x + (b * d.T + ts) * d.C;
+    for (int64_t c = 0; c < d.C; ++c) pre[c] += w[c * d.K + k] * xr[c];
+  }
+}
+
+template <class T>
+void forward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, T* y) {
+  cpu::parallel_for(d.B * d.T, [&](int64_t row) {
+    T* yr = y + row * d.C;
+    conv_row(d, x, w, bias, row / d.T, row % d.T, yr);
+    for (int64_t c = 0; c < d.C; ++c) yr[c] = yr[c] * sigmoid(yr[c]);
+  }, grain(d.C * (d.K + 4)));
+}
+
+template <class T>
+void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, const T* dy, T* dpre, T* dx, T* dw,
+                  T* dbias) {
+  // dpre = dy * SiLU'(pre), SiLU'(p) = s (1 + p (1 - s)), s = sigmoid(p).
+  cpu::parallel_for(d.B * d.T, [&](int64_t row) {
+    T* pr = dpre + row * d.C;
+    conv_row(d, x, w, bias, row / d.T, row % d.T, pr);
+    for (int64_t c = 0; c < d.C; ++c) {
+      T p = pr[c], s = sigmoid(p);
+      pr[c] = dy[row * d.C + c] * s * (T(1) + p * (T(1) - s));
+    }
+  }, grain(d.C * (d.K + 6)));
+  // dx[t] = sum_k dpre[t + (K-1) - k] w[k]
+  cpu::parallel_for(d.B * d.T, [&](int64_t row) {
+    int64_t b = row / d.T, t = row % d.T;
+    T* dxr = dx + row * d.C;
+    for (int64_t c = 0; c < d.C; ++c) dxr[c] = T(0);
+    for (int64_t k = 0; k < d.K; ++k) {
+      int64_t to = t + (d.K - 1) - k;
+      if (to >= d.T) continue;
+      const T* pr = dpre + (b * d.T + to) * d.C;
+      for (int64_t c = 0; c < d.C; ++c) dxr[c] += pr[c] * w[c * d.K + k];
+    }
+  }, grain(d.C * d.K));
+  // dw, dbias: a block of channels per task, rows reduced in a fixed order (bitwise reproducible)
+  // with the channel loop innermost (contiguous).
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (d.C + kBlock - 1) / kBlock;
+  cpu::parallel_for(blocks, [&](int64_t blk) {
+    const int64_t c0 = blk * kBlock, nc = std::min(kBlock, d.C - c0);
+    std::vector<T> acc(static_cast<size_t>((d.K + 1) * kBlock), T(0));  // [K + 1, block]: dw^T, then dbias
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t t = 0; t < d.T; ++t) {
+        const T* pr = dpre + (b * d.T + t) * d.C + c0;
+        for (int64_t k = std::max<int64_t>(0, (d.K - 1) - t); k < d.K; ++k) {
+          const T* xr = x + (b * d.T + t - (d.K - 1) + k) * d.C + c0;
+          T* a = acc.data() + k * kBlock;
+          for (int64_t c = 0; c < nc; ++c) a[c] += pr[c] * xr[c];
+        }
+        T* a = acc.data() + d.K * kBlock;
+        for (int64_t c = 0; c < nc; ++c) a[c] += pr[c];
+      }
+    for (int64_t c = 0; c < nc; ++c) {
+      for (int64_t k = 0; k < d.K; ++k) dw[(c0 + c) * d.K + k] += acc[k * kBlock + c];
+      if (dbias) dbias[c0 + c] += acc[d.K * kBlock + c];
+    }
+  }, grain(d.B * d.T * (d.K + 1) * kBlock));
+}
+
+ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const char* op) {
+  require_cpu(x, op);
+  NM_CHECK(x.rank() == 3, "{}: x must be [B, T, C], got {}", op, x.shape().str());
+  ConvDims d{x.dim(0), x.dim(1), x.dim(2), w.dim(-1)};
+  bool ok_w = (w.rank() == 2 && w.dim(0) == d.C) || (w.rank() == 3 && w.dim(0) == d.C && w.dim(1) == 1);
+  NM_CHECK(ok_w && d.K >= 1, "{}: weight must be [{}, K] or [{}, 1, K], got {}", op, d.C, d.C, w.shape().str());
+  expect_dtype(w, x.dtype(), "causal_conv1d weight");
+  if (bias.defined()) {
+    expect_shape(bias, {d.C}, "causal_conv1d bias");
+    expect_dtype(bias, x.dtype(), "causal_conv1d bias");
+  }
+  return d;
+}
+
+}  // namespace
+
+void causal_conv1d_forward(Context&, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  ConvDims d = check_args(x, w, bias, "causal_conv1d_forward");
+  expect_shape(y, x.shape(), "causal_conv1d output");
+  expect_dtype(y, x.dtype(), "causal_conv1d output");
+  dispatch_float(x.dtype(), "causal_conv1d_forward", [&](auto zero) {
+    using T = decltype(zero);
+    forward_ref<T>(d, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, y.data<T>());
+  });
+}
+
+void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy,
+                            Tensor& dx, Tensor& dw, Tensor& dbias) {
+  ConvDims d = check_args(x, w, bias, "causal_conv1d_backward");
+  expect_shape(dy, x.shape(), "causal_conv1d dy");
+  expect_shape(dx, x.shape(), "causal_conv1d dx");
+  expect_shape(dw, w.shape(), "causal_conv1d dw");
+  NM_CHECK(bias.defined() == dbias.defined(), "causal_conv1d_backward: dbias must be given exactly when bias is");
+  if (dbias.defined()) expect_shape(dbias, {d.C}, "causal_conv1d dbias");
+  Tensor dpre = ctx.empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "causal_conv1d_backward", [&](auto zero) {
+    using T = decltype(zero);
+    backward_ref<T>(d, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, dy.data<T>(),
+                    dpre.data<T>(), dx.data<T>(), dw.data<T>(), dbias.defined() ? dbias.data<T>() : nullptr);
+  });
+}
+
+}  // namespace nemotron::ops

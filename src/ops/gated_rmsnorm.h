@@ -1,0 +1,18 @@
+// Mamba-2's gated grouped RMSNorm, gate first (norm_before_gate = False; reference/
+// architectures.md A.3.2 step 6, A.3.5 "Gated norm"). Per row of d channels split into G
+// contiguous groups of d/G:
+//   v = y * SiLU(z);  out = w * v * rstd,  rstd = (mean_group(v^2) + eps)^(-1/2)
+// Forward saves rstd [rows, G]; backward recomputes v from y and z, overwrites dy and dz and
+// accumulates dw (+=).
+#pragma once
+#include "core/context.h"
+
+namespace nemotron::ops {
+
+// y, z [..., d], w [d], d % n_groups == 0 -> out like y, rstd [rows, n_groups] (rows = numel / d).
+void gated_rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups,
+                           double eps, Tensor& out, Tensor& rstd);
+void gated_rmsnorm_backward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, const Tensor& rstd,
+                            int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw);
+
+}  // namespace nemotron::ops

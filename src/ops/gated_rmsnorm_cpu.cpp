@@ -1,0 +1,114 @@
+#include <cmath>
+
+#include "backend/cpu/parallel.h"
+#include "ops/dispatch.h"
+#include "ops/gated_rmsnorm.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
+// checks, decode) stay serial instead of paying a thread wake-up per call.
+int64_t grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
+}
+
+struct NormDims {
+  int64_t rows, d, G, gs;  // gs = d / G channels per group
+};
+
+template <class T>
+T sigmoid(T v) {
+  return T(1) / (T(1) + std::exp(-v));
+}
+
+template <class T>
+void forward_ref(const NormDims& n, const T* y, const T* z, const T* w, T eps, T* out, T* rstd) {
+  cpu::parallel_for(n.rows, [&](int64_t r) {
+    for (int64_t g = 0; g < n.G; ++g) {
+      int64_t o = r * n.d + g * n.gs;
+      T ss = 0;
+      for (int64_t i = 0; i < n.gs; ++i) {
+        T v = y[o + i] * z[o + i] * sigmoid(z[o + i]);
+        out[o + i] = v;
+        ss += v * v;
+      }
+      T s = T(1) / std::sqrt(ss / T(n.gs) + eps);
+      rstd[r * n.G + g] = s;
+      for (int64_t i = 0; i < n.gs; ++i) out[o + i] *= s * w[g * n.gs + i];
+    }
+  }, grain(8 * n.d));
+}
+
+template <class T>
+void backward_ref(const NormDims& n, const T* y, const T* z, const T* w, const T* rstd, const T* dout, T* dy, T* dz,
+                  T* dw) {
+  cpu::parallel_for(n.rows, [&](int64_t r) {
+    for (int64_t g = 0; g < n.G; ++g) {
+      int64_t o = r * n.d + g * n.gs;
+      T s = rstd[r * n.G + g], dot = 0;
+      for (int64_t i = 0; i < n.gs; ++i) {
+        T v = y[o + i] * z[o + i] * sigmoid(z[o + i]);
+        dot += w[g * n.gs + i] * dout[o + i] * v * s;
+      }
+      dot /= T(n.gs);
+      for (int64_t i = 0; i < n.gs; ++i) {
+        T sz = sigmoid(z[o + i]), silu = z[o + i] * sz;
+        T v = y[o + i] * silu;
+        T dv = s * (w[g * n.gs + i] * dout[o + i] - v * s * dot);
+        dy[o + i] = dv * silu;
+        dz[o + i] = dv * y[o + i] * sz * (T(1) + z[o + i] * (T(1) - sz));
+      }
+    }
+  }, grain(16 * n.d));
+  // dw reduces over rows in a fixed order (bitwise reproducible).
+  for (int64_t r = 0; r < n.rows; ++r)
+    for (int64_t c = 0; c < n.d; ++c) {
+      int64_t o = r * n.d + c;
+      dw[c] += dout[o] * y[o] * z[o] * sigmoid(z[o]) * rstd[r * n.G + c / n.gs];
+    }
+}
+
+NormDims check_args(const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups, const char* op) {
+  require_cpu(y, op);
+  NM_CHECK(y.rank() >= 1, "{}: y must be [..., d]", op);
+  int64_t d = y.dim(-1);
+  NM_CHECK(n_groups >= 1 && d % n_groups == 0, "{}: d = {} is not a multiple of n_groups = {}", op, d, n_groups);
+  expect_shape(z, y.shape(), "gated_rmsnorm z");
+  expect_shape(w, {d}, "gated_rmsnorm weight");
+  expect_dtype(z, y.dtype(), "gated_rmsnorm z");
+  expect_dtype(w, y.dtype(), "gated_rmsnorm weight");
+  int64_t rows = d == 0 ? 0 : y.numel() / d;
+  return {rows, d, n_groups, d / n_groups};
+}
+
+}  // namespace
+
+void gated_rmsnorm_forward(Context&, const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups, double eps,
+                           Tensor& out, Tensor& rstd) {
+  NormDims n = check_args(y, z, w, n_groups, "gated_rmsnorm_forward");
+  expect_shape(out, y.shape(), "gated_rmsnorm output");
+  expect_shape(rstd, {n.rows, n.G}, "gated_rmsnorm rstd");
+  dispatch_float(y.dtype(), "gated_rmsnorm_forward", [&](auto zero) {
+    using T = decltype(zero);
+    forward_ref<T>(n, y.data<T>(), z.data<T>(), w.data<T>(), static_cast<T>(eps), out.data<T>(), rstd.data<T>());
+  });
+}
+
+void gated_rmsnorm_backward(Context&, const Tensor& y, const Tensor& z, const Tensor& w, const Tensor& rstd,
+                            int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw) {
+  NormDims n = check_args(y, z, w, n_groups, "gated_rmsnorm_backward");
+  expect_shape(rstd, {n.rows, n.G}, "gated_rmsnorm rstd");
+  expect_shape(dout, y.shape(), "gated_rmsnorm dout");
+  expect_shape(dy, y.shape(), "gated_rmsnorm dy");
+  expect_shape(dz, y.shape(), "gated_rmsnorm dz");
+  expect_shape(dw, {n.d}, "gated_rmsnorm dw");
+  dispatch_float(y.dtype(), "gated_rmsnorm_backward", [&](auto zero) {
+    using T = decltype(zero);
+    backward_ref<T>(n, y.data<T>(), z.data<T>(), w.data<T>(), rstd.data<T>(), dout.data<T>(), dy.data<T>(),
+                    dz.data<T>(), dw.data<T>());
+  });
+}
+
+}  // namespace nemotron::ops

@@ -1,0 +1,42 @@
+// The Mamba-2 selective state-space scan (reference/architectures.md A.3.2 step 5, A.3.3, A.3.5).
+// Per batch b and head h (group g(h) = h / (nH/G)), state S [P, N], S_{-1} = initial state or 0:
+//   S_t = exp(dt_t A_h) S_{t-1} + dt_t x_t B_t^T,   y_t = S_t C_t + D_h x_t
+// Shapes: x [B, T, nH, P], dt [B, T, nH] (already softplus'ed and clamped), A [nH] (negative),
+// Bm, Cm [B, T, G, N], D [nH], initial/final state [B, nH, P, N]. One float dtype throughout.
+//
+// ssd_scan_forward is the chunked SSD algorithm of A.3.3 (chunk length Q = chunk_size, the last
+// chunk may be shorter, Q may exceed T): per chunk, C B^T and the masked decay matrix give the
+// intra-chunk output, dense state products carry the state between chunks. ssd_scan_naive_forward
+// is the plain sequential recurrence above, kept as the specification the chunked form is tested
+// against. The backward is the chunked adjoint of the same function (not the sequential
+// recurrence of A.3.5): it recomputes the chunk-entry states, then walks chunks in reverse with the
+// state gradient, using the transposed products of the forward. Nothing beyond the inputs is saved
+// between forward and backward; per-task scratch is O(Q^2 + Q(P+N) + (T/Q) (nH/G) P N).
+// Work is parallel over (batch, group) so that C B^T is shared by the heads of a group and dBm/dCm
+// (summed over those heads) have a single writer.
+#pragma once
+#include "core/context.h"
+
+namespace nemotron::ops {
+
+struct SsdScanArgs {
+  Tensor x, dt, A, Bm, Cm, D;
+  Tensor initial_state;   // [B, nH, P, N]; undefined = zeros
+  int64_t chunk_size = 128;
+};
+
+struct SsdScanGrads {
+  Tensor dx, ddt, dBm, dCm;  // overwritten
+  Tensor dA, dD;             // accumulated (+=)
+  Tensor d_initial_state;    // overwritten; leave undefined when not needed (needs args.initial_state)
+};
+
+// y [B, T, nH, P] (overwritten); final_state [B, nH, P, N] (overwritten) when given.
+void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state = nullptr);
+void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state = nullptr);
+
+// Gradients of <y, dy> + <final_state, d_final_state> (d_final_state may be null = 0).
+void ssd_scan_backward(Context& ctx, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,
+                       SsdScanGrads& grads);
+
+}  // namespace nemotron::ops

@@ -1,0 +1,362 @@
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/blas.h"
+#include "backend/cpu/parallel.h"
+#include "ops/dispatch.h"
+#include "ops/ssd_scan.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
+// checks, decode) stay serial instead of paying a thread wake-up per call.
+int64_t grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
+}
+
+struct ScanDims {
+  int64_t B, T, nH, P, G, N, Q;
+  int64_t hpg() const { return nH / G; }      // heads per group
+  int64_t sx() const { return nH * P; }       // x/y elements per token
+  int64_t sbc() const { return G * N; }       // Bm/Cm elements per token
+  int64_t chunks() const { return (T + Q - 1) / Q; }
+  int64_t qmax() const { return std::min(Q, T); }
+  // multiply-adds of one (batch, group) task, roughly
+  int64_t group_work() const { return hpg() * T * (qmax() * (P + N) + 3 * P * N); }
+};
+
+template <class T>
+struct ScanIn {
+  const T *x, *dt, *A, *Bm, *Cm, *D, *init;  // init null = zero initial state
+};
+
+// One head over one chunk of L tokens: lam[l] = sum_{j<=l} dt_j A (in-chunk log-decay) and
+// xb[l, :] = dt_l x_l (discretised input).
+template <class T>
+void discretize(const ScanDims& d, const T* dtc, const T* xc, T A, int64_t L, T* lam, T* xb) {
+  T acc = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    T dt = dtc[l * d.nH];
+    acc += dt * A;
+    lam[l] = acc;
+    for (int64_t p = 0; p < d.P; ++p) xb[l * d.P + p] = dt * xc[l * d.sx() + p];
+  }
+}
+
+// E[l, s] = exp(lam_l - lam_s) for s <= l, 0 above the diagonal; M = CB o E.
+template <class T>
+void decay_matrices(const T* lam, const T* CB, int64_t L, T* E, T* M) {
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t s = 0; s < L; ++s) {
+      T e = s <= l ? std::exp(lam[l] - lam[s]) : T(0);
+      if (E) E[l * L + s] = e;
+      M[l * L + s] = CB[l * L + s] * e;
+    }
+}
+
+// S <- exp(lam_{L-1}) S + xb^T (w o B), w_l = exp(lam_{L-1} - lam_l): the state after the chunk.
+template <class T>
+void advance_state(const ScanDims& d, const T* lam, const T* xb, const T* Bc, int64_t L, T* Bs, T* S) {
+  T last = lam[L - 1];
+  for (int64_t l = 0; l < L; ++l) {
+    T w = std::exp(last - lam[l]);
+    for (int64_t n = 0; n < d.N; ++n) Bs[l * d.N + n] = w * Bc[l * d.sbc() + n];
+  }
+  T decay = std::exp(last);
+  for (int64_t i = 0; i < d.P * d.N; ++i) S[i] *= decay;
+  cpu::gemm<T>(true, false, d.P, d.N, L, T(1), xb, d.P, Bs, d.N, T(1), S, d.N);
+}
+
+template <class T>
+void load_initial_states(const ScanDims& d, const T* init, int64_t b, int64_t g, T* S) {
+  int64_t PN = d.P * d.N;
+  for (int64_t j = 0; j < d.hpg(); ++j) {
+    int64_t h = g * d.hpg() + j;
+    for (int64_t i = 0; i < PN; ++i) S[j * PN + i] = init ? init[(b * d.nH + h) * PN + i] : T(0);
+  }
+}
+
+template <class T>
+void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state) {
+  const int64_t hpg = d.hpg(), sx = d.sx(), sbc = d.sbc(), Qm = d.qmax(), PN = d.P * d.N;
+  cpu::parallel_for(d.B * d.G, [&](int64_t bg) {
+    const int64_t b = bg / d.G, g = bg % d.G;
+    std::vector<T> CB(Qm * Qm), M(Qm * Qm), xb(Qm * d.P), Cs(Qm * d.N), Bs(Qm * d.N), lam(Qm), S(hpg * PN);
+    load_initial_states(d, in.init, b, g, S.data());
+    for (int64_t t0 = 0; t0 < d.T; t0 += d.Q) {
+      const int64_t L = std::min(d.Q, d.T - t0), row0 = b * d.T + t0;
+      const T* Bc = in.Bm + row0 * sbc + g * d.N;
+      const T* Cc = in.Cm + row0 * sbc + g * d.N;
+      cpu::gemm<T>(false, true, L, L, d.N, T(1), Cc, sbc, Bc, sbc, T(0), CB.data(), L);  // CB[l,s] = C_l . B_s
+      for (int64_t j = 0; j < hpg; ++j) {
+        const int64_t h = g * hpg + j;
+        const T* xc = in.x + row0 * sx + h * d.P;
+        T* yc = y + row0 * sx + h * d.P;
+        T* Sj = S.data() + j * PN;
+        discretize(d, in.dt + row0 * d.nH + h, xc, in.A[h], L, lam.data(), xb.data());
+        decay_matrices<T>(lam.data(), CB.data(), L, nullptr, M.data());
+        // intra-chunk: Y = M xb
+        cpu::gemm<T>(false, false, L, d.P, L, T(1), M.data(), L, xb.data(), d.P, T(0), yc, sx);
+        // from the entering state: Y[l] += exp(lam_l) S C_l
+        for (int64_t l = 0; l < L; ++l) {
+          T e = std::exp(lam[l]);
+          for (int64_t n = 0; n < d.N; ++n) Cs[l * d.N + n] = e * Cc[l * sbc + n];
+        }
+        cpu::gemm<T>(false, true, L, d.P, d.N, T(1), Cs.data(), d.N, Sj, d.N, T(1), yc, sx);
+        for (int64_t l = 0; l < L; ++l)
+          for (int64_t p = 0; p < d.P; ++p) yc[l * sx + p] += in.D[h] * xc[l * sx + p];
+        advance_state(d, lam.data(), xb.data(), Bc, L, Bs.data(), Sj);
+      }
+    }
+    if (final_state)
+      for (int64_t j = 0; j < hpg; ++j)
+        std::copy(S.begin() + j * PN, S.begin() + (j + 1) * PN, final_state + (b * d.nH + g * hpg + j) * PN);
+  }, grain(d.group_work()));
+}
+
+template <class T>
+void naive_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state) {
+  const int64_t sx = d.sx(), sbc = d.sbc(), PN = d.P * d.N;
+  cpu::parallel_for(d.B * d.nH, [&](int64_t bh) {
+    const int64_t b = bh / d.nH, h = bh % d.nH, g = h / d.hpg();
+    std::vector<T> S(PN);
+    for (int64_t i = 0; i < PN; ++i) S[i] = in.init ? in.init[bh * PN + i] : T(0);
+    for (int64_t t = 0; t < d.T; ++t) {
+      const int64_t row = b * d.T + t;
+      const T dt = in.dt[row * d.nH + h], alpha = std::exp(dt * in.A[h]);
+      const T* xt = in.x + row * sx + h * d.P;
+      const T* Bt = in.Bm + row * sbc + g * d.N;
+      const T* Ct = in.Cm + row * sbc + g * d.N;
+      T* yt = y + row * sx + h * d.P;
+      for (int64_t p = 0; p < d.P; ++p) {
+        T acc = 0;
+        for (int64_t n = 0; n < d.N; ++n) {
+          T& s = S[p * d.N + n];
+          s = alpha * s + dt * xt[p] * Bt[n];
+          acc += s * Ct[n];
+        }
+        yt[p] = acc + in.D[h] * xt[p];
+      }
+    }
+    if (final_state) std::copy(S.begin(), S.end(), final_state + bh * PN);
+  }, grain(3 * d.T * PN));
+}
+
+// The adjoint of chunked_forward. For each chunk, in reverse, with dS = dL/d(state leaving the
+// chunk) and Sin = the state entering it (recomputed up front):
+//   Y = M xb + diag(e^lam) C Sin^T + D x,   S_out = e^{lam_last} Sin + xb^T diag(w) B.
+template <class T>
+void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const T* d_final, T* dx, T* ddt, T* dBm,
+                      T* dCm, T* d_init, T* dA_part, T* dD_part) {
+  const int64_t hpg = d.hpg(), sx = d.sx(), sbc = d.sbc(), Qm = d.qmax(), PN = d.P * d.N, nc = d.chunks();
+  cpu::parallel_for(d.B * d.G, [&](int64_t bg) {
+    const int64_t b = bg / d.G, g = bg % d.G;
+    std::vector<T> CB(Qm * Qm), E(Qm * Qm), M(Qm * Qm), dM(Qm * Qm), dCB(Qm * Qm);
+    std::vector<T> xb(Qm * d.P), dxb(Qm * d.P), dYs(Qm * d.P), tmpP(Qm * d.P), tmpN(Qm * d.N), Bs(Qm * d.N);
+    std::vector<T> lam(Qm), dlam(Qm), dSin(PN), S(hpg * PN), Sall(nc * hpg * PN), dS(hpg * PN);
+
+    // Recompute the state entering every chunk.
+    load_initial_states(d, in.init, b, g, S.data());
+    for (int64_t c = 0; c < nc; ++c) {
+      const int64_t t0 = c * d.Q, L = std::min(d.Q, d.T - t0), row0 = b * d.T + t0;
+      std::copy(S.begin(), S.end(), Sall.begin() + c * hpg * PN);
+      for (int64_t j = 0; j < hpg; ++j) {
+        const int64_t h = g * hpg + j;
+        discretize(d, in.dt + row0 * d.nH + h, in.x + row0 * sx + h * d.P, in.A[h], L, lam.data(), xb.data());
+        advance_state(d, lam.data(), xb.data(), in.Bm + row0 * sbc + g * d.N, L, Bs.data(), S.data() + j * PN);
+      }
+    }
+
+    load_initial_states(d, d_final, b, g, dS.data());
+    for (int64_t t = 0; t < d.T; ++t)
+      for (int64_t n = 0; n < d.N; ++n) {
+        dBm[(b * d.T + t) * sbc + g * d.N + n] = T(0);
+        dCm[(b * d.T + t) * sbc + g * d.N + n] = T(0);
+      }
+
+    for (int64_t c = nc - 1; c >= 0; --c) {
+      const int64_t t0 = c * d.Q, L = std::min(d.Q, d.T - t0), row0 = b * d.T + t0;
+      const T* Bc = in.Bm + row0 * sbc + g * d.N;
+      const T* Cc = in.Cm + row0 * sbc + g * d.N;
+      T* dBc = dBm + row0 * sbc + g * d.N;
+      T* dCc = dCm + row0 * sbc + g * d.N;
+      cpu::gemm<T>(false, true, L, L, d.N, T(1), Cc, sbc, Bc, sbc, T(0), CB.data(), L);
+      std::fill(dCB.begin(), dCB.begin() + L * L, T(0));
+      for (int64_t j = 0; j < hpg; ++j) {
+        const int64_t h = g * hpg + j;
+        const T A = in.A[h], Dh = in.D[h];
+        const T* xc = in.x + row0 * sx + h * d.P;
+        const T* dtc = in.dt + row0 * d.nH + h;
+        const T* dyc = dy + row0 * sx + h * d.P;
+        T* dxc = dx + row0 * sx + h * d.P;
+        T* ddtc = ddt + row0 * d.nH + h;
+        const T* Sin = Sall.data() + (c * hpg + j) * PN;
+        T* dSout = dS.data() + j * PN;
+        discretize(d, dtc, xc, A, L, lam.data(), xb.data());
+        decay_matrices(lam.data(), CB.data(), L, E.data(), M.data());
+        std::fill(dlam.begin(), dlam.begin() + L, T(0));
+        const T last = lam[L - 1], decay = std::exp(last);
+
+        // Skip term D x.
+        T dD = 0;
+        for (int64_t l = 0; l < L; ++l)
+          for (int64_t p = 0; p < d.P; ++p) {
+            dxc[l * sx + p] = Dh * dyc[l * sx + p];
+            dD += dyc[l * sx + p] * xc[l * sx + p];
+          }
+        dD_part[b * d.nH + h] += dD;
+
+        // Entering-state term Y[l] += e^{lam_l} Sin C_l: dC, dSin, dlam.
+        for (int64_t l = 0; l < L; ++l) {
+          T e = std::exp(lam[l]);
+          for (int64_t p = 0; p < d.P; ++p) dYs[l * d.P + p] = e * dyc[l * sx + p];
+        }
+        cpu::gemm<T>(false, false, L, d.N, d.P, T(1), dYs.data(), d.P, Sin, d.N, T(0), tmpN.data(), d.N);
+        for (int64_t l = 0; l < L; ++l)
+          for (int64_t n = 0; n < d.N; ++n) {
+            dlam[l] += tmpN[l * d.N + n] * Cc[l * sbc + n];
+            dCc[l * sbc + n] += tmpN[l * d.N + n];
+          }
+        cpu::gemm<T>(true, false, d.P, d.N, L, T(1), dYs.data(), d.P, Cc, sbc, T(0), dSin.data(), d.N);
+
+        // State passing S_out = e^{last} Sin + xb^T diag(w) B.
+        T dot = 0;
+        for (int64_t i = 0; i < PN; ++i) {
+          dot += dSout[i] * Sin[i];
+          dSin[i] += decay * dSout[i];
+        }
+        dlam[L - 1] += decay * dot;
+        cpu::gemm<T>(false, true, L, d.P, d.N, T(1), Bc, sbc, dSout, d.N, T(0), tmpP.data(), d.P);
+        cpu::gemm<T>(false, false, L, d.N, d.P, T(1), xb.data(), d.P, dSout, d.N, T(0), tmpN.data(), d.N);
+        for (int64_t l = 0; l < L; ++l) {
+          T w = std::exp(last - lam[l]), dw = 0;
+          for (int64_t p = 0; p < d.P; ++p) {
+            dw += xb[l * d.P + p] * tmpP[l * d.P + p];
+            dxb[l * d.P + p] = w * tmpP[l * d.P + p];
+          }
+          dlam[L - 1] += w * dw;
+          dlam[l] -= w * dw;
+          for (int64_t n = 0; n < d.N; ++n) dBc[l * sbc + n] += w * tmpN[l * d.N + n];
+        }
+
+        // Intra-chunk term Y = M xb, M = CB o E.
+        cpu::gemm<T>(false, true, L, L, d.P, T(1), dyc, sx, xb.data(), d.P, T(0), dM.data(), L);
+        cpu::gemm<T>(true, false, L, d.P, L, T(1), M.data(), L, dyc, sx, T(1), dxb.data(), d.P);
+        for (int64_t l = 0; l < L; ++l)
+          for (int64_t s = 0; s < l; ++s) {  // the diagonal's lam terms cancel
+            T gm = dM[l * L + s] * M[l * L + s];
+            dlam[l] += gm;
+            dlam[s] -= gm;
+          }
+        for (int64_t l = 0; l < L; ++l)
+          for (int64_t s = 0; s <= l; ++s) dCB[l * L + s] += dM[l * L + s] * E[l * L + s];
+
+        // xb = dt x and lam = cumsum(dt A): da_l = sum_{l' >= l} dlam_{l'}.
+        T da = 0, dA = 0;
+        for (int64_t l = L - 1; l >= 0; --l) {
+          da += dlam[l];
+          const T dt = dtc[l * d.nH];
+          T g_dt = A * da;
+          for (int64_t p = 0; p < d.P; ++p) {
+            g_dt += xc[l * sx + p] * dxb[l * d.P + p];
+            dxc[l * sx + p] += dt * dxb[l * d.P + p];
+          }
+          ddtc[l * d.nH] = g_dt;
+          dA += dt * da;
+        }
+        dA_part[b * d.nH + h] += dA;
+        std::copy(dSin.begin(), dSin.end(), dSout);
+      }
+      // CB is shared by the heads of the group: dC += dCB B, dB += dCB^T C.
+      cpu::gemm<T>(false, false, L, d.N, L, T(1), dCB.data(), L, Bc, sbc, T(1), dCc, sbc);
+      cpu::gemm<T>(true, false, L, d.N, L, T(1), dCB.data(), L, Cc, sbc, T(1), dBc, sbc);
+    }
+    if (d_init)
+      for (int64_t j = 0; j < hpg; ++j)
+        std::copy(dS.begin() + j * PN, dS.begin() + (j + 1) * PN, d_init + (b * d.nH + g * hpg + j) * PN);
+  }, grain(3 * d.group_work()));
+}
+
+ScanDims check_args(const SsdScanArgs& a, const char* op) {
+  require_cpu(a.x, op);
+  NM_CHECK(a.x.rank() == 4, "{}: x must be [B, T, nH, P], got {}", op, a.x.shape().str());
+  NM_CHECK(a.Bm.rank() == 4, "{}: Bm must be [B, T, G, N], got {}", op, a.Bm.shape().str());
+  ScanDims d{a.x.dim(0), a.x.dim(1), a.x.dim(2), a.x.dim(3), a.Bm.dim(2), a.Bm.dim(3), a.chunk_size};
+  NM_CHECK(d.Q >= 1, "{}: chunk_size must be positive, got {}", op, d.Q);
+  NM_CHECK(d.G >= 1 && d.nH % d.G == 0, "{}: {} heads are not a multiple of {} groups", op, d.nH, d.G);
+  expect_shape(a.dt, {d.B, d.T, d.nH}, "ssd_scan dt");
+  expect_shape(a.A, {d.nH}, "ssd_scan A");
+  expect_shape(a.Bm, {d.B, d.T, d.G, d.N}, "ssd_scan Bm");
+  expect_shape(a.Cm, {d.B, d.T, d.G, d.N}, "ssd_scan Cm");
+  expect_shape(a.D, {d.nH}, "ssd_scan D");
+  if (a.initial_state.defined()) expect_shape(a.initial_state, {d.B, d.nH, d.P, d.N}, "ssd_scan initial_state");
+  for (const Tensor* t : {&a.dt, &a.A, &a.Bm, &a.Cm, &a.D}) expect_dtype(*t, a.x.dtype(), "ssd_scan input");
+  if (a.initial_state.defined()) expect_dtype(a.initial_state, a.x.dtype(), "ssd_scan initial_state");
+  return d;
+}
+
+template <class T>
+ScanIn<T> inputs(const SsdScanArgs& a) {
+  return {a.x.data<T>(),  a.dt.data<T>(), a.A.data<T>(), a.Bm.data<T>(), a.Cm.data<T>(), a.D.data<T>(),
+          a.initial_state.defined() ? a.initial_state.data<T>() : nullptr};
+}
+
+void run_forward(const SsdScanArgs& a, Tensor& y, Tensor* final_state, bool naive, const char* op) {
+  ScanDims d = check_args(a, op);
+  expect_shape(y, a.x.shape(), "ssd_scan y");
+  if (final_state) expect_shape(*final_state, {d.B, d.nH, d.P, d.N}, "ssd_scan final_state");
+  dispatch_float(a.x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    T* fs = final_state ? final_state->data<T>() : nullptr;
+    if (naive) naive_forward<T>(d, inputs<T>(a), y.data<T>(), fs);
+    else chunked_forward<T>(d, inputs<T>(a), y.data<T>(), fs);
+  });
+}
+
+}  // namespace
+
+void ssd_scan_forward(Context&, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+  run_forward(args, y, final_state, false, "ssd_scan_forward");
+}
+
+void ssd_scan_naive_forward(Context&, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+  run_forward(args, y, final_state, true, "ssd_scan_naive_forward");
+}
+
+void ssd_scan_backward(Context&, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,
+                       SsdScanGrads& g) {
+  const char* op = "ssd_scan_backward";
+  ScanDims d = check_args(args, op);
+  expect_shape(dy, args.x.shape(), "ssd_scan dy");
+  if (d_final_state) expect_shape(*d_final_state, {d.B, d.nH, d.P, d.N}, "ssd_scan d_final_state");
+  expect_shape(g.dx, args.x.shape(), "ssd_scan dx");
+  expect_shape(g.ddt, args.dt.shape(), "ssd_scan ddt");
+  expect_shape(g.dA, {d.nH}, "ssd_scan dA");
+  expect_shape(g.dBm, args.Bm.shape(), "ssd_scan dBm");
+  expect_shape(g.dCm, args.Cm.shape(), "ssd_scan dCm");
+  expect_shape(g.dD, {d.nH}, "ssd_scan dD");
+  if (g.d_initial_state.defined()) {
+    NM_CHECK(args.initial_state.defined(), "{}: d_initial_state requested without an initial_state", op);
+    expect_shape(g.d_initial_state, {d.B, d.nH, d.P, d.N}, "ssd_scan d_initial_state");
+  }
+  dispatch_float(args.x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    // Per-(batch, head) partial sums of dA and dD, reduced in a fixed order afterwards.
+    std::vector<T> dA_part(d.B * d.nH, T(0)), dD_part(d.B * d.nH, T(0));
+    chunked_backward<T>(d, inputs<T>(args), dy.data<T>(), d_final_state ? d_final_state->data<T>() : nullptr,
+                        g.dx.data<T>(), g.ddt.data<T>(), g.dBm.data<T>(), g.dCm.data<T>(),
+                        g.d_initial_state.defined() ? g.d_initial_state.data<T>() : nullptr, dA_part.data(),
+                        dD_part.data());
+    T* dA = g.dA.data<T>();
+    T* dD = g.dD.data<T>();
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t h = 0; h < d.nH; ++h) {
+        dA[h] += dA_part[b * d.nH + h];
+        dD[h] += dD_part[b * d.nH + h];
+      }
+  });
+}
+
+}  // namespace nemotron::ops

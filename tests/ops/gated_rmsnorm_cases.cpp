@@ -1,0 +1,45 @@
+// gated_rmsnorm: out = w * RMSNorm_group(y * SiLU(z)); gradients for y, z and w.
+#include "harness.h"
+#include "ops/gated_rmsnorm.h"
+
+namespace nemotron::testing {
+namespace {
+
+class GatedRmsNormCase : public OpCase {
+ public:
+  GatedRmsNormCase(int64_t B, int64_t T, int64_t d, int64_t G) : B_(B), T_(T), d_(d), G_(G) {}
+  std::string op() const override { return "gated_rmsnorm"; }
+  std::string params() const override { return fmt::format("B={},T={},d={},G={}", B_, T_, d_, G_); }
+  std::vector<InputSpec> inputs() const override {
+    return {{"y", {B_, T_, d_}}, {"z", {B_, T_, d_}, DType::f64, true, -2.0, 2.0},
+            {"w", {d_}, DType::f64, true, 0.5, 1.5}};
+  }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    Tensor out = ctx.empty(in[0].shape(), in[0].dtype()), rstd = ctx.empty({B_ * T_, G_}, in[0].dtype());
+    ops::gated_rmsnorm_forward(ctx, in[0], in[1], in[2], G_, 1e-5, out, rstd);
+    return {out};
+  }
+  std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
+                               const std::vector<Tensor>& douts) const override {
+    DType dt = in[0].dtype();
+    Tensor out = ctx.empty(in[0].shape(), dt), rstd = ctx.empty({B_ * T_, G_}, dt);
+    ops::gated_rmsnorm_forward(ctx, in[0], in[1], in[2], G_, 1e-5, out, rstd);
+    Tensor dy = ctx.empty(in[0].shape(), dt), dz = ctx.empty(in[0].shape(), dt), dw = ctx.zeros({d_}, dt);
+    ops::gated_rmsnorm_backward(ctx, in[0], in[1], in[2], rstd, G_, douts[0], dy, dz, dw);
+    return {dy, dz, dw};
+  }
+
+ private:
+  int64_t B_, T_, d_, G_;
+};
+
+NM_OP_CASES(gated_rmsnorm_cases) {
+  CaseList c;
+  c.push_back(std::make_unique<GatedRmsNormCase>(2, 5, 12, 2));
+  c.push_back(std::make_unique<GatedRmsNormCase>(3, 3, 9, 3));
+  c.push_back(std::make_unique<GatedRmsNormCase>(2, 3, 7, 1));
+  return c;
+}
+
+}  // namespace
+}  // namespace nemotron::testing

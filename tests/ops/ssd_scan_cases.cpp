@@ -1,0 +1,70 @@
+// ssd_scan: the chunked SSD forward and its chunked adjoint; gradients for x, dt, A, Bm, Cm, D and
+// the initial state, with the final state as a second output (its gradient feeds back in).
+#include "harness.h"
+#include "ops/ssd_scan.h"
+
+namespace nemotron::testing {
+namespace {
+
+class SsdScanCase : public OpCase {
+ public:
+  SsdScanCase(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t chunk, bool with_state)
+      : B_(B), T_(T), nH_(nH), P_(P), G_(G), N_(N), chunk_(chunk), state_(with_state) {}
+  std::string op() const override { return "ssd_scan"; }
+  std::string params() const override {
+    return fmt::format("B={},T={},H={},P={},G={},N={},chunk={},state={}", B_, T_, nH_, P_, G_, N_, chunk_,
+                       state_ ? 1 : 0);
+  }
+  std::vector<InputSpec> inputs() const override {
+    std::vector<InputSpec> in{{"x", {B_, T_, nH_, P_}},
+                              {"dt", {B_, T_, nH_}, DType::f64, true, 0.05, 0.7},
+                              {"A", {nH_}, DType::f64, true, -1.5, -0.2},
+                              {"Bm", {B_, T_, G_, N_}},
+                              {"Cm", {B_, T_, G_, N_}},
+                              {"D", {nH_}, DType::f64, true, 0.5, 1.5}};
+    if (state_) in.push_back({"initial_state", {B_, nH_, P_, N_}});
+    return in;
+  }
+  ops::SsdScanArgs args(const std::vector<Tensor>& in) const {
+    ops::SsdScanArgs a{in[0], in[1], in[2], in[3], in[4], in[5], state_ ? in[6] : Tensor(), chunk_};
+    return a;
+  }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    DType dt = in[0].dtype();
+    Tensor y = ctx.empty(in[0].shape(), dt);
+    if (!state_) {
+      ops::ssd_scan_forward(ctx, args(in), y);
+      return {y};
+    }
+    Tensor fs = ctx.empty({B_, nH_, P_, N_}, dt);
+    ops::ssd_scan_forward(ctx, args(in), y, &fs);
+    return {y, fs};
+  }
+  std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
+                               const std::vector<Tensor>& douts) const override {
+    DType dt = in[0].dtype();
+    ops::SsdScanGrads g{ctx.empty(in[0].shape(), dt), ctx.empty(in[1].shape(), dt), ctx.empty(in[3].shape(), dt),
+                        ctx.empty(in[4].shape(), dt), ctx.zeros({nH_}, dt),          ctx.zeros({nH_}, dt),
+                        state_ ? ctx.empty({B_, nH_, P_, N_}, dt) : Tensor()};
+    ops::ssd_scan_backward(ctx, args(in), douts[0], state_ ? &douts[1] : nullptr, g);
+    std::vector<Tensor> out{g.dx, g.ddt, g.dA, g.dBm, g.dCm, g.dD};
+    if (state_) out.push_back(g.d_initial_state);
+    return out;
+  }
+
+ private:
+  int64_t B_, T_, nH_, P_, G_, N_, chunk_;
+  bool state_;
+};
+
+NM_OP_CASES(ssd_scan_cases) {
+  CaseList c;
+  c.push_back(std::make_unique<SsdScanCase>(2, 11, 4, 3, 2, 5, 4, false));  // ragged last chunk, G > 1
+  c.push_back(std::make_unique<SsdScanCase>(3, 7, 3, 2, 1, 3, 3, true));    // initial + final state
+  c.push_back(std::make_unique<SsdScanCase>(2, 5, 2, 3, 2, 4, 16, true));   // chunk > T, one head per group
+  c.push_back(std::make_unique<SsdScanCase>(2, 9, 4, 2, 1, 3, 1, false));   // chunk = 1
+  return c;
+}
+
+}  // namespace
+}  // namespace nemotron::testing
