@@ -63,7 +63,9 @@ class ConfigReader {
  public:
   // `node` must be a mapping or null (= empty). `source` prefixes errors (usually the file);
   // `path` is the node's dotted key ("model"), empty at the root.
+  // The reader keeps a pointer to `node`, which must outlive it (hence no temporaries).
   ConfigReader(const nlohmann::json& node, std::string source, std::string path = "");
+  ConfigReader(nlohmann::json&&, std::string, std::string = "") = delete;
   ConfigReader(const ConfigReader&) = delete;
   ConfigReader& operator=(const ConfigReader&) = delete;
 

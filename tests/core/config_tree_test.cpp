@@ -224,7 +224,8 @@ TEST(ConfigReader, unknown_keys_suggest_the_nearest_known_key) {
               "tiny.yaml: train.stepz: unknown key (did you mean \"steps\"?)");
   }
   {
-    ConfigReader r(json::parse(R"({"zzz": 1})"), "c.json");
+    const json tree = json::parse(R"({"zzz": 1})");
+    ConfigReader r(tree, "c.json");
     r.get_int("hidden_size", 0);
     EXPECT_EQ(input_error([&] { r.check_unknown_keys(); }), "c.json: zzz: unknown key");
   }
