@@ -55,7 +55,8 @@ void add_model_commands(CLI::App& app) {
           [](std::string& arg) {
             char* end = nullptr;
             long long v = std::strtoll(arg.c_str(), &end, 10);
-            return end != arg.c_str() && *end == '\0' && v > 0 ? std::string() : "expected a positive integer, got " + arg;
+            bool ok = end != arg.c_str() && *end == '\0' && v > 0;
+            return ok ? std::string() : "expected a positive integer, got " + arg;
           },
           "POSITIVE"));
   info->add_flag("--json", opts->json, "Print JSON (exact integers) instead of text");

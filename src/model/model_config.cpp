@@ -171,7 +171,8 @@ void check_pattern(const std::string& pattern, const std::string& source, const 
     std::string hint = "expected M, *, - or E";
     if (c == '/')
       hint += "; Megatron's MTP separator '/' is not accepted here: put the MTP part in mtp_hybrid_override_pattern";
-    std::string shown = c >= 32 && c < 127 ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    std::string shown =
+        c >= 32 && c < 127 ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
     throw_config_error(source, key, fmt::format("unknown layer symbol '{}' at position {} in \"{}\" ({})", shown, i,
                                                 pattern, hint));
   }

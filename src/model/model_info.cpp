@@ -91,7 +91,8 @@ std::string dims_text(const std::vector<std::pair<std::string, int64_t>>& dims) 
 
 // Mean causal context (T + 1) / 2; QK^T and PV are 2 FLOPs per MAC each over nq * hd.
 double attention_flops_per_token(const ModelConfig& c, int64_t T) {
-  return 2.0 * 2.0 * static_cast<double>(c.num_attention_heads * c.attn_head_dim()) * (static_cast<double>(T) + 1) / 2.0;
+  const double width = static_cast<double>(c.num_attention_heads * c.attn_head_dim());
+  return 2.0 * 2.0 * width * (static_cast<double>(T) + 1) / 2.0;
 }
 
 }  // namespace
