@@ -1,7 +1,10 @@
 #include "cli/app.h"
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
+#include "cli/commands.h"
 #include "core/version.h"
 
 namespace nemotron::cli {
@@ -10,8 +13,9 @@ int run(int argc, char** argv) {
   CLI::App app{"nemotron: train Nemotron-family models end to end from one native binary"};
   app.set_version_flag("--version", std::string("nemotron ") + NEMOTRON_VERSION);
   app.require_subcommand(0, 1);
+  add_model_commands(app);
   try {
-    app.parse(argc, argv);
+    app.parse(argc, argv);  // runs the chosen command's callback
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

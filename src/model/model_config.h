@@ -9,6 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace nemotron {
+class ConfigReader;
+}
+
 namespace nemotron::model {
 
 enum class LayerKind : char { mamba = 'M', attention = '*', mlp = '-', moe = 'E' };
@@ -60,6 +64,10 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   int64_t n_group = 1, topk_group = 1;
 
+  // Multi-token prediction (reference/architectures.md A.8): read and reported, not modelled yet.
+  int64_t num_nextn_predict_layers = 0;
+  std::string mtp_hybrid_override_pattern;  // inner pattern of one MTP block, e.g. "*E"
+
   // Derived helpers.
   int64_t num_layers() const { return static_cast<int64_t>(hybrid_override_pattern.size()); }
   LayerKind layer_kind(int64_t i) const { return static_cast<LayerKind>(hybrid_override_pattern[i]); }
@@ -71,14 +79,32 @@ struct ModelConfig {
   bool gated_mlp() const { return mlp_hidden_act == "silu" || mlp_hidden_act == "swiglu"; }
 };
 
-// Checks every field and their consistency; throws InputError "<source>: <field>: <problem>".
-void validate(const ModelConfig& cfg, const std::string& source);
+// "mamba", "attention", "mlp", "moe".
+const char* layer_kind_name(LayerKind kind);
+// True for the four pattern symbols M * - E.
+bool is_layer_symbol(char c);
+
+// Checks every field and their consistency; throws InputError "<source>: <section>.<field>:
+// <problem>" (section "model" for a recipe's `model:` mapping, "" for a config.json).
+void validate(const ModelConfig& cfg, const std::string& source, const std::string& section = "model");
+
+// Reads the fields from a reader positioned on a `model:` mapping or a config.json root: HF names
+// first, then the legacy aliases (A.1.3), the pattern from `hybrid_override_pattern` or else
+// `layers_block_type`. Does not validate and does not check unknown keys (the caller decides).
+ModelConfig read_model_config(ConfigReader& r);
 
 // From a recipe's `model:` mapping or a Hugging Face config.json object (same field names, plus
 // the legacy aliases and `layers_block_type`). Unknown keys are errors for recipes (strict) and
 // ignored for config.json, which carries many fields we do not need.
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source, bool strict);
-ModelConfig load_model_config(const std::string& path);  // .yaml/.yml (a `model:` mapping) or .json
-nlohmann::json model_config_to_hf_json(const ModelConfig& cfg);  // config.json for export
+// .json = a Hugging Face config.json (not strict); .yaml/.yml = a recipe whose `model:` mapping is
+// the config (strict; the recipe's other sections belong to other stages and are ignored here).
+// `overrides` are dotted key=value assignments applied to the file's tree before reading
+// (`model.hidden_size=128` for a recipe, `hidden_size=128` for a config.json).
+ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// A config.json that transformers' NemotronHConfig accepts (model_type nemotron_h, architectures
+// [NemotronHForCausalLM], hybrid_override_pattern and every size). time_step_limit is written
+// only when it differs from the default (0, inf); an infinite bound as {"__float__": "Infinity"}.
+nlohmann::json model_config_to_hf_json(const ModelConfig& cfg);
 
 }  // namespace nemotron::model

@@ -1,0 +1,16 @@
+// One function per command group; each lives in its own file (model_commands.cpp, ...) and adds
+// its subcommands, options and callbacks to the root app. app.cpp calls them all in the order the
+// groups appear in `nemotron --help`. A callback reports bad input by throwing InputError (main
+// prints "error: ..." and exits 2) and failures by throwing Error (exit 1).
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace nemotron::cli {
+
+// nemotron model info -c FILE [--seq-len T] [--json] [key=value ...]
+void add_model_commands(CLI::App& app);
+
+}  // namespace nemotron::cli

@@ -1,0 +1,392 @@
+// Reading, validating and writing ModelConfig. One reader serves both sources: a recipe's `model:`
+// mapping (strict: unknown keys are errors) and a Hugging Face config.json (extra keys ignored).
+// Field names and legacy aliases: reference/architectures.md A.1.1, A.1.3.
+#include "model/model_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <initializer_list>
+
+#include <fmt/format.h>
+
+#include "core/config_tree.h"
+#include "core/error.h"
+
+namespace nemotron::model {
+
+using nlohmann::json;
+
+const char* layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::mamba: return "mamba";
+    case LayerKind::attention: return "attention";
+    case LayerKind::mlp: return "mlp";
+    case LayerKind::moe: return "moe";
+  }
+  return "?";
+}
+
+bool is_layer_symbol(char c) { return c == 'M' || c == '*' || c == '-' || c == 'E'; }
+
+namespace {
+
+// The key to read: `name` if given, else the first legacy alias given, else `name`. Two spellings
+// given with different values are an error naming both.
+std::string pick_alias(ConfigReader& r, const std::string& name, std::initializer_list<const char*> legacy) {
+  std::string chosen = r.has(name) ? name : "";
+  for (const char* alias : legacy) {
+    if (!r.has(alias)) continue;
+    if (chosen.empty()) {
+      chosen = alias;
+    } else if (r.get_raw(alias) != r.get_raw(chosen)) {
+      r.fail(alias, fmt::format("{} conflicts with {}: {}; give only one", describe_value(r.get_raw(alias)),
+                                chosen, describe_value(r.get_raw(chosen))));
+    }
+  }
+  return chosen.empty() ? name : chosen;
+}
+
+char symbol_from_layer_type(const std::string& t) {
+  if (t == "mamba" || t == "linear_attention") return 'M';
+  if (t == "attention" || t == "full_attention") return '*';
+  if (t == "mlp") return '-';
+  if (t == "moe") return 'E';
+  return 0;
+}
+
+// A `layers_block_type`-style list -> pattern string.
+std::string pattern_from_list(ConfigReader& r, const std::string& key) {
+  const json& list = r.get_raw(key);
+  if (!list.is_array()) r.fail(key, "expected a list of layer types, got " + describe_value(list));
+  std::string pattern;
+  for (size_t i = 0; i < list.size(); ++i) {
+    char c = list[i].is_string() ? symbol_from_layer_type(list[i].get<std::string>()) : 0;
+    if (c == 0)
+      r.fail(key, fmt::format("unknown layer type {} at index {} (expected mamba, attention, mlp or moe; "
+                              "or linear_attention, full_attention)",
+                              describe_value(list[i]), i));
+    pattern += c;
+  }
+  return pattern;
+}
+
+}  // namespace
+
+ModelConfig read_model_config(ConfigReader& r) {
+  ModelConfig c;
+  c.model_type = r.get_string("model_type", c.model_type);
+  c.vocab_size = r.get_positive_int("vocab_size", c.vocab_size);
+  c.hidden_size = r.get_positive_int("hidden_size", c.hidden_size);
+
+  // Pattern: the string first, then the list form of newer transformers.
+  if (r.has("hybrid_override_pattern")) {
+    c.hybrid_override_pattern = r.get_string("hybrid_override_pattern", "");
+  } else if (r.has("layers_block_type")) {
+    c.hybrid_override_pattern = pattern_from_list(r, "layers_block_type");
+  }
+  r.ignore("layers_block_type");
+  if (r.has("num_hidden_layers")) {
+    int64_t n = r.get_positive_int("num_hidden_layers", 0);
+    if (!c.hybrid_override_pattern.empty() && n != c.num_layers())
+      r.fail("num_hidden_layers", fmt::format("{} does not match the {} layers of the pattern \"{}\"", n,
+                                              c.num_layers(), c.hybrid_override_pattern));
+  }
+
+  c.layer_norm_epsilon = static_cast<float>(
+      r.get_number(pick_alias(r, "layer_norm_epsilon", {"rms_norm_eps", "norm_eps"}), c.layer_norm_epsilon));
+  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.tie_word_embeddings);
+  c.initializer_range = r.get_number("initializer_range", c.initializer_range);
+  c.rescale_prenorm_residual = r.get_bool("rescale_prenorm_residual", c.rescale_prenorm_residual);
+  c.max_position_embeddings = r.get_positive_int("max_position_embeddings", c.max_position_embeddings);
+
+  // Attention.
+  c.num_attention_heads = r.get_positive_int("num_attention_heads", c.num_attention_heads);
+  c.num_key_value_heads = r.get_positive_int("num_key_value_heads", c.num_attention_heads);  // absent = MHA
+  c.head_dim = r.get_nonnegative_int(pick_alias(r, "head_dim", {"attention_head_dim"}), c.head_dim);
+  c.attention_bias = r.get_bool("attention_bias", c.attention_bias);
+  c.position_embedding_type = r.get_string("position_embedding_type", c.position_embedding_type);
+  c.rope_theta = r.get_number("rope_theta", c.rope_theta);
+
+  // Dense MLP.
+  c.intermediate_size = r.get_positive_int("intermediate_size", c.intermediate_size);
+  c.mlp_hidden_act = r.get_string("mlp_hidden_act", c.mlp_hidden_act);
+  c.mlp_bias = r.get_bool("mlp_bias", c.mlp_bias);
+
+  // Mamba-2.
+  c.mamba_num_heads = r.get_positive_int("mamba_num_heads", c.mamba_num_heads);
+  c.mamba_head_dim = r.get_positive_int("mamba_head_dim", c.mamba_head_dim);
+  c.n_groups = r.get_positive_int(pick_alias(r, "n_groups", {"mamba_n_groups"}), c.n_groups);
+  c.ssm_state_size = r.get_positive_int("ssm_state_size", c.ssm_state_size);
+  c.conv_kernel = r.get_positive_int(pick_alias(r, "conv_kernel", {"mamba_d_conv"}), c.conv_kernel);
+  c.chunk_size = r.get_positive_int(pick_alias(r, "chunk_size", {"mamba_chunk_size"}), c.chunk_size);
+  c.use_conv_bias = r.get_bool(pick_alias(r, "use_conv_bias", {"mamba_conv_bias"}), c.use_conv_bias);
+  c.use_bias = r.get_bool(pick_alias(r, "use_bias", {"mamba_proj_bias"}), c.use_bias);
+  c.time_step_min = r.get_number(pick_alias(r, "time_step_min", {"mamba_dt_min"}), c.time_step_min);
+  c.time_step_max = r.get_number(pick_alias(r, "time_step_max", {"mamba_dt_max"}), c.time_step_max);
+  c.time_step_floor = r.get_number(pick_alias(r, "time_step_floor", {"mamba_dt_init_floor"}), c.time_step_floor);
+  const std::string limit_key = pick_alias(r, "time_step_limit", {"mamba_dt_limit"});
+  if (const json& limit = r.get_raw(limit_key); !limit.is_null()) {
+    std::optional<double> lo, hi;
+    if (limit.is_array() && limit.size() == 2) lo = json_number(limit[0]), hi = json_number(limit[1]);
+    if (!lo || !hi) r.fail(limit_key, "expected a list [min, max] of two numbers, got " + describe_value(limit));
+    c.time_step_limit_min = *lo;
+    c.time_step_limit_max = *hi;
+  }
+  r.ignore("expand");  // legacy: d_inner comes from mamba_num_heads * mamba_head_dim
+  r.ignore("mamba_expand");
+  if (std::string act = r.get_string("mamba_hidden_act", "silu"); act != "silu")
+    r.fail("mamba_hidden_act", fmt::format("unsupported activation \"{}\" (the Mamba-2 conv uses silu)", act));
+
+  // MoE.
+  c.n_routed_experts = r.get_positive_int("n_routed_experts", c.n_routed_experts);
+  c.num_experts_per_tok = r.get_positive_int("num_experts_per_tok", c.num_experts_per_tok);
+  c.moe_intermediate_size = r.get_positive_int("moe_intermediate_size", c.moe_intermediate_size);
+  c.moe_shared_expert_intermediate_size =
+      r.get_nonnegative_int("moe_shared_expert_intermediate_size", c.moe_shared_expert_intermediate_size);
+  // A shared-expert width without a count means one shared expert (the HF default count is 1).
+  c.n_shared_experts = r.get_nonnegative_int("n_shared_experts", c.moe_shared_expert_intermediate_size > 0 ? 1 : 0);
+  c.moe_latent_size = r.get_nonnegative_int("moe_latent_size", c.moe_latent_size);
+  c.routed_scaling_factor = r.get_number("routed_scaling_factor", c.routed_scaling_factor);
+  c.norm_topk_prob = r.get_bool("norm_topk_prob", c.norm_topk_prob);
+  c.n_group = r.get_positive_int("n_group", c.n_group);
+  c.topk_group = r.get_positive_int("topk_group", c.topk_group);
+
+  // MTP.
+  c.num_nextn_predict_layers = r.get_nonnegative_int("num_nextn_predict_layers", c.num_nextn_predict_layers);
+  if (r.has("mtp_hybrid_override_pattern")) {
+    c.mtp_hybrid_override_pattern = r.get_string("mtp_hybrid_override_pattern", "");
+  } else if (r.has("mtp_layers_block_type")) {
+    c.mtp_hybrid_override_pattern = pattern_from_list(r, "mtp_layers_block_type");
+  }
+  r.ignore("mtp_layers_block_type");
+  return c;
+}
+
+namespace {
+
+void check_pattern(const std::string& pattern, const std::string& source, const std::string& key) {
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (is_layer_symbol(c)) continue;
+    std::string hint = "expected M, *, - or E";
+    if (c == '/')
+      hint += "; Megatron's MTP separator '/' is not accepted here: put the MTP part in mtp_hybrid_override_pattern";
+    std::string shown =
+        c >= 32 && c < 127 ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    throw_config_error(source, key, fmt::format("unknown layer symbol '{}' at position {} in \"{}\" ({})", shown, i,
+                                                pattern, hint));
+  }
+}
+
+}  // namespace
+
+void validate(const ModelConfig& c, const std::string& source, const std::string& section) {
+  auto key = [&](const std::string& f) { return section.empty() ? f : section + "." + f; };
+  auto fail = [&](const std::string& f, const std::string& problem) { throw_config_error(source, key(f), problem); };
+  // A size some layer needs: 0 means it was never given.
+  auto need_positive = [&](const char* f, int64_t v, const std::string& why) {
+    if (v == 0) fail(f, fmt::format("missing ({}; expected a positive integer)", why));
+    if (v < 0) fail(f, fmt::format("expected a positive integer, got {}", v));
+  };
+  auto need_nonnegative = [&](const char* f, int64_t v) {
+    if (v < 0) fail(f, fmt::format("expected a non-negative integer, got {}", v));
+  };
+
+  if (c.model_type != "nemotron_h")
+    fail("model_type", fmt::format("unsupported model type \"{}\" (expected \"nemotron_h\")", c.model_type));
+  need_positive("vocab_size", c.vocab_size, "every model has an embedding");
+  need_positive("hidden_size", c.hidden_size, "every model has a hidden size");
+  if (c.hybrid_override_pattern.empty())
+    fail("hybrid_override_pattern",
+         "missing (give hybrid_override_pattern, one of M * - E per layer, or layers_block_type)");
+  check_pattern(c.hybrid_override_pattern, source, key("hybrid_override_pattern"));
+  need_nonnegative("num_nextn_predict_layers", c.num_nextn_predict_layers);
+  std::string kinds = c.hybrid_override_pattern;
+  if (c.num_nextn_predict_layers > 0) {
+    if (c.mtp_hybrid_override_pattern.empty())
+      fail("mtp_hybrid_override_pattern",
+           fmt::format("missing (num_nextn_predict_layers is {}; give the MTP block's pattern, e.g. \"*E\")",
+                       c.num_nextn_predict_layers));
+    check_pattern(c.mtp_hybrid_override_pattern, source, key("mtp_hybrid_override_pattern"));
+    kinds += c.mtp_hybrid_override_pattern;
+  }
+  auto has = [&](LayerKind k) { return kinds.find(static_cast<char>(k)) != std::string::npos; };
+
+  if (!(c.layer_norm_epsilon > 0) || !std::isfinite(c.layer_norm_epsilon))
+    fail("layer_norm_epsilon", fmt::format("expected a positive number, got {}", c.layer_norm_epsilon));
+  if (!(c.initializer_range >= 0) || !std::isfinite(c.initializer_range))
+    fail("initializer_range", fmt::format("expected a non-negative number, got {}", c.initializer_range));
+  need_positive("max_position_embeddings", c.max_position_embeddings, "the longest sequence");
+
+  if (has(LayerKind::mamba)) {
+    const std::string why = "the pattern has M layers";
+    need_positive("mamba_num_heads", c.mamba_num_heads, why);
+    need_positive("mamba_head_dim", c.mamba_head_dim, why);
+    need_positive("n_groups", c.n_groups, why);
+    need_positive("ssm_state_size", c.ssm_state_size, why);
+    need_positive("conv_kernel", c.conv_kernel, why);
+    need_positive("chunk_size", c.chunk_size, why);
+    if (c.mamba_num_heads % c.n_groups != 0)
+      fail("mamba_num_heads",
+           fmt::format("{} is not divisible by n_groups {}", c.mamba_num_heads, c.n_groups));
+    if (!(c.time_step_min > 0) || !(c.time_step_min <= c.time_step_max) || !std::isfinite(c.time_step_max))
+      fail("time_step_min", fmt::format("expected 0 < time_step_min <= time_step_max, got {} and {}",
+                                        c.time_step_min, c.time_step_max));
+    if (!(c.time_step_floor >= 0))
+      fail("time_step_floor", fmt::format("expected a non-negative number, got {}", c.time_step_floor));
+    if (!(c.time_step_limit_min >= 0) || !(c.time_step_limit_min <= c.time_step_limit_max))
+      fail("time_step_limit", fmt::format("expected 0 <= min <= max, got [{}, {}]", c.time_step_limit_min,
+                                          c.time_step_limit_max));
+  }
+  if (has(LayerKind::attention)) {
+    const std::string why = "the pattern has * layers";
+    need_positive("num_attention_heads", c.num_attention_heads, why);
+    need_positive("num_key_value_heads", c.num_key_value_heads, why);
+    need_nonnegative("head_dim", c.head_dim);
+    if (c.num_attention_heads % c.num_key_value_heads != 0)
+      fail("num_attention_heads", fmt::format("{} is not divisible by num_key_value_heads {}",
+                                              c.num_attention_heads, c.num_key_value_heads));
+    if (c.head_dim == 0 && c.hidden_size % c.num_attention_heads != 0)
+      fail("head_dim", fmt::format("missing, and hidden_size {} is not divisible by num_attention_heads {}",
+                                   c.hidden_size, c.num_attention_heads));
+    if (c.position_embedding_type != "none" && c.position_embedding_type != "rope")
+      fail("position_embedding_type",
+           fmt::format("unknown value \"{}\" (expected \"none\" or \"rope\")", c.position_embedding_type));
+    if (c.position_embedding_type == "rope" && !(c.rope_theta > 0))
+      fail("rope_theta", fmt::format("expected a positive number, got {}", c.rope_theta));
+  }
+  if (has(LayerKind::mlp)) need_positive("intermediate_size", c.intermediate_size, "the pattern has - layers");
+  if (has(LayerKind::mlp) || has(LayerKind::moe)) {
+    if (c.mlp_hidden_act != "relu2" && c.mlp_hidden_act != "silu" && c.mlp_hidden_act != "swiglu")
+      fail("mlp_hidden_act",
+           fmt::format("unknown activation \"{}\" (expected relu2, silu or swiglu)", c.mlp_hidden_act));
+  }
+  if (has(LayerKind::moe)) {
+    const std::string why = "the pattern has E layers";
+    need_positive("n_routed_experts", c.n_routed_experts, why);
+    need_positive("num_experts_per_tok", c.num_experts_per_tok, why);
+    need_positive("moe_intermediate_size", c.moe_intermediate_size, why);
+    need_positive("n_group", c.n_group, "group-limited routing; 1 = off");
+    need_positive("topk_group", c.topk_group, "group-limited routing; 1 = off");
+    need_nonnegative("n_shared_experts", c.n_shared_experts);
+    need_nonnegative("moe_shared_expert_intermediate_size", c.moe_shared_expert_intermediate_size);
+    need_nonnegative("moe_latent_size", c.moe_latent_size);
+    if (c.num_experts_per_tok > c.n_routed_experts)
+      fail("num_experts_per_tok",
+           fmt::format("{} exceeds n_routed_experts {}", c.num_experts_per_tok, c.n_routed_experts));
+    if (c.n_routed_experts % c.n_group != 0)
+      fail("n_routed_experts", fmt::format("{} is not divisible by n_group {}", c.n_routed_experts, c.n_group));
+    if (c.topk_group > c.n_group)
+      fail("topk_group", fmt::format("{} exceeds n_group {}", c.topk_group, c.n_group));
+    int64_t reachable = c.topk_group * (c.n_routed_experts / c.n_group);
+    if (c.num_experts_per_tok > reachable)
+      fail("num_experts_per_tok",
+           fmt::format("{} exceeds the {} experts of the topk_group {} selected groups "
+                       "(n_routed_experts {} / n_group {} per group)",
+                       c.num_experts_per_tok, reachable, c.topk_group, c.n_routed_experts, c.n_group));
+    if (c.n_shared_experts > 0 && c.moe_shared_expert_intermediate_size == 0)
+      fail("moe_shared_expert_intermediate_size",
+           fmt::format("missing (n_shared_experts is {}; expected a positive integer)", c.n_shared_experts));
+    if (c.n_shared_experts == 0 && c.moe_shared_expert_intermediate_size > 0)
+      fail("n_shared_experts",
+           fmt::format("is 0 but moe_shared_expert_intermediate_size is {} (set n_shared_experts: 1, "
+                       "or the size to 0 for no shared expert)",
+                       c.moe_shared_expert_intermediate_size));
+    if (!(c.routed_scaling_factor > 0) || !std::isfinite(c.routed_scaling_factor))
+      fail("routed_scaling_factor", fmt::format("expected a positive number, got {}", c.routed_scaling_factor));
+  }
+}
+
+ModelConfig model_config_from_json(const json& j, const std::string& source, bool strict) {
+  ConfigReader r(j, source, strict ? "model" : "");
+  ModelConfig c = read_model_config(r);
+  if (strict) r.check_unknown_keys();
+  validate(c, source, r.path());
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext != ".json" && ext != ".yaml" && ext != ".yml")
+    throw_config_error(path, "", "expected a recipe (.yaml/.yml) or a Hugging Face config.json (.json)");
+  json tree = load_config_file(path);
+  apply_overrides(tree, overrides, "command line");
+  if (ext == ".json") {
+    if (!tree.is_object()) throw_config_error(path, "", "expected a JSON object, got " + describe_value(tree));
+    return model_config_from_json(tree, path, /*strict=*/false);
+  }
+  ConfigReader root(tree, path);
+  if (!root.has("model"))
+    throw_config_error(path, "model", "missing (a recipe holds the model's shape in its model: section)");
+  return model_config_from_json(root.get_raw("model"), path, /*strict=*/true);
+}
+
+json model_config_to_hf_json(const ModelConfig& c) {
+  json j;
+  // Sizes of layer kinds the pattern does not use stay 0 here; they are left out (transformers
+  // then keeps its defaults, which nothing uses).
+  auto put_size = [&](const char* key, int64_t v) {
+    if (v > 0) j[key] = v;
+  };
+  j["architectures"] = json::array({"NemotronHForCausalLM"});
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["hybrid_override_pattern"] = c.hybrid_override_pattern;
+  j["num_hidden_layers"] = c.num_layers();
+  j["layer_norm_epsilon"] = std::stod(fmt::format("{}", c.layer_norm_epsilon));  // 1e-05, not 9.99e-06
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["initializer_range"] = c.initializer_range;
+  j["rescale_prenorm_residual"] = c.rescale_prenorm_residual;
+  j["residual_in_fp32"] = false;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+
+  put_size("num_attention_heads", c.num_attention_heads);
+  put_size("num_key_value_heads", c.num_key_value_heads);
+  if (c.head_dim > 0 || c.num_attention_heads > 0) j["head_dim"] = c.attn_head_dim();
+  j["attention_bias"] = c.attention_bias;
+  j["rope_theta"] = c.rope_theta;
+  if (c.position_embedding_type != "none") j["position_embedding_type"] = c.position_embedding_type;
+
+  put_size("intermediate_size", c.intermediate_size);
+  j["mlp_hidden_act"] = c.mlp_hidden_act;
+  j["mlp_bias"] = c.mlp_bias;
+
+  put_size("mamba_num_heads", c.mamba_num_heads);
+  put_size("mamba_head_dim", c.mamba_head_dim);
+  j["n_groups"] = c.n_groups;
+  put_size("ssm_state_size", c.ssm_state_size);
+  j["conv_kernel"] = c.conv_kernel;
+  j["chunk_size"] = c.chunk_size;
+  j["use_conv_bias"] = c.use_conv_bias;
+  j["use_bias"] = c.use_bias;
+  j["mamba_proj_bias"] = c.use_bias;
+  j["mamba_hidden_act"] = "silu";
+  j["time_step_min"] = c.time_step_min;
+  j["time_step_max"] = c.time_step_max;
+  j["time_step_floor"] = c.time_step_floor;
+  if (c.time_step_limit_min != 0.0 || !std::isinf(c.time_step_limit_max)) {
+    auto bound = [](double v) -> json {
+      if (std::isinf(v)) return {{"__float__", v > 0 ? "Infinity" : "-Infinity"}};
+      return v;
+    };
+    j["time_step_limit"] = json::array({bound(c.time_step_limit_min), bound(c.time_step_limit_max)});
+  }
+
+  put_size("n_routed_experts", c.n_routed_experts);
+  put_size("num_experts_per_tok", c.num_experts_per_tok);
+  put_size("moe_intermediate_size", c.moe_intermediate_size);
+  j["moe_shared_expert_intermediate_size"] = c.moe_shared_expert_intermediate_size;
+  j["n_shared_experts"] = c.n_shared_experts;
+  j["moe_latent_size"] = c.moe_latent_size > 0 ? json(c.moe_latent_size) : json(nullptr);
+  j["routed_scaling_factor"] = c.routed_scaling_factor;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["n_group"] = c.n_group;
+  j["topk_group"] = c.topk_group;
+
+  j["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
+  if (!c.mtp_hybrid_override_pattern.empty()) j["mtp_hybrid_override_pattern"] = c.mtp_hybrid_override_pattern;
+  return j;
+}
+
+}  // namespace nemotron::model

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Runs the built `nemotron` binary as a user would: --version, --help, `model info` on every
+# recipe and fixture (exit 0), and on broken inputs (exit 2 with one `error: <file>: <key>:
+# <problem>` line on stderr). Usage: cli_test.sh path/to/nemotron
+set -uo pipefail
+
+BIN=${1:?usage: cli_test.sh path/to/nemotron}
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")  # absolute: the script changes directory
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$ROOT"
+
+failures=0
+fail() {
+  echo "FAIL: $1"
+  failures=$((failures + 1))
+}
+
+# expect_ok NAME PATTERN CMD...: exit 0 and stdout matches the extended regex PATTERN.
+expect_ok() {
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then fail "$name: exit $rc: $(cat "$TMP/err")"; return; fi
+  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/"; return; }
+  echo "ok: $name"
+}
+
+# expect_error NAME MESSAGE CMD...: exit 2, nothing on stdout, exactly "error: MESSAGE" on stderr.
+expect_error() {
+  local name=$1 message=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (stderr: $(cat "$TMP/err"))"; return; fi
+  [[ -s "$TMP/out" ]] && { fail "$name: unexpected stdout: $(head -c 200 "$TMP/out")"; return; }
+  local got
+  got=$(cat "$TMP/err")
+  [[ "$got" == "error: $message" ]] || { fail "$name: stderr was [$got], expected [error: $message]"; return; }
+  echo "ok: $name"
+}
+
+# expect_usage_error NAME PATTERN CMD...: CLI11 rejects the command line (non-zero exit, not 0).
+expect_usage_error() {
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -eq 0 ]]; then fail "$name: exit 0, expected a usage error"; return; fi
+  grep -Eq -- "$pattern" "$TMP/err" || { fail "$name: stderr does not match /$pattern/: $(cat "$TMP/err")"; return; }
+  echo "ok: $name"
+}
+
+# --- version and help -----------------------------------------------------------------------------
+expect_ok "--version" '^nemotron [0-9]+\.[0-9]+\.[0-9]+$' "$BIN" --version
+expect_ok "--help lists the commands" '^  model +Inspect model configurations' "$BIN" --help
+expect_ok "model info --help" '--seq-len' "$BIN" model info --help
+
+# --- model info on every recipe and fixture ------------------------------------------------------
+for f in recipes/*/pretrain/*.yaml tests/fixtures/configs/*.json; do
+  expect_ok "model info $f" '^  total +[0-9,]+  \(' "$BIN" model info -c "$f"
+done
+expect_ok "nano 30B total" '^  total +31,577,940,288  \(31\.58 B\)$' \
+  "$BIN" model info -c tests/fixtures/configs/nano3-30b-a3b.json
+expect_ok "nano 30B active" '^  active per token +3,580,076,352  \(3\.58 B; MoE routes 6 of 128 experts\)$' \
+  "$BIN" model info -c tests/fixtures/configs/nano3-30b-a3b.json
+expect_ok "8B total" '^  total +8,100,852,736' "$BIN" model info -c tests/fixtures/configs/nemotron-h-8b.json
+expect_ok "super MTP note" '^note: MTP \(1 block of pattern "\*E", 2,942,325,248 params' \
+  "$BIN" model info -c tests/fixtures/configs/super3-120b-a12b.json
+expect_ok "--seq-len" '^compute per token at seq_len 8192:$' \
+  "$BIN" model info -c recipes/super3/pretrain/tiny.yaml --seq-len 8192
+expect_ok "--json" '"total": 31577940288' "$BIN" model info -c recipes/nano3/pretrain/default.yaml --json
+expect_ok "key=value override" 'hidden 128, vocab 1024' \
+  "$BIN" model info -c recipes/super3/pretrain/tiny.yaml model.hidden_size=128
+
+# --- broken inputs: exit 2 and one clear line ----------------------------------------------------
+tiny=recipes/super3/pretrain/tiny.yaml
+expect_error "missing file" "$TMP/nope.yaml: cannot open: No such file or directory" \
+  "$BIN" model info -c "$TMP/nope.yaml"
+
+printf 'model:\n  vocab_size: b: c\n' >"$TMP/malformed.yaml"
+expect_error "malformed YAML" "$TMP/malformed.yaml: YAML parse error at line 2, column 16: illegal map value" \
+  "$BIN" model info -c "$TMP/malformed.yaml"
+
+printf '{\n  "vocab_size": 16,\n}\n' >"$TMP/malformed.json"
+expect_error "malformed JSON" \
+  "$TMP/malformed.json: JSON parse error at line 3, column 1: syntax error while parsing object key - unexpected '}'; expected string literal" \
+  "$BIN" model info -c "$TMP/malformed.json"
+
+sed 's/^  hidden_size:/  hidden_sze:/' "$tiny" >"$TMP/typo.yaml"
+expect_error "unknown key" "$TMP/typo.yaml: model.hidden_sze: unknown key (did you mean \"hidden_size\"?)" \
+  "$BIN" model info -c "$TMP/typo.yaml"
+
+sed 's/^  hybrid_override_pattern: .*/  hybrid_override_pattern: "M*M-MX"/' "$tiny" >"$TMP/pattern.yaml"
+expect_error "bad pattern symbol" \
+  "$TMP/pattern.yaml: model.hybrid_override_pattern: unknown layer symbol 'X' at position 5 in \"M*M-MX\" (expected M, *, - or E)" \
+  "$BIN" model info -c "$TMP/pattern.yaml"
+
+sed 's/^  num_key_value_heads: .*/  num_key_value_heads: 3/' "$tiny" >"$TMP/heads.yaml"
+expect_error "inconsistent heads" "$TMP/heads.yaml: model.num_attention_heads: 4 is not divisible by num_key_value_heads 3" \
+  "$BIN" model info -c "$TMP/heads.yaml"
+
+expect_error "bad override value" "$tiny: model.hidden_size: expected a positive integer, got \"eight\"" \
+  "$BIN" model info -c "$tiny" model.hidden_size=eight
+
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 5/' tests/fixtures/configs/nano3-30b-a3b.json >"$TMP/config.json"
+expect_error "config.json heads" "$TMP/config.json: num_attention_heads: 32 is not divisible by num_key_value_heads 5" \
+  "$BIN" model info -c "$TMP/config.json"
+
+printf 'train:\n  steps: 3\n' >"$TMP/no_model.yaml"
+expect_error "recipe without model:" "$TMP/no_model.yaml: model: missing (a recipe holds the model's shape in its model: section)" \
+  "$BIN" model info -c "$TMP/no_model.yaml"
+
+# --- command-line usage errors (CLI11's message, non-zero exit) ----------------------------------
+expect_usage_error "model info without -c" '--config is required' "$BIN" model info
+expect_usage_error "unknown option" 'unknown-flag' "$BIN" model info -c "$tiny" --unknown-flag
+expect_usage_error "stray positional" 'expected key=value' "$BIN" model info -c "$tiny" tiny
+expect_usage_error "bad --seq-len" 'seq-len' "$BIN" model info -c "$tiny" --seq-len -5
+expect_usage_error "model without a subcommand" 'subcommand is required' "$BIN" model
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all CLI checks passed"
