@@ -12,5 +12,7 @@ namespace nemotron::cli {
 
 // nemotron model info -c FILE [--seq-len T] [--json] [key=value ...]
 void add_model_commands(CLI::App& app);
+// nemotron model demo -c FILE [--steps N] ...  (registered by add_model_commands)
+void add_model_demo_command(CLI::App& model);
 
 }  // namespace nemotron::cli

@@ -42,6 +42,7 @@ void run_model_info(const InfoOptions& o) {
 void add_model_commands(CLI::App& app) {
   CLI::App* model = app.add_subcommand("model", "Inspect model configurations (recipes and Hugging Face config.json)");
   model->require_subcommand(1);
+  add_model_demo_command(*model);
 
   auto opts = std::make_shared<InfoOptions>();
   CLI::App* info = model->add_subcommand(

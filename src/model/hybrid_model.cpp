@@ -1,0 +1,151 @@
+#include "model/hybrid_model.h"
+
+#include <algorithm>
+
+#include "model/mixer_factory.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/matmul.h"
+#include "ops/rmsnorm.h"
+
+namespace nemotron::model {
+
+namespace {
+constexpr int64_t kHeadRowsPerChunk = 1024;  // bounds the logits buffer to 1024 x V
+}
+
+struct HybridModel::LayerSaved {
+  Tensor x_in;   // residual stream entering the layer
+  Tensor rstd;   // of the pre-norm
+  std::unique_ptr<MixerSaved> mixer;
+};
+
+HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype)
+    : cfg_(cfg), store_(backend, dtype) {
+  validate(cfg_, "model");
+  const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
+  embed_ = &store_.add("backbone.embeddings.weight", {V, H}, true);
+  for (int64_t i = 0; i < cfg_.num_layers(); ++i) {
+    std::string prefix = fmt::format("backbone.layers.{}.", i);
+    layer_norms_.push_back(&store_.add(prefix + "norm.weight", {H}, false));
+    mixers_.push_back(make_mixer(cfg_, cfg_.layer_kind(i), store_, prefix + "mixer.", i));
+  }
+  norm_f_ = &store_.add("backbone.norm_f.weight", {H}, false);
+  if (!cfg_.tie_word_embeddings) lm_head_ = &store_.add("lm_head.weight", {V, H}, true);
+}
+
+HybridModel::~HybridModel() = default;
+
+Param& HybridModel::head_weight() { return lm_head_ ? *lm_head_ : *embed_; }
+
+void HybridModel::init(uint64_t seed) {
+  init_normal(*embed_, seed, cfg_.initializer_range);
+  if (lm_head_) init_normal(*lm_head_, seed, cfg_.initializer_range);
+  for (Param* p : layer_norms_) init_constant(*p, 1.0);
+  init_constant(*norm_f_, 1.0);
+  for (auto& m : mixers_) m->init(seed);
+}
+
+Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<LayerSaved>* saved) {
+  NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
+  const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
+  DType dt = store_.dtype();
+  Tensor x = ctx.empty({B, T, H}, dt);
+  ops::embedding_forward(ctx, ids, embed_->value, x);
+  if (saved) saved->resize(mixers_.size());
+  for (size_t i = 0; i < mixers_.size(); ++i) {
+    Tensor h = ctx.empty({B, T, H}, dt), rstd = ctx.empty({B * T}, dt);
+    ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
+    Tensor out = mixers_[i]->forward(ctx, h, saved ? &(*saved)[i].mixer : nullptr);
+    Tensor next = ctx.empty({B, T, H}, dt);
+    ops::add(ctx, x, out, next);
+    if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
+    x = next;
+  }
+  return x;
+}
+
+LossSum HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& batch, double grad_scale, Tensor* dx) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
+  DType dt = store_.dtype();
+  NM_CHECK(batch.labels.numel() == N, "labels {} for {} tokens", batch.labels.shape().str(), N);
+  Tensor xf = x.view({N, H});
+  Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, dt);
+  ops::rmsnorm_forward(ctx, xf, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
+  Tensor labels = batch.labels.view({N});
+  Tensor mask = batch.loss_mask.defined() ? batch.loss_mask.view({N}) : Tensor();
+  Tensor dh = dx ? ctx.empty({N, H}, dt) : Tensor();
+  Param& W = head_weight();
+  Tensor& dW = W.grad;
+  LossSum total;
+  for (int64_t r0 = 0; r0 < N; r0 += kHeadRowsPerChunk) {
+    int64_t r1 = std::min(N, r0 + kHeadRowsPerChunk), n = r1 - r0;
+    Tensor hc = h.slice(r0, r1);
+    Tensor logits = ctx.empty({n, V}, dt), losses = ctx.empty({n}, dt);
+    ops::linear_forward(ctx, hc, W.value, logits);
+    Tensor mc = mask.defined() ? mask.slice(r0, r1) : Tensor();
+    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, grad_scale, losses, dx ? &logits : nullptr);
+    std::vector<double> l = losses.to_f64_vector();
+    for (double v : l) total.loss_sum += v;
+    if (dx) {
+      Tensor dhc = dh.slice(r0, r1);
+      ops::linear_backward(ctx, hc, W.value, logits, &dhc, &dW);
+    }
+  }
+  // Token count: labels that are not ignored, weighted by the mask.
+  std::vector<double> lab = labels.to_f64_vector();
+  std::vector<double> m = mask.defined() ? mask.to_f64_vector() : std::vector<double>(lab.size(), 1.0);
+  for (size_t i = 0; i < lab.size(); ++i) total.token_count += lab[i] >= 0 ? m[i] : 0.0;
+  if (dx) {
+    Tensor dxf = ctx.empty({N, H}, dt);
+    ops::rmsnorm_backward(ctx, xf, norm_f_->value, rstd, dh, dxf, norm_f_->grad);
+    *dx = dxf.view(x.shape());
+  }
+  return total;
+}
+
+Tensor HybridModel::logits(Context& ctx, const Tensor& ids) {
+  Tensor x = run_layers(ctx, ids, nullptr);
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
+  DType dt = store_.dtype();
+  Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, dt);
+  ops::rmsnorm_forward(ctx, x.view({N, H}), norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
+  Tensor out = Tensor::empty({ids.dim(0), ids.dim(1), V}, dt, *ctx.backend);
+  Tensor o2 = out.view({N, V});
+  ops::linear_forward(ctx, h, head_weight().value, o2);
+  return out;
+}
+
+LossSum HybridModel::loss(Context& ctx, const Batch& batch) {
+  Tensor x = run_layers(ctx, batch.input_ids, nullptr);
+  return head_and_loss(ctx, x, batch, 1.0, nullptr);
+}
+
+LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double grad_scale) {
+  std::vector<LayerSaved> saved;
+  Tensor x = run_layers(ctx, batch.input_ids, &saved);
+  Tensor dx;
+  LossSum total = head_and_loss(ctx, x, batch, grad_scale, &dx);
+  const int64_t H = cfg_.hidden_size;
+  for (size_t i = mixers_.size(); i-- > 0;) {
+    LayerSaved& s = saved[i];
+    Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
+    s.mixer.reset();
+    const int64_t N = s.x_in.numel() / H;
+    Tensor dnorm = ctx.empty({N, H}, s.x_in.dtype());
+    ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), layer_norms_[i]->value, s.rstd, du.view({N, H}), dnorm,
+                          layer_norms_[i]->grad);
+    ops::add_inplace(ctx, dx, dnorm);  // the residual joins: dx_in = dx_out + d(norm branch)
+  }
+  ops::embedding_backward(ctx, batch.input_ids, dx, embed_->grad);
+  return total;
+}
+
+double HybridModel::forward_flops_per_token(int64_t T) const {
+  double f = 2.0 * static_cast<double>(cfg_.hidden_size) * static_cast<double>(cfg_.vocab_size);  // LM head
+  for (const auto& m : mixers_) f += m->forward_flops_per_token(T);
+  return f;
+}
+
+}  // namespace nemotron::model
