@@ -9,11 +9,6 @@ namespace nemotron::ops {
 
 namespace {
 
-// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
-// checks, decode) stay serial instead of paying a thread wake-up per call.
-int64_t grain(int64_t work_per_item) {
-  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
-}
 
 struct ConvDims {
   int64_t B, T, C, K;
@@ -42,7 +37,7 @@ void forward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, T* y)
     T* yr = y + row * d.C;
     conv_row(d, x, w, bias, row / d.T, row % d.T, yr);
     for (int64_t c = 0; c < d.C; ++c) yr[c] = yr[c] * sigmoid(yr[c]);
-  }, grain(d.C * (d.K + 4)));
+  }, cpu::grain_for(d.C * (d.K + 4)));
 }
 
 template <class T>
@@ -56,7 +51,7 @@ void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, cons
       T p = pr[c], s = sigmoid(p);
       pr[c] = dy[row * d.C + c] * s * (T(1) + p * (T(1) - s));
     }
-  }, grain(d.C * (d.K + 6)));
+  }, cpu::grain_for(d.C * (d.K + 6)));
   // dx[t] = sum_k dpre[t + (K-1) - k] w[k]
   cpu::parallel_for(d.B * d.T, [&](int64_t row) {
     int64_t b = row / d.T, t = row % d.T;
@@ -68,7 +63,7 @@ void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, cons
       const T* pr = dpre + (b * d.T + to) * d.C;
       for (int64_t c = 0; c < d.C; ++c) dxr[c] += pr[c] * w[c * d.K + k];
     }
-  }, grain(d.C * d.K));
+  }, cpu::grain_for(d.C * d.K));
   // dw, dbias: a block of channels per task, rows reduced in a fixed order (bitwise reproducible)
   // with the channel loop innermost (contiguous).
   constexpr int64_t kBlock = 64;
@@ -91,7 +86,7 @@ void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, cons
       for (int64_t k = 0; k < d.K; ++k) dw[(c0 + c) * d.K + k] += acc[k * kBlock + c];
       if (dbias) dbias[c0 + c] += acc[d.K * kBlock + c];
     }
-  }, grain(d.B * d.T * (d.K + 1) * kBlock));
+  }, cpu::grain_for(d.B * d.T * (d.K + 1) * kBlock));
 }
 
 ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const char* op) {

@@ -8,11 +8,6 @@ namespace nemotron::ops {
 
 namespace {
 
-// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
-// checks, decode) stay serial instead of paying a thread wake-up per call.
-int64_t grain(int64_t work_per_item) {
-  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
-}
 
 template <class T>
 T softplus(T v) {
@@ -23,7 +18,7 @@ template <class T>
 void forward_ref(const T* raw, const T* bias, T lo, T hi, T* dt, int64_t rows, int64_t nH) {
   cpu::parallel_for(rows, [&](int64_t r) {
     for (int64_t h = 0; h < nH; ++h) dt[r * nH + h] = std::min(std::max(softplus(raw[r * nH + h] + bias[h]), lo), hi);
-  }, grain(8 * nH));
+  }, cpu::grain_for(8 * nH));
 }
 
 template <class T>
@@ -35,7 +30,7 @@ void backward_ref(const T* raw, const T* bias, T lo, T hi, const T* ddt, T* draw
       bool clamped = sp < lo || sp > hi;
       draw[r * nH + h] = clamped ? T(0) : ddt[r * nH + h] / (T(1) + std::exp(-v));
     }
-  }, grain(12 * nH));
+  }, cpu::grain_for(12 * nH));
   // d dt_bias reduces over rows in a fixed order.
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < nH; ++h) dbias[h] += draw[r * nH + h];

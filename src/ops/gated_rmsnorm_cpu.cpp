@@ -8,11 +8,6 @@ namespace nemotron::ops {
 
 namespace {
 
-// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
-// checks, decode) stay serial instead of paying a thread wake-up per call.
-int64_t grain(int64_t work_per_item) {
-  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
-}
 
 struct NormDims {
   int64_t rows, d, G, gs;  // gs = d / G channels per group
@@ -38,7 +33,7 @@ void forward_ref(const NormDims& n, const T* y, const T* z, const T* w, T eps, T
       rstd[r * n.G + g] = s;
       for (int64_t i = 0; i < n.gs; ++i) out[o + i] *= s * w[g * n.gs + i];
     }
-  }, grain(8 * n.d));
+  }, cpu::grain_for(8 * n.d));
 }
 
 template <class T>
@@ -61,7 +56,7 @@ void backward_ref(const NormDims& n, const T* y, const T* z, const T* w, const T
         dz[o + i] = dv * y[o + i] * sz * (T(1) + z[o + i] * (T(1) - sz));
       }
     }
-  }, grain(16 * n.d));
+  }, cpu::grain_for(16 * n.d));
   // dw reduces over rows in a fixed order (bitwise reproducible).
   for (int64_t r = 0; r < n.rows; ++r)
     for (int64_t c = 0; c < n.d; ++c) {

@@ -17,7 +17,7 @@ void forward_ref(const T* x, const T* w, T eps, T* y, T* rstd, int64_t rows, int
     T s = T(1) / std::sqrt(ss / T(D) + eps);
     rstd[r] = s;
     for (int64_t i = 0; i < D; ++i) y[r * D + i] = w[i] * xr[i] * s;
-  }, 16);
+  }, cpu::grain_for(4 * D));
 }
 
 template <class T>
@@ -29,7 +29,7 @@ void backward_ref(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* 
     for (int64_t i = 0; i < D; ++i) dot += w[i] * dyr[i] * xr[i] * s;
     dot /= T(D);
     for (int64_t i = 0; i < D; ++i) dx[r * D + i] = s * (w[i] * dyr[i] - xr[i] * s * dot);
-  }, 16);
+  }, cpu::grain_for(4 * D));
   // dw reduces over rows: serial over rows keeps the sum order fixed (bitwise reproducible).
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < D; ++i) dw[i] += dy[r * D + i] * x[r * D + i] * rstd[r];

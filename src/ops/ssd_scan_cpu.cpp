@@ -10,11 +10,6 @@ namespace nemotron::ops {
 
 namespace {
 
-// Items per thread so that each thread gets at least ~32K multiply-adds: tiny shapes (gradient
-// checks, decode) stay serial instead of paying a thread wake-up per call.
-int64_t grain(int64_t work_per_item) {
-  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_item));
-}
 
 struct ScanDims {
   int64_t B, T, nH, P, G, N, Q;
@@ -113,7 +108,7 @@ void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_stat
     if (final_state)
       for (int64_t j = 0; j < hpg; ++j)
         std::copy(S.begin() + j * PN, S.begin() + (j + 1) * PN, final_state + (b * d.nH + g * hpg + j) * PN);
-  }, grain(d.group_work()));
+  }, cpu::grain_for(d.group_work()));
 }
 
 template <class T>
@@ -141,7 +136,7 @@ void naive_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state)
       }
     }
     if (final_state) std::copy(S.begin(), S.end(), final_state + bh * PN);
-  }, grain(3 * d.T * PN));
+  }, cpu::grain_for(3 * d.T * PN));
 }
 
 // The adjoint of chunked_forward. For each chunk, in reverse, with dS = dL/d(state leaving the
@@ -276,7 +271,7 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
     if (d_init)
       for (int64_t j = 0; j < hpg; ++j)
         std::copy(dS.begin() + j * PN, dS.begin() + (j + 1) * PN, d_init + (b * d.nH + g * hpg + j) * PN);
-  }, grain(3 * d.group_work()));
+  }, cpu::grain_for(3 * d.group_work()));
 }
 
 ScanDims check_args(const SsdScanArgs& a, const char* op) {

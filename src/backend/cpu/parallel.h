@@ -9,6 +9,14 @@ namespace nemotron::cpu {
 
 int num_threads();
 
+// Items per thread so that each thread gets at least ~32K multiply-adds of work: tiny shapes
+// (gradient checks, decode steps) stay serial instead of paying a thread wake-up per call.
+inline int64_t grain_for(int64_t work_per_item) {
+  int64_t w = work_per_item > 0 ? work_per_item : 1;
+  int64_t g = (int64_t{1} << 15) / w;
+  return g > 0 ? g : 1;
+}
+
 template <class F>
 void parallel_for(int64_t n, F&& body, int64_t min_per_thread = 1) {
   if (n <= 0) return;
