@@ -75,6 +75,14 @@ expect_ok "--json" '"total": 31577940288' "$BIN" model info -c recipes/nano3/pre
 expect_ok "key=value override" 'hidden 128, vocab 1024' \
   "$BIN" model info -c recipes/super3/pretrain/tiny.yaml model.hidden_size=128
 
+# --- model demo: the whole-model gradient check passes and the copy task is learned -------------
+expect_ok "model demo gradient check" '^gradient check \(float64, whole model.*\(ok\)$' \
+  "$BIN" model demo -c recipes/super3/pretrain/tiny.yaml --steps 1
+expect_ok "model demo learns to copy" 'the model learned to copy from its context$' \
+  "$BIN" model demo -c recipes/super3/pretrain/tiny.yaml
+expect_error "model demo bad alphabet" "--alphabet 5000 exceeds the vocabulary (1024)" \
+  "$BIN" model demo -c recipes/super3/pretrain/tiny.yaml --alphabet 5000
+
 # --- broken inputs: exit 2 and one clear line ----------------------------------------------------
 tiny=recipes/super3/pretrain/tiny.yaml
 expect_error "missing file" "$TMP/nope.yaml: cannot open: No such file or directory" \
