@@ -1,0 +1,41 @@
+#include "model/weights_io.h"
+
+#include <set>
+
+namespace nemotron::model {
+
+std::vector<io::NamedTensor> named_weights(const ParamStore& store) {
+  std::vector<io::NamedTensor> out;
+  for (const Param* p : store.all()) out.push_back({p->name, p->value});
+  return out;
+}
+
+void save_weights(const std::string& dir, const ParamStore& store, size_t max_shard_bytes) {
+  io::save_sharded_safetensors(dir, named_weights(store), max_shard_bytes, {{"format", "pt"}});
+}
+
+LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const std::string& source, bool strict) {
+  std::set<std::string> wanted;
+  for (Param* p : store.all()) {
+    wanted.insert(p->name);
+    if (!set.contains(p->name))
+      throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model needs", source, p->name,
+                                   p->value.shape().str()));
+    const io::StTensorInfo& info = set.info(p->name);
+    if (info.shape != p->value.shape())
+      throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the model expects {} (a checkpoint of another "
+                                   "model shape?)",
+                                   source, p->name, info.shape.str(), p->value.shape().str()));
+    p->value.copy_from(set.load(p->name, p->value.dtype()));
+  }
+  LoadReport report;
+  for (const std::string& name : set.names())
+    if (!wanted.count(name)) report.unused.push_back(name);
+  if (strict && !report.unused.empty())
+    throw InputError(fmt::format("{}: {} tensor(s) the model does not have, first \"{}\" (a checkpoint of another "
+                                 "model shape?)",
+                                 source, report.unused.size(), report.unused.front()));
+  return report;
+}
+
+}  // namespace nemotron::model

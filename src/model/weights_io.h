@@ -1,0 +1,28 @@
+// Model weights <-> safetensors, by Hub parameter name. Every checkpoint we write (training
+// iterations, converted Hugging Face models) stores its weights this way, so any of them loads
+// into a ParamStore of the same shape, and a mismatch names the tensor and both shapes.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/param.h"
+
+namespace nemotron::model {
+
+// The store's tensors in registration order (values, not gradients).
+std::vector<io::NamedTensor> named_weights(const ParamStore& store);
+
+// dir/model.safetensors, or shards + model.safetensors.index.json beyond max_shard_bytes.
+void save_weights(const std::string& dir, const ParamStore& store, size_t max_shard_bytes = size_t{4} << 30);
+
+struct LoadReport {
+  std::vector<std::string> unused;  // tensors in the checkpoint that the model does not have
+};
+
+// Fills every parameter of `store` from `set` (converting dtypes). A missing tensor or a shape
+// mismatch is an InputError naming `source`, the tensor and both shapes. Tensors the model does
+// not have are an error when strict, else listed in the report.
+LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const std::string& source, bool strict = true);
+
+}  // namespace nemotron::model
