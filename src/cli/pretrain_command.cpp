@@ -1,0 +1,136 @@
+// `nemotron <family> pretrain [-c tiny|default|PATH] [--dry-run] [key=value ...]`: stage 0 of the
+// pipeline for the super3 and nano3 recipe families. `-c NAME` picks
+// recipes/<family>/pretrain/NAME.yaml (found under $NEMOTRON_RECIPES, ./recipes, or the recipes
+// folder beside the binary's build or install tree); anything with a '/' or a .yaml/.yml suffix
+// is a path. --dry-run prints the resolved config, model size, plan and memory and runs nothing.
+// Bad input (config, overrides, checkpoint of another shape) is one line and exit 2, before
+// anything is written.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "core/config_tree.h"
+#include "core/error.h"
+#include "model/hybrid_model.h"
+#include "model/model_info.h"
+#include "train/plan.h"
+#include "train/trainer.h"
+
+namespace nemotron::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PretrainOptions {
+  std::string family;
+  std::string config = "default";
+  bool dry_run = false;
+  std::vector<std::string> overrides;
+};
+
+std::vector<fs::path> recipe_roots() {
+  std::vector<fs::path> roots;
+  if (const char* env = std::getenv("NEMOTRON_RECIPES"); env && *env) roots.emplace_back(env);
+  roots.emplace_back("recipes");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path dir = exe.parent_path();
+    for (const fs::path& p : {dir / ".." / "recipes", dir / ".." / ".." / "recipes", dir / ".." / "share" / "nemotron" / "recipes"})
+      roots.push_back(p.lexically_normal());
+  }
+  return roots;
+}
+
+std::string resolve_recipe(const std::string& family, const std::string& stage, const std::string& name) {
+  if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml")) return name;
+  std::string searched;
+  for (const fs::path& root : recipe_roots()) {
+    const fs::path p = root / family / stage / (name + ".yaml");
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p.string();
+    searched += (searched.empty() ? "" : ", ") + root.string();
+  }
+  throw InputError(fmt::format("-c {}: no recipe {}/{}/{}.yaml under {} (give a path to a YAML file, or set "
+                               "NEMOTRON_RECIPES)",
+                               name, family, stage, name, searched));
+}
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+void run_pretrain(const PretrainOptions& o) {
+  const std::string path = resolve_recipe(o.family, "pretrain", o.config);
+  train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides);
+  if (o.dry_run) {
+    std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    return;
+  }
+  const train::MemoryEstimate mem = train::estimate_memory(cfg);
+  const double have = physical_memory_bytes();
+  if (have > 0 && mem.total() > 0.9 * have)
+    throw InputError(fmt::format("{}: training this model on the CPU needs about {} ({} parameters), this machine has "
+                                 "{}; see the plan with --dry-run, or use -c tiny",
+                                 path, train::human_bytes(mem.total()), model::human_count(static_cast<double>(mem.params)),
+                                 train::human_bytes(have)));
+  if (!cfg.dataset.mock)
+    throw InputError(fmt::format("{}: {}: reading .bin/.idx data is not wired into the trainer yet; use dataset.mock=true",
+                                 path, cfg.dataset.blend.empty() ? "dataset.per_split_data_args_path" : "dataset.blend"));
+  const train::DatasetSection& d = cfg.dataset;
+  train::MockBatchSource train_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 0);
+  train::MockBatchSource valid_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 1);
+  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  net.init(cfg.seed);
+  train::Trainer trainer(cfg, net, train_src, cfg.train.eval_iters > 0 ? &valid_src : nullptr);
+  trainer.restore_from_config();  // reads only; errors leave every file as it was
+  trainer.run();
+}
+
+// The family's command group, shared with the other stages' files (data prep, sft, ...): created
+// by whichever registers first.
+CLI::App* family_group(CLI::App& app, const std::string& name, const std::string& description) {
+  try {
+    return app.get_subcommand(name);
+  } catch (const CLI::OptionNotFound&) {
+    CLI::App* g = app.add_subcommand(name, description);
+    g->require_subcommand(1);
+    return g;
+  }
+}
+
+}  // namespace
+
+void add_pretrain_commands(CLI::App& app) {
+  const std::pair<const char*, const char*> families[] = {
+      {"super3", "Nemotron 3 Super recipe (hybrid Mamba-Transformer MoE, 120B-A12B)"},
+      {"nano3", "Nemotron 3 Nano recipe (hybrid Mamba-Transformer MoE, 30B-A3B)"}};
+  for (const auto& [family, description] : families) {
+    CLI::App* group = family_group(app, family, description);
+    auto o = std::make_shared<PretrainOptions>();
+    o->family = family;
+    CLI::App* cmd = group->add_subcommand(
+        "pretrain", "Pretrain the model (stage 0): mock or prepared data, checkpoints, exact resume");
+    cmd->add_option("-c,--config", o->config,
+                    fmt::format("Recipe: a name in recipes/{}/pretrain/ (tiny, default) or a YAML path", family))
+        ->capture_default_str();
+    cmd->add_flag("-d,--dry-run", o->dry_run, "Print the resolved config, model size, plan and memory; run nothing");
+    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (train.train_iters=50)")
+        ->check(CLI::Validator(
+            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+            "KEY=VALUE"));
+    cmd->callback([o] { run_pretrain(*o); });
+  }
+}
+
+}  // namespace nemotron::cli
