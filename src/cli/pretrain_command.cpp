@@ -86,7 +86,7 @@ void run_pretrain(const PretrainOptions& o) {
                                  train::human_bytes(have)));
   if (!cfg.dataset.mock)
     throw InputError(fmt::format("{}: {}: reading .bin/.idx data is not wired into the trainer yet; use dataset.mock=true",
-                                 path, cfg.dataset.blend.empty() ? "dataset.per_split_data_args_path" : "dataset.blend"));
+                                 path, cfg.dataset.has_blend() ? "dataset.blend" : "dataset.per_split_data_args_path"));
   const train::DatasetSection& d = cfg.dataset;
   train::MockBatchSource train_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 0);
   train::MockBatchSource valid_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 1);

@@ -127,7 +127,7 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
   if (!k.load.empty()) line(fmt::format("  {} from: {}", k.finetune ? "weights" : "resume", k.load));
   const DatasetSection& d = cfg.dataset;
   line(d.mock ? fmt::format("  data: mock (synthetic Markov-chain tokens, seed {})", d.random_seed)
-              : fmt::format("  data: {} (split {})", !d.blend.empty() ? "blend " + d.blend
+              : fmt::format("  data: {} (split {})", d.has_blend() ? "blend " + d.blend.dump()
                                                                        : "per-split blend " + d.per_split_data_args_path,
                             d.split));
   const MoeSection& m = cfg.moe;

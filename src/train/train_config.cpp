@@ -166,8 +166,14 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
     root.section("dataset").fail("seq_length", "missing (tokens per training sequence)");
   s.seq_length = d.at("seq_length").get_positive_int("seq_length", 0);
   s.mock = d.at("mock").get_bool("mock", false);
-  const json& blend = d.at("blend").get_raw("blend");
-  if (!blend.is_null()) s.blend = blend.is_string() ? blend.get<std::string>() : blend.dump();
+  s.blend = d.at("blend").get_raw("blend");
+  if (s.has_blend()) {  // the data layer parses it strictly; here only its shape
+    bool ok = s.blend.is_string() || (s.blend.is_array() && !s.blend.empty());
+    for (const json& e : s.blend.is_array() ? s.blend : json::array()) ok = ok && (e.is_string() || e.is_number());
+    if (!ok)
+      d.at("blend").fail("blend", "expected a list [weight, prefix, ...] or [prefix, ...], or one string, got " +
+                                      describe_value(s.blend));
+  }
   s.per_split_data_args_path = d.at("per_split_data_args_path").get_string("per_split_data_args_path", "");
   s.split = d.at("split").get_string("split", s.split);
   check_split(d.at("split"), "split", s.split);
@@ -175,14 +181,14 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
   if (s.seq_length > c.model.max_position_embeddings)
     d.at("seq_length").fail("seq_length", fmt::format("{} exceeds model.max_position_embeddings {}", s.seq_length,
                                                       c.model.max_position_embeddings));
-  const bool has_files = !s.blend.empty() || !s.per_split_data_args_path.empty();
+  const bool has_files = s.has_blend() || !s.per_split_data_args_path.empty();
   if (s.mock && has_files)
     d.at("mock").fail("mock", fmt::format("true conflicts with {} (mock data or files, not both)",
-                                          !s.blend.empty() ? d.key_path("blend") : d.key_path("per_split_data_args_path")));
+                                          s.has_blend() ? d.key_path("blend") : d.key_path("per_split_data_args_path")));
   if (!s.mock && !has_files)
     d.at("mock").fail("mock", "no training data: set dataset.mock=true, dataset.blend or "
                               "dataset.per_split_data_args_path");
-  if (!s.blend.empty() && !s.per_split_data_args_path.empty())
+  if (s.has_blend() && !s.per_split_data_args_path.empty())
     d.at("blend").fail("blend", "conflicts with per_split_data_args_path (give one of them)");
 }
 

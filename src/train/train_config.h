@@ -59,7 +59,8 @@ struct LoggerSection {  // logger:
 struct DatasetSection {  // dataset: (alias data:)
   int64_t seq_length = 0;
   bool mock = false;
-  std::string blend;                     // Megatron data_path list / blend spec (not wired yet)
+  nlohmann::json blend;                  // Megatron's [w1, prefix1, w2, prefix2, ...] or prefixes, as given
+  bool has_blend() const { return !blend.is_null(); }
   std::string per_split_data_args_path;  // blend.json with train/valid/test blends (not wired yet)
   std::string split = "969,30,1";
   uint64_t random_seed = 1234;           // seed of the data streams (mock tokens, sample order)

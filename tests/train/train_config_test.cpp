@@ -108,6 +108,14 @@ TEST(PretrainConfig, conflicts_name_both_keys) {
             "tiny_train.yaml: validation.eval_iters: given in both train: and validation: (keep one)");
 }
 
+TEST(PretrainConfig, blend_is_kept_as_given_for_the_data_layer) {
+  PretrainConfig c = tiny_train_config({"dataset.mock=false", "dataset.blend=[0.3, /data/a, 0.7, /data/b]"});
+  EXPECT_EQ(c.dataset.blend, nlohmann::json::parse(R"([0.3, "/data/a", 0.7, "/data/b"])"));
+  EXPECT_EQ(error_of({"dataset.mock=false", "dataset.blend={a: 1}"}),
+            "tiny_train.yaml: dataset.blend: expected a list [weight, prefix, ...] or [prefix, ...], or one string, "
+            "got {\"a\":1}");
+}
+
 TEST(PretrainConfig, validation_section_is_accepted_as_in_newer_bridge) {
   PretrainConfig c = tiny_train_config({"train.eval_interval=", "train.eval_iters=", "validation.eval_interval=2",
                                         "validation.eval_iters=5"});
