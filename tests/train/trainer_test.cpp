@@ -105,6 +105,29 @@ TEST(Trainer, resume_from_checkpoint_equals_uninterrupted_run_bit_for_bit) {
   EXPECT_EQ(iters, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
 }
 
+// A run killed between steps (the stop hook after iteration 3) whose last checkpoint is at 2:
+// the resumed run redoes iteration 3 and goes on exactly as the uninterrupted run.
+TEST(Trainer, a_run_killed_after_its_last_checkpoint_replays_the_lost_steps_exactly) {
+  TempDir tmp;
+  const std::string save = (tmp.path / "ckpt").string();
+  TrainRun full(tiny_train_config(), 1234);
+  TrainResult a = full.go();
+  TrainRun killed(tiny_train_config({"checkpoint.save=" + save, "checkpoint.save_interval=2"}), 1234);
+  TrainResult b = killed.go(false, {nullptr, {}, [](int64_t it) { return it == 3; }});
+  ASSERT_TRUE(b.exited_early);
+  ASSERT_EQ(b.final_iteration, 3);
+  TrainRun resumed(tiny_train_config({"checkpoint.save=" + save, "checkpoint.save_interval=2", "checkpoint.load=" + save}),
+                   5);
+  TrainResult c = resumed.go(true);
+  ASSERT_EQ(c.steps.size(), 4u);  // 3, 4, 5, 6
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(c.steps[i].iteration, a.steps[i + 2].iteration);
+    EXPECT_EQ(c.steps[i].lm_loss, a.steps[i + 2].lm_loss);
+    EXPECT_EQ(c.steps[i].grad_norm, a.steps[i + 2].grad_norm);
+  }
+  EXPECT_EQ(all_values(resumed.net), all_values(full.net));
+}
+
 TEST(Trainer, each_update_uses_lr_of_samples_consumed_before_it_and_bias_moves) {
   TrainRun r(tiny_train_config(), 1);
   const std::vector<float> bias0(r.net.params().get("backbone.layers.3.mixer.gate.e_score_correction_bias").value.data<float>(),
