@@ -7,14 +7,13 @@
 // anything is written.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "core/config_tree.h"
@@ -45,7 +44,8 @@ std::vector<fs::path> recipe_roots() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const fs::path dir = exe.parent_path();
-    for (const fs::path& p : {dir / ".." / "recipes", dir / ".." / ".." / "recipes", dir / ".." / "share" / "nemotron" / "recipes"})
+    for (const fs::path& p :
+         {dir / ".." / "recipes", dir / ".." / ".." / "recipes", dir / ".." / "share" / "nemotron" / "recipes"})
       roots.push_back(p.lexically_normal());
   }
   return roots;
@@ -60,9 +60,10 @@ std::string resolve_recipe(const std::string& family, const std::string& stage, 
     if (fs::is_regular_file(p, ec)) return p.string();
     searched += (searched.empty() ? "" : ", ") + root.string();
   }
-  throw InputError(fmt::format("-c {}: no recipe {}/{}/{}.yaml under {} (give a path to a YAML file, or set "
-                               "NEMOTRON_RECIPES)",
-                               name, family, stage, name, searched));
+  throw InputError(
+      fmt::format("-c {}: no recipe {}/{}/{}.yaml under {} (give a path to a YAML file, or set "
+                  "NEMOTRON_RECIPES)",
+                  name, family, stage, name, searched));
 }
 
 double physical_memory_bytes() {
@@ -80,13 +81,15 @@ void run_pretrain(const PretrainOptions& o) {
   const train::MemoryEstimate mem = train::estimate_memory(cfg);
   const double have = physical_memory_bytes();
   if (have > 0 && mem.total() > 0.9 * have)
-    throw InputError(fmt::format("{}: training this model on the CPU needs about {} ({} parameters), this machine has "
-                                 "{}; see the plan with --dry-run, or use -c tiny",
-                                 path, train::human_bytes(mem.total()), model::human_count(static_cast<double>(mem.params)),
-                                 train::human_bytes(have)));
+    throw InputError(
+        fmt::format("{}: training this model on the CPU needs about {} ({} parameters), this machine has "
+                    "{}; see the plan with --dry-run, or use -c tiny",
+                    path, train::human_bytes(mem.total()), model::human_count(static_cast<double>(mem.params)),
+                    train::human_bytes(have)));
   if (!cfg.dataset.mock)
-    throw InputError(fmt::format("{}: {}: reading .bin/.idx data is not wired into the trainer yet; use dataset.mock=true",
-                                 path, cfg.dataset.has_blend() ? "dataset.blend" : "dataset.per_split_data_args_path"));
+    throw InputError(
+        fmt::format("{}: {}: reading .bin/.idx data is not wired into the trainer yet; use dataset.mock=true", path,
+                    cfg.dataset.has_blend() ? "dataset.blend" : "dataset.per_split_data_args_path"));
   const train::DatasetSection& d = cfg.dataset;
   train::MockBatchSource train_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 0);
   train::MockBatchSource valid_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 1);

@@ -1,8 +1,8 @@
 #include "train/batch_source.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -47,7 +47,7 @@ model::Batch MockBatchSource::next() {
 }
 
 nlohmann::json MockBatchSource::state() const {
-  return {{"kind", "mock"}, {"split", split_name(split_)}, {"seed", seed_}, {"vocab_size", V_},
+  return {{"kind", "mock"},   {"split", split_name(split_)}, {"seed", seed_}, {"vocab_size", V_},
           {"seq_length", T_}, {"next_sample", next_sample_}};
 }
 
@@ -66,8 +66,8 @@ void MockBatchSource::restore(const nlohmann::json& s) {
 }
 
 std::string MockBatchSource::describe() const {
-  return fmt::format("mock (vocab {}, seq {}, seed {}, {} split; a {}-way Markov chain: loss floor ln {} = {:.3f})",
-                     V_, T_, seed_, split_name(split_), kBranching, kBranching, std::log(double(kBranching)));
+  return fmt::format("mock (vocab {}, seq {}, seed {}, {} split; a {}-way Markov chain: loss floor ln {} = {:.3f})", V_,
+                     T_, seed_, split_name(split_), kBranching, kBranching, std::log(double(kBranching)));
 }
 
 }  // namespace nemotron::train

@@ -5,9 +5,8 @@
 // (src/data) implements the same interface; MockBatchSource is the built-in synthetic one.
 #pragma once
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "model/hybrid_model.h"
 

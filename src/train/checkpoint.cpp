@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "core/config_tree.h"
 #include "core/error.h"
@@ -203,12 +202,14 @@ void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const mo
   const std::string path = (fs::path(iter_dir) / "optimizer.safetensors").string();
   std::error_code ec;
   if (!fs::exists(path, ec))
-    throw InputError(fmt::format("{}: missing (a weights-only checkpoint; load it with checkpoint.finetune=true)", path));
+    throw InputError(
+        fmt::format("{}: missing (a weights-only checkpoint; load it with checkpoint.finetune=true)", path));
   io::SafetensorsFile f = io::SafetensorsFile::open(path);
   const auto& all = params.all();
   for (size_t k = 0; k < all.size(); ++k) {
     if (!all[k]->trainable) continue;
-    for (auto [prefix, dst] : {std::pair{"exp_avg.", &opt.first_moments()[k]}, std::pair{"exp_avg_sq.", &opt.second_moments()[k]}}) {
+    for (auto [prefix, dst] :
+         {std::pair{"exp_avg.", &opt.first_moments()[k]}, std::pair{"exp_avg_sq.", &opt.second_moments()[k]}}) {
       const std::string name = prefix + all[k]->name;
       const io::StTensorInfo* info = f.find(name);
       if (!info)

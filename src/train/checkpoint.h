@@ -13,9 +13,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "model/param.h"
 #include "train/adamw.h"
@@ -26,9 +25,9 @@ constexpr int kCheckpointFormatVersion = 1;
 constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
 
 struct TrainState {
-  int64_t iteration = 0;               // optimizer steps completed
-  int64_t consumed_train_samples = 0;  // = the scheduler position in samples
-  int64_t optimizer_steps = 0;         // AdamW's step count (its bias corrections)
+  int64_t iteration = 0;                           // optimizer steps completed
+  int64_t consumed_train_samples = 0;              // = the scheduler position in samples
+  int64_t optimizer_steps = 0;                     // AdamW's step count (its bias corrections)
   nlohmann::json data = nlohmann::json::object();  // {"train": BatchSource::state()}
   nlohmann::json rng = nlohmann::json::object();   // seeds (every stream is counter-based)
   double last_lr = 0;

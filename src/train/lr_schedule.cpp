@@ -10,21 +10,30 @@ namespace nemotron::train {
 
 const char* lr_decay_style_name(LrDecayStyle s) {
   switch (s) {
-    case LrDecayStyle::constant: return "constant";
-    case LrDecayStyle::linear: return "linear";
-    case LrDecayStyle::cosine: return "cosine";
-    case LrDecayStyle::inverse_square_root: return "inverse-square-root";
-    case LrDecayStyle::wsd: return "WSD";
+    case LrDecayStyle::constant:
+      return "constant";
+    case LrDecayStyle::linear:
+      return "linear";
+    case LrDecayStyle::cosine:
+      return "cosine";
+    case LrDecayStyle::inverse_square_root:
+      return "inverse-square-root";
+    case LrDecayStyle::wsd:
+      return "WSD";
   }
   return "?";
 }
 
 const char* wsd_decay_style_name(WsdDecayStyle s) {
   switch (s) {
-    case WsdDecayStyle::exponential: return "exponential";
-    case WsdDecayStyle::linear: return "linear";
-    case WsdDecayStyle::cosine: return "cosine";
-    case WsdDecayStyle::minus_sqrt: return "minus_sqrt";
+    case WsdDecayStyle::exponential:
+      return "exponential";
+    case WsdDecayStyle::linear:
+      return "linear";
+    case WsdDecayStyle::cosine:
+      return "cosine";
+    case WsdDecayStyle::minus_sqrt:
+      return "minus_sqrt";
   }
   return "?";
 }
@@ -41,27 +50,41 @@ double LrSchedule::lr(int64_t n) const {
   if (style == LrDecayStyle::constant) return max_lr;
   if (n > decay_steps) return min_lr;
   if (style == LrDecayStyle::inverse_square_root) {
-    double w = static_cast<double>(std::max<int64_t>(warmup_steps, 1)), s = static_cast<double>(std::max<int64_t>(n, 1));
+    double w = static_cast<double>(std::max<int64_t>(warmup_steps, 1)),
+           s = static_cast<double>(std::max<int64_t>(n, 1));
     return std::max(min_lr, max_lr * std::sqrt(w) / std::sqrt(s));
   }
   const double rho = static_cast<double>(n - warmup_steps) / static_cast<double>(decay_steps - warmup_steps);
   double c = 1.0;
   switch (style) {
-    case LrDecayStyle::linear: c = 1.0 - rho; break;
-    case LrDecayStyle::cosine: c = 0.5 * (std::cos(std::numbers::pi * rho) + 1.0); break;
+    case LrDecayStyle::linear:
+      c = 1.0 - rho;
+      break;
+    case LrDecayStyle::cosine:
+      c = 0.5 * (std::cos(std::numbers::pi * rho) + 1.0);
+      break;
     case LrDecayStyle::wsd: {
       const int64_t a = decay_steps - wsd_decay_steps;
       if (n <= a) break;
       const double q = static_cast<double>(n - a) / static_cast<double>(wsd_decay_steps);
       switch (wsd_style) {
-        case WsdDecayStyle::linear: c = 1.0 - q; break;
-        case WsdDecayStyle::cosine: c = 0.5 * (std::cos(std::numbers::pi * q) + 1.0); break;
-        case WsdDecayStyle::exponential: c = 2.0 * std::pow(0.5, q) - 1.0; break;
-        case WsdDecayStyle::minus_sqrt: c = 1.0 - std::sqrt(q); break;
+        case WsdDecayStyle::linear:
+          c = 1.0 - q;
+          break;
+        case WsdDecayStyle::cosine:
+          c = 0.5 * (std::cos(std::numbers::pi * q) + 1.0);
+          break;
+        case WsdDecayStyle::exponential:
+          c = 2.0 * std::pow(0.5, q) - 1.0;
+          break;
+        case WsdDecayStyle::minus_sqrt:
+          c = 1.0 - std::sqrt(q);
+          break;
       }
       break;
     }
-    default: break;
+    default:
+      break;
   }
   return min_lr + c * (max_lr - min_lr);
 }

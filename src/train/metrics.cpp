@@ -1,11 +1,11 @@
 #include "train/metrics.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 

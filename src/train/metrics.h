@@ -2,9 +2,8 @@
 // written, so a crash loses nothing already logged) and the time formats of the log lines.
 #pragma once
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace nemotron::train {
 

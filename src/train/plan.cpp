@@ -30,7 +30,8 @@ double saved_per_token(const model::ModelConfig& c, model::LayerKind kind) {
       break;
     case model::LayerKind::moe: {  // scores, choice, per routed slot input/up/output, shared, latent
       const double K = static_cast<double>(c.num_experts_per_tok), de = static_cast<double>(c.moe_expert_dim());
-      v += static_cast<double>(c.n_routed_experts) + 2 * K + K * (2 * de + static_cast<double>(c.moe_intermediate_size)) +
+      v += static_cast<double>(c.n_routed_experts) + 2 * K +
+           K * (2 * de + static_cast<double>(c.moe_intermediate_size)) +
            static_cast<double>(c.moe_shared_expert_intermediate_size * c.n_shared_experts);
       if (c.moe_latent_size > 0) v += 2 * de;
       break;
@@ -95,8 +96,8 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
 
   line("--- plan ---");
   const double tokens = static_cast<double>(t.train_iters) * static_cast<double>(cfg.tokens_per_step());
-  line(fmt::format("  {} iterations of global batch {} = micro-batch {} x {} accumulation step(s), seq {}", t.train_iters,
-                   G, t.micro_batch_size, t.accumulation_steps(), cfg.dataset.seq_length));
+  line(fmt::format("  {} iterations of global batch {} = micro-batch {} x {} accumulation step(s), seq {}",
+                   t.train_iters, G, t.micro_batch_size, t.accumulation_steps(), cfg.dataset.seq_length));
   line(fmt::format("  {} tokens per iteration, {} tokens in all, {} of training compute",
                    model::format_count(cfg.tokens_per_step()), model::human_count(tokens),
                    model::human_flops(info.training_flops_per_token * tokens)));
@@ -107,28 +108,29 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
                            cfg.optimizer.clip_grad));
   const int64_t warm_end = s.warmup_steps / G + 1, decay_end = s.decay_steps / G + 1;
   // Iteration i updates with lr(samples before it) = lr((i - 1) * G).
-  line(fmt::format("    iteration 1: {} | end of warmup ({}): {}{}{} | last ({}): {}", lr_at(s, 1, G), warm_end,
-                   lr_at(s, warm_end, G),
-                   s.style == LrDecayStyle::wsd ? fmt::format(" | anneal after {} iterations", s.anneal_start() / G)
-                                                : std::string(),
-                   decay_end <= t.train_iters ? fmt::format(" | min_lr from iteration {}", decay_end) : std::string(),
-                   t.train_iters, lr_at(s, t.train_iters, G)));
+  line(fmt::format(
+      "    iteration 1: {} | end of warmup ({}): {}{}{} | last ({}): {}", lr_at(s, 1, G), warm_end,
+      lr_at(s, warm_end, G),
+      s.style == LrDecayStyle::wsd ? fmt::format(" | anneal after {} iterations", s.anneal_start() / G) : std::string(),
+      decay_end <= t.train_iters ? fmt::format(" | min_lr from iteration {}", decay_end) : std::string(), t.train_iters,
+      lr_at(s, t.train_iters, G)));
   line(t.eval_iters > 0
            ? fmt::format("  validation: {} x {} sequences{}", t.eval_iters, G,
                          t.eval_interval > 0 ? fmt::format(" every {} iterations and at the end", t.eval_interval)
                                              : std::string(" at the end"))
            : "  validation: none");
   const CheckpointSection& k = cfg.checkpoint;
-  line(k.save.empty() ? "  checkpoints: none (checkpoint.save is empty)"
-                      : fmt::format("  checkpoints: {}/iter_XXXXXXX {}, keep {}", k.save,
-                                    k.save_interval > 0 ? fmt::format("every {} iterations and at the end", k.save_interval)
-                                                        : std::string("at the end"),
-                                    k.most_recent_k < 0 ? std::string("all") : std::to_string(k.most_recent_k)));
+  line(k.save.empty()
+           ? "  checkpoints: none (checkpoint.save is empty)"
+           : fmt::format("  checkpoints: {}/iter_XXXXXXX {}, keep {}", k.save,
+                         k.save_interval > 0 ? fmt::format("every {} iterations and at the end", k.save_interval)
+                                             : std::string("at the end"),
+                         k.most_recent_k < 0 ? std::string("all") : std::to_string(k.most_recent_k)));
   if (!k.load.empty()) line(fmt::format("  {} from: {}", k.finetune ? "weights" : "resume", k.load));
   const DatasetSection& d = cfg.dataset;
   line(d.mock ? fmt::format("  data: mock (synthetic Markov-chain tokens, seed {})", d.random_seed)
-              : fmt::format("  data: {} (split {})", d.has_blend() ? "blend " + d.blend.dump()
-                                                                       : "per-split blend " + d.per_split_data_args_path,
+              : fmt::format("  data: {} (split {})",
+                            d.has_blend() ? "blend " + d.blend.dump() : "per-split blend " + d.per_split_data_args_path,
                             d.split));
   const MoeSection& m = cfg.moe;
   if (m.moe_router_enable_expert_bias || m.seq_aux_loss())

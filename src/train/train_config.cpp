@@ -1,10 +1,10 @@
 #include "train/train_config.h"
 
-#include <cmath>
-#include <sstream>
-
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <sstream>
 
 #include "core/config_tree.h"
 #include "core/error.h"
@@ -16,7 +16,8 @@ using nlohmann::json;
 namespace {
 
 template <class E>
-E pick_enum(ConfigReader& r, const std::string& key, E fallback, std::initializer_list<std::pair<const char*, E>> names) {
+E pick_enum(ConfigReader& r, const std::string& key, E fallback,
+            std::initializer_list<std::pair<const char*, E>> names) {
   if (!r.has(key)) return fallback;
   const std::string v = r.get_string(key, "");
   std::string list;
@@ -59,7 +60,8 @@ void check_split(ConfigReader& r, const std::string& key, const std::string& spl
   for (double v : parts) sum += v;
   if (!ok || parts.empty() || parts.size() > 3 || !(sum > 0))
     r.fail(key, fmt::format("expected up to three non-negative weights \"train,valid,test\" (e.g. \"969,30,1\"), "
-                            "got \"{}\"", split));
+                            "got \"{}\"",
+                            split));
 }
 
 void read_train(ConfigReader& root, PretrainConfig& c) {
@@ -78,11 +80,12 @@ void read_train(ConfigReader& root, PretrainConfig& c) {
   }
   s.exit_interval = t.get_nonnegative_int("exit_interval", 0);
   if (s.global_batch_size % s.micro_batch_size != 0)
-    t.fail("global_batch_size", fmt::format("{} is not a multiple of train.micro_batch_size {}", s.global_batch_size,
-                                            s.micro_batch_size));
+    t.fail("global_batch_size",
+           fmt::format("{} is not a multiple of train.micro_batch_size {}", s.global_batch_size, s.micro_batch_size));
   if (s.eval_interval > 0 && s.eval_iters == 0)
     (v.has("eval_interval") ? v : t)
-        .fail("eval_interval", fmt::format("{} needs eval_iters > 0 (validation steps per evaluation)", s.eval_interval));
+        .fail("eval_interval",
+              fmt::format("{} needs eval_iters > 0 (validation steps per evaluation)", s.eval_interval));
 }
 
 void read_optimizer(ConfigReader& root, PretrainConfig& c) {
@@ -115,13 +118,16 @@ void read_scheduler(ConfigReader& root, PretrainConfig& c) {
   ConfigReader& r = root.section("scheduler");
   SchedulerSection& s = c.scheduler;
   s.lr_decay_style = pick_enum(r, "lr_decay_style", s.lr_decay_style,
-                               {{"constant", LrDecayStyle::constant}, {"linear", LrDecayStyle::linear},
+                               {{"constant", LrDecayStyle::constant},
+                                {"linear", LrDecayStyle::linear},
                                 {"cosine", LrDecayStyle::cosine},
                                 {"inverse-square-root", LrDecayStyle::inverse_square_root},
                                 {"WSD", LrDecayStyle::wsd}});
   s.lr_wsd_decay_style = pick_enum(r, "lr_wsd_decay_style", s.lr_wsd_decay_style,
-                                   {{"exponential", WsdDecayStyle::exponential}, {"linear", WsdDecayStyle::linear},
-                                    {"cosine", WsdDecayStyle::cosine}, {"minus_sqrt", WsdDecayStyle::minus_sqrt}});
+                                   {{"exponential", WsdDecayStyle::exponential},
+                                    {"linear", WsdDecayStyle::linear},
+                                    {"cosine", WsdDecayStyle::cosine},
+                                    {"minus_sqrt", WsdDecayStyle::minus_sqrt}});
   s.lr_warmup_iters = r.get_nonnegative_int("lr_warmup_iters", s.lr_warmup_iters);
   if (r.has("lr_warmup_fraction")) {
     if (r.has("lr_warmup_iters"))
@@ -138,10 +144,11 @@ void read_scheduler(ConfigReader& root, PretrainConfig& c) {
   const int64_t decay = s.lr_decay_iters > 0 ? s.lr_decay_iters : c.train.train_iters;
   if (s.lr_wsd_decay_iters > decay)
     r.fail("lr_wsd_decay_iters", fmt::format("{} exceeds the decay of {} iterations (scheduler.lr_decay_iters, "
-                                             "default train.train_iters)", s.lr_wsd_decay_iters, decay));
+                                             "default train.train_iters)",
+                                             s.lr_wsd_decay_iters, decay));
   if (s.lr_wsd_decay_iters > 0 && s.lr_decay_style != LrDecayStyle::wsd)
-    r.fail("lr_wsd_decay_iters", fmt::format("is set but scheduler.lr_decay_style is {}, not WSD",
-                                             lr_decay_style_name(s.lr_decay_style)));
+    r.fail("lr_wsd_decay_iters",
+           fmt::format("is set but scheduler.lr_decay_style is {}, not WSD", lr_decay_style_name(s.lr_decay_style)));
 }
 
 void read_checkpoint(ConfigReader& root, PretrainConfig& c) {
@@ -179,15 +186,18 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
   check_split(d.at("split"), "split", s.split);
   s.random_seed = static_cast<uint64_t>(d.at("random_seed").get_nonnegative_int("random_seed", 1234));
   if (s.seq_length > c.model.max_position_embeddings)
-    d.at("seq_length").fail("seq_length", fmt::format("{} exceeds model.max_position_embeddings {}", s.seq_length,
-                                                      c.model.max_position_embeddings));
+    d.at("seq_length")
+        .fail("seq_length", fmt::format("{} exceeds model.max_position_embeddings {}", s.seq_length,
+                                        c.model.max_position_embeddings));
   const bool has_files = s.has_blend() || !s.per_split_data_args_path.empty();
   if (s.mock && has_files)
-    d.at("mock").fail("mock", fmt::format("true conflicts with {} (mock data or files, not both)",
-                                          s.has_blend() ? d.key_path("blend") : d.key_path("per_split_data_args_path")));
+    d.at("mock").fail("mock",
+                      fmt::format("true conflicts with {} (mock data or files, not both)",
+                                  s.has_blend() ? d.key_path("blend") : d.key_path("per_split_data_args_path")));
   if (!s.mock && !has_files)
-    d.at("mock").fail("mock", "no training data: set dataset.mock=true, dataset.blend or "
-                              "dataset.per_split_data_args_path");
+    d.at("mock").fail("mock",
+                      "no training data: set dataset.mock=true, dataset.blend or "
+                      "dataset.per_split_data_args_path");
   if (s.has_blend() && !s.per_split_data_args_path.empty())
     d.at("blend").fail("blend", "conflicts with per_split_data_args_path (give one of them)");
 }
@@ -198,8 +208,8 @@ void read_moe(ConfigReader& root, PretrainConfig& c) {
   m.moe_router_enable_expert_bias = r.get_bool("moe_router_enable_expert_bias", m.moe_router_enable_expert_bias);
   m.moe_router_bias_update_rate = r.get_number("moe_router_bias_update_rate", m.moe_router_bias_update_rate);
   if (!(m.moe_router_bias_update_rate >= 0) || !std::isfinite(m.moe_router_bias_update_rate))
-    r.fail("moe_router_bias_update_rate", "expected a non-negative number, got " +
-                                              describe_value(m.moe_router_bias_update_rate));
+    r.fail("moe_router_bias_update_rate",
+           "expected a non-negative number, got " + describe_value(m.moe_router_bias_update_rate));
   m.moe_router_load_balancing_type = r.get_string("moe_router_load_balancing_type", m.moe_router_load_balancing_type);
   if (m.moe_router_load_balancing_type != "none" && m.moe_router_load_balancing_type != "seq_aux_loss")
     r.fail("moe_router_load_balancing_type",

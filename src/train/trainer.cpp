@@ -1,10 +1,10 @@
 #include "train/trainer.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "backend/cpu/parallel.h"
 #include "model/model_info.h"
@@ -100,7 +100,8 @@ TrainState Trainer::state() const {
   s.consumed_train_samples = consumed_samples_;
   s.optimizer_steps = opt_.steps_taken();
   s.data = {{"train", train_.state()}};
-  s.rng = {{"seed", cfg_.seed}, {"data_seed", cfg_.dataset.random_seed},
+  s.rng = {{"seed", cfg_.seed},
+           {"data_seed", cfg_.dataset.random_seed},
            {"generator", "philox4x32-10, counter-based: the seeds are the whole state"}};
   s.last_lr = iteration_ > 0 ? schedule_.lr(consumed_samples_ - cfg_.train.global_batch_size) : 0.0;
   return s;
@@ -142,8 +143,10 @@ StepRecord Trainer::train_step() {
   r.aux_loss = balancer_.step_aux_loss();
   r.grad_norm = clip_grad_norm(net_.params(), cfg_.optimizer.clip_grad);
   if (!std::isfinite(r.lm_loss) || !std::isfinite(r.grad_norm))
-    throw Error(fmt::format("iteration {}: lm loss {} / grad norm {} is not finite; stopping before the update "
-                            "(try a lower optimizer.lr)", r.iteration, r.lm_loss, r.grad_norm));
+    throw Error(
+        fmt::format("iteration {}: lm loss {} / grad norm {} is not finite; stopping before the update "
+                    "(try a lower optimizer.lr)",
+                    r.iteration, r.lm_loss, r.grad_norm));
   r.lr = schedule_.lr(consumed_samples_);
   opt_.step(r.lr);
   balancer_.end_step();
@@ -183,8 +186,9 @@ void Trainer::log_step(const StepRecord& r, double elapsed, double mean_step) {
 }
 
 void Trainer::log_eval(const EvalRecord& e) {
-  const std::string body = fmt::format(" validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} |",
-                                       e.iteration, e.lm_loss, std::exp(std::min(e.lm_loss, 700.0)));
+  const std::string body =
+      fmt::format(" validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} |", e.iteration,
+                  e.lm_loss, std::exp(std::min(e.lm_loss, 700.0)));
   const std::string rule(body.size() + 1, '-');
   print("{}\n{}\n{}\n", rule, body, rule);
 }
@@ -204,18 +208,21 @@ TrainResult Trainer::run() {
   print("data: {}\n", train_.describe());
   print("batch: global {} = micro {} x {} accumulation step(s) of {} tokens per sequence: {} tokens per iteration\n",
         t.global_batch_size, t.micro_batch_size, acc, cfg_.dataset.seq_length, cfg_.tokens_per_step());
-  print("schedule: {} lr {:.3g} -> {:.3g}, warmup {} samples, decay to sample {}{}; AdamW betas ({}, {}), eps {:.1e}, "
-        "weight decay {}, clip {}\n",
-        lr_decay_style_name(schedule_.style), schedule_.max_lr, schedule_.min_lr, schedule_.warmup_steps,
-        schedule_.decay_steps,
-        schedule_.style == LrDecayStyle::wsd
-            ? fmt::format(" ({} anneal from sample {})", wsd_decay_style_name(schedule_.wsd_style), schedule_.anneal_start())
-            : std::string(),
-        cfg_.optimizer.adam_beta1, cfg_.optimizer.adam_beta2, cfg_.optimizer.adam_eps, cfg_.optimizer.weight_decay,
-        cfg_.optimizer.clip_grad);
+  print(
+      "schedule: {} lr {:.3g} -> {:.3g}, warmup {} samples, decay to sample {}{}; AdamW betas ({}, {}), eps {:.1e}, "
+      "weight decay {}, clip {}\n",
+      lr_decay_style_name(schedule_.style), schedule_.max_lr, schedule_.min_lr, schedule_.warmup_steps,
+      schedule_.decay_steps,
+      schedule_.style == LrDecayStyle::wsd
+          ? fmt::format(" ({} anneal from sample {})", wsd_decay_style_name(schedule_.wsd_style),
+                        schedule_.anneal_start())
+          : std::string(),
+      cfg_.optimizer.adam_beta1, cfg_.optimizer.adam_beta2, cfg_.optimizer.adam_eps, cfg_.optimizer.weight_decay,
+      cfg_.optimizer.clip_grad);
   if (!resumed_from_.empty())
-    print("{} {} at iteration {} ({} samples consumed)\n", finetuned_ ? "fine-tuning from the weights of" : "resumed from",
-          resumed_from_, iteration_, consumed_samples_);
+    print("{} {} at iteration {} ({} samples consumed)\n",
+          finetuned_ ? "fine-tuning from the weights of" : "resumed from", resumed_from_, iteration_,
+          consumed_samples_);
   if (!mpath.empty()) print("metrics: {}\n", mpath);
   if (iteration_ >= t.train_iters) {
     print("nothing to do: iteration {} already reaches train.train_iters {}\n", iteration_, t.train_iters);
@@ -241,9 +248,12 @@ TrainResult Trainer::run() {
     res.steps.push_back(r);
     const double elapsed = seconds_since(t_start);
     const double mean_step = elapsed / static_cast<double>(iteration_ - first_iteration);
-    json rec = {{"type", "train"},         {"iteration", r.iteration},
-                {"consumed_samples", consumed_samples_}, {"lm_loss", r.lm_loss},
-                {"lr", r.lr},              {"grad_norm", r.grad_norm},
+    json rec = {{"type", "train"},
+                {"iteration", r.iteration},
+                {"consumed_samples", consumed_samples_},
+                {"lm_loss", r.lm_loss},
+                {"lr", r.lr},
+                {"grad_norm", r.grad_norm},
                 {"step_seconds", r.seconds},
                 {"tokens_per_second", static_cast<double>(cfg_.tokens_per_step()) / r.seconds}};
     if (cfg_.moe.seq_aux_loss()) rec["load_balancing_loss"] = r.aux_loss;
@@ -274,9 +284,8 @@ TrainResult Trainer::run() {
   const double total_s = seconds_since(t_start);
   const int64_t steps = iteration_ - first_iteration;
   print("{} {} iteration(s) ({} -> {}) in {}, {} tokens, {:.0f} tokens/s\n",
-        res.exited_early ? "stopped after" : "training done:", steps, first_iteration, iteration_,
-        format_hms(total_s), steps * cfg_.tokens_per_step(),
-        static_cast<double>(steps * cfg_.tokens_per_step()) / total_s);
+        res.exited_early ? "stopped after" : "training done:", steps, first_iteration, iteration_, format_hms(total_s),
+        steps * cfg_.tokens_per_step(), static_cast<double>(steps * cfg_.tokens_per_step()) / total_s);
   if (!res.steps.empty())
     print("lm loss {:.4f} (iteration {}) -> {:.4f} (iteration {}){}\n", res.steps.front().lm_loss,
           res.steps.front().iteration, res.steps.back().lm_loss, res.steps.back().iteration,
@@ -284,8 +293,12 @@ TrainResult Trainer::run() {
                             : fmt::format("; validation {:.4f} at iteration {}", res.evals.back().lm_loss,
                                           res.evals.back().iteration));
   if (!res.last_checkpoint.empty()) print("checkpoint: {}\n", res.last_checkpoint);
-  metrics_.write({{"type", "summary"}, {"iteration", iteration_}, {"steps", steps}, {"seconds", total_s},
-                  {"exited_early", res.exited_early}, {"checkpoint", res.last_checkpoint}});
+  metrics_.write({{"type", "summary"},
+                  {"iteration", iteration_},
+                  {"steps", steps},
+                  {"seconds", total_s},
+                  {"exited_early", res.exited_early},
+                  {"checkpoint", res.last_checkpoint}});
   return res;
 }
 

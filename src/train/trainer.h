@@ -41,9 +41,9 @@ struct EvalRecord {
 struct TrainResult {
   std::vector<StepRecord> steps;  // the steps this run took
   std::vector<EvalRecord> evals;
-  std::string last_checkpoint;    // iteration directory of the last save, if any
+  std::string last_checkpoint;  // iteration directory of the last save, if any
   int64_t final_iteration = 0;
-  bool exited_early = false;      // stopped by train.exit_interval or the stop hook
+  bool exited_early = false;  // stopped by train.exit_interval or the stop hook
 };
 
 struct TrainerOptions {

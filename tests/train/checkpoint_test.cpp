@@ -1,6 +1,8 @@
 // Checkpoints: the Megatron-like layout and tracker, a crash at every stage of a save (a child
 // process killed there) leaving the previous checkpoint loadable, pruning, resolution of parent
 // and iter_* paths, and a checkpoint of another model shape refused with nothing touched.
+#include "train/checkpoint.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,7 +16,6 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/hybrid_model.h"
-#include "train/checkpoint.h"
 #include "train_fixtures.h"
 
 namespace nemotron::testing {
@@ -105,7 +106,7 @@ TEST(Checkpoint, writes_megatron_layout_and_loads_back_exactly) {
   EXPECT_NE(opt.find("exp_avg_sq.backbone.layers.3.mixer.gate.weight"), nullptr);
   EXPECT_EQ(opt.find("exp_avg.backbone.layers.3.mixer.gate.e_score_correction_bias"), nullptr);  // a buffer
 
-  Saver b;  // a fresh model and optimizer get the same bits
+  Saver b;                                                    // a fresh model and optimizer get the same bits
   for (const std::string& path : {tmp.path.string(), dir}) {  // the parent (tracker) or iter_* itself
     std::string resolved = train::resolve_checkpoint_dir(path);
     EXPECT_EQ(resolved, dir);
@@ -212,8 +213,9 @@ TEST(Checkpoint, another_model_shape_is_refused_and_nothing_is_touched) {
     train::load_checkpoint_weights(dir, net.params());
     FAIL() << "loaded a checkpoint of another shape";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), dir + "/model.safetensors: tensor \"backbone.embeddings.weight\" has shape [64, 32] "
-                                           "but the model expects [64, 48] (a checkpoint of another model shape?)");
+    EXPECT_EQ(std::string(e.what()), dir +
+                                         "/model.safetensors: tensor \"backbone.embeddings.weight\" has shape [64, 32] "
+                                         "but the model expects [64, 48] (a checkpoint of another model shape?)");
   }
   EXPECT_EQ(snapshot(tmp.path), before);
 }

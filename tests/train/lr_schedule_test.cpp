@@ -1,11 +1,11 @@
 // The learning-rate schedule against values computed by hand from reference/pipeline-and-rl.md
 // §6.2 (sample-based steps, warmup capped, WSD anneal styles), including the super3 phase-1
 // worked example.
+#include "train/lr_schedule.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "train/lr_schedule.h"
 
 namespace nemotron::train {
 namespace {
@@ -39,9 +39,9 @@ TEST(LrSchedule, warmup_is_linear_from_warmup_init) {
 TEST(LrSchedule, linear_and_cosine_decay_then_min_lr) {
   LrSchedule lin = small(LrDecayStyle::linear), cos = small(LrDecayStyle::cosine);
   // rho = (n - 8) / 32.
-  EXPECT_NEAR(lin.lr(24), 1e-4 + 0.5 * 9e-4, 1e-18);    // rho 1/2
-  EXPECT_NEAR(lin.lr(16), 1e-4 + 0.75 * 9e-4, 1e-18);   // rho 1/4
-  EXPECT_NEAR(lin.lr(40), 1e-4, 1e-18);                 // rho 1
+  EXPECT_NEAR(lin.lr(24), 1e-4 + 0.5 * 9e-4, 1e-18);   // rho 1/2
+  EXPECT_NEAR(lin.lr(16), 1e-4 + 0.75 * 9e-4, 1e-18);  // rho 1/4
+  EXPECT_NEAR(lin.lr(40), 1e-4, 1e-18);                // rho 1
   EXPECT_NEAR(cos.lr(24), 1e-4 + 0.5 * 9e-4, 1e-18);
   EXPECT_NEAR(cos.lr(16), 1e-4 + 0.5 * (1 + std::sqrt(0.5)) * 9e-4, 1e-18);  // cos(pi/4)
   EXPECT_NEAR(cos.lr(40), 1e-4, 1e-18);
@@ -57,7 +57,7 @@ TEST(LrSchedule, constant_ignores_the_decay_and_inverse_sqrt_is_floored) {
   LrScheduleIters i;
   i.max_lr = 1e-3, i.min_lr = 1e-4, i.warmup_iters = 2, i.train_iters = 1000, i.global_batch_size = 4;
   i.style = LrDecayStyle::inverse_square_root;
-  LrSchedule s = lr_schedule_from_iters(i);  // W = 8
+  LrSchedule s = lr_schedule_from_iters(i);                             // W = 8
   EXPECT_DOUBLE_EQ(s.lr(32), 1e-3 * std::sqrt(8.0) / std::sqrt(32.0));  // = 5e-4
   EXPECT_NEAR(s.lr(32), 5e-4, 1e-18);
   EXPECT_DOUBLE_EQ(s.lr(3200), 1e-4);  // max_lr sqrt(8/3200) = 5e-5 < min_lr
@@ -67,8 +67,8 @@ TEST(LrSchedule, constant_ignores_the_decay_and_inverse_sqrt_is_floored) {
 TEST(LrSchedule, wsd_holds_then_anneals_in_each_style) {
   // Wd = 4 iterations = 16 samples: the anneal starts at A = 40 - 16 = 24; q = (n - 24) / 16.
   const double d = 9e-4;
-  for (WsdDecayStyle st : {WsdDecayStyle::linear, WsdDecayStyle::cosine, WsdDecayStyle::exponential,
-                           WsdDecayStyle::minus_sqrt}) {
+  for (WsdDecayStyle st :
+       {WsdDecayStyle::linear, WsdDecayStyle::cosine, WsdDecayStyle::exponential, WsdDecayStyle::minus_sqrt}) {
     LrSchedule s = small(LrDecayStyle::wsd, st, 4);
     SCOPED_TRACE(wsd_decay_style_name(st));
     EXPECT_EQ(s.anneal_start(), 24);
@@ -105,18 +105,18 @@ TEST(LrSchedule, super3_phase1_worked_example) {
   LrSchedule s = lr_schedule_from_iters(i);
   const int64_t G = 1024;
   EXPECT_EQ(s.anneal_start(), 793729 * G);
-  EXPECT_DOUBLE_EQ(s.lr(G), 4.5e-4 / 7949);          // first warmup iteration
-  EXPECT_DOUBLE_EQ(s.lr(7949 * G), 4.5e-4);          // end of warmup
-  EXPECT_DOUBLE_EQ(s.lr(500000 * G), 4.5e-4);        // stable
-  EXPECT_DOUBLE_EQ(s.lr(793729 * G), 4.5e-4);        // last stable sample
+  EXPECT_DOUBLE_EQ(s.lr(G), 4.5e-4 / 7949);    // first warmup iteration
+  EXPECT_DOUBLE_EQ(s.lr(7949 * G), 4.5e-4);    // end of warmup
+  EXPECT_DOUBLE_EQ(s.lr(500000 * G), 4.5e-4);  // stable
+  EXPECT_DOUBLE_EQ(s.lr(793729 * G), 4.5e-4);  // last stable sample
   // One iteration into the anneal: q = 1/198682, lr = 4.5e-6 + (1 - sqrt(q)) * 4.455e-4
   // = 4.5e-4 - 4.455e-4 * 0.00224347... = 4.490005e-4 (to 7 digits).
   EXPECT_NEAR(s.lr(793730 * G), 4.490005e-4, 1e-10);
   // A quarter of the anneal (n = A + Wd/4 = 843,399.5 iterations): 1 - sqrt(1/4) = 1/2, so
   // lr = 4.5e-6 + 0.5 * 4.455e-4 = 2.2725e-4.
   EXPECT_NEAR(s.lr(863641088), 2.2725e-4, 1e-15);
-  EXPECT_NEAR(s.lr(992411 * G), 4.5e-6, 1e-18);      // end of the decay
-  EXPECT_DOUBLE_EQ(s.lr(993404 * G), 4.5e-6);        // last iterations: min_lr
+  EXPECT_NEAR(s.lr(992411 * G), 4.5e-6, 1e-18);  // end of the decay
+  EXPECT_DOUBLE_EQ(s.lr(993404 * G), 4.5e-6);    // last iterations: min_lr
 }
 
 }  // namespace

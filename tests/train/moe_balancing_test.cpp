@@ -1,6 +1,8 @@
 // MoE load balancing (reference/architectures.md A.7.4): the seq_aux_loss value against a direct
 // computation, its gradient (router weights and the input) against float64 central differences,
 // and the aux-loss-free expert-bias update rule.
+#include "train/moe_balancing.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 
 #include "core/rng.h"
 #include "model/moe_mixer.h"
-#include "train/moe_balancing.h"
 
 namespace nemotron::train {
 namespace {
@@ -133,7 +134,8 @@ TEST(SeqAuxLoss, gradient_matches_fd_f64) {
     st.zero_grads();
     f.moe.forward(ctx, f.u, &saved);
     f.moe.backward(ctx, *saved, f.dout);
-    for (int64_t i = 0; i < gate.grad.numel(); ++i) aux_part = std::max(aux_part, std::fabs(with[i] - gate.grad.data<double>()[i]));
+    for (int64_t i = 0; i < gate.grad.numel(); ++i)
+      aux_part = std::max(aux_part, std::fabs(with[i] - gate.grad.data<double>()[i]));
     EXPECT_GT(aux_part, 1e3 * max_err);
   }
 }

@@ -79,17 +79,20 @@ TEST(PretrainConfig, conflicts_name_both_keys) {
   EXPECT_EQ(error_of({"train.global_batch_size=6", "train.micro_batch_size=4"}),
             "tiny_train.yaml: train.global_batch_size: 6 is not a multiple of train.micro_batch_size 4");
   EXPECT_EQ(error_of({"optimizer.min_lr=0.1"}), "tiny_train.yaml: optimizer.min_lr: 0.1 exceeds optimizer.lr 0.003");
-  EXPECT_EQ(error_of({"scheduler.lr_warmup_fraction=0.1"}),
-            "tiny_train.yaml: scheduler.lr_warmup_fraction: conflicts with scheduler.lr_warmup_iters (give one of them)");
+  EXPECT_EQ(
+      error_of({"scheduler.lr_warmup_fraction=0.1"}),
+      "tiny_train.yaml: scheduler.lr_warmup_fraction: conflicts with scheduler.lr_warmup_iters (give one of them)");
   EXPECT_EQ(error_of({"scheduler.lr_wsd_decay_iters=7"}),
             "tiny_train.yaml: scheduler.lr_wsd_decay_iters: 7 exceeds the decay of 6 iterations "
             "(scheduler.lr_decay_iters, default train.train_iters)");
-  EXPECT_EQ(error_of({"data.seq_length=8"}), "tiny_train.yaml: data.seq_length: given in both dataset: and data: (keep one)");
+  EXPECT_EQ(error_of({"data.seq_length=8"}),
+            "tiny_train.yaml: data.seq_length: given in both dataset: and data: (keep one)");
   EXPECT_EQ(error_of({"dataset.mock=false"}),
             "tiny_train.yaml: dataset.mock: no training data: set dataset.mock=true, dataset.blend or "
             "dataset.per_split_data_args_path");
   EXPECT_EQ(error_of({"data.per_split_data_args_path=/x/blend.json"}),
-            "tiny_train.yaml: dataset.mock: true conflicts with data.per_split_data_args_path (mock data or files, not both)");
+            "tiny_train.yaml: dataset.mock: true conflicts with data.per_split_data_args_path (mock data or files, not "
+            "both)");
   EXPECT_EQ(error_of({"train.eval_iters=0"}),
             "tiny_train.yaml: train.eval_interval: 3 needs eval_iters > 0 (validation steps per evaluation)");
   EXPECT_EQ(error_of({"checkpoint.save_interval=2"}),
@@ -117,8 +120,8 @@ TEST(PretrainConfig, blend_is_kept_as_given_for_the_data_layer) {
 }
 
 TEST(PretrainConfig, validation_section_is_accepted_as_in_newer_bridge) {
-  PretrainConfig c = tiny_train_config({"train.eval_interval=", "train.eval_iters=", "validation.eval_interval=2",
-                                        "validation.eval_iters=5"});
+  PretrainConfig c = tiny_train_config(
+      {"train.eval_interval=", "train.eval_iters=", "validation.eval_interval=2", "validation.eval_iters=5"});
   EXPECT_EQ(c.train.eval_interval, 2);
   EXPECT_EQ(c.train.eval_iters, 5);
 }

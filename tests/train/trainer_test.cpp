@@ -2,6 +2,8 @@
 // uninterrupted run bit for bit (losses, grad norms, lrs, validation, final weights and MoE
 // biases); gradient accumulation averages over every token of the global batch; each update
 // uses lr(samples consumed before it); finetune loads weights only; the loss falls.
+#include "train/trainer.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <fstream>
 
 #include "model/hybrid_model.h"
-#include "train/trainer.h"
 #include "train_fixtures.h"
 
 namespace nemotron::testing {
@@ -38,7 +39,8 @@ struct TrainRun {
       : cfg(c),
         net(cfg.model, host_backend(), DType::f32),
         train_src(cfg.model.vocab_size, cfg.dataset.seq_length, cfg.train.micro_batch_size, cfg.dataset.random_seed, 0),
-        valid_src(cfg.model.vocab_size, cfg.dataset.seq_length, cfg.train.micro_batch_size, cfg.dataset.random_seed, 1) {
+        valid_src(cfg.model.vocab_size, cfg.dataset.seq_length, cfg.train.micro_batch_size, cfg.dataset.random_seed,
+                  1) {
     net.init(init_seed);
   }
   TrainResult go(bool resume = false, train::TrainerOptions opts = {nullptr, {}, {}}) {
@@ -116,8 +118,8 @@ TEST(Trainer, a_run_killed_after_its_last_checkpoint_replays_the_lost_steps_exac
   TrainResult b = killed.go(false, {nullptr, {}, [](int64_t it) { return it == 3; }});
   ASSERT_TRUE(b.exited_early);
   ASSERT_EQ(b.final_iteration, 3);
-  TrainRun resumed(tiny_train_config({"checkpoint.save=" + save, "checkpoint.save_interval=2", "checkpoint.load=" + save}),
-                   5);
+  TrainRun resumed(
+      tiny_train_config({"checkpoint.save=" + save, "checkpoint.save_interval=2", "checkpoint.load=" + save}), 5);
   TrainResult c = resumed.go(true);
   ASSERT_EQ(c.steps.size(), 4u);  // 3, 4, 5, 6
   for (size_t i = 0; i < 4; ++i) {
@@ -130,8 +132,9 @@ TEST(Trainer, a_run_killed_after_its_last_checkpoint_replays_the_lost_steps_exac
 
 TEST(Trainer, each_update_uses_lr_of_samples_consumed_before_it_and_bias_moves) {
   TrainRun r(tiny_train_config(), 1);
-  const std::vector<float> bias0(r.net.params().get("backbone.layers.3.mixer.gate.e_score_correction_bias").value.data<float>(),
-                                 r.net.params().get("backbone.layers.3.mixer.gate.e_score_correction_bias").value.data<float>() + 4);
+  const std::vector<float> bias0(
+      r.net.params().get("backbone.layers.3.mixer.gate.e_score_correction_bias").value.data<float>(),
+      r.net.params().get("backbone.layers.3.mixer.gate.e_score_correction_bias").value.data<float>() + 4);
   TrainResult res = r.go();
   train::LrSchedule s = r.cfg.lr_schedule();
   for (const auto& st : res.steps) EXPECT_EQ(st.lr, s.lr((st.iteration - 1) * 4)) << st.iteration;
@@ -158,7 +161,7 @@ class MaskedSource : public train::BatchSource {
     std::vector<double> mask(static_cast<size_t>(B_ * T_), 0.0);
     for (int64_t r = 0; r < B_; ++r) {
       const int64_t row = inner_.next_sample() - B_ + r;  // global row index
-      const int64_t keep = row % 2 == 0 ? T_ : 2;        // even rows all tokens, odd rows 2
+      const int64_t keep = row % 2 == 0 ? T_ : 2;         // even rows all tokens, odd rows 2
       for (int64_t t = 0; t < keep; ++t) mask[r * T_ + t] = 1.0;
     }
     b.loss_mask = Tensor::from_vector<double>({B_, T_}, mask).to_host(DType::f32);
@@ -198,7 +201,8 @@ TEST(Trainer, gradient_accumulation_averages_over_all_tokens_of_the_global_batch
 TEST(Trainer, finetune_loads_weights_only_and_starts_at_iteration_zero) {
   TempDir tmp;
   const std::string save = (tmp.path / "ckpt").string();
-  const std::vector<std::string> two = {"train.train_iters=2", "train.eval_interval=0", "scheduler.lr_wsd_decay_iters=1"};
+  const std::vector<std::string> two = {"train.train_iters=2", "train.eval_interval=0",
+                                        "scheduler.lr_wsd_decay_iters=1"};
   std::vector<std::string> o1 = two, o2 = two;
   o1.push_back("checkpoint.save=" + save);
   o2.insert(o2.end(), {"checkpoint.load=" + save, "checkpoint.finetune=true"});
@@ -217,8 +221,8 @@ TEST(Trainer, finetune_loads_weights_only_and_starts_at_iteration_zero) {
 
 TEST(Trainer, loss_falls_on_the_mock_markov_chain) {
   TrainRun r(tiny_train_config({"train.train_iters=40", "train.eval_interval=0", "train.eval_iters=2",
-                           "scheduler.lr_warmup_iters=4", "scheduler.lr_wsd_decay_iters=8", "optimizer.lr=1e-2"}),
-        1);
+                                "scheduler.lr_warmup_iters=4", "scheduler.lr_wsd_decay_iters=8", "optimizer.lr=1e-2"}),
+             1);
   TrainResult res = r.go();
   ASSERT_EQ(res.evals.size(), 1u);  // the final validation
   EXPECT_NEAR(res.steps.front().lm_loss, std::log(64.0), 0.3);
