@@ -122,7 +122,9 @@ TEST(GptDataset, samples_tile_the_shuffled_stream_and_overlap_by_one_token) {
     for (std::optional<int64_t> n : {std::optional<int64_t>(), std::optional<int64_t>(5), std::optional<int64_t>(200)}) {
       GptDatasetConfig cfg = config(L, 99);
       GptDataset ds(src, 3, 37, n, Split::train, cfg);
-      if (n) EXPECT_GE(ds.size(), *n);
+      if (n) {
+        EXPECT_GE(ds.size(), *n);
+      }
       expect_samples_tile_the_stream(ds, *src, cfg);
     }
   }

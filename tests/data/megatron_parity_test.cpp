@@ -207,7 +207,9 @@ TEST(MegatronParity, gpt_and_blended_datasets_and_their_samples) {
         for (size_t t = 0; t < tokens.size(); ++t) {
           EXPECT_EQ(b.input_ids.data<int32_t>()[t], tokens[t]) << what << " sample " << idx << " token " << t;
           EXPECT_EQ(b.loss_mask.data<float>()[t], mask[t]) << what << " sample " << idx << " token " << t;
-          if (mask[t] != 0) EXPECT_EQ(b.labels.data<int32_t>()[t], labels[t]) << what << " sample " << idx;
+          if (mask[t] != 0) {
+            EXPECT_EQ(b.labels.data<int32_t>()[t], labels[t]) << what << " sample " << idx;
+          }
         }
       }
     }

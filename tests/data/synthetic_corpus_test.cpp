@@ -23,7 +23,9 @@ int64_t check_problem(const Problem& p) {
   if (std::regex_match(q, m, std::regex(R"(What is (\d+) \+ (\d+)\?)"))) {
     const int64_t a = num(m[1]), b = num(m[2]), c = a + b;
     const std::string fact = std::to_string(a) + " + " + std::to_string(b) + " = " + std::to_string(c) + ".";
-    if (p.skill == Skill::addition) EXPECT_EQ(p.text, fact);
+    if (p.skill == Skill::addition) {
+      EXPECT_EQ(p.text, fact);
+    }
     if (a >= 10 || b >= 10) {
       // Worked column sum: every line's arithmetic, and the written digits spell the answer.
       const std::string& worked = p.skill == Skill::column_addition ? p.text : p.solution;
@@ -36,9 +38,13 @@ int64_t check_problem(const Problem& p) {
         const std::regex number(R"(\d+)");
         for (auto t = std::sregex_iterator(terms.begin(), terms.end(), number); t != std::sregex_iterator(); ++t)
           sum += num(t->str());
-        if (l[3].matched) EXPECT_EQ(num(l[3]), sum) << worked;
+        if (l[3].matched) {
+          EXPECT_EQ(num(l[3]), sum) << worked;
+        }
         EXPECT_EQ(num(l[4]), l[5].matched ? sum % 10 : sum) << worked;
-        if (l[5].matched) EXPECT_EQ(num(l[5]), sum / 10) << worked;
+        if (l[5].matched) {
+          EXPECT_EQ(num(l[5]), sum / 10) << worked;
+        }
         digits = l[4].str() + digits;
       }
       EXPECT_EQ(num(digits), c) << worked;
