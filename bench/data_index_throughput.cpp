@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
     const double build_s = seconds_since(t0);
     std::printf("  GPT indices, L=4096, %lld samples (%lld epoch%s, separate last: %s): %.1f ms\n",
                 static_cast<long long>(ds.size()), static_cast<long long>(ds.indices().num_epochs),
-                ds.indices().num_epochs > 1 ? "s" : "", ds.indices().separate_final_epoch ? "yes" : "no", build_s * 1e3);
+                ds.indices().num_epochs > 1 ? "s" : "", ds.indices().separate_final_epoch ? "yes" : "no",
+                build_s * 1e3);
     std::vector<int64_t> text(static_cast<size_t>(ds.sample_length()));
     const int64_t draws = std::min<int64_t>(ds.size(), 2000);
     t0 = std::chrono::steady_clock::now();

@@ -15,7 +15,8 @@ constexpr uint64_t kWordsPerProblem = 256;
 // The draws of one problem: words [index * 256, index * 256 + 256) of the corpus stream.
 class Draws {
  public:
-  Draws(uint64_t seed, int64_t index) : rng_(seed, kProblemStream), base_(static_cast<uint64_t>(index) * kWordsPerProblem) {}
+  Draws(uint64_t seed, int64_t index)
+      : rng_(seed, kProblemStream), base_(static_cast<uint64_t>(index) * kWordsPerProblem) {}
   // Uniform in [lo, hi] (64 random bits reduced mod the range: bias below 2^-30 for any range here).
   int64_t range(int64_t lo, int64_t hi) {
     NM_CHECK(next_ + 2 <= kWordsPerProblem, "problem draws exhausted");
@@ -38,8 +39,12 @@ int64_t pow10(int d) {
 }
 
 // A number of `digits` digits (one digit: 0..9).
-int64_t operand(Draws& dr, int digits) { return digits == 1 ? dr.range(0, 9) : dr.range(pow10(digits - 1), pow10(digits) - 1); }
-int64_t operand(Draws& dr, const SkillKnobs& k) { return operand(dr, static_cast<int>(dr.range(k.min_digits, k.max_digits))); }
+int64_t operand(Draws& dr, int digits) {
+  return digits == 1 ? dr.range(0, 9) : dr.range(pow10(digits - 1), pow10(digits) - 1);
+}
+int64_t operand(Draws& dr, const SkillKnobs& k) {
+  return operand(dr, static_cast<int>(dr.range(k.min_digits, k.max_digits)));
+}
 
 std::string answer_line(int64_t answer) { return fmt::format("{}{}.", kAnswerPrefix, answer); }
 
@@ -66,7 +71,8 @@ std::string worked_column_sum(int64_t a, int64_t b) {
       sum += t;
       expr += fmt::format("{}{}", expr.empty() ? "" : " + ", t);
     }
-    out += addends.size() > 1 ? fmt::format("{}: {} = {}.", kPlaces[col], expr, sum) : fmt::format("{}: {}.", kPlaces[col], expr);
+    out += addends.size() > 1 ? fmt::format("{}: {} = {}.", kPlaces[col], expr, sum)
+                              : fmt::format("{}: {}.", kPlaces[col], expr);
     carry = sum / 10;
     out += carry ? fmt::format(" Write {}, carry {}.\n", sum % 10, carry) : fmt::format(" Write {}.\n", sum);
   }

@@ -49,13 +49,13 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
   const unsigned __int128 needed =
       static_cast<unsigned __int128>(kIdxHeaderBytes) + static_cast<unsigned __int128>(seq_count) * 12 +
       static_cast<unsigned __int128>(doc_count) * 8;
-  if (needed > size)
+  if (needed > size) {
+    const std::string need = needed > std::numeric_limits<uint64_t>::max()
+                                 ? std::string("more than 2^64")
+                                 : std::to_string(static_cast<uint64_t>(needed));
     fail(ipath, fmt::format("sequence_count {} and document_count {} need {} bytes, the file has {} "
-                            "(truncated, or corrupt counts)",
-                            seq_count, doc_count,
-                            needed > std::numeric_limits<uint64_t>::max() ? std::string("more than 2^64")
-                                                                          : std::to_string(static_cast<uint64_t>(needed)),
-                            size));
+                            "(truncated, or corrupt counts)", seq_count, doc_count, need, size));
+  }
   if (doc_count == 0) fail(ipath, "document_count: expected at least 1 (the leading 0 of document_indices), got 0");
   ds.num_sequences_ = static_cast<int64_t>(seq_count);
   ds.num_document_indices_ = static_cast<int64_t>(doc_count);

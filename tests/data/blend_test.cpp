@@ -36,8 +36,10 @@ TEST(BlendList, errors_name_the_entry) {
             "every dataset as a weight followed by its prefix, or prefixes alone");
   EXPECT_EQ(input_error([] { parse_blend_list({"1", "2"}, "p"); }),
             "p[1]: expected a dataset path prefix after the weight p[0] = \"1\", got the number \"2\"");
-  EXPECT_EQ(input_error([] { parse_blend_list({"-1", "/a"}, "p"); }), "p[0]: weight: expected a positive number, got \"-1\"");
-  EXPECT_EQ(input_error([] { parse_blend_list({"0", "/a"}, "p"); }), "p[0]: weight: expected a positive number, got \"0\"");
+  EXPECT_EQ(input_error([] { parse_blend_list({"-1", "/a"}, "p"); }),
+            "p[0]: weight: expected a positive number, got \"-1\"");
+  EXPECT_EQ(input_error([] { parse_blend_list({"0", "/a"}, "p"); }),
+            "p[0]: weight: expected a positive number, got \"0\"");
   EXPECT_EQ(input_error([] { parse_blend_list({"1", "/d/a.bin"}, "p"); }),
             "p[1]: \"/d/a.bin\": expected a path prefix without the .bin/.idx extension (\"/d/a\")");
   EXPECT_EQ(input_error([] { parse_blend_list({"1", "  "}, "p"); }),

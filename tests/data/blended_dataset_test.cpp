@@ -77,7 +77,8 @@ TEST(BlendedDataset, routes_samples_and_refuses_to_oversample) {
     blend.sample(i, out);
     got.emplace_back(out[0], out[1]);
   }
-  const std::vector<std::pair<int64_t, int64_t>> want = {{7, 0}, {8, 0}, {7, 1}, {7, 2}, {7, 3}, {8, 1}, {7, 4}, {7, 5}};
+  const std::vector<std::pair<int64_t, int64_t>> want = {{7, 0}, {8, 0}, {7, 1}, {7, 2},
+                                                          {7, 3}, {8, 1}, {7, 4}, {7, 5}};
   EXPECT_EQ(got, want);
   std::vector<std::shared_ptr<const SampleDataset>> small = {std::make_shared<TaggedDataset>(7, 2),
                                                              std::make_shared<TaggedDataset>(8, 100)};
@@ -155,7 +156,8 @@ TEST_F(BuildDatasets, per_split_blends_and_size_weighted_blends) {
   auto train = std::dynamic_pointer_cast<const BlendedDataset>(out[0]);
   ASSERT_TRUE(train);
   EXPECT_EQ(train->size(), 30);
-  const double a = static_cast<double>(train->datasets()[0]->size()), b = static_cast<double>(train->datasets()[1]->size());
+  const double a = static_cast<double>(train->datasets()[0]->size());
+  const double b = static_cast<double>(train->datasets()[1]->size());
   EXPECT_DOUBLE_EQ(train->weights()[0], a / (a + b));
   auto valid = std::dynamic_pointer_cast<const GptDataset>(out[1]);
   ASSERT_TRUE(valid);
@@ -184,7 +186,8 @@ TEST_F(BuildDatasets, mock_data_uses_split_1_1_1) {
 TEST_F(BuildDatasets, configuration_errors) {
   GptDataSource none;
   EXPECT_EQ(input_error([&] { build_gpt_datasets(none, cfg_, {1, 1, 1}, "p.yaml: data"); }),
-            "p.yaml: data: give exactly one data source (a blend with a split, a blend per split, or mock data), got 0");
+            "p.yaml: data: give exactly one data source (a blend with a split, a blend per split, or mock data), "
+            "got 0");
   GptDataSource no_split;
   no_split.blend = Blend{{prefix(0)}, std::nullopt};
   EXPECT_EQ(input_error([&] { build_gpt_datasets(no_split, cfg_, {1, 1, 1}, "p.yaml: data"); }),

@@ -30,7 +30,9 @@ class CountingDataset : public SampleDataset {
   int64_t pad_from_;
 };
 
-std::vector<int32_t> ints(const Tensor& t) { return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel()); }
+std::vector<int32_t> ints(const Tensor& t) {
+  return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel());
+}
 std::vector<float> floats(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
 
 TEST(DataLoader, inputs_are_sample_head_and_labels_the_shifted_sample) {
@@ -150,7 +152,8 @@ TEST(LoaderConfig, validation_names_the_key) {
   c = LoaderConfig{};
   c.data_parallel_rank = 2;
   c.data_parallel_size = 2;
-  EXPECT_EQ(input_error([&] { c.validate("train"); }), "train.data_parallel_rank: expected an integer in [0, 2), got 2");
+  EXPECT_EQ(input_error([&] { c.validate("train"); }),
+            "train.data_parallel_rank: expected an integer in [0, 2), got 2");
   c = LoaderConfig{};
   c.eod_mask_loss = true;
   EXPECT_EQ(input_error([&] { c.validate("train"); }), "train.eod_id: eod_mask_loss needs the EOD token id, got -1");

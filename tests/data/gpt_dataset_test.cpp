@@ -119,7 +119,8 @@ TEST(GptDataset, samples_tile_the_shuffled_stream_and_overlap_by_one_token) {
   for (int i = 0; i < 40; ++i) lengths.push_back(static_cast<int32_t>(rng.bits(i) % 30));  // includes empty ones
   auto src = std::make_shared<VectorSource>(lengths);
   for (int64_t L : {2, 7, 64}) {
-    for (std::optional<int64_t> n : {std::optional<int64_t>(), std::optional<int64_t>(5), std::optional<int64_t>(200)}) {
+    for (std::optional<int64_t> n : {std::optional<int64_t>(), std::optional<int64_t>(5),
+                                     std::optional<int64_t>(200)}) {
       GptDatasetConfig cfg = config(L, 99);
       GptDataset ds(src, 3, 37, n, Split::train, cfg);
       if (n) {

@@ -90,7 +90,8 @@ TEST(IndexedDataset, round_trips_random_documents_in_every_integer_dtype) {
   for (TokenDType dt : {TokenDType::u8, TokenDType::i8, TokenDType::i16, TokenDType::u16, TokenDType::i32,
                         TokenDType::i64}) {
     const std::string p = dir + "/" + token_dtype_name(dt);
-    const int64_t lo = std::max<int64_t>(token_dtype_min(dt), -100000), hi = std::min<int64_t>(token_dtype_max(dt), 100000);
+    const int64_t lo = std::max<int64_t>(token_dtype_min(dt), -100000);
+    const int64_t hi = std::min<int64_t>(token_dtype_max(dt), 100000);
     std::vector<std::vector<int64_t>> docs;
     uint64_t k = 0;
     for (int d = 0; d < 50; ++d) {
@@ -243,7 +244,8 @@ TEST_F(CorruptIndex, truncated_arrays_at_several_offsets) {
 
 TEST_F(CorruptIndex, bad_magic) {
   EXPECT_EQ(open_error(with(0, {'X'})),
-            ipath() + ": magic: expected 4d 4d 49 44 49 44 58 00 00 (\"MMIDIDX\\0\\0\"), got 58 4d 49 44 49 44 58 00 00");
+            ipath() + ": magic: expected 4d 4d 49 44 49 44 58 00 00 (\"MMIDIDX\\0\\0\"), got "
+                      "58 4d 49 44 49 44 58 00 00");
 }
 
 TEST_F(CorruptIndex, bad_version) {

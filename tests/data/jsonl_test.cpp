@@ -41,8 +41,10 @@ TEST(Jsonl, errors_name_the_file_and_line) {
   EXPECT_EQ(first_error("arr.jsonl", "[1, 2]\n"), dir + "/arr.jsonl:1: expected a JSON object, got [1,2]");
   EXPECT_EQ(first_error("missing.jsonl", "{\"text\": \"a\"}\n{\"content\": \"b\", \"id\": 1}\n"),
             dir + "/missing.jsonl:2: missing field \"text\" (the row has fields \"content\", \"id\")");
-  EXPECT_EQ(first_error("empty_row.jsonl", "{}\n"), dir + "/empty_row.jsonl:1: missing field \"text\" (the row has no fields)");
-  EXPECT_EQ(first_error("num.jsonl", "{\"text\": 42}\n"), dir + "/num.jsonl:1: field \"text\": expected a string, got 42");
+  EXPECT_EQ(first_error("empty_row.jsonl", "{}\n"),
+            dir + "/empty_row.jsonl:1: missing field \"text\" (the row has no fields)");
+  EXPECT_EQ(first_error("num.jsonl", "{\"text\": 42}\n"),
+            dir + "/num.jsonl:1: field \"text\": expected a string, got 42");
   EXPECT_EQ(first_error("key.jsonl", "{\"text\": \"a\", \"body\": null}\n", "body"),
             dir + "/key.jsonl:1: field \"body\": expected a string, got null");
   EXPECT_EQ(input_error([&] { JsonlReader r(dir + "/none.jsonl"); }),

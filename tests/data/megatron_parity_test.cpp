@@ -109,7 +109,8 @@ std::string write_gpt_files(const json& files) {
     for (int64_t i = 0; i < files.at("num_documents")[k].get<int64_t>(); ++i) {
       const int64_t n = (37 * i + 11 * static_cast<int64_t>(k + 1)) % 97;
       std::vector<int64_t> tokens;
-      for (int64_t j = 0; j + 1 < n; ++j) tokens.push_back((131 * i + 7 * j + 1000 * static_cast<int64_t>(k)) % 50000 + 3);
+      for (int64_t j = 0; j + 1 < n; ++j)
+        tokens.push_back((131 * i + 7 * j + 1000 * static_cast<int64_t>(k)) % 50000 + 3);
       if (n > 0) tokens.push_back(eod);
       b.add_document(tokens);
     }

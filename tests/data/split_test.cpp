@@ -49,7 +49,8 @@ TEST(Split, errors_name_the_key_and_the_value) {
   EXPECT_EQ(input_error([] { parse_split("", "r.yaml: data.split"); }),
             "r.yaml: data.split: expected up to 3 non-negative numbers such as \"99,1,0\", got \"\" (no numbers)");
   EXPECT_EQ(input_error([] { parse_split("1,2,3,4", "r.yaml: data.split"); }),
-            "r.yaml: data.split: expected up to 3 non-negative numbers such as \"99,1,0\", got \"1,2,3,4\" (4 numbers)");
+            "r.yaml: data.split: expected up to 3 non-negative numbers such as \"99,1,0\", got \"1,2,3,4\" (4 "
+            "numbers)");
   EXPECT_EQ(input_error([] { parse_split("99,-1,0", "r.yaml: data.split"); }),
             "r.yaml: data.split: expected up to 3 non-negative numbers such as \"99,1,0\", got \"99,-1,0\" (negative "
             "numbers are not allowed)");

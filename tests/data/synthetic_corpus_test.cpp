@@ -84,7 +84,9 @@ int64_t check_problem(const Problem& p) {
       }
       EXPECT_EQ(part_sum, a) << p.text;
       EXPECT_EQ(part_values.size(), product_values.size()) << p.text;
-      for (size_t i = 0; i < std::min(part_values.size(), product_values.size()); ++i) EXPECT_EQ(part_values[i] * b, product_values[i]) << p.text;
+      for (size_t i = 0; i < std::min(part_values.size(), product_values.size()); ++i) {
+        EXPECT_EQ(part_values[i] * b, product_values[i]) << p.text;
+      }
       EXPECT_EQ(product_sum, a * b) << p.text;
       EXPECT_EQ(num(d[5]), a * b);
     } else {
@@ -239,7 +241,8 @@ TEST(SyntheticCorpus, final_answer_extraction) {
 }
 
 TEST(CorpusConfig, reads_and_validates_config_keys) {
-  const nlohmann::json tree = parse_yaml_text("seed: 7\nnum_documents: 10\nmax_digits: 2\nskills: [addition, word_problem]\n", "c.yaml");
+  const nlohmann::json tree =
+      parse_yaml_text("seed: 7\nnum_documents: 10\nmax_digits: 2\nskills: [addition, word_problem]\n", "c.yaml");
   ConfigReader r(tree, "c.yaml", "data.corpus");
   CorpusConfig c = CorpusConfig::read(r);
   r.check_unknown_keys();
@@ -249,8 +252,8 @@ TEST(CorpusConfig, reads_and_validates_config_keys) {
   const nlohmann::json bad = parse_yaml_text("skills: [addition, multiplicaton]\n", "c.yaml");
   ConfigReader rb(bad, "c.yaml", "data.corpus");
   EXPECT_EQ(input_error([&] { CorpusConfig::read(rb); }),
-            "c.yaml: data.corpus.skills[1]: unknown skill \"multiplicaton\" (did you mean \"multiplication\"?); expected "
-            "one of addition, subtraction, multiplication, column_addition, word_problem");
+            "c.yaml: data.corpus.skills[1]: unknown skill \"multiplicaton\" (did you mean \"multiplication\"?); "
+            "expected one of addition, subtraction, multiplication, column_addition, word_problem");
   const nlohmann::json digits = parse_yaml_text("min_digits: 3\nmax_digits: 2\n", "c.yaml");
   ConfigReader rd(digits, "c.yaml", "data.corpus");
   EXPECT_EQ(input_error([&] { CorpusConfig::read(rd); }),
