@@ -3,7 +3,11 @@
 // Megatron run with the same seed: MT19937 seeded by init_genrand, `random_interval` (mask and
 // reject, 32-bit draws up to 2^32-1, else 64-bit draws made of two 32-bit outputs, high first),
 // and the Fisher-Yates `shuffle` from the end. Also numpy's pairwise float64 `sum`, which
-// Megatron's weight normalization goes through.
+// Megatron's weight normalization goes through. Checked against numpy 2.5.2's own outputs
+// (tests/fixtures/megatron/numpy_vectors.json). Not checked, because no test can afford the
+// sizes: the 64-bit draw path (arrays over 2^32 elements; numpy's C leaves the order of its two
+// 32-bit draws to the compiler, high word first is assumed) and numpy.sum's buffered chunking of
+// arrays over 8192 elements (weight lists are far shorter).
 #pragma once
 #include <array>
 #include <cstdint>
