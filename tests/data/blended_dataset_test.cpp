@@ -183,6 +183,16 @@ TEST_F(BuildDatasets, mock_data_uses_split_1_1_1) {
   }
 }
 
+TEST_F(BuildDatasets, a_split_that_rounds_to_no_sequences_is_an_error_not_a_hang) {
+  // "969,30,1" over 40 sequences: test = [round(0.999 * 40), 40) = [40, 40). Megatron's
+  // _get_num_epochs loops forever on such a split when it is given a sample count.
+  GptDataSource src;
+  src.blend = Blend{{prefix(0)}, std::nullopt};
+  src.split = "969,30,1";
+  EXPECT_EQ(testing::input_error([&] { build_gpt_datasets(src, cfg_, {10, 2, 1}, "cfg"); }),
+            prefix(0) + ": the test split (sequences [40, 40)) holds 0 tokens; at least 2 are needed to build samples");
+}
+
 TEST_F(BuildDatasets, configuration_errors) {
   GptDataSource none;
   EXPECT_EQ(input_error([&] { build_gpt_datasets(none, cfg_, {1, 1, 1}, "p.yaml: data"); }),
