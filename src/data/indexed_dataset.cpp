@@ -24,10 +24,10 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
   IndexedDataset ds;
   ds.prefix_ = prefix;
   const std::string ipath = idx_path(prefix), bpath = bin_path(prefix);
-  ds.idx_ = MappedFile::open(ipath);
-  ds.bin_ = MappedFile::open(bpath);
-  const unsigned char* p = ds.idx_.data();
-  const size_t size = ds.idx_.size();
+  ds.idx_ = io::MappedFile::open(ipath);
+  ds.bin_ = io::MappedFile::open(bpath);
+  const unsigned char* p = ds.idx_->data();
+  const size_t size = ds.idx_->size();
 
   if (size < kIdxHeaderBytes)
     fail(ipath, fmt::format("header: the file has {} bytes, expected at least {} (truncated)", size,
@@ -65,7 +65,7 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
 
   // Lengths and pointers: every sequence must lie inside `.bin`, after the previous one.
   const int64_t item = static_cast<int64_t>(token_dtype_size(ds.dtype_));
-  const int64_t bin_size = static_cast<int64_t>(ds.bin_.size());
+  const int64_t bin_size = static_cast<int64_t>(ds.bin_->size());
   int64_t prev_end = 0, tokens = 0;
   for (int64_t i = 0; i < ds.num_sequences_; ++i) {
     const int32_t len = load_le<int32_t>(p + ds.lengths_at_ + 4 * i);
@@ -105,28 +105,28 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
 
 int64_t IndexedDataset::sequence_length(int64_t i) const {
   NM_CHECK(i >= 0 && i < num_sequences_, "sequence {} of {}", i, num_sequences_);
-  return load_le<int32_t>(idx_.data() + lengths_at_ + 4 * i);
+  return load_le<int32_t>(idx_->data() + lengths_at_ + 4 * i);
 }
 
 int64_t IndexedDataset::sequence_pointer(int64_t i) const {
   NM_CHECK(i >= 0 && i < num_sequences_, "sequence {} of {}", i, num_sequences_);
-  return load_le<int64_t>(idx_.data() + pointers_at_ + 8 * i);
+  return load_le<int64_t>(idx_->data() + pointers_at_ + 8 * i);
 }
 
 int64_t IndexedDataset::document_index(int64_t k) const {
   NM_CHECK(k >= 0 && k < num_document_indices_, "document index {} of {}", k, num_document_indices_);
-  return load_le<int64_t>(idx_.data() + doc_indices_at_ + 8 * k);
+  return load_le<int64_t>(idx_->data() + doc_indices_at_ + 8 * k);
 }
 
 std::vector<int32_t> IndexedDataset::sequence_lengths() const {
   std::vector<int32_t> v(static_cast<size_t>(num_sequences_));
-  if (!v.empty()) std::memcpy(v.data(), idx_.data() + lengths_at_, 4 * v.size());
+  if (!v.empty()) std::memcpy(v.data(), idx_->data() + lengths_at_, 4 * v.size());
   return v;
 }
 
 std::vector<int64_t> IndexedDataset::document_indices() const {
   std::vector<int64_t> v(static_cast<size_t>(num_document_indices_));
-  std::memcpy(v.data(), idx_.data() + doc_indices_at_, 8 * v.size());
+  std::memcpy(v.data(), idx_->data() + doc_indices_at_, 8 * v.size());
   return v;
 }
 
@@ -139,7 +139,7 @@ int64_t IndexedDataset::checked_length(int64_t i, int64_t offset, int64_t length
 }
 
 const unsigned char* IndexedDataset::token_ptr(int64_t i, int64_t offset) const {
-  return bin_.data() + sequence_pointer(i) + offset * static_cast<int64_t>(token_dtype_size(dtype_));
+  return bin_->data() + sequence_pointer(i) + offset * static_cast<int64_t>(token_dtype_size(dtype_));
 }
 
 void IndexedDataset::get(int64_t i, int64_t offset, int64_t length, int64_t* out) const {

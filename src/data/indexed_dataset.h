@@ -3,12 +3,13 @@
 // read can go out of bounds: a malformed file is an InputError naming the file and the field,
 // never a crash. Trailing `.idx` bytes (the multimodal mode array) are ignored, as Megatron does.
 #pragma once
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "data/index_format.h"
-#include "data/mapped_file.h"
+#include "io/mapped_file.h"
 #include "data/token_source.h"
 
 namespace nemotron::data {
@@ -48,7 +49,7 @@ class IndexedDataset : public TokenSource {
   const unsigned char* token_ptr(int64_t i, int64_t offset) const;
 
   std::string prefix_;
-  MappedFile idx_, bin_;
+  std::shared_ptr<const io::MappedFile> idx_, bin_;
   TokenDType dtype_ = TokenDType::i32;
   int64_t num_sequences_ = 0, num_document_indices_ = 0, num_tokens_ = 0;
   size_t lengths_at_ = 0, pointers_at_ = 0, doc_indices_at_ = 0;  // byte offsets in `.idx`

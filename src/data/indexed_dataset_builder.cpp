@@ -160,19 +160,19 @@ void IndexedDatasetBuilder::add_index(const std::string& other_prefix) {
                                  token_dtype_name(dtype_), prefix_));
   const int64_t offset = num_sequences();
   // Copy the referenced bytes in order, coalescing contiguous sequences into one write.
-  const MappedFile bin = MappedFile::open(bin_path(other_prefix));
+  const std::shared_ptr<const io::MappedFile> bin = io::MappedFile::open(bin_path(other_prefix));
   const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
   int64_t run_begin = 0, run_end = 0;
   for (int64_t i = 0; i < other.num_sequences(); ++i) {
     const int64_t begin = other.sequence_pointer(i), len = other.sequence_length(i);
     if (begin != run_end) {
-      write_bytes(bin.data() + run_begin, static_cast<size_t>(run_end - run_begin));
+      write_bytes(bin->data() + run_begin, static_cast<size_t>(run_end - run_begin));
       run_begin = begin;
     }
     run_end = begin + len * item;
     lengths_.push_back(static_cast<int32_t>(len));
   }
-  write_bytes(bin.data() + run_begin, static_cast<size_t>(run_end - run_begin));
+  write_bytes(bin->data() + run_begin, static_cast<size_t>(run_end - run_begin));
   num_tokens_ += other.num_tokens();
   for (int64_t k = 1; k <= other.num_documents(); ++k) document_indices_.push_back(offset + other.document_index(k));
 }
