@@ -147,8 +147,12 @@ nlohmann::ordered_json BpeModel::to_json() const {
   m["byte_fallback"] = options_.byte_fallback;
   m["ignore_merges"] = options_.ignore_merges;
   ojson vocab = ojson::object();
+  // ordered_map's own insert searches the keys (quadratic for 100k tokens); they are unique here,
+  // so append to the vector it is made of
+  auto& entries = static_cast<std::vector<std::pair<const std::string, ojson>>&>(vocab.get_ref<ojson::object_t&>());
+  entries.reserve(vocab_.size());
   for (size_t id = 0; id < tokens_.size(); ++id)
-    if (present_[id]) vocab[tokens_[id]] = id;
+    if (present_[id]) entries.emplace_back(tokens_[id], id);
   m["vocab"] = std::move(vocab);
   std::vector<std::pair<int32_t, uint64_t>> ranked;
   ranked.reserve(merges_.size());

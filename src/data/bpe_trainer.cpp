@@ -15,7 +15,7 @@
 
 namespace nemotron::data {
 
-using ojson = nlohmann::ordered_json;
+using ojson = nlohmann::json;  // key order is irrelevant: the tree is loaded, not written
 
 namespace {
 
@@ -237,7 +237,7 @@ Tokenizer train_bpe(const std::vector<std::string>& texts, const BpeTrainConfig&
   root["padding"] = nullptr;
   root["added_tokens"] = std::move(added);
   root["normalizer"] = nullptr;
-  root["pre_tokenizer"] = ojson::parse(pretok.to_json().dump());
+  root["pre_tokenizer"] = pretok.to_json();
   root["post_processor"] = std::move(post);
   root["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
   root["model"] = {{"type", "BPE"},
@@ -250,7 +250,7 @@ Tokenizer train_bpe(const std::vector<std::string>& texts, const BpeTrainConfig&
                    {"ignore_merges", cfg.ignore_merges},
                    {"vocab", std::move(vocab)},
                    {"merges", std::move(merge_list)}};
-  return Tokenizer(tokenizer_from_json(nlohmann::json::parse(root.dump()), "train_bpe"));
+  return Tokenizer(tokenizer_from_json(root, "train_bpe"));
 }
 
 }  // namespace nemotron::data

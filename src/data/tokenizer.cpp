@@ -65,6 +65,21 @@ std::vector<AddedToken> parse_added_tokens(const json& root, const JsonAt& at) {
   return out;
 }
 
+// `v` with "type" first in every mapping (as HF writes it), other keys in sorted order.
+ojson type_first(const json& v) {
+  if (v.is_array()) {
+    ojson a = ojson::array();
+    for (const json& e : v) a.push_back(type_first(e));
+    return a;
+  }
+  if (!v.is_object()) return ojson::parse(v.dump());
+  ojson o = ojson::object();
+  if (auto t = v.find("type"); t != v.end()) o["type"] = type_first(*t);
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key() != "type") o[it.key()] = type_first(it.value());
+  return o;
+}
+
 // Per-thread buffers for encode().
 struct EncodeScratch {
   PretokScratch pretok;
@@ -157,9 +172,9 @@ std::string Tokenizer::to_json_text() const {
                      {"special", a.special}});
   root["added_tokens"] = std::move(added);
   root["normalizer"] = nullptr;
-  root["pre_tokenizer"] = ojson::parse(t.pre_tokenizer.to_json().dump());
-  root["post_processor"] = ojson::parse(t.post_processor.to_json().dump());
-  root["decoder"] = ojson::parse(t.decoder.dump());
+  root["pre_tokenizer"] = type_first(t.pre_tokenizer.to_json());
+  root["post_processor"] = type_first(t.post_processor.to_json());
+  root["decoder"] = type_first(t.decoder);
   root["model"] = t.model->to_json();
   return root.dump(2, ' ', false) + "\n";
 }
