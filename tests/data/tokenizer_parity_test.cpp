@@ -83,7 +83,8 @@ void check_tricky(const Tokenizer& t, const std::string& who) {
   EXPECT_EQ(bad, 0) << "of " << expected().at("tricky").size() << " tricky strings";
 }
 
-void check_stress(const Tokenizer& t, const std::string& who) {
+// `round_trip`: also decode(encode(x)) == x (not with HF's tokenizer: its lstrip <mask> eats spaces).
+void check_stress(const Tokenizer& t, const std::string& who, bool round_trip) {
   int shown = 0, bad = 0;
   const json& cases = expected().at("stress");
   std::vector<std::string> texts;
@@ -95,7 +96,8 @@ void check_stress(const Tokenizer& t, const std::string& who) {
       ADD_FAILURE() << who << " " << show(texts[i]) << "\n  ours: " << json(batch[i]).dump() << "\n  HF:   "
                     << json(want).dump();
     bad += batch[i] != want;
-    if (t.decode(batch[i]) != texts[i] && shown++ < 8) ADD_FAILURE() << "decode(encode(x)) != x for " << show(texts[i]);
+    if (round_trip && t.decode(batch[i]) != texts[i] && shown++ < 8)
+      ADD_FAILURE() << "decode(encode(x)) != x for " << show(texts[i]);
   }
   EXPECT_EQ(bad, 0) << "of " << cases.size() << " random strings";
 }
@@ -105,7 +107,7 @@ TEST(TokenizerParity, hf_trained_tokenizer_encodes_tricky_strings_like_hf) {
 }
 
 TEST(TokenizerParity, hf_trained_tokenizer_encodes_random_strings_like_hf) {
-  check_stress(Tokenizer::load(fixture_path("hf_tokenizer.json")), "hf");
+  check_stress(Tokenizer::load(fixture_path("hf_tokenizer.json")), "hf", false);
 }
 
 TEST(TokenizerParity, hf_trained_tokenizer_encodes_corpus_documents_like_hf) {
@@ -166,7 +168,7 @@ TEST(TokenizerParity, our_trained_tokenizer_is_the_committed_fixture) {
 TEST(TokenizerParity, hf_encodes_with_our_saved_tokenizer_like_we_do) {
   const Tokenizer t = Tokenizer::load(fixture_path("ours_tokenizer.json"));
   check_tricky(t, "ours");
-  check_stress(t, "ours");
+  check_stress(t, "ours", true);
   const auto docs = read_json("corpus.json").get<std::vector<std::string>>();
   const json& want = expected().at("corpus").at("ours");
   ASSERT_EQ(want.size(), docs.size());
