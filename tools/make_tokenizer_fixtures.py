@@ -14,7 +14,8 @@ Two steps, the first without `tokenizers` (runs anywhere), the second on a machi
        regex, ignore_merges, special and added tokens) -> OUT/hf_tokenizer.json, and writes
        OUT/expected.json: HF's ids / decodes of tricky and random strings under that tokenizer
        and under DIR/ours_tokenizer.json (saved by our Tokenizer::save), plus per-document id
-       hashes of the corpus. --big-out writes a copy of everything with N random strings, for a
+       hashes of the corpus; OUT/pretok.json: the pieces several HF pre-tokenizers (Llama-3,
+       o200k-style and NeMo-style regexes, GPT-2 ByteLevel, every Split behaviour) cut strings into. --big-out writes a copy of everything with N random strings, for a
        one-off larger check that is not committed.
 """
 import argparse
@@ -117,7 +118,21 @@ TRICKY = [
     "if (a && b) { return -1; }", "http://example.com/path?q=1&r=2#frag", "snake_case camelCase PascalCase kebab-case",
     "a" * 300, "ab" * 150, "1" * 50, " " * 40 + "x", "!!!???...", "Mr. O'Brien's 2nd-place finish—wow!",
     "the the the the", "model models modeling", "ÿþý", "\u0100\u0101\u0120", "Ġ Ċ ĉ",
+    # where regex engines and Unicode tables could disagree
+    "a\u180e\u180eb", "x\u180e\u180e y", "a\u3000<mask>", "a\u180e<mask>", "Nemotron\u0301", "_Nemotron",
+    "Nemotron_", "Nemotron\u0661", "\u0661Nemotron", "\u01c5Nemotron", "Nemotron\u200d", "\u200dNemotron",
+    "Nemotron\u00a0", "'S's'Ss", "\u01c5\u01c5\u01c5 \u01c4\u01c6", "\u03a3\u0391\u03a3 \u03c3\u03b1\u03c2",
+    "\u0130stanbul \u0131i", "\ufb01nance \ufb00", "\u00df \u1e9e", "\U0001d400\U0001d401 \U0001d7cf\U0001d7d0",
+    "\u2160 \u2161 \u2170", "\u0660\u0661\u0662\u0663\u0664\u0665", "\U0001f3fb alone", "a\u0300\u0301\u0302b",
+    "\u0300leading combining", "x" + "\u0301" * 20, "\u02b0\u3005\u30fc\u00aa", "ABCdef GHi jKL",
+    "HTTPServer XMLHttpRequest", "\t\n<mask>", "it'S IT's", "x'\u017f",
 ]
+O200K_STYLE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+NEMO_STYLE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+              r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+              r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 STRESS_FRAGMENTS = (
     list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") * 3
@@ -179,6 +194,41 @@ def train_hf(corpus, cfg):
                     AddedToken("Nemotron", single_word=True, special=False, normalized=False)])
     tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
     return tok
+
+
+def pretok_configs():
+    """Pre-tokenizers whose splits are compared piece by piece (regex engine and behaviours)."""
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as pt
+
+    return [
+        ("llama3", pt.Split(Regex(LLAMA3_PATTERN), behavior="isolated")),
+        ("o200k_style", pt.Split(Regex(O200K_STYLE), behavior="isolated")),
+        ("nemo_style", pt.Split(Regex(NEMO_STYLE), behavior="isolated")),
+        ("gpt2_byte_level", pt.ByteLevel(add_prefix_space=True, use_regex=True)),
+        ("llama3_then_byte_level", pt.Sequence([pt.Split(Regex(LLAMA3_PATTERN), behavior="isolated"),
+                                                pt.ByteLevel(add_prefix_space=False, use_regex=False)])),
+        ("punct_merged_with_previous", pt.Split(Regex(r"\p{P}+"), behavior="merged_with_previous")),
+        ("punct_merged_with_next", pt.Split(Regex(r"\p{P}+"), behavior="merged_with_next")),
+        ("space_contiguous", pt.Split(Regex(r"\s"), behavior="contiguous")),
+        ("space_removed_inverted", pt.Split(Regex(r"\s+"), behavior="removed", invert=True)),
+        ("literal_removed", pt.Split("--", behavior="removed")),
+    ]
+
+
+def write_pretok(path, texts):
+    from tokenizers import Tokenizer, models
+
+    out = []
+    for name, p in pretok_configs():
+        holder = Tokenizer(models.BPE())
+        holder.pre_tokenizer = p
+        spec = json.loads(holder.to_str())["pre_tokenizer"]  # HF's own JSON for it
+        out.append({"name": name, "pre_tokenizer": spec,
+                    "pieces": [[piece for piece, _ in p.pre_tokenize_str(t)] for t in texts]})
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"texts": texts, "configs": out}, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
 
 
 def expectations(tok, texts, full):
@@ -319,6 +369,8 @@ def main():
 
     write_expected(os.path.join(args.out, "expected.json"), hf, ours, corpus, TRICKY,
                    stress_strings(args.stress, 99), versions, transformers_ok)
+    pretok_texts = [t for t in TRICKY if t] + stress_strings(60, 7)
+    write_pretok(os.path.join(args.out, "pretok.json"), pretok_texts)
     if args.big_out:
         os.makedirs(args.big_out, exist_ok=True)
         for name in ("corpus.json", "train_config.json", "ours_tokenizer.json"):
@@ -326,6 +378,8 @@ def main():
         shutil.copy(hf_path, args.big_out)
         write_expected(os.path.join(args.big_out, "expected.json"), hf, ours, corpus, TRICKY,
                        stress_strings(args.big_stress, 12345), versions, transformers_ok)
+        write_pretok(os.path.join(args.big_out, "pretok.json"),
+                     [t for t in TRICKY if t] + stress_strings(args.big_stress, 54321))
     print("wrote", os.listdir(args.out))
     return 0
 

@@ -3,7 +3,9 @@
 //                      tokens with lstrip / single_word, template post-processor);
 //   ours_tokenizer.json trained on the same corpus by our train_bpe and written by our save();
 //   expected.json      HF's ids and decodes of tricky and random strings under both files, and
-//                      hashes of HF's ids for every corpus document.
+//                      hashes of HF's ids for every corpus document;
+//   pretok.json        the pieces HF pre-tokenizers (several regexes, every Split behaviour,
+//                      ByteLevel) cut strings into, with HF's own JSON for each pre-tokenizer.
 // So: we encode/decode like HF (a), our trainer matches HF's (b), and HF loads our saved file and
 // encodes with it exactly as we do (c).
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 
 #include "core/config_tree.h"
 #include "data/bpe_trainer.h"
+#include "data/pretokenizer.h"
 #include "tokenizer_test_util.h"
 
 namespace nemotron::data {
@@ -123,6 +126,30 @@ TEST(TokenizerParity, hf_trained_tokenizer_encodes_corpus_documents_like_hf) {
     bad += !ok;
   }
   EXPECT_EQ(bad, 0) << "of " << docs.size() << " documents";
+}
+
+// The regex engine and the Split / ByteLevel semantics on their own, piece by piece.
+TEST(TokenizerParity, pre_tokenizers_split_like_hf) {
+  const json p = read_json("pretok.json");
+  const auto texts = p.at("texts").get<std::vector<std::string>>();
+  const std::string src = "pretok.json";
+  for (const json& cfg : p.at("configs")) {
+    const std::string name = cfg.at("name").get<std::string>();
+    const PreTokenizer pt = PreTokenizer::from_json(cfg.at("pre_tokenizer"), JsonAt{src, name});
+    const json& pieces = cfg.at("pieces");
+    ASSERT_EQ(pieces.size(), texts.size()) << name;
+    int bad = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      PretokScratch scratch;
+      std::vector<std::string_view> words;
+      pt.run(texts[i], scratch, words);
+      const std::vector<std::string> got(words.begin(), words.end());
+      if (got != pieces[i].get<std::vector<std::string>>() && bad++ < 3)
+        ADD_FAILURE() << name << " " << show(texts[i]) << "\n  ours: " << json(got).dump() << "\n  HF:   "
+                      << pieces[i].dump();
+    }
+    EXPECT_EQ(bad, 0) << name << ": of " << texts.size() << " strings";
+  }
 }
 
 TEST(TokenizerParity, hf_special_and_added_tokens_are_loaded) {
