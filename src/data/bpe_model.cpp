@@ -63,7 +63,7 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const json& model, const JsonAt& a
   m->vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it)
     m->vocab_[it.key()] = json_id(it.value(), vocab_at.key(describe_value(it.key())));
-  m->index_vocab(&vocab_at);
+  m->index_vocab(vocab_at);
 
   const json& merges = json_require(model, "merges", at);
   const JsonAt merges_at = at.key("merges");
@@ -78,9 +78,9 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const json& model, const JsonAt& a
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
         e_at.expected(R"("a b" (two tokens separated by one space))", e);
-      m->add_merge(s.substr(0, sp), s.substr(sp + 1), rank++, &e_at);
+      m->add_merge(s.substr(0, sp), s.substr(sp + 1), rank++, e_at);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      m->add_merge(e[0].get<std::string>(), e[1].get<std::string>(), rank++, &e_at);
+      m->add_merge(e[0].get<std::string>(), e[1].get<std::string>(), rank++, e_at);
     } else {
       e_at.expected(R"("a b" or ["a","b"])", e);
     }
@@ -89,13 +89,11 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const json& model, const JsonAt& a
   return m;
 }
 
-void BpeModel::index_vocab(const JsonAt* at) {
+void BpeModel::index_vocab(const JsonAt& at) {
   int32_t limit = 0;
   for (const auto& [tok, id] : vocab_) {
-    if (id >= kMaxId) {
-      NM_CHECK(at != nullptr, "id {} too large", id);
-      at->key(describe_value(tok)).fail(fmt::format("id {} is too large (ids must be below {})", id, kMaxId));
-    }
+    if (id >= kMaxId)
+      at.key(describe_value(tok)).fail(fmt::format("id {} is too large (ids must be below {})", id, kMaxId));
     limit = std::max(limit, id + 1);
   }
   tokens_.assign(limit, std::string());
@@ -103,9 +101,8 @@ void BpeModel::index_vocab(const JsonAt* at) {
   char_id_.fill(-1);
   for (const auto& [tok, id] : vocab_) {
     if (present_[id]) {
-      NM_CHECK(at != nullptr, "id {} given twice", id);
       const auto [first, second] = std::minmax(tokens_[id], tok);
-      at->fail(fmt::format("id {} is given to both {} and {}", id, describe_value(first), describe_value(second)));
+      at.fail(fmt::format("id {} is given to both {} and {}", id, describe_value(first), describe_value(second)));
     }
     tokens_[id] = tok;
     present_[id] = true;
@@ -117,10 +114,9 @@ void BpeModel::index_vocab(const JsonAt* at) {
   }
 }
 
-void BpeModel::add_merge(const std::string& a, const std::string& b, int32_t rank, const JsonAt* at) {
+void BpeModel::add_merge(const std::string& a, const std::string& b, int32_t rank, const JsonAt& at) {
   auto fail = [&](const std::string& what, const std::string& tok) {
-    NM_CHECK(at != nullptr, "{} {} not in vocab", what, tok);
-    at->fail(fmt::format("{} {} is not in model.vocab", what, describe_value(tok)));
+    at.fail(fmt::format("{} {} is not in model.vocab", what, describe_value(tok)));
   };
   auto ia = vocab_.find(a);
   if (ia == vocab_.end()) fail("token", a);

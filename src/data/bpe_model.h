@@ -64,8 +64,8 @@ class BpeModel {
   };
 
   BpeModel() = default;
-  void index_vocab(const JsonAt* at);  // fills tokens_/present_/char_id_ from vocab_
-  void add_merge(const std::string& a, const std::string& b, int32_t rank, const JsonAt* at);
+  void index_vocab(const JsonAt& at);  // fills tokens_/present_/char_id_ from vocab_
+  void add_merge(const std::string& a, const std::string& b, int32_t rank, const JsonAt& at);
   std::optional<int32_t> char_id(std::string_view ch) const;
 
   BpeOptions options_;

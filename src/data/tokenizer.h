@@ -57,8 +57,8 @@ class Tokenizer {
   void set_bos_token(const std::string& token);
   void set_eos_token(const std::string& token);
 
-  Tokenizer(std::shared_ptr<const TokenizerImpl> impl);
-  const TokenizerImpl& impl() const { return *impl_; }
+  // Wraps assembled tables (used by train_bpe); everyone else uses load / from_json_text.
+  explicit Tokenizer(std::shared_ptr<const TokenizerImpl> impl);
 
  private:
   std::shared_ptr<const TokenizerImpl> impl_;
