@@ -2,9 +2,9 @@
 // pipeline for the super3 and nano3 recipe families. `-c NAME` picks
 // recipes/<family>/pretrain/NAME.yaml (found under $NEMOTRON_RECIPES, ./recipes, or the recipes
 // folder beside the binary's build or install tree); anything with a '/' or a .yaml/.yml suffix
-// is a path. --dry-run prints the resolved config, model size, plan and memory and runs nothing.
-// Bad input (config, overrides, checkpoint of another shape) is one line and exit 2, before
-// anything is written.
+// is a path. Data: dataset.mock, or .bin/.idx files by dataset.blend or a per-split blend.json. --dry-run prints the
+// resolved config, model size, plan and memory and runs nothing. Bad input (config, overrides, checkpoint of another
+// shape) is one line and exit 2, before anything is written.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "model/hybrid_model.h"
 #include "model/model_info.h"
+#include "train/data_sources.h"
 #include "train/plan.h"
 #include "train/trainer.h"
 
@@ -86,16 +87,12 @@ void run_pretrain(const PretrainOptions& o) {
                     "{}; see the plan with --dry-run, or use -c tiny",
                     path, train::human_bytes(mem.total()), model::human_count(static_cast<double>(mem.params)),
                     train::human_bytes(have)));
-  if (!cfg.dataset.mock)
-    throw InputError(
-        fmt::format("{}: {}: reading .bin/.idx data is not wired into the trainer yet; use dataset.mock=true", path,
-                    cfg.dataset.has_blend() ? "dataset.blend" : "dataset.per_split_data_args_path"));
-  const train::DatasetSection& d = cfg.dataset;
-  train::MockBatchSource train_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 0);
-  train::MockBatchSource valid_src(cfg.model.vocab_size, d.seq_length, cfg.train.micro_batch_size, d.random_seed, 1);
+  train::DataSources data = train::make_data_sources(cfg);  // opens the files, builds the indices
+  if (cfg.train.eval_iters > 0 && !data.valid)
+    std::printf("note: the data has no validation split; train.eval_iters is ignored\n");
   model::HybridModel net(cfg.model, host_backend(), DType::f32);
   net.init(cfg.seed);
-  train::Trainer trainer(cfg, net, train_src, cfg.train.eval_iters > 0 ? &valid_src : nullptr);
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get());
   trainer.restore_from_config();  // reads only; errors leave every file as it was
   trainer.run();
 }

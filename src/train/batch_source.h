@@ -1,8 +1,8 @@
 // What the trainer pulls micro-batches from: one source per split (train, validation), each a
 // deterministic stream with a resumable cursor. state() is saved in every checkpoint and
 // restore() puts a fresh source of the same configuration back at that cursor, so a resumed run
-// sees exactly the batches an uninterrupted one would. The GPT dataset over `.bin/.idx` files
-// (src/data) implements the same interface; MockBatchSource is the built-in synthetic one.
+// sees exactly the batches an uninterrupted one would. MockBatchSource is the built-in synthetic
+// source; LoaderBatchSource (data_sources.h) reads `.bin/.idx` files through src/data.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -128,10 +128,13 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
                          k.most_recent_k < 0 ? std::string("all") : std::to_string(k.most_recent_k)));
   if (!k.load.empty()) line(fmt::format("  {} from: {}", k.finetune ? "weights" : "resume", k.load));
   const DatasetSection& d = cfg.dataset;
-  line(d.mock ? fmt::format("  data: mock (synthetic Markov-chain tokens, seed {})", d.random_seed)
-              : fmt::format("  data: {} (split {})",
-                            d.has_blend() ? "blend " + d.blend.dump() : "per-split blend " + d.per_split_data_args_path,
-                            d.split));
+  if (d.mock)
+    line(fmt::format("  data: mock (synthetic Markov-chain tokens, seed {})", d.random_seed));
+  else if (d.has_blend())
+    line(fmt::format("  data: blend {}, split {}, seed {}", d.blend.dump(), d.split.empty() ? "969,30,1" : d.split,
+                     d.random_seed));
+  else
+    line(fmt::format("  data: blend per split from {}, seed {}", d.per_split_data_args_path, d.random_seed));
   const MoeSection& m = cfg.moe;
   if (m.moe_router_enable_expert_bias || m.seq_aux_loss())
     line(fmt::format("  moe balancing:{}{}",

@@ -4,10 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <sstream>
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "data/split.h"
 
 namespace nemotron::train {
 
@@ -44,25 +44,6 @@ class DatasetReader {
  private:
   ConfigReader &a_, &b_;
 };
-
-void check_split(ConfigReader& r, const std::string& key, const std::string& split) {
-  std::vector<double> parts;
-  std::stringstream ss(split);
-  std::string item;
-  bool ok = true;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    double v = std::strtod(item.c_str(), &end);
-    ok = ok && !item.empty() && *end == '\0' && v >= 0 && std::isfinite(v);
-    parts.push_back(v);
-  }
-  double sum = 0;
-  for (double v : parts) sum += v;
-  if (!ok || parts.empty() || parts.size() > 3 || !(sum > 0))
-    r.fail(key, fmt::format("expected up to three non-negative weights \"train,valid,test\" (e.g. \"969,30,1\"), "
-                            "got \"{}\"",
-                            split));
-}
 
 void read_train(ConfigReader& root, PretrainConfig& c) {
   ConfigReader& t = root.section("train");
@@ -161,8 +142,6 @@ void read_checkpoint(ConfigReader& root, PretrainConfig& c) {
   k.most_recent_k = r.get_int("most_recent_k", -1);
   if (k.most_recent_k == 0 || k.most_recent_k < -1)
     r.fail("most_recent_k", fmt::format("expected -1 (keep all) or a positive count, got {}", k.most_recent_k));
-  if (k.save_interval > 0 && k.save.empty())
-    r.fail("save_interval", fmt::format("{} is set but checkpoint.save (the directory) is empty", k.save_interval));
   if (k.finetune && k.load.empty()) r.fail("finetune", "true needs checkpoint.load (the weights to start from)");
 }
 
@@ -183,7 +162,7 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
   }
   s.per_split_data_args_path = d.at("per_split_data_args_path").get_string("per_split_data_args_path", "");
   s.split = d.at("split").get_string("split", s.split);
-  check_split(d.at("split"), "split", s.split);
+  if (!s.split.empty()) data::parse_split(s.split, d.at("split").source() + ": " + d.key_path("split"));
   s.random_seed = static_cast<uint64_t>(d.at("random_seed").get_nonnegative_int("random_seed", 1234));
   if (s.seq_length > c.model.max_position_embeddings)
     d.at("seq_length")
@@ -200,6 +179,9 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
                       "dataset.per_split_data_args_path");
   if (s.has_blend() && !s.per_split_data_args_path.empty())
     d.at("blend").fail("blend", "conflicts with per_split_data_args_path (give one of them)");
+  if (!s.split.empty() && !s.per_split_data_args_path.empty())
+    d.at("split").fail("split", fmt::format("conflicts with {} (a blend.json has a blend per split)",
+                                            d.key_path("per_split_data_args_path")));
 }
 
 void read_moe(ConfigReader& root, PretrainConfig& c) {

@@ -44,7 +44,7 @@ struct SchedulerSection {  // scheduler:
 
 struct CheckpointSection {     // checkpoint:
   std::string save;            // parent directory of iter_XXXXXXX/; empty = never save
-  int64_t save_interval = 0;   // 0 = only at the end (and at exit_interval)
+  int64_t save_interval = 0;   // 0 = only at the end (and at exit_interval); nothing without save
   std::string load;            // parent (tracker) or iter_XXXXXXX directory; empty = start fresh
   bool finetune = false;       // load weights only; iteration, optimizer and data start over
   int64_t most_recent_k = -1;  // keep the k newest iterations; -1 = all
@@ -61,8 +61,8 @@ struct DatasetSection {  // dataset: (alias data:)
   nlohmann::json blend;  // Megatron's [w1, prefix1, w2, prefix2, ...] or prefixes, as given
   bool has_blend() const { return !blend.is_null(); }
   std::string per_split_data_args_path;  // blend.json with train/valid/test blends (not wired yet)
-  std::string split = "969,30,1";
-  uint64_t random_seed = 1234;  // seed of the data streams (mock tokens, sample order)
+  std::string split;                     // "969,30,1" style, for dataset.blend (unset: 969,30,1)
+  uint64_t random_seed = 1234;           // seed of the data streams (mock tokens, sample order)
 };
 
 struct MoeSection {                            // moe: router load balancing (reference/architectures.md A.7.4)

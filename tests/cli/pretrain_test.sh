@@ -116,6 +116,19 @@ expect_error "checkpoint of another model shape" \
 [[ "$(find "$TMP/a" -type f -exec md5sum {} + | sort)" == "$before" ]] || fail "the refused run changed $TMP/a"
 expect_error "missing checkpoint" "$TMP/nope: no such checkpoint directory" \
   "$BIN" super3 pretrain -c tiny checkpoint.load="$TMP/nope"
+expect_error "missing blend.json" "$TMP/nope.json: cannot open: No such file or directory" \
+  "$BIN" super3 pretrain -c tiny dataset.mock=false dataset.per_split_data_args_path="$TMP/nope.json" \
+  checkpoint.save="$TMP/c"
+[[ ! -e "$TMP/c" ]] || fail "the refused run created $TMP/c"
+# Megatron's own .bin/.idx fixture holds ids up to 2^31 - 1: not data for a 1024-token vocabulary.
+"$BIN" super3 pretrain -c tiny "${small[@]}" dataset.mock=false dataset.blend="[tests/fixtures/megatron/ours_int32]" \
+  dataset.split=1,0,0 train.train_iters=2 checkpoint.save= >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: data (train split): sample "*" holds token id "*", outside the model's vocabulary [0, 1024) (model.vocab_size; was the data tokenized for this model?)" ]]; then
+  echo "ok: .bin/.idx data outside the vocabulary"
+else
+  fail ".bin/.idx data outside the vocabulary: exit $rc, stderr $(cat "$TMP/err")"
+fi
 default_mem=$("$BIN" super3 pretrain --dry-run | sed -nE 's/^  total +//p')
 "$BIN" super3 pretrain >"$TMP/out" 2>"$TMP/err"
 rc=$?

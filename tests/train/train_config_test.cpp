@@ -95,8 +95,6 @@ TEST(PretrainConfig, conflicts_name_both_keys) {
             "both)");
   EXPECT_EQ(error_of({"train.eval_iters=0"}),
             "tiny_train.yaml: train.eval_interval: 3 needs eval_iters > 0 (validation steps per evaluation)");
-  EXPECT_EQ(error_of({"checkpoint.save_interval=2"}),
-            "tiny_train.yaml: checkpoint.save_interval: 2 is set but checkpoint.save (the directory) is empty");
   EXPECT_EQ(error_of({"checkpoint.finetune=true"}),
             "tiny_train.yaml: checkpoint.finetune: true needs checkpoint.load (the weights to start from)");
   EXPECT_EQ(error_of({"moe.moe_router_load_balancing_type=aux_loss"}),
@@ -104,9 +102,12 @@ TEST(PretrainConfig, conflicts_name_both_keys) {
             "sinkhorn are not implemented), got \"aux_loss\"");
   EXPECT_EQ(error_of({"dataset.seq_length=65"}),
             "tiny_train.yaml: dataset.seq_length: 65 exceeds model.max_position_embeddings 64");
-  EXPECT_EQ(error_of({"dataset.split=90,abc"}),
-            "tiny_train.yaml: dataset.split: expected up to three non-negative weights \"train,valid,test\" (e.g. "
-            "\"969,30,1\"), got \"90,abc\"");
+  EXPECT_EQ(error_of({"dataset.split=\"-5,1\""}),
+            "tiny_train.yaml: dataset.split: expected up to 3 non-negative numbers such as \"99,1,0\", got \"-5,1\" "
+            "(negative numbers are not allowed)");
+  EXPECT_EQ(error_of({"dataset.mock=false", "dataset.per_split_data_args_path=/b.json", "dataset.split=99,1,0"}),
+            "tiny_train.yaml: dataset.split: conflicts with dataset.per_split_data_args_path (a blend.json has a blend "
+            "per split)");
   EXPECT_EQ(error_of({"validation.eval_iters=2"}),
             "tiny_train.yaml: validation.eval_iters: given in both train: and validation: (keep one)");
 }
