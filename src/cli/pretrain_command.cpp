@@ -2,20 +2,21 @@
 // pipeline for the super3 and nano3 recipe families. `-c NAME` picks
 // recipes/<family>/pretrain/NAME.yaml (found under $NEMOTRON_RECIPES, ./recipes, or the recipes
 // folder beside the binary's build or install tree); anything with a '/' or a .yaml/.yml suffix
-// is a path. Data: dataset.mock, or .bin/.idx files by dataset.blend or a per-split blend.json. --dry-run prints the
-// resolved config, model size, plan and memory and runs nothing. Bad input (config, overrides, checkpoint of another
+// is a path. Data: .bin/.idx files by dataset.blend or a per-split blend.json (what `data prep
+// pretrain` writes), or dataset.mock. --dry-run prints the resolved config, model size, plan and
+// memory and runs nothing. Bad input (config, overrides, missing data, a checkpoint of another
 // shape) is one line and exit 2, before anything is written.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/recipe_paths.h"
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
@@ -28,44 +29,12 @@ namespace nemotron::cli {
 
 namespace {
 
-namespace fs = std::filesystem;
-
 struct PretrainOptions {
   std::string family;
   std::string config = "default";
   bool dry_run = false;
   std::vector<std::string> overrides;
 };
-
-std::vector<fs::path> recipe_roots() {
-  std::vector<fs::path> roots;
-  if (const char* env = std::getenv("NEMOTRON_RECIPES"); env && *env) roots.emplace_back(env);
-  roots.emplace_back("recipes");
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path dir = exe.parent_path();
-    for (const fs::path& p :
-         {dir / ".." / "recipes", dir / ".." / ".." / "recipes", dir / ".." / "share" / "nemotron" / "recipes"})
-      roots.push_back(p.lexically_normal());
-  }
-  return roots;
-}
-
-std::string resolve_recipe(const std::string& family, const std::string& stage, const std::string& name) {
-  if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml")) return name;
-  std::string searched;
-  for (const fs::path& root : recipe_roots()) {
-    const fs::path p = root / family / stage / (name + ".yaml");
-    std::error_code ec;
-    if (fs::is_regular_file(p, ec)) return p.string();
-    searched += (searched.empty() ? "" : ", ") + root.string();
-  }
-  throw InputError(
-      fmt::format("-c {}: no recipe {}/{}/{}.yaml under {} (give a path to a YAML file, or set "
-                  "NEMOTRON_RECIPES)",
-                  name, family, stage, name, searched));
-}
 
 double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -87,6 +56,13 @@ void run_pretrain(const PretrainOptions& o) {
                     "{}; see the plan with --dry-run, or use -c tiny",
                     path, train::human_bytes(mem.total()), model::human_count(static_cast<double>(mem.params)),
                     train::human_bytes(have)));
+  const train::DatasetSection& d = cfg.dataset;
+  std::error_code ec;
+  if (!d.mock && !d.per_split_data_args_path.empty() && !std::filesystem::exists(d.per_split_data_args_path, ec))
+    throw InputError(
+        fmt::format("{}: dataset.per_split_data_args_path: {} does not exist; write it with `nemotron {} "
+                    "data prep pretrain -c {}`, or train on synthetic tokens with dataset.mock=true",
+                    path, d.per_split_data_args_path, o.family, o.config));
   train::DataSources data = train::make_data_sources(cfg);  // opens the files, builds the indices
   if (cfg.train.eval_iters > 0 && !data.valid)
     std::printf("note: the data has no validation split; train.eval_iters is ignored\n");
@@ -97,26 +73,12 @@ void run_pretrain(const PretrainOptions& o) {
   trainer.run();
 }
 
-// The family's command group, shared with the other stages' files (data prep, sft, ...): created
-// by whichever registers first.
-CLI::App* family_group(CLI::App& app, const std::string& name, const std::string& description) {
-  try {
-    return app.get_subcommand(name);
-  } catch (const CLI::OptionNotFound&) {
-    CLI::App* g = app.add_subcommand(name, description);
-    g->require_subcommand(1);
-    return g;
-  }
-}
-
 }  // namespace
 
 void add_pretrain_commands(CLI::App& app) {
-  const std::pair<const char*, const char*> families[] = {
-      {"super3", "Nemotron 3 Super recipe (hybrid Mamba-Transformer MoE, 120B-A12B)"},
-      {"nano3", "Nemotron 3 Nano recipe (hybrid Mamba-Transformer MoE, 30B-A3B)"}};
-  for (const auto& [family, description] : families) {
-    CLI::App* group = family_group(app, family, description);
+  for (const RecipeFamily& f : kRecipeFamilies) {
+    const char* family = f.name;
+    CLI::App* group = family_group(app, family);
     auto o = std::make_shared<PretrainOptions>();
     o->family = family;
     CLI::App* cmd = group->add_subcommand(

@@ -51,7 +51,9 @@ void LoaderBatchSource::restore(const json& s) {
 }
 
 std::string LoaderBatchSource::describe() const {
-  return fmt::format("{} split: {} samples ({})", split_, dataset_->size(), dataset_->description());
+  std::string what = dataset_->description();
+  if (what.size() > 100) what = what.substr(0, 97) + "...";
+  return fmt::format("{} split: {} samples of {}", split_, dataset_->size(), what);
 }
 
 namespace {

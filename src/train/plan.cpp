@@ -129,7 +129,9 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
   if (!k.load.empty()) line(fmt::format("  {} from: {}", k.finetune ? "weights" : "resume", k.load));
   const DatasetSection& d = cfg.dataset;
   if (d.mock)
-    line(fmt::format("  data: mock (synthetic Markov-chain tokens, seed {})", d.random_seed));
+    line(
+        fmt::format("  data: mock (synthetic Markov-chain tokens, seed {}){}", d.random_seed,
+                    d.has_blend() || !d.per_split_data_args_path.empty() ? "; the configured files are not used" : ""));
   else if (d.has_blend())
     line(fmt::format("  data: blend {}, split {}, seed {}", d.blend.dump(), d.split.empty() ? "969,30,1" : d.split,
                      d.random_seed));

@@ -169,10 +169,6 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
         .fail("seq_length", fmt::format("{} exceeds model.max_position_embeddings {}", s.seq_length,
                                         c.model.max_position_embeddings));
   const bool has_files = s.has_blend() || !s.per_split_data_args_path.empty();
-  if (s.mock && has_files)
-    d.at("mock").fail("mock",
-                      fmt::format("true conflicts with {} (mock data or files, not both)",
-                                  s.has_blend() ? d.key_path("blend") : d.key_path("per_split_data_args_path")));
   if (!s.mock && !has_files)
     d.at("mock").fail("mock",
                       "no training data: set dataset.mock=true, dataset.blend or "

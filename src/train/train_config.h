@@ -57,7 +57,7 @@ struct LoggerSection {       // logger:
 
 struct DatasetSection {  // dataset: (alias data:)
   int64_t seq_length = 0;
-  bool mock = false;
+  bool mock = false;     // true: synthetic tokens, whatever blend / per_split_data_args_path say
   nlohmann::json blend;  // Megatron's [w1, prefix1, w2, prefix2, ...] or prefixes, as given
   bool has_blend() const { return !blend.is_null(); }
   std::string per_split_data_args_path;  // blend.json with train/valid/test blends (not wired yet)

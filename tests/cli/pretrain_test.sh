@@ -47,8 +47,8 @@ expect_error() {
 # The lm_loss of every train record of a metrics file, one per line, as JSON wrote it (all digits).
 losses() { grep '"type":"train"' "$1" | sed -E 's/.*"lm_loss":([^,}]*).*/\1/'; }
 
-# Small enough for a few seconds per run: 32 tokens, 4 sequences in 2 micro-batches.
-small=(dataset.seq_length=32 train.global_batch_size=4 train.micro_batch_size=2 train.eval_interval=2
+# Small enough for a few seconds per run: 32 tokens, 4 sequences in 2 micro-batches, mock data.
+small=(dataset.mock=true dataset.seq_length=32 train.global_batch_size=4 train.micro_batch_size=2 train.eval_interval=2
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=2 logger.log_interval=1)
 
 # --- dry runs: the plan of every recipe, nothing run or written --------------------------------
@@ -94,6 +94,24 @@ else
 fi
 cmp -s "$TMP/full/iter_0000006/model.safetensors" "$TMP/part/iter_0000006/model.safetensors" ||
   fail "final weights differ after resume"
+# --- the pipeline: data prep writes .bin/.idx and blend.json, pretrain reads them; exact resume ---
+expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/dp"
+real=("$BIN" super3 pretrain -c tiny dataset.per_split_data_args_path="$TMP/dp/blend.json" dataset.seq_length=32
+  train.global_batch_size=4 train.micro_batch_size=2 train.eval_interval=2 train.train_iters=4
+  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=2)
+expect_ok "pretrain on prepared data" '^data: train split: [0-9]+ samples of BlendedDataset' "${real[@]}" checkpoint.save="$TMP/rfull"
+expect_ok "prepared data: exit at 2" '^exiting at iteration 2 ' "${real[@]}" checkpoint.save="$TMP/rpart" \
+  train.exit_interval=2
+expect_ok "prepared data: resume" '^ iteration +4/ +4 ' "${real[@]}" checkpoint.save="$TMP/rpart" \
+  checkpoint.load="$TMP/rpart"
+if [[ "$(losses "$TMP/rfull/metrics.jsonl")" == "$(losses "$TMP/rpart/metrics.jsonl")" &&
+  $(losses "$TMP/rfull/metrics.jsonl" | wc -l) -eq 4 ]]; then
+  echo "ok: prepared data: resumed losses equal the uninterrupted run's bit for bit"
+else
+  fail "prepared data: resumed losses differ"
+fi
+grep -q '"kind": "gpt"' "$TMP/rpart/iter_0000004/train_state.json" || fail "train_state.json: no .bin/.idx loader state"
+
 expect_ok "load == save with no checkpoint yet starts fresh" 'no checkpoint there yet, starting from scratch' \
   "${run6[@]}" train.train_iters=1 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/auto" checkpoint.load="$TMP/auto"
 
@@ -115,13 +133,14 @@ expect_error "checkpoint of another model shape" \
 [[ ! -e "$TMP/b" ]] || fail "the refused run created $TMP/b"
 [[ "$(find "$TMP/a" -type f -exec md5sum {} + | sort)" == "$before" ]] || fail "the refused run changed $TMP/a"
 expect_error "missing checkpoint" "$TMP/nope: no such checkpoint directory" \
-  "$BIN" super3 pretrain -c tiny checkpoint.load="$TMP/nope"
-expect_error "missing blend.json" "$TMP/nope.json: cannot open: No such file or directory" \
-  "$BIN" super3 pretrain -c tiny dataset.mock=false dataset.per_split_data_args_path="$TMP/nope.json" \
-  checkpoint.save="$TMP/c"
+  "$BIN" super3 pretrain -c tiny dataset.mock=true checkpoint.load="$TMP/nope"
+expect_error "missing blend.json" \
+  "$tiny: dataset.per_split_data_args_path: $TMP/nope.json does not exist; write it with \`nemotron super3 data prep pretrain -c tiny\`, or train on synthetic tokens with dataset.mock=true" \
+  "$BIN" super3 pretrain -c tiny dataset.per_split_data_args_path="$TMP/nope.json" checkpoint.save="$TMP/c"
 [[ ! -e "$TMP/c" ]] || fail "the refused run created $TMP/c"
 # Megatron's own .bin/.idx fixture holds ids up to 2^31 - 1: not data for a 1024-token vocabulary.
-"$BIN" super3 pretrain -c tiny "${small[@]}" dataset.mock=false dataset.blend="[tests/fixtures/megatron/ours_int32]" \
+"$BIN" super3 pretrain -c tiny "${small[@]}" dataset.mock=false dataset.per_split_data_args_path= \
+  dataset.blend="[tests/fixtures/megatron/ours_int32]" \
   dataset.split=1,0,0 train.train_iters=2 checkpoint.save= >"$TMP/out" 2>"$TMP/err"
 rc=$?
 if [[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: data (train split): sample "*" holds token id "*", outside the model's vocabulary [0, 1024) (model.vocab_size; was the data tokenized for this model?)" ]]; then
