@@ -11,6 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +41,20 @@ struct PretrainOptions {
 double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+// Data prep records the unigram entropy of the training tokens (metadata.json beside blend.json):
+// the loss of a model that ignores context. Learning shows as validation loss far below it.
+void print_unigram_baseline(const train::PretrainConfig& cfg, const train::TrainResult& res) {
+  if (cfg.dataset.mock || cfg.dataset.per_split_data_args_path.empty() || res.evals.empty()) return;
+  const std::filesystem::path meta = std::filesystem::path(cfg.dataset.per_split_data_args_path).parent_path() / "metadata.json";
+  std::ifstream in(meta);
+  if (!in) return;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("unigram_entropy_nats") || !j["unigram_entropy_nats"].is_number()) return;
+  const double baseline = j["unigram_entropy_nats"].get<double>(), val = res.evals.back().lm_loss;
+  std::printf("validation loss %.4f vs the unigram baseline %.4f nats of the training tokens (%s): %.2f nats %s\n", val,
+              baseline, meta.string().c_str(), std::abs(baseline - val), val < baseline ? "below" : "ABOVE");
 }
 
 void run_pretrain(const PretrainOptions& o) {
@@ -70,7 +86,7 @@ void run_pretrain(const PretrainOptions& o) {
   net.init(cfg.seed);
   train::Trainer trainer(cfg, net, *data.train, data.valid.get());
   trainer.restore_from_config();  // reads only; errors leave every file as it was
-  trainer.run();
+  print_unigram_baseline(cfg, trainer.run());
 }
 
 }  // namespace
