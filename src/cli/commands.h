@@ -14,5 +14,9 @@ namespace nemotron::cli {
 void add_model_commands(CLI::App& app);
 // nemotron model demo -c FILE [--steps N] ...  (registered by add_model_commands)
 void add_model_demo_command(CLI::App& model);
+// nemotron convert import|export|roundtrip: Hugging Face checkpoints in and out
+void add_convert_commands(CLI::App& app);
+// nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]
+void add_compare_command(CLI::App& app);
 
 }  // namespace nemotron::cli
