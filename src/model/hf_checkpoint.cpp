@@ -103,10 +103,11 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir) {
     throw InputError(fmt::format("{}: no config.json (expected a Hugging Face model directory with config.json and "
                                  "*.safetensors)",
                                  dir));
-  return open_weights(dir, load_model_config(config_path), load_config_file(config_path));
+  return open_weights(dir, load_model_config(config_path), "config.json", load_config_file(config_path));
 }
 
-HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfig& cfg, nlohmann::json config_json) {
+HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfig& cfg, const std::string& config_name,
+                                       nlohmann::json config_json) {
   HfCheckpoint ck;
   ck.dir_ = dir;
   ck.config_ = cfg;
@@ -216,8 +217,8 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
     if (!expected.count(name)) unexpected.push_back(name);
   if (!unexpected.empty()) {
     const Found& f = found.at(unexpected.front());
-    throw InputError(fmt::format("{}: tensor \"{}\" is not part of the model config.json describes ({}){}", f.t.file,
-                                 f.t.stored_as, describe_pattern(ck.config_),
+    throw InputError(fmt::format("{}: tensor \"{}\" is not part of the model {} describes ({}){}", f.t.file,
+                                 f.t.stored_as, config_name, describe_pattern(ck.config_),
                                  unexpected.size() > 1 ? fmt::format("; {} such tensors", unexpected.size()) : ""));
   }
   std::vector<std::string> missing;
@@ -230,18 +231,19 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
     HfTensor& t = it->second.t;
     if (t.shape != spec.shape) {
       if (t.expert >= 0)
-        throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected [{}, {}, {}] from config.json", t.file,
-                                     t.stored_as, it->second.stored_shape.str(), E, spec.shape[0], spec.shape[1]));
-      throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected {} from config.json ({})", t.file,
-                                   t.stored_as, t.shape.str(), spec.shape.str(), describe_pattern(ck.config_)));
+        throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected [{}, {}, {}] from {}", t.file,
+                                     t.stored_as, it->second.stored_shape.str(), E, spec.shape[0], spec.shape[1],
+                                     config_name));
+      throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected {} from {} ({})", t.file,
+                                   t.stored_as, t.shape.str(), spec.shape.str(), config_name, describe_pattern(ck.config_)));
     }
     ck.tensors_.push_back(t);
   }
   if (!missing.empty()) {
     const TensorSpec& first = *std::find_if(specs.begin(), specs.end(),
                                             [&](const TensorSpec& s) { return s.name == missing.front(); });
-    throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that config.json's model needs{}", dir,
-                                 first.name, first.shape.str(),
+    throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model of {} needs{}", dir,
+                                 first.name, first.shape.str(), config_name,
                                  missing.size() > 1 ? fmt::format("; {} tensors missing", missing.size()) : ""));
   }
   if (!ck.skipped_.empty())

@@ -56,8 +56,9 @@ class HfCheckpoint {
   // file and the tensor for: no config.json, no weights, a missing, unexpected, duplicated or
   // misshapen tensor, an integer tensor where weights belong.
   static HfCheckpoint open(const std::string& dir);
-  // The weights of `dir` checked against `cfg` (a native checkpoint, whose config is config.yaml).
-  static HfCheckpoint open_weights(const std::string& dir, const ModelConfig& cfg,
+  // The weights of `dir` checked against `cfg`, read from `config_name` (a native checkpoint's
+  // config.yaml); errors name that file as the source of the expected shapes.
+  static HfCheckpoint open_weights(const std::string& dir, const ModelConfig& cfg, const std::string& config_name,
                                    nlohmann::json config_json = nlohmann::json::object());
 
   const std::string& dir() const { return dir_; }

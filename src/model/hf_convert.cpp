@@ -337,7 +337,7 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
   ModelConfig cfg = load_model_config(yaml_path);
   json tree = load_config_file(yaml_path);
   json source = tree.is_object() && tree.contains("source") ? tree["source"] : json::object();
-  HfCheckpoint ck = HfCheckpoint::open_weights(dir, cfg);
+  HfCheckpoint ck = HfCheckpoint::open_weights(dir, cfg, "config.yaml");
   progress(fmt::format("reading {}: {} tensors, {}; model {} layers \"{}\"", dir, ck.tensors().size(),
                        ck.dtype_summary(), cfg.num_layers(), cfg.hybrid_override_pattern));
   for (const std::string& n : ck.notes()) progress("note: " + n);
