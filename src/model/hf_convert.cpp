@@ -278,16 +278,6 @@ void import_hf(const ImportOptions& o, const Progress& progress) {
     throw InputError(fmt::format("--dtype: expected keep, bf16 or float32, got \"{}\"", o.dtype));
   auto t0 = std::chrono::steady_clock::now();
   HfCheckpoint ck = HfCheckpoint::open(o.hf_dir);
-  size_t bytes = 0;
-  std::set<std::string> files;
-  for (const HfTensor& t : ck.tensors()) bytes += t.bytes.size(), files.insert(t.file);
-  progress(fmt::format("reading {} ({} layout, {} file{}): {} tensors, {}, {}", o.hf_dir, hf_layout_name(ck.layout()),
-                       files.size(), files.size() == 1 ? "" : "s", ck.tensors().size(), ck.dtype_summary(),
-                       human_bytes(static_cast<double>(bytes))));
-  progress(fmt::format("model: {} layers \"{}\", hidden {}, vocab {}{}", ck.config().num_layers(),
-                       ck.config().hybrid_override_pattern, ck.config().hidden_size, ck.config().vocab_size,
-                       ck.config().tie_word_embeddings ? ", tied embeddings" : ""));
-  for (const std::string& n : ck.notes()) progress("note: " + n);
 
   std::optional<DType> policy;
   if (o.dtype == "bf16" || o.dtype == "bfloat16") policy = DType::bf16;
@@ -309,6 +299,16 @@ void import_hf(const ImportOptions& o, const Progress& progress) {
       out.push_back({t.name, t.shape, want, [&ck, &t, want] { return ck.load(t, want); }});
   }
   prepare_out(o.out, o.hf_dir, o.force, {"config.yaml", "tokenizer"});
+  size_t bytes = 0;
+  std::set<std::string> files;
+  for (const HfTensor& t : ck.tensors()) bytes += t.bytes.size(), files.insert(t.file);
+  progress(fmt::format("reading {} ({} layout, {} file{}): {} tensors, {}, {}", o.hf_dir, hf_layout_name(ck.layout()),
+                       files.size(), files.size() == 1 ? "" : "s", ck.tensors().size(), ck.dtype_summary(),
+                       human_bytes(static_cast<double>(bytes))));
+  progress(fmt::format("model: {} layers \"{}\", hidden {}, vocab {}{}", ck.config().num_layers(),
+                       ck.config().hybrid_override_pattern, ck.config().hidden_size, ck.config().vocab_size,
+                       ck.config().tie_word_embeddings ? ", tied embeddings" : ""));
+  for (const std::string& n : ck.notes()) progress("note: " + n);
   std::vector<std::string> written = write_shards(o.out, out, o.max_shard_bytes, progress);
 
   json hf_fields = json::object();
@@ -338,9 +338,6 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
   json tree = load_config_file(yaml_path);
   json source = tree.is_object() && tree.contains("source") ? tree["source"] : json::object();
   HfCheckpoint ck = HfCheckpoint::open_weights(dir, cfg, "config.yaml");
-  progress(fmt::format("reading {}: {} tensors, {}; model {} layers \"{}\"", dir, ck.tensors().size(),
-                       ck.dtype_summary(), cfg.num_layers(), cfg.hybrid_override_pattern));
-  for (const std::string& n : ck.notes()) progress("note: " + n);
 
   std::vector<OutTensor> out;
   for (const HfTensor& t : ck.tensors()) {
@@ -351,10 +348,14 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
     const HfTensor& emb = ck.tensor("backbone.embeddings.weight");
     DType d = weight_dtype(emb);
     out.push_back({"lm_head.weight", emb.shape, d, [&emb, d] { return view_bytes(emb.shape, d, emb.bytes); }});
-    progress("note: tied embeddings: lm_head.weight is written as a copy of backbone.embeddings.weight, because "
-             "transformers' NemotronHForCausalLM does not tie them");
   }
   prepare_out(o.out, dir, o.force, {"config.json", "generation_config.json"});
+  progress(fmt::format("reading {}: {} tensors, {}; model {} layers \"{}\"", dir, ck.tensors().size(),
+                       ck.dtype_summary(), cfg.num_layers(), cfg.hybrid_override_pattern));
+  for (const std::string& n : ck.notes()) progress("note: " + n);
+  if (ck.config().tie_word_embeddings)
+    progress("note: tied embeddings: lm_head.weight is written as a copy of backbone.embeddings.weight, because "
+             "transformers' NemotronHForCausalLM does not tie them");
   std::vector<std::string> written = write_shards(o.out, out, o.max_shard_bytes, progress);
 
   json config = model_config_to_hf_json(ck.config());
