@@ -114,6 +114,21 @@ class Fuzzer {
         continue;
       }
       const bool pair = t.contains("data_offsets") && t["data_offsets"].is_array() && t["data_offsets"].size() == 2;
+      if (pair && coin(3)) {
+        // Keep the length (so the size check passes) but move the range: onto another tensor's
+        // bytes (overlap or alias), by a few bytes (a hole or an overlap), or past the end.
+        json& off = t["data_offsets"];
+        if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) continue;
+        const uint64_t len = off[1].get<uint64_t>() - std::min(off[0].get<uint64_t>(), off[1].get<uint64_t>());
+        const json& other = h[names[u(names.size())]];
+        uint64_t base = other.is_object() && other.contains("data_offsets") && other["data_offsets"].is_array() &&
+                                !other["data_offsets"].empty() && other["data_offsets"][0].is_number_unsigned()
+                            ? other["data_offsets"][0].get<uint64_t>()
+                            : 0;
+        uint64_t begin = coin(2) ? base + u(3) : off[0].get<uint64_t>() + u(5) - 2;
+        off = {begin, begin + len};
+        continue;
+      }
       switch (u(12)) {
         case 0: t["dtype"] = coin(2) ? json("F8_E4M3") : odd_value(); break;
         case 1: t["shape"] = odd_value(); break;
@@ -131,11 +146,28 @@ class Fuzzer {
     }
   }
 
+  // The largest end offset the (edited) header claims, so a data buffer of exactly that size leaves
+  // no unclaimed tail and the other checks (overlaps, holes) are the ones that must catch an edit.
+  static size_t claimed_end(const json& h) {
+    uint64_t end = 0;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      const json& t = it.value();
+      if (it.key() == "__metadata__" || !t.is_object() || !t.contains("data_offsets")) continue;
+      const json& off = t["data_offsets"];
+      if (off.is_array() && off.size() == 2 && off[1].is_number_unsigned() && off[1].get<uint64_t>() < (1u << 20))
+        end = std::max(end, off[1].get<uint64_t>());
+    }
+    return static_cast<size_t>(end);
+  }
+
   // Raw edits: the header length field, byte flips, truncation, trailing bytes, broken text.
   void mutate_bytes(std::string& f) {
     switch (u(7)) {
       case 0: {
-        uint64_t n = coin(2) ? std::numeric_limits<uint64_t>::max() - u(16) : u(f.size() + 16);
+        // Past the end of the file by a little (inside the mapped page) or by pages (outside it).
+        uint64_t n = coin(3) ? std::numeric_limits<uint64_t>::max() - u(16)
+                     : coin(2) ? u(f.size() + 16)
+                               : f.size() + u(uint64_t{1} << 22);
         if (f.size() >= 8) std::memcpy(f.data(), &n, 8);
         break;
       }
@@ -210,7 +242,9 @@ TEST_F(SafetensorsFuzz, corrupted_files_open_cleanly_or_fail_with_input_error) {
     if (how <= 2 || (how >= 6 && how <= 8)) fz.mutate_header(h);
     std::string text = h.dump();
     if (fz.coin(2)) text.append((8 - text.size() % 8) % 8, ' ');
-    std::string bytes = fz.assemble(text, how <= 2 && fz.coin(3) ? fz.u(data + 16) : data);
+    size_t data_bytes = data;
+    if (how <= 2 || (how >= 6 && how <= 8)) data_bytes = fz.coin(4) ? fz.u(data + 16) : Fuzzer::claimed_end(h);
+    std::string bytes = fz.assemble(text, data_bytes);
     if (how >= 3 && how <= 8) fz.mutate_bytes(bytes);
     write(p, bytes);
     try {

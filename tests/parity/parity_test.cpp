@@ -39,6 +39,8 @@ struct FixtureDir {
   std::string fixture, layout, dir, reference;
 };
 
+void PrintTo(const FixtureDir& f, std::ostream* os) { *os << f.dir; }
+
 std::vector<FixtureDir> fixture_dirs() {
   std::vector<FixtureDir> out;
   for (const auto& f : manifest()["fixtures"])
