@@ -10,26 +10,34 @@ installed; no network is needed:
 
 For each fixture it builds a random-weight NemotronHForCausalLM, randomizes EVERY parameter and
 buffer (norm weights, D, dt_bias, A_log, conv, router weight and e_score_correction_bias too), rounds
-the weights to float32, and computes in float64 on the CPU (transformers' pure-PyTorch Mamba path,
-`torch_forward`, since the tensors are not on CUDA and use_mamba_kernels is off):
+the weights to float32, and runs the model in float64 on the CPU, which is transformers' pure-PyTorch
+path (use_mamba_kernels is off and the tensors are not on CUDA, so the Mamba mixer calls its
+reference `mamba2_chunk_scan` and `causal_conv1d_fn`):
   - logits = lm_head(model.model(input_ids)) in float64 (NemotronHForCausalLM.forward casts logits
     to float32; the float64 head output is taken directly instead, and the float32 path is checked
     to agree),
   - loss = mean next-token cross-entropy (labels = input_ids shifted by one, what
     `model(input_ids, labels=input_ids).loss` computes, which is also recorded),
   - every parameter's gradient of that loss.
+transformers 5.17 is not float64 throughout even for a float64 model: mamba2_chunk_scan casts x, B,
+C and dt to float32, and the MoE router computes its logits, scores and combine weights in float32.
+The references therefore carry float32 rounding (about 1e-7 relative), far inside the tolerances.
 It saves each model twice, in both weight layouts an importer must read: the Hub layout
-(`backbone.*`, per-expert `experts.{e}.{up,down}_proj.weight`) and transformers' in-memory fused
-layout (`model.*`, 3-D `experts.up_proj [E, F, d]` / `experts.down_proj [E, d, F]`); one of them is
-what save_pretrained writes, the other is written from the state dict. Both are reloaded with
+(`backbone.*`, per-expert `experts.{e}.{up,down}_proj.weight`), which is what save_pretrained
+writes, and transformers' in-memory fused layout (`model.*`, 3-D `experts.up_proj [E, F, d]` /
+`experts.down_proj [E, d, F]`), written from the state dict. Both are reloaded with
 from_pretrained and must reproduce the reference logits, which proves both layouts mean the model.
+transformers does not tie nemotron_h's head (NemotronHForCausalLM._tied_weights_keys is {}): the
+`tied` fixture is tied by hand for the reference and saved without lm_head.weight, which
+from_pretrained cannot load faithfully (its head starts random; recorded in the manifest).
 
-The time_step_min clamp (reference/architectures.md A.3.2 step 4): torch_forward clamps
-dt = softplus(dt_raw + dt_bias) from below at time_step_min, while the kernels (and our model) apply
-only time_step_limit (0, inf). The fixtures keep the default time_step_min = 0.001 and choose
-dt_bias and the input scale so that every dt lies far above it (checked per Mamba layer with a
-forward hook; the smallest dt is recorded in the manifest), so the clamp is inactive and both
-definitions agree exactly.
+The time_step_min clamp (reference/architectures.md A.3.2 step 4): transformers 5.17's mixer sets
+time_step_limit = (time_step_min, inf) whatever config.json says and clamps
+dt = softplus(dt_raw + dt_bias) to it, while the kernels elsewhere (and our model) apply only
+config.time_step_limit, (0, inf) by default. The fixtures keep the default time_step_min = 0.001
+and choose dt_bias and the input scale so that every dt lies far above it (checked per Mamba layer
+with a forward hook: at least 5x time_step_min; the smallest dt, about 0.02, is recorded in the
+manifest), so the clamp is inactive and both definitions agree exactly.
 
 MoE routing is discontinuous: the script also checks that no token is within 1e-3 of a routing tie
 (group choice or top-k), so float32 vs float64 router arithmetic cannot pick different experts.
