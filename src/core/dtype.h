@@ -13,6 +13,9 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 DType dtype_from_name(const std::string& name);  // "float32"/"f32"/"bf16"/...; throws InputError
 inline bool is_float(DType t) { return t == DType::f64 || t == DType::f32 || t == DType::bf16; }
+// The dtype of statistics (norm rstd, softmax log-sum-exp, scan states) kept for tensors of `t`:
+// float32 for reduced precision, float64 when the whole computation is float64.
+inline DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 // bf16 <-> f32, round to nearest even; NaN stays NaN.
 inline uint16_t f32_to_bf16(float f) {

@@ -55,7 +55,7 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
   ops::embedding_forward(ctx, ids, embed_->value, x);
   if (saved) saved->resize(mixers_.size());
   for (size_t i = 0; i < mixers_.size(); ++i) {
-    Tensor h = ctx.empty({B, T, H}, dt), rstd = ctx.empty({B * T}, dt);
+    Tensor h = ctx.empty({B, T, H}, dt), rstd = ctx.empty({B * T}, stat_dtype(dt));
     ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
     Tensor out = mixers_[i]->forward(ctx, h, saved ? &(*saved)[i].mixer : nullptr);
     Tensor next = ctx.empty({B, T, H}, dt);
@@ -71,7 +71,7 @@ LossSum HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& b
   DType dt = store_.dtype();
   NM_CHECK(batch.labels.numel() == N, "labels {} for {} tokens", batch.labels.shape().str(), N);
   Tensor xf = x.view({N, H});
-  Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, dt);
+  Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, xf, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
   Tensor labels = batch.labels.view({N});
   Tensor mask = batch.loss_mask.defined() ? batch.loss_mask.view({N}) : Tensor();
@@ -109,7 +109,7 @@ Tensor HybridModel::logits(Context& ctx, const Tensor& ids) {
   Tensor x = run_layers(ctx, ids, nullptr);
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
   DType dt = store_.dtype();
-  Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, dt);
+  Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, x.view({N, H}), norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
   Tensor out = Tensor::empty({ids.dim(0), ids.dim(1), V}, dt, *ctx.backend);
   Tensor o2 = out.view({N, V});

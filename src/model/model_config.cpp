@@ -70,6 +70,18 @@ std::string pattern_from_list(ConfigReader& r, const std::string& key) {
   return pattern;
 }
 
+// The pattern string under `string_key` first, else the list form under `list_key`; "" if neither.
+std::string read_pattern(ConfigReader& r, const std::string& string_key, const std::string& list_key) {
+  std::string pattern;
+  if (r.has(string_key)) {
+    pattern = r.get_string(string_key, "");
+  } else if (r.has(list_key)) {
+    pattern = pattern_from_list(r, list_key);
+  }
+  r.ignore(list_key);
+  return pattern;
+}
+
 }  // namespace
 
 ModelConfig read_model_config(ConfigReader& r) {
@@ -79,12 +91,7 @@ ModelConfig read_model_config(ConfigReader& r) {
   c.hidden_size = r.get_positive_int("hidden_size", c.hidden_size);
 
   // Pattern: the string first, then the list form of newer transformers.
-  if (r.has("hybrid_override_pattern")) {
-    c.hybrid_override_pattern = r.get_string("hybrid_override_pattern", "");
-  } else if (r.has("layers_block_type")) {
-    c.hybrid_override_pattern = pattern_from_list(r, "layers_block_type");
-  }
-  r.ignore("layers_block_type");
+  c.hybrid_override_pattern = read_pattern(r, "hybrid_override_pattern", "layers_block_type");
   if (r.has("num_hidden_layers")) {
     int64_t n = r.get_positive_int("num_hidden_layers", 0);
     if (!c.hybrid_override_pattern.empty() && n != c.num_layers())
@@ -153,12 +160,7 @@ ModelConfig read_model_config(ConfigReader& r) {
 
   // MTP.
   c.num_nextn_predict_layers = r.get_nonnegative_int("num_nextn_predict_layers", c.num_nextn_predict_layers);
-  if (r.has("mtp_hybrid_override_pattern")) {
-    c.mtp_hybrid_override_pattern = r.get_string("mtp_hybrid_override_pattern", "");
-  } else if (r.has("mtp_layers_block_type")) {
-    c.mtp_hybrid_override_pattern = pattern_from_list(r, "mtp_layers_block_type");
-  }
-  r.ignore("mtp_layers_block_type");
+  c.mtp_hybrid_override_pattern = read_pattern(r, "mtp_hybrid_override_pattern", "mtp_layers_block_type");
   return c;
 }
 

@@ -1,6 +1,7 @@
 // RMSNorm over the last dim (reference/architectures.md A.2):
 //   y = w * x * rstd,  rstd = (mean(x^2) + eps)^(-1/2)  per row.
-// Forward saves rstd [rows] for the backward. Backward overwrites dx, accumulates dw (+=).
+// Forward saves rstd [rows] for the backward (in stat_dtype(x): float32 unless x is float64).
+// Backward overwrites dx, accumulates dw (+=).
 #pragma once
 #include "core/context.h"
 

@@ -3,6 +3,11 @@
 #include "backend/cpu/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/rmsnorm.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/rmsnorm_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -35,27 +40,55 @@ void backward_ref(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* 
     for (int64_t i = 0; i < D; ++i) dw[i] += dy[r * D + i] * x[r * D + i] * rstd[r];
 }
 
+#if NEMOTRON_CUDA
+RmsNormCudaArgs cuda_args(const Tensor& x, const Tensor& w, const Tensor& rstd) {
+  NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "rmsnorm on CUDA: float32 or bfloat16, got {}",
+           dtype_name(x.dtype()));
+  expect_dtype(rstd, DType::f32, "rmsnorm rstd on CUDA");
+  RmsNormCudaArgs a;
+  a.x = x.raw(), a.w = w.raw(), a.rstd = static_cast<float*>(rstd.raw());
+  a.D = x.dim(-1), a.rows = x.numel() / a.D, a.bf16 = x.dtype() == DType::bf16;
+  return a;
+}
+#endif
+
 }  // namespace
 
-void rmsnorm_forward(Context&, const Tensor& x, const Tensor& w, double eps, Tensor& y, Tensor& rstd) {
-  require_cpu(x, "rmsnorm_forward");
+void rmsnorm_forward(Context& ctx, const Tensor& x, const Tensor& w, double eps, Tensor& y, Tensor& rstd) {
   int64_t D = x.dim(-1), rows = x.numel() / D;
   expect_shape(w, {D}, "rmsnorm weight");
   expect_shape(y, x.shape(), "rmsnorm output");
   expect_shape(rstd, {rows}, "rmsnorm rstd");
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    RmsNormCudaArgs a = cuda_args(x, w, rstd);
+    a.y = y.raw(), a.eps = static_cast<float>(eps);
+    NM_CUDA_CHECK(rmsnorm_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(x, "rmsnorm_forward");
   dispatch_float(x.dtype(), "rmsnorm_forward", [&](auto zero) {
     using T = decltype(zero);
     forward_ref<T>(x.data<T>(), w.data<T>(), static_cast<T>(eps), y.data<T>(), rstd.data<T>(), rows, D);
   });
 }
 
-void rmsnorm_backward(Context&, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, Tensor& dx,
+void rmsnorm_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, Tensor& dx,
                       Tensor& dw) {
-  require_cpu(x, "rmsnorm_backward");
   int64_t D = x.dim(-1), rows = x.numel() / D;
   expect_shape(dy, x.shape(), "rmsnorm dy");
   expect_shape(dx, x.shape(), "rmsnorm dx");
   expect_shape(dw, {D}, "rmsnorm dw");
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    RmsNormCudaArgs a = cuda_args(x, w, rstd);
+    a.dy = dy.raw(), a.dx = dx.raw(), a.dw = dw.raw();
+    NM_CUDA_CHECK(rmsnorm_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(x, "rmsnorm_backward");
   dispatch_float(x.dtype(), "rmsnorm_backward", [&](auto zero) {
     using T = decltype(zero);
     backward_ref<T>(x.data<T>(), w.data<T>(), rstd.data<T>(), dy.data<T>(), dx.data<T>(), dw.data<T>(), rows, D);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -15,23 +17,10 @@ using nlohmann::json;
 
 namespace {
 
-// The InputError message of f(), or a marker that no InputError was thrown.
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
-
 std::string write_temp(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "nemotron_config_tree_test";
-  std::filesystem::create_directories(dir);
-  std::string path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
+  return testing::write_temp("nemotron_config_tree_test", name, text);
 }
+using testing::input_error;
 
 }  // namespace
 

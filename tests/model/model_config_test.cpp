@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -19,22 +21,10 @@ std::string repo_path(const std::string& rel) {
   return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / rel).string();
 }
 
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
-
 std::string write_temp(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "nemotron_model_config_test";
-  std::filesystem::create_directories(dir);
-  std::string path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
+  return testing::write_temp("nemotron_model_config_test", name, text);
 }
+using testing::input_error;
 
 // A valid recipe `model:` mapping with every layer kind; tests mutate it.
 json tiny_model() {

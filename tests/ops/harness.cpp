@@ -2,9 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/rng.h"
+#if NM_HARNESS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "ops/cuda_support.h"
+#endif
 
 namespace nemotron::testing {
 
@@ -121,21 +126,36 @@ void run_grad_check(const OpCase& c) {
 
 struct Target {
   std::string name;
-  Backend* backend;
+  Backend* (*backend)();  // resolved when the test runs (a CUDA backend only exists with a GPU)
   DType dtype;
 };
 
-std::vector<Target> targets() {
-  std::vector<Target> t{{"cpu_f32", &host_backend(), DType::f32}};
-  return t;
+#if NM_HARNESS_CUDA
+// This binary (test_cuda) checks the CUDA kernels against the CPU float64 reference.
+Backend* gpu() {
+  static std::unique_ptr<cuda::CudaBackend> b = cuda::device_count() > 0 ? std::make_unique<cuda::CudaBackend>(0) : nullptr;
+  return b.get();
 }
+std::vector<Target> targets() { return {{"cuda_f32", gpu, DType::f32}, {"cuda_bf16", gpu, DType::bf16}}; }
+constexpr bool kGradMode = false;
+#else
+Backend* cpu() { return &host_backend(); }
+std::vector<Target> targets() { return {{"cpu_f32", cpu, DType::f32}}; }
+constexpr bool kGradMode = true;
+#endif
 
-void run_backend_check(const OpCase& c, const Target& target) {
+void run_backend_check(const OpCase& c, const Target& t) {
+  Backend* backend = t.backend();
+  if (!backend) GTEST_SKIP() << "no CUDA device visible: " << t.name << " checks need a GPU";
+#if NM_HARNESS_CUDA
+  if (!ops::cuda_supports(c.op())) GTEST_SKIP() << c.op() << " has no CUDA kernel yet";
+#endif
+  Target target{t.name, t.backend, t.dtype};
   Context ref_ctx = cpu_context(DType::f64);
-  Context ctx{target.backend, nullptr, target.dtype};
+  Context ctx{backend, nullptr, target.dtype};
   std::vector<Tensor> masters = make_inputs(c);
   std::vector<Tensor> want = c.forward(ref_ctx, masters);
-  std::vector<Tensor> in = cast_inputs(masters, target.dtype, *target.backend);
+  std::vector<Tensor> in = cast_inputs(masters, target.dtype, *backend);
   std::vector<Tensor> got = c.forward(ctx, in);
   ASSERT_EQ(got.size(), want.size());
   double tol = c.tolerance(target.dtype);
@@ -146,7 +166,7 @@ void run_backend_check(const OpCase& c, const Target& target) {
   if (!c.has_backward()) return;
   std::vector<Tensor> douts = random_douts(c, want);
   std::vector<Tensor> want_g = c.backward(ref_ctx, masters, douts);
-  std::vector<Tensor> got_g = c.backward(ctx, in, cast_inputs(douts, target.dtype, *target.backend));
+  std::vector<Tensor> got_g = c.backward(ctx, in, cast_inputs(douts, target.dtype, *backend));
   std::vector<InputSpec> specs = c.inputs();
   for (size_t i = 0; i < want_g.size(); ++i) {
     if (!want_g[i].defined()) continue;
@@ -198,7 +218,7 @@ void register_all_cases() {
       std::shared_ptr<OpCase> c(std::move(uc));
       keep.push_back(c);
       std::string name = c->name();
-      if (c->has_backward())
+      if (kGradMode && c->has_backward())
         ::testing::RegisterTest("OpGrad", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                                 [c]() -> ::testing::Test* { return new FnTest([c] { run_grad_check(*c); }); });
       for (const Target& t : targets())
@@ -206,6 +226,19 @@ void register_all_cases() {
                                 [c, t]() -> ::testing::Test* { return new FnTest([c, t] { run_backend_check(*c, t); }); });
     }
   }
+#if NM_HARNESS_CUDA
+  // Support mode: every op with a CUDA kernel must have at least one case here.
+  std::vector<std::string> case_ops;
+  for (const auto& c : keep) case_ops.push_back(c->op());
+  ::testing::RegisterTest("OpSupport", "every_cuda_kernel_has_a_case", nullptr, nullptr, __FILE__, __LINE__,
+                          [case_ops]() -> ::testing::Test* {
+                            return new FnTest([case_ops] {
+                              for (const std::string& op : ops::cuda_supported_ops())
+                                EXPECT_NE(std::find(case_ops.begin(), case_ops.end(), op), case_ops.end())
+                                    << "CUDA kernel " << op << " has no harness case";
+                            });
+                          });
+#endif
 }
 
 }  // namespace nemotron::testing

@@ -14,14 +14,14 @@ class RmsNormCase : public OpCase {
     return {{"x", {rows_, D_}}, {"w", {D_}, DType::f64, true, 0.5, 1.5}};
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    Tensor y = ctx.empty({rows_, D_}, in[0].dtype()), rstd = ctx.empty({rows_}, in[0].dtype());
+    Tensor y = ctx.empty({rows_, D_}, in[0].dtype()), rstd = ctx.empty({rows_}, stat_dtype(in[0].dtype()));
     ops::rmsnorm_forward(ctx, in[0], in[1], 1e-5, y, rstd);
     return {y};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
     DType dt = in[0].dtype();
-    Tensor y = ctx.empty({rows_, D_}, dt), rstd = ctx.empty({rows_}, dt);
+    Tensor y = ctx.empty({rows_, D_}, dt), rstd = ctx.empty({rows_}, stat_dtype(dt));
     ops::rmsnorm_forward(ctx, in[0], in[1], 1e-5, y, rstd);
     Tensor dx = ctx.empty({rows_, D_}, dt), dw = ctx.zeros({D_}, dt);
     ops::rmsnorm_backward(ctx, in[0], in[1], rstd, douts[0], dx, dw);

@@ -1,0 +1,142 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include "backend/cuda/cuda_check.h"
+
+namespace nemotron::cuda {
+
+namespace {
+// Small blocks round to 512 B, large ones to 2 MiB, so varying activation sizes still reuse.
+size_t round_size(size_t bytes) {
+  constexpr size_t kSmall = 512, kLarge = size_t{2} << 20;
+  if (bytes <= (size_t{1} << 20)) return std::max(kSmall, (bytes + kSmall - 1) / kSmall * kSmall);
+  return (bytes + kLarge - 1) / kLarge * kLarge;
+}
+std::string gib(size_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1ull << 30)); }
+}  // namespace
+
+void throw_cuda_error(const char* call, cudaError_t err, const char* file, int line) {
+  throw Error(fmt::format("CUDA error in {} at {}:{}: {} ({})", call, file, line, cudaGetErrorString(err),
+                          cudaGetErrorName(err)));
+}
+
+void throw_cublas_error(const char* call, cublasStatus_t st, const char* file, int line) {
+  throw Error(fmt::format("cuBLAS error in {} at {}:{}: {} ({})", call, file, line, cublasGetStatusString(st),
+                          cublasGetStatusName(st)));
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+CudaBackend::CudaBackend(int device_index) : index_(device_index) {
+  int n = device_count();
+  if (device_index >= n)
+    throw Error(fmt::format("cuda:{} requested but {} CUDA device(s) are visible (CUDA_VISIBLE_DEVICES={})",
+                            device_index, n, std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset"));
+  NM_CUDA_CHECK(cudaSetDevice(index_));
+  NM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(index_);
+  cudaStreamSynchronize(stream_);
+  release_cache();
+  for (auto& [p, size] : block_size_) cudaFree(p);  // blocks still held by leaked tensors
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index_) != cudaSuccess) return fmt::format("cuda:{}", index_);
+  return fmt::format("cuda:{} ({})", index_, prop.name);
+}
+
+void* CudaBackend::allocate_fresh(size_t rounded) {
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, rounded);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    release_cache();
+    err = cudaMalloc(&p, rounded);
+  }
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw Error(fmt::format(
+        "out of memory on cuda:{}: asked for {} with {} in use by this process and {} free of {}. Lower "
+        "train.micro_batch_size or dataset.seq_length, or turn on activation recomputation (model.recompute_granularity)",
+        index_, gib(rounded), gib(in_use_), gib(free_b), gib(total_b)));
+  }
+  NM_CUDA_CHECK(err);
+  block_size_[p] = rounded;
+  return p;
+}
+
+void* CudaBackend::allocate(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t rounded = round_size(bytes);
+  void* p = nullptr;
+  auto it = free_.lower_bound(rounded);
+  // Reuse a cached block unless it is more than twice the request (keeps big blocks for big asks).
+  if (it != free_.end() && it->first <= 2 * rounded) {
+    p = it->second;
+    rounded = it->first;
+    cached_ -= rounded;
+    free_.erase(it);
+  } else {
+    p = allocate_fresh(rounded);
+  }
+  in_use_ += rounded;
+  peak_ = std::max(peak_, in_use_);
+  return p;
+}
+
+void CudaBackend::deallocate(void* ptr, size_t) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t rounded = block_size_.at(ptr);
+  in_use_ -= rounded;
+  cached_ += rounded;
+  free_.emplace(rounded, ptr);  // stream-ordered reuse: the one stream serialises users
+}
+
+void CudaBackend::release_cache() {
+  for (auto& [size, p] : free_) {
+    cudaFree(p);
+    block_size_.erase(p);
+  }
+  free_.clear();
+  cached_ = 0;
+}
+
+void CudaBackend::fill_zero(void* ptr, size_t bytes) { NM_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_)); }
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  NM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  NM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  NM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  NM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffer may be freed right after
+}
+
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  NM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::synchronize() { NM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+cudaStream_t cuda_stream(const Context& ctx) {
+  auto* b = dynamic_cast<CudaBackend*>(ctx.backend);
+  NM_CHECK(b != nullptr, "a CUDA op ran with a {} context", ctx.backend->name());
+  return b->stream();
+}
+
+}  // namespace nemotron::cuda

@@ -1,0 +1,52 @@
+// The CUDA backend: one device, one stream, and a caching allocator (no cudaMalloc per step:
+// freed blocks are kept in size-sorted free lists and reused; a failed allocation releases the
+// cache and retries, then reports what was asked, what is free and which config knob lowers it).
+// Ops reach the stream through ctx.backend (see cuda_stream()).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/backend.h"
+#include "core/context.h"
+
+namespace nemotron::cuda {
+
+int device_count();  // 0 without a driver or a GPU (never throws)
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device_index = 0);
+  ~CudaBackend() override;
+  Device device() const override { return Device{DeviceKind::cuda, index_}; }
+  std::string name() const override;
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  void fill_zero(void* ptr, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+  size_t bytes_in_use() const override { return in_use_; }
+  size_t peak_bytes() const override { return peak_; }
+  size_t cached_bytes() const { return cached_; }
+  void release_cache();  // returns every cached block to the driver
+  cudaStream_t stream() const { return stream_; }
+  int index() const { return index_; }
+
+ private:
+  void* allocate_fresh(size_t rounded);
+  int index_;
+  cudaStream_t stream_ = nullptr;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;            // rounded size -> block
+  std::unordered_map<void*, size_t> block_size_;  // every live or cached block
+  size_t in_use_ = 0, peak_ = 0, cached_ = 0;
+};
+
+// The stream of the context's backend (which must be a CudaBackend).
+cudaStream_t cuda_stream(const Context& ctx);
+
+}  // namespace nemotron::cuda

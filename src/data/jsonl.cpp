@@ -1,0 +1,98 @@
+#include "data/jsonl.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace nemotron::data {
+
+namespace {
+
+std::string short_value(const nlohmann::json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: <reason>" ->
+// "column 5: <reason>" (the line is always 1 here; ours is the file's).
+std::string parse_reason(const std::string& what) {
+  const size_t at = what.find("column ");
+  return at == std::string::npos ? what : what.substr(at);
+}
+
+}  // namespace
+
+JsonlReader::JsonlReader(std::string path) : path_(std::move(path)), buffer_(1 << 20) {
+  in_.rdbuf()->pubsetbuf(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+  in_.open(path_, std::ios::binary);
+  if (!in_) throw InputError(fmt::format("{}: cannot open: {}", path_, std::strerror(errno)));
+}
+
+std::string JsonlReader::where() const { return fmt::format("{}:{}", path_, line_); }
+
+bool JsonlReader::next_line(std::string& line) {
+  while (std::getline(in_, line)) {
+    ++line_;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line_ == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+    if (line.find_first_not_of(" \t\r\f\v") != std::string::npos) return true;
+  }
+  if (in_.bad()) throw Error(fmt::format("{}: read failed after line {}: {}", path_, line_, std::strerror(errno)));
+  return false;
+}
+
+bool JsonlReader::next_row(nlohmann::json& row) {
+  std::string line;
+  if (!next_line(line)) return false;
+  try {
+    row = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON at {}", where(), parse_reason(e.what())));
+  }
+  if (!row.is_object())
+    throw InputError(fmt::format("{}: expected a JSON object, got {}", where(), short_value(row)));
+  return true;
+}
+
+const std::string& row_string_field(const nlohmann::json& row, const std::string& key, const std::string& where) {
+  auto it = row.find(key);
+  if (it == row.end()) {
+    std::string keys;
+    for (const auto& [k, v] : row.items()) keys += fmt::format("{}\"{}\"", keys.empty() ? "" : ", ", k);
+    throw InputError(fmt::format("{}: missing field \"{}\" (the row has {})", where, key,
+                                 keys.empty() ? "no fields" : "fields " + keys));
+  }
+  if (!it->is_string())
+    throw InputError(fmt::format("{}: field \"{}\": expected a string, got {}", where, key, short_value(*it)));
+  return it->get_ref<const std::string&>();
+}
+
+bool JsonlReader::next_text(std::string& text, const std::string& key) {
+  nlohmann::json row;
+  if (!next_row(row)) return false;
+  text = row_string_field(row, key, where());
+  return true;
+}
+
+void write_jsonl(const std::string& path, const std::vector<nlohmann::json>& rows) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw InputError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
+  bool ok = true;
+  for (const auto& row : rows) {
+    const std::string line = row.dump() + "\n";
+    ok = ok && std::fwrite(line.data(), 1, line.size(), f) == line.size();
+  }
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("{}: write failed: {}", tmp, std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(fmt::format("{}: rename failed: {}", path, std::strerror(errno)));
+}
+
+}  // namespace nemotron::data

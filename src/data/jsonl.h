@@ -1,0 +1,46 @@
+// Streaming reader of JSON Lines files (one JSON object per line), the input of data prep.
+// Lines are read one at a time (files of any size); a missing final newline, CRLF endings, a
+// UTF-8 byte-order mark and blank lines (skipped) are accepted. Every problem with a row is an
+// InputError "<file>:<line>: ..." naming the field and what was expected.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace nemotron::data {
+
+class JsonlReader {
+ public:
+  // Throws InputError when the file cannot be opened.
+  explicit JsonlReader(std::string path);
+
+  // The next non-blank row, which must be a JSON object; false at the end of the file.
+  bool next_row(nlohmann::json& row);
+  // The string field `key` of the next row (e.g. "text"); false at the end of the file.
+  bool next_text(std::string& text, const std::string& key = "text");
+  // 1-based line number of the row last returned.
+  int64_t line_number() const { return line_; }
+  const std::string& path() const { return path_; }
+  // "<file>:<line>", the prefix of this reader's errors.
+  std::string where() const;
+
+ private:
+  bool next_line(std::string& line);
+
+  std::string path_;
+  std::ifstream in_;
+  std::vector<char> buffer_;
+  int64_t line_ = 0;
+};
+
+// The string field `key` of a parsed row; `where` ("<file>:<line>") prefixes errors.
+const std::string& row_string_field(const nlohmann::json& row, const std::string& key, const std::string& where);
+
+// Writes rows as JSON Lines (compact, one per line, '\n'), through a temporary file and a rename.
+void write_jsonl(const std::string& path, const std::vector<nlohmann::json>& rows);
+
+}  // namespace nemotron::data

@@ -1,0 +1,21 @@
+#include "ops/cuda_support.h"
+
+#include <algorithm>
+
+namespace nemotron::ops {
+
+const std::vector<std::string>& cuda_supported_ops() {
+#if NEMOTRON_CUDA
+  static const std::vector<std::string> ops{"rmsnorm"};
+#else
+  static const std::vector<std::string> ops;
+#endif
+  return ops;
+}
+
+bool cuda_supports(const std::string& op) {
+  const auto& s = cuda_supported_ops();
+  return std::find(s.begin(), s.end(), op) != s.end();
+}
+
+}  // namespace nemotron::ops

@@ -1,0 +1,31 @@
+// Small helpers shared by the test files: capture an InputError's message, write a scratch file.
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+
+namespace nemotron::testing {
+
+// The InputError message of f(), or a marker that no InputError was thrown.
+inline std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+// Writes `text` to <tmp>/<folder>/<name> and returns the path.
+inline std::string write_temp(const std::string& folder, const std::string& name, const std::string& text) {
+  auto dir = std::filesystem::temp_directory_path() / folder;
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace nemotron::testing
