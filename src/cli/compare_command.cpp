@@ -3,11 +3,15 @@
 // transformers computes `loss` with labels=input_ids) and the most likely next tokens. --dump writes
 // logits (and with --grads every parameter's gradient of that loss) for comparison elsewhere;
 // --reference compares with such a file (e.g. written by tools/make_hf_fixtures.py) and gives a
-// verdict. The counterpart of Megatron-Bridge's compare_hf_and_megatron/compare.py.
+// verdict. --prompt tokenizes with the checkpoint's tokenizer.json (special tokens added as
+// transformers' tokenizer(text) does). The counterpart of Megatron-Bridge's
+// compare_hf_and_megatron/compare.py.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <numeric>
 #include <string>
 
@@ -16,6 +20,7 @@
 #include "backend/cpu/parallel.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
 #include "io/safetensors.h"
 #include "model/hf_checkpoint.h"
 #include "model/hybrid_model.h"
@@ -48,6 +53,36 @@ Tensor read_input_ids(const std::string& path, int64_t vocab) {
   return ids;
 }
 
+// The prompt's ids [1, T] with the directory's tokenizer.json.
+Tensor encode_prompt(const data::Tokenizer& tok, const std::string& prompt, int64_t vocab) {
+  std::vector<int32_t> ids = tok.encode(prompt, /*add_special_tokens=*/true);
+  if (ids.size() < 2)
+    throw InputError(fmt::format("--prompt: \"{}\" is {} token{}; the next-token loss needs at least 2", prompt,
+                                 ids.size(), ids.size() == 1 ? "" : "s"));
+  std::vector<int64_t> wide(ids.begin(), ids.end());
+  for (int64_t id : wide)
+    if (id >= vocab)
+      throw InputError(fmt::format("--prompt: token id {} is outside the model's vocabulary [0, {}) (a tokenizer of "
+                                   "another model?)",
+                                   id, vocab));
+  return Tensor::from_vector<int64_t>({1, static_cast<int64_t>(wide.size())}, wide);
+}
+
+// A token as the user reads it: its decoded text, quoted, with control characters escaped; a
+// token that is part of a UTF-8 character (decoding to U+FFFD) as its vocabulary entry in <>.
+std::string shown(const data::Tokenizer& tok, int64_t id) {
+  const int32_t one[] = {static_cast<int32_t>(id)};
+  std::string text = tok.decode(one), out = "\"";
+  if (text.find("\xEF\xBF\xBD") != std::string::npos) return "<" + tok.id_to_token(one[0]).value_or("?") + ">";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (c == '\n') out += "\\n";
+    else if (c < 0x20) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
 struct Diff {
   double max_abs = 0, rel = 0;
 };
@@ -67,13 +102,19 @@ Diff diff(const std::vector<double>& ours, const std::vector<double>& ref) {
 void run_compare(const CompareOptions& o) {
   if (o.prompt.empty() == o.input_ids.empty())
     throw InputError("compare: give exactly one of --prompt TEXT and --input-ids FILE");
-  if (!o.prompt.empty())
-    throw InputError("--prompt needs the tokenizer (nemotron::data::Tokenizer, src/data/tokenizer.h), which this "
-                     "build does not have yet; pass --input-ids FILE (safetensors with int64 input_ids [B, T])");
   const DType dt = o.dtype == "float32" ? DType::f32 : DType::f64;
   model::HfCheckpoint ck = model::HfCheckpoint::open(o.hf_model);
   const model::ModelConfig& cfg = ck.config();
-  Tensor ids = read_input_ids(o.input_ids, cfg.vocab_size);
+  const std::string tok_path = o.hf_model + "/tokenizer.json";
+  std::optional<data::Tokenizer> tok;
+  if (std::filesystem::exists(tok_path)) {
+    tok = data::Tokenizer::load(tok_path);
+  } else if (!o.prompt.empty()) {
+    throw InputError(fmt::format("{}: no tokenizer.json to encode --prompt with; pass --input-ids FILE (safetensors "
+                                 "with int64 input_ids [B, T])",
+                                 o.hf_model));
+  }
+  Tensor ids = o.prompt.empty() ? read_input_ids(o.input_ids, cfg.vocab_size) : encode_prompt(*tok, o.prompt, cfg.vocab_size);
   const int64_t B = ids.dim(0), T = ids.dim(1), V = cfg.vocab_size;
 
   model::HybridModel net(cfg, host_backend(), dt);
@@ -83,8 +124,14 @@ void run_compare(const CompareOptions& o) {
               static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
               static_cast<long long>(net.params().numel()), dtype_name(dt), cpu::num_threads());
   for (const std::string& n : ck.notes()) std::printf("note: %s\n", n.c_str());
-  std::printf("input: %s: input_ids [%lld, %lld]\n", o.input_ids.c_str(), static_cast<long long>(B),
-              static_cast<long long>(T));
+  if (o.prompt.empty()) {
+    std::printf("input: %s: input_ids [%lld, %lld]\n", o.input_ids.c_str(), static_cast<long long>(B),
+                static_cast<long long>(T));
+  } else {
+    std::string list;
+    for (int64_t t = 0; t < T; ++t) list += fmt::format("{}{}", t ? ", " : "", ids.data<int64_t>()[t]);
+    std::printf("prompt: %lld tokens (%s): [%s]\n", static_cast<long long>(T), tok_path.c_str(), list.c_str());
+  }
 
   Context ctx{&host_backend(), nullptr, dt};
   Tensor logits = net.logits(ctx, ids);
@@ -110,9 +157,10 @@ void run_compare(const CompareOptions& o) {
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t c) { return row[a] > row[c]; });
     std::printf("next token after position %lld of sequence %lld:", static_cast<long long>(T - 1),
                 static_cast<long long>(b));
-    for (int i = 0; i < k; ++i)
-      std::printf("  %lld (%.4f)", static_cast<long long>(order[i]), std::exp(row[order[i]] - mx) / z);
     std::printf("\n");
+    for (int i = 0; i < k; ++i)
+      std::printf("  %d. %6lld  p = %.4f  %s\n", i + 1, static_cast<long long>(order[i]),
+                  std::exp(row[order[i]] - mx) / z, tok ? shown(*tok, order[i]).c_str() : "");
   }
 
   if (!o.dump.empty()) {

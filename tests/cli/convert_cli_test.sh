@@ -74,6 +74,13 @@ expect_failure "compare with a tolerance float32 cannot meet" '^verdict: FAIL' '
   "$BIN" compare --hf-model $F/moe_flat --input-ids $F/moe_flat.reference.safetensors --dtype float32 \
   --reference $F/moe_flat.reference.safetensors --logits-tol 1e-9 --grads-tol 1
 
+# --prompt: the ids are the ones HF tokenizers 0.23.2 gave for this text when the fixture was made
+# (tools/make_hf_fixtures.py logs them), and the exported directory carries the same tokenizer.
+expect_ok "compare --prompt" '^prompt: 10 tokens \(.*tokenizer.json\): \[276, 78, 81, 14, 223, 89, 287, 260, 84, 71\]$' \
+  "$BIN" compare --hf-model $F/dense --prompt "Hello, who are"
+expect_ok "compare --prompt shows the next tokens" '^  1\. +[0-9]+  p = 0\.[0-9]{4}  ' \
+  "$BIN" compare --hf-model "$TMP/hf" --prompt "Hello, who are"
+
 # --- bad input: exit 2, one line ------------------------------------------------------------------
 mkdir -p "$TMP/empty" "$TMP/noweights" "$TMP/wrongshape"
 cp $F/dense/config.json "$TMP/noweights/"
@@ -95,8 +102,8 @@ expect_error "export of a non-checkpoint" "$F/dense: not a checkpoint (expected 
 expect_error "bad shard size" '--max-shard-size: expected a size such as 5GB, 500MB or 2GiB, got "lots"' \
   "$BIN" convert export --checkpoint "$TMP/ckpt" --out "$TMP/x5" --max-shard-size lots
 expect_error "--prompt without a tokenizer" \
-  "--prompt needs the tokenizer (nemotron::data::Tokenizer, src/data/tokenizer.h), which this build does not have yet; pass --input-ids FILE (safetensors with int64 input_ids [B, T])" \
-  "$BIN" compare --hf-model $F/dense --prompt "Hello, who are"
+  "$F/moe: no tokenizer.json to encode --prompt with; pass --input-ids FILE (safetensors with int64 input_ids [B, T])" \
+  "$BIN" compare --hf-model $F/moe --prompt "Hello, who are"
 expect_error "input ids outside the vocabulary" "$F/dense.reference.safetensors: input_ids[0, 0] = 210 is outside the vocabulary [0, 96)" \
   "$BIN" compare --hf-model $F/moe --input-ids $F/dense.reference.safetensors
 expect_error "input file without input_ids" "$F/moe/model.safetensors: no tensor \"input_ids\" (expected int64 input_ids [B, T])" \
