@@ -14,7 +14,9 @@
 #include "io/safetensors.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_convert.h"
+#include "model/hybrid_model.h"
 #include "model/model_info.h"
+#include "model/weights_io.h"
 
 namespace nemotron::model {
 namespace {
@@ -294,6 +296,26 @@ TEST_F(HfCheckpointTest, export_finds_the_newest_iteration_and_checks_its_weight
   EXPECT_EQ(error_of([&] { export_hf({it, (tmp_ / "hf2").string()}, quiet); }),
             it + "/model.safetensors: tensor \"backbone.norm_f.weight\" has shape [31], expected [32] from config.yaml "
                  "(pattern \"MM*-M\", hidden_size 32, vocab_size 96)");
+}
+
+TEST_F(HfCheckpointTest, native_checkpoints_are_the_training_format_both_ways) {
+  // An import loads with model::load_weights (what training resumes from) to the values an HF load gives.
+  import_hf({fixture("moe").string(), (tmp_ / "imported").string()}, quiet);
+  ModelConfig cfg = load_model_config((tmp_ / "imported/config.yaml").string());
+  HybridModel a(cfg, host_backend(), DType::f64), b(cfg, host_backend(), DType::f64);
+  load_weights(io::SafetensorsSet::open((tmp_ / "imported").string()), a.params(), "imported");
+  HfCheckpoint::open(fixture("moe").string()).load_into(b.params());
+  for (const Param* p : a.params().all())
+    EXPECT_EQ(p->value.to_f64_vector(), b.params().get(p->name).value.to_f64_vector()) << p->name;
+  // What training writes (model::save_weights + config.yaml) exports to the original bytes.
+  HybridModel c(cfg, host_backend(), DType::f32);
+  HfCheckpoint::open(fixture("moe").string()).load_into(c.params());
+  fs::create_directories(tmp_ / "run/iter_0000010");
+  save_weights((tmp_ / "run/iter_0000010").string(), c.params(), 20'000);
+  std::ofstream(tmp_ / "run/iter_0000010/config.yaml") << checkpoint_config_yaml(cfg, {});
+  std::ofstream(tmp_ / "run/latest_checkpointed_iteration.txt") << "10\n";
+  export_hf({(tmp_ / "run").string(), (tmp_ / "hf").string()}, quiet);
+  EXPECT_TRUE(compare_hf_dirs(fixture("moe").string(), (tmp_ / "hf").string()).lossless());
 }
 
 }  // namespace
