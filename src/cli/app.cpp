@@ -14,6 +14,8 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("nemotron ") + NEMOTRON_VERSION);
   app.require_subcommand(0, 1);
   add_model_commands(app);
+  add_data_prep_commands(app);
+  add_pretrain_commands(app);
   add_convert_commands(app);
   add_compare_command(app);
   try {

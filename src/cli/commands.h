@@ -14,6 +14,10 @@ namespace nemotron::cli {
 void add_model_commands(CLI::App& app);
 // nemotron model demo -c FILE [--steps N] ...  (registered by add_model_commands)
 void add_model_demo_command(CLI::App& model);
+// nemotron super3|nano3 data prep pretrain [-c tiny|default|PATH] [--sample N] [--force] [key=value ...]
+void add_data_prep_commands(CLI::App& app);
+// nemotron super3|nano3 pretrain [-c tiny|default|PATH] [--dry-run] [key=value ...]  (pretrain_command.cpp)
+void add_pretrain_commands(CLI::App& app);
 // nemotron convert import|export|roundtrip: Hugging Face checkpoints in and out
 void add_convert_commands(CLI::App& app);
 // nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]

@@ -1,6 +1,61 @@
 #include "model/moe_mixer.h"
 
+#include "ops/dispatch.h"
+
 namespace nemotron::model {
+
+namespace {
+
+// The seq_aux_loss (A.7.4) on the host: scores s [B*S, E] -> aux, and the per-sequence counts
+// sum_t m_ti [B, E] that its backward needs.
+template <class T>
+double seq_aux_forward(const T* s, int64_t B, int64_t S, int64_t E, int64_t K, double coeff,
+                       std::vector<double>& counts) {
+  counts.assign(static_cast<size_t>(B * E), 0.0);
+  std::vector<double> psum(static_cast<size_t>(B * E), 0.0);
+  std::vector<char> taken(static_cast<size_t>(E));
+  for (int64_t n = 0; n < B * S; ++n) {
+    const T* row = s + n * E;
+    const int64_t b = n / S;
+    double z = 0;
+    for (int64_t i = 0; i < E; ++i) z += static_cast<double>(row[i]);
+    z = K > 1 ? z + 1e-20 : 1.0;
+    for (int64_t i = 0; i < E; ++i) psum[b * E + i] += static_cast<double>(row[i]) / z;
+    std::fill(taken.begin(), taken.end(), 0);
+    for (int64_t j = 0; j < K; ++j) {  // top-K of p = top-K of s; strict > keeps the lowest index
+      int64_t arg = -1;
+      for (int64_t i = 0; i < E; ++i)
+        if (!taken[i] && (arg < 0 || row[i] > row[arg])) arg = i;
+      taken[arg] = 1;
+      counts[b * E + arg] += 1.0;
+    }
+  }
+  double total = 0;
+  for (int64_t k = 0; k < B * E; ++k) total += counts[k] * psum[k];
+  const double Sd = static_cast<double>(S);
+  return coeff / static_cast<double>(B) * static_cast<double>(E) / (static_cast<double>(K) * Sd * Sd) * total;
+}
+
+// dlogits += w * d/dlogits sum_b sum_i c_bi sum_t p_ti, w = grad_scale * coeff * E / (K S^2 B):
+// g_i = w c_bi = dL/dp_ti; through p = s / Z: ds_j = g_j / Z - (sum_i g_i s_i) / Z^2; through the
+// sigmoid: dlogit_j = ds_j s_j (1 - s_j).
+template <class T>
+void seq_aux_backward(const T* s, int64_t B, int64_t S, int64_t E, int64_t K, double w,
+                      const std::vector<double>& counts, T* dlogits) {
+  for (int64_t n = 0; n < B * S; ++n) {
+    const T* row = s + n * E;
+    const double* c = counts.data() + (n / S) * E;
+    double z = 0, dot = 0;
+    for (int64_t i = 0; i < E; ++i) z += static_cast<double>(row[i]), dot += w * c[i] * static_cast<double>(row[i]);
+    for (int64_t j = 0; j < E; ++j) {
+      const double sj = static_cast<double>(row[j]);
+      const double ds = K > 1 ? w * c[j] / (z + 1e-20) - dot / ((z + 1e-20) * (z + 1e-20)) : w * c[j];
+      dlogits[n * E + j] += static_cast<T>(ds * sj * (1.0 - sj));
+    }
+  }
+}
+
+}  // namespace
 
 MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index)
     : H_(cfg.hidden_size), d_e_(cfg.moe_expert_dim()), init_std_(cfg.initializer_range), out_std_(output_init_std(cfg)) {
@@ -54,6 +109,15 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   Tensor logits = gate_.forward(ctx, x);
   Tensor scores = ctx.empty({N, E}, dt);
   ops::moe_router_scores(ctx, logits, scores);
+  std::vector<double> aux_counts;
+  last_aux_loss_ = 0;
+  if (aux_coeff_ > 0) {
+    ops::require_cpu(scores, "moe seq_aux_loss");
+    ops::dispatch_float(dt, "moe seq_aux_loss", [&](auto zero) {
+      using T = decltype(zero);
+      last_aux_loss_ = seq_aux_forward<T>(scores.data<T>(), u.dim(0), u.dim(1), E, K, aux_coeff_, aux_counts);
+    });
+  }
   Tensor topk_idx;
   if (forced_) {
     NM_CHECK(forced_->shape() == Shape({N, K}), "moe: forced selection {} for {} tokens of top-{}",
@@ -106,6 +170,11 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
     s->experts = std::move(expert_saved);
     s->routed = routed;
     s->shared = std::move(shared_saved);
+    s->aux_counts = std::move(aux_counts);
+    s->aux_sequences = u.dim(0);
+    const double S = static_cast<double>(u.dim(1));
+    s->aux_grad_weight = aux_grad_scale_ * aux_coeff_ * static_cast<double>(E) /
+                         (static_cast<double>(K) * S * S * static_cast<double>(u.dim(0)));
     *saved = std::move(s);
   }
   return out.view(u.shape());
@@ -147,6 +216,13 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   // Router: only the chosen scores get gradient (A.7.3); the correction bias gets none.
   Tensor dlogits = ctx.empty({N, E}, dt);
   ops::moe_router_backward(ctx, router_, s.scores, s.topk_idx, dw, dlogits);
+  if (!s.aux_counts.empty()) {
+    const int64_t B = s.aux_sequences, S = N / B;
+    ops::dispatch_float(dt, "moe seq_aux_loss", [&](auto zero) {
+      using T = decltype(zero);
+      seq_aux_backward<T>(s.scores.data<T>(), B, S, E, K, s.aux_grad_weight, s.aux_counts, dlogits.data<T>());
+    });
+  }
   gate_.backward(ctx, s.x, dlogits, &du, true);
 
   if (shared_) shared_->backward_into(ctx, *s.shared, dy, du, true);

@@ -28,6 +28,11 @@ struct MoeSaved : MixerSaved {
   std::vector<std::unique_ptr<MixerSaved>> experts;  // per expert; null for an expert with no token
   Tensor routed;            // weighted combine [N, d_e], the fc2_latent_proj input (latent only)
   std::unique_ptr<MixerSaved> shared;
+  // Sequence aux loss (when on): per sequence b and expert i, the tokens whose unbiased top-k
+  // holds i, [B * E]; the sequence count B; grad_scale * coeff * E / (K S^2 B).
+  std::vector<double> aux_counts;
+  int64_t aux_sequences = 0;
+  double aux_grad_weight = 0;
 };
 
 class MoeMixer : public Mixer {
@@ -52,6 +57,17 @@ class MoeMixer : public Mixer {
   // The expert choice [B*T, K] of the last forward (to pin it with force_selection).
   const Tensor& last_selection() const { return last_selection_; }
   const ops::MoeRouterParams& router_params() const { return router_; }
+  // The selection-only correction bias (a buffer), which aux-loss-free balancing moves (A.7.4).
+  Param& correction_bias() { return *correction_bias_; }
+
+  // Megatron's seq_aux_loss (A.7.4), off while coeff == 0. Each forward then computes, over the
+  // B sequences of S tokens of u, with p = s / (sum_i s_i + 1e-20) (s = router scores; no
+  // normalisation when K = 1) and m the top-K of p without the bias (lowest index wins ties):
+  //   aux = coeff * (1/B) * sum_b E / (K S^2) * sum_i (sum_t m_ti) (sum_t p_ti)
+  // and each backward adds grad_scale * d aux / d logits to the router gradient (m is constant).
+  void set_seq_aux_loss(double coeff, double grad_scale) { aux_coeff_ = coeff, aux_grad_scale_ = grad_scale; }
+  // aux of the last forward (0 when off).
+  double last_aux_loss() const { return last_aux_loss_; }
   int64_t expert_dim() const { return d_e_; }
 
  private:
@@ -66,6 +82,7 @@ class MoeMixer : public Mixer {
   std::optional<Tensor> forced_;
   std::vector<int64_t> last_tokens_per_expert_;
   Tensor last_selection_;
+  double aux_coeff_ = 0, aux_grad_scale_ = 1, last_aux_loss_ = 0;
 };
 
 }  // namespace nemotron::model

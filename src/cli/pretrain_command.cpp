@@ -1,0 +1,98 @@
+// `nemotron <family> pretrain [-c tiny|default|PATH] [--dry-run] [key=value ...]`: stage 0 of the
+// pipeline for the super3 and nano3 recipe families. `-c NAME` picks
+// recipes/<family>/pretrain/NAME.yaml (found under $NEMOTRON_RECIPES, ./recipes, or the recipes
+// folder beside the binary's build or install tree); anything with a '/' or a .yaml/.yml suffix
+// is a path. Data: .bin/.idx files by dataset.blend or a per-split blend.json (what `data prep
+// pretrain` writes), or dataset.mock. --dry-run prints the resolved config, model size, plan and
+// memory and runs nothing. Bad input (config, overrides, missing data, a checkpoint of another
+// shape) is one line and exit 2, before anything is written.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/recipe_paths.h"
+#include "core/config_tree.h"
+#include "core/error.h"
+#include "model/hybrid_model.h"
+#include "model/model_info.h"
+#include "train/data_sources.h"
+#include "train/plan.h"
+#include "train/trainer.h"
+
+namespace nemotron::cli {
+
+namespace {
+
+struct PretrainOptions {
+  std::string family;
+  std::string config = "default";
+  bool dry_run = false;
+  std::vector<std::string> overrides;
+};
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+void run_pretrain(const PretrainOptions& o) {
+  const std::string path = resolve_recipe(o.family, "pretrain", o.config);
+  train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides);
+  if (o.dry_run) {
+    std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    return;
+  }
+  const train::MemoryEstimate mem = train::estimate_memory(cfg);
+  const double have = physical_memory_bytes();
+  if (have > 0 && mem.total() > 0.9 * have)
+    throw InputError(
+        fmt::format("{}: training this model on the CPU needs about {} ({} parameters), this machine has "
+                    "{}; see the plan with --dry-run, or use -c tiny",
+                    path, train::human_bytes(mem.total()), model::human_count(static_cast<double>(mem.params)),
+                    train::human_bytes(have)));
+  const train::DatasetSection& d = cfg.dataset;
+  std::error_code ec;
+  if (!d.mock && !d.per_split_data_args_path.empty() && !std::filesystem::exists(d.per_split_data_args_path, ec))
+    throw InputError(
+        fmt::format("{}: dataset.per_split_data_args_path: {} does not exist; write it with `nemotron {} "
+                    "data prep pretrain -c {}`, or train on synthetic tokens with dataset.mock=true",
+                    path, d.per_split_data_args_path, o.family, o.config));
+  train::DataSources data = train::make_data_sources(cfg);  // opens the files, builds the indices
+  if (cfg.train.eval_iters > 0 && !data.valid)
+    std::printf("note: the data has no validation split; train.eval_iters is ignored\n");
+  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  net.init(cfg.seed);
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get());
+  trainer.restore_from_config();  // reads only; errors leave every file as it was
+  trainer.run();
+}
+
+}  // namespace
+
+void add_pretrain_commands(CLI::App& app) {
+  for (const RecipeFamily& f : kRecipeFamilies) {
+    const char* family = f.name;
+    CLI::App* group = family_group(app, family);
+    auto o = std::make_shared<PretrainOptions>();
+    o->family = family;
+    CLI::App* cmd = group->add_subcommand(
+        "pretrain", "Pretrain the model (stage 0): mock or prepared data, checkpoints, exact resume");
+    cmd->add_option("-c,--config", o->config,
+                    fmt::format("Recipe: a name in recipes/{}/pretrain/ (tiny, default) or a YAML path", family))
+        ->capture_default_str();
+    cmd->add_flag("-d,--dry-run", o->dry_run, "Print the resolved config, model size, plan and memory; run nothing");
+    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (train.train_iters=50)")
+        ->check(CLI::Validator(
+            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+            "KEY=VALUE"));
+    cmd->callback([o] { run_pretrain(*o); });
+  }
+}
+
+}  // namespace nemotron::cli

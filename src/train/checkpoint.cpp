@@ -1,0 +1,248 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/config_tree.h"
+#include "core/error.h"
+#include "io/mapped_file.h"
+#include "io/safetensors.h"
+#include "model/weights_io.h"
+
+namespace nemotron::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open to flush: {}", dir.string(), std::strerror(errno)));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw Error(fmt::format("{}: cannot flush: {}", dir.string(), std::strerror(errno)));
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  io::write_file_atomically(path.string(), text.data(), text.size());
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The iteration a tracker names, or -1 when there is none. "release" is Megatron's name for a
+// release checkpoint directory; we never write one and refuse it clearly.
+int64_t read_tracker(const fs::path& save_dir) {
+  const fs::path tracker = save_dir / kTrackerFile;
+  std::error_code ec;
+  if (!fs::exists(tracker, ec)) return -1;
+  std::string text = read_text(tracker);
+  text.erase(std::remove_if(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); }), text.end());
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 0)
+    throw InputError(fmt::format("{}: expected an iteration number, got \"{}\"", tracker.string(), text));
+  return v;
+}
+
+bool complete(const fs::path& iter_dir) {
+  std::error_code ec;
+  return fs::is_regular_file(iter_dir / "train_state.json", ec);
+}
+
+void remove_all_or_throw(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  if (ec) throw Error(fmt::format("{}: cannot remove: {}", p.string(), ec.message()));
+}
+
+}  // namespace
+
+json TrainState::to_json() const {
+  return {{"format_version", kCheckpointFormatVersion},
+          {"iteration", iteration},
+          {"consumed_train_samples", consumed_train_samples},
+          {"optimizer_steps", optimizer_steps},
+          {"scheduler", {{"num_steps", consumed_train_samples}, {"last_lr", last_lr}}},
+          {"data", data},
+          {"rng", rng}};
+}
+
+TrainState TrainState::from_json(const json& j, const std::string& source) {
+  auto fail = [&](const std::string& key, const std::string& problem) { throw_config_error(source, key, problem); };
+  if (!j.is_object()) fail("", "expected a JSON object");
+  auto get_int = [&](const char* key) -> int64_t {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
+      fail(key, "missing or not a non-negative integer");
+    return it->get<int64_t>();
+  };
+  int64_t version = get_int("format_version");
+  if (version != kCheckpointFormatVersion)
+    fail("format_version", fmt::format("{} is not a format this build reads ({})", version, kCheckpointFormatVersion));
+  TrainState s;
+  s.iteration = get_int("iteration");
+  s.consumed_train_samples = get_int("consumed_train_samples");
+  s.optimizer_steps = get_int("optimizer_steps");
+  s.data = j.value("data", json::object());
+  s.rng = j.value("rng", json::object());
+  if (auto it = j.find("scheduler"); it != j.end() && it->is_object()) s.last_lr = it->value("last_lr", 0.0);
+  return s;
+}
+
+std::string iteration_dir_name(int64_t iteration) { return fmt::format("iter_{:07d}", iteration); }
+
+std::string save_checkpoint(const std::string& save_dir, const CheckpointContent& c, int64_t most_recent_k,
+                            const SaveStageHook& hook) {
+  NM_CHECK(c.params != nullptr, "save_checkpoint without parameters");
+  auto stage = [&](const char* name) {
+    if (hook) hook(name);
+  };
+  const fs::path parent(save_dir);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create the checkpoint directory: {}", save_dir, ec.message()));
+  const std::string name = iteration_dir_name(c.state.iteration);
+  const fs::path final_dir = parent / name;
+  const fs::path tmp = parent / fmt::format("{}.tmp-{}", name, ::getpid());
+  remove_all_or_throw(tmp);
+  fs::create_directory(tmp, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create: {}", tmp.string(), ec.message()));
+
+  stage("model");
+  model::save_weights(tmp.string(), *c.params);
+  if (c.optimizer) {
+    stage("optimizer");
+    std::vector<io::NamedTensor> moments;
+    const auto& all = c.params->all();
+    for (size_t k = 0; k < all.size(); ++k) {
+      if (!all[k]->trainable) continue;
+      moments.push_back({"exp_avg." + all[k]->name, c.optimizer->first_moments()[k]});
+      moments.push_back({"exp_avg_sq." + all[k]->name, c.optimizer->second_moments()[k]});
+    }
+    io::save_safetensors((tmp / "optimizer.safetensors").string(), moments,
+                         {{"format", "nemotron-adamw"}, {"step", std::to_string(c.optimizer->steps_taken())}});
+  }
+  stage("config");
+  write_text(tmp / "config.yaml", c.config_yaml);
+  stage("train_state");
+  write_text(tmp / "train_state.json", c.state.to_json().dump(2) + "\n");
+  fsync_dir(tmp);
+
+  stage("rename");
+  const fs::path old = parent / fmt::format("{}.old-{}", name, ::getpid());
+  const bool replacing = fs::exists(final_dir, ec);
+  if (replacing) {  // the same iteration saved again (e.g. a fresh run into an old directory)
+    remove_all_or_throw(old);
+    fs::rename(final_dir, old, ec);
+    if (ec) throw Error(fmt::format("cannot move {} aside: {}", final_dir.string(), ec.message()));
+  }
+  fs::rename(tmp, final_dir, ec);
+  if (ec) throw Error(fmt::format("cannot rename {} to {}: {}", tmp.string(), final_dir.string(), ec.message()));
+  fsync_dir(parent);
+  if (replacing) remove_all_or_throw(old);
+
+  stage("tracker");
+  write_text(parent / kTrackerFile, std::to_string(c.state.iteration));
+  fsync_dir(parent);
+
+  stage("prune");
+  prune_checkpoints(save_dir, most_recent_k);
+  return final_dir.string();
+}
+
+bool has_checkpoint(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(fs::path(path) / kTrackerFile, ec) || complete(path);
+}
+
+std::string resolve_checkpoint_dir(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) throw InputError(fmt::format("{}: no such checkpoint directory", path));
+  const int64_t it = read_tracker(path);
+  if (it >= 0) {
+    fs::path dir = fs::path(path) / iteration_dir_name(it);
+    if (!complete(dir))
+      throw InputError(fmt::format("{}/{} names iteration {}, but {} is missing or incomplete", path, kTrackerFile, it,
+                                   dir.string()));
+    return dir.string();
+  }
+  if (complete(path)) return path;
+  throw InputError(fmt::format("{}: not a checkpoint (neither {} nor an iter_* directory with train_state.json)", path,
+                               kTrackerFile));
+}
+
+TrainState read_train_state(const std::string& iter_dir) {
+  const std::string path = (fs::path(iter_dir) / "train_state.json").string();
+  return TrainState::from_json(parse_json_text(read_text(path), path), path);
+}
+
+void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params) {
+  io::SafetensorsSet set = io::SafetensorsSet::open(iter_dir);
+  model::load_weights(set, params, (fs::path(iter_dir) / "model.safetensors").string(), /*strict=*/true);
+}
+
+void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,
+                               int64_t optimizer_steps) {
+  const std::string path = (fs::path(iter_dir) / "optimizer.safetensors").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw InputError(
+        fmt::format("{}: missing (a weights-only checkpoint; load it with checkpoint.finetune=true)", path));
+  io::SafetensorsFile f = io::SafetensorsFile::open(path);
+  const auto& all = params.all();
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (!all[k]->trainable) continue;
+    for (auto [prefix, dst] :
+         {std::pair{"exp_avg.", &opt.first_moments()[k]}, std::pair{"exp_avg_sq.", &opt.second_moments()[k]}}) {
+      const std::string name = prefix + all[k]->name;
+      const io::StTensorInfo* info = f.find(name);
+      if (!info)
+        throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the optimizer needs", path, name,
+                                     dst->shape().str()));
+      if (info->shape != dst->shape())
+        throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the optimizer expects {}", path, name,
+                                     info->shape.str(), dst->shape().str()));
+      dst->copy_from(f.load(name, dst->dtype()));
+    }
+  }
+  opt.set_steps_taken(optimizer_steps);
+}
+
+void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k) {
+  static const std::regex kIter("iter_([0-9]{7})"), kLeftover("iter_[0-9]{7}\\.(tmp|old)-[0-9]+");
+  std::error_code ec;
+  std::vector<std::pair<int64_t, fs::path>> iters;
+  const int64_t tracked = read_tracker(save_dir);
+  for (const auto& e : fs::directory_iterator(save_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    std::smatch m;
+    if (std::regex_match(name, kLeftover)) {
+      remove_all_or_throw(e.path());
+    } else if (std::regex_match(name, m, kIter) && complete(e.path())) {
+      iters.emplace_back(std::stoll(m[1].str()), e.path());
+    }
+  }
+  if (ec) throw Error(fmt::format("{}: cannot list: {}", save_dir, ec.message()));
+  if (most_recent_k < 0 || static_cast<int64_t>(iters.size()) <= most_recent_k) return;
+  std::sort(iters.begin(), iters.end());
+  for (size_t i = 0; i + static_cast<size_t>(most_recent_k) < iters.size(); ++i)
+    if (iters[i].first != tracked) remove_all_or_throw(iters[i].second);
+}
+
+}  // namespace nemotron::train

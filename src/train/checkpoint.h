@@ -1,0 +1,79 @@
+// Training checkpoints in Megatron's directory layout (reference/pipeline-and-rl.md §7), with
+// safetensors instead of torch_dist shards:
+//   <save>/latest_checkpointed_iteration.txt   ASCII iteration (Megatron-LM's tracker)
+//   <save>/iter_0000100/model.safetensors       weights by Hub name (model::save_weights)
+//                       optimizer.safetensors   AdamW moments exp_avg.<name>, exp_avg_sq.<name>
+//                       config.yaml             the resolved config of the run
+//                       train_state.json        iteration, samples, optimizer steps, data cursor,
+//                                               RNG, scheduler position, format version
+// Crash safety: the iteration is written under a temporary name, fsynced and renamed into place,
+// and only then is the tracker replaced atomically; train_state.json is written last inside the
+// directory, so a directory without it is never a checkpoint. A kill at any moment leaves the
+// tracker naming a complete checkpoint (the previous one until the very last rename).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/param.h"
+#include "train/adamw.h"
+
+namespace nemotron::train {
+
+constexpr int kCheckpointFormatVersion = 1;
+constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
+
+struct TrainState {
+  int64_t iteration = 0;                           // optimizer steps completed
+  int64_t consumed_train_samples = 0;              // = the scheduler position in samples
+  int64_t optimizer_steps = 0;                     // AdamW's step count (its bias corrections)
+  nlohmann::json data = nlohmann::json::object();  // {"train": BatchSource::state()}
+  nlohmann::json rng = nlohmann::json::object();   // seeds (every stream is counter-based)
+  double last_lr = 0;
+
+  nlohmann::json to_json() const;
+  // `source` names the file in errors.
+  static TrainState from_json(const nlohmann::json& j, const std::string& source);
+};
+
+// "iter_0000100" (Megatron's iter_%07d).
+std::string iteration_dir_name(int64_t iteration);
+
+// Called with the stage about to run ("model", "optimizer", "config", "train_state", "rename",
+// "tracker", "prune"): tests inject crashes here.
+using SaveStageHook = std::function<void(const std::string& stage)>;
+
+struct CheckpointContent {
+  const model::ParamStore* params = nullptr;
+  const AdamW* optimizer = nullptr;  // null: no optimizer.safetensors
+  TrainState state;
+  std::string config_yaml;
+};
+
+// Writes <save_dir>/iter_XXXXXXX for content.state.iteration as described above, then prunes to
+// the most_recent_k newest iterations (-1 keeps all). Returns the iteration directory.
+std::string save_checkpoint(const std::string& save_dir, const CheckpointContent& content, int64_t most_recent_k = -1,
+                            const SaveStageHook& hook = {});
+
+// The iteration directory `path` names: a parent with the tracker file, or an iter_* directory
+// holding train_state.json. InputError naming the path otherwise.
+std::string resolve_checkpoint_dir(const std::string& path);
+// True when `path` holds a tracker or a train_state.json (something resolve_checkpoint_dir takes).
+bool has_checkpoint(const std::string& path);
+
+// Reads train_state.json of an iteration directory.
+TrainState read_train_state(const std::string& iter_dir);
+// Fills `params` from iter_dir/model.safetensors. A tensor missing or of another shape is an
+// InputError naming the checkpoint, the tensor and both shapes (nothing on disk is touched).
+void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params);
+// Fills the moments of `opt` (every trainable parameter) from iter_dir/optimizer.safetensors and
+// sets its step count.
+void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,
+                               int64_t optimizer_steps);
+
+// Removes complete iterations beyond the k newest (never the one the tracker names) and
+// leftover temporary directories of interrupted saves.
+void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k);
+
+}  // namespace nemotron::train

@@ -1,0 +1,32 @@
+// What a training run reports: the JSONL metrics file (one object per line, flushed as it is
+// written, so a crash loses nothing already logged) and the time formats of the log lines.
+#pragma once
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace nemotron::train {
+
+class MetricsFile {
+ public:
+  MetricsFile() = default;
+  // Creates the parent directory; `append` keeps earlier lines (a resumed run continues the file).
+  MetricsFile(const std::string& path, bool append);
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+  MetricsFile(MetricsFile&& o) noexcept : f_(o.f_), path_(std::move(o.path_)) { o.f_ = nullptr; }
+  MetricsFile& operator=(MetricsFile&& o) noexcept;
+  bool is_open() const { return f_ != nullptr; }
+  const std::string& path() const { return path_; }
+  void write(const nlohmann::json& record);
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_;
+};
+
+// 3725.4 -> "1:02:05"; 59.9 -> "0:00:59".
+std::string format_hms(double seconds);
+
+}  // namespace nemotron::train

@@ -1,0 +1,72 @@
+#include "train/moe_balancing.h"
+
+#include <algorithm>
+
+#include "ops/dispatch.h"
+
+namespace nemotron::train {
+
+void update_expert_bias(model::Param& bias, const std::vector<int64_t>& counts, double rate) {
+  const int64_t E = bias.value.numel();
+  NM_CHECK(static_cast<int64_t>(counts.size()) == E, "expert bias [{}] with {} counts", E, counts.size());
+  ops::require_cpu(bias.value, "update_expert_bias");
+  double mean = 0;
+  for (int64_t c : counts) mean += static_cast<double>(c);
+  mean /= static_cast<double>(E);
+  ops::dispatch_float(bias.value.dtype(), "update_expert_bias", [&](auto zero) {
+    using T = decltype(zero);
+    T* b = bias.value.data<T>();
+    for (int64_t i = 0; i < E; ++i) {
+      const double offset = mean - static_cast<double>(counts[i]);
+      const double sign = offset > 0 ? 1.0 : offset < 0 ? -1.0 : 0.0;
+      b[i] += static_cast<T>(sign * rate);
+    }
+  });
+}
+
+MoeBalancer::MoeBalancer(model::HybridModel& net, const MoeSection& cfg) : cfg_(cfg) {
+  for (const auto& m : net.mixers())
+    if (auto* moe = dynamic_cast<model::MoeMixer*>(m.get())) layers_.push_back(moe);
+  counts_.resize(layers_.size());
+}
+
+void MoeBalancer::begin_step(int64_t micro_batches) {
+  micro_batches_ = micro_batches;
+  aux_sum_ = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    counts_[l].assign(static_cast<size_t>(layers_[l]->router_params().num_experts), 0);
+    layers_[l]->set_seq_aux_loss(cfg_.seq_aux_loss() ? cfg_.moe_aux_loss_coeff : 0.0,
+                                 1.0 / static_cast<double>(micro_batches));
+  }
+}
+
+void MoeBalancer::after_micro_batch() {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const auto& c = layers_[l]->last_tokens_per_expert();
+    for (size_t e = 0; e < c.size(); ++e) counts_[l][e] += c[e];
+    aux_sum_ += layers_[l]->last_aux_loss();
+  }
+}
+
+void MoeBalancer::end_step() {
+  if (!cfg_.moe_router_enable_expert_bias) return;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    update_expert_bias(layers_[l]->correction_bias(), counts_[l], cfg_.moe_router_bias_update_rate);
+}
+
+void MoeBalancer::for_evaluation() {
+  for (auto* l : layers_) l->set_seq_aux_loss(0.0, 1.0);
+}
+
+double MoeBalancer::step_max_load() const {
+  double worst = 0;
+  for (const auto& c : counts_) {
+    if (c.empty()) continue;
+    double sum = 0, mx = 0;
+    for (int64_t v : c) sum += static_cast<double>(v), mx = std::max(mx, static_cast<double>(v));
+    if (sum > 0) worst = std::max(worst, mx / (sum / static_cast<double>(c.size())));
+  }
+  return worst;
+}
+
+}  // namespace nemotron::train

@@ -1,0 +1,162 @@
+#include "train/plan.h"
+
+#include <fmt/format.h>
+
+#include "model/model_info.h"
+
+namespace nemotron::train {
+
+namespace {
+
+// Values per token the backward keeps for one layer (float32 on the CPU): the residual input,
+// the norm's rstd and output, and the mixer's saved tensors.
+double saved_per_token(const model::ModelConfig& c, model::LayerKind kind) {
+  const double H = static_cast<double>(c.hidden_size);
+  double v = 2 * H + 1;
+  switch (kind) {
+    case model::LayerKind::mamba:  // in_proj output, conv output, scan output, chunk states
+      v += static_cast<double>(c.mamba_in_proj_dim() + c.mamba_conv_dim() + c.mamba_d_inner()) +
+           static_cast<double>(c.mamba_num_heads * c.mamba_head_dim * c.ssm_state_size) /
+               static_cast<double>(c.chunk_size);
+      break;
+    case model::LayerKind::attention: {  // q, k, v, attention output, lse
+      const double hd = static_cast<double>(c.attn_head_dim());
+      v += (2.0 * static_cast<double>(c.num_attention_heads) + 2.0 * static_cast<double>(c.num_key_value_heads)) * hd +
+           static_cast<double>(c.num_attention_heads);
+      break;
+    }
+    case model::LayerKind::mlp:  // the up (and gate) projection outputs
+      v += static_cast<double>((c.gated_mlp() ? 2 : 1) * c.intermediate_size);
+      break;
+    case model::LayerKind::moe: {  // scores, choice, per routed slot input/up/output, shared, latent
+      const double K = static_cast<double>(c.num_experts_per_tok), de = static_cast<double>(c.moe_expert_dim());
+      v += static_cast<double>(c.n_routed_experts) + 2 * K +
+           K * (2 * de + static_cast<double>(c.moe_intermediate_size)) +
+           static_cast<double>(c.moe_shared_expert_intermediate_size * c.n_shared_experts);
+      if (c.moe_latent_size > 0) v += 2 * de;
+      break;
+    }
+  }
+  return v;
+}
+
+std::string lr_at(const LrSchedule& s, int64_t iteration, int64_t gbs) {
+  return fmt::format("{:.4E}", s.lr((iteration - 1) * gbs));
+}
+
+}  // namespace
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) b /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.2f} {}", b, units[u]);
+}
+
+MemoryEstimate estimate_memory(const PretrainConfig& cfg) {
+  const model::ModelInfo info = model::model_info(cfg.model, cfg.dataset.seq_length);
+  MemoryEstimate m;
+  m.params = info.total_params;
+  const double P = static_cast<double>(info.total_params);
+  m.param_bytes = 4 * P;
+  m.grad_bytes = 4 * P;
+  m.moment_bytes = 8 * P;
+  double per_token = 2.0 * static_cast<double>(cfg.model.hidden_size);  // final norm input and output
+  for (int64_t i = 0; i < cfg.model.num_layers(); ++i) per_token += saved_per_token(cfg.model, cfg.model.layer_kind(i));
+  const double tokens = static_cast<double>(cfg.train.micro_batch_size * cfg.dataset.seq_length);
+  // Plus one chunk of logits and its gradient (1024 rows of the vocabulary).
+  m.activation_bytes = 4 * (per_token * tokens + 2.0 * 1024 * static_cast<double>(cfg.model.vocab_size));
+  return m;
+}
+
+std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, size_t overrides) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  const TrainSection& t = cfg.train;
+  const model::ModelConfig& mc = cfg.model;
+  const model::ModelInfo info = model::model_info(mc, cfg.dataset.seq_length);
+  const LrSchedule s = cfg.lr_schedule();
+  const int64_t G = t.global_batch_size;
+
+  line(fmt::format("recipe: {}{}", recipe, overrides ? fmt::format(" (+ {} override(s))", overrides) : ""));
+  line("--- resolved config ---");
+  out += config_to_yaml(cfg.tree);
+  line("--- model ---");
+  line(fmt::format("  {} layers \"{}\", hidden {}, vocab {}", mc.num_layers(), mc.hybrid_override_pattern,
+                   mc.hidden_size, mc.vocab_size));
+  line(fmt::format("  parameters        {:>20}  ({})", model::format_count(info.total_params),
+                   model::human_count(static_cast<double>(info.total_params))));
+  line(fmt::format("  active per token  {:>20}  ({})", model::format_count(info.active_params),
+                   model::human_count(static_cast<double>(info.active_params))));
+  if (info.mtp_params > 0)
+    line(fmt::format("  (not trained: {} MTP parameters, multi-token prediction is not modelled yet)",
+                     model::format_count(info.mtp_params)));
+  line(fmt::format("  training compute  {} per token at seq {}", model::human_flops(info.training_flops_per_token),
+                   cfg.dataset.seq_length));
+
+  line("--- plan ---");
+  const double tokens = static_cast<double>(t.train_iters) * static_cast<double>(cfg.tokens_per_step());
+  line(fmt::format("  {} iterations of global batch {} = micro-batch {} x {} accumulation step(s), seq {}",
+                   t.train_iters, G, t.micro_batch_size, t.accumulation_steps(), cfg.dataset.seq_length));
+  line(fmt::format("  {} tokens per iteration, {} tokens in all, {} of training compute",
+                   model::format_count(cfg.tokens_per_step()), model::human_count(tokens),
+                   model::human_flops(info.training_flops_per_token * tokens)));
+  std::string sched = fmt::format("  lr: {} {:.3g} -> {:.3g}", lr_decay_style_name(s.style), s.max_lr, s.min_lr);
+  if (s.style == LrDecayStyle::wsd) sched += fmt::format(" ({} anneal)", wsd_decay_style_name(s.wsd_style));
+  line(sched + fmt::format(", AdamW betas ({}, {}) eps {:.1e} weight decay {}, clip {}", cfg.optimizer.adam_beta1,
+                           cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps, cfg.optimizer.weight_decay,
+                           cfg.optimizer.clip_grad));
+  const int64_t warm_end = s.warmup_steps / G + 1, decay_end = s.decay_steps / G + 1;
+  // Iteration i updates with lr(samples before it) = lr((i - 1) * G).
+  line(fmt::format(
+      "    iteration 1: {} | end of warmup ({}): {}{}{} | last ({}): {}", lr_at(s, 1, G), warm_end,
+      lr_at(s, warm_end, G),
+      s.style == LrDecayStyle::wsd ? fmt::format(" | anneal after {} iterations", s.anneal_start() / G) : std::string(),
+      decay_end <= t.train_iters ? fmt::format(" | min_lr from iteration {}", decay_end) : std::string(), t.train_iters,
+      lr_at(s, t.train_iters, G)));
+  line(t.eval_iters > 0
+           ? fmt::format("  validation: {} x {} sequences{}", t.eval_iters, G,
+                         t.eval_interval > 0 ? fmt::format(" every {} iterations and at the end", t.eval_interval)
+                                             : std::string(" at the end"))
+           : "  validation: none");
+  const CheckpointSection& k = cfg.checkpoint;
+  line(k.save.empty()
+           ? "  checkpoints: none (checkpoint.save is empty)"
+           : fmt::format("  checkpoints: {}/iter_XXXXXXX {}, keep {}", k.save,
+                         k.save_interval > 0 ? fmt::format("every {} iterations and at the end", k.save_interval)
+                                             : std::string("at the end"),
+                         k.most_recent_k < 0 ? std::string("all") : std::to_string(k.most_recent_k)));
+  if (!k.load.empty()) line(fmt::format("  {} from: {}", k.finetune ? "weights" : "resume", k.load));
+  const DatasetSection& d = cfg.dataset;
+  if (d.mock)
+    line(
+        fmt::format("  data: mock (synthetic Markov-chain tokens, seed {}){}", d.random_seed,
+                    d.has_blend() || !d.per_split_data_args_path.empty() ? "; the configured files are not used" : ""));
+  else if (d.has_blend())
+    line(fmt::format("  data: blend {}, split {}, seed {}", d.blend.dump(), d.split.empty() ? "969,30,1" : d.split,
+                     d.random_seed));
+  else
+    line(fmt::format("  data: blend per split from {}, seed {}", d.per_split_data_args_path, d.random_seed));
+  const MoeSection& m = cfg.moe;
+  if (m.moe_router_enable_expert_bias || m.seq_aux_loss())
+    line(fmt::format("  moe balancing:{}{}",
+                     m.moe_router_enable_expert_bias
+                         ? fmt::format(" expert-bias update rate {}", m.moe_router_bias_update_rate)
+                         : std::string(),
+                     m.seq_aux_loss() ? fmt::format(" seq_aux_loss coeff {}", m.moe_aux_loss_coeff) : std::string()));
+
+  const MemoryEstimate mem = estimate_memory(cfg);
+  line("--- memory (rough; one process, float32 as on the CPU) ---");
+  line(fmt::format("  parameters        {:>12}", human_bytes(mem.param_bytes)));
+  line(fmt::format("  gradients         {:>12}", human_bytes(mem.grad_bytes)));
+  line(fmt::format("  Adam moments      {:>12}", human_bytes(mem.moment_bytes)));
+  line(fmt::format("  activations       {:>12}  (one micro-batch of {} x {} tokens)", human_bytes(mem.activation_bytes),
+                   t.micro_batch_size, d.seq_length));
+  line(fmt::format("  total             {:>12}", human_bytes(mem.total())));
+  line(fmt::format("  on a GPU in bf16 with fp32 master weights and moments (18 B/param), unsharded: {}",
+                   human_bytes(mem.gpu_mixed_precision_total())));
+  line("nothing was run (--dry-run)");
+  return out;
+}
+
+}  // namespace nemotron::train

@@ -1,0 +1,106 @@
+// The pretraining loop (Megatron's train(): one iteration = one optimizer step on a global batch):
+//   zero grads; draw GBS / MBS micro-batches; forward/backward each with grad scale 1 / (tokens
+//   of the whole global batch), so loss and gradients are the mean over every token of the step;
+//   clip the global norm; AdamW at lr(samples consumed before the step); MoE bias update;
+//   then log, validate every eval_interval, save every save_interval, stop at exit_interval.
+// Everything a step depends on (weights, moments, step count, data cursor, consumed samples,
+// MoE biases) is in the checkpoint, and the CPU kernels reduce in a fixed order, so a run resumed
+// from a checkpoint repeats an uninterrupted run's losses bit for bit.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/workspace.h"
+#include "model/hybrid_model.h"
+#include "train/adamw.h"
+#include "train/batch_source.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+#include "train/moe_balancing.h"
+#include "train/train_config.h"
+
+namespace nemotron::train {
+
+struct StepRecord {
+  int64_t iteration = 0;
+  double lm_loss = 0;    // mean cross-entropy over the global batch's tokens
+  double aux_loss = 0;   // seq_aux_loss summed over MoE layers (0 when off)
+  double lr = 0;         // the rate this step's update used
+  double grad_norm = 0;  // before clipping
+  double moe_max_load = 0;
+  double seconds = 0;
+};
+
+struct EvalRecord {
+  int64_t iteration = 0;
+  double lm_loss = 0;
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;  // the steps this run took
+  std::vector<EvalRecord> evals;
+  std::string last_checkpoint;  // iteration directory of the last save, if any
+  int64_t final_iteration = 0;
+  bool exited_early = false;  // stopped by train.exit_interval or the stop hook
+};
+
+struct TrainerOptions {
+  std::FILE* log = stdout;  // progress lines; null = silent
+  SaveStageHook save_hook;  // crash injection for tests
+  // Asked after every step (after its checkpoint, if any): true stops the run there, like a
+  // kill between steps (tests).
+  std::function<bool(int64_t iteration)> stop_after;
+};
+
+class Trainer {
+ public:
+  // `valid` may be null (no validation). The model must be initialised (or loaded) by the caller.
+  Trainer(const PretrainConfig& cfg, model::HybridModel& net, BatchSource& train, BatchSource* valid,
+          TrainerOptions opts = {});
+
+  // Applies checkpoint.load / checkpoint.finetune: weights (always), and unless finetuning the
+  // optimizer moments and step count, the iteration, consumed samples and data cursor. A load
+  // directory that does not exist yet while it equals checkpoint.save starts fresh (Megatron's
+  // auto-resume); anything else missing is an InputError. Writes nothing.
+  void restore_from_config();
+  // Same, from an explicit path.
+  void restore(const std::string& path, bool finetune);
+
+  TrainResult run();
+
+  int64_t iteration() const { return iteration_; }
+  int64_t consumed_samples() const { return consumed_samples_; }
+  AdamW& optimizer() { return opt_; }
+
+ private:
+  StepRecord train_step();
+  double evaluate();
+  std::string save();
+  TrainState state() const;
+  void log_step(const StepRecord& r, double elapsed, double mean_step);
+  void log_eval(const EvalRecord& e);
+  template <class... Args>
+  void print(fmt::format_string<Args...> f, Args&&... args);
+
+  const PretrainConfig& cfg_;
+  model::HybridModel& net_;
+  BatchSource& train_;
+  BatchSource* valid_;
+  nlohmann::json valid_start_;  // every evaluation reads the same validation batches
+  TrainerOptions opts_;
+  AdamW opt_;
+  MoeBalancer balancer_;
+  LrSchedule schedule_;
+  Workspace ws_;
+  MetricsFile metrics_;
+  int64_t iteration_ = 0, consumed_samples_ = 0;
+  std::string resumed_from_;
+  bool finetuned_ = false;
+};
+
+// Tokens that count towards the loss: labels >= 0, weighted by the mask.
+double count_loss_tokens(const model::Batch& batch);
+
+}  // namespace nemotron::train

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# `nemotron <family> pretrain` as a user runs it: --dry-run of every recipe (prints the plan, writes
+# nothing), a few tiny steps on mock data with checkpoints, an interrupted run resumed from its
+# checkpoint giving the uninterrupted run's losses bit for bit, and bad input (unknown or mistyped
+# overrides, a checkpoint of another model shape, a model too big for this machine) as one
+# `error:` line with exit 2 and nothing written. Usage: pretrain_test.sh path/to/nemotron
+set -uo pipefail
+
+BIN=${1:?usage: pretrain_test.sh path/to/nemotron}
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$ROOT"
+
+failures=0
+fail() {
+  echo "FAIL: $1"
+  failures=$((failures + 1))
+}
+
+# expect_ok NAME PATTERN CMD...: exit 0 and stdout matches the extended regex PATTERN.
+expect_ok() {
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then fail "$name: exit $rc: $(cat "$TMP/err")"; return; fi
+  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/"; return; }
+  echo "ok: $name"
+}
+
+# expect_error NAME MESSAGE CMD...: exit 2, nothing on stdout, exactly "error: MESSAGE" on stderr.
+expect_error() {
+  local name=$1 message=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (stderr: $(cat "$TMP/err"))"; return; fi
+  [[ -s "$TMP/out" ]] && { fail "$name: unexpected stdout: $(head -c 300 "$TMP/out")"; return; }
+  local got
+  got=$(cat "$TMP/err")
+  [[ "$got" == "error: $message" ]] || { fail "$name: stderr was [$got], expected [error: $message]"; return; }
+  echo "ok: $name"
+}
+
+# The lm_loss of every train record of a metrics file, one per line, as JSON wrote it (all digits).
+losses() { grep '"type":"train"' "$1" | sed -E 's/.*"lm_loss":([^,}]*).*/\1/'; }
+
+# Small enough for a few seconds per run: 32 tokens, 4 sequences in 2 micro-batches, mock data.
+small=(dataset.mock=true dataset.seq_length=32 train.global_batch_size=4 train.micro_batch_size=2 train.eval_interval=2
+  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=2 logger.log_interval=1)
+
+# --- dry runs: the plan of every recipe, nothing run or written --------------------------------
+mkdir -p "$TMP/cwd"
+for family in super3 nano3; do
+  for name in tiny default; do
+    expect_ok "$family $name --dry-run" '^nothing was run \(--dry-run\)$' \
+      bash -c "cd '$TMP/cwd' && '$BIN' $family pretrain -c $name --dry-run"
+  done
+done
+[[ -z "$(ls -A "$TMP/cwd")" ]] || fail "--dry-run wrote files: $(ls -A "$TMP/cwd")"
+expect_ok "super3 default size" '^  parameters +120,6[0-9,]+  \(120\.6[0-9] B\)$' "$BIN" super3 pretrain --dry-run
+expect_ok "super3 default schedule" 'anneal after 793729 iterations \| min_lr from iteration 992412 \| last \(993404\): 4\.5000E-06$' "$BIN" super3 pretrain --dry-run
+expect_ok "nano3 default size" '^  parameters +31,577,940,288  \(31\.58 B\)$' "$BIN" nano3 pretrain --dry-run
+expect_ok "dry-run shows overrides" '^  global_batch_size: 64$' "$BIN" super3 pretrain -c tiny --dry-run train.global_batch_size=64
+expect_ok "dry-run memory" '^  total +[0-9.]+ MiB$' "$BIN" nano3 pretrain -c tiny --dry-run
+expect_ok "-c PATH" '^recipe: recipes/nano3/pretrain/tiny.yaml' "$BIN" super3 pretrain -c recipes/nano3/pretrain/tiny.yaml -d
+
+# --- a few tiny steps with checkpoints --------------------------------------------------------
+expect_ok "tiny pretrain" '^ iteration +4/ +4 \| consumed samples: +16 \|.* lm loss: [0-9.]+E\+00 \|.* grad norm: [0-9.]+ \| tokens/s: [0-9]+ \| elapsed: 0:00:[0-9]{2} \| ETA: 0:00:00$' \
+  "$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=4 checkpoint.save="$TMP/a" checkpoint.save_interval=2
+grep -q '^ validation loss at iteration 2 | lm loss value: ' "$TMP/out" || fail "tiny pretrain: no validation line"
+[[ "$(cat "$TMP/a/latest_checkpointed_iteration.txt")" == 4 ]] || fail "tracker is not 4"
+for f in model.safetensors optimizer.safetensors train_state.json config.yaml; do
+  [[ -f "$TMP/a/iter_0000004/$f" ]] || fail "iter_0000004/$f missing"
+done
+[[ -d "$TMP/a/iter_0000002" ]] || fail "iter_0000002 missing (save_interval 2)"
+[[ $(losses "$TMP/a/metrics.jsonl" | wc -l) -eq 4 ]] || fail "metrics.jsonl: expected 4 train records"
+
+# --- exact resume: 3 steps, exit, resume to 6 == 6 uninterrupted steps ---------------------------
+run6=("$BIN" nano3 pretrain -c tiny "${small[@]}" train.train_iters=6)
+expect_ok "uninterrupted 6 steps" '^ iteration +6/ +6 ' "${run6[@]}" checkpoint.save="$TMP/full"
+expect_ok "exit_interval 3" '^exiting at iteration 3 \(train.exit_interval 3\)$' \
+  "${run6[@]}" checkpoint.save="$TMP/part" train.exit_interval=3
+expect_ok "resume from the checkpoint" "^resumed from $TMP/part/iter_0000003 at iteration 3 \(12 samples consumed\)$" \
+  "${run6[@]}" checkpoint.save="$TMP/part" checkpoint.load="$TMP/part"
+grep -Eq '^ iteration +4/ +6 ' "$TMP/out" || fail "the resumed run did not continue at iteration 4"
+if [[ "$(losses "$TMP/full/metrics.jsonl")" == "$(losses "$TMP/part/metrics.jsonl")" &&
+  $(losses "$TMP/full/metrics.jsonl" | wc -l) -eq 6 ]]; then
+  echo "ok: resumed losses equal the uninterrupted run's bit for bit"
+else
+  fail "resumed losses differ: $(losses "$TMP/full/metrics.jsonl" | tr '\n' ' ') vs $(losses "$TMP/part/metrics.jsonl" | tr '\n' ' ')"
+fi
+cmp -s "$TMP/full/iter_0000006/model.safetensors" "$TMP/part/iter_0000006/model.safetensors" ||
+  fail "final weights differ after resume"
+# --- the pipeline: data prep writes .bin/.idx and blend.json, pretrain reads them; exact resume ---
+expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/dp"
+real=("$BIN" super3 pretrain -c tiny dataset.per_split_data_args_path="$TMP/dp/blend.json" dataset.seq_length=32
+  train.global_batch_size=4 train.micro_batch_size=2 train.eval_interval=2 train.train_iters=4
+  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=2)
+expect_ok "pretrain on prepared data" '^data: train split: [0-9]+ samples of BlendedDataset' "${real[@]}" checkpoint.save="$TMP/rfull"
+expect_ok "prepared data: exit at 2" '^exiting at iteration 2 ' "${real[@]}" checkpoint.save="$TMP/rpart" \
+  train.exit_interval=2
+expect_ok "prepared data: resume" '^ iteration +4/ +4 ' "${real[@]}" checkpoint.save="$TMP/rpart" \
+  checkpoint.load="$TMP/rpart"
+if [[ "$(losses "$TMP/rfull/metrics.jsonl")" == "$(losses "$TMP/rpart/metrics.jsonl")" &&
+  $(losses "$TMP/rfull/metrics.jsonl" | wc -l) -eq 4 ]]; then
+  echo "ok: prepared data: resumed losses equal the uninterrupted run's bit for bit"
+else
+  fail "prepared data: resumed losses differ"
+fi
+grep -q '"kind": "gpt"' "$TMP/rpart/iter_0000004/train_state.json" || fail "train_state.json: no .bin/.idx loader state"
+
+expect_ok "load == save with no checkpoint yet starts fresh" 'no checkpoint there yet, starting from scratch' \
+  "${run6[@]}" train.train_iters=1 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/auto" checkpoint.load="$TMP/auto"
+
+# --- bad input: one line, exit 2, nothing written -----------------------------------------------
+tiny=recipes/super3/pretrain/tiny.yaml
+expect_error "unknown override key" "$tiny: train.global_batch_sze: unknown key (did you mean \"global_batch_size\"?)" \
+  "$BIN" super3 pretrain -c tiny train.global_batch_sze=8
+expect_error "wrong override type" "$tiny: train.global_batch_size: expected a positive integer, got \"eight\"" \
+  "$BIN" super3 pretrain -c tiny train.global_batch_size=eight
+expect_error "conflicting batch sizes" "$tiny: train.global_batch_size: 12 is not a multiple of train.micro_batch_size 8" \
+  "$BIN" super3 pretrain -c tiny train.global_batch_size=12
+expect_error "unknown recipe name" \
+  "-c tinny: no recipe super3/pretrain/tinny.yaml under recipes, $(cd "$(dirname "$BIN")/.." && pwd)/recipes, $(cd "$(dirname "$BIN")/../.." && pwd)/recipes, $(cd "$(dirname "$BIN")/.." && pwd)/share/nemotron/recipes (give a path to a YAML file, or set NEMOTRON_RECIPES)" \
+  "$BIN" super3 pretrain -c tinny
+before=$(find "$TMP/a" -type f -exec md5sum {} + | sort)
+expect_error "checkpoint of another model shape" \
+  "$TMP/a/iter_0000004/model.safetensors: tensor \"backbone.embeddings.weight\" has shape [1024, 64] but the model expects [1024, 32] (a checkpoint of another model shape?)" \
+  "$BIN" super3 pretrain -c tiny "${small[@]}" model.hidden_size=32 checkpoint.load="$TMP/a" checkpoint.save="$TMP/b"
+[[ ! -e "$TMP/b" ]] || fail "the refused run created $TMP/b"
+[[ "$(find "$TMP/a" -type f -exec md5sum {} + | sort)" == "$before" ]] || fail "the refused run changed $TMP/a"
+expect_error "missing checkpoint" "$TMP/nope: no such checkpoint directory" \
+  "$BIN" super3 pretrain -c tiny dataset.mock=true checkpoint.load="$TMP/nope"
+expect_error "missing blend.json" \
+  "$tiny: dataset.per_split_data_args_path: $TMP/nope.json does not exist; write it with \`nemotron super3 data prep pretrain -c tiny\`, or train on synthetic tokens with dataset.mock=true" \
+  "$BIN" super3 pretrain -c tiny dataset.per_split_data_args_path="$TMP/nope.json" checkpoint.save="$TMP/c"
+[[ ! -e "$TMP/c" ]] || fail "the refused run created $TMP/c"
+# Megatron's own .bin/.idx fixture holds ids up to 2^31 - 1: not data for a 1024-token vocabulary.
+"$BIN" super3 pretrain -c tiny "${small[@]}" dataset.mock=false dataset.per_split_data_args_path= \
+  dataset.blend="[tests/fixtures/megatron/ours_int32]" \
+  dataset.split=1,0,0 train.train_iters=2 checkpoint.save= >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: data (train split): sample "*" holds token id "*", outside the model's vocabulary [0, 1024) (model.vocab_size; was the data tokenized for this model?)" ]]; then
+  echo "ok: .bin/.idx data outside the vocabulary"
+else
+  fail ".bin/.idx data outside the vocabulary: exit $rc, stderr $(cat "$TMP/err")"
+fi
+default_mem=$("$BIN" super3 pretrain --dry-run | sed -nE 's/^  total +//p')
+"$BIN" super3 pretrain >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc -eq 2 ]] && grep -Eq "^error: recipes/super3/pretrain/default.yaml: training this model on the CPU needs about $default_mem \(120\.6[0-9] B parameters\), this machine has .*; see the plan with --dry-run, or use -c tiny$" "$TMP/err"; then
+  echo "ok: default refuses to start on a CPU without the memory"
+else
+  fail "default without --dry-run: exit $rc, stderr $(cat "$TMP/err")"
+fi
+"$BIN" super3 pretrain -c tiny stray >"$TMP/out" 2>"$TMP/err" && fail "stray positional accepted"
+grep -q 'expected key=value, got stray' "$TMP/err" && echo "ok: stray positional" || fail "stray positional: $(cat "$TMP/err")"
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all pretrain CLI checks passed"
