@@ -6,16 +6,15 @@
 // verdict. --prompt tokenizes with the checkpoint's tokenizer.json (special tokens added as
 // transformers' tokenizer(text) does). The counterpart of Megatron-Bridge's
 // compare_hf_and_megatron/compare.py.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <numeric>
+#include <optional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "backend/cpu/parallel.h"
 #include "cli/commands.h"
@@ -42,8 +41,8 @@ Tensor read_input_ids(const std::string& path, int64_t vocab) {
   const io::StTensorInfo* info = f.find("input_ids");
   if (!info) throw InputError(fmt::format("{}: no tensor \"input_ids\" (expected int64 input_ids [B, T])", path));
   if (info->shape.rank() != 2 || info->shape[0] < 1 || info->shape[1] < 2)
-    throw InputError(fmt::format("{}: input_ids has shape {}, expected [B, T] with B >= 1 and T >= 2", path,
-                                 info->shape.str()));
+    throw InputError(
+        fmt::format("{}: input_ids has shape {}, expected [B, T] with B >= 1 and T >= 2", path, info->shape.str()));
   Tensor ids = f.load("input_ids", DType::i64);  // an InputError for a float tensor
   const int64_t* p = ids.data<int64_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
@@ -62,9 +61,10 @@ Tensor encode_prompt(const data::Tokenizer& tok, const std::string& prompt, int6
   std::vector<int64_t> wide(ids.begin(), ids.end());
   for (int64_t id : wide)
     if (id >= vocab)
-      throw InputError(fmt::format("--prompt: token id {} is outside the model's vocabulary [0, {}) (a tokenizer of "
-                                   "another model?)",
-                                   id, vocab));
+      throw InputError(
+          fmt::format("--prompt: token id {} is outside the model's vocabulary [0, {}) (a tokenizer of "
+                      "another model?)",
+                      id, vocab));
   return Tensor::from_vector<int64_t>({1, static_cast<int64_t>(wide.size())}, wide);
 }
 
@@ -75,10 +75,14 @@ std::string shown(const data::Tokenizer& tok, int64_t id) {
   std::string text = tok.decode(one), out = "\"";
   if (text.find("\xEF\xBF\xBD") != std::string::npos) return "<" + tok.id_to_token(one[0]).value_or("?") + ">";
   for (unsigned char c : text) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c == '\n') out += "\\n";
-    else if (c < 0x20) out += fmt::format("\\x{:02x}", c);
-    else out += static_cast<char>(c);
+    if (c == '"' || c == '\\')
+      out += '\\', out += static_cast<char>(c);
+    else if (c == '\n')
+      out += "\\n";
+    else if (c < 0x20)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
   }
   return out + "\"";
 }
@@ -110,11 +114,13 @@ void run_compare(const CompareOptions& o) {
   if (std::filesystem::exists(tok_path)) {
     tok = data::Tokenizer::load(tok_path);
   } else if (!o.prompt.empty()) {
-    throw InputError(fmt::format("{}: no tokenizer.json to encode --prompt with; pass --input-ids FILE (safetensors "
-                                 "with int64 input_ids [B, T])",
-                                 o.hf_model));
+    throw InputError(
+        fmt::format("{}: no tokenizer.json to encode --prompt with; pass --input-ids FILE (safetensors "
+                    "with int64 input_ids [B, T])",
+                    o.hf_model));
   }
-  Tensor ids = o.prompt.empty() ? read_input_ids(o.input_ids, cfg.vocab_size) : encode_prompt(*tok, o.prompt, cfg.vocab_size);
+  Tensor ids =
+      o.prompt.empty() ? read_input_ids(o.input_ids, cfg.vocab_size) : encode_prompt(*tok, o.prompt, cfg.vocab_size);
   const int64_t B = ids.dim(0), T = ids.dim(1), V = cfg.vocab_size;
 
   model::HybridModel net(cfg, host_backend(), dt);
@@ -154,7 +160,8 @@ void run_compare(const CompareOptions& o) {
     std::vector<int64_t> order(static_cast<size_t>(V));
     std::iota(order.begin(), order.end(), 0);
     int k = std::min<int>(o.top, static_cast<int>(V));
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t c) { return row[a] > row[c]; });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int64_t a, int64_t c) { return row[a] > row[c]; });
     std::printf("next token after position %lld of sequence %lld:", static_cast<long long>(T - 1),
                 static_cast<long long>(b));
     std::printf("\n");

@@ -1,13 +1,12 @@
 // `nemotron convert ...`: Hugging Face checkpoints in and out (the counterpart of Megatron-Bridge's
 // convert_checkpoints.py import/export and its round-trip check). The work is in
 // model/hf_convert.h; this file maps the command line onto it and prints progress.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -63,8 +62,9 @@ void add_convert_commands(CLI::App& app) {
       "import", "A Hugging Face nemotron_h directory (config.json + safetensors) -> a native checkpoint");
   c_import->add_option("--hf-model", imp->hf_dir, "Hugging Face model directory")->required();
   c_import->add_option("--out", imp->out, "Checkpoint directory to write")->required();
-  c_import->add_option("--dtype", imp->dtype,
-                       "keep (each tensor as stored), bf16 or float32 (the router's correction bias stays float32)")
+  c_import
+      ->add_option("--dtype", imp->dtype,
+                   "keep (each tensor as stored), bf16 or float32 (the router's correction bias stays float32)")
       ->check(CLI::IsMember({"keep", "bf16", "float32"}));
   c_import->add_option("--max-shard-size", *imp_shard, "Largest weight file (5GB, 500MB, 2GiB, ...)");
   c_import->add_flag("--force", imp->force, "Replace the checkpoint files of a non-empty --out");
@@ -77,8 +77,9 @@ void add_convert_commands(CLI::App& app) {
   auto exp_shard = std::make_shared<std::string>("5GB");
   CLI::App* c_export = convert->add_subcommand(
       "export", "A native checkpoint -> a Hugging Face directory that transformers' from_pretrained loads");
-  c_export->add_option("--checkpoint", exp->checkpoint,
-                       "Checkpoint: an iteration directory, or its parent with latest_checkpointed_iteration.txt")
+  c_export
+      ->add_option("--checkpoint", exp->checkpoint,
+                   "Checkpoint: an iteration directory, or its parent with latest_checkpointed_iteration.txt")
       ->required();
   c_export->add_option("--out", exp->out, "Hugging Face directory to write")->required();
   c_export->add_option("--max-shard-size", *exp_shard, "Largest weight file (5GB, 500MB, 2GiB, ...)");
@@ -92,7 +93,8 @@ void add_convert_commands(CLI::App& app) {
   CLI::App* c_rt = convert->add_subcommand(
       "roundtrip", "Import then export, and require every tensor identical in name, dtype, shape and bytes");
   c_rt->add_option("--hf-model", rt->hf_model, "Hugging Face model directory")->required();
-  c_rt->add_option("--work", rt->work, "Keep the intermediate checkpoint/ and hf/ here (default: a temporary directory)");
+  c_rt->add_option("--work", rt->work,
+                   "Keep the intermediate checkpoint/ and hf/ here (default: a temporary directory)");
   c_rt->callback([rt] { run_roundtrip(*rt); });
 }
 

@@ -78,7 +78,7 @@ const char* hf_layout_name(HfLayout layout) { return layout == HfLayout::hub ? "
 
 const std::vector<std::string>& tokenizer_file_names() {
   static const std::vector<std::string> names = {
-      "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model", "vocab.json",
+      "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",   "vocab.json",
       "merges.txt",     "added_tokens.json",     "chat_template.jinja",     "chat_template.json"};
   return names;
 }
@@ -86,28 +86,31 @@ const std::vector<std::string>& tokenizer_file_names() {
 DType weight_dtype(const HfTensor& t) {
   std::optional<DType> d = io::dtype_of_st(t.dtype);
   if (!d || !is_float(*d))
-    throw InputError(fmt::format("{}: tensor \"{}\" is {}, which a model checkpoint we hold cannot keep as it is "
-                                 "(convert it with --dtype bf16 or float32)",
-                                 t.file, t.stored_as, io::st_dtype_name(t.dtype)));
+    throw InputError(
+        fmt::format("{}: tensor \"{}\" is {}, which a model checkpoint we hold cannot keep as it is "
+                    "(convert it with --dtype bf16 or float32)",
+                    t.file, t.stored_as, io::st_dtype_name(t.dtype)));
   return *d;
 }
 
 HfCheckpoint HfCheckpoint::open(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw InputError(fmt::format("{}: {}", dir, fs::exists(dir, ec) ? "is not a directory (expected a Hugging Face "
-                                                                      "model directory)"
-                                                                    : "no such directory"));
+    throw InputError(fmt::format("{}: {}", dir,
+                                 fs::exists(dir, ec) ? "is not a directory (expected a Hugging Face "
+                                                       "model directory)"
+                                                     : "no such directory"));
   const std::string config_path = (fs::path(dir) / "config.json").string();
   if (!fs::exists(config_path, ec))
-    throw InputError(fmt::format("{}: no config.json (expected a Hugging Face model directory with config.json and "
-                                 "*.safetensors)",
-                                 dir));
+    throw InputError(
+        fmt::format("{}: no config.json (expected a Hugging Face model directory with config.json and "
+                    "*.safetensors)",
+                    dir));
   return open_weights(dir, load_model_config(config_path), "config.json", load_config_file(config_path));
 }
 
 HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfig& cfg, const std::string& config_name,
-                                       nlohmann::json config_json) {
+                                        nlohmann::json config_json) {
   HfCheckpoint ck;
   ck.dir_ = dir;
   ck.config_ = cfg;
@@ -116,7 +119,8 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
   if (!fs::exists(fs::path(dir) / "model.safetensors", ec) &&
       !fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) {
     std::string hint;
-    if (fs::exists(fs::path(dir) / "pytorch_model.bin", ec) || fs::exists(fs::path(dir) / "pytorch_model.bin.index.json", ec))
+    if (fs::exists(fs::path(dir) / "pytorch_model.bin", ec) ||
+        fs::exists(fs::path(dir) / "pytorch_model.bin.index.json", ec))
       hint = "; it has pytorch_model.bin (pickle), which is not read: save it with safetensors";
     throw InputError(
         fmt::format("{}: no weights (expected model.safetensors or model.safetensors.index.json){}", dir, hint));
@@ -140,9 +144,10 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
     if (starts_with(name, "model.") && a_fused.empty()) a_fused = name;
   }
   if (!a_hub.empty() && !a_fused.empty())
-    throw InputError(fmt::format("{}: mixes the Hub layout (\"{}\") and transformers' in-memory layout (\"{}\"); "
-                                 "expected one of them",
-                                 dir, a_hub, a_fused));
+    throw InputError(
+        fmt::format("{}: mixes the Hub layout (\"{}\") and transformers' in-memory layout (\"{}\"); "
+                    "expected one of them",
+                    dir, a_hub, a_fused));
   ck.layout_ = a_fused.empty() ? HfLayout::hub : HfLayout::fused;
 
   // Resolve to Hub names, then check against the model. The tie of the head is decided by the
@@ -179,9 +184,10 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
     if (auto fe = fused_expert(hub)) {
       const Shape& sh = s.info->shape;
       if (sh.rank() != 3 || E <= 0 || sh[0] != E)
-        throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected [{}, ...]: n_routed_experts {} "
-                                     "experts stacked (transformers' fused layout)",
-                                     where, name, sh.str(), E, E));
+        throw InputError(
+            fmt::format("{}: tensor \"{}\" has shape {}, expected [{}, ...]: n_routed_experts {} "
+                        "experts stacked (transformers' fused layout)",
+                        where, name, sh.str(), E, E));
       const size_t per = bytes.size() / static_cast<size_t>(E);
       for (int64_t e = 0; e < E; ++e)
         add(fmt::format("backbone.layers.{}.mixer.experts.{}.{}.weight", fe->first, e, fe->second), e,
@@ -234,22 +240,23 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
         throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected [{}, {}, {}] from {}", t.file,
                                      t.stored_as, it->second.stored_shape.str(), E, spec.shape[0], spec.shape[1],
                                      config_name));
-      throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected {} from {} ({})", t.file,
-                                   t.stored_as, t.shape.str(), spec.shape.str(), config_name, describe_pattern(ck.config_)));
+      throw InputError(fmt::format("{}: tensor \"{}\" has shape {}, expected {} from {} ({})", t.file, t.stored_as,
+                                   t.shape.str(), spec.shape.str(), config_name, describe_pattern(ck.config_)));
     }
     ck.tensors_.push_back(t);
   }
   if (!missing.empty()) {
-    const TensorSpec& first = *std::find_if(specs.begin(), specs.end(),
-                                            [&](const TensorSpec& s) { return s.name == missing.front(); });
-    throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model of {} needs{}", dir,
-                                 first.name, first.shape.str(), config_name,
+    const TensorSpec& first =
+        *std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& s) { return s.name == missing.front(); });
+    throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model of {} needs{}", dir, first.name,
+                                 first.shape.str(), config_name,
                                  missing.size() > 1 ? fmt::format("; {} tensors missing", missing.size()) : ""));
   }
   if (!ck.skipped_.empty())
-    ck.notes_.push_back(fmt::format("skipped {} mtp.* tensor(s), e.g. \"{}\": multi-token prediction is not "
-                                    "modelled yet",
-                                    ck.skipped_.size(), ck.skipped_.front()));
+    ck.notes_.push_back(
+        fmt::format("skipped {} mtp.* tensor(s), e.g. \"{}\": multi-token prediction is not "
+                    "modelled yet",
+                    ck.skipped_.size(), ck.skipped_.front()));
   return ck;
 }
 

@@ -11,12 +11,11 @@
 // the memory-mapped files: a tensor here is a byte range, converted only when asked.
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 #include "model/model_config.h"
@@ -45,7 +44,7 @@ struct HfTensor {
   int64_t expert = -1;    // slice of a fused [E, ...] tensor, or -1
   std::string file;       // the shard holding it
   io::StDtype dtype = io::StDtype::F32;
-  Shape shape;            // the Hub shape
+  Shape shape;  // the Hub shape
   std::span<const uint8_t> bytes;
 };
 

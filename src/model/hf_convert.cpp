@@ -28,7 +28,7 @@ constexpr const char* kTracker = "latest_checkpointed_iteration.txt";
 // config.json fields that ModelConfig does not hold, which transformers reads and which do not
 // change the computation; an import records them and an export writes them back.
 const std::vector<std::string>& carried_hf_fields() {
-  static const std::vector<std::string> keys = {"bos_token_id", "eos_token_id", "pad_token_id",
+  static const std::vector<std::string> keys = {"bos_token_id",       "eos_token_id",          "pad_token_id",
                                                 "num_logits_to_keep", "mamba_ssm_cache_dtype", "use_cache"};
   return keys;
 }
@@ -69,14 +69,15 @@ std::vector<std::string> write_shards(const std::string& dir, const std::vector<
   size_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     size_t b = static_cast<size_t>(tensors[i].shape.numel()) * dtype_size(tensors[i].dtype);
-    if (!shards.back().empty() && shard_bytes.back() + b > max_shard_bytes) shards.emplace_back(), shard_bytes.push_back(0);
+    if (!shards.back().empty() && shard_bytes.back() + b > max_shard_bytes)
+      shards.emplace_back(), shard_bytes.push_back(0);
     shards.back().push_back(i);
     shard_bytes.back() += b;
     total += b;
   }
   const size_t n = shards.size();
-  progress(fmt::format("writing {}: {} tensors, {} in {} shard{}", dir, tensors.size(), human_bytes(static_cast<double>(total)),
-                       n, n == 1 ? "" : "s"));
+  progress(fmt::format("writing {}: {} tensors, {} in {} shard{}", dir, tensors.size(),
+                       human_bytes(static_cast<double>(total)), n, n == 1 ? "" : "s"));
   std::vector<std::string> names;
   json weight_map = json::object();
   for (size_t s = 0; s < n; ++s) {
@@ -119,9 +120,11 @@ void prepare_out(const std::string& out, const std::string& source, bool force, 
   if (fs::exists(out, ec) && fs::exists(source, ec) && fs::equivalent(out, source, ec))
     throw InputError(fmt::format("{}: is the source itself; choose another --out", out));
   if (fs::is_directory(out, ec) && !fs::is_empty(out, ec)) {
-    if (!force) throw InputError(fmt::format("{}: exists and is not empty (pass --force to replace the checkpoint "
-                                             "files in it)",
-                                             out));
+    if (!force)
+      throw InputError(
+          fmt::format("{}: exists and is not empty (pass --force to replace the checkpoint "
+                      "files in it)",
+                      out));
     for (const auto& entry : fs::directory_iterator(out)) {
       std::string f = entry.path().filename().string();
       if (is_our_weight_file(f) || std::find(own.begin(), own.end(), f) != own.end()) fs::remove_all(entry.path());
@@ -196,8 +199,8 @@ std::string resolve_checkpoint_dir(const std::string& path) {
     throw InputError(fmt::format("{}: {}", path, fs::exists(p, ec) ? "is not a directory" : "no such directory"));
   if (fs::exists(p / "config.yaml", ec)) return path;
   if (!fs::exists(p / kTracker, ec))
-    throw InputError(fmt::format("{}: not a checkpoint (expected config.yaml, or {} naming an iteration)", path,
-                                 kTracker));
+    throw InputError(
+        fmt::format("{}: not a checkpoint (expected config.yaml, or {} naming an iteration)", path, kTracker));
   std::ifstream in(p / kTracker);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t a = text.find_first_not_of(" \t\r\n"), b = text.find_last_not_of(" \t\r\n");
@@ -206,8 +209,8 @@ std::string resolve_checkpoint_dir(const std::string& path) {
     throw InputError(fmt::format("{}: expected an iteration number, got \"{}\"", (p / kTracker).string(), iter));
   fs::path dir = p / fmt::format("iter_{:07d}", std::stoll(iter));
   if (!fs::exists(dir / "config.yaml", ec))
-    throw InputError(fmt::format("{}: names iteration {}, but {} has no config.yaml", (p / kTracker).string(), iter,
-                                 dir.string()));
+    throw InputError(
+        fmt::format("{}: names iteration {}, but {} has no config.yaml", (p / kTracker).string(), iter, dir.string()));
   return dir.string();
 }
 
@@ -354,8 +357,9 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
                        ck.dtype_summary(), cfg.num_layers(), cfg.hybrid_override_pattern));
   for (const std::string& n : ck.notes()) progress("note: " + n);
   if (ck.config().tie_word_embeddings)
-    progress("note: tied embeddings: lm_head.weight is written as a copy of backbone.embeddings.weight, because "
-             "transformers' NemotronHForCausalLM does not tie them");
+    progress(
+        "note: tied embeddings: lm_head.weight is written as a copy of backbone.embeddings.weight, because "
+        "transformers' NemotronHForCausalLM does not tie them");
   std::vector<std::string> written = write_shards(o.out, out, o.max_shard_bytes, progress);
 
   json config = model_config_to_hf_json(ck.config());
@@ -392,8 +396,8 @@ RoundtripReport compare_hf_dirs(const std::string& original, const std::string& 
       } else if (u.shape != t.shape) {
         row.problem = fmt::format("shape {} -> {}", row.shape_a, row.shape_b);
       } else if (u.bytes.size() != t.bytes.size() || !std::equal(t.bytes.begin(), t.bytes.end(), u.bytes.begin())) {
-        size_t first = static_cast<size_t>(
-            std::mismatch(t.bytes.begin(), t.bytes.end(), u.bytes.begin()).first - t.bytes.begin());
+        size_t first =
+            static_cast<size_t>(std::mismatch(t.bytes.begin(), t.bytes.end(), u.bytes.begin()).first - t.bytes.begin());
         size_t differ = 0;
         for (size_t i = 0; i < t.bytes.size(); ++i) differ += t.bytes[i] != u.bytes[i];
         row.problem = fmt::format("{} of {} bytes differ, first at byte {}", differ, t.bytes.size(), first);
@@ -439,9 +443,10 @@ RoundtripReport compare_hf_dirs(const std::string& original, const std::string& 
   }
   if (!same_tok.empty()) r.notes.push_back(fmt::format("tokenizer files identical: {}", join(same_tok, ", ")));
   if (!a.skipped().empty()) {
-    r.notes.push_back(fmt::format("DIFFERENT: {} mtp.* tensor(s) of the original are not carried (multi-token "
-                                  "prediction is not modelled yet), e.g. \"{}\"",
-                                  a.skipped().size(), a.skipped().front()));
+    r.notes.push_back(
+        fmt::format("DIFFERENT: {} mtp.* tensor(s) of the original are not carried (multi-token "
+                    "prediction is not modelled yet), e.g. \"{}\"",
+                    a.skipped().size(), a.skipped().front()));
     r.differences += static_cast<int>(a.skipped().size());
   }
   for (const std::string& n : b.notes()) r.notes.push_back("export: " + n);

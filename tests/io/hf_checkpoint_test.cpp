@@ -2,17 +2,17 @@
 // allocating it, both layouts and legacy spellings resolve to Hub names, every kind of bad input is
 // one InputError naming the file and the tensor, and import/export/roundtrip keep their promises
 // (dtype policy, no silent overwrite, carried tokenizer and token ids, tracker resolution).
+#include "model/hf_checkpoint.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "core/config_tree.h"
 #include "io/safetensors.h"
-#include "model/hf_checkpoint.h"
 #include "model/hf_convert.h"
 #include "model/hybrid_model.h"
 #include "model/model_info.h"
@@ -81,7 +81,8 @@ TEST_F(HfCheckpointTest, tensor_specs_come_from_the_model_code_without_allocatin
 }
 
 TEST_F(HfCheckpointTest, legacy_embedding_spelling_is_read_and_noted) {
-  std::string d = edited("dense", [](auto& ts) { rename(ts, "backbone.embeddings.weight", "backbone.embedding.weight"); });
+  std::string d =
+      edited("dense", [](auto& ts) { rename(ts, "backbone.embeddings.weight", "backbone.embedding.weight"); });
   HfCheckpoint ck = HfCheckpoint::open(d);
   EXPECT_EQ(ck.tensors().front().name, "backbone.embeddings.weight");
   EXPECT_EQ(ck.tensors().front().stored_as, "backbone.embedding.weight");
@@ -103,9 +104,11 @@ TEST_F(HfCheckpointTest, mtp_tensors_are_skipped_and_reported) {
 }
 
 TEST_F(HfCheckpointTest, bad_directories_are_one_clear_error) {
-  EXPECT_EQ(error_of([&] { HfCheckpoint::open((tmp_ / "nope").string()); }), (tmp_ / "nope").string() + ": no such directory");
-  EXPECT_EQ(error_of([&] { HfCheckpoint::open(tmp_.string()); }),
-            tmp_.string() + ": no config.json (expected a Hugging Face model directory with config.json and *.safetensors)");
+  EXPECT_EQ(error_of([&] { HfCheckpoint::open((tmp_ / "nope").string()); }),
+            (tmp_ / "nope").string() + ": no such directory");
+  EXPECT_EQ(
+      error_of([&] { HfCheckpoint::open(tmp_.string()); }),
+      tmp_.string() + ": no config.json (expected a Hugging Face model directory with config.json and *.safetensors)");
   fs::copy_file(fixture("dense") / "config.json", tmp_ / "config.json");
   EXPECT_EQ(error_of([&] { HfCheckpoint::open(tmp_.string()); }),
             tmp_.string() + ": no weights (expected model.safetensors or model.safetensors.index.json)");
@@ -127,13 +130,17 @@ TEST_F(HfCheckpointTest, missing_unexpected_duplicated_and_integer_tensors_are_e
   std::string missing = edited("dense", [](auto& ts) {
     std::erase_if(ts, [](const io::NamedTensor& t) { return t.name == "backbone.layers.3.mixer.A_log"; });
   });
-  EXPECT_EQ(error_of([&] { HfCheckpoint::open(missing); }),
-            missing + ": missing tensor \"backbone.layers.3.mixer.A_log\" (shape [4]) that the model of config.json needs");
+  EXPECT_EQ(
+      error_of([&] { HfCheckpoint::open(missing); }),
+      missing + ": missing tensor \"backbone.layers.3.mixer.A_log\" (shape [4]) that the model of config.json needs");
 
-  std::string extra = edited("dense", [](auto& ts) { ts.push_back({"backbone.layers.9.norm.weight", Tensor::zeros({32}, DType::f32)}); });
+  std::string extra = edited("dense", [](auto& ts) {
+    ts.push_back({"backbone.layers.9.norm.weight", Tensor::zeros({32}, DType::f32)});
+  });
   EXPECT_EQ(error_of([&] { HfCheckpoint::open(extra); }),
-            extra + "/model.safetensors: tensor \"backbone.layers.9.norm.weight\" is not part of the model config.json "
-                    "describes (pattern \"M-*M-\", hidden_size 32, vocab_size 288)");
+            extra +
+                "/model.safetensors: tensor \"backbone.layers.9.norm.weight\" is not part of the model config.json "
+                "describes (pattern \"M-*M-\", hidden_size 32, vocab_size 288)");
 
   std::string twice = edited("dense", [](auto& ts) {
     ts.push_back({"backbone.embedding.weight", Tensor::zeros({288, 32}, DType::f32)});
@@ -181,7 +188,9 @@ TEST_F(HfCheckpointTest, a_tied_config_with_a_head_keeps_it_only_when_it_differs
   EXPECT_TRUE(a.config().tie_word_embeddings);
   EXPECT_EQ(a.tensors().size(), 19u);
   // Different bytes: transformers computes with lm_head.weight, so the import unties.
-  std::string other = edited("tied", [](auto& ts) { ts.push_back({"lm_head.weight", Tensor::zeros({96, 32}, DType::f32)}); });
+  std::string other = edited("tied", [](auto& ts) {
+    ts.push_back({"lm_head.weight", Tensor::zeros({96, 32}, DType::f32)});
+  });
   HfCheckpoint b = HfCheckpoint::open(other);
   EXPECT_FALSE(b.config().tie_word_embeddings);
   EXPECT_EQ(b.tensors().size(), 20u);
@@ -192,11 +201,13 @@ TEST_F(HfCheckpointTest, config_yaml_reads_back_as_the_same_model_config) {
   std::vector<std::string> sources;
   for (const char* f : {"nano3-30b-a3b.json", "super3-120b-a12b.json", "nemotron-h-8b.json"})
     sources.push_back((repo() / "tests/fixtures/configs" / f).string());
-  for (const char* f : {"dense", "moe", "moe_flat", "tied", "ragged"}) sources.push_back((fixture(f) / "config.json").string());
+  for (const char* f : {"dense", "moe", "moe_flat", "tied", "ragged"})
+    sources.push_back((fixture(f) / "config.json").string());
   for (const std::string& src : sources) {
     ModelConfig c = load_model_config(src);
     c.time_step_limit_max = 7.5;  // a finite bound survives too
-    std::string yaml = checkpoint_config_yaml(c, {{"path", "/x/\"quoted\" dir"}, {"hf_config", {{"eos_token_id", {2, 11}}}}});
+    std::string yaml =
+        checkpoint_config_yaml(c, {{"path", "/x/\"quoted\" dir"}, {"hf_config", {{"eos_token_id", {2, 11}}}}});
     fs::path p = tmp_ / "config.yaml";
     std::ofstream(p) << yaml;
     ModelConfig back = load_model_config(p.string());
@@ -224,7 +235,9 @@ TEST_F(HfCheckpointTest, import_dtype_policy_keeps_the_router_bias_in_float32) {
   import_hf({fixture("moe").string(), (tmp_ / "bf16").string(), "bf16"}, quiet);
   io::SafetensorsSet bf16 = io::SafetensorsSet::open((tmp_ / "bf16").string());
   for (const std::string& n : bf16.names())
-    EXPECT_EQ(bf16.info(n).dtype, n.find("e_score_correction_bias") != std::string::npos ? io::StDtype::F32 : io::StDtype::BF16) << n;
+    EXPECT_EQ(bf16.info(n).dtype,
+              n.find("e_score_correction_bias") != std::string::npos ? io::StDtype::F32 : io::StDtype::BF16)
+        << n;
   import_hf({fixture("moe-bf16").string(), (tmp_ / "f32").string(), "float32"}, quiet);
   io::SafetensorsSet f32 = io::SafetensorsSet::open((tmp_ / "f32").string());
   for (const std::string& n : f32.names()) EXPECT_EQ(f32.info(n).dtype, io::StDtype::F32) << n;
@@ -232,7 +245,9 @@ TEST_F(HfCheckpointTest, import_dtype_policy_keeps_the_router_bias_in_float32) {
   HfCheckpoint src = HfCheckpoint::open(fixture("moe-bf16").string());
   for (const HfTensor& t : src.tensors())
     EXPECT_EQ(src.load(t, DType::f32).to_f64_vector(), f32.load(t.name).to_f64_vector()) << t.name;
-  EXPECT_EQ(error_of([&] { import_hf({fixture("moe").string(), (tmp_ / "x").string(), "fp16"}, quiet); }),
+  EXPECT_EQ(error_of([&] {
+              import_hf({fixture("moe").string(), (tmp_ / "x").string(), "fp16"}, quiet);
+            }),
             "--dtype: expected keep, bf16 or float32, got \"fp16\"");
 }
 
@@ -241,7 +256,9 @@ TEST_F(HfCheckpointTest, import_refuses_a_non_empty_out_and_force_replaces_only_
   fs::create_directories(out);
   std::ofstream(out + "/notes.txt") << "mine";
   std::ofstream(out + "/model-00009-of-00009.safetensors") << "stale shard";
-  EXPECT_EQ(error_of([&] { import_hf({fixture("dense").string(), out}, quiet); }),
+  EXPECT_EQ(error_of([&] {
+              import_hf({fixture("dense").string(), out}, quiet);
+            }),
             out + ": exists and is not empty (pass --force to replace the checkpoint files in it)");
   ImportOptions o{fixture("dense").string(), out};
   o.force = true;
@@ -250,7 +267,9 @@ TEST_F(HfCheckpointTest, import_refuses_a_non_empty_out_and_force_replaces_only_
   EXPECT_FALSE(fs::exists(out + "/model-00009-of-00009.safetensors"));
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
   EXPECT_TRUE(fs::exists(out + "/tokenizer/tokenizer.json"));
-  EXPECT_EQ(error_of([&] { import_hf({fixture("dense").string(), fixture("dense").string(), "keep", true}, quiet); }),
+  EXPECT_EQ(error_of([&] {
+              import_hf({fixture("dense").string(), fixture("dense").string(), "keep", true}, quiet);
+            }),
             fixture("dense").string() + ": is the source itself; choose another --out");
 }
 
@@ -267,7 +286,8 @@ TEST_F(HfCheckpointTest, export_carries_dtype_token_ids_and_tokenizer_and_shards
   EXPECT_TRUE(fs::exists(tmp_ / "hf/tokenizer.json"));
   EXPECT_TRUE(fs::exists(tmp_ / "hf/model.safetensors.index.json"));
   int shards = 0;
-  for (const auto& e : fs::directory_iterator(tmp_ / "hf")) shards += e.path().filename().string().rfind("model-0", 0) == 0;
+  for (const auto& e : fs::directory_iterator(tmp_ / "hf"))
+    shards += e.path().filename().string().rfind("model-0", 0) == 0;
   EXPECT_GT(shards, 1);
   EXPECT_TRUE(compare_hf_dirs(fixture("dense").string(), (tmp_ / "hf").string()).lossless());
 }
@@ -284,7 +304,8 @@ TEST_F(HfCheckpointTest, export_finds_the_newest_iteration_and_checks_its_weight
             (tmp_ / "run/latest_checkpointed_iteration.txt").string() + ": names iteration 300, but " +
                 (tmp_ / "run/iter_0000300").string() + " has no config.yaml");
   EXPECT_EQ(error_of([&] { resolve_checkpoint_dir(tmp_.string()); }),
-            tmp_.string() + ": not a checkpoint (expected config.yaml, or latest_checkpointed_iteration.txt naming an iteration)");
+            tmp_.string() +
+                ": not a checkpoint (expected config.yaml, or latest_checkpointed_iteration.txt naming an iteration)");
 
   // A checkpoint whose weights do not fit its config.yaml.
   const std::string it = (tmp_ / "run/iter_0000200").string();
@@ -293,7 +314,9 @@ TEST_F(HfCheckpointTest, export_finds_the_newest_iteration_and_checks_its_weight
   for (const io::StTensorInfo& t : f.tensors())
     ts.push_back({t.name, t.name == "backbone.norm_f.weight" ? Tensor::zeros({31}, DType::f32) : f.load(t.name)});
   io::save_safetensors(it + "/model.safetensors", ts);
-  EXPECT_EQ(error_of([&] { export_hf({it, (tmp_ / "hf2").string()}, quiet); }),
+  EXPECT_EQ(error_of([&] {
+              export_hf({it, (tmp_ / "hf2").string()}, quiet);
+            }),
             it + "/model.safetensors: tensor \"backbone.norm_f.weight\" has shape [31], expected [32] from config.yaml "
                  "(pattern \"MM*-M\", hidden_size 32, vocab_size 96)");
 }

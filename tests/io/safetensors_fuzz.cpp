@@ -15,9 +15,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -84,16 +83,26 @@ class Fuzzer {
 
   json odd_value() {
     switch (u(10)) {
-      case 0: return -1;
-      case 1: return 1.5;
-      case 2: return std::numeric_limits<uint64_t>::max();
-      case 3: return "12";
-      case 4: return nullptr;
-      case 5: return json::array();
-      case 6: return json::object();
-      case 7: return uint64_t{1} << 40;
-      case 8: return json::array({0, std::numeric_limits<uint64_t>::max()});
-      default: return static_cast<int64_t>(u(1000));
+      case 0:
+        return -1;
+      case 1:
+        return 1.5;
+      case 2:
+        return std::numeric_limits<uint64_t>::max();
+      case 3:
+        return "12";
+      case 4:
+        return nullptr;
+      case 5:
+        return json::array();
+      case 6:
+        return json::object();
+      case 7:
+        return uint64_t{1} << 40;
+      case 8:
+        return json::array({0, std::numeric_limits<uint64_t>::max()});
+      default:
+        return static_cast<int64_t>(u(1000));
     }
   }
 
@@ -105,7 +114,8 @@ class Fuzzer {
     const int edits = 1 + static_cast<int>(u(3));
     for (int e = 0; e < edits; ++e) {
       if (names.empty() || coin(8)) {
-        h[fmt::format("x{}", u(100))] = coin(2) ? odd_value() : json{{"dtype", "F32"}, {"shape", {u(3)}}, {"data_offsets", {u(64), u(64)}}};
+        h[fmt::format("x{}", u(100))] =
+            coin(2) ? odd_value() : json{{"dtype", "F32"}, {"shape", {u(3)}}, {"data_offsets", {u(64), u(64)}}};
         continue;
       }
       json& t = h[names[u(names.size())]];
@@ -130,18 +140,42 @@ class Fuzzer {
         continue;
       }
       switch (u(12)) {
-        case 0: t["dtype"] = coin(2) ? json("F8_E4M3") : odd_value(); break;
-        case 1: t["shape"] = odd_value(); break;
-        case 2: t["shape"] = {uint64_t{1} << 32, uint64_t{1} << 32, uint64_t{1} << 32}; break;
-        case 3: t["data_offsets"] = odd_value(); break;
-        case 4: t["data_offsets"] = {u(200), u(200)}; break;  // overlaps, holes, reversed, past the end
-        case 5: if (pair) t["data_offsets"][0] = std::numeric_limits<uint64_t>::max(); break;
-        case 6: if (pair) t["data_offsets"][1] = std::numeric_limits<uint64_t>::max(); break;
-        case 7: t.erase(coin(2) ? "dtype" : coin(2) ? "shape" : "data_offsets"); break;
-        case 8: t = odd_value(); break;
-        case 9: h["__metadata__"] = coin(2) ? odd_value() : json{{"k", odd_value()}}; return;
-        case 10: t["shape"] = {u(3), -static_cast<int64_t>(u(3)) - 1}; break;
-        default: t["dtype"] = kDtypes[u(10)]; break;  // a valid dtype of the wrong size
+        case 0:
+          t["dtype"] = coin(2) ? json("F8_E4M3") : odd_value();
+          break;
+        case 1:
+          t["shape"] = odd_value();
+          break;
+        case 2:
+          t["shape"] = {uint64_t{1} << 32, uint64_t{1} << 32, uint64_t{1} << 32};
+          break;
+        case 3:
+          t["data_offsets"] = odd_value();
+          break;
+        case 4:
+          t["data_offsets"] = {u(200), u(200)};
+          break;  // overlaps, holes, reversed, past the end
+        case 5:
+          if (pair) t["data_offsets"][0] = std::numeric_limits<uint64_t>::max();
+          break;
+        case 6:
+          if (pair) t["data_offsets"][1] = std::numeric_limits<uint64_t>::max();
+          break;
+        case 7:
+          t.erase(coin(2) ? "dtype" : coin(2) ? "shape" : "data_offsets");
+          break;
+        case 8:
+          t = odd_value();
+          break;
+        case 9:
+          h["__metadata__"] = coin(2) ? odd_value() : json{{"k", odd_value()}};
+          return;
+        case 10:
+          t["shape"] = {u(3), -static_cast<int64_t>(u(3)) - 1};
+          break;
+        default:
+          t["dtype"] = kDtypes[u(10)];
+          break;  // a valid dtype of the wrong size
       }
     }
   }
@@ -165,22 +199,30 @@ class Fuzzer {
     switch (u(7)) {
       case 0: {
         // Past the end of the file by a little (inside the mapped page) or by pages (outside it).
-        uint64_t n = coin(3) ? std::numeric_limits<uint64_t>::max() - u(16)
+        uint64_t n = coin(3)   ? std::numeric_limits<uint64_t>::max() - u(16)
                      : coin(2) ? u(f.size() + 16)
                                : f.size() + u(uint64_t{1} << 22);
         if (f.size() >= 8) std::memcpy(f.data(), &n, 8);
         break;
       }
       case 1:
-        for (int k = 1 + static_cast<int>(u(8)); k > 0 && !f.empty(); --k) f[u(f.size())] ^= static_cast<char>(1 + u(255));
+        for (int k = 1 + static_cast<int>(u(8)); k > 0 && !f.empty(); --k)
+          f[u(f.size())] ^= static_cast<char>(1 + u(255));
         break;
-      case 2: f.resize(u(f.size() + 1)); break;
-      case 3: f.append(1 + u(16), static_cast<char>(u(256))); break;
+      case 2:
+        f.resize(u(f.size() + 1));
+        break;
+      case 3:
+        f.append(1 + u(16), static_cast<char>(u(256)));
+        break;
       case 4:  // flip inside the header text, where the JSON is
         if (f.size() > 8)
-          for (int k = 1 + static_cast<int>(u(4)); k > 0; --k) f[8 + u(std::min<size_t>(f.size() - 8, 200))] = "{}[]\",:0-9e\\\xff"[u(14)];
+          for (int k = 1 + static_cast<int>(u(4)); k > 0; --k)
+            f[8 + u(std::min<size_t>(f.size() - 8, 200))] = "{}[]\",:0-9e\\\xff"[u(14)];
         break;
-      case 5: f.insert(u(f.size() + 1), std::string(1 + u(3), static_cast<char>(u(256)))); break;
+      case 5:
+        f.insert(u(f.size() + 1), std::string(1 + u(3), static_cast<char>(u(256))));
+        break;
       default: {
         std::string deep(u(300), '[');
         std::string text = coin(2) ? deep : "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}";
@@ -209,8 +251,8 @@ void check_opened(const SafetensorsFile& f, size_t file_size) {
     ranges.push_back({t.begin, t.end});
     Tensor native = f.load(t.name);
     ASSERT_EQ(native.shape(), t.shape);
-    const bool floating = t.dtype == StDtype::F64 || t.dtype == StDtype::F32 || t.dtype == StDtype::F16 ||
-                          t.dtype == StDtype::BF16;
+    const bool floating =
+        t.dtype == StDtype::F64 || t.dtype == StDtype::F32 || t.dtype == StDtype::F16 || t.dtype == StDtype::BF16;
     Tensor wide = f.load(t.name, floating ? DType::f64 : DType::i64);
     ASSERT_EQ(wide.numel(), t.shape.numel());
   }
@@ -221,7 +263,8 @@ void check_opened(const SafetensorsFile& f, size_t file_size) {
 class SafetensorsFuzz : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("nm_fuzz_{}_{}", ::getpid(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("nm_fuzz_{}_{}", ::getpid(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -281,20 +324,36 @@ TEST_F(SafetensorsFuzz, corrupted_index_files_open_cleanly_or_fail_with_input_er
   }
   const json good = {{"metadata", {{"total_size", 40}}},
                      {"weight_map",
-                      {{"s0.a", "model-00001-of-00002.safetensors"}, {"s0.b", "model-00001-of-00002.safetensors"},
-                       {"s1.a", "model-00002-of-00002.safetensors"}, {"s1.b", "model-00002-of-00002.safetensors"}}}};
-  const char* odd_files[] = {"../model-00001-of-00002.safetensors", "/etc/passwd", "", ".", "..", "nope.safetensors",
-                             "model-00002-of-00002.safetensors", "a/b", "model.safetensors.index.json"};
+                      {{"s0.a", "model-00001-of-00002.safetensors"},
+                       {"s0.b", "model-00001-of-00002.safetensors"},
+                       {"s1.a", "model-00002-of-00002.safetensors"},
+                       {"s1.b", "model-00002-of-00002.safetensors"}}}};
+  const char* odd_files[] = {"../model-00001-of-00002.safetensors",
+                             "/etc/passwd",
+                             "",
+                             ".",
+                             "..",
+                             "nope.safetensors",
+                             "model-00002-of-00002.safetensors",
+                             "a/b",
+                             "model.safetensors.index.json"};
   std::map<std::string, int> outcome;
   uint64_t i = 0;
   for (; bounds.more(i); ++i) {
     json idx = good;
     std::string text;
     switch (fz.u(4)) {
-      case 0: idx["weight_map"][fmt::format("s{}.{}", fz.u(3), fz.coin(2) ? "a" : "b")] = odd_files[fz.u(9)]; break;
-      case 1: idx["weight_map"] = fz.odd_value(); break;
-      case 2: idx = fz.coin(2) ? fz.odd_value() : json{{"weight_map", {{"s0.a", fz.odd_value()}}}}; break;
-      default: break;
+      case 0:
+        idx["weight_map"][fmt::format("s{}.{}", fz.u(3), fz.coin(2) ? "a" : "b")] = odd_files[fz.u(9)];
+        break;
+      case 1:
+        idx["weight_map"] = fz.odd_value();
+        break;
+      case 2:
+        idx = fz.coin(2) ? fz.odd_value() : json{{"weight_map", {{"s0.a", fz.odd_value()}}}};
+        break;
+      default:
+        break;
     }
     text = idx.dump();
     if (fz.coin(2))
@@ -330,15 +389,15 @@ TEST_F(SafetensorsFuzz, known_hostile_headers_are_input_errors) {
   const std::string hdr = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   const std::string huge = R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})";
   const std::vector<std::string> cases = {
-      "",                                                             // empty file
-      "abc",                                                          // shorter than the length field
-      with_length(std::numeric_limits<uint64_t>::max(), hdr),         // 8 + n overflows
-      with_length(std::numeric_limits<uint64_t>::max() - 7, hdr),     // 8 + n wraps to 0
-      with_length(hdr.size() + 1, hdr),                               // header runs past the end
-      with_length(hdr.size(), hdr),                                   // data shorter than the offsets
-      with_length(3, "nul"),                                          // not an object
-      with_length(2, "{]"),                                           // broken JSON
-      with_length(huge.size(), huge),                                 // numel overflows
+      "",                                                          // empty file
+      "abc",                                                       // shorter than the length field
+      with_length(std::numeric_limits<uint64_t>::max(), hdr),      // 8 + n overflows
+      with_length(std::numeric_limits<uint64_t>::max() - 7, hdr),  // 8 + n wraps to 0
+      with_length(hdr.size() + 1, hdr),                            // header runs past the end
+      with_length(hdr.size(), hdr),                                // data shorter than the offsets
+      with_length(3, "nul"),                                       // not an object
+      with_length(2, "{]"),                                        // broken JSON
+      with_length(huge.size(), huge),                              // numel overflows
   };
   for (size_t k = 0; k < cases.size(); ++k) {
     write(dir_ / "h.safetensors", cases[k]);

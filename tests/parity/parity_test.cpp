@@ -10,9 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "io/safetensors.h"
 #include "model/hf_checkpoint.h"
@@ -125,7 +124,9 @@ TEST_P(Parity, float32_compute_stays_within_float32_rounding_of_transformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(fixture_dirs()),
-                         [](const ::testing::TestParamInfo<FixtureDir>& i) { return i.param.fixture + "_" + i.param.layout; });
+                         [](const ::testing::TestParamInfo<FixtureDir>& i) {
+                           return i.param.fixture + "_" + i.param.layout;
+                         });
 
 class RoundTrip : public ::testing::TestWithParam<std::string> {};
 
@@ -145,11 +146,12 @@ std::vector<std::string> all_dirs() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, RoundTrip, ::testing::ValuesIn(all_dirs()), [](const ::testing::TestParamInfo<std::string>& i) {
-  std::string n = i.param;
-  for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Fixtures, RoundTrip, ::testing::ValuesIn(all_dirs()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return n;
+                         });
 
 TEST(ParityLayouts, hub_and_fused_directories_hold_the_same_tensors_byte_for_byte) {
   for (const auto& f : manifest()["fixtures"]) {
