@@ -16,6 +16,8 @@ int run(int argc, char** argv) {
   add_model_commands(app);
   add_data_prep_commands(app);
   add_pretrain_commands(app);
+  add_convert_commands(app);
+  add_compare_command(app);
   try {
     app.parse(argc, argv);  // runs the chosen command's callback
   } catch (const CLI::ParseError& e) {

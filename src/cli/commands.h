@@ -18,5 +18,9 @@ void add_model_demo_command(CLI::App& model);
 void add_data_prep_commands(CLI::App& app);
 // nemotron super3|nano3 pretrain [-c tiny|default|PATH] [--dry-run] [key=value ...]  (pretrain_command.cpp)
 void add_pretrain_commands(CLI::App& app);
+// nemotron convert import|export|roundtrip: Hugging Face checkpoints in and out
+void add_convert_commands(CLI::App& app);
+// nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]
+void add_compare_command(CLI::App& app);
 
 }  // namespace nemotron::cli

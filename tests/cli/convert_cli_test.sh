@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `nemotron convert ...` and `nemotron compare` as a user runs them on tests/fixtures/hf: the happy
+# paths (import, export, round trip, compare against transformers' reference) and bad input (exit
+# 2 with one `error: <file>: ...` line, nothing on stdout), failed verdicts (exit 1).
+# Usage: convert_cli_test.sh path/to/nemotron
+set -uo pipefail
+
+BIN=${1:?usage: convert_cli_test.sh path/to/nemotron}
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$ROOT"
+F=tests/fixtures/hf
+
+failures=0
+fail() {
+  echo "FAIL: $1"
+  failures=$((failures + 1))
+}
+expect_ok() {  # NAME PATTERN CMD...: exit 0, stdout matches PATTERN
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then fail "$name: exit $rc: $(cat "$TMP/err")"; return; fi
+  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/: $(tail -5 "$TMP/out")"; return; }
+  echo "ok: $name"
+}
+expect_error() {  # NAME MESSAGE CMD...: exit 2, no stdout, exactly "error: MESSAGE"
+  local name=$1 message=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (stderr: $(cat "$TMP/err"))"; return; fi
+  [[ -s "$TMP/out" ]] && { fail "$name: unexpected stdout: $(head -c 300 "$TMP/out")"; return; }
+  [[ "$(cat "$TMP/err")" == "error: $message" ]] || { fail "$name: stderr was [$(cat "$TMP/err")], expected [error: $message]"; return; }
+  echo "ok: $name"
+}
+expect_failure() {  # NAME PATTERN MESSAGE_PATTERN CMD...: exit 1, stdout matches PATTERN, stderr MESSAGE_PATTERN
+  local name=$1 pattern=$2 message=$3
+  shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 1 ]]; then fail "$name: exit $rc, expected 1 (stderr: $(cat "$TMP/err"))"; return; fi
+  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/"; return; }
+  grep -Eq -- "$message" "$TMP/err" || { fail "$name: stderr does not match /$message/: $(cat "$TMP/err")"; return; }
+  echo "ok: $name"
+}
+
+# --- import, export, round trip ------------------------------------------------------------------
+expect_ok "import" "^wrote $TMP/ckpt in .*model.safetensors, config.yaml, tokenizer/ \(tokenizer.json, tokenizer_config.json\)$" \
+  "$BIN" convert import --hf-model $F/dense --out "$TMP/ckpt"
+expect_ok "model info reads the imported config.yaml" '^  total +37,016 ' "$BIN" model info -c "$TMP/ckpt/config.yaml"
+expect_ok "export (sharded)" 'model.safetensors.index.json, config.json, tokenizer.json, tokenizer_config.json$' \
+  "$BIN" convert export --checkpoint "$TMP/ckpt" --out "$TMP/hf" --max-shard-size 50KB
+expect_ok "roundtrip fused layout" '^verdict: LOSSLESS \(63 tensors identical in name, dtype, shape and bytes\)$' \
+  "$BIN" convert roundtrip --hf-model $F/moe-fused
+expect_ok "roundtrip bf16 with --work" '^backbone.layers.\*.mixer.gate.e_score_correction_bias +2  F32 +identical$' \
+  "$BIN" convert roundtrip --hf-model $F/moe-bf16 --work "$TMP/work"
+expect_ok "import --dtype bf16" 'BF16 \(\+ F32: 2 tensors\)' \
+  bash -c "'$BIN' convert import --hf-model $F/moe --out '$TMP/bf16' --dtype bf16 && '$BIN' convert export --checkpoint '$TMP/bf16' --out '$TMP/bf16-hf'"
+
+# --- compare against transformers' reference -----------------------------------------------------
+expect_ok "compare float64 with gradients" '^verdict: PASS \(63 tensors compared, 0 failed' \
+  "$BIN" compare --hf-model $F/moe --input-ids $F/moe.reference.safetensors --grads --reference $F/moe.reference.safetensors
+expect_ok "compare prints the loss" '^mean next-token loss: 5\.834864 over 30 tokens' \
+  "$BIN" compare --hf-model $F/dense-fused --input-ids $F/dense.reference.safetensors
+expect_ok "compare --dump then check the dump" '^verdict: PASS' \
+  bash -c "'$BIN' compare --hf-model $F/ragged --input-ids $F/ragged.reference.safetensors --grads --dtype float32 --dump '$TMP/dump.safetensors' >/dev/null && '$BIN' compare --hf-model $F/ragged --input-ids $F/ragged.reference.safetensors --grads --reference '$TMP/dump.safetensors' --grads-tol 1e-4"
+expect_failure "compare against the wrong reference" 'FAIL: reference shape \[2, 12, 96\]' 'tensors differ from' \
+  "$BIN" compare --hf-model $F/tied --input-ids $F/tied.reference.safetensors --reference $F/moe.reference.safetensors
+expect_failure "compare with a tolerance float32 cannot meet" '^verdict: FAIL' 'compare: 2 of 2 tensors differ' \
+  "$BIN" compare --hf-model $F/moe_flat --input-ids $F/moe_flat.reference.safetensors --dtype float32 \
+  --reference $F/moe_flat.reference.safetensors --logits-tol 1e-9 --grads-tol 1
+
+# --prompt: the ids are the ones HF tokenizers 0.23.2 gave for this text when the fixture was made
+# (tools/make_hf_fixtures.py logs them), and the exported directory carries the same tokenizer.
+expect_ok "compare --prompt" '^prompt: 10 tokens \(.*tokenizer.json\): \[276, 78, 81, 14, 223, 89, 287, 260, 84, 71\]$' \
+  "$BIN" compare --hf-model $F/dense --prompt "Hello, who are"
+expect_ok "compare --prompt shows the next tokens" '^  1\. +[0-9]+  p = 0\.[0-9]{4}  ' \
+  "$BIN" compare --hf-model "$TMP/hf" --prompt "Hello, who are"
+
+# --- bad input: exit 2, one line ------------------------------------------------------------------
+mkdir -p "$TMP/empty" "$TMP/noweights" "$TMP/wrongshape"
+cp $F/dense/config.json "$TMP/noweights/"
+sed 's/"vocab_size": 96/"vocab_size": 97/' $F/ragged/config.json >"$TMP/wrongshape/config.json"
+cp $F/ragged/model.safetensors "$TMP/wrongshape/"
+expect_error "no config.json" "$TMP/empty: no config.json (expected a Hugging Face model directory with config.json and *.safetensors)" \
+  "$BIN" convert import --hf-model "$TMP/empty" --out "$TMP/x1"
+expect_error "no weights" "$TMP/noweights: no weights (expected model.safetensors or model.safetensors.index.json)" \
+  "$BIN" convert import --hf-model "$TMP/noweights" --out "$TMP/x2"
+expect_error "wrong shape" "$TMP/wrongshape/model.safetensors: tensor \"backbone.embeddings.weight\" has shape [96, 32], expected [97, 32] from config.json (pattern \"MM*-M\", hidden_size 32, vocab_size 97)" \
+  "$BIN" convert import --hf-model "$TMP/wrongshape" --out "$TMP/x3"
+expect_error "compare wrong shape" "$TMP/wrongshape/model.safetensors: tensor \"backbone.embeddings.weight\" has shape [96, 32], expected [97, 32] from config.json (pattern \"MM*-M\", hidden_size 32, vocab_size 97)" \
+  "$BIN" compare --hf-model "$TMP/wrongshape" --input-ids $F/dense.reference.safetensors
+expect_error "non-empty --out" "$TMP/ckpt: exists and is not empty (pass --force to replace the checkpoint files in it)" \
+  "$BIN" convert import --hf-model $F/dense --out "$TMP/ckpt"
+expect_ok "--force replaces" '^wrote ' "$BIN" convert import --hf-model $F/dense --out "$TMP/ckpt" --force
+expect_error "export of a non-checkpoint" "$F/dense: not a checkpoint (expected config.yaml, or latest_checkpointed_iteration.txt naming an iteration)" \
+  "$BIN" convert export --checkpoint $F/dense --out "$TMP/x4"
+expect_error "bad shard size" '--max-shard-size: expected a size such as 5GB, 500MB or 2GiB, got "lots"' \
+  "$BIN" convert export --checkpoint "$TMP/ckpt" --out "$TMP/x5" --max-shard-size lots
+expect_error "--prompt without a tokenizer" \
+  "$F/moe: no tokenizer.json to encode --prompt with; pass --input-ids FILE (safetensors with int64 input_ids [B, T])" \
+  "$BIN" compare --hf-model $F/moe --prompt "Hello, who are"
+expect_error "input ids outside the vocabulary" "$F/dense.reference.safetensors: input_ids[0, 0] = 210 is outside the vocabulary [0, 96)" \
+  "$BIN" compare --hf-model $F/moe --input-ids $F/dense.reference.safetensors
+expect_error "input file without input_ids" "$F/moe/model.safetensors: no tensor \"input_ids\" (expected int64 input_ids [B, T])" \
+  "$BIN" compare --hf-model $F/moe --input-ids $F/moe/model.safetensors
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all convert/compare CLI checks passed"
