@@ -2,6 +2,8 @@
 // are written one at a time; a tensor that keeps its dtype is written from the mapped source.
 #include "model/hf_convert.h"
 
+#include "io/checkpoint_layout.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -23,7 +25,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kTracker = "latest_checkpointed_iteration.txt";
 
 // config.json fields that ModelConfig does not hold, which transformers reads and which do not
 // change the computation; an import records them and an export writes them back.
@@ -198,19 +199,14 @@ std::string resolve_checkpoint_dir(const std::string& path) {
   if (!fs::is_directory(p, ec))
     throw InputError(fmt::format("{}: {}", path, fs::exists(p, ec) ? "is not a directory" : "no such directory"));
   if (fs::exists(p / "config.yaml", ec)) return path;
-  if (!fs::exists(p / kTracker, ec))
+  const int64_t iter = io::read_tracker(path);
+  if (iter < 0)
     throw InputError(
-        fmt::format("{}: not a checkpoint (expected config.yaml, or {} naming an iteration)", path, kTracker));
-  std::ifstream in(p / kTracker);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t a = text.find_first_not_of(" \t\r\n"), b = text.find_last_not_of(" \t\r\n");
-  std::string iter = a == std::string::npos ? "" : text.substr(a, b - a + 1);
-  if (iter.empty() || iter.find_first_not_of("0123456789") != std::string::npos || iter.size() > 12)
-    throw InputError(fmt::format("{}: expected an iteration number, got \"{}\"", (p / kTracker).string(), iter));
-  fs::path dir = p / fmt::format("iter_{:07d}", std::stoll(iter));
+        fmt::format("{}: not a checkpoint (expected config.yaml, or {} naming an iteration)", path, io::kTrackerFile));
+  fs::path dir = p / io::iteration_dir_name(iter);
   if (!fs::exists(dir / "config.yaml", ec))
-    throw InputError(
-        fmt::format("{}: names iteration {}, but {} has no config.yaml", (p / kTracker).string(), iter, dir.string()));
+    throw InputError(fmt::format("{}: names iteration {}, but {} has no config.yaml", (p / io::kTrackerFile).string(),
+                                 iter, dir.string()));
   return dir.string();
 }
 

@@ -1,5 +1,7 @@
 #include "train/checkpoint.h"
 
+#include "io/checkpoint_layout.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -43,21 +45,6 @@ std::string read_text(const fs::path& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-// The iteration a tracker names, or -1 when there is none. "release" is Megatron's name for a
-// release checkpoint directory; we never write one and refuse it clearly.
-int64_t read_tracker(const fs::path& save_dir) {
-  const fs::path tracker = save_dir / kTrackerFile;
-  std::error_code ec;
-  if (!fs::exists(tracker, ec)) return -1;
-  std::string text = read_text(tracker);
-  text.erase(std::remove_if(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); }), text.end());
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < 0)
-    throw InputError(fmt::format("{}: expected an iteration number, got \"{}\"", tracker.string(), text));
-  return v;
 }
 
 bool complete(const fs::path& iter_dir) {
@@ -105,7 +92,6 @@ TrainState TrainState::from_json(const json& j, const std::string& source) {
   return s;
 }
 
-std::string iteration_dir_name(int64_t iteration) { return fmt::format("iter_{:07d}", iteration); }
 
 std::string save_checkpoint(const std::string& save_dir, const CheckpointContent& c, int64_t most_recent_k,
                             const SaveStageHook& hook) {
@@ -171,10 +157,10 @@ bool has_checkpoint(const std::string& path) {
   return fs::exists(fs::path(path) / kTrackerFile, ec) || complete(path);
 }
 
-std::string resolve_checkpoint_dir(const std::string& path) {
+std::string resolve_checkpoint_dir(const std::string& path, bool weights_only) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) throw InputError(fmt::format("{}: no such checkpoint directory", path));
-  const int64_t it = read_tracker(path);
+  const int64_t it = io::read_tracker(path);
   if (it >= 0) {
     fs::path dir = fs::path(path) / iteration_dir_name(it);
     if (!complete(dir))
@@ -183,8 +169,12 @@ std::string resolve_checkpoint_dir(const std::string& path) {
     return dir.string();
   }
   if (complete(path)) return path;
-  throw InputError(fmt::format("{}: not a checkpoint (neither {} nor an iter_* directory with train_state.json)", path,
-                               kTrackerFile));
+  const bool has_weights = fs::exists(fs::path(path) / "model.safetensors", ec) ||
+                           fs::exists(fs::path(path) / "model.safetensors.index.json", ec);
+  if (weights_only && has_weights) return path;  // e.g. the output of `nemotron convert import`
+  throw InputError(fmt::format("{}: not a checkpoint (neither {} nor an iter_* directory with train_state.json{})", path,
+                               kTrackerFile,
+                               has_weights ? "; it holds weights only: load it with checkpoint.finetune=true" : ""));
 }
 
 TrainState read_train_state(const std::string& iter_dir) {
@@ -228,7 +218,7 @@ void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k) {
   static const std::regex kIter("iter_([0-9]{7})"), kLeftover("iter_[0-9]{7}\\.(tmp|old)-[0-9]+");
   std::error_code ec;
   std::vector<std::pair<int64_t, fs::path>> iters;
-  const int64_t tracked = read_tracker(save_dir);
+  const int64_t tracked = io::read_tracker(save_dir);
   for (const auto& e : fs::directory_iterator(save_dir, ec)) {
     const std::string name = e.path().filename().string();
     std::smatch m;

@@ -11,6 +11,7 @@
 // directory, so a directory without it is never a checkpoint. A kill at any moment leaves the
 // tracker naming a complete checkpoint (the previous one until the very last rename).
 #pragma once
+#include "io/checkpoint_layout.h"
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -22,7 +23,7 @@
 namespace nemotron::train {
 
 constexpr int kCheckpointFormatVersion = 1;
-constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
+using io::kTrackerFile;
 
 struct TrainState {
   int64_t iteration = 0;                           // optimizer steps completed
@@ -38,7 +39,7 @@ struct TrainState {
 };
 
 // "iter_0000100" (Megatron's iter_%07d).
-std::string iteration_dir_name(int64_t iteration);
+using io::iteration_dir_name;
 
 // Called with the stage about to run ("model", "optimizer", "config", "train_state", "rename",
 // "tracker", "prune"): tests inject crashes here.
@@ -58,7 +59,9 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
 
 // The iteration directory `path` names: a parent with the tracker file, or an iter_* directory
 // holding train_state.json. InputError naming the path otherwise.
-std::string resolve_checkpoint_dir(const std::string& path);
+// With weights_only, a directory holding only weights (model.safetensors, e.g. a
+// `convert import` output) is accepted too: fine-tuning needs nothing else.
+std::string resolve_checkpoint_dir(const std::string& path, bool weights_only = false);
 // True when `path` holds a tracker or a train_state.json (something resolve_checkpoint_dir takes).
 bool has_checkpoint(const std::string& path);
 

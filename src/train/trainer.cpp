@@ -78,14 +78,14 @@ void Trainer::restore_from_config() {
 }
 
 void Trainer::restore(const std::string& path, bool finetune) {
-  const std::string dir = resolve_checkpoint_dir(path);
-  const TrainState st = read_train_state(dir);
+  const std::string dir = resolve_checkpoint_dir(path, finetune);
   load_checkpoint_weights(dir, net_.params());
   resumed_from_ = dir;
   if (finetune) {
     iteration_ = 0, consumed_samples_ = 0, finetuned_ = true;
     return;
   }
+  const TrainState st = read_train_state(dir);
   load_checkpoint_optimizer(dir, opt_, net_.params(), st.optimizer_steps);
   if (!st.data.contains("train"))
     throw InputError(fmt::format("{}/train_state.json: data.train: missing (the data cursor)", dir));

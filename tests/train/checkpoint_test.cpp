@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/hybrid_model.h"
+#include "test_util.h"
 #include "train_fixtures.h"
 
 namespace nemotron::testing {
@@ -199,6 +200,16 @@ TEST(Checkpoint, resolve_names_what_is_wrong) {
                           "/iter_0000007 is missing or incomplete");
   std::ofstream(tmp.path / "latest_checkpointed_iteration.txt") << "seven";
   EXPECT_EQ(error(p), p + "/latest_checkpointed_iteration.txt: expected an iteration number, got \"seven\"");
+}
+
+TEST(Checkpoint, a_weights_only_directory_loads_for_finetuning_only) {
+  TempDir tmp;
+  const std::string p = tmp.path.string();
+  std::ofstream(tmp.path / "model.safetensors") << "x";  // what `convert import` writes (content not read here)
+  EXPECT_EQ(train::resolve_checkpoint_dir(p, /*weights_only=*/true), p);
+  EXPECT_EQ(input_error([&] { train::resolve_checkpoint_dir(p); }),
+            p + ": not a checkpoint (neither latest_checkpointed_iteration.txt nor an iter_* directory with "
+                "train_state.json; it holds weights only: load it with checkpoint.finetune=true)");
 }
 
 TEST(Checkpoint, another_model_shape_is_refused_and_nothing_is_touched) {
