@@ -136,6 +136,49 @@ Tokenizer make_tokenizer(const PretrainPrepConfig& cfg, int64_t sample, std::FIL
   return tok;
 }
 
+// Sources from a Nemotron raw blend file (reference/data-formats.md §2.4), single mode:
+// {"datasets": [{"name", "path", "weight", "text_field"}, ...]}; a path is a local file or a
+// directory of .jsonl files; weight 0 leaves the dataset out; keys starting with '_' are comments.
+std::vector<PrepSource> read_raw_blend(const std::string& path, const std::string& text_field) {
+  nlohmann::json j = load_config_file(path);
+  if (!j.is_object() || !j.contains("datasets"))
+    throw InputError(fmt::format("{}: datasets: missing (pretraining data prep takes the single-blend form "
+                                 "{{\"datasets\": [...]}})",
+                                 path));
+  ConfigReader top(j, path);
+  const nlohmann::json& list = top.get_raw("datasets");
+  if (!list.is_array() || list.empty()) top.fail("datasets", "expected a non-empty list");
+  std::vector<PrepSource> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    ConfigReader d(list[i], path, fmt::format("datasets[{}]", i));
+    PrepSource s;
+    s.name = d.get_string("name", "");
+    if (s.name.empty()) d.fail("name", "missing");
+    std::string p = d.get_string("path", "");
+    if (p.find("://") != std::string::npos)
+      d.fail("path", fmt::format("\"{}\" is remote; download it first and give the local path", p));
+    s.weight = d.get_number("weight", 1.0);
+    if (d.get_string("text_field", text_field) != text_field)
+      d.fail("text_field", fmt::format("differs from the config's text_field \"{}\"", text_field));
+    d.ignore("split"), d.ignore("subset");
+    for (const auto& [key, v] : list[i].items())
+      if (!key.empty() && key[0] == '_') d.ignore(key);
+    d.check_unknown_keys();
+    if (fs::is_directory(p)) {
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.path().extension() == ".jsonl") s.files.push_back(e.path().string());
+      std::sort(s.files.begin(), s.files.end());
+      if (s.files.empty()) d.fail("path", fmt::format("{}: no .jsonl files in this directory", p));
+    } else if (fs::is_regular_file(p)) {
+      s.files.push_back(p);
+    } else {
+      d.fail("path", fmt::format("{}: no such file or directory", p));
+    }
+    if (s.weight > 0) out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
 
 PretrainPrepConfig PretrainPrepConfig::read(ConfigReader& r) {
@@ -143,9 +186,15 @@ PretrainPrepConfig PretrainPrepConfig::read(ConfigReader& r) {
   c.output_dir = r.get_string("output_dir", "");
   if (c.output_dir.empty()) r.fail("output_dir", "missing (where the shards, blend.json and tokenizer go)");
   c.text_field = r.get_string("text_field", c.text_field);
+  if (r.has("blend_path")) {
+    if (r.has("sources")) r.fail("blend_path", "give either blend_path or sources, not both");
+    c.blend_path = r.get_string("blend_path", "");
+    c.sources = read_raw_blend(c.blend_path, c.text_field);
+  }
   const nlohmann::json& sources = r.get_raw("sources");
-  if (!sources.is_array() || sources.empty()) r.fail("sources", "expected a non-empty list of sources");
-  for (size_t i = 0; i < sources.size(); ++i) {
+  if (c.sources.empty() && (!sources.is_array() || sources.empty()))
+    r.fail("sources", "expected a non-empty list of sources (or blend_path: a raw blend JSON)");
+  for (size_t i = 0; sources.is_array() && i < sources.size(); ++i) {
     ConfigReader s(sources[i], r.source(), r.key_path("sources") + fmt::format("[{}]", i));
     PrepSource src;
     src.name = s.get_string("name", fmt::format("source{}", i));
@@ -214,9 +263,9 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
       if (::stat(f.c_str(), &st) != 0) throw InputError(fmt::format("{}: cannot stat", f));
       h = fnv1a(h, fmt::format("|{}:{}:{}", f, st.st_size, st.st_mtime));
     }
-  if (!cfg.tokenizer_path.empty()) {
+  for (const std::string& f : {cfg.tokenizer_path, cfg.blend_path}) {
     struct stat st {};
-    if (::stat(cfg.tokenizer_path.c_str(), &st) == 0) h = fnv1a(h, fmt::format("|tok:{}:{}", st.st_size, st.st_mtime));
+    if (!f.empty() && ::stat(f.c_str(), &st) == 0) h = fnv1a(h, fmt::format("|{}:{}:{}", f, st.st_size, st.st_mtime));
   }
   const std::string fingerprint = fmt::format("{:016x}", h);
 

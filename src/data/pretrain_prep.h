@@ -29,6 +29,7 @@ struct PrepSource {
 struct PretrainPrepConfig {
   std::string output_dir;
   std::vector<PrepSource> sources;
+  std::string blend_path;                           // the raw blend the sources came from, if any
   std::string text_field = "text";
   std::string tokenizer_path;                       // an existing tokenizer.json, or
   std::optional<BpeTrainConfig> tokenizer_train;    // train one on the sources

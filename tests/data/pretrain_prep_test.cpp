@@ -118,11 +118,42 @@ test_shards: 1
   EXPECT_NE(testing::input_error([&] { run(tree, 0, true); }).find("a.jsonl:6"), std::string::npos);
 }
 
+TEST_F(PretrainPrep, reads_a_nemotron_raw_blend) {
+  fs::create_directories(dir_ / "web");
+  for (int k = 0; k < 2; ++k) {
+    std::ofstream f(dir_ / "web" / fmt::format("part{}.jsonl", k));
+    for (int i = 0; i < 4; ++i) f << fmt::format("{{\"text\": \"document {} of part {}\"}}\n", i, k);
+  }
+  std::ofstream(dir_ / "raw.json") << fmt::format(
+      R"({{"datasets": [{{"name": "web", "path": "{0}/web", "weight": 2.0, "_comment": "two parts"}},
+                       {{"name": "off", "path": "{0}/web", "weight": 0}}]}})", dir_.string());
+  std::string yaml = fmt::format(R"(output_dir: {0}/out
+blend_path: {0}/raw.json
+tokenizer:
+  train: {{vocab_size: 280, special_tokens: ["</s>"]}}
+  eos_token: "</s>"
+num_shards: 4
+)", dir_.string());
+  PretrainPrepResult res = run(parse_yaml_text(yaml, "prep.yaml"));
+  EXPECT_EQ(res.documents, 8);
+  BlendPerSplit blends = load_blend_json(res.blend_path);
+  EXPECT_EQ((*blends[0]->weights)[0], 2.0);
+  std::ofstream(dir_ / "remote.json") << R"({"datasets": [{"name": "w", "path": "hf://org/web"}]})";
+  EXPECT_EQ(testing::input_error([&] {
+              run(parse_yaml_text(fmt::format("output_dir: x\nblend_path: {}/remote.json\ntokenizer: {{path: t}}\n",
+                                              dir_.string()),
+                                  "prep.yaml"));
+            }),
+            (dir_ / "remote.json").string() + ": datasets[0].path: \"hf://org/web\" is remote; download it first and "
+                                              "give the local path");
+}
+
 TEST_F(PretrainPrep, config_errors_name_the_key) {
   auto err = [&](const std::string& yaml) {
     return testing::input_error([&] { run(parse_yaml_text(yaml, "prep.yaml")); });
   };
-  EXPECT_EQ(err("sources: []\noutput_dir: x\n"), "prep.yaml: sources: expected a non-empty list of sources");
+  EXPECT_EQ(err("sources: []\noutput_dir: x\n"),
+            "prep.yaml: sources: expected a non-empty list of sources (or blend_path: a raw blend JSON)");
   EXPECT_EQ(err("output_dir: x\nsources: [{name: a, files: [/nope.jsonl]}]\ntokenizer: {path: t.json}\n"),
             "prep.yaml: sources[0].files: /nope.jsonl: no such file");
   EXPECT_EQ(err("output_dir: x\nsources: [{name: a}]\ntokenizer: {path: t.json}\n"),
