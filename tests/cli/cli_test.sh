@@ -4,54 +4,7 @@
 # <problem>` line on stderr). Usage: cli_test.sh path/to/nemotron
 set -uo pipefail
 
-BIN=${1:?usage: cli_test.sh path/to/nemotron}
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")  # absolute: the script changes directory
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$ROOT"
-
-failures=0
-fail() {
-  echo "FAIL: $1"
-  failures=$((failures + 1))
-}
-
-# expect_ok NAME PATTERN CMD...: exit 0 and stdout matches the extended regex PATTERN.
-expect_ok() {
-  local name=$1 pattern=$2
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 0 ]]; then fail "$name: exit $rc: $(cat "$TMP/err")"; return; fi
-  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/"; return; }
-  echo "ok: $name"
-}
-
-# expect_error NAME MESSAGE CMD...: exit 2, nothing on stdout, exactly "error: MESSAGE" on stderr.
-expect_error() {
-  local name=$1 message=$2
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (stderr: $(cat "$TMP/err"))"; return; fi
-  [[ -s "$TMP/out" ]] && { fail "$name: unexpected stdout: $(head -c 200 "$TMP/out")"; return; }
-  local got
-  got=$(cat "$TMP/err")
-  [[ "$got" == "error: $message" ]] || { fail "$name: stderr was [$got], expected [error: $message]"; return; }
-  echo "ok: $name"
-}
-
-# expect_usage_error NAME PATTERN CMD...: CLI11 rejects the command line (non-zero exit, not 0).
-expect_usage_error() {
-  local name=$1 pattern=$2
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -eq 0 ]]; then fail "$name: exit 0, expected a usage error"; return; fi
-  grep -Eq -- "$pattern" "$TMP/err" || { fail "$name: stderr does not match /$pattern/: $(cat "$TMP/err")"; return; }
-  echo "ok: $name"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 # --- version and help -----------------------------------------------------------------------------
 expect_ok "--version" '^nemotron [0-9]+\.[0-9]+\.[0-9]+$' "$BIN" --version
@@ -128,8 +81,4 @@ expect_usage_error "stray positional" 'expected key=value' "$BIN" model info -c 
 expect_usage_error "bad --seq-len" 'seq-len' "$BIN" model info -c "$tiny" --seq-len -5
 expect_usage_error "model without a subcommand" 'subcommand is required' "$BIN" model
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all CLI checks passed"
+finish "CLI checks"

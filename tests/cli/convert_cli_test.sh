@@ -5,48 +5,8 @@
 # Usage: convert_cli_test.sh path/to/nemotron
 set -uo pipefail
 
-BIN=${1:?usage: convert_cli_test.sh path/to/nemotron}
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$ROOT"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 F=tests/fixtures/hf
-
-failures=0
-fail() {
-  echo "FAIL: $1"
-  failures=$((failures + 1))
-}
-expect_ok() {  # NAME PATTERN CMD...: exit 0, stdout matches PATTERN
-  local name=$1 pattern=$2
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 0 ]]; then fail "$name: exit $rc: $(cat "$TMP/err")"; return; fi
-  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/: $(tail -5 "$TMP/out")"; return; }
-  echo "ok: $name"
-}
-expect_error() {  # NAME MESSAGE CMD...: exit 2, no stdout, exactly "error: MESSAGE"
-  local name=$1 message=$2
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (stderr: $(cat "$TMP/err"))"; return; fi
-  [[ -s "$TMP/out" ]] && { fail "$name: unexpected stdout: $(head -c 300 "$TMP/out")"; return; }
-  [[ "$(cat "$TMP/err")" == "error: $message" ]] || { fail "$name: stderr was [$(cat "$TMP/err")], expected [error: $message]"; return; }
-  echo "ok: $name"
-}
-expect_failure() {  # NAME PATTERN MESSAGE_PATTERN CMD...: exit 1, stdout matches PATTERN, stderr MESSAGE_PATTERN
-  local name=$1 pattern=$2 message=$3
-  shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 1 ]]; then fail "$name: exit $rc, expected 1 (stderr: $(cat "$TMP/err"))"; return; fi
-  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/"; return; }
-  grep -Eq -- "$message" "$TMP/err" || { fail "$name: stderr does not match /$message/: $(cat "$TMP/err")"; return; }
-  echo "ok: $name"
-}
 
 # --- import, export, round trip ------------------------------------------------------------------
 expect_ok "import" "^wrote $TMP/ckpt in .*model.safetensors, config.yaml, tokenizer/ \(tokenizer.json, tokenizer_config.json\)$" \
@@ -109,8 +69,4 @@ expect_error "input ids outside the vocabulary" "$F/dense.reference.safetensors:
 expect_error "input file without input_ids" "$F/moe/model.safetensors: no tensor \"input_ids\" (expected int64 input_ids [B, T])" \
   "$BIN" compare --hf-model $F/moe --input-ids $F/moe/model.safetensors
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all convert/compare CLI checks passed"
+finish "convert/compare CLI checks"

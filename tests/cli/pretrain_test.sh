@@ -6,43 +6,7 @@
 # `error:` line with exit 2 and nothing written. Usage: pretrain_test.sh path/to/nemotron
 set -uo pipefail
 
-BIN=${1:?usage: pretrain_test.sh path/to/nemotron}
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cd "$ROOT"
-
-failures=0
-fail() {
-  echo "FAIL: $1"
-  failures=$((failures + 1))
-}
-
-# expect_ok NAME PATTERN CMD...: exit 0 and stdout matches the extended regex PATTERN.
-expect_ok() {
-  local name=$1 pattern=$2
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 0 ]]; then fail "$name: exit $rc: $(cat "$TMP/err")"; return; fi
-  grep -Eq -- "$pattern" "$TMP/out" || { fail "$name: stdout does not match /$pattern/"; return; }
-  echo "ok: $name"
-}
-
-# expect_error NAME MESSAGE CMD...: exit 2, nothing on stdout, exactly "error: MESSAGE" on stderr.
-expect_error() {
-  local name=$1 message=$2
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (stderr: $(cat "$TMP/err"))"; return; fi
-  [[ -s "$TMP/out" ]] && { fail "$name: unexpected stdout: $(head -c 300 "$TMP/out")"; return; }
-  local got
-  got=$(cat "$TMP/err")
-  [[ "$got" == "error: $message" ]] || { fail "$name: stderr was [$got], expected [error: $message]"; return; }
-  echo "ok: $name"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 # The lm_loss of every train record of a metrics file, one per line, as JSON wrote it (all digits).
 losses() { grep '"type":"train"' "$1" | sed -E 's/.*"lm_loss":([^,}]*).*/\1/'; }
@@ -159,8 +123,4 @@ fi
 "$BIN" super3 pretrain -c tiny stray >"$TMP/out" 2>"$TMP/err" && fail "stray positional accepted"
 grep -q 'expected key=value, got stray' "$TMP/err" && echo "ok: stray positional" || fail "stray positional: $(cat "$TMP/err")"
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all pretrain CLI checks passed"
+finish "pretrain CLI checks"
