@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test except the CUDA ones: installs the dependencies (a no-op
-# when present), configures into build/, builds, runs ctest, then the safetensors fuzz test under
-# AddressSanitizer + UBSan for a bounded time. Exit status 0 = all tests passed.
+# when present), runs the safetensors fuzz test under AddressSanitizer + UBSan for a bounded time,
+# then configures into build/, builds, and runs ctest (last, so its summary closes the output).
+# Exit status 0 = all tests passed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j "${JOBS:-$(nproc)}"
-ctest --test-dir build --output-on-failure -j2 -LE cuda
 
 # Fuzzing under AddressSanitizer + UBSan (tests/io/safetensors_fuzz.cpp): build-asan/ builds only
 # that target (it links just the io and core libraries; -O1 with line tables keeps the build near a
@@ -21,3 +19,7 @@ if [[ "${NEMOTRON_SKIP_ASAN_FUZZ:-0}" != 1 ]]; then
   NEMOTRON_FUZZ_SECONDS="${NEMOTRON_FUZZ_SECONDS:-30}" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-asan/tests/test_fuzz
 fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "${JOBS:-$(nproc)}"
+ctest --test-dir build --output-on-failure -j2 -LE cuda
