@@ -26,6 +26,3 @@ namespace nemotron::cuda {
     if (nm_st_ != CUBLAS_STATUS_SUCCESS)                                                       \
       ::nemotron::cuda::throw_cublas_error(#call, nm_st_, __FILE__, __LINE__);                 \
   } while (0)
-
-// After a kernel launch: launch errors surface here, named by the kernel.
-#define NM_CUDA_CHECK_LAUNCH(kernel_name) NM_CUDA_CHECK(cudaGetLastError())
