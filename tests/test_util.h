@@ -9,6 +9,9 @@
 
 namespace nemotron::testing {
 
+// The repository root (set by CMake: __FILE__ is not an absolute path under compiler caches).
+inline std::filesystem::path source_root() { return NEMOTRON_SOURCE_DIR; }
+
 // The InputError message of f(), or a marker that no InputError was thrown.
 inline std::string input_error(const std::function<void()>& f) {
   try {

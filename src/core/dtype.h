@@ -16,6 +16,9 @@ inline bool is_float(DType t) { return t == DType::f64 || t == DType::f32 || t =
 // The dtype of statistics (norm rstd, softmax log-sum-exp, scan states) kept for tensors of `t`:
 // float32 for reduced precision, float64 when the whole computation is float64.
 inline DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+// The dtype of parameter gradients (and master weights) for parameters held in `t`: bf16 weights
+// accumulate their gradients in float32 (Megatron's main_grad), full-precision ones in their own.
+inline DType grad_dtype(DType t) { return t == DType::bf16 ? DType::f32 : t; }
 
 // bf16 <-> f32, round to nearest even; NaN stays NaN.
 inline uint16_t f32_to_bf16(float f) {

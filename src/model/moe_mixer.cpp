@@ -72,7 +72,7 @@ MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string&
     throw InputError(fmt::format("moe_latent_size: expected 0 (none) or a positive width, got {}", cfg.moe_latent_size));
   const int64_t E = router_.num_experts;
   gate_ = Linear(store, prefix + "gate.", H_, E, false);
-  correction_bias_ = &store.add(prefix + "gate.e_score_correction_bias", {E}, false);
+  correction_bias_ = &store.add(prefix + "gate.e_score_correction_bias", {E}, false, /*stat=*/true);
   correction_bias_->trainable = false;
   const MlpSpec expert{d_e_, cfg.moe_intermediate_size, false, cfg.mlp_bias};
   for (int64_t e = 0; e < E; ++e)

@@ -2,12 +2,13 @@
 
 namespace nemotron::model {
 
-Param& ParamStore::add(const std::string& name, Shape shape, bool weight_decay) {
+Param& ParamStore::add(const std::string& name, Shape shape, bool weight_decay, bool stat) {
   NM_CHECK(!by_name_.count(name), "parameter {} registered twice", name);
   auto p = std::make_unique<Param>();
   p->name = name;
-  p->value = Tensor::zeros(shape, dtype_, *backend_);
-  p->grad = Tensor::zeros(shape, dtype_, *backend_);
+  const DType vt = stat ? stat_dtype(dtype_) : dtype_;
+  p->value = Tensor::zeros(shape, vt, *backend_);
+  p->grad = Tensor::zeros(shape, grad_dtype(vt), *backend_);
   p->weight_decay = weight_decay;
   Param& ref = *p;
   order_.push_back(p.get());
@@ -28,6 +29,22 @@ const Param* ParamStore::find(const std::string& name) const {
 
 void ParamStore::zero_grads() {
   for (Param* p : order_) p->grad.zero_();
+}
+
+void ParamStore::create_masters() {
+  for (Param* p : order_)
+    if (p->value.dtype() == DType::bf16 && !p->master.defined())
+      p->master = p->value.to_host(DType::f32).to(*backend_);
+}
+
+bool ParamStore::has_masters() const {
+  for (const Param* p : order_)
+    if (p->master.defined()) return true;
+  return false;
+}
+
+void Param::refresh_value() {
+  if (master.defined()) value.copy_from(master.to_host(value.dtype()));
 }
 
 int64_t ParamStore::numel() const {

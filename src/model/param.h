@@ -12,24 +12,38 @@
 
 namespace nemotron::model {
 
+// Mixed precision (Megatron's scheme): a bf16 store keeps `value` in bf16 for compute, `grad` in
+// float32 (grad_dtype) and, once create_masters() ran, a float32 `master` that the optimizer
+// updates and writes back into `value`. Full-precision stores have no master.
 struct Param {
   std::string name;
   Tensor value;
   Tensor grad;
+  Tensor master;  // float32 copy of a bf16 value (undefined otherwise)
   bool weight_decay = true;  // false for norms, biases and other 1-D tensors
   bool trainable = true;     // false for buffers the optimizer must not touch (MoE router bias)
+  // The values that are the truth (saved in checkpoints, updated by the optimizer).
+  Tensor& truth() { return master.defined() ? master : value; }
+  const Tensor& truth() const { return master.defined() ? master : value; }
+  // After the truth changed outside the optimizer (load, bias update): value = cast(master).
+  void refresh_value();
 };
 
 class ParamStore {
  public:
   ParamStore(Backend& backend, DType dtype) : backend_(&backend), dtype_(dtype) {}
-  // A new zero-initialised parameter with a zero gradient. Names must be unique.
-  Param& add(const std::string& name, Shape shape, bool weight_decay);
+  // A new zero-initialised parameter with a zero gradient. Names must be unique. `stat` keeps the
+  // value in stat_dtype(dtype) (float32 in a bf16 store), for buffers whose small updates bf16
+  // would lose (the MoE correction bias).
+  Param& add(const std::string& name, Shape shape, bool weight_decay, bool stat = false);
   Param& add(const std::string& name, Shape shape) { return add(name, shape, shape.rank() >= 2); }
   Param& get(const std::string& name);
   const Param* find(const std::string& name) const;
   const std::vector<Param*>& all() const { return order_; }
   void zero_grads();
+  // Float32 masters for every bf16 value (call once, after init or load; no-op otherwise).
+  void create_masters();
+  bool has_masters() const;
   int64_t numel() const;
   Backend& backend() const { return *backend_; }
   DType dtype() const { return dtype_; }

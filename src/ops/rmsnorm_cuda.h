@@ -1,6 +1,6 @@
 // CUDA kernels of rmsnorm.h on raw pointers (this header and the .cu file stay free of the
-// C++ core so nvcc compiles only kernels). x, w, y, dy, dx, dw are float32 or bfloat16 (`bf16`),
-// rstd is float32. The dispatch in rmsnorm_cpu.cpp fills the arguments from tensors.
+// C++ core so nvcc compiles only kernels). x, w, y, dy, dx, residual, sum, dx_add are float32 or
+// bfloat16 (`bf16`); rstd and dw are float32. The dispatch in rmsnorm_cpu.cpp fills the arguments from tensors.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -13,9 +13,12 @@ struct RmsNormCudaArgs {
   const void* w = nullptr;
   void* y = nullptr;
   float* rstd = nullptr;
+  const void* residual = nullptr;  // forward: normalise x + residual, written to sum, when set
+  void* sum = nullptr;
   const void* dy = nullptr;
   void* dx = nullptr;
-  void* dw = nullptr;  // accumulated (+=)
+  const void* dx_add = nullptr;  // backward: added into dx when set (may alias dx)
+  float* dw = nullptr;           // accumulated (+=)
   int64_t rows = 0, D = 0;
   float eps = 1e-5f;
   bool bf16 = false;

@@ -2,26 +2,25 @@
 
 #include <algorithm>
 
-#include "ops/dispatch.h"
 
 namespace nemotron::train {
 
 void update_expert_bias(model::Param& bias, const std::vector<int64_t>& counts, double rate) {
   const int64_t E = bias.value.numel();
   NM_CHECK(static_cast<int64_t>(counts.size()) == E, "expert bias [{}] with {} counts", E, counts.size());
-  ops::require_cpu(bias.value, "update_expert_bias");
   double mean = 0;
   for (int64_t c : counts) mean += static_cast<double>(c);
   mean /= static_cast<double>(E);
-  ops::dispatch_float(bias.value.dtype(), "update_expert_bias", [&](auto zero) {
-    using T = decltype(zero);
-    T* b = bias.value.data<T>();
-    for (int64_t i = 0; i < E; ++i) {
-      const double offset = mean - static_cast<double>(counts[i]);
-      const double sign = offset > 0 ? 1.0 : offset < 0 ? -1.0 : 0.0;
-      b[i] += static_cast<T>(sign * rate);
-    }
-  });
+  // E values: updated on the host in float64 and written back in the bias's own dtype (float32
+  // in a bf16 store, so steps of 1e-3 are not rounded away), wherever it lives.
+  Tensor& truth = bias.truth();
+  std::vector<double> b = truth.to_f64_vector();
+  for (int64_t i = 0; i < E; ++i) {
+    const double offset = mean - static_cast<double>(counts[i]);
+    b[i] += (offset > 0 ? 1.0 : offset < 0 ? -1.0 : 0.0) * rate;
+  }
+  truth.copy_from(Tensor::from_vector<double>(truth.shape(), b).to_host(truth.dtype()));
+  bias.refresh_value();
 }
 
 MoeBalancer::MoeBalancer(model::HybridModel& net, const MoeSection& cfg) : cfg_(cfg) {

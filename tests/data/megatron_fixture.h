@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 #include "data/indexed_dataset_builder.h"
 
 namespace nemotron::data::testing::megatron {
@@ -17,7 +19,7 @@ namespace nemotron::data::testing::megatron {
 using Document = std::vector<std::vector<int64_t>>;  // sequences of one document
 
 inline std::string path(const std::string& name) {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "megatron" / name).string();
+  return (nemotron::testing::source_root() / "tests" / "fixtures" / "megatron" / name).string();
 }
 
 inline nlohmann::json load_json(const std::string& name) {

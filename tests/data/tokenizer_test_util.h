@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 #include "core/error.h"
 #include "data/byte_level.h"
 #include "data/tokenizer.h"
@@ -21,7 +23,7 @@ using nlohmann::json;
 // fixtures before committing them).
 inline std::string fixture_path(const std::string& name) {
   if (const char* dir = std::getenv("NEMOTRON_TOKENIZER_FIXTURES")) return (std::filesystem::path(dir) / name).string();
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "tokenizer" / name).string();
+  return (nemotron::testing::source_root() / "tests" / "fixtures" / "tokenizer" / name).string();
 }
 
 inline std::string input_error(const std::function<void()>& f) {

@@ -2,6 +2,7 @@
 // allocating it, both layouts and legacy spellings resolve to Hub names, every kind of bad input is
 // one InputError naming the file and the tensor, and import/export/roundtrip keep their promises
 // (dtype policy, no silent overwrite, carried tokenizer and token ids, tracker resolution).
+#include "test_util.h"
 #include "model/hf_checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path repo() { return fs::path(__FILE__).parent_path().parent_path().parent_path(); }
+fs::path repo() { return nemotron::testing::source_root(); }
 fs::path fixture(const std::string& name) { return repo() / "tests" / "fixtures" / "hf" / name; }
 
 void quiet(const std::string&) {}

@@ -18,7 +18,7 @@ using nlohmann::json;
 namespace {
 
 std::string repo_path(const std::string& rel) {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / rel).string();
+  return (nemotron::testing::source_root() / rel).string();
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {

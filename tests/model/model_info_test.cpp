@@ -1,3 +1,4 @@
+#include "test_util.h"
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +12,7 @@ namespace nemotron::model {
 namespace {
 
 std::string repo_path(const std::string& rel) {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / rel).string();
+  return (nemotron::testing::source_root() / rel).string();
 }
 
 ModelConfig fixture(const std::string& name) { return load_model_config(repo_path("tests/fixtures/configs/" + name)); }

@@ -48,9 +48,23 @@ std::vector<Tensor> make_inputs(const OpCase& c) {
   return out;
 }
 
-std::vector<Tensor> cast_inputs(const std::vector<Tensor>& masters, DType dtype, Backend& backend) {
+std::vector<Tensor> cast_inputs(const std::vector<Tensor>& masters, const std::vector<InputSpec>& specs, DType dtype,
+                                Backend& backend) {
   std::vector<Tensor> out;
-  for (const Tensor& m : masters) out.push_back(is_float(m.dtype()) ? m.to_host(dtype).to(backend) : m.to(backend));
+  for (size_t i = 0; i < masters.size(); ++i) {
+    const Tensor& m = masters[i];
+    DType want = specs[i].stat ? stat_dtype(dtype) : dtype;
+    out.push_back(is_float(m.dtype()) ? m.to_host(want).to(backend) : m.to(backend));
+  }
+  return out;
+}
+
+// Output gradients in the dtype of the outputs they belong to (a float32 statistic output of a
+// bf16 op gets a float32 gradient).
+std::vector<Tensor> cast_like(const std::vector<Tensor>& douts, const std::vector<Tensor>& outs, Backend& backend) {
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < douts.size(); ++k)
+    out.push_back(is_float(outs[k].dtype()) ? douts[k].to_host(outs[k].dtype()).to(backend) : douts[k].to(backend));
   return out;
 }
 
@@ -155,7 +169,8 @@ void run_backend_check(const OpCase& c, const Target& t) {
   Context ctx{backend, nullptr, target.dtype};
   std::vector<Tensor> masters = make_inputs(c);
   std::vector<Tensor> want = c.forward(ref_ctx, masters);
-  std::vector<Tensor> in = cast_inputs(masters, target.dtype, *backend);
+  std::vector<InputSpec> specs = c.inputs();
+  std::vector<Tensor> in = cast_inputs(masters, specs, target.dtype, *backend);
   std::vector<Tensor> got = c.forward(ctx, in);
   ASSERT_EQ(got.size(), want.size());
   double tol = c.tolerance(target.dtype);
@@ -166,8 +181,7 @@ void run_backend_check(const OpCase& c, const Target& t) {
   if (!c.has_backward()) return;
   std::vector<Tensor> douts = random_douts(c, want);
   std::vector<Tensor> want_g = c.backward(ref_ctx, masters, douts);
-  std::vector<Tensor> got_g = c.backward(ctx, in, cast_inputs(douts, target.dtype, *backend));
-  std::vector<InputSpec> specs = c.inputs();
+  std::vector<Tensor> got_g = c.backward(ctx, in, cast_like(douts, got, *backend));
   for (size_t i = 0; i < want_g.size(); ++i) {
     if (!want_g[i].defined()) continue;
     ASSERT_TRUE(i < got_g.size() && got_g[i].defined()) << c.name() << ": no gradient for " << specs[i].name;

@@ -21,6 +21,8 @@ struct InputSpec {
   DType dtype = DType::f64;   // f64 = a float input (cast to the dtype under test); i32/i64 = integer
   bool differentiable = true; // float inputs only
   double lo = -1.0, hi = 1.0; // uniform range for floats; integers are drawn from [lo, hi)
+  bool stat = false;          // a statistic-like input (dt, A, the MoE bias): cast to
+                              // stat_dtype(dtype under test), i.e. float32 on a bf16 target
 };
 
 class OpCase {
@@ -30,7 +32,9 @@ class OpCase {
   virtual std::string params() const = 0;  // "B=2,T=5,D=7"
   std::string name() const { return op() + "(" + params() + ")"; }
   virtual std::vector<InputSpec> inputs() const = 0;
-  // Float inputs arrive in the dtype under test on ctx's backend; outputs are what is compared.
+  // Float inputs arrive in the dtype under test on ctx's backend (stat inputs in its stat_dtype);
+  // outputs are what is compared. Parameter gradients a case returns are made in
+  // grad_dtype(dtype) (float32 on a bf16 target), as the model's parameter store makes them.
   virtual std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const = 0;
   // Gradients of L = sum_k <out_k, dout_k> with respect to each input (same order; an undefined
   // Tensor for integer or non-differentiable inputs). Empty = the op has no backward.

@@ -4,6 +4,7 @@
 // computed (logits relative error < 1e-4, each gradient < 1e-3, Frobenius norms), and every
 // fixture directory, the bfloat16 one included, must survive import + export byte for byte.
 // The measured errors are printed so a run shows how close, not only that it passed.
+#include "test_util.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,7 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixture_root() { return fs::path(__FILE__).parent_path().parent_path() / "fixtures" / "hf"; }
+fs::path fixture_root() { return nemotron::testing::source_root() / "tests" / "fixtures" / "hf"; }
 
 // Read once; a reference, so `for (x : manifest()["fixtures"])` does not iterate a dead temporary.
 const nlohmann::json& manifest() {

@@ -1,5 +1,6 @@
 // The pretraining config: every shipped recipe reads and validates; typos, wrong types and
 // conflicts are one InputError naming the dotted key; config.yaml round-trips the tree.
+#include "test_util.h"
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,7 +41,7 @@ TEST(PretrainConfig, reads_sections_with_megatron_names_and_defaults) {
 }
 
 TEST(PretrainConfig, every_shipped_recipe_validates) {
-  const auto root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+  const auto root = nemotron::testing::source_root();
   for (const char* family : {"super3", "nano3"})
     for (const char* name : {"tiny", "default"}) {
       const std::string path = (root / "recipes" / family / "pretrain" / (std::string(name) + ".yaml")).string();

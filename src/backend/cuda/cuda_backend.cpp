@@ -40,6 +40,12 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
                             device_index, n, std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset"));
   NM_CUDA_CHECK(cudaSetDevice(index_));
   NM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // Kernels take short-lived scratch with cudaMallocAsync on the stream; the pool keeps what it
+  // got instead of returning it at every synchronize, so steady-state steps never reach the driver.
+  cudaMemPool_t pool;
+  NM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index_));
+  uint64_t keep_all = UINT64_MAX;
+  NM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
 }
 
 CudaBackend::~CudaBackend() {
