@@ -51,6 +51,9 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
 CudaBackend::~CudaBackend() {
   cudaSetDevice(index_);
   cudaStreamSynchronize(stream_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cublaslt_) cublasLtDestroy(cublaslt_);
+  if (lt_workspace_) cudaFree(lt_workspace_);
   release_cache();
   for (auto& [p, size] : block_size_) cudaFree(p);  // blocks still held by leaked tensors
   cudaStreamDestroy(stream_);
@@ -139,10 +142,30 @@ void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::synchronize() { NM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-cudaStream_t cuda_stream(const Context& ctx) {
-  auto* b = dynamic_cast<CudaBackend*>(ctx.backend);
-  NM_CHECK(b != nullptr, "a CUDA op ran with a {} context", ctx.backend->name());
-  return b->stream();
+cublasHandle_t CudaBackend::cublas() {
+  if (!cublas_) {
+    NM_CUBLAS_CHECK(cublasCreate(&cublas_));
+    NM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  }
+  return cublas_;
 }
+
+cublasLtHandle_t CudaBackend::cublaslt() {
+  if (!cublaslt_) NM_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
+  return cublaslt_;
+}
+
+void* CudaBackend::lt_workspace() {
+  if (!lt_workspace_) NM_CUDA_CHECK(cudaMalloc(&lt_workspace_, kLtWorkspaceBytes));
+  return lt_workspace_;
+}
+
+CudaBackend& cuda_backend(const Context& ctx) {
+  auto* b = dynamic_cast<CudaBackend*>(ctx.backend);
+  NM_CHECK(b, "a CUDA op was given a context on {}", ctx.backend->device().str());
+  return *b;
+}
+
+cudaStream_t cuda_stream(const Context& ctx) { return cuda_backend(ctx).stream(); }
 
 }  // namespace nemotron::cuda

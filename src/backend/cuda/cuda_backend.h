@@ -3,6 +3,8 @@
 // cache and retries, then reports what was asked, what is free and which config knob lowers it).
 // Ops reach the stream through ctx.backend (see cuda_stream()).
 #pragma once
+#include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <map>
@@ -35,6 +37,12 @@ class CudaBackend final : public Backend {
   void release_cache();  // returns every cached block to the driver
   cudaStream_t stream() const { return stream_; }
   int index() const { return index_; }
+  // Library handles bound to this device and stream, created on first use.
+  cublasHandle_t cublas();
+  cublasLtHandle_t cublaslt();
+  // A device workspace for cuBLASLt matmuls (kLtWorkspaceBytes, allocated once).
+  static constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+  void* lt_workspace();
 
  private:
   void* allocate_fresh(size_t rounded);
@@ -44,9 +52,15 @@ class CudaBackend final : public Backend {
   std::multimap<size_t, void*> free_;            // rounded size -> block
   std::unordered_map<void*, size_t> block_size_;  // every live or cached block
   size_t in_use_ = 0, peak_ = 0, cached_ = 0;
+  cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublaslt_ = nullptr;
+  void* lt_workspace_ = nullptr;
 };
 
-// The stream of the context's backend (which must be a CudaBackend).
+// The stream of the context's backend (which must be a CudaBackend), and its library handles.
 cudaStream_t cuda_stream(const Context& ctx);
+CudaBackend& cuda_backend(const Context& ctx);
+inline cublasHandle_t cublas_handle(const Context& ctx) { return cuda_backend(ctx).cublas(); }
+inline cublasLtHandle_t cublaslt_handle(const Context& ctx) { return cuda_backend(ctx).cublaslt(); }
 
 }  // namespace nemotron::cuda
