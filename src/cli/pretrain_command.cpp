@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "model/hybrid_model.h"
 #include "model/model_info.h"
+#include "train/compute_device.h"
 #include "train/data_sources.h"
 #include "train/plan.h"
 #include "train/trainer.h"
@@ -66,7 +67,7 @@ void run_pretrain(const PretrainOptions& o) {
   }
   const train::MemoryEstimate mem = train::estimate_memory(cfg);
   const double have = physical_memory_bytes();
-  if (have > 0 && mem.total() > 0.9 * have)
+  if (!cfg.on_cuda() && have > 0 && mem.total() > 0.9 * have)
     throw InputError(
         fmt::format("{}: training this model on the CPU needs about {} ({} parameters), this machine has "
                     "{}; see the plan with --dry-run, or use -c tiny",
@@ -82,8 +83,10 @@ void run_pretrain(const PretrainOptions& o) {
   train::DataSources data = train::make_data_sources(cfg);  // opens the files, builds the indices
   if (cfg.train.eval_iters > 0 && !data.valid)
     std::printf("note: the data has no validation split; train.eval_iters is ignored\n");
-  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  train::ComputeDevice dev = train::open_compute_device(cfg);
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
+  net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)
   train::Trainer trainer(cfg, net, *data.train, data.valid.get());
   trainer.restore_from_config();  // reads only; errors leave every file as it was
   print_unigram_baseline(cfg, trainer.run());

@@ -47,7 +47,7 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
     ops::rope_forward(ctx, k, rope_theta_, k);
   }
   Tensor o = ctx.empty({B, T, nq_, hd_}, u.dtype());
-  Tensor lse = ctx.empty({B, nq_, T}, u.dtype());
+  Tensor lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
   ops::attention_forward(ctx, q, k, v, o, lse);
   Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}));
   if (saved) {

@@ -47,6 +47,8 @@ void HybridModel::init(uint64_t seed) {
   for (auto& m : mixers_) m->init(seed);
 }
 
+// Layer i's pre-norm also adds layer i-1's output to the residual stream (one fused pass); the
+// last layer's output is added after the loop.
 Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<LayerSaved>* saved) {
   NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
@@ -54,13 +56,22 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
   Tensor x = ctx.empty({B, T, H}, dt);
   ops::embedding_forward(ctx, ids, embed_->value, x);
   if (saved) saved->resize(mixers_.size());
+  Tensor out;  // the previous layer's mixer output, not yet added to x
   for (size_t i = 0; i < mixers_.size(); ++i) {
     Tensor h = ctx.empty({B, T, H}, dt), rstd = ctx.empty({B * T}, stat_dtype(dt));
-    ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
-    Tensor out = mixers_[i]->forward(ctx, h, saved ? &(*saved)[i].mixer : nullptr);
+    if (out.defined()) {
+      Tensor sum = ctx.empty({B, T, H}, dt);
+      ops::add_rmsnorm_forward(ctx, x, out, layer_norms_[i]->value, cfg_.layer_norm_epsilon, sum, h, rstd);
+      x = sum;
+    } else {
+      ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
+    }
+    out = mixers_[i]->forward(ctx, h, saved ? &(*saved)[i].mixer : nullptr);
+    if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
+  }
+  if (out.defined()) {
     Tensor next = ctx.empty({B, T, H}, dt);
     ops::add(ctx, x, out, next);
-    if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
     x = next;
   }
   return x;
@@ -78,21 +89,22 @@ LossSum HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& b
   Tensor dh = dx ? ctx.empty({N, H}, dt) : Tensor();
   Param& W = head_weight();
   Tensor& dW = W.grad;
-  LossSum total;
+  // Per-token losses stay on the device until the end: one read instead of one per chunk.
+  Tensor losses = ctx.empty({N}, stat_dtype(dt));
   for (int64_t r0 = 0; r0 < N; r0 += kHeadRowsPerChunk) {
     int64_t r1 = std::min(N, r0 + kHeadRowsPerChunk), n = r1 - r0;
     Tensor hc = h.slice(r0, r1);
-    Tensor logits = ctx.empty({n, V}, dt), losses = ctx.empty({n}, dt);
+    Tensor logits = ctx.empty({n, V}, dt), lc = losses.slice(r0, r1);
     ops::linear_forward(ctx, hc, W.value, logits);
     Tensor mc = mask.defined() ? mask.slice(r0, r1) : Tensor();
-    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, grad_scale, losses, dx ? &logits : nullptr);
-    std::vector<double> l = losses.to_f64_vector();
-    for (double v : l) total.loss_sum += v;
+    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, grad_scale, lc, dx ? &logits : nullptr);
     if (dx) {
       Tensor dhc = dh.slice(r0, r1);
       ops::linear_backward(ctx, hc, W.value, logits, &dhc, &dW);
     }
   }
+  LossSum total;
+  for (double v : losses.to_f64_vector()) total.loss_sum += v;
   // Token count: labels that are not ignored, weighted by the mask.
   std::vector<double> lab = labels.to_f64_vector();
   std::vector<double> m = mask.defined() ? mask.to_f64_vector() : std::vector<double>(lab.size(), 1.0);
@@ -133,10 +145,10 @@ LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double g
     Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
     s.mixer.reset();
     const int64_t N = s.x_in.numel() / H;
-    Tensor dnorm = ctx.empty({N, H}, s.x_in.dtype());
-    ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), layer_norms_[i]->value, s.rstd, du.view({N, H}), dnorm,
-                          layer_norms_[i]->grad);
-    ops::add_inplace(ctx, dx, dnorm);  // the residual joins: dx_in = dx_out + d(norm branch)
+    // The residual join, fused and in place: dx_in = dx_out + d(norm branch).
+    Tensor dx2 = dx.view({N, H});
+    ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), layer_norms_[i]->value, s.rstd, du.view({N, H}), dx2,
+                          layer_norms_[i]->grad, &dx2);
   }
   ops::embedding_backward(ctx, batch.input_ids, dx, embed_->grad);
   return total;

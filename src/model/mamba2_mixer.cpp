@@ -170,7 +170,7 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   Tensor y4 = y.view({B, T, nH_, P_});
   ops::ssd_scan_forward(ctx, args, y4);
 
-  Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, dtype);
+  Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, y, z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor out = ctx.empty({B, T, H_}, dtype);
   ops::linear_forward(ctx, normed, out_w_->value, out);
@@ -200,7 +200,7 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   expect_shape(dout, s.u.shape(), "mamba dout");
 
   // out_proj: recompute its input (the gated norm output) from y, z.
-  Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, dtype);
+  Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, s.y, s.z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor d_normed = ctx.empty({B, T, d_}, dtype);
   ops::linear_backward(ctx, normed, out_w_->value, dout, &d_normed, &out_w_->grad);

@@ -6,7 +6,7 @@ namespace nemotron::model {
 
 std::vector<io::NamedTensor> named_weights(const ParamStore& store) {
   std::vector<io::NamedTensor> out;
-  for (const Param* p : store.all()) out.push_back({p->name, p->value});
+  for (const Param* p : store.all()) out.push_back({p->name, p->truth()});  // float32 masters of bf16 weights
   return out;
 }
 
@@ -26,7 +26,9 @@ LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const 
       throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the model expects {} (a checkpoint of another "
                                    "model shape?)",
                                    source, p->name, info.shape.str(), p->value.shape().str()));
-    p->value.copy_from(set.load(p->name, p->value.dtype()));
+    Tensor& dst = p->truth();  // the float32 master when the compute copy is bf16
+    dst.copy_from(set.load(p->name, dst.dtype()));
+    p->refresh_value();
   }
   LoadReport report;
   for (const std::string& name : set.names())

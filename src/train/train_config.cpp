@@ -218,6 +218,26 @@ LrSchedule PretrainConfig::lr_schedule() const {
   return lr_schedule_from_iters(s);
 }
 
+int PretrainConfig::cuda_index() const {
+  return device.size() > 5 ? std::stoi(device.substr(5)) : 0;  // "cuda:N"; validated by read_device
+}
+
+static void read_device(ConfigReader& root, PretrainConfig& c) {
+  c.device = root.get_string("device", "cpu");
+  const bool cuda = c.device == "cuda" || (c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 &&
+                                           c.device.find_first_not_of("0123456789", 5) == std::string::npos);
+  if (c.device != "cpu" && !cuda) root.fail("device", fmt::format("expected cpu, cuda or cuda:N, got \"{}\"", c.device));
+  if (cuda && c.device.size() > 9) root.fail("device", fmt::format("device index out of range in \"{}\"", c.device));
+  std::string mp = root.get_string("mixed_precision", "");
+  if (mp.empty()) mp = cuda ? "bf16_mixed" : "fp32";
+  if (mp != "bf16_mixed" && mp != "fp32")
+    root.fail("mixed_precision",
+              fmt::format("supported: bf16_mixed (CUDA) or fp32, got \"{}\" (fp16 and fp8 recipes are not implemented)", mp));
+  if (mp == "bf16_mixed" && !cuda)
+    root.fail("mixed_precision", "bf16_mixed needs device: cuda (the CPU trains in fp32)");
+  c.mixed_precision = mp;
+}
+
 PretrainConfig read_pretrain_config(const json& tree, const std::string& source) {
   PretrainConfig c;
   c.source = source;
@@ -238,6 +258,7 @@ PretrainConfig read_pretrain_config(const json& tree, const std::string& source)
   c.seed = static_cast<uint64_t>(root.section("rng").get_nonnegative_int("seed", 1234));
   read_dataset(root, c);
   read_moe(root, c);
+  read_device(root, c);
   root.check_unknown_keys();
   model::validate(c.model, source, "model");
   return c;

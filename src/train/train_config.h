@@ -85,6 +85,13 @@ struct PretrainConfig {
   DatasetSection dataset;
   MoeSection moe;
   uint64_t seed = 1234;  // rng.seed: the model's initial weights
+  // Where and in what precision to train (top-level keys). device: cpu (default), cuda, cuda:N.
+  // mixed_precision: Megatron-Bridge's key; bf16_mixed (the default on CUDA: bf16 weights and
+  // activations, float32 master weights, gradients and optimizer state) or fp32 (the CPU's only).
+  std::string device = "cpu";
+  std::string mixed_precision;  // as resolved: "bf16_mixed" or "fp32"
+  bool on_cuda() const { return device.rfind("cuda", 0) == 0; }
+  int cuda_index() const;
 
   LrSchedule lr_schedule() const;
   int64_t tokens_per_step() const { return train.global_batch_size * dataset.seq_length; }

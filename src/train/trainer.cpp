@@ -8,6 +8,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "model/model_info.h"
+#include "train/compute_device.h"
 
 namespace nemotron::train {
 
@@ -124,6 +125,7 @@ StepRecord Trainer::train_step() {
   for (auto& mb : micro) {
     mb = train_.next();
     tokens += count_loss_tokens(mb);
+    mb = batch_on(mb, net_.params().backend());
   }
   if (!(tokens > 0))
     throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration_ + 1));
@@ -163,7 +165,7 @@ double Trainer::evaluate() {
   Context ctx{&net_.params().backend(), &ws_, net_.params().dtype()};
   model::LossSum sum;
   for (int64_t i = 0; i < cfg_.train.eval_iters * cfg_.train.accumulation_steps(); ++i) {
-    model::LossSum l = net_.loss(ctx, valid_->next());
+    model::LossSum l = net_.loss(ctx, batch_on(valid_->next(), net_.params().backend()));
     ws_.reset();
     sum.loss_sum += l.loss_sum;
     sum.token_count += l.token_count;
@@ -201,10 +203,15 @@ TrainResult Trainer::run() {
   if (!mpath.empty()) metrics_ = MetricsFile(mpath, iteration_ > 0);
 
   const model::ModelConfig& m = net_.config();
-  print("pretraining {}: {} layers \"{}\", hidden {}, vocab {}, {} parameters ({} on {} CPU threads)\n", cfg_.source,
-        m.num_layers(), m.hybrid_override_pattern, m.hidden_size, m.vocab_size,
-        model::human_count(static_cast<double>(net_.params().numel())), dtype_name(net_.params().dtype()),
-        cpu::num_threads());
+  Backend& backend = net_.params().backend();
+  print("pretraining {}: {} layers \"{}\", hidden {}, vocab {}, {} parameters ({})\n", cfg_.source, m.num_layers(),
+        m.hybrid_override_pattern, m.hidden_size, m.vocab_size,
+        model::human_count(static_cast<double>(net_.params().numel())),
+        backend.device().is_cpu()
+            ? fmt::format("{} on {} CPU threads", dtype_name(net_.params().dtype()), cpu::num_threads())
+            : fmt::format("{} on {}", net_.params().has_masters() ? "bf16 compute, fp32 masters"
+                                                                   : dtype_name(net_.params().dtype()),
+                          backend.name()));
   print("data: {}\n", train_.describe());
   print("batch: global {} = micro {} x {} accumulation step(s) of {} tokens per sequence: {} tokens per iteration\n",
         t.global_batch_size, t.micro_batch_size, acc, cfg_.dataset.seq_length, cfg_.tokens_per_step());
@@ -293,6 +300,9 @@ TrainResult Trainer::run() {
                             : fmt::format("; validation {:.4f} at iteration {}", res.evals.back().lm_loss,
                                           res.evals.back().iteration));
   if (!res.last_checkpoint.empty()) print("checkpoint: {}\n", res.last_checkpoint);
+  if (!backend.device().is_cpu())
+    print("peak device memory: {:.2f} GiB on {}\n", static_cast<double>(backend.peak_bytes()) / (1ull << 30),
+          backend.name());
   metrics_.write({{"type", "summary"},
                   {"iteration", iteration_},
                   {"steps", steps},

@@ -1,0 +1,42 @@
+#include "train/compute_device.h"
+
+#include <fmt/format.h>
+
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace nemotron::train {
+
+std::string ComputeDevice::describe() const {
+  return fmt::format("{}, {}", backend->name(),
+                     dtype == DType::bf16 ? "bf16 weights and activations, fp32 masters, gradients and optimizer state"
+                                          : fmt::format("{} throughout", dtype_name(dtype)));
+}
+
+ComputeDevice open_compute_device(const PretrainConfig& cfg) {
+  ComputeDevice d;
+  if (!cfg.on_cuda()) return d;
+#if NEMOTRON_CUDA
+  const int n = cuda::device_count();
+  if (cfg.cuda_index() >= n)
+    throw InputError(fmt::format("{}: device: {} asked, but {} CUDA device(s) are visible{}", cfg.source, cfg.device, n,
+                                 n == 0 ? " (no GPU or no driver; use device=cpu)" : ""));
+  d.owned = std::make_unique<cuda::CudaBackend>(cfg.cuda_index());
+  d.backend = d.owned.get();
+  d.dtype = cfg.mixed_precision == "bf16_mixed" ? DType::bf16 : DType::f32;
+  return d;
+#else
+  throw InputError(fmt::format("{}: device: {} asked, but this nemotron was built without CUDA (configure with "
+                               "-DNEMOTRON_CUDA=ON on a machine with nvcc)",
+                               cfg.source, cfg.device));
+#endif
+}
+
+model::Batch batch_on(const model::Batch& b, Backend& backend) {
+  if (backend.device().is_cpu()) return b;
+  auto move = [&](const Tensor& t) { return t.defined() ? t.to(backend) : Tensor(); };
+  return {move(b.input_ids), move(b.labels), move(b.loss_mask)};
+}
+
+}  // namespace nemotron::train
