@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The Python reference for bench/cuda_train_step: one train step (forward + backward + grad-norm
+clip + fused AdamW) of transformers' NemotronHForCausalLM in bf16 on the GPU, with the same
+config.json, batch and sequence length. Prints one JSON line {"transformers": version, ...}.
+
+Its fastest path here: bf16 weights, SDPA attention; the Mamba-2 mixer uses mamba_ssm/causal_conv1d
+kernels when they are installed, else transformers' own torch implementation (reported as "path").
+"""
+import argparse
+import json
+
+
+import torch
+import transformers
+from transformers import NemotronHConfig, NemotronHForCausalLM
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq-len", type=int, default=4096)
+    ap.add_argument("--steps", type=int, default=5)
+    a = ap.parse_args()
+
+    with open(a.config) as f:
+        cfg = NemotronHConfig(**json.load(f))
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = NemotronHForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16)
+    model.train()
+    try:
+        import mamba_ssm  # noqa: F401
+        path = "sdpa + mamba_ssm kernels"
+    except ImportError:
+        path = "sdpa + torch Mamba path (no mamba_ssm)"
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq_len), device="cuda")
+
+    def step():
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return out.loss
+
+    step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(a.steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        loss = step()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    ms = times[len(times) // 2]
+    print(json.dumps({
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "path": path,
+        "step_ms": ms,
+        "tokens_per_s": a.batch * a.seq_len / (ms * 1e-3),
+        "loss": float(loss),
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+    }))
+
+
+if __name__ == "__main__":
+    main()
