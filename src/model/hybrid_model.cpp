@@ -66,7 +66,9 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
     } else {
       ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
     }
-    out = mixers_[i]->forward(ctx, h, saved ? &(*saved)[i].mixer : nullptr);
+    // Full recomputation keeps only x_in and rstd here; backward reruns the mixer's forward.
+    const bool keep = saved && !recompute();
+    out = mixers_[i]->forward(ctx, h, keep ? &(*saved)[i].mixer : nullptr);
     if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
   }
   if (out.defined()) {
@@ -142,6 +144,12 @@ LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double g
   const int64_t H = cfg_.hidden_size;
   for (size_t i = mixers_.size(); i-- > 0;) {
     LayerSaved& s = saved[i];
+    if (!s.mixer) {  // recompute: the normed input, then the mixer's forward with its saved state
+      const int64_t N = s.x_in.numel() / H;
+      Tensor h = ctx.empty(s.x_in.shape(), s.x_in.dtype()), rstd = ctx.empty({N}, stat_dtype(s.x_in.dtype()));
+      ops::rmsnorm_forward(ctx, s.x_in, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
+      mixers_[i]->forward(ctx, h, &s.mixer);
+    }
     Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
     s.mixer.reset();
     const int64_t N = s.x_in.numel() / H;

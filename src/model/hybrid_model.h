@@ -46,6 +46,7 @@ class HybridModel {
   Tensor run_layers(Context& ctx, const Tensor& input_ids, std::vector<LayerSaved>* saved);
   LossSum head_and_loss(Context& ctx, const Tensor& h, const Batch& batch, double grad_scale, Tensor* dh);
   Param& head_weight();
+  bool recompute() const { return cfg_.recompute_granularity == "full"; }
 
   ModelConfig cfg_;
   ParamStore store_;

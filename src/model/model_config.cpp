@@ -104,6 +104,12 @@ ModelConfig read_model_config(ConfigReader& r) {
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.tie_word_embeddings);
   c.initializer_range = r.get_number("initializer_range", c.initializer_range);
   c.rescale_prenorm_residual = r.get_bool("rescale_prenorm_residual", c.rescale_prenorm_residual);
+  c.recompute_granularity = r.get_string("recompute_granularity", "");
+  if (!c.recompute_granularity.empty() && c.recompute_granularity != "full")
+    r.fail("recompute_granularity",
+           fmt::format("supported: full (or leave it unset), got \"{}\"; \"selective\" recomputes only core attention in "
+                       "Megatron, which our flash-style attention never stores",
+                       c.recompute_granularity));
   c.max_position_embeddings = r.get_positive_int("max_position_embeddings", c.max_position_embeddings);
 
   // Attention.

@@ -26,6 +26,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   double initializer_range = 0.02;
   bool rescale_prenorm_residual = true;
+  // Training memory (Megatron's model.recompute_granularity): "full" keeps only each layer's input
+  // and recomputes its forward just before its backward; "" keeps every activation.
+  std::string recompute_granularity;
   int64_t max_position_embeddings = 4096;
 
   // Attention (*)

@@ -60,6 +60,14 @@ Trainer::Trainer(const PretrainConfig& cfg, model::HybridModel& net, BatchSource
   if (valid_) valid_start_ = valid_->state();
 }
 
+// The CPU takes activations from the arena (no allocator calls in a step); the GPU from the
+// caching allocator, which frees each activation when its last user is done (a lower peak, and
+// what makes model.recompute_granularity save memory).
+Context Trainer::compute_context() {
+  Backend& b = net_.params().backend();
+  return Context{&b, b.device().is_cpu() ? &ws_ : nullptr, net_.params().dtype()};
+}
+
 template <class... Args>
 void Trainer::print(fmt::format_string<Args...> f, Args&&... args) {
   if (!opts_.log) return;
@@ -129,7 +137,7 @@ StepRecord Trainer::train_step() {
   }
   if (!(tokens > 0))
     throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration_ + 1));
-  Context ctx{&net_.params().backend(), &ws_, net_.params().dtype()};
+  Context ctx = compute_context();
   balancer_.begin_step(acc);
   model::LossSum sum;
   for (auto& mb : micro) {
@@ -162,7 +170,7 @@ StepRecord Trainer::train_step() {
 double Trainer::evaluate() {
   valid_->restore(valid_start_);
   balancer_.for_evaluation();
-  Context ctx{&net_.params().backend(), &ws_, net_.params().dtype()};
+  Context ctx = compute_context();
   model::LossSum sum;
   for (int64_t i = 0; i < cfg_.train.eval_iters * cfg_.train.accumulation_steps(); ++i) {
     model::LossSum l = net_.loss(ctx, batch_on(valid_->next(), net_.params().backend()));

@@ -76,6 +76,7 @@ class Trainer {
 
  private:
   StepRecord train_step();
+  Context compute_context();
   double evaluate();
   std::string save();
   TrainState state() const;
