@@ -58,6 +58,18 @@ void bench_gemms(Context& ctx, int64_t T, int64_t H, int64_t F, int reps, double
               static_cast<long>(n), static_cast<long>(n), ms, 2.0 * n * n * n / (ms * 1e-3) / 1e12);
 }
 
+// Host cost of one cached ops::matmul call (tiny GEMM, so the launch path dominates).
+void bench_call_overhead(Context& ctx) {
+  Tensor a = random_device_tensor(ctx, {64, 64}, DType::bf16, 41), b = random_device_tensor(ctx, {64, 64}, DType::bf16, 42);
+  Tensor c = ctx.empty({64, 64}, DType::bf16);
+  const int calls = 2000;
+  double ms = median_cuda_ms(ctx, 5, [&] {
+    for (int i = 0; i < calls; ++i) ops::matmul(ctx, a, false, b, true, c);
+  });
+  std::printf("\n64^3 bf16 ops::matmul back to back: %.2f us per call (launch path with the plan cache)\n",
+              ms * 1e3 / calls);
+}
+
 void bench_memory(Context& ctx, int reps) {
   const int64_t bytes = int64_t{256} << 20, n16 = bytes / 2, n32 = bytes / 4, D = 4096;
   Tensor x = random_device_tensor(ctx, {n16 / D, D}, DType::bf16, 31);
@@ -126,6 +138,7 @@ int main(int argc, char** argv) {
     double peak = measure_gemm_peak_tflops(ctx, 8192, reps);
     std::printf("bf16 GEMM ceiling: 8192^3 ops::matmul = %.0f TFLOP/s (median of %d)\n", peak, reps);
     bench_gemms(ctx, T, H, F, reps, peak);
+    bench_call_overhead(ctx);
     bench_memory(ctx, reps);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_gemm: %s\n", e.what());

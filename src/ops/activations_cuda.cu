@@ -10,62 +10,65 @@ namespace nemotron::ops {
 
 namespace {
 
-using pack::kPack;
-
-__device__ inline float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+// Fast division (expf(-g) = inf for very negative g gives 0, the right limit).
+__device__ inline float sigmoid(float g) { return __fdividef(1.0f, 1.0f + expf(-g)); }
 
 template <class T>
 struct Relu2Forward {
+  static constexpr int kWidth = pack::pack_width<T>();
   const T* x;
   T* y;
   __device__ void operator()(int64_t i, int count, bool whole) const {
-    float v[kPack];
+    float v[kWidth];
     pack::load(x + i, count, whole, v);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) v[k] = v[k] > 0.0f ? v[k] * v[k] : 0.0f;
+    for (int k = 0; k < kWidth; ++k) v[k] = v[k] > 0.0f ? v[k] * v[k] : 0.0f;
     pack::store(y + i, count, whole, v);
   }
 };
 
 template <class T>
 struct Relu2Backward {
+  static constexpr int kWidth = pack::pack_width<T>();
   const T *x, *dy;
   T* dx;
   __device__ void operator()(int64_t i, int count, bool whole) const {
-    float v[kPack], d[kPack];
+    float v[kWidth], d[kWidth];
     pack::load(x + i, count, whole, v);
     pack::load(dy + i, count, whole, d);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) v[k] = v[k] > 0.0f ? 2.0f * v[k] * d[k] : 0.0f;
+    for (int k = 0; k < kWidth; ++k) v[k] = v[k] > 0.0f ? 2.0f * v[k] * d[k] : 0.0f;
     pack::store(dx + i, count, whole, v);
   }
 };
 
 template <class T>
 struct SwigluForward {
+  static constexpr int kWidth = pack::pack_width<T>();
   const T *gate, *up;
   T* y;
   __device__ void operator()(int64_t i, int count, bool whole) const {
-    float g[kPack], u[kPack];
+    float g[kWidth], u[kWidth];
     pack::load(gate + i, count, whole, g);
     pack::load(up + i, count, whole, u);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) g[k] = g[k] * sigmoid(g[k]) * u[k];
+    for (int k = 0; k < kWidth; ++k) g[k] = g[k] * sigmoid(g[k]) * u[k];
     pack::store(y + i, count, whole, g);
   }
 };
 
 template <class T>
 struct SwigluBackward {
+  static constexpr int kWidth = pack::pack_width<T>();
   const T *gate, *up, *dy;
   T *dgate, *dup;
   __device__ void operator()(int64_t i, int count, bool whole) const {
-    float g[kPack], u[kPack], d[kPack];
+    float g[kWidth], u[kWidth], d[kWidth];
     pack::load(gate + i, count, whole, g);
     pack::load(up + i, count, whole, u);
     pack::load(dy + i, count, whole, d);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) {
+    for (int k = 0; k < kWidth; ++k) {
       const float s = sigmoid(g[k]), silu = g[k] * s;
       const float dg = d[k] * u[k] * s * (1.0f + g[k] * (1.0f - s));
       u[k] = d[k] * silu;

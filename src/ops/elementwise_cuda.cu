@@ -6,42 +6,43 @@ namespace nemotron::ops {
 
 namespace {
 
-using pack::kPack;
-
 template <class T>
 struct AddOp {
+  static constexpr int kWidth = pack::pack_width<T>();
   const T *a, *b;
   T* out;
   __device__ void operator()(int64_t i, int count, bool whole) const {
-    float x[kPack], y[kPack];
+    float x[kWidth], y[kWidth];
     pack::load(a + i, count, whole, x);
     pack::load(b + i, count, whole, y);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) x[k] += y[k];
+    for (int k = 0; k < kWidth; ++k) x[k] += y[k];
     pack::store(out + i, count, whole, x);
   }
 };
 
 template <class T>
 struct ScaleOp {
+  static constexpr int kWidth = pack::pack_width<T>();
   const T* a;
   T* out;
   float s;
   __device__ void operator()(int64_t i, int count, bool whole) const {
-    float x[kPack];
+    float x[kWidth];
     pack::load(a + i, count, whole, x);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) x[k] *= s;
+    for (int k = 0; k < kWidth; ++k) x[k] *= s;
     pack::store(out + i, count, whole, x);
   }
 };
 
 template <class S, class D>
 struct CastOp {
+  static constexpr int kWidth = pack::pack_width<S, D>();
   const S* src;
   D* dst;
   __device__ void operator()(int64_t i, int count, bool whole) const {
-    float x[kPack];
+    float x[kWidth];
     pack::load(src + i, count, whole, x);
     pack::store(dst + i, count, whole, x);
   }
