@@ -3,6 +3,7 @@
 // Prints the measured bf16 GEMM ceiling (8192^3), ops::matmul TFLOP/s for a linear layer's
 // forward, dx and dW forms (bf16 out, and float32 out with beta = 1 as dW accumulates), and the
 // TB/s of the elementwise kernels on 256 MiB tensors against a device-to-device copy.
+#include <chrono>
 #include <cstdio>
 #include <functional>
 
@@ -68,6 +69,22 @@ void bench_call_overhead(Context& ctx) {
   });
   std::printf("\n64^3 bf16 ops::matmul back to back: %.2f us per call (launch path with the plan cache)\n",
               ms * 1e3 / calls);
+  // New shapes (MoE token counts change every step): the first of a size bucket queries the
+  // heuristic, later ones reuse its algorithm after cuBLASLt checks it.
+  Tensor x = random_device_tensor(ctx, {4096, 1024}, DType::bf16, 43), w = random_device_tensor(ctx, {512, 1024}, DType::bf16, 44);
+  Tensor y = ctx.empty({4096, 512}, DType::bf16);
+  std::vector<double> us;
+  for (int64_t m = 3001; m <= 3064; ++m) {
+    Tensor xm = x.slice(0, m), ym = y.slice(0, m);
+    auto t0 = std::chrono::steady_clock::now();
+    ops::matmul(ctx, xm, false, w, true, ym);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    cuda::cuda_backend(ctx).synchronize();
+  }
+  double rest = 0;
+  for (size_t i = 1; i < us.size(); ++i) rest += us[i];
+  std::printf("first call of a new shape: %.0f us with a heuristic query, %.0f us on average for the next %zu "
+              "(same bucket)\n", us[0], rest / static_cast<double>(us.size() - 1), us.size() - 1);
 }
 
 void bench_memory(Context& ctx, int reps) {

@@ -1,6 +1,8 @@
 // cuBLASLt matmul with a per-shape cache: the descriptors, layouts and the heuristic's algorithm
 // are built once per (shape, dtypes, alignment) key, since a training step repeats the same few
-// shapes and a heuristic query costs far more than the GEMM launch.
+// shapes and a heuristic query costs far more than the GEMM launch. Shapes that vary from step to
+// step (MoE expert token counts) reuse the algorithm found for the same power-of-two size bucket,
+// after cuBLASLt confirms that it supports the exact shape.
 #if NEMOTRON_CUDA
 #include "ops/matmul_cuda.h"
 
@@ -52,6 +54,18 @@ struct Plan {
   }
 };
 
+// The key with M, N, K rounded up to powers of two: shapes in one bucket share an algorithm.
+int64_t round_up_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+Key bucket_of(Key k) {
+  k.M = round_up_pow2(k.M), k.N = round_up_pow2(k.N), k.K = round_up_pow2(k.K);
+  k.lda = k.ldb = k.stride_a = k.stride_b = k.stride_c = 0;
+  return k;
+}
+
 cudaDataType_t cuda_type(GemmDType t) { return t == GemmDType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 size_t type_bytes(GemmDType t) { return t == GemmDType::bf16 ? 2 : 4; }
 
@@ -84,7 +98,8 @@ cublasLtMatrixLayout_t make_layout(GemmDType t, int64_t rows, int64_t cols, int6
 
 // Row-major c = op(a) op(b) is column-major c^T = op(b)^T op(a)^T: cuBLASLt's first operand is our
 // b (stored N x K, or K x N when transposed) and its second our a; D is N x M with ld N.
-std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes) {
+// `known` is an algorithm found for another shape of the same bucket: used when it fits this one.
+std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes, const cublasLtMatmulAlgo_t* known) {
   auto p = std::make_unique<Plan>();
   NM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
@@ -98,6 +113,14 @@ std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes) {
   p->lb = k.trans_a ? make_layout(k.ab, k.M, k.K, k.lda, k.batch, k.stride_a)
                     : make_layout(k.ab, k.K, k.M, k.lda, k.batch, k.stride_a);
   p->lc = make_layout(k.c, k.N, k.M, k.N, k.batch, k.stride_c);
+  if (known) {
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(k.lt, p->desc, p->la, p->lb, p->lc, p->lc, known, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes) {
+      p->algo = *known;
+      return p;
+    }
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   NM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -131,9 +154,18 @@ void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, c
         alignment(a.c, a.batch, a.stride_c, c_bytes), a.bias ? alignment(a.bias, 1, 0, c_bytes) : 0u};
   static std::mutex mu;
   static std::unordered_map<Key, std::unique_ptr<Plan>, KeyHash> cache;
+  static std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> bucket_algo;
+  constexpr size_t kMaxPlans = 4096;  // varying shapes must not grow the cache without bound
   std::lock_guard<std::mutex> lock(mu);  // the bias pointer lives in the shared descriptor
   auto it = cache.find(k);
-  if (it == cache.end()) it = cache.emplace(k, make_plan(k, workspace_bytes)).first;
+  if (it == cache.end()) {
+    if (cache.size() >= kMaxPlans) cache.clear();
+    const Key bucket = bucket_of(k);
+    auto known = bucket_algo.find(bucket);
+    auto plan = make_plan(k, workspace_bytes, known == bucket_algo.end() ? nullptr : &known->second);
+    if (known == bucket_algo.end()) bucket_algo.emplace(bucket, plan->algo);
+    it = cache.emplace(k, std::move(plan)).first;
+  }
   Plan& p = *it->second;
   if (a.bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, a.bias);
   NM_CUBLAS_CHECK(cublasLtMatmul(lt, p.desc, &a.alpha, a.b, p.la, a.a, p.lb, &a.beta, a.c, p.lc, a.c, p.lc, &p.algo,

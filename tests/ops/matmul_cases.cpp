@@ -125,6 +125,39 @@ class LinearCase : public OpCase {
   bool bias_;
 };
 
+// MoE-style row groups: y_g = x_g W^T for row slices of varying length, dx_g = dy_g W, and
+// dW += dy_g^T x_g over the groups. Groups 2 and 3 fall in one size bucket (same alignment), so
+// they run the algorithm cached for the other shape.
+class MatmulRowGroupsCase : public OpCase {
+ public:
+  std::string op() const override { return "matmul"; }
+  std::string params() const override { return "row_groups=16+24+21,N=48,K=32"; }
+  std::vector<InputSpec> inputs() const override { return {{"x", {kRows, 32}}, {"w", {48, 32}}}; }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    Tensor y = poisoned(ctx, {kRows, 48}, in[0].dtype());
+    for (auto [r0, r1] : kGroups) {
+      Tensor yg = y.slice(r0, r1);
+      ops::matmul(ctx, in[0].slice(r0, r1), false, in[1], true, yg);
+    }
+    return {y};
+  }
+  std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
+                               const std::vector<Tensor>& douts) const override {
+    DType dt = in[0].dtype();
+    Tensor dx = poisoned(ctx, in[0].shape(), dt), dw = ctx.zeros(in[1].shape(), grad_dtype(dt));
+    for (auto [r0, r1] : kGroups) {
+      Tensor dxg = dx.slice(r0, r1), dyg = douts[0].slice(r0, r1);
+      ops::matmul(ctx, dyg, false, in[1], false, dxg);
+      ops::matmul(ctx, dyg, true, in[0].slice(r0, r1), false, dw, 1.0, 1.0);
+    }
+    return {dx, dw};
+  }
+
+ private:
+  static constexpr int64_t kRows = 61;
+  static constexpr std::pair<int64_t, int64_t> kGroups[] = {{0, 16}, {16, 40}, {40, 61}};
+};
+
 NM_OP_CASES(matmul_cases) {
   CaseList c;
   auto add = [&](MatmulShape s) { c.push_back(std::make_unique<MatmulCase>(s)); };
@@ -140,6 +173,7 @@ NM_OP_CASES(matmul_cases) {
   add({131, 67, 200, false, false});                                   // several tensor-core tiles
   add({45, 29, 37, true, false, 0, false, 1.0, 1.0, true});            // dW += dy^T x, float32 c
   add({33, 9, 29, false, true, 0, false, 1.0, 0.0, true});             // router logits, float32 c
+  c.push_back(std::make_unique<MatmulRowGroupsCase>());
   c.push_back(std::make_unique<LinearCase>(Shape{3, 11, 29}, 45, false));
   c.push_back(std::make_unique<LinearCase>(Shape{3, 11, 29}, 45, true));
   c.push_back(std::make_unique<LinearCase>(Shape{70, 64}, 96, true));  // aligned shapes
