@@ -4,6 +4,11 @@
 #include "backend/cpu/parallel.h"
 #include "ops/activations.h"
 #include "ops/dispatch.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/activations_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -17,6 +22,16 @@ void expect_like(const Tensor& t, const Tensor& ref, const char* what) {
   expect_dtype(t, ref.dtype(), what);
 }
 
+#if NEMOTRON_CUDA
+ActivationCudaArgs cuda_args(const Tensor& x, const char* op) {
+  NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", op,
+           dtype_name(x.dtype()));
+  ActivationCudaArgs a;
+  a.x = x.raw(), a.n = x.numel(), a.bf16 = x.dtype() == DType::bf16;
+  return a;
+}
+#endif
+
 template <class T>
 T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
@@ -24,9 +39,17 @@ T sigmoid(T x) {
 
 }  // namespace
 
-void relu2_forward(Context&, const Tensor& x, Tensor& y) {
-  require_cpu(x, "relu2_forward");
+void relu2_forward(Context& ctx, const Tensor& x, Tensor& y) {
   expect_like(y, x, "relu2 output");
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    ActivationCudaArgs a = cuda_args(x, "relu2_forward");
+    a.y = y.raw();
+    NM_CUDA_CHECK(relu2_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(x, "relu2_forward");
   dispatch_float(x.dtype(), "relu2_forward", [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();
@@ -38,10 +61,18 @@ void relu2_forward(Context&, const Tensor& x, Tensor& y) {
   });
 }
 
-void relu2_backward(Context&, const Tensor& x, const Tensor& dy, Tensor& dx) {
-  require_cpu(x, "relu2_backward");
+void relu2_backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
   expect_like(dy, x, "relu2 dy");
   expect_like(dx, x, "relu2 dx");
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    ActivationCudaArgs a = cuda_args(x, "relu2_backward");
+    a.dy = dy.raw(), a.dx = dx.raw();
+    NM_CUDA_CHECK(relu2_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(x, "relu2_backward");
   dispatch_float(x.dtype(), "relu2_backward", [&](auto zero) {
     using T = decltype(zero);
     const T *px = x.data<T>(), *pdy = dy.data<T>();
@@ -50,10 +81,18 @@ void relu2_backward(Context&, const Tensor& x, const Tensor& dy, Tensor& dx) {
   });
 }
 
-void swiglu_forward(Context&, const Tensor& gate, const Tensor& up, Tensor& y) {
-  require_cpu(gate, "swiglu_forward");
+void swiglu_forward(Context& ctx, const Tensor& gate, const Tensor& up, Tensor& y) {
   expect_like(up, gate, "swiglu up");
   expect_like(y, gate, "swiglu output");
+#if NEMOTRON_CUDA
+  if (gate.device().is_cuda()) {
+    ActivationCudaArgs a = cuda_args(gate, "swiglu_forward");
+    a.up = up.raw(), a.y = y.raw();
+    NM_CUDA_CHECK(swiglu_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(gate, "swiglu_forward");
   dispatch_float(gate.dtype(), "swiglu_forward", [&](auto zero) {
     using T = decltype(zero);
     const T *g = gate.data<T>(), *u = up.data<T>();
@@ -62,12 +101,21 @@ void swiglu_forward(Context&, const Tensor& gate, const Tensor& up, Tensor& y) {
   });
 }
 
-void swiglu_backward(Context&, const Tensor& gate, const Tensor& up, const Tensor& dy, Tensor& dgate, Tensor& dup) {
-  require_cpu(gate, "swiglu_backward");
+void swiglu_backward(Context& ctx, const Tensor& gate, const Tensor& up, const Tensor& dy, Tensor& dgate,
+                     Tensor& dup) {
   expect_like(up, gate, "swiglu up");
   expect_like(dy, gate, "swiglu dy");
   expect_like(dgate, gate, "swiglu dgate");
   expect_like(dup, gate, "swiglu dup");
+#if NEMOTRON_CUDA
+  if (gate.device().is_cuda()) {
+    ActivationCudaArgs a = cuda_args(gate, "swiglu_backward");
+    a.up = up.raw(), a.dy = dy.raw(), a.dx = dgate.raw(), a.dup = dup.raw();
+    NM_CUDA_CHECK(swiglu_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(gate, "swiglu_backward");
   dispatch_float(gate.dtype(), "swiglu_backward", [&](auto zero) {
     using T = decltype(zero);
     const T *g = gate.data<T>(), *u = up.data<T>(), *pdy = dy.data<T>();

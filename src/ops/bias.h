@@ -1,5 +1,6 @@
 // Bias of a linear layer over the last dim: y[..., D] += b[D]; its backward db += sum_rows dy.
-// (The bias gradient is a parameter gradient, so it accumulates.)
+// y and b share the compute dtype; db is a parameter gradient: grad_dtype(dy) (float32 for
+// bfloat16 dy), accumulated (+=) with a fixed summation order (deterministic).
 #pragma once
 #include "core/context.h"
 

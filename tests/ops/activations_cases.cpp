@@ -5,6 +5,7 @@
 
 #include "harness.h"
 #include "ops/activations.h"
+#include "poison.h"
 
 namespace nemotron::testing {
 namespace {
@@ -16,13 +17,13 @@ class Relu2Case : public OpCase {
   std::string params() const override { return fmt::format("rows={},D={}", rows_, D_); }
   std::vector<InputSpec> inputs() const override { return {{"x", {rows_, D_}}}; }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    Tensor y = ctx.empty(in[0].shape(), in[0].dtype());
+    Tensor y = poisoned(ctx, in[0].shape(), in[0].dtype());
     ops::relu2_forward(ctx, in[0], y);
     return {y};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
-    Tensor dx = ctx.empty(in[0].shape(), in[0].dtype());
+    Tensor dx = poisoned(ctx, in[0].shape(), in[0].dtype());
     ops::relu2_backward(ctx, in[0], douts[0], dx);
     return {dx};
   }
@@ -40,13 +41,13 @@ class SwigluCase : public OpCase {
     return {{"gate", {rows_, D_}, DType::f64, true, -4.0, 4.0}, {"up", {rows_, D_}}};
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    Tensor y = ctx.empty(in[0].shape(), in[0].dtype());
+    Tensor y = poisoned(ctx, in[0].shape(), in[0].dtype());
     ops::swiglu_forward(ctx, in[0], in[1], y);
     return {y};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
-    Tensor dg = ctx.empty(in[0].shape(), in[0].dtype()), du = ctx.empty(in[1].shape(), in[1].dtype());
+    Tensor dg = poisoned(ctx, in[0].shape(), in[0].dtype()), du = poisoned(ctx, in[1].shape(), in[1].dtype());
     ops::swiglu_backward(ctx, in[0], in[1], douts[0], dg, du);
     return {dg, du};
   }
@@ -61,6 +62,8 @@ NM_OP_CASES(activation_cases) {
   c.push_back(std::make_unique<Relu2Case>(33, 70));
   c.push_back(std::make_unique<SwigluCase>(5, 13));
   c.push_back(std::make_unique<SwigluCase>(33, 70));
+  c.push_back(std::make_unique<Relu2Case>(40, 136));   // whole 16-byte packs
+  c.push_back(std::make_unique<SwigluCase>(40, 136));
   return c;
 }
 

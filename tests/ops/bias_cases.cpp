@@ -1,4 +1,4 @@
-// Linear bias: y = x + b over rows; gradients for x (identity) and b (column sums).
+// Linear bias: y = x + b over rows; gradients for x (identity) and b (column sums, in grad_dtype).
 #include "harness.h"
 #include "ops/bias.h"
 
@@ -18,7 +18,7 @@ class BiasCase : public OpCase {
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
-    Tensor db = ctx.zeros({D_}, in[1].dtype());
+    Tensor db = ctx.zeros({D_}, grad_dtype(in[1].dtype()));
     ops::bias_backward(ctx, douts[0], db);
     return {douts[0].clone(), db};
   }
@@ -31,6 +31,8 @@ NM_OP_CASES(bias_cases) {
   CaseList c;
   c.push_back(std::make_unique<BiasCase>(5, 7));
   c.push_back(std::make_unique<BiasCase>(31, 66));
+  c.push_back(std::make_unique<BiasCase>(150, 64));  // whole 16-byte packs; several row chunks
+  c.push_back(std::make_unique<BiasCase>(3, 1));
   return c;
 }
 

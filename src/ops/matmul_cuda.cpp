@@ -1,0 +1,176 @@
+// cuBLASLt matmul with a per-shape cache: the descriptors, layouts and the heuristic's algorithm
+// are built once per (shape, dtypes, alignment) key, since a training step repeats the same few
+// shapes and a heuristic query costs far more than the GEMM launch. Shapes that vary from step to
+// step (MoE expert token counts) reuse the algorithm found for the same power-of-two size bucket,
+// after cuBLASLt confirms that it supports the exact shape.
+#if NEMOTRON_CUDA
+#include "ops/matmul_cuda.h"
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+struct Key {
+  cublasLtHandle_t lt;
+  GemmDType ab, c;
+  bool trans_a, trans_b, bias;
+  int64_t M, N, K, lda, ldb, batch, stride_a, stride_b, stride_c;
+  uint32_t align_a, align_b, align_c, align_bias;
+  bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = std::hash<const void*>()(k.lt);
+    auto mix = [&](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    mix(static_cast<uint64_t>(k.ab) | static_cast<uint64_t>(k.c) << 8 | uint64_t{k.trans_a} << 16 |
+        uint64_t{k.trans_b} << 17 | uint64_t{k.bias} << 18);
+    for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.batch, k.stride_a, k.stride_b, k.stride_c})
+      mix(static_cast<uint64_t>(v));
+    mix(uint64_t{k.align_a} | uint64_t{k.align_b} << 16 | uint64_t{k.align_c} << 32 | uint64_t{k.align_bias} << 48);
+    return h;
+  }
+};
+
+// The plan for one key: cuBLASLt objects are freed with the cache (at exit).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// The key with M, N, K rounded up to powers of two: shapes in one bucket share an algorithm.
+int64_t round_up_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+Key bucket_of(Key k) {
+  k.M = round_up_pow2(k.M), k.N = round_up_pow2(k.N), k.K = round_up_pow2(k.K);
+  k.lda = k.ldb = k.stride_a = k.stride_b = k.stride_c = 0;
+  return k;
+}
+
+cudaDataType_t cuda_type(GemmDType t) { return t == GemmDType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+size_t type_bytes(GemmDType t) { return t == GemmDType::bf16 ? 2 : 4; }
+
+// The largest power of two (up to 256) dividing every address a batched operand takes.
+uint32_t alignment(const void* p, int64_t batch, int64_t stride_elems, size_t elem_bytes) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
+  if (batch > 1) bits |= static_cast<uint64_t>(stride_elems) * elem_bytes;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+template <class V>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, V v) {
+  NM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+}
+
+// A column-major layout (rows x cols, leading dim ld), batched when batch > 1.
+cublasLtMatrixLayout_t make_layout(GemmDType t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  NM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, cuda_type(t), static_cast<uint64_t>(rows),
+                                             static_cast<uint64_t>(cols), ld));
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    NM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    NM_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+// Row-major c = op(a) op(b) is column-major c^T = op(b)^T op(a)^T: cuBLASLt's first operand is our
+// b (stored N x K, or K x N when transposed) and its second our a; D is N x M with ld N.
+// `known` is an algorithm found for another shape of the same bucket: used when it fits this one.
+std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes, const cublasLtMatmulAlgo_t* known) {
+  auto p = std::make_unique<Plan>();
+  NM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
+  set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N));
+  if (k.bias) {
+    set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(k.c)));
+  }
+  p->la = k.trans_b ? make_layout(k.ab, k.K, k.N, k.ldb, k.batch, k.stride_b)
+                    : make_layout(k.ab, k.N, k.K, k.ldb, k.batch, k.stride_b);
+  p->lb = k.trans_a ? make_layout(k.ab, k.M, k.K, k.lda, k.batch, k.stride_a)
+                    : make_layout(k.ab, k.K, k.M, k.lda, k.batch, k.stride_a);
+  p->lc = make_layout(k.c, k.N, k.M, k.N, k.batch, k.stride_c);
+  if (known) {
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(k.lt, p->desc, p->la, p->lb, p->lc, p->lc, known, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes) {
+      p->algo = *known;
+      return p;
+    }
+  }
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  NM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)>
+      keep(pref, &cublasLtMatmulPreferenceDestroy);
+  uint64_t ws = workspace_bytes;
+  NM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // Lt's "A" is our b and its "B" our a.
+  for (auto [attr, v] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_b},
+                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_a},
+                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c},
+                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c}})
+    NM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  NM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(k.lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &result, &found));
+  NM_CHECK(found > 0, "cuBLASLt has no algorithm for matmul M={} N={} K={} batch={} (trans_a={}, trans_b={})", k.M,
+           k.N, k.K, k.batch, k.trans_a, k.trans_b);
+  p->algo = result.algo;
+  return p;
+}
+
+}  // namespace
+
+void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                 const MatmulCudaArgs& a) {
+  const size_t ab_bytes = type_bytes(a.ab), c_bytes = type_bytes(a.c_dtype);
+  Key k{lt, a.ab, a.c_dtype, a.trans_a, a.trans_b, a.bias != nullptr, a.M, a.N, a.K, a.lda, a.ldb, a.batch,
+        a.batch > 1 ? a.stride_a : 0, a.batch > 1 ? a.stride_b : 0, a.batch > 1 ? a.stride_c : 0,
+        alignment(a.a, a.batch, a.stride_a, ab_bytes), alignment(a.b, a.batch, a.stride_b, ab_bytes),
+        alignment(a.c, a.batch, a.stride_c, c_bytes), a.bias ? alignment(a.bias, 1, 0, c_bytes) : 0u};
+  static std::mutex mu;
+  static std::unordered_map<Key, std::unique_ptr<Plan>, KeyHash> cache;
+  static std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> bucket_algo;
+  constexpr size_t kMaxPlans = 4096;  // varying shapes must not grow the cache without bound
+  std::lock_guard<std::mutex> lock(mu);  // the bias pointer lives in the shared descriptor
+  auto it = cache.find(k);
+  if (it == cache.end()) {
+    if (cache.size() >= kMaxPlans) cache.clear();
+    const Key bucket = bucket_of(k);
+    auto known = bucket_algo.find(bucket);
+    auto plan = make_plan(k, workspace_bytes, known == bucket_algo.end() ? nullptr : &known->second);
+    if (known == bucket_algo.end()) bucket_algo.emplace(bucket, plan->algo);
+    it = cache.emplace(k, std::move(plan)).first;
+  }
+  Plan& p = *it->second;
+  if (a.bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, a.bias);
+  NM_CUBLAS_CHECK(cublasLtMatmul(lt, p.desc, &a.alpha, a.b, p.la, a.a, p.lb, &a.beta, a.c, p.lc, a.c, p.lc, &p.algo,
+                                 workspace, workspace_bytes, stream));
+}
+
+}  // namespace nemotron::ops
+#endif  // NEMOTRON_CUDA

@@ -1,0 +1,33 @@
+// cuBLASLt GEMM on raw device pointers (matmul_cuda.cpp): row-major c[M, N] = alpha op(a) op(b)
+// + beta c (+ bias[N] broadcast over rows), batched with element strides (stride_b = 0 shares b).
+// a and b are one dtype; c is that dtype, or float32 when a/b are bfloat16. Always float32
+// accumulation (no TF32). The dispatch in matmul_cpu.cpp fills the arguments from tensors.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nemotron::ops {
+
+enum class GemmDType : uint8_t { f32, bf16 };
+
+struct MatmulCudaArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  const void* bias = nullptr;  // [N] in c's dtype, added after the product (2-D only); optional
+  GemmDType ab = GemmDType::f32, c_dtype = GemmDType::f32;
+  bool trans_a = false, trans_b = false;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t lda = 0, ldb = 0;  // row-major leading dims: the stored column counts of a and b
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Throws nemotron::Error on a cuBLAS failure or when no algorithm fits the shape.
+void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                 const MatmulCudaArgs& args);
+
+}  // namespace nemotron::ops
