@@ -82,7 +82,7 @@ LossSum HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& b
   for (int64_t r0 = 0; r0 < N; r0 += kHeadRowsPerChunk) {
     int64_t r1 = std::min(N, r0 + kHeadRowsPerChunk), n = r1 - r0;
     Tensor hc = h.slice(r0, r1);
-    Tensor logits = ctx.empty({n, V}, dt), losses = ctx.empty({n}, dt);
+    Tensor logits = ctx.empty({n, V}, dt), losses = ctx.empty({n}, stat_dtype(dt));
     ops::linear_forward(ctx, hc, W.value, logits);
     Tensor mc = mask.defined() ? mask.slice(r0, r1) : Tensor();
     ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, grad_scale, losses, dx ? &logits : nullptr);
