@@ -9,8 +9,10 @@
 
 namespace nemotron::ops {
 
-// logits [N, V] float; targets [N] int32/int64; mask [N] float or undefined (all ones);
-// losses [N] float (same dtype as logits); dlogits [N, V] or undefined (forward only).
+// logits [N, V] float (T); targets [N] int32/int64; mask [N] in T or float32, or undefined (all
+// ones); losses [N] in stat_dtype(T) (float32 for bf16 logits); dlogits [N, V] in T or undefined
+// (forward only). On CUDA, labels >= V on the device are found by the kernel and read back once
+// per call (which waits for the stream); labels on the host are checked there.
 void softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& targets, const Tensor& mask,
                            double grad_scale, Tensor& losses, Tensor* dlogits);
 

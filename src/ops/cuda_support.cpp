@@ -6,7 +6,7 @@ namespace nemotron::ops {
 
 const std::vector<std::string>& cuda_supported_ops() {
 #if NEMOTRON_CUDA
-  static const std::vector<std::string> ops{"rmsnorm", "matmul", "elementwise", "cast", "bias_add", "relu2", "swiglu"};
+  static const std::vector<std::string> ops{"rmsnorm", "matmul", "elementwise", "cast", "bias_add", "relu2", "swiglu", "embedding", "softmax_cross_entropy", "adamw", "grad_norm"};
 #else
   static const std::vector<std::string> ops;
 #endif

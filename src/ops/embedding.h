@@ -1,5 +1,8 @@
 // Token embedding lookup: y[n, :] = W[ids[n], :]. ids are int32 or int64 in [0, V); the op
-// checks the range and names the offending position. Backward scatters: dW[ids[n]] += dy[n].
+// checks the range and names the offending position (on CUDA with device ids: a flag the kernel
+// sets, read back once per call, which waits for the stream). Backward scatters:
+// dW[ids[n]] += dy[n], with dW a parameter gradient in grad_dtype (float32 for bf16 dy).
+// Deterministic on both devices: repeated ids add in position order (CUDA sorts the ids).
 #pragma once
 #include "core/context.h"
 

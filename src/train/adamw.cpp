@@ -1,68 +1,66 @@
 #include "train/adamw.h"
 
-#include <cmath>
-
-#include "backend/cpu/parallel.h"
-#include "ops/dispatch.h"
-
 namespace nemotron::train {
+
+namespace {
+
+Context store_context(const model::ParamStore& params) {
+  return Context{&params.backend(), nullptr, params.dtype()};
+}
+
+std::vector<const void*> masters_of(const model::ParamStore& params) {
+  std::vector<const void*> out;
+  for (const model::Param* p : params.all()) out.push_back(p->master.defined() ? p->master.raw() : nullptr);
+  return out;
+}
+
+double clip(Context& ctx, ops::AdamWTensors& list, double max_norm) {
+  const double norm = ops::grad_norm(ctx, list);
+  if (max_norm > 0 && norm > max_norm) ops::scale_grads(ctx, list, max_norm / (norm + 1e-6));
+  return norm;
+}
+
+}  // namespace
 
 AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg) : params_(&params), cfg_(cfg) {
   for (model::Param* p : params.all()) {
-    m_.push_back(Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.backend()));
-    v_.push_back(Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.backend()));
+    m_.push_back(Tensor::zeros(p->value.shape(), p->grad.dtype(), p->grad.backend()));
+    v_.push_back(Tensor::zeros(p->value.shape(), p->grad.dtype(), p->grad.backend()));
   }
+}
+
+ops::AdamWTensors& AdamW::list() {
+  std::vector<const void*> masters = masters_of(*params_);
+  if (list_ && masters == list_masters_) return *list_;
+  std::vector<ops::AdamWParam> ps;
+  const auto& all = params_->all();
+  for (size_t k = 0; k < all.size(); ++k) {
+    model::Param& p = *all[k];
+    if (p.trainable) ps.push_back({p.value, p.master, p.grad, m_[k], v_[k], p.weight_decay});
+  }
+  list_ = std::make_unique<ops::AdamWTensors>(std::move(ps));
+  list_masters_ = std::move(masters);
+  return *list_;
 }
 
 void AdamW::step(double lr) {
   ++step_;
-  const double bc1 = 1.0 - std::pow(cfg_.beta1, static_cast<double>(step_));
-  const double bc2 = 1.0 - std::pow(cfg_.beta2, static_cast<double>(step_));
-  const auto& all = params_->all();
-  for (size_t k = 0; k < all.size(); ++k) {
-    model::Param& p = *all[k];
-    if (!p.trainable) continue;
-    ops::require_cpu(p.value, "adamw");
-    const double wd = p.weight_decay ? cfg_.weight_decay : 0.0;
-    ops::dispatch_float(p.value.dtype(), "adamw", [&](auto zero) {
-      using T = decltype(zero);
-      T *w = p.value.data<T>(), *m = m_[k].data<T>(), *v = v_[k].data<T>();
-      const T* g = p.grad.data<T>();
-      const T b1 = static_cast<T>(cfg_.beta1), b2 = static_cast<T>(cfg_.beta2);
-      cpu::parallel_for(p.value.numel(), [&](int64_t i) {
-        m[i] = b1 * m[i] + (T(1) - b1) * g[i];
-        v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
-        T mhat = m[i] / static_cast<T>(bc1), vhat = v[i] / static_cast<T>(bc2);
-        w[i] -= static_cast<T>(lr) * (mhat / (std::sqrt(vhat) + static_cast<T>(cfg_.eps)) + static_cast<T>(wd) * w[i]);
-      }, 4096);
-    });
-  }
+  Context ctx = store_context(*params_);
+  ops::adamw_update(ctx, list(), {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, step_});
+}
+
+double AdamW::clip_grad_norm(double max_norm) {
+  Context ctx = store_context(*params_);
+  return clip(ctx, list(), max_norm);
 }
 
 double clip_grad_norm(model::ParamStore& params, double max_norm) {
-  double sq = 0;
-  for (model::Param* p : params.all()) {
-    if (!p->trainable) continue;
-    ops::require_cpu(p->grad, "clip_grad_norm");
-    ops::dispatch_float(p->grad.dtype(), "clip_grad_norm", [&](auto zero) {
-      using T = decltype(zero);
-      const T* g = p->grad.data<T>();
-      for (int64_t i = 0; i < p->grad.numel(); ++i) sq += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-    });
-  }
-  double norm = std::sqrt(sq);
-  if (max_norm > 0 && norm > max_norm) {
-    double s = max_norm / (norm + 1e-6);
-    for (model::Param* p : params.all()) {
-      if (!p->trainable) continue;
-      ops::dispatch_float(p->grad.dtype(), "clip_grad_norm", [&](auto zero) {
-        using T = decltype(zero);
-        T* g = p->grad.data<T>();
-        for (int64_t i = 0; i < p->grad.numel(); ++i) g[i] *= static_cast<T>(s);
-      });
-    }
-  }
-  return norm;
+  std::vector<ops::AdamWParam> ps;
+  for (model::Param* p : params.all())
+    if (p->trainable) ps.push_back({p->value, p->master, p->grad, Tensor(), Tensor(), p->weight_decay});
+  ops::AdamWTensors list(std::move(ps));
+  Context ctx = store_context(params);
+  return clip(ctx, list, max_norm);
 }
 
 }  // namespace nemotron::train

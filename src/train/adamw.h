@@ -1,11 +1,15 @@
 // AdamW with decoupled weight decay (Loshchilov & Hutter), as Megatron configures it: no decay
 // on parameters marked weight_decay = false (norms, biases, 1-D tensors), and buffers
 // (trainable = false, e.g. the MoE router's correction bias) are never touched.
-// State (first/second moments) lives beside each parameter in float32 or the parameter dtype.
+// State (first/second moments) lives beside each parameter in its grad_dtype (float32 in a bf16
+// store). With float32 masters the update applies to the master and writes the bf16 value in the
+// same pass. The math is ops/adamw.h (one multi-tensor launch on CUDA).
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "model/param.h"
+#include "ops/adamw.h"
 
 namespace nemotron::train {
 
@@ -28,16 +32,22 @@ class AdamW {
   std::vector<Tensor>& first_moments() { return m_; }
   std::vector<Tensor>& second_moments() { return v_; }
   void set_steps_taken(int64_t s) { step_ = s; }
+  // clip_grad_norm below over this optimizer's parameters, reusing its multi-tensor list.
+  double clip_grad_norm(double max_norm);
 
  private:
+  ops::AdamWTensors& list();  // built on first use, rebuilt when masters appeared since
   model::ParamStore* params_;
   AdamWConfig cfg_;
   std::vector<Tensor> m_, v_;
   int64_t step_ = 0;
+  std::unique_ptr<ops::AdamWTensors> list_;
+  std::vector<const void*> list_masters_;  // the masters the list was built with
 };
 
 // Global L2 norm of all trainable gradients; when max_norm > 0 and the norm exceeds it, scales
-// every gradient by max_norm / norm. Returns the norm before clipping.
+// every gradient by max_norm / (norm + 1e-6). Returns the norm before clipping. One multi-tensor
+// reduction and one host read on CUDA.
 double clip_grad_norm(model::ParamStore& params, double max_norm);
 
 }  // namespace nemotron::train

@@ -1,4 +1,7 @@
-// Embedding lookup: gradient for the table, with repeated ids in the batch.
+// Embedding lookup: gradient for the table (grad_dtype, accumulated), with repeated ids in the
+// batch; the large-N cases run the CUDA sort's global merge stages.
+#include <gtest/gtest.h>
+
 #include "harness.h"
 #include "ops/embedding.h"
 
@@ -20,9 +23,12 @@ class EmbeddingCase : public OpCase {
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
-    Tensor dw = ctx.zeros({V_, D_}, in[1].dtype());
+    // dw starts non-zero: the backward accumulates (+=) into what is there.
+    Tensor dw = in[1].to_host(DType::f64).to_host(grad_dtype(in[1].dtype())).to(*ctx.backend);
     ops::embedding_backward(ctx, in[0], douts[0], dw);
-    return {Tensor(), dw};
+    std::vector<double> a = dw.to_f64_vector(), w = in[1].to_f64_vector();
+    for (size_t i = 0; i < a.size(); ++i) a[i] -= w[i];
+    return {Tensor(), Tensor::from_vector<double>({V_, D_}, a)};
   }
 
  private:
@@ -34,7 +40,18 @@ NM_OP_CASES(embedding_cases) {
   CaseList c;
   c.push_back(std::make_unique<EmbeddingCase>(23, 7, 5, DType::i32));  // N > V: ids repeat
   c.push_back(std::make_unique<EmbeddingCase>(9, 31, 12, DType::i64));
+  c.push_back(std::make_unique<EmbeddingCase>(37, 1007, 45, DType::i32));
+  c.push_back(std::make_unique<EmbeddingCase>(5000, 53, 19, DType::i64));  // sort beyond one block
+  c.push_back(std::make_unique<EmbeddingCase>(3001, 4099, 130, DType::i32));
   return c;
+}
+
+TEST(Embedding, out_of_range_id_names_its_position) {
+  Context ctx = cpu_context(DType::f64);
+  Tensor w = Tensor::zeros({5, 3}, DType::f64), y = Tensor::empty({3, 3}, DType::f64);
+  Tensor ids = Tensor::from_vector<int32_t>({3}, {0, 5, 1});
+  EXPECT_THROW(ops::embedding_forward(ctx, ids, w, y), InputError);
+  EXPECT_THROW(ops::embedding_backward(ctx, ids, y, w), InputError);
 }
 
 }  // namespace

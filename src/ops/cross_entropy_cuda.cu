@@ -1,0 +1,154 @@
+// Fused softmax cross-entropy: one block of 1024 threads per row. Pass 1 reads the row once with
+// a per-thread online max/sum (float32, 16-byte loads when the row allows), merged across the
+// block; pass 2 re-reads the row (mostly from L2: one row per SM is in flight) and writes the
+// gradient, in place when dlogits aliases logits. No float32 copy of the logits is made.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "ops/cross_entropy_cuda.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+using u64 = unsigned long long;
+constexpr int kThreads = 1024;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ inline float to_f(float v) { return v; }
+__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ inline T from_f(float v);
+template <> __device__ inline float from_f<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+// VEC consecutive elements as one aligned load/store (VEC * sizeof(T) is 16 bytes or 1 element).
+template <class T, int VEC>
+struct alignas(VEC * sizeof(T)) Pack {
+  T v[VEC];
+};
+
+// Merges the online softmax state (m, s) = (max, sum of exp(x - max)) of two parts.
+__device__ inline void merge(float& m, float& s, float m2, float s2) {
+  const float M = fmaxf(m, m2);
+  if (M == -INFINITY) return;
+  s = (m == -INFINITY ? 0.0f : s * exp2f((m - M) * kLog2e)) + (m2 == -INFINITY ? 0.0f : s2 * exp2f((m2 - M) * kLog2e));
+  m = M;
+}
+
+__device__ void block_merge(float& m, float& s) {
+  __shared__ float sm[kThreads / 32], ss[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) sm[warp] = m, ss[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < kThreads / 32 ? sm[lane] : -INFINITY;
+    s = lane < kThreads / 32 ? ss[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1)
+      merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0) sm[0] = m, ss[0] = s;
+  }
+  __syncthreads();
+  m = sm[0], s = ss[0];
+}
+
+template <class T, int VEC>
+__global__ void __launch_bounds__(kThreads, 1)
+    ce_kernel(const T* logits, T* dlogits, const void* targets, bool targets64, const void* mask, bool mask_f32,
+              float* losses, int64_t V, float grad_scale, u64* bad) {
+  using P = Pack<T, VEC>;
+  const int64_t n = blockIdx.x;
+  const T* row = logits + n * V;
+  const int64_t y = targets64 ? static_cast<const int64_t*>(targets)[n] : static_cast<const int32_t*>(targets)[n];
+  float mk = 1.0f;
+  if (mask) mk = mask_f32 ? static_cast<const float*>(mask)[n] : to_f(static_cast<const T*>(mask)[n]);
+  if (y >= V) {
+    if (threadIdx.x == 0) atomicMin(bad, static_cast<u64>(n)), losses[n] = NAN;
+    mk = 0.0f;
+  }
+  const bool live = y >= 0 && y < V && mk != 0.0f;  // a row whose loss and gradient are not zero
+  float lse = 0.0f;
+  if (live) {
+    float m = -INFINITY, s = 0.0f;
+    const int64_t packs = V / VEC;
+    const P* prow = reinterpret_cast<const P*>(row);
+    for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
+      P x = prow[p];
+      float f[VEC], mx = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) f[k] = to_f(x.v[k]), mx = fmaxf(mx, f[k]);
+      float part = 0.0f;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) part += exp2f((f[k] - mx) * kLog2e);
+      merge(m, s, mx, part);
+    }
+    block_merge(m, s);
+    lse = m + logf(s);
+    if (threadIdx.x == 0) losses[n] = mk * (lse - to_f(row[y]));
+  } else if (threadIdx.x == 0 && y < V) {
+    losses[n] = 0.0f;
+  }
+  if (!dlogits) return;
+  __syncthreads();  // every read of pass 1 (and of row[y]) precedes the in-place writes
+  const float g = live ? grad_scale * mk : 0.0f;
+  const int64_t packs = V / VEC;
+  const P* prow = reinterpret_cast<const P*>(row);
+  P* drow = reinterpret_cast<P*>(dlogits + n * V);
+  for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
+    P out;
+    if (g != 0.0f) {
+      P x = prow[p];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        float d = g * exp2f((to_f(x.v[k]) - lse) * kLog2e);
+        if (p * VEC + k == y) d -= g;
+        out.v[k] = from_f<T>(d);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) out.v[k] = from_f<T>(0.0f);
+    }
+    drow[p] = out;
+  }
+}
+
+template <class T>
+void launch(const CrossEntropyCudaArgs& a, cudaStream_t s, u64* bad) {
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vec = a.V % kVec == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.dlogits) % 16 == 0;
+  const unsigned grid = static_cast<unsigned>(a.N);
+  const T* x = static_cast<const T*>(a.logits);
+  T* d = static_cast<T*>(a.dlogits);
+  if (vec)
+    ce_kernel<T, kVec><<<grid, kThreads, 0, s>>>(x, d, a.targets, a.targets64, a.mask, a.mask_f32, a.losses, a.V,
+                                                 a.grad_scale, bad);
+  else
+    ce_kernel<T, 1><<<grid, kThreads, 0, s>>>(x, d, a.targets, a.targets64, a.mask, a.mask_f32, a.losses, a.V,
+                                              a.grad_scale, bad);
+}
+
+}  // namespace
+
+cudaError_t softmax_cross_entropy_cuda(const CrossEntropyCudaArgs& a, cudaStream_t s, int64_t* bad_row) {
+  *bad_row = -1;
+  if (a.N == 0) return cudaSuccess;
+  u64* bad = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&bad), sizeof(u64), s);
+  if (err != cudaSuccess) return err;
+  err = cudaMemsetAsync(bad, 0xff, sizeof(u64), s);
+  if (err == cudaSuccess) {
+    if (a.bf16) launch<__nv_bfloat16>(a, s, bad);
+    else launch<float>(a, s, bad);
+    err = cudaGetLastError();
+  }
+  u64 host = ~0ull;
+  if (err == cudaSuccess) err = cudaMemcpyAsync(&host, bad, sizeof(u64), cudaMemcpyDeviceToHost, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  *bad_row = host == ~0ull ? -1 : static_cast<int64_t>(host);
+  cudaError_t free_err = cudaFreeAsync(bad, s);
+  return err != cudaSuccess ? err : free_err;
+}
+
+}  // namespace nemotron::ops
