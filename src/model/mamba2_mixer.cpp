@@ -136,7 +136,7 @@ void Mamba2Mixer::conv_forward(Context& ctx, Part part, const Tensor& raw, Tenso
 }
 
 Tensor Mamba2Mixer::compute_dt(Context& ctx, const Tensor& dt_raw) const {
-  Tensor dt = ctx.empty(dt_raw.shape(), dt_raw.dtype());
+  Tensor dt = ctx.empty(dt_raw.shape(), stat_dtype(dt_raw.dtype()));
   ops::dt_softplus_forward(ctx, dt_raw, dt_bias_->value, cfg_.time_step_limit_min, cfg_.time_step_limit_max, dt);
   return dt;
 }
@@ -218,7 +218,7 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   Tensor a = A(ctx, dtype);
   ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, a, Bm.view({B, T, G_, N_}), Cm.view({B, T, G_, N_}),
                         D_->value, Tensor(), cfg_.chunk_size};
-  Tensor dx = ctx.empty({B, T, d_}, dtype), ddt = ctx.empty({B, T, nH_}, dtype);
+  Tensor dx = ctx.empty({B, T, d_}, dtype), ddt = ctx.empty({B, T, nH_}, stat_dtype(dtype));
   Tensor dBm = ctx.empty({B, T, GN_}, dtype), dCm = ctx.empty({B, T, GN_}, dtype), dA = ctx.zeros({nH_}, dtype);
   ops::SsdScanGrads g{dx.view({B, T, nH_, P_}), ddt, dBm.view({B, T, G_, N_}), dCm.view({B, T, G_, N_}),
                       dA, D_->grad, Tensor()};

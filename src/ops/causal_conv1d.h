@@ -5,13 +5,16 @@
 // Nothing is saved: backward recomputes pre from x (K MACs per element). Backward overwrites dx and
 // accumulates dw, dbias (+=). Channels are independent, so a channel range of x with the matching
 // rows of w and bias (e.g. the x, B or C part of Mamba's xBC) is a valid call on its own.
+// Dtypes (src/ops/CUDA.md): x, w, bias, y, dy, dx in the compute dtype; dw and dbias are parameter
+// gradients in grad_dtype(x) (float32 for bfloat16 x), reduced over B*T in a fixed order.
+// The CUDA kernels take K <= 4.
 #pragma once
 #include "core/context.h"
 
 namespace nemotron::ops {
 
 // x [B, T, C] -> y [B, T, C]; w [C, K] or the Hugging Face layout [C, 1, K]; bias [C] or an
-// undefined Tensor (use_conv_bias = false). One float dtype throughout.
+// undefined Tensor (use_conv_bias = false).
 void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
 
 // dy [B, T, C] -> dx [B, T, C] (overwritten), dw like w (+=), dbias [C] (+=; must be defined iff

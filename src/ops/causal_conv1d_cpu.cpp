@@ -4,11 +4,15 @@
 #include "backend/cpu/parallel.h"
 #include "ops/causal_conv1d.h"
 #include "ops/dispatch.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/causal_conv1d_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
 namespace {
-
 
 struct ConvDims {
   int64_t B, T, C, K;
@@ -90,7 +94,6 @@ void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, cons
 }
 
 ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const char* op) {
-  require_cpu(x, op);
   NM_CHECK(x.rank() == 3, "{}: x must be [B, T, C], got {}", op, x.shape().str());
   ConvDims d{x.dim(0), x.dim(1), x.dim(2), w.dim(-1)};
   bool ok_w = (w.rank() == 2 && w.dim(0) == d.C) || (w.rank() == 3 && w.dim(0) == d.C && w.dim(1) == 1);
@@ -103,12 +106,34 @@ ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   return d;
 }
 
+#if NEMOTRON_CUDA
+CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
+           "causal_conv1d on CUDA: float32 or bfloat16, got {}", dtype_name(x.dtype()));
+  NM_CHECK(d.K <= kCausalConv1dCudaMaxK, "causal_conv1d on CUDA: kernel width K = {} exceeds {}", d.K,
+           kCausalConv1dCudaMaxK);
+  CausalConv1dCudaArgs a;
+  a.x = x.raw(), a.w = w.raw(), a.bias = bias.defined() ? bias.raw() : nullptr;
+  a.B = d.B, a.T = d.T, a.C = d.C, a.K = d.K, a.bf16 = x.dtype() == DType::bf16;
+  return a;
+}
+#endif
+
 }  // namespace
 
-void causal_conv1d_forward(Context&, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   ConvDims d = check_args(x, w, bias, "causal_conv1d_forward");
   expect_shape(y, x.shape(), "causal_conv1d output");
   expect_dtype(y, x.dtype(), "causal_conv1d output");
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias);
+    a.y = y.raw();
+    NM_CUDA_CHECK(causal_conv1d_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(x, "causal_conv1d_forward");
   dispatch_float(x.dtype(), "causal_conv1d_forward", [&](auto zero) {
     using T = decltype(zero);
     forward_ref<T>(d, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, y.data<T>());
@@ -122,7 +147,23 @@ void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, cons
   expect_shape(dx, x.shape(), "causal_conv1d dx");
   expect_shape(dw, w.shape(), "causal_conv1d dw");
   NM_CHECK(bias.defined() == dbias.defined(), "causal_conv1d_backward: dbias must be given exactly when bias is");
-  if (dbias.defined()) expect_shape(dbias, {d.C}, "causal_conv1d dbias");
+  expect_dtype(dy, x.dtype(), "causal_conv1d dy");
+  expect_dtype(dx, x.dtype(), "causal_conv1d dx");
+  expect_dtype(dw, grad_dtype(x.dtype()), "causal_conv1d dw");
+  if (dbias.defined()) {
+    expect_shape(dbias, {d.C}, "causal_conv1d dbias");
+    expect_dtype(dbias, grad_dtype(x.dtype()), "causal_conv1d dbias");
+  }
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias);
+    a.dy = dy.raw(), a.dx = dx.raw(), a.dw = static_cast<float*>(dw.raw());
+    a.dbias = dbias.defined() ? static_cast<float*>(dbias.raw()) : nullptr;
+    NM_CUDA_CHECK(causal_conv1d_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(x, "causal_conv1d_backward");
   Tensor dpre = ctx.empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "causal_conv1d_backward", [&](auto zero) {
     using T = decltype(zero);

@@ -3,11 +3,15 @@
 #include "backend/cpu/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/dt_softplus.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/dt_softplus_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
 namespace {
-
 
 template <class T>
 T softplus(T v) {
@@ -37,7 +41,6 @@ void backward_ref(const T* raw, const T* bias, T lo, T hi, const T* ddt, T* draw
 }
 
 int64_t check_args(const Tensor& raw, const Tensor& bias, double lo, double hi, const char* op) {
-  require_cpu(raw, op);
   NM_CHECK(raw.rank() >= 1, "{}: dt_raw must be [..., nH]", op);
   int64_t nH = raw.dim(-1);
   expect_shape(bias, {nH}, "dt_softplus dt_bias");
@@ -46,11 +49,34 @@ int64_t check_args(const Tensor& raw, const Tensor& bias, double lo, double hi, 
   return nH;
 }
 
+#if NEMOTRON_CUDA
+DtSoftplusCudaArgs cuda_args(const Tensor& raw, const Tensor& bias, double lo, double hi) {
+  NM_CHECK(raw.dtype() == DType::f32 || raw.dtype() == DType::bf16, "dt_softplus on CUDA: float32 or bfloat16, got {}",
+           dtype_name(raw.dtype()));
+  DtSoftplusCudaArgs a;
+  a.dt_raw = raw.raw(), a.dt_bias = bias.raw();
+  a.nH = raw.dim(-1), a.rows = a.nH == 0 ? 0 : raw.numel() / a.nH;
+  a.lo = static_cast<float>(lo), a.hi = static_cast<float>(hi), a.bf16 = raw.dtype() == DType::bf16;
+  return a;
+}
+#endif
+
 }  // namespace
 
-void dt_softplus_forward(Context&, const Tensor& dt_raw, const Tensor& dt_bias, double lo, double hi, Tensor& dt) {
+void dt_softplus_forward(Context& ctx, const Tensor& dt_raw, const Tensor& dt_bias, double lo, double hi,
+                         Tensor& dt) {
   int64_t nH = check_args(dt_raw, dt_bias, lo, hi, "dt_softplus_forward");
   expect_shape(dt, dt_raw.shape(), "dt_softplus output");
+  expect_dtype(dt, stat_dtype(dt_raw.dtype()), "dt_softplus output");
+#if NEMOTRON_CUDA
+  if (dt_raw.device().is_cuda()) {
+    DtSoftplusCudaArgs a = cuda_args(dt_raw, dt_bias, lo, hi);
+    a.dt = static_cast<float*>(dt.raw());
+    NM_CUDA_CHECK(dt_softplus_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(dt_raw, "dt_softplus_forward");
   dispatch_float(dt_raw.dtype(), "dt_softplus_forward", [&](auto zero) {
     using T = decltype(zero);
     forward_ref<T>(dt_raw.data<T>(), dt_bias.data<T>(), static_cast<T>(lo), static_cast<T>(hi), dt.data<T>(),
@@ -58,12 +84,25 @@ void dt_softplus_forward(Context&, const Tensor& dt_raw, const Tensor& dt_bias, 
   });
 }
 
-void dt_softplus_backward(Context&, const Tensor& dt_raw, const Tensor& dt_bias, double lo, double hi,
+void dt_softplus_backward(Context& ctx, const Tensor& dt_raw, const Tensor& dt_bias, double lo, double hi,
                           const Tensor& ddt, Tensor& d_dt_raw, Tensor& d_dt_bias) {
   int64_t nH = check_args(dt_raw, dt_bias, lo, hi, "dt_softplus_backward");
   expect_shape(ddt, dt_raw.shape(), "dt_softplus ddt");
   expect_shape(d_dt_raw, dt_raw.shape(), "dt_softplus d_dt_raw");
   expect_shape(d_dt_bias, {nH}, "dt_softplus d_dt_bias");
+  expect_dtype(ddt, stat_dtype(dt_raw.dtype()), "dt_softplus ddt");
+  expect_dtype(d_dt_raw, dt_raw.dtype(), "dt_softplus d_dt_raw");
+  expect_dtype(d_dt_bias, grad_dtype(dt_raw.dtype()), "dt_softplus d_dt_bias");
+#if NEMOTRON_CUDA
+  if (dt_raw.device().is_cuda()) {
+    DtSoftplusCudaArgs a = cuda_args(dt_raw, dt_bias, lo, hi);
+    a.ddt = static_cast<const float*>(ddt.raw()), a.d_dt_raw = d_dt_raw.raw();
+    a.d_dt_bias = static_cast<float*>(d_dt_bias.raw());
+    NM_CUDA_CHECK(dt_softplus_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(dt_raw, "dt_softplus_backward");
   dispatch_float(dt_raw.dtype(), "dt_softplus_backward", [&](auto zero) {
     using T = decltype(zero);
     backward_ref<T>(dt_raw.data<T>(), dt_bias.data<T>(), static_cast<T>(lo), static_cast<T>(hi), ddt.data<T>(),

@@ -4,6 +4,9 @@
 //   v = y * SiLU(z);  out = w * v * rstd,  rstd = (mean_group(v^2) + eps)^(-1/2)
 // Forward saves rstd [rows, G]; backward recomputes v from y and z, overwrites dy and dz and
 // accumulates dw (+=).
+// Dtypes (src/ops/CUDA.md): y, z, w, out, dout, dy, dz in the compute dtype; rstd in stat_dtype
+// (float32 for bfloat16); dw is a parameter gradient in grad_dtype (float32 for bfloat16), reduced
+// over rows in a fixed order. The CUDA backward takes groups of up to 12288 channels.
 #pragma once
 #include "core/context.h"
 

@@ -3,11 +3,15 @@
 #include "backend/cpu/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/gated_rmsnorm.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/gated_rmsnorm_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
 namespace {
-
 
 struct NormDims {
   int64_t rows, d, G, gs;  // gs = d / G channels per group
@@ -66,7 +70,6 @@ void backward_ref(const NormDims& n, const T* y, const T* z, const T* w, const T
 }
 
 NormDims check_args(const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups, const char* op) {
-  require_cpu(y, op);
   NM_CHECK(y.rank() >= 1, "{}: y must be [..., d]", op);
   int64_t d = y.dim(-1);
   NM_CHECK(n_groups >= 1 && d % n_groups == 0, "{}: d = {} is not a multiple of n_groups = {}", op, d, n_groups);
@@ -78,20 +81,43 @@ NormDims check_args(const Tensor& y, const Tensor& z, const Tensor& w, int64_t n
   return {rows, d, n_groups, d / n_groups};
 }
 
+#if NEMOTRON_CUDA
+GatedRmsNormCudaArgs cuda_args(const NormDims& n, const Tensor& y, const Tensor& z, const Tensor& w,
+                               const Tensor& rstd) {
+  NM_CHECK(y.dtype() == DType::f32 || y.dtype() == DType::bf16, "gated_rmsnorm on CUDA: float32 or bfloat16, got {}",
+           dtype_name(y.dtype()));
+  GatedRmsNormCudaArgs a;
+  a.y = y.raw(), a.z = z.raw(), a.w = w.raw(), a.rstd = static_cast<float*>(rstd.raw());
+  a.rows = n.rows, a.d = n.d, a.G = n.G, a.bf16 = y.dtype() == DType::bf16;
+  return a;
+}
+#endif
+
 }  // namespace
 
-void gated_rmsnorm_forward(Context&, const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups, double eps,
-                           Tensor& out, Tensor& rstd) {
+void gated_rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups,
+                           double eps, Tensor& out, Tensor& rstd) {
   NormDims n = check_args(y, z, w, n_groups, "gated_rmsnorm_forward");
   expect_shape(out, y.shape(), "gated_rmsnorm output");
+  expect_dtype(out, y.dtype(), "gated_rmsnorm output");
   expect_shape(rstd, {n.rows, n.G}, "gated_rmsnorm rstd");
+  expect_dtype(rstd, stat_dtype(y.dtype()), "gated_rmsnorm rstd");
+#if NEMOTRON_CUDA
+  if (y.device().is_cuda()) {
+    GatedRmsNormCudaArgs a = cuda_args(n, y, z, w, rstd);
+    a.out = out.raw(), a.eps = static_cast<float>(eps);
+    NM_CUDA_CHECK(gated_rmsnorm_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(y, "gated_rmsnorm_forward");
   dispatch_float(y.dtype(), "gated_rmsnorm_forward", [&](auto zero) {
     using T = decltype(zero);
     forward_ref<T>(n, y.data<T>(), z.data<T>(), w.data<T>(), static_cast<T>(eps), out.data<T>(), rstd.data<T>());
   });
 }
 
-void gated_rmsnorm_backward(Context&, const Tensor& y, const Tensor& z, const Tensor& w, const Tensor& rstd,
+void gated_rmsnorm_backward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, const Tensor& rstd,
                             int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw) {
   NormDims n = check_args(y, z, w, n_groups, "gated_rmsnorm_backward");
   expect_shape(rstd, {n.rows, n.G}, "gated_rmsnorm rstd");
@@ -99,6 +125,22 @@ void gated_rmsnorm_backward(Context&, const Tensor& y, const Tensor& z, const Te
   expect_shape(dy, y.shape(), "gated_rmsnorm dy");
   expect_shape(dz, y.shape(), "gated_rmsnorm dz");
   expect_shape(dw, {n.d}, "gated_rmsnorm dw");
+  expect_dtype(rstd, stat_dtype(y.dtype()), "gated_rmsnorm rstd");
+  expect_dtype(dout, y.dtype(), "gated_rmsnorm dout");
+  expect_dtype(dy, y.dtype(), "gated_rmsnorm dy");
+  expect_dtype(dz, y.dtype(), "gated_rmsnorm dz");
+  expect_dtype(dw, grad_dtype(y.dtype()), "gated_rmsnorm dw");
+#if NEMOTRON_CUDA
+  if (y.device().is_cuda()) {
+    NM_CHECK(n.gs <= kGatedRmsNormCudaMaxGroup, "gated_rmsnorm on CUDA: groups of {} channels exceed {}", n.gs,
+             kGatedRmsNormCudaMaxGroup);
+    GatedRmsNormCudaArgs a = cuda_args(n, y, z, w, rstd);
+    a.dout = dout.raw(), a.dy = dy.raw(), a.dz = dz.raw(), a.dw = static_cast<float*>(dw.raw());
+    NM_CUDA_CHECK(gated_rmsnorm_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(y, "gated_rmsnorm_backward");
   dispatch_float(y.dtype(), "gated_rmsnorm_backward", [&](auto zero) {
     using T = decltype(zero);
     backward_ref<T>(n, y.data<T>(), z.data<T>(), w.data<T>(), rstd.data<T>(), dout.data<T>(), dy.data<T>(),

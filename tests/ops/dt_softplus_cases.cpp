@@ -1,10 +1,12 @@
 // dt_softplus: dt = clamp(softplus(dt_raw + dt_bias), lo, hi); gradients for dt_raw and dt_bias,
-// with and without an active clamp (zero gradient where it clamps).
+// with and without an active clamp (zero gradient where it clamps). dt and its gradient are
+// stat_dtype (float32 on a bf16 target); d_dt_bias is a float32 parameter gradient.
 #include <cmath>
 #include <limits>
 
 #include <gtest/gtest.h>
 
+#include "case_buffers.h"
 #include "harness.h"
 #include "ops/dt_softplus.h"
 
@@ -20,15 +22,16 @@ class DtSoftplusCase : public OpCase {
     return {{"dt_raw", {B_, T_, nH_}, DType::f64, true, -2.0, 2.0}, {"dt_bias", {nH_}, DType::f64, true, -3.0, -1.0}};
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    Tensor dt = ctx.empty(in[0].shape(), in[0].dtype());
+    Tensor dt = poisoned(ctx, in[0].shape(), stat_dtype(in[0].dtype()));
     ops::dt_softplus_forward(ctx, in[0], in[1], lo_, hi_, dt);
     return {dt};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
-    Tensor draw = ctx.empty(in[0].shape(), in[0].dtype()), dbias = ctx.zeros({nH_}, in[0].dtype());
+    DType dt = in[0].dtype();
+    Tensor draw = poisoned(ctx, in[0].shape(), dt), dbias = grad_buffer(ctx, {nH_}, dt);
     ops::dt_softplus_backward(ctx, in[0], in[1], lo_, hi_, douts[0], draw, dbias);
-    return {draw, dbias};
+    return {draw, accumulated(dbias)};
   }
 
  private:
@@ -40,6 +43,9 @@ NM_OP_CASES(dt_softplus_cases) {
   CaseList c;
   c.push_back(std::make_unique<DtSoftplusCase>(2, 7, 5, 0.0, std::numeric_limits<double>::infinity()));
   c.push_back(std::make_unique<DtSoftplusCase>(3, 5, 3, 0.08, 0.3));  // both sides of the clamp active
+  // Odd head counts over several column blocks, rows over several reduction chunks.
+  c.push_back(std::make_unique<DtSoftplusCase>(2, 37, 67, 0.0, std::numeric_limits<double>::infinity()));
+  c.push_back(std::make_unique<DtSoftplusCase>(3, 50, 5, 0.001, 100.0));
   return c;
 }
 

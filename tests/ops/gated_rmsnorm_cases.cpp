@@ -1,4 +1,6 @@
-// gated_rmsnorm: out = w * RMSNorm_group(y * SiLU(z)); gradients for y, z and w.
+// gated_rmsnorm: out = w * RMSNorm_group(y * SiLU(z)); gradients for y, z and w (rstd in
+// stat_dtype, dw a float32 parameter gradient on a bf16 target).
+#include "case_buffers.h"
 #include "harness.h"
 #include "ops/gated_rmsnorm.h"
 
@@ -15,18 +17,20 @@ class GatedRmsNormCase : public OpCase {
             {"w", {d_}, DType::f64, true, 0.5, 1.5}};
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    Tensor out = ctx.empty(in[0].shape(), in[0].dtype()), rstd = ctx.empty({B_ * T_, G_}, in[0].dtype());
+    DType dt = in[0].dtype();
+    Tensor out = poisoned(ctx, in[0].shape(), dt), rstd = poisoned(ctx, {B_ * T_, G_}, stat_dtype(dt));
     ops::gated_rmsnorm_forward(ctx, in[0], in[1], in[2], G_, 1e-5, out, rstd);
     return {out};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
     DType dt = in[0].dtype();
-    Tensor out = ctx.empty(in[0].shape(), dt), rstd = ctx.empty({B_ * T_, G_}, dt);
+    Tensor out = ctx.empty(in[0].shape(), dt), rstd = ctx.empty({B_ * T_, G_}, stat_dtype(dt));
     ops::gated_rmsnorm_forward(ctx, in[0], in[1], in[2], G_, 1e-5, out, rstd);
-    Tensor dy = ctx.empty(in[0].shape(), dt), dz = ctx.empty(in[0].shape(), dt), dw = ctx.zeros({d_}, dt);
+    Tensor dy = poisoned(ctx, in[0].shape(), dt), dz = poisoned(ctx, in[0].shape(), dt);
+    Tensor dw = grad_buffer(ctx, {d_}, dt);
     ops::gated_rmsnorm_backward(ctx, in[0], in[1], in[2], rstd, G_, douts[0], dy, dz, dw);
-    return {dy, dz, dw};
+    return {dy, dz, accumulated(dw)};
   }
 
  private:
@@ -38,6 +42,10 @@ NM_OP_CASES(gated_rmsnorm_cases) {
   c.push_back(std::make_unique<GatedRmsNormCase>(2, 5, 12, 2));
   c.push_back(std::make_unique<GatedRmsNormCase>(3, 3, 9, 3));
   c.push_back(std::make_unique<GatedRmsNormCase>(2, 3, 7, 1));
+  // Odd row counts over several backward chunks; groups wider than a warp, scalar and 16-byte paths.
+  c.push_back(std::make_unique<GatedRmsNormCase>(2, 37, 201, 3));  // 67 channels per group
+  c.push_back(std::make_unique<GatedRmsNormCase>(3, 29, 96, 2));   // 48 per group: vector path
+  c.push_back(std::make_unique<GatedRmsNormCase>(1, 67, 264, 1));  // one wide group, several rows per warp
   return c;
 }
 
