@@ -13,7 +13,8 @@ namespace {
 
 class AttentionCase : public OpCase {
  public:
-  AttentionCase(int64_t B, int64_t T, int64_t nq, int64_t nkv, int64_t hd) : B_(B), T_(T), nq_(nq), nkv_(nkv), hd_(hd) {}
+  AttentionCase(int64_t B, int64_t T, int64_t nq, int64_t nkv, int64_t hd, int64_t grad_samples = 96)
+      : B_(B), T_(T), nq_(nq), nkv_(nkv), hd_(hd), grad_samples_(grad_samples) {}
   std::string op() const override { return "attention"; }
   std::string params() const override { return fmt::format("B={},T={},nq={},nkv={},hd={}", B_, T_, nq_, nkv_, hd_); }
   std::vector<InputSpec> inputs() const override {
@@ -21,6 +22,8 @@ class AttentionCase : public OpCase {
             {"k", {B_, T_, nkv_, hd_}, DType::f64, true, -2.0, 2.0},
             {"v", {B_, T_, nkv_, hd_}}};
   }
+  // The tile-sized cases cost ~1e8 flops per CPU forward: sample fewer elements for the FD check.
+  int64_t grad_max_elements() const override { return grad_samples_; }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     Tensor o, lse;
     run(ctx, in, o, lse);
@@ -39,10 +42,10 @@ class AttentionCase : public OpCase {
  private:
   void run(Context& ctx, const std::vector<Tensor>& in, Tensor& o, Tensor& lse) const {
     o = ctx.empty(in[0].shape(), in[0].dtype());
-    lse = ctx.empty({B_, nq_, T_}, in[0].dtype());
+    lse = ctx.empty({B_, nq_, T_}, stat_dtype(in[0].dtype()));
     ops::attention_forward(ctx, in[0], in[1], in[2], o, lse);
   }
-  int64_t B_, T_, nq_, nkv_, hd_;
+  int64_t B_, T_, nq_, nkv_, hd_, grad_samples_;
 };
 
 NM_OP_CASES(attention_cases) {
@@ -51,6 +54,13 @@ NM_OP_CASES(attention_cases) {
   c.push_back(std::make_unique<AttentionCase>(3, 13, 4, 2, 8));
   c.push_back(std::make_unique<AttentionCase>(2, 9, 4, 1, 5));
   c.push_back(std::make_unique<AttentionCase>(2, 67, 2, 2, 4));  // two query blocks
+  // CUDA tile shapes: head dims of the flash path (64, 128, and 40 padded to 64), T not a
+  // multiple of the 64/128-row tiles, group 1 and group > 1.
+  c.push_back(std::make_unique<AttentionCase>(2, 77, 2, 2, 64, 12));
+  c.push_back(std::make_unique<AttentionCase>(2, 130, 4, 2, 128, 8));
+  c.push_back(std::make_unique<AttentionCase>(2, 130, 3, 1, 64, 8));
+  c.push_back(std::make_unique<AttentionCase>(1, 200, 4, 4, 128, 8));
+  c.push_back(std::make_unique<AttentionCase>(2, 77, 6, 2, 40, 8));
   return c;
 }
 
