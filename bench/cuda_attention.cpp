@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "core/rng.h"
 #include "ops/attention.h"
+#include "ops/attention_internal_cuda.h"
 
 using namespace nemotron;
 
@@ -68,6 +69,14 @@ void bench(cuda::CudaBackend& gpu, int64_t B, int64_t T, int64_t nq, int64_t nkv
               "backward %.3f ms %.1f TFLOP/s (%.0f%%)\n",
               (long)B, (long)T, (long)nq, (long)nkv, (long)hd, fwd_ms, fwd_tf, 100 * fwd_tf / kCeilingTflops,
               kCeilingTflops, bwd_ms, bwd_tf, 100 * bwd_tf / kCeilingTflops);
+  // The forward's tile variants (16-row strips per warp), to check the default's choice.
+  ops::AttentionCudaArgs a;
+  a.q = q.raw(), a.k = k.raw(), a.v = v.raw(), a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
+  a.B = B, a.T = T, a.nq = nq, a.nkv = nkv, a.hd = hd, a.bf16 = true;
+  for (int strips : {1, 2}) {
+    const double ms = median_ms(s, [&] { ops::attn::flash_forward(a, s, strips); });
+    std::printf("      forward variant strips/warp=%d: %.3f ms %.1f TFLOP/s\n", strips, ms, fwd_flops / (ms * 1e9));
+  }
 }
 
 }  // namespace

@@ -22,8 +22,9 @@ struct BwdParams {
   const bf16 *q, *k, *v, *dout;
   const float *lse, *D;
   bf16 *dq, *dk, *dv;
+  float *dk_part, *dv_part;  // split > 1: float32 partials [split, B, T, nkv, hd]
   int64_t T, nq, nkv;
-  int hd;
+  int hd, split;
   float scale, scale_log2;
 };
 
@@ -45,7 +46,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
   const float* fsmem = reinterpret_cast<const float*>(smem);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kb = blockIdx.x;  // key block 0 sees every query: scheduled first
-  const int64_t j = blockIdx.y, b = blockIdx.z, g = p.nq / p.nkv, n0 = static_cast<int64_t>(kb) * kBlk;
+  const int64_t j = blockIdx.y / p.split, part = blockIdx.y % p.split, b = blockIdx.z;
+  const int64_t g = p.nq / p.nkv / p.split, h0 = j * g * p.split + part * g;  // this block's query heads
+  const int64_t n0 = static_cast<int64_t>(kb) * kBlk;
   const int64_t ldq = p.nq * p.hd, ldk = p.nkv * p.hd;
   const int64_t kv_off = b * p.T * ldk + j * p.hd;
   const int nqb = static_cast<int>((p.T + kBlk - 1) / kBlk) - kb;  // query blocks per head
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
   load_tile<kBlk, KHD, kThreads>(sV, p.v + kv_off, ldk, n0, p.T, p.hd);
   auto issue = [&](int it) {
     const uint32_t buf = buf0 + (it & 1) * kBufBytes;
-    const int64_t h = j * g + it / nqb, i0 = static_cast<int64_t>(kb + it % nqb) * kBlk;
+    const int64_t h = h0 + it / nqb, i0 = static_cast<int64_t>(kb + it % nqb) * kBlk;
     const int64_t q_off = b * p.T * ldq + h * p.hd;
     load_tile<kBlk, KHD, kThreads>(buf, p.q + q_off, ldq, i0, p.T, p.hd);
     load_tile<kBlk, KHD, kThreads>(buf + tile_bytes<KHD>(), p.dout + q_off, ldq, i0, p.T, p.hd);
@@ -143,8 +146,37 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
     }
     __syncthreads();  // the next iteration refills this buffer
   }
-  store_strip<KHD / 8>(p.dv + kv_off, ldk, kw0, p.T, p.hd, dv, 1.0f, 1.0f, lane);
-  store_strip<KHD / 8>(p.dk + kv_off, ldk, kw0, p.T, p.hd, dk, p.scale, p.scale, lane);
+  if (p.split == 1) {
+    store_strip<KHD / 8>(p.dv + kv_off, ldk, kw0, p.T, p.hd, dv, 1.0f, 1.0f, lane);
+    store_strip<KHD / 8>(p.dk + kv_off, ldk, kw0, p.T, p.hd, dk, p.scale, p.scale, lane);
+  } else {
+    const int64_t part_off = part * (p.T * ldk * gridDim.z) + kv_off;
+    store_strip_f32<KHD / 8>(p.dv_part + part_off, ldk, kw0, p.T, p.hd, dv, 1.0f, lane);
+    store_strip_f32<KHD / 8>(p.dk_part + part_off, ldk, kw0, p.T, p.hd, dk, p.scale, lane);
+  }
+}
+
+// dk = sum over the split's parts in order (deterministic), rounded once to bf16.
+__global__ void sum_parts_kernel(const float* part, int split, int64_t n, bf16* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float acc = 0.0f;
+  for (int s = 0; s < split; ++s) acc += part[s * n + i];
+  out[i] = __float2bfloat16(acc);
+}
+
+// Splits a KV group's query heads over blocks when B * nkv key-block columns alone would leave
+// SMs idle (few KV heads, e.g. nkv = 2): the smallest divisor of the group that gives 2 blocks per SM.
+int head_split(int64_t blocks, int64_t g) {
+  static int sms = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n > 0 ? n : 132;
+  }();
+  for (int64_t s = 1; s <= g; ++s)
+    if (g % s == 0 && blocks * s >= 2 * sms) return static_cast<int>(s);
+  return static_cast<int>(g);
 }
 
 template <int KHD>
@@ -253,11 +285,27 @@ cudaError_t launch(const AttentionCudaArgs& a, const float* D, cudaStream_t s) {
   const float scale = 1.0f / sqrtf(static_cast<float>(a.hd));
   BwdParams p{static_cast<const bf16*>(a.q), static_cast<const bf16*>(a.k), static_cast<const bf16*>(a.v),
               static_cast<const bf16*>(a.dout), a.lse, D, static_cast<bf16*>(a.dq), static_cast<bf16*>(a.dk),
-              static_cast<bf16*>(a.dv), a.T, a.nq, a.nkv, static_cast<int>(a.hd), scale, scale * kLog2e};
+              static_cast<bf16*>(a.dv), nullptr, nullptr, a.T, a.nq, a.nkv, static_cast<int>(a.hd), 1, scale,
+              scale * kLog2e};
   const unsigned nblk = static_cast<unsigned>((a.T + kBlk - 1) / kBlk);
-  flash_bwd_dkdv_kernel<KHD><<<dim3(nblk, static_cast<unsigned>(a.nkv), static_cast<unsigned>(a.B)), kThreads, smem_kv, s>>>(p);
+  p.split = head_split(static_cast<int64_t>(nblk) * a.nkv * a.B, a.nq / a.nkv);
+  const int64_t n_kv = a.B * a.T * a.nkv * a.hd;
+  if (p.split > 1) {
+    err = cudaMallocAsync(reinterpret_cast<void**>(&p.dk_part), 2 * p.split * n_kv * sizeof(float), s);
+    if (err != cudaSuccess) return err;
+    p.dv_part = p.dk_part + p.split * n_kv;
+  }
+  flash_bwd_dkdv_kernel<KHD><<<dim3(nblk, static_cast<unsigned>(a.nkv * p.split), static_cast<unsigned>(a.B)),
+                               kThreads, smem_kv, s>>>(p);
   flash_bwd_dq_kernel<KHD><<<dim3(nblk, static_cast<unsigned>(a.nq), static_cast<unsigned>(a.B)), kThreads, smem_q, s>>>(p);
-  return cudaGetLastError();
+  if (p.split > 1) {
+    const unsigned eb = static_cast<unsigned>((n_kv + 255) / 256);
+    sum_parts_kernel<<<eb, 256, 0, s>>>(p.dk_part, p.split, n_kv, p.dk);
+    sum_parts_kernel<<<eb, 256, 0, s>>>(p.dv_part, p.split, n_kv, p.dv);
+  }
+  err = cudaGetLastError();
+  cudaError_t free_err = p.split > 1 ? cudaFreeAsync(p.dk_part, s) : cudaSuccess;
+  return err != cudaSuccess ? err : free_err;
 }
 
 }  // namespace

@@ -120,4 +120,20 @@ __device__ inline void store_strip(bf16* dst, int64_t ld, int64_t row0, int64_t 
   }
 }
 
+// The same strip as float32 (partial sums), columns < hd.
+template <int NTILES>
+__device__ inline void store_strip_f32(float* dst, int64_t ld, int64_t row0, int64_t T, int hd,
+                                       const float (&acc)[NTILES][4], float mul, int lane) {
+  const int g = lane >> 2, c = 2 * (lane & 3);
+#pragma unroll
+  for (int nt = 0; nt < NTILES; ++nt) {
+    if (nt * 8 >= hd) break;
+    if (row0 + g < T)
+      *reinterpret_cast<float2*>(dst + (row0 + g) * ld + nt * 8 + c) = make_float2(acc[nt][0] * mul, acc[nt][1] * mul);
+    if (row0 + g + 8 < T)
+      *reinterpret_cast<float2*>(dst + (row0 + g + 8) * ld + nt * 8 + c) =
+          make_float2(acc[nt][2] * mul, acc[nt][3] * mul);
+  }
+}
+
 }  // namespace nemotron::ops::attn
