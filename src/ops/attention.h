@@ -3,6 +3,8 @@
 // Flash-attention contract: the forward saves only the row log-sum-exp lse[b,h,t] of the scaled
 // scores; the backward recomputes the probabilities from q, k and lse (the CUDA kernel keeps it).
 // Backward overwrites dq, dk, dv (activation gradients).
+// Dtypes (CUDA.md): q, k, v, o, dout, dq, dk, dv in the activation dtype T; lse in stat_dtype(T)
+// (float32 on a bf16 call). CUDA kernels and their accumulation order: ops/attention_cuda.h.
 #pragma once
 #include "core/context.h"
 

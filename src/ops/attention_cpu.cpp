@@ -8,6 +8,11 @@
 #include "backend/cpu/parallel.h"
 #include "ops/attention.h"
 #include "ops/dispatch.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/attention_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -103,6 +108,19 @@ void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, co
   }, min_items_per_thread(5.0 * static_cast<double>(g * d.T * d.T * d.hd)));
 }
 
+#if NEMOTRON_CUDA
+AttentionCudaArgs cuda_args(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v) {
+  NM_CHECK(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "attention on CUDA: float32 or bfloat16, got {}",
+           dtype_name(q.dtype()));
+  NM_CHECK(d.hd >= 1 && d.hd <= attention_cuda_max_hd, "attention on CUDA: head_dim hd = {} is not supported (1..{})",
+           d.hd, attention_cuda_max_hd);
+  AttentionCudaArgs a;
+  a.q = q.raw(), a.k = k.raw(), a.v = v.raw();
+  a.B = d.B, a.T = d.T, a.nq = d.nq, a.nkv = d.nkv, a.hd = d.hd, a.bf16 = q.dtype() == DType::bf16;
+  return a;
+}
+#endif
+
 }  // namespace
 
 AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -116,22 +134,30 @@ AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v) 
   return d;
 }
 
-void attention_forward(Context&, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse) {
-  require_cpu(q, "attention_forward");
+void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse) {
   AttentionDims d = attention_dims(q, k, v);
   expect_shape(o, q.shape(), "attention output");
   expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");
   expect_dtype(o, q.dtype(), "attention output");
-  expect_dtype(lse, q.dtype(), "attention lse");
+  expect_dtype(lse, stat_dtype(q.dtype()), "attention lse");
+#if NEMOTRON_CUDA
+  if (q.device().is_cuda()) {
+    AttentionCudaArgs a = cuda_args(d, q, k, v);
+    a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
+    NM_CUDA_CHECK(attention_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  (void)ctx;
+  require_cpu(q, "attention_forward");
   dispatch_float(q.dtype(), "attention_forward", [&](auto zero) {
     using T = decltype(zero);
     forward_ref<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), lse.data<T>());
   });
 }
 
-void attention_backward(Context&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
-  require_cpu(q, "attention_backward");
   AttentionDims d = attention_dims(q, k, v);
   expect_shape(o, q.shape(), "attention output");
   expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");
@@ -139,8 +165,20 @@ void attention_backward(Context&, const Tensor& q, const Tensor& k, const Tensor
   expect_shape(dq, q.shape(), "attention dq");
   expect_shape(dk, k.shape(), "attention dk");
   expect_shape(dv, v.shape(), "attention dv");
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&o, &lse, &dout, &dq, &dk, &dv})
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&o, &dout, &dq, &dk, &dv})
     expect_dtype(*t, q.dtype(), "attention backward tensor");
+  expect_dtype(lse, stat_dtype(q.dtype()), "attention lse");
+#if NEMOTRON_CUDA
+  if (q.device().is_cuda()) {
+    AttentionCudaArgs a = cuda_args(d, q, k, v);
+    a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
+    a.dout = dout.raw(), a.dq = dq.raw(), a.dk = dk.raw(), a.dv = dv.raw();
+    NM_CUDA_CHECK(attention_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  (void)ctx;
+  require_cpu(q, "attention_backward");
   dispatch_float(q.dtype(), "attention_backward", [&](auto zero) {
     using T = decltype(zero);
     backward_ref<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), lse.data<T>(), dout.data<T>(),

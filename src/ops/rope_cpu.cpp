@@ -6,6 +6,11 @@
 #include "backend/cpu/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/rope.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/rope_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -40,13 +45,25 @@ void rotate_ref(const T* x, T* y, int64_t B, int64_t T_, int64_t nh, int64_t hd,
   }, std::max<int64_t>(1, 16384 / (nh * hd)));  // keep tiny shapes on one thread
 }
 
-void rotate(const Tensor& x, double theta, Tensor& y, int64_t offset, double sign, const char* op) {
-  require_cpu(x, op);
+void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offset, double sign, const char* op) {
   NM_CHECK(x.rank() == 4 && x.dim(3) % 2 == 0, "{}: expected [B, T, heads, even head_dim], got {}", op,
            x.shape().str());
   NM_CHECK(theta > 0, "{}: rope_theta must be positive, got {}", op, theta);
   expect_shape(y, x.shape(), op);
   expect_dtype(y, x.dtype(), op);
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", op,
+             dtype_name(x.dtype()));
+    RopeCudaArgs a;
+    a.x = x.raw(), a.y = y.raw(), a.B = x.dim(0), a.T = x.dim(1), a.nh = x.dim(2), a.hd = x.dim(3);
+    a.theta = theta, a.position_offset = offset, a.sign = sign, a.bf16 = x.dtype() == DType::bf16;
+    NM_CUDA_CHECK(rope_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  (void)ctx;
+  require_cpu(x, op);
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     rotate_ref<T>(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, offset, sign);
@@ -55,12 +72,12 @@ void rotate(const Tensor& x, double theta, Tensor& y, int64_t offset, double sig
 
 }  // namespace
 
-void rope_forward(Context&, const Tensor& x, double theta, Tensor& y, int64_t position_offset) {
-  rotate(x, theta, y, position_offset, 1.0, "rope_forward");
+void rope_forward(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t position_offset) {
+  rotate(ctx, x, theta, y, position_offset, 1.0, "rope_forward");
 }
 
-void rope_backward(Context&, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset) {
-  rotate(dy, theta, dx, position_offset, -1.0, "rope_backward");
+void rope_backward(Context& ctx, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset) {
+  rotate(ctx, dy, theta, dx, position_offset, -1.0, "rope_backward");
 }
 
 }  // namespace nemotron::ops

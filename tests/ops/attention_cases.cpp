@@ -3,10 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/rng.h"
 #include "harness.h"
 #include "ops/attention.h"
+#if NEMOTRON_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace nemotron::testing {
 namespace {
@@ -39,7 +45,7 @@ class AttentionCase : public OpCase {
  private:
   void run(Context& ctx, const std::vector<Tensor>& in, Tensor& o, Tensor& lse) const {
     o = ctx.empty(in[0].shape(), in[0].dtype());
-    lse = ctx.empty({B_, nq_, T_}, in[0].dtype());
+    lse = ctx.empty({B_, nq_, T_}, stat_dtype(in[0].dtype()));
     ops::attention_forward(ctx, in[0], in[1], in[2], o, lse);
   }
   int64_t B_, T_, nq_, nkv_, hd_;
@@ -51,6 +57,13 @@ NM_OP_CASES(attention_cases) {
   c.push_back(std::make_unique<AttentionCase>(3, 13, 4, 2, 8));
   c.push_back(std::make_unique<AttentionCase>(2, 9, 4, 1, 5));
   c.push_back(std::make_unique<AttentionCase>(2, 67, 2, 2, 4));  // two query blocks
+  // CUDA tile shapes: head dims of the flash path (64, 128, and 40 padded to 64), T not a
+  // multiple of the 64/128-row tiles, group 1 and group > 1.
+  c.push_back(std::make_unique<AttentionCase>(2, 77, 2, 2, 64));
+  c.push_back(std::make_unique<AttentionCase>(2, 130, 4, 2, 128));
+  c.push_back(std::make_unique<AttentionCase>(2, 130, 3, 1, 64));
+  c.push_back(std::make_unique<AttentionCase>(1, 200, 4, 4, 128));
+  c.push_back(std::make_unique<AttentionCase>(2, 77, 6, 2, 40));
   return c;
 }
 
@@ -88,6 +101,50 @@ TEST(Attention, forward_matches_direct_loop_f64) {
     }
   EXPECT_LT(max_err, 1e-12);
 }
+
+#if NEMOTRON_CUDA
+// Outputs start as NaN bytes, so an element a kernel forgets to write fails; two backward runs
+// must agree bit for bit (no atomics). Shapes hit the flash path with the dK/dV head split
+// (nkv = 2) and tails, and the simt path.
+TEST(Attention, cuda_writes_every_output_and_backward_is_deterministic) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  struct Shape5 { int64_t B, T, nq, nkv, hd; DType dt; };
+  for (Shape5 c : {Shape5{2, 130, 8, 2, 128, DType::bf16}, Shape5{1, 77, 4, 1, 64, DType::bf16},
+                   Shape5{2, 77, 4, 2, 40, DType::f32}}) {
+    Context ctx{&gpu, nullptr, c.dt};
+    auto random = [&](Shape shape, uint64_t seed) {
+      Tensor t = Tensor::empty(shape, DType::f64);
+      fill_uniform(t, Philox(seed), -1, 1);
+      return t.to_host(c.dt).to(gpu);
+    };
+    auto poisoned = [&](Shape shape, DType dt) {
+      Tensor t = ctx.empty(shape, dt);
+      EXPECT_EQ(cudaMemsetAsync(t.raw(), 0xff, t.nbytes(), gpu.stream()), cudaSuccess);
+      return t;
+    };
+    auto finite = [](const Tensor& t) {
+      for (double x : t.to_f64_vector())
+        if (!std::isfinite(x)) return false;
+      return true;
+    };
+    Tensor q = random({c.B, c.T, c.nq, c.hd}, 1), k = random({c.B, c.T, c.nkv, c.hd}, 2);
+    Tensor v = random({c.B, c.T, c.nkv, c.hd}, 3), dout = random({c.B, c.T, c.nq, c.hd}, 4);
+    Tensor o = poisoned(q.shape(), c.dt), lse = poisoned({c.B, c.nq, c.T}, DType::f32);
+    ops::attention_forward(ctx, q, k, v, o, lse);
+    EXPECT_TRUE(finite(o) && finite(lse)) << "forward left elements unwritten, T=" << c.T << " hd=" << c.hd;
+    std::vector<std::vector<double>> first;
+    for (int run = 0; run < 2; ++run) {
+      Tensor dq = poisoned(q.shape(), c.dt), dk = poisoned(k.shape(), c.dt), dv = poisoned(v.shape(), c.dt);
+      ops::attention_backward(ctx, q, k, v, o, lse, dout, dq, dk, dv);
+      EXPECT_TRUE(finite(dq) && finite(dk) && finite(dv)) << "backward left elements unwritten, hd=" << c.hd;
+      std::vector<std::vector<double>> got{dq.to_f64_vector(), dk.to_f64_vector(), dv.to_f64_vector()};
+      if (run == 0) first = got;
+      else EXPECT_TRUE(got == first) << "backward not bitwise reproducible, hd=" << c.hd;
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace nemotron::testing

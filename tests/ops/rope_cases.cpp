@@ -42,6 +42,8 @@ NM_OP_CASES(rope_cases) {
   CaseList c;
   c.push_back(std::make_unique<RopeCase>(2, 7, 3, 6, 10000.0, 0));
   c.push_back(std::make_unique<RopeCase>(3, 5, 2, 10, 500000.0, 11));
+  c.push_back(std::make_unique<RopeCase>(2, 77, 3, 128, 10000.0, 0));
+  c.push_back(std::make_unique<RopeCase>(1, 33, 2, 64, 10000.0, 4000));  // long positions
   return c;
 }
 

@@ -1,0 +1,58 @@
+// RoPE kernel: one thread per (token, pair i) computes its angle once and rotates that pair in
+// every head. The angle (offset + t) * theta^(-2i/hd) is formed and reduced modulo 2 pi in
+// float64, so long positions keep float32-exact cos/sin (a float32 angle near t = 4096 would be
+// off by ~1e-4 rad).
+#include <cuda_bf16.h>
+
+#include "ops/rope_cuda.h"
+
+namespace nemotron::ops {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ inline float to_f(float v) { return v; }
+__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ inline T from_f(float v);
+template <> __device__ inline float from_f<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+template <class T>
+__global__ void rope_kernel(const T* x, T* y, int64_t BT, int64_t T_, int64_t nh, int64_t hd, double log2_theta,
+                            int64_t offset, float sign) {
+  const int64_t half = hd / 2;
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (idx >= BT * half) return;
+  const int64_t i = idx % half, bt = idx / half, t = bt % T_;
+  const double a = static_cast<double>(offset + t) * exp2(-2.0 * static_cast<double>(i) / static_cast<double>(hd) * log2_theta);
+  constexpr double kTwoPi = 6.283185307179586;
+  const float r = static_cast<float>(a - kTwoPi * rint(a / kTwoPi));
+  float s, c;
+  sincosf(r, &s, &c);
+  s *= sign;
+  for (int64_t h = 0; h < nh; ++h) {
+    const int64_t base = (bt * nh + h) * hd + i;
+    const float u = to_f(x[base]), w = to_f(x[base + half]);  // both read before writing: y may alias x
+    y[base] = from_f<T>(u * c - w * s);
+    y[base + half] = from_f<T>(w * c + u * s);
+  }
+}
+
+}  // namespace
+
+cudaError_t rope_cuda(const RopeCudaArgs& a, cudaStream_t s) {
+  const int64_t n = a.B * a.T * (a.hd / 2);
+  if (n == 0 || a.nh == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    rope_kernel<T><<<blocks, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.B * a.T, a.T, a.nh,
+                                               a.hd, log2(a.theta), a.position_offset, static_cast<float>(a.sign));
+  };
+  if (a.bf16) run(__nv_bfloat16{});
+  else run(float{});
+  return cudaGetLastError();
+}
+
+}  // namespace nemotron::ops
