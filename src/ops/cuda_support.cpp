@@ -6,7 +6,7 @@ namespace nemotron::ops {
 
 const std::vector<std::string>& cuda_supported_ops() {
 #if NEMOTRON_CUDA
-  static const std::vector<std::string> ops{"rmsnorm"};
+  static const std::vector<std::string> ops{"rmsnorm", "ssd_scan"};
 #else
   static const std::vector<std::string> ops;
 #endif
