@@ -5,6 +5,11 @@
 #include "backend/cpu/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/ssd_scan.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/ssd_scan_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -274,8 +279,9 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
   }, cpu::grain_for(3 * d.group_work()));
 }
 
+// Shapes and dtypes (src/ops/CUDA.md): x, Bm, Cm, D in the compute dtype; dt, A and the states in
+// its stat_dtype. On the CPU all coincide.
 ScanDims check_args(const SsdScanArgs& a, const char* op) {
-  require_cpu(a.x, op);
   NM_CHECK(a.x.rank() == 4, "{}: x must be [B, T, nH, P], got {}", op, a.x.shape().str());
   NM_CHECK(a.Bm.rank() == 4, "{}: Bm must be [B, T, G, N], got {}", op, a.Bm.shape().str());
   ScanDims d{a.x.dim(0), a.x.dim(1), a.x.dim(2), a.x.dim(3), a.Bm.dim(2), a.Bm.dim(3), a.chunk_size};
@@ -287,10 +293,28 @@ ScanDims check_args(const SsdScanArgs& a, const char* op) {
   expect_shape(a.Cm, {d.B, d.T, d.G, d.N}, "ssd_scan Cm");
   expect_shape(a.D, {d.nH}, "ssd_scan D");
   if (a.initial_state.defined()) expect_shape(a.initial_state, {d.B, d.nH, d.P, d.N}, "ssd_scan initial_state");
-  for (const Tensor* t : {&a.dt, &a.A, &a.Bm, &a.Cm, &a.D}) expect_dtype(*t, a.x.dtype(), "ssd_scan input");
-  if (a.initial_state.defined()) expect_dtype(a.initial_state, a.x.dtype(), "ssd_scan initial_state");
+  const DType T = a.x.dtype(), S = stat_dtype(T);
+  for (const Tensor* t : {&a.Bm, &a.Cm, &a.D}) expect_dtype(*t, T, "ssd_scan input");
+  for (const Tensor* t : {&a.dt, &a.A}) expect_dtype(*t, S, "ssd_scan dt/A (stat_dtype)");
+  if (a.initial_state.defined()) expect_dtype(a.initial_state, S, "ssd_scan initial_state");
   return d;
 }
+
+#if NEMOTRON_CUDA
+bool on_cuda(const SsdScanArgs& a) { return a.x.device().is_cuda(); }
+
+SsdScanCudaArgs cuda_args(const SsdScanArgs& a, const ScanDims& d) {
+  NM_CHECK(a.x.dtype() == DType::f32 || a.x.dtype() == DType::bf16, "ssd_scan on CUDA: float32 or bfloat16, got {}",
+           dtype_name(a.x.dtype()));
+  SsdScanCudaArgs c;
+  c.x = a.x.raw(), c.Bm = a.Bm.raw(), c.Cm = a.Cm.raw(), c.D = a.D.raw();
+  c.dt = static_cast<const float*>(a.dt.raw()), c.A = static_cast<const float*>(a.A.raw());
+  c.initial_state = a.initial_state.defined() ? static_cast<const float*>(a.initial_state.raw()) : nullptr;
+  c.B = d.B, c.T = d.T, c.nH = d.nH, c.P = d.P, c.G = d.G, c.N = d.N, c.Q = d.Q;
+  c.bf16 = a.x.dtype() == DType::bf16;
+  return c;
+}
+#endif
 
 template <class T>
 ScanIn<T> inputs(const SsdScanArgs& a) {
@@ -298,10 +322,23 @@ ScanIn<T> inputs(const SsdScanArgs& a) {
           a.initial_state.defined() ? a.initial_state.data<T>() : nullptr};
 }
 
-void run_forward(const SsdScanArgs& a, Tensor& y, Tensor* final_state, bool naive, const char* op) {
+void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_state, bool naive, const char* op) {
   ScanDims d = check_args(a, op);
   expect_shape(y, a.x.shape(), "ssd_scan y");
-  if (final_state) expect_shape(*final_state, {d.B, d.nH, d.P, d.N}, "ssd_scan final_state");
+  expect_dtype(y, a.x.dtype(), "ssd_scan y");
+  if (final_state) {
+    expect_shape(*final_state, {d.B, d.nH, d.P, d.N}, "ssd_scan final_state");
+    expect_dtype(*final_state, stat_dtype(a.x.dtype()), "ssd_scan final_state");
+  }
+#if NEMOTRON_CUDA
+  if (on_cuda(a) && !naive) {
+    SsdScanCudaArgs c = cuda_args(a, d);
+    c.y = y.raw(), c.final_state = final_state ? static_cast<float*>(final_state->raw()) : nullptr;
+    NM_CUDA_CHECK(ssd_scan_forward_cuda(c, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(a.x, op);
   dispatch_float(a.x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     T* fs = final_state ? final_state->data<T>() : nullptr;
@@ -312,15 +349,15 @@ void run_forward(const SsdScanArgs& a, Tensor& y, Tensor* final_state, bool naiv
 
 }  // namespace
 
-void ssd_scan_forward(Context&, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
-  run_forward(args, y, final_state, false, "ssd_scan_forward");
+void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+  run_forward(ctx, args, y, final_state, false, "ssd_scan_forward");
 }
 
-void ssd_scan_naive_forward(Context&, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
-  run_forward(args, y, final_state, true, "ssd_scan_naive_forward");
+void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+  run_forward(ctx, args, y, final_state, true, "ssd_scan_naive_forward");
 }
 
-void ssd_scan_backward(Context&, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,
+void ssd_scan_backward(Context& ctx, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,
                        SsdScanGrads& g) {
   const char* op = "ssd_scan_backward";
   ScanDims d = check_args(args, op);
@@ -336,6 +373,28 @@ void ssd_scan_backward(Context&, const SsdScanArgs& args, const Tensor& dy, cons
     NM_CHECK(args.initial_state.defined(), "{}: d_initial_state requested without an initial_state", op);
     expect_shape(g.d_initial_state, {d.B, d.nH, d.P, d.N}, "ssd_scan d_initial_state");
   }
+  const DType T = args.x.dtype(), S = stat_dtype(T), Gd = grad_dtype(T);
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &g.dx, &g.dBm, &g.dCm})
+    expect_dtype(*t, T, "ssd_scan dy/dx/dBm/dCm");
+  expect_dtype(g.ddt, S, "ssd_scan ddt (stat_dtype)");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&g.dA, &g.dD})
+    expect_dtype(*t, Gd, "ssd_scan dA/dD (grad_dtype)");
+  if (d_final_state) expect_dtype(*d_final_state, S, "ssd_scan d_final_state");
+  if (g.d_initial_state.defined()) expect_dtype(g.d_initial_state, S, "ssd_scan d_initial_state");
+#if NEMOTRON_CUDA
+  if (on_cuda(args)) {
+    SsdScanCudaArgs c = cuda_args(args, d);
+    c.dy = dy.raw();
+    c.d_final_state = d_final_state ? static_cast<const float*>(d_final_state->raw()) : nullptr;
+    c.dx = g.dx.raw(), c.dBm = g.dBm.raw(), c.dCm = g.dCm.raw();
+    c.ddt = static_cast<float*>(g.ddt.raw()), c.dA = static_cast<float*>(g.dA.raw());
+    c.dD = static_cast<float*>(g.dD.raw());
+    c.d_initial_state = g.d_initial_state.defined() ? static_cast<float*>(g.d_initial_state.raw()) : nullptr;
+    NM_CUDA_CHECK(ssd_scan_backward_cuda(c, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(args.x, op);
   dispatch_float(args.x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     // Per-(batch, head) partial sums of dA and dD, reduced in a fixed order afterwards.

@@ -1,0 +1,185 @@
+// A batched tile GEMM whose operands come from device functors, for the SSD scan's chunk products.
+// Every product of the chunked scan is "per (batch, chunk, head or group) item: out[m, n] =
+// sum over segments of sum_k a(seg, m, k) b(seg, k, n)", with the decay factors and causal masks
+// folded into the operand loaders, several products concatenated along k as segments (a
+// segment may carry its own elementwise scale, applied to its partial sum), and a block-wide
+// epilogue over a float32 tile in shared memory (so row reductions stay deterministic).
+// bf16 runs on tensor cores (mma.sync m16n8k16, float32 accumulation); float32 runs on SIMT FMAs.
+//
+// A problem type `Prob` provides: `using T`; `Item item(int idx)`; `int rows(it)`, `cols(it)`;
+// `int nseg(it)`; `void k_range(it, seg, m0, n0, lo, hi)` (the segment's k range for this tile;
+// lo a multiple of kBK); `bool a_kfast(seg)`, `b_kfast(seg)` (which index is contiguous in
+// memory, for coalesced loads); `float a(it, seg, m, k)`, `float b(it, seg, k, n)`;
+// `static constexpr bool kScaled` and `float scale(it, seg, m, n)`; `bool skip(it, m0, n0)`;
+// `void epilogue(it, Cs, m0, n0, rows, cols, tn)`.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace nemotron::ops::ssd {
+
+constexpr int kBM = 64, kBN = 64, kBK = 32, kThreads = 128;
+constexpr int kCsLd = kBN + 4;
+constexpr int kAcc = 32;  // accumulators per thread: a 64x64 tile over 128 threads
+
+__device__ inline float to_f(float v) { return v; }
+__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ inline T from_f(float v);
+template <> __device__ inline float from_f<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+// Position (row, col) in the 64x64 tile of accumulator `idx` of this thread.
+template <bool kMma>
+__device__ inline void acc_pos(int idx, int& r, int& c) {
+  const int tid = threadIdx.x;
+  if constexpr (kMma) {
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const int i = idx >> 4, j = (idx >> 2) & 3, q = idx & 3;
+    r = (warp >> 1) * 32 + i * 16 + g + (q >= 2 ? 8 : 0);
+    c = (warp & 1) * 32 + j * 8 + 2 * tig + (q & 1);
+  } else {
+    r = (tid >> 4) + 8 * (idx >> 2);
+    c = (tid & 15) + 16 * (idx & 3);
+  }
+}
+
+__device__ inline uint32_t ld_pair(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ inline void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <class Prob>
+__global__ void __launch_bounds__(kThreads) tile_gemm_kernel(Prob pr, int n_tiles) {
+  using T = typename Prob::T;
+  constexpr bool kMma = std::is_same_v<T, __nv_bfloat16>;
+  using S = std::conditional_t<kMma, __nv_bfloat16, float>;
+  constexpr int kLd = kMma ? kBK + 8 : kBK + 1;  // padding against bank conflicts
+  __shared__ __align__(16) S As[kBM][kLd];
+  __shared__ __align__(16) S Bs[kBN][kLd];
+  __shared__ float Cs[kBM][kCsLd];
+
+  const auto it = pr.item(static_cast<int>(blockIdx.x));
+  const int M = pr.rows(it), Nc = pr.cols(it);
+  const int tn = static_cast<int>(blockIdx.y) % n_tiles, tm = static_cast<int>(blockIdx.y) / n_tiles;
+  const int m0 = tm * kBM, n0 = tn * kBN;
+  if (m0 >= M || n0 >= Nc || pr.skip(it, m0, n0)) return;
+  const int tid = threadIdx.x;
+
+  float acc[kAcc], part[Prob::kScaled ? kAcc : 1];
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  float* sum = Prob::kScaled ? part : acc;
+
+  const int nseg = pr.nseg(it);
+  for (int seg = 0; seg < nseg; ++seg) {
+    int lo = 0, hi = 0;
+    pr.k_range(it, seg, m0, n0, lo, hi);
+    if (lo >= hi) continue;
+    if constexpr (Prob::kScaled)
+      for (int i = 0; i < kAcc; ++i) part[i] = 0.f;
+    const bool akf = pr.a_kfast(seg), bkf = pr.b_kfast(seg);
+    for (int k0 = lo; k0 < hi; k0 += kBK) {
+      for (int e = tid; e < kBM * kBK; e += kThreads) {
+        const int m = akf ? e / kBK : e % kBM, k = akf ? e % kBK : e / kBM;
+        float v = 0.f;
+        if (m0 + m < M && k0 + k < hi) v = pr.a(it, seg, m0 + m, k0 + k);
+        As[m][k] = static_cast<S>(v);
+      }
+      for (int e = tid; e < kBN * kBK; e += kThreads) {
+        const int n = bkf ? e / kBK : e % kBN, k = bkf ? e % kBK : e / kBN;
+        float v = 0.f;
+        if (n0 + n < Nc && k0 + k < hi) v = pr.b(it, seg, k0 + k, n0 + n);
+        Bs[n][k] = static_cast<S>(v);
+      }
+      __syncthreads();
+      if constexpr (kMma) {
+        const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+        const int wr = (warp >> 1) * 32, wc = (warp & 1) * 32;
+#pragma unroll
+        for (int ks = 0; ks < kBK / 16; ++ks) {
+          const int kk = ks * 16 + 2 * tig;
+          uint32_t af[2][4], bfr[4][2];
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int r = wr + i * 16 + g;
+            af[i][0] = ld_pair(&As[r][kk]);
+            af[i][1] = ld_pair(&As[r + 8][kk]);
+            af[i][2] = ld_pair(&As[r][kk + 8]);
+            af[i][3] = ld_pair(&As[r + 8][kk + 8]);
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int n = wc + j * 8 + g;
+            bfr[j][0] = ld_pair(&Bs[n][kk]);
+            bfr[j][1] = ld_pair(&Bs[n][kk + 8]);
+          }
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) mma_bf16(sum + (i * 4 + j) * 4, af[i], bfr[j]);
+        }
+      } else {
+        const int tr = tid >> 4, tc = tid & 15;
+#pragma unroll 4
+        for (int k = 0; k < kBK; ++k) {
+          float av[8], bv[4];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) av[i] = As[tr + 8 * i][k];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) bv[j] = Bs[tc + 16 * j][k];
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sum[i * 4 + j] = fmaf(av[i], bv[j], sum[i * 4 + j]);
+        }
+      }
+      __syncthreads();
+    }
+    if constexpr (Prob::kScaled) {
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) {
+        int r, c;
+        acc_pos<kMma>(i, r, c);
+        if (m0 + r < M && n0 + c < Nc) acc[i] += pr.scale(it, seg, m0 + r, n0 + c) * part[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    int r, c;
+    acc_pos<kMma>(i, r, c);
+    Cs[r][c] = acc[i];
+  }
+  __syncthreads();
+  pr.epilogue(it, Cs, m0, n0, M, Nc, tn);
+}
+
+// Row sums over the tile's valid columns of f(r, c) (tile coordinates), two threads per row, in a
+// fixed order; `out(r, value)` is called once per valid row.
+template <class F, class Out>
+__device__ inline void tile_row_sums(int rows, int cols, F f, Out out) {
+  const int r = threadIdx.x >> 1, half = threadIdx.x & 1;
+  float s = 0.f;
+  if (r < rows)
+    for (int c = half; c < cols; c += 2) s += f(r, c);
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (half == 0 && r < rows) out(r, s);
+}
+
+template <class Prob>
+cudaError_t launch_tile_gemm(const Prob& pr, int64_t items, int64_t max_rows, int64_t max_cols, cudaStream_t s) {
+  if (items == 0 || max_rows == 0 || max_cols == 0) return cudaSuccess;
+  const int n_tiles = static_cast<int>((max_cols + kBN - 1) / kBN);
+  const int m_tiles = static_cast<int>((max_rows + kBM - 1) / kBM);
+  tile_gemm_kernel<Prob><<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(m_tiles * n_tiles)), kThreads, 0,
+                           s>>>(pr, n_tiles);
+  return cudaGetLastError();
+}
+
+}  // namespace nemotron::ops::ssd
