@@ -6,7 +6,8 @@ namespace nemotron::ops {
 
 const std::vector<std::string>& cuda_supported_ops() {
 #if NEMOTRON_CUDA
-  static const std::vector<std::string> ops{"rmsnorm"};
+  static const std::vector<std::string> ops{"rmsnorm", "moe_router", "moe_dispatch", "moe_combine", "moe_seq_aux",
+                                             "grouped_matmul"};
 #else
   static const std::vector<std::string> ops;
 #endif
