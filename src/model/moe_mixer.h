@@ -1,8 +1,11 @@
 // The MoE mixer of Nemotron 3 (reference/architectures.md A.7): sigmoid router with a
 // selection-only correction bias and group-limited top-k (ops/moe_router.h), tokens permuted to
-// their experts (ops/moe_dispatch.h), one squared-ReLU MLP per expert on its rows, a weighted
-// combine, optional latent projections around the routed experts, plus a shared expert on the
-// full-width input:  out = fc2_latent(sum_j w_j E_{I_j}(fc1_latent(x))) + shared(x).
+// their experts (ops/moe_dispatch.h), the squared-ReLU expert MLPs as two grouped GEMMs over all
+// experts' rows (ops/grouped_matmul.h), a weighted combine, optional latent projections around
+// the routed experts, plus a shared expert on the full-width input:
+//   out = fc2_latent(sum_j w_j E_{I_j}(fc1_latent(x))) + shared(x).
+// The router runs in float32 (stat_dtype): scores, combine weights, the aux-loss statistics; its
+// logits and their gradient are in the compute dtype (the gate GEMM's).
 // Hub names under the prefix: gate.weight, gate.e_score_correction_bias (a buffer: trainable =
 // false, no gradient), experts.{e}.{up,down}_proj.weight, shared_experts.{up,down}_proj.weight,
 // fc1_latent_proj.weight, fc2_latent_proj.weight. Experts and shared expert carry biases iff
@@ -24,14 +27,14 @@ struct MoeSaved : MixerSaved {
   Tensor topk_idx;          // chosen experts [N, K] int32, best first
   Tensor topk_w;            // their combine weights [N, K]
   ops::MoeDispatch dispatch;  // the permutation, with tokens_per_expert
-  Tensor ys;                // expert outputs, expert-major slots [N*K, d_e]
-  std::vector<std::unique_ptr<MixerSaved>> experts;  // per expert; null for an expert with no token
+  Tensor xs;                // expert inputs, expert-major slots [N*K, d_e]
+  Tensor up;                // up_proj outputs [N*K, F_moe] (the relu2 input; relu2 is recomputed)
+  Tensor ys;                // expert outputs [N*K, d_e]
   Tensor routed;            // weighted combine [N, d_e], the fc2_latent_proj input (latent only)
   std::unique_ptr<MixerSaved> shared;
   // Sequence aux loss (when on): per sequence b and expert i, the tokens whose unbiased top-k
-  // holds i, [B * E]; the sequence count B; grad_scale * coeff * E / (K S^2 B).
-  std::vector<double> aux_counts;
-  int64_t aux_sequences = 0;
+  // holds i, [B, E] (stat dtype, on the device); grad_scale * coeff * E / (K S^2 B).
+  Tensor aux_counts;
   double aux_grad_weight = 0;
 };
 
@@ -54,7 +57,8 @@ class MoeMixer : public Mixer {
   void force_selection(std::optional<Tensor> topk_idx) { forced_ = std::move(topk_idx); }
   // Tokens each expert received in the last forward (for the expert-bias balancing update, A.7.4).
   const std::vector<int64_t>& last_tokens_per_expert() const { return last_tokens_per_expert_; }
-  // The expert choice [B*T, K] of the last forward (to pin it with force_selection).
+  // The expert choice [B*T, K] of the last forward, on the compute device (to pin it with
+  // force_selection, which accepts a host or device tensor).
   const Tensor& last_selection() const { return last_selection_; }
   const ops::MoeRouterParams& router_params() const { return router_; }
   // The selection-only correction bias (a buffer), which aux-loss-free balancing moves (A.7.4).
@@ -71,12 +75,13 @@ class MoeMixer : public Mixer {
   int64_t expert_dim() const { return d_e_; }
 
  private:
-  int64_t H_, d_e_;
+  int64_t H_, d_e_, F_moe_;
   ops::MoeRouterParams router_;
   double init_std_, out_std_;
   Linear gate_;
   Param* correction_bias_ = nullptr;
-  std::vector<std::unique_ptr<MlpMixer>> experts_;
+  // experts.{e}.up_proj / down_proj, registered per expert (Hub names), run grouped.
+  std::vector<Linear> up_, down_;
   std::unique_ptr<MlpMixer> shared_;
   Linear fc1_latent_, fc2_latent_;
   std::optional<Tensor> forced_;

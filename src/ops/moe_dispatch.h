@@ -3,6 +3,9 @@
 // backwards (STYLE.md lesson 4): slots 0..N*K-1 are grouped by expert (expert e owns slots
 // [expert_offset[e], expert_offset[e+1])), tokens ascending within an expert, so every expert's
 // rows are one contiguous GEMM operand. Backwards overwrite; no atomics, fixed summation order.
+// Dtypes (ops/CUDA.md): x, xs, ys, y and their gradients are the compute dtype T; the combine
+// weights w and their gradient dw are stat_dtype(T) (float32 for bf16). Sums run in float32 (or
+// the CPU's float64) and round once.
 #pragma once
 #include <vector>
 
@@ -12,14 +15,15 @@ namespace nemotron::ops {
 
 struct MoeDispatch {
   int64_t num_tokens = 0, top_k = 0, num_experts = 0;
-  std::vector<int64_t> tokens_per_expert;  // [E]
-  std::vector<int64_t> expert_offset;      // [E + 1]
-  Tensor slot_token;                       // [N*K] int32: the token held by each slot
-  Tensor slot_of;                          // [N, K] int32: slot of token n's j-th chosen expert
+  std::vector<int64_t> tokens_per_expert;  // [E], on the host (it sizes the expert GEMMs)
+  std::vector<int64_t> expert_offset;      // [E + 1], on the host
+  Tensor slot_token;                       // [N*K] int32 on ctx's device: the token held by each slot
+  Tensor slot_of;                          // [N, K] int32 on ctx's device: slot of token n's j-th expert
   int64_t num_slots() const { return num_tokens * top_k; }
 };
 
-// topk_idx [N, K] int32 (host) -> the handle.
+// topk_idx [N, K] int32 on ctx's device -> the handle. On CUDA the counts and slots are built on
+// the device and only the E counts come back to the host (one copy, which waits for the stream).
 MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts);
 
 // x [N, d] -> xs [N*K, d], xs[slot] = x[slot_token[slot]].

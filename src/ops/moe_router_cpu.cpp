@@ -7,6 +7,11 @@
 #include "backend/cpu/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/moe_router.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/moe_router_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -87,9 +92,11 @@ void backward_ref(const MoeRouterParams& p, const T* scores, const int32_t* idx,
   }, 256);
 }
 
+// Range and distinctness are checked on the host only: on CUDA that would cost a copy and a sync.
 void check_idx(const MoeRouterParams& p, const Tensor& topk_idx, int64_t N) {
   expect_shape(topk_idx, {N, p.top_k}, "moe topk_idx");
   expect_dtype(topk_idx, DType::i32, "moe topk_idx");
+  if (!topk_idx.device().is_cpu()) return;
   const int32_t* I = topk_idx.data<int32_t>();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t j = 0; j < p.top_k; ++j) {
@@ -106,6 +113,22 @@ int64_t rows_of(const MoeRouterParams& p, const Tensor& scores, const char* what
            p.num_experts, scores.shape().str());
   return scores.dim(0);
 }
+
+#if NEMOTRON_CUDA
+MoeRouterCudaArgs cuda_args(const MoeRouterParams& p, const Tensor& scores) {
+  expect_dtype(scores, DType::f32, "moe router scores on CUDA (float32 statistics)");
+  MoeRouterCudaArgs a;
+  a.scores = static_cast<float*>(scores.raw());
+  a.N = scores.dim(0), a.E = p.num_experts, a.K = p.top_k, a.n_group = p.n_group, a.topk_group = p.topk_group;
+  a.norm_topk_prob = p.norm_topk_prob, a.scale = static_cast<float>(p.routed_scaling_factor);
+  return a;
+}
+
+void check_compute_dtype(const Tensor& t, const char* what) {
+  NM_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", what,
+           dtype_name(t.dtype()));
+}
+#endif
 
 }  // namespace
 
@@ -126,10 +149,21 @@ void MoeRouterParams::validate() const {
                      topk_group * (num_experts / n_group), topk_group));
 }
 
-void moe_router_scores(Context&, const Tensor& logits, Tensor& scores) {
-  require_cpu(logits, "moe_router_scores");
+void moe_router_scores(Context& ctx, const Tensor& logits, Tensor& scores) {
   expect_shape(scores, logits.shape(), "moe scores");
-  expect_dtype(scores, logits.dtype(), "moe scores");
+  expect_dtype(scores, stat_dtype(logits.dtype()), "moe scores");
+#if NEMOTRON_CUDA
+  if (logits.device().is_cuda()) {
+    check_compute_dtype(logits, "moe_router_scores logits");
+    NM_CHECK(logits.rank() == 2, "moe_router_scores: logits must be [N, E], got {}", logits.shape().str());
+    MoeRouterCudaArgs a;
+    a.logits = logits.raw(), a.scores = static_cast<float*>(scores.raw());
+    a.N = logits.dim(0), a.E = logits.dim(1), a.bf16 = logits.dtype() == DType::bf16;
+    NM_CUDA_CHECK(moe_router_scores_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(logits, "moe_router_scores");
   dispatch_float(logits.dtype(), "moe_router_scores", [&](auto zero) {
     using T = decltype(zero);
     const T* l = logits.data<T>();
@@ -138,29 +172,47 @@ void moe_router_scores(Context&, const Tensor& logits, Tensor& scores) {
   });
 }
 
-void moe_select_experts(Context&, const MoeRouterParams& p, const Tensor& scores, const Tensor& bias,
+void moe_select_experts(Context& ctx, const MoeRouterParams& p, const Tensor& scores, const Tensor& bias,
                         Tensor& topk_idx) {
-  require_cpu(scores, "moe_select_experts");
   p.validate();
   int64_t N = rows_of(p, scores, "moe_select_experts scores");
   expect_shape(bias, {p.num_experts}, "moe e_score_correction_bias");
   expect_dtype(bias, scores.dtype(), "moe e_score_correction_bias");
   expect_shape(topk_idx, {N, p.top_k}, "moe topk_idx");
   expect_dtype(topk_idx, DType::i32, "moe topk_idx");
+#if NEMOTRON_CUDA
+  if (scores.device().is_cuda()) {
+    NM_CHECK(p.num_experts <= kMoeRouterMaxExperts, "moe_select_experts on CUDA: at most {} experts, got {}",
+             kMoeRouterMaxExperts, p.num_experts);
+    MoeRouterCudaArgs a = cuda_args(p, scores);
+    a.bias = static_cast<const float*>(bias.raw()), a.topk_idx = static_cast<int32_t*>(topk_idx.raw());
+    NM_CUDA_CHECK(moe_select_experts_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(scores, "moe_select_experts");
   dispatch_float(scores.dtype(), "moe_select_experts", [&](auto zero) {
     using T = decltype(zero);
     select_ref<T>(p, scores.data<T>(), bias.data<T>(), topk_idx.data<int32_t>(), N);
   });
 }
 
-void moe_topk_weights(Context&, const MoeRouterParams& p, const Tensor& scores, const Tensor& topk_idx,
+void moe_topk_weights(Context& ctx, const MoeRouterParams& p, const Tensor& scores, const Tensor& topk_idx,
                       Tensor& topk_w) {
-  require_cpu(scores, "moe_topk_weights");
   p.validate();
   int64_t N = rows_of(p, scores, "moe_topk_weights scores");
   check_idx(p, topk_idx, N);
   expect_shape(topk_w, {N, p.top_k}, "moe topk_w");
   expect_dtype(topk_w, scores.dtype(), "moe topk_w");
+#if NEMOTRON_CUDA
+  if (scores.device().is_cuda()) {
+    MoeRouterCudaArgs a = cuda_args(p, scores);
+    a.topk_idx = static_cast<int32_t*>(topk_idx.raw()), a.topk_w = static_cast<float*>(topk_w.raw());
+    NM_CUDA_CHECK(moe_topk_weights_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(scores, "moe_topk_weights");
   dispatch_float(scores.dtype(), "moe_topk_weights", [&](auto zero) {
     using T = decltype(zero);
     weights_ref<T>(p, scores.data<T>(), topk_idx.data<int32_t>(), topk_w.data<T>(), N);
@@ -174,16 +226,27 @@ void moe_router_forward(Context& ctx, const MoeRouterParams& p, const Tensor& lo
   moe_topk_weights(ctx, p, scores, topk_idx, topk_w);
 }
 
-void moe_router_backward(Context&, const MoeRouterParams& p, const Tensor& scores, const Tensor& topk_idx,
+void moe_router_backward(Context& ctx, const MoeRouterParams& p, const Tensor& scores, const Tensor& topk_idx,
                          const Tensor& dtopk_w, Tensor& dlogits) {
-  require_cpu(scores, "moe_router_backward");
   p.validate();
   int64_t N = rows_of(p, scores, "moe_router_backward scores");
   check_idx(p, topk_idx, N);
   expect_shape(dtopk_w, {N, p.top_k}, "moe dtopk_w");
   expect_shape(dlogits, scores.shape(), "moe dlogits");
   expect_dtype(dtopk_w, scores.dtype(), "moe dtopk_w");
-  expect_dtype(dlogits, scores.dtype(), "moe dlogits");
+  NM_CHECK(stat_dtype(dlogits.dtype()) == scores.dtype(), "moe dlogits: {} does not go with {} scores",
+           dtype_name(dlogits.dtype()), dtype_name(scores.dtype()));
+#if NEMOTRON_CUDA
+  if (scores.device().is_cuda()) {
+    check_compute_dtype(dlogits, "moe_router_backward dlogits");
+    MoeRouterCudaArgs a = cuda_args(p, scores);
+    a.topk_idx = static_cast<int32_t*>(topk_idx.raw()), a.dtopk_w = static_cast<const float*>(dtopk_w.raw());
+    a.dlogits = dlogits.raw(), a.bf16 = dlogits.dtype() == DType::bf16;
+    NM_CUDA_CHECK(moe_router_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(scores, "moe_router_backward");
   dispatch_float(scores.dtype(), "moe_router_backward", [&](auto zero) {
     using T = decltype(zero);
     backward_ref<T>(p, scores.data<T>(), topk_idx.data<int32_t>(), dtopk_w.data<T>(), dlogits.data<T>(), N);

@@ -31,12 +31,15 @@ class MoeDispatchCase : public OpCase {
       : combine_(combine), N_(N), K_(K), E_(E), d_(d), idx_(fixed_routing(N, K, E, 17)) {}
   std::string op() const override { return combine_ ? "moe_combine" : "moe_dispatch"; }
   std::string params() const override { return fmt::format("N={},K={},E={},d={}", N_, K_, E_, d_); }
+  // The combine weights are statistics (float32 on a bfloat16 target).
   std::vector<InputSpec> inputs() const override {
-    if (combine_) return {{"ys", {N_ * K_, d_}}, {"w", {N_, K_}}};
+    InputSpec w{"w", {N_, K_}};
+    w.stat = true;
+    if (combine_) return {{"ys", {N_ * K_, d_}}, w};
     return {{"x", {N_, d_}}};
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    ops::MoeDispatch m = ops::moe_make_dispatch(ctx, idx_, E_);
+    ops::MoeDispatch m = ops::moe_make_dispatch(ctx, idx_.to(*ctx.backend), E_);
     if (combine_) {
       Tensor y = ctx.empty({N_, d_}, in[0].dtype());
       ops::moe_combine_forward(ctx, m, in[0], in[1], y);
@@ -48,10 +51,10 @@ class MoeDispatchCase : public OpCase {
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
-    ops::MoeDispatch m = ops::moe_make_dispatch(ctx, idx_, E_);
+    ops::MoeDispatch m = ops::moe_make_dispatch(ctx, idx_.to(*ctx.backend), E_);
     DType dt = in[0].dtype();
     if (combine_) {
-      Tensor dys = ctx.empty({N_ * K_, d_}, dt), dw = ctx.empty({N_, K_}, dt);
+      Tensor dys = ctx.empty({N_ * K_, d_}, dt), dw = ctx.empty({N_, K_}, stat_dtype(dt));
       ops::moe_combine_backward(ctx, m, in[0], in[1], douts[0], dys, dw);
       return {dys, dw};
     }
@@ -71,6 +74,10 @@ NM_OP_CASES(moe_dispatch_cases) {
   for (bool combine : {false, true}) {
     c.push_back(std::make_unique<MoeDispatchCase>(combine, 7, 2, 5, 3));
     c.push_back(std::make_unique<MoeDispatchCase>(combine, 13, 3, 8, 6));
+    c.push_back(std::make_unique<MoeDispatchCase>(combine, 37, 3, 12, 13));   // odd width: scalar path
+    c.push_back(std::make_unique<MoeDispatchCase>(combine, 37, 3, 12, 72));   // 16-byte vectors
+    c.push_back(std::make_unique<MoeDispatchCase>(combine, 3, 2, 9, 24));     // empty experts
+    c.push_back(std::make_unique<MoeDispatchCase>(combine, 1500, 3, 7, 5));   // several slot tiles
   }
   return c;
 }

@@ -9,6 +9,10 @@
 namespace nemotron::testing {
 namespace {
 
+// The choice is made from its own float32 input `sel` (statistic-like scores in (0, 1)) rather
+// than from sigmoid(logits): a bfloat16 target sees rounded logits, and near-ties would then pick
+// other experts than the float64 reference. The weights and their gradient use sigmoid(logits) at
+// that choice, as in the model (whose choice is piecewise constant in the logits anyway).
 class MoeRouterCase : public OpCase {
  public:
   MoeRouterCase(int64_t N, ops::MoeRouterParams p) : N_(N), p_(p) {}
@@ -17,12 +21,13 @@ class MoeRouterCase : public OpCase {
     return fmt::format("N={},E={},K={},n_group={},topk_group={},norm={},scale={}", N_, p_.num_experts, p_.top_k,
                        p_.n_group, p_.topk_group, p_.norm_topk_prob ? 1 : 0, p_.routed_scaling_factor);
   }
-  // The bias only moves the choice, which is piecewise constant: it is not differentiated.
   std::vector<InputSpec> inputs() const override {
-    return {{"logits", {N_, p_.num_experts}, DType::f64, true, -3.0, 3.0},
-            {"bias", {p_.num_experts}, DType::f64, false, -0.3, 0.3}};
+    InputSpec sel{"sel", {N_, p_.num_experts}, DType::f64, false, 0.02, 0.98};
+    InputSpec bias{"bias", {p_.num_experts}, DType::f64, false, -0.3, 0.3};
+    sel.stat = bias.stat = true;
+    return {{"logits", {N_, p_.num_experts}, DType::f64, true, -3.0, 3.0}, sel, bias};
   }
-  // Outputs: the weights and the choice (the backend check requires the same choice in f32).
+  // Outputs: the weights and the choice (the backend check requires the same choice).
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     Tensor scores, idx, w;
     run(ctx, in, scores, idx, w);
@@ -32,18 +37,20 @@ class MoeRouterCase : public OpCase {
                                const std::vector<Tensor>& douts) const override {
     Tensor scores, idx, w;
     run(ctx, in, scores, idx, w);
-    Tensor dlogits = ctx.empty(scores.shape(), scores.dtype());
+    Tensor dlogits = ctx.empty(scores.shape(), in[0].dtype());
     ops::moe_router_backward(ctx, p_, scores, idx, douts[0], dlogits);
-    return {dlogits, Tensor()};
+    return {dlogits, Tensor(), Tensor()};
   }
 
  private:
   void run(Context& ctx, const std::vector<Tensor>& in, Tensor& scores, Tensor& idx, Tensor& w) const {
-    DType dt = in[0].dtype();
-    scores = ctx.empty({N_, p_.num_experts}, dt);
+    DType st = stat_dtype(in[0].dtype());
+    scores = ctx.empty({N_, p_.num_experts}, st);
     idx = ctx.empty({N_, p_.top_k}, DType::i32);
-    w = ctx.empty({N_, p_.top_k}, dt);
-    ops::moe_router_forward(ctx, p_, in[0], in[1], scores, idx, w);
+    w = ctx.empty({N_, p_.top_k}, st);
+    ops::moe_router_scores(ctx, in[0], scores);
+    ops::moe_select_experts(ctx, p_, in[1], in[2], idx);
+    ops::moe_topk_weights(ctx, p_, scores, idx, w);
   }
   int64_t N_;
   ops::MoeRouterParams p_;
@@ -61,6 +68,9 @@ NM_OP_CASES(moe_router_cases) {
   c.push_back(std::make_unique<MoeRouterCase>(7, params(8, 2, 4, 2, true, 2.5)));
   c.push_back(std::make_unique<MoeRouterCase>(9, params(6, 3, 3, 2, false, 1.0)));
   c.push_back(std::make_unique<MoeRouterCase>(11, params(5, 3, 1, 1, true, 1.0)));
+  c.push_back(std::make_unique<MoeRouterCase>(37, params(12, 3, 3, 2, true, 2.5)));
+  c.push_back(std::make_unique<MoeRouterCase>(37, params(70, 6, 1, 1, true, 1.0)));   // > 2 experts per lane
+  c.push_back(std::make_unique<MoeRouterCase>(21, params(99, 5, 33, 3, false, 1.5)));  // > 32 groups
   return c;
 }
 

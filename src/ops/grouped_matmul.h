@@ -1,0 +1,25 @@
+// The routed experts' linear layers on an expert-major slot matrix (ops/moe_dispatch.h): expert e
+// owns rows [offsets[e], offsets[e+1]) of x and y, and its own weight W_e [out, in] (separate
+// tensors: the Hub's per-expert parameters). Empty experts (no rows) are skipped.
+//   forward:   y[rows_e] = x[rows_e] W_e^T
+//   backward:  dx[rows_e] = dy[rows_e] W_e (overwritten), dW_e += dy[rows_e]^T x[rows_e]
+// Dtypes (ops/CUDA.md): x, y, dx, dy and the weights are the compute dtype T; dW_e are
+// grad_dtype(T) (float32 for bf16, accumulated in float32). On CUDA all experts run in one cuBLAS
+// grouped GEMM per product (float32 compute), falling back to one GEMM per expert where the
+// library has no grouped kernel for the dtypes.
+#pragma once
+#include <vector>
+
+#include "core/context.h"
+
+namespace nemotron::ops {
+
+// x [S, in], offsets [E + 1] (host, offsets[0] = 0, offsets[E] = S), weights E x [out, in] -> y [S, out].
+void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
+                            const std::vector<Tensor>& weights, Tensor& y);
+// dy [S, out] -> dx [S, in] (overwritten; may be undefined to skip), dweights E x [out, in] (+=).
+void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
+                             const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
+                             std::vector<Tensor>& dweights);
+
+}  // namespace nemotron::ops

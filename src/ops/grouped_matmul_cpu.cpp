@@ -1,0 +1,78 @@
+// CPU reference for the grouped expert GEMMs: one matmul per non-empty expert on its row block.
+#include "ops/grouped_matmul.h"
+
+#include "ops/dispatch.h"
+#include "ops/matmul.h"
+#if NEMOTRON_CUDA
+#include "ops/grouped_matmul_cuda.h"
+#endif
+
+namespace nemotron::ops {
+
+namespace {
+
+void check_groups(const Tensor& x, const std::vector<int64_t>& offsets, const std::vector<Tensor>& weights,
+                  int64_t out, const char* what) {
+  NM_CHECK(x.rank() == 2, "{}: x must be [S, in], got {}", what, x.shape().str());
+  NM_CHECK(offsets.size() == weights.size() + 1, "{}: {} offsets for {} experts", what, offsets.size(),
+           weights.size());
+  NM_CHECK(offsets.front() == 0 && offsets.back() == x.dim(0), "{}: offsets span [{}, {}) of {} rows", what,
+           offsets.front(), offsets.back(), x.dim(0));
+  for (size_t e = 0; e < weights.size(); ++e) {
+    NM_CHECK(offsets[e] <= offsets[e + 1], "{}: offsets decrease at expert {}", what, e);
+    expect_shape(weights[e], {out, x.dim(1)}, "grouped_linear expert weight");
+    expect_same_device(weights[e], x, "grouped_linear expert weight");
+  }
+}
+
+}  // namespace
+
+void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
+                            const std::vector<Tensor>& weights, Tensor& y) {
+  NM_CHECK(y.rank() == 2 && y.dim(0) == x.dim(0), "grouped_linear_forward: y {} for x {}", y.shape().str(),
+           x.shape().str());
+  check_groups(x, offsets, weights, y.dim(1), "grouped_linear_forward");
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    grouped_linear_forward_cuda(ctx, x, offsets, weights, y);
+    return;
+  }
+#endif
+  require_cpu(x, "grouped_linear_forward");
+  for (size_t e = 0; e < weights.size(); ++e) {
+    if (offsets[e] == offsets[e + 1]) continue;
+    Tensor ye = y.slice(offsets[e], offsets[e + 1]);
+    matmul(ctx, x.slice(offsets[e], offsets[e + 1]), false, weights[e], true, ye);
+  }
+}
+
+void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
+                             const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
+                             std::vector<Tensor>& dweights) {
+  NM_CHECK(dy.rank() == 2 && dy.dim(0) == x.dim(0), "grouped_linear_backward: dy {} for x {}", dy.shape().str(),
+           x.shape().str());
+  check_groups(x, offsets, weights, dy.dim(1), "grouped_linear_backward");
+  NM_CHECK(dweights.size() == weights.size(), "grouped_linear_backward: {} weight gradients for {} experts",
+           dweights.size(), weights.size());
+  for (size_t e = 0; e < weights.size(); ++e) expect_shape(dweights[e], weights[e].shape(), "grouped_linear dW");
+  if (dx.defined()) expect_shape(dx, x.shape(), "grouped_linear dx");
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    grouped_linear_backward_cuda(ctx, x, offsets, weights, dy, dx, dweights);
+    return;
+  }
+#endif
+  require_cpu(x, "grouped_linear_backward");
+  for (size_t e = 0; e < weights.size(); ++e) {
+    const int64_t a = offsets[e], b = offsets[e + 1];
+    if (a == b) continue;
+    Tensor dye = dy.slice(a, b);
+    if (dx.defined()) {
+      Tensor dxe = dx.slice(a, b);
+      matmul(ctx, dye, false, weights[e], false, dxe);
+    }
+    matmul(ctx, dye, true, x.slice(a, b), false, dweights[e], 1.0, 1.0);
+  }
+}
+
+}  // namespace nemotron::ops

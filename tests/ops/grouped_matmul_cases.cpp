@@ -1,0 +1,76 @@
+// Grouped expert GEMMs: y = x W_e^T per expert row block, dx, and dW_e accumulated onto a non-zero
+// starting gradient; odd widths, uneven groups and experts without rows.
+#include "harness.h"
+#include "ops/grouped_matmul.h"
+
+namespace nemotron::testing {
+namespace {
+
+class GroupedMatmulCase : public OpCase {
+ public:
+  GroupedMatmulCase(std::vector<int64_t> rows, int64_t in, int64_t out) : rows_(std::move(rows)), in_(in), out_(out) {
+    offsets_.push_back(0);
+    for (int64_t r : rows_) offsets_.push_back(offsets_.back() + r);
+  }
+  std::string op() const override { return "grouped_matmul"; }
+  std::string params() const override {
+    std::string r;
+    for (int64_t v : rows_) r += (r.empty() ? "" : "/") + std::to_string(v);
+    return fmt::format("rows={},in={},out={}", r, in_, out_);
+  }
+  int64_t E() const { return static_cast<int64_t>(rows_.size()); }
+  // x, then the E weights, then E starting gradients (not differentiated: they show that dW is +=).
+  std::vector<InputSpec> inputs() const override {
+    std::vector<InputSpec> in{{"x", {offsets_.back(), in_}}};
+    for (int64_t e = 0; e < E(); ++e) in.push_back({fmt::format("w{}", e), {out_, in_}});
+    for (int64_t e = 0; e < E(); ++e) in.push_back({fmt::format("g{}", e), {out_, in_}, DType::f64, false});
+    return in;
+  }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    Tensor y = ctx.empty({offsets_.back(), out_}, in[0].dtype());
+    ops::grouped_linear_forward(ctx, in[0], offsets_, weights(in), y);
+    return {y};
+  }
+  std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
+                               const std::vector<Tensor>& douts) const override {
+    DType dt = in[0].dtype();
+    Tensor dx = ctx.empty(in[0].shape(), dt);
+    std::vector<Tensor> dw;
+    for (int64_t e = 0; e < E(); ++e) {  // the starting gradient, in grad_dtype as the store keeps it
+      Tensor g = ctx.empty({out_, in_}, grad_dtype(dt));
+      g.copy_from(in[1 + E() + e].to_host(grad_dtype(dt)).to(*ctx.backend));
+      dw.push_back(g);
+    }
+    ops::grouped_linear_backward(ctx, in[0], offsets_, weights(in), douts[0], dx, dw);
+    // dW_e - g_e is the gradient; the subtraction happens on the host (float64) so the comparison
+    // sees the accumulation itself.
+    std::vector<Tensor> grads{dx};
+    for (int64_t e = 0; e < E(); ++e) {
+      Tensor d = dw[e].to_host(DType::f64), g = in[1 + E() + e].to_host(DType::f64);
+      double* pd = d.data<double>();
+      const double* pg = g.data<double>();
+      for (int64_t i = 0; i < d.numel(); ++i) pd[i] -= pg[i];
+      grads.push_back(d);
+    }
+    for (int64_t e = 0; e < E(); ++e) grads.push_back(Tensor());
+    return grads;
+  }
+
+ private:
+  std::vector<Tensor> weights(const std::vector<Tensor>& in) const {
+    return std::vector<Tensor>(in.begin() + 1, in.begin() + 1 + E());
+  }
+  std::vector<int64_t> rows_, offsets_;
+  int64_t in_, out_;
+};
+
+NM_OP_CASES(grouped_matmul_cases) {
+  CaseList c;
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{3, 0, 5, 1}, 7, 5));
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 13, 29, 0, 2}, 37, 19));
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40));
+  return c;
+}
+
+}  // namespace
+}  // namespace nemotron::testing
