@@ -5,6 +5,7 @@
 #include "ops/causal_conv1d.h"
 #include "ops/dt_softplus.h"
 #include "ops/gated_rmsnorm.h"
+#include "ops/mamba_a.h"
 #include "ops/matmul.h"
 #include "ops/ssd_scan.h"
 
@@ -122,11 +123,11 @@ void Mamba2Mixer::init(uint64_t seed) {
   if (out_b_) init_constant(*out_b_, 0.0);
 }
 
-// nH scalars, computed on the host. TODO(cuda): a device op once parameters live on the GPU.
+// A = -exp(A_log) in stat_dtype (float32 under bf16: the scan's decay exp(dt A) needs it).
 Tensor Mamba2Mixer::A(Context& ctx, DType dtype) const {
-  std::vector<double> a = A_log_->value.to_f64_vector();
-  for (double& v : a) v = -std::exp(v);
-  return Tensor::from_vector<double>({nH_}, a).to_host(dtype).to(*ctx.backend);
+  Tensor a = ctx.empty({nH_}, stat_dtype(dtype));
+  ops::mamba_a_forward(ctx, A_log_->value, a);
+  return a;
 }
 
 void Mamba2Mixer::conv_forward(Context& ctx, Part part, const Tensor& raw, Tensor& out) const {
@@ -219,17 +220,12 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, a, Bm.view({B, T, G_, N_}), Cm.view({B, T, G_, N_}),
                         D_->value, Tensor(), cfg_.chunk_size};
   Tensor dx = ctx.empty({B, T, d_}, dtype), ddt = ctx.empty({B, T, nH_}, stat_dtype(dtype));
-  Tensor dBm = ctx.empty({B, T, GN_}, dtype), dCm = ctx.empty({B, T, GN_}, dtype), dA = ctx.zeros({nH_}, dtype);
+  Tensor dBm = ctx.empty({B, T, GN_}, dtype), dCm = ctx.empty({B, T, GN_}, dtype), dA = ctx.zeros({nH_}, grad_dtype(dtype));
   ops::SsdScanGrads g{dx.view({B, T, nH_, P_}), ddt, dBm.view({B, T, G_, N_}), dCm.view({B, T, G_, N_}),
                       dA, D_->grad, Tensor()};
   ops::ssd_scan_backward(ctx, args, dy.view({B, T, nH_, P_}), nullptr, g);
 
-  // A = -exp(A_log): dA_log += dA * A (nH scalars, on the host like A itself).
-  {
-    std::vector<double> ga = dA.to_f64_vector(), av = a.to_f64_vector(), acc = A_log_->grad.to_f64_vector();
-    for (int64_t h = 0; h < nH_; ++h) acc[h] += ga[h] * av[h];
-    A_log_->grad.copy_from(Tensor::from_vector<double>({nH_}, acc).to_host(A_log_->grad.dtype()));
-  }
+  ops::mamba_a_backward(ctx, a, dA, A_log_->grad);  // dA_log += dA * A
 
   // dt path and conv, back to the in_proj outputs.
   Tensor d_part[kNumParts];

@@ -1,0 +1,274 @@
+// One H100 train step (forward + backward + grad norm + AdamW) in bf16 with float32 masters: a
+// benchmark, not a test. Prints tokens/s, achieved TFLOP/s and MFU against a bf16 GEMM peak it
+// measures itself in the same run, a per-phase breakdown (layer kinds, LM head + loss, optimizer,
+// and the attention / scan kernels inside their layers), and, with --reference, the same config
+// trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py).
+// usage: cuda_train_step -c bench/configs/hybrid_dense_125m.yaml [--batch 4] [--seq-len 4096]
+//                        [--steps 10] [--reference] [--results bench/results.jsonl]
+// Model FLOPs per token: 3 x the forward matmul + attention FLOPs of `model info` (the scan,
+// norms and elementwise work are not counted, as in Megatron's MFU).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/version.h"
+#include "model/hybrid_model.h"
+#include "model/model_config.h"
+
+#if NEMOTRON_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/rng.h"
+#include "core/workspace.h"
+#include "gemm_peak.h"
+#include "model/attention_mixer.h"
+#include "model/mamba2_mixer.h"
+#include "ops/attention.h"
+#include "ops/ssd_scan.h"
+#include "train/adamw.h"
+
+using namespace nemotron;
+
+namespace {
+
+// Milliseconds of f() on the stream, median of `reps` after one warm-up.
+template <class F>
+double time_ms(cudaStream_t s, int reps, F&& f) {
+  f();
+  cudaEvent_t a, b;
+  NM_CUDA_CHECK(cudaEventCreate(&a));
+  NM_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    NM_CUDA_CHECK(cudaEventRecord(a, s));
+    f();
+    NM_CUDA_CHECK(cudaEventRecord(b, s));
+    NM_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    NM_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+const char* kind_name(model::LayerKind k) {
+  switch (k) {
+    case model::LayerKind::mamba: return "mamba layers";
+    case model::LayerKind::attention: return "attention layers";
+    case model::LayerKind::mlp: return "mlp layers";
+    case model::LayerKind::moe: return "moe layers";
+  }
+  return "layers";
+}
+
+int64_t count_kind(const model::ModelConfig& cfg, model::LayerKind k) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < cfg.num_layers(); ++i) n += cfg.layer_kind(i) == k;
+  return n;
+}
+
+model::Batch random_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, uint64_t seed) {
+  Philox rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
+  for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
+  return {Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
+  int64_t B = 4, T = 4096;
+  int steps = 10;
+  bool reference = false;
+  CLI::App app{"CUDA train-step benchmark (bf16, fp32 masters)"};
+  app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
+  app.add_option("--batch", B, "micro-batch size");
+  app.add_option("--seq-len", T, "sequence length");
+  app.add_option("--steps", steps, "timed steps (median; after warm-up)");
+  app.add_flag("--reference", reference, "also time transformers' NemotronHForCausalLM (python3) on the same GPU");
+  app.add_option("--results", results, "append one JSON line with the figures to this file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "no CUDA device visible\n");
+      return 2;
+    }
+    cuda::CudaBackend gpu(0);
+    Workspace ws(gpu);
+    Context ctx{&gpu, &ws, DType::bf16};
+    cudaStream_t s = gpu.stream();
+    const double peak = measure_gemm_peak_tflops(ctx);
+
+    model::ModelConfig cfg = model::load_model_config(config);
+    model::HybridModel net(cfg, gpu, DType::bf16);
+    net.init(1234);
+    net.params().create_masters();
+    train::AdamW opt(net.params(), {});
+    model::Batch batch = random_batch(cfg, B, T, 99);
+    batch.input_ids = batch.input_ids.to(gpu);
+    batch.labels = batch.labels.to(gpu);
+    const double tokens = static_cast<double>(B * T);
+
+    double loss = 0, norm = 0;
+    auto step = [&] {
+      net.params().zero_grads();
+      loss = net.forward_backward(ctx, batch, 1.0 / tokens).mean();
+      ws.reset();
+      norm = train::clip_grad_norm(net.params(), 1.0);
+      opt.step(1e-4);
+    };
+    step();  // warm-up: allocator, cuBLASLt heuristics
+    const double step_ms = time_ms(s, steps, step);
+    const double flops = 3.0 * net.forward_flops_per_token(T) * tokens;
+    const double tflops = flops / (step_ms * 1e-3) / 1e12;
+    const double tok_s = tokens / (step_ms * 1e-3);
+
+    // Phases: each layer's forward + backward alone, the head + loss (what remains of a
+    // forward_backward), the optimizer, and the attention / scan kernels inside their layers.
+    std::map<std::string, double> phase;
+    Tensor u = ctx.empty({B, T, cfg.hidden_size}, DType::bf16);
+    fill_uniform(u, Philox(5), -1.0, 1.0);
+    double layers_ms = 0;
+    for (const auto& m : net.mixers()) {
+      double ms = time_ms(s, 3, [&] {
+        std::unique_ptr<model::MixerSaved> saved;
+        Tensor out = m->forward(ctx, u, &saved);
+        m->backward(ctx, *saved, out);
+        ws.reset();
+      });
+      phase[kind_name(m->kind())] += ms;
+      layers_ms += ms;
+    }
+    phase["optimizer (grad norm + AdamW)"] = time_ms(s, 3, [&] {
+      train::clip_grad_norm(net.params(), 1.0);
+      opt.step(1e-4);
+    });
+    phase["embedding, norms, LM head + loss"] =
+        std::max(0.0, step_ms - layers_ms - phase["optimizer (grad norm + AdamW)"]);
+    for (const auto& m : net.mixers()) {
+      if (auto* a = dynamic_cast<model::AttentionMixer*>(m.get())) {
+        const int64_t nq = cfg.num_attention_heads, nkv = cfg.num_key_value_heads, hd = cfg.head_dim;
+        Tensor q = ctx.empty({B, T, nq, hd}, DType::bf16), k = ctx.empty({B, T, nkv, hd}, DType::bf16);
+        Tensor v = ctx.empty({B, T, nkv, hd}, DType::bf16), o = ctx.empty({B, T, nq, hd}, DType::bf16);
+        Tensor lse = ctx.empty({B, nq, T}, DType::f32);
+        Tensor dq = ctx.empty(q.shape(), DType::bf16), dk = ctx.empty(k.shape(), DType::bf16),
+               dv = ctx.empty(v.shape(), DType::bf16);
+        for (Tensor* t : {&q, &k, &v}) fill_uniform(*t, Philox(7), -1.0, 1.0);
+        double one = time_ms(s, 3, [&] {
+          ops::attention_forward(ctx, q, k, v, o, lse);
+          ops::attention_backward(ctx, q, k, v, o, lse, o, dq, dk, dv);
+        });
+        phase["  of which attention kernels"] = one * static_cast<double>(count_kind(cfg, model::LayerKind::attention));
+        (void)a;
+        break;
+      }
+    }
+    for (const auto& m : net.mixers()) {
+      if (dynamic_cast<model::Mamba2Mixer*>(m.get())) {
+        const int64_t nH = cfg.mamba_num_heads, P = cfg.mamba_head_dim, G = cfg.n_groups, N = cfg.ssm_state_size;
+        ops::SsdScanArgs a;
+        a.x = ctx.empty({B, T, nH, P}, DType::bf16);
+        a.dt = ctx.empty({B, T, nH}, DType::f32);
+        a.A = ctx.empty({nH}, DType::f32);
+        a.Bm = ctx.empty({B, T, G, N}, DType::bf16);
+        a.Cm = ctx.empty({B, T, G, N}, DType::bf16);
+        a.D = ctx.empty({nH}, DType::bf16);
+        a.chunk_size = cfg.chunk_size;
+        fill_uniform(a.x, Philox(1), -1.0, 1.0);
+        fill_uniform(a.dt, Philox(2), 0.01, 0.1);
+        fill_uniform(a.A, Philox(3), -4.0, -1.0);
+        fill_uniform(a.Bm, Philox(4), -1.0, 1.0);
+        fill_uniform(a.Cm, Philox(5), -1.0, 1.0);
+        fill_uniform(a.D, Philox(6), 0.5, 1.5);
+        Tensor y = ctx.empty(a.x.shape(), DType::bf16);
+        ops::SsdScanGrads g{ctx.empty(a.x.shape(), DType::bf16), ctx.empty(a.dt.shape(), DType::f32),
+                            ctx.empty(a.Bm.shape(), DType::bf16), ctx.empty(a.Cm.shape(), DType::bf16),
+                            ctx.zeros({nH}, DType::f32), ctx.zeros({nH}, DType::f32), Tensor()};
+        double fwd = time_ms(s, 3, [&] { ops::ssd_scan_forward(ctx, a, y); });
+        double both = time_ms(s, 3, [&] {
+          ops::ssd_scan_forward(ctx, a, y);
+          ops::ssd_scan_backward(ctx, a, y, nullptr, g);
+        });
+        const double layers = static_cast<double>(count_kind(cfg, model::LayerKind::mamba));
+        phase["  of which SSD scan kernels"] = both * layers;
+        // Chunked-scan matmul FLOPs per forward (CB^T per group, then per head: intra-chunk
+        // output, chunk states, inter-chunk output); the backward ~2x.
+        const double Q = static_cast<double>(cfg.chunk_size), Tt = static_cast<double>(B * T);
+        const double scan_flops = Tt * (2.0 * Q * N * G + nH * (2.0 * Q * P + 4.0 * P * N));
+        std::printf("SSD scan alone: forward %.3f ms (%.1f TFLOP/s), forward+backward %.3f ms (%.1f TFLOP/s at 3x)\n",
+                    fwd, scan_flops / (fwd * 1e-3) / 1e12, both, 3.0 * scan_flops / (both * 1e-3) / 1e12);
+        ws.reset();
+        break;
+      }
+    }
+
+    std::printf("device: %s | nemotron %s | config %s | %.1f M params | batch %lld x seq %lld = %.0f tokens/step\n",
+                gpu.name().c_str(), NEMOTRON_VERSION, config.c_str(),
+                static_cast<double>(net.params().numel()) / 1e6, static_cast<long long>(B), static_cast<long long>(T),
+                tokens);
+    std::printf("measured bf16 GEMM peak (8192^3, cuBLASLt): %.1f TFLOP/s\n", peak);
+    std::printf("train step: %.2f ms | %.0f tokens/s | %.1f TFLOP/s model | MFU %.1f%% | loss %.4f | grad norm %.3f | "
+                "peak memory %.2f GiB\n",
+                step_ms, tok_s, tflops, 100.0 * tflops / peak, loss, norm,
+                static_cast<double>(gpu.peak_bytes()) / (1ull << 30));
+    std::printf("phase breakdown (each timed alone, ms per step):\n");
+    for (const auto& [name, ms] : phase) std::printf("  %-36s %9.2f  (%4.1f%%)\n", name.c_str(), ms, 100.0 * ms / step_ms);
+
+    nlohmann::json rec = {{"config", config},   {"batch", B},           {"seq_len", T},
+                          {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
+                          {"gemm_peak_tflops", peak}, {"mfu", tflops / peak}, {"device", gpu.name()},
+                          {"version", NEMOTRON_VERSION},
+                          {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}, {"params", net.params().numel()}};
+    if (reference) {
+      // Same config, transformers' model, same GPU: tools/bench_transformers.py prints one JSON line.
+      const std::string cfg_json = "/tmp/nemotron_bench_config.json";
+      std::ofstream(cfg_json) << model::model_config_to_hf_json(cfg).dump(2);
+      const std::string cmd = fmt::format("python3 tools/bench_transformers.py --config {} --batch {} --seq-len {} --steps {}",
+                                          cfg_json, B, T, std::max(3, steps / 2));
+      std::FILE* p = popen(cmd.c_str(), "r");
+      std::string out;
+      char buf[4096];
+      while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+      int rc = p ? pclose(p) : -1;
+      auto last = out.rfind("{\"transformers\"");
+      if (rc == 0 && last != std::string::npos) {
+        nlohmann::json ref = nlohmann::json::parse(out.substr(last));
+        const double ref_tok = ref.at("tokens_per_s").get<double>();
+        std::printf("transformers %s NemotronHForCausalLM (%s): %.2f ms/step, %.0f tokens/s, MFU %.1f%% -> nemotron is %.1fx\n",
+                    ref.value("transformers", "?").c_str(), ref.value("path", "?").c_str(),
+                    ref.at("step_ms").get<double>(), ref_tok, 100.0 * (3.0 * net.forward_flops_per_token(T) * ref_tok / 1e12) / peak,
+                    tok_s / ref_tok);
+        rec["transformers"] = ref;
+        rec["speedup_vs_transformers"] = tok_s / ref_tok;
+      } else {
+        std::printf("transformers reference failed (exit %d):\n%s\n", rc, out.c_str());
+      }
+    }
+    if (!results.empty()) std::ofstream(results, std::ios::app) << rec.dump() << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
+
+#else
+int main() {
+  std::fprintf(stderr, "cuda_train_step: this build has no CUDA (configure with -DNEMOTRON_CUDA=ON)\n");
+  return 2;
+}
+#endif
