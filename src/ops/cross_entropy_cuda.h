@@ -19,10 +19,7 @@ struct CrossEntropyCudaArgs {
   int64_t N = 0, V = 0;
   float grad_scale = 1.0f;
   bool bf16 = false;
-  // 0: the default (with dlogits and rows up to 512 KiB: one cluster of up to 8 blocks per row,
-  // the row held in shared memory; else one 512-thread block per row). 256, 512 or 1024: always
-  // one block per row of that size (a benchmark knob).
-  int threads = 0;
+  int threads = 0;  // block size: 0 (the default, 512), 256, 512 or 1024 (a benchmark knob)
 };
 
 // Reads back (one 8-byte copy, which waits for the stream) the first row whose target is >= V
