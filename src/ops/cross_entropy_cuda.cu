@@ -1,7 +1,11 @@
-// Fused softmax cross-entropy: one block of 1024 threads per row. Pass 1 reads the row once with
-// a per-thread online max/sum (float32, 16-byte loads when the row allows), merged across the
-// block; pass 2 re-reads the row (mostly from L2: one row per SM is in flight) and writes the
-// gradient, in place when dlogits aliases logits. No float32 copy of the logits is made.
+// Fused softmax cross-entropy: one block per row (512 threads, two rows per SM, so one block's
+// reduction and launch overlap the other's streaming). Pass 1 reads the row once with a
+// per-thread online max/sum (float32, 16-byte loads when the row allows), merged across the
+// block; pass 2 re-reads the row backwards (the packs read last, likeliest still in L2, first) and
+// writes the gradient, in place when dlogits aliases logits. No float32 copy of the logits is made.
+// Measured on an H200 (copy 4.27 TB/s), [8192, 131072] bf16: forward 0.63 ms, forward + backward
+// in place 1.58 ms (256 threads: 0.58 / 1.58 ms; a cluster form holding the row in shared memory
+// was slower, 1.93 ms, see git history).
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -13,7 +17,7 @@ namespace nemotron::ops {
 namespace {
 
 using u64 = unsigned long long;
-constexpr int kThreads = 1024;
+constexpr int kUnroll = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ inline float to_f(float v) { return v; }
@@ -36,6 +40,7 @@ __device__ inline void merge(float& m, float& s, float m2, float s2) {
   m = M;
 }
 
+template <int kThreads>
 __device__ void block_merge(float& m, float& s) {
   __shared__ float sm[kThreads / 32], ss[kThreads / 32];
   for (int o = 16; o > 0; o >>= 1) merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
@@ -53,8 +58,9 @@ __device__ void block_merge(float& m, float& s) {
   m = sm[0], s = ss[0];
 }
 
-template <class T, int VEC>
-__global__ void __launch_bounds__(kThreads, 1)
+// kThreads per block, 1024 / kThreads blocks per SM (64 registers a thread).
+template <class T, int VEC, int kThreads>
+__global__ void __launch_bounds__(kThreads, 1024 / kThreads)
     ce_kernel(const T* logits, T* dlogits, const void* targets, bool targets64, const void* mask, bool mask_f32,
               float* losses, int64_t V, float grad_scale, u64* bad) {
   using P = Pack<T, VEC>;
@@ -73,17 +79,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     float m = -INFINITY, s = 0.0f;
     const int64_t packs = V / VEC;
     const P* prow = reinterpret_cast<const P*>(row);
-    for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
-      P x = prow[p];
-      float f[VEC], mx = -INFINITY;
+    // kUnroll loads in flight per thread before any math: enough bytes in flight per SM to keep
+    // HBM busy with one row per SM.
+    for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * kThreads) {
+      P x[kUnroll];
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) f[k] = to_f(x.v[k]), mx = fmaxf(mx, f[k]);
-      float part = 0.0f;
+      for (int u = 0; u < kUnroll; ++u)
+        if (p0 + u * kThreads < packs) x[u] = prow[p0 + u * kThreads];
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) part += exp2f((f[k] - mx) * kLog2e);
-      merge(m, s, mx, part);
+      for (int u = 0; u < kUnroll; ++u) {
+        if (p0 + u * kThreads >= packs) break;
+        float f[VEC], mx = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) f[k] = to_f(x[u].v[k]), mx = fmaxf(mx, f[k]);
+        float part = 0.0f;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) part += exp2f((f[k] - mx) * kLog2e);
+        merge(m, s, mx, part);
+      }
     }
-    block_merge(m, s);
+    block_merge<kThreads>(m, s);
     lse = m + logf(s);
     if (threadIdx.x == 0) losses[n] = mk * (lse - to_f(row[y]));
   } else if (threadIdx.x == 0 && y < V) {
@@ -95,25 +110,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t packs = V / VEC;
   const P* prow = reinterpret_cast<const P*>(row);
   P* drow = reinterpret_cast<P*>(dlogits + n * V);
-  for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
-    P out;
+  // Backwards over the row: the packs pass 1 read last are the likeliest to be still in L2.
+  const int64_t last = packs - 1 - threadIdx.x;
+  for (int64_t p0 = last; p0 >= 0; p0 -= kUnroll * kThreads) {
+    P x[kUnroll];
     if (g != 0.0f) {
-      P x = prow[p];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (p0 - u * kThreads >= 0) x[u] = prow[p0 - u * kThreads];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 - u * kThreads;
+      if (p < 0) break;
+      P out;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
-        float d = g * exp2f((to_f(x.v[k]) - lse) * kLog2e);
-        if (p * VEC + k == y) d -= g;
+        float d = 0.0f;
+        if (g != 0.0f) {
+          d = g * exp2f((to_f(x[u].v[k]) - lse) * kLog2e);
+          if (p * VEC + k == y) d -= g;
+        }
         out.v[k] = from_f<T>(d);
       }
-    } else {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) out.v[k] = from_f<T>(0.0f);
+      drow[p] = out;
     }
-    drow[p] = out;
   }
 }
 
-template <class T>
+template <class T, int kThreads>
 void launch(const CrossEntropyCudaArgs& a, cudaStream_t s, u64* bad) {
   constexpr int kVec = 16 / sizeof(T);
   const bool vec = a.V % kVec == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
@@ -122,11 +147,23 @@ void launch(const CrossEntropyCudaArgs& a, cudaStream_t s, u64* bad) {
   const T* x = static_cast<const T*>(a.logits);
   T* d = static_cast<T*>(a.dlogits);
   if (vec)
-    ce_kernel<T, kVec><<<grid, kThreads, 0, s>>>(x, d, a.targets, a.targets64, a.mask, a.mask_f32, a.losses, a.V,
-                                                 a.grad_scale, bad);
+    ce_kernel<T, kVec, kThreads><<<grid, kThreads, 0, s>>>(x, d, a.targets, a.targets64, a.mask, a.mask_f32,
+                                                           a.losses, a.V, a.grad_scale, bad);
   else
-    ce_kernel<T, 1><<<grid, kThreads, 0, s>>>(x, d, a.targets, a.targets64, a.mask, a.mask_f32, a.losses, a.V,
-                                              a.grad_scale, bad);
+    ce_kernel<T, 1, kThreads><<<grid, kThreads, 0, s>>>(x, d, a.targets, a.targets64, a.mask, a.mask_f32, a.losses,
+                                                        a.V, a.grad_scale, bad);
+}
+
+template <class T>
+cudaError_t launch_threads(const CrossEntropyCudaArgs& a, cudaStream_t s, u64* bad) {
+  switch (a.threads) {
+    case 256: launch<T, 256>(a, s, bad); break;
+    case 0:
+    case 512: launch<T, 512>(a, s, bad); break;
+    case 1024: launch<T, 1024>(a, s, bad); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -139,9 +176,7 @@ cudaError_t softmax_cross_entropy_cuda(const CrossEntropyCudaArgs& a, cudaStream
   if (err != cudaSuccess) return err;
   err = cudaMemsetAsync(bad, 0xff, sizeof(u64), s);
   if (err == cudaSuccess) {
-    if (a.bf16) launch<__nv_bfloat16>(a, s, bad);
-    else launch<float>(a, s, bad);
-    err = cudaGetLastError();
+    err = a.bf16 ? launch_threads<__nv_bfloat16>(a, s, bad) : launch_threads<float>(a, s, bad);
   }
   u64 host = ~0ull;
   if (err == cudaSuccess) err = cudaMemcpyAsync(&host, bad, sizeof(u64), cudaMemcpyDeviceToHost, s);

@@ -19,6 +19,7 @@ struct CrossEntropyCudaArgs {
   int64_t N = 0, V = 0;
   float grad_scale = 1.0f;
   bool bf16 = false;
+  int threads = 0;  // block size: 0 (the default, 512), 256, 512 or 1024 (a benchmark knob)
 };
 
 // Reads back (one 8-byte copy, which waits for the stream) the first row whose target is >= V
