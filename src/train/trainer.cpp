@@ -151,7 +151,7 @@ StepRecord Trainer::train_step() {
   r.iteration = iteration_ + 1;
   r.lm_loss = sum.mean();
   r.aux_loss = balancer_.step_aux_loss();
-  r.grad_norm = clip_grad_norm(net_.params(), cfg_.optimizer.clip_grad);
+  r.grad_norm = opt_.clip_grad_norm(cfg_.optimizer.clip_grad);
   if (!std::isfinite(r.lm_loss) || !std::isfinite(r.grad_norm))
     throw Error(
         fmt::format("iteration {}: lm loss {} / grad norm {} is not finite; stopping before the update "
