@@ -65,7 +65,7 @@ double median_ms(F f, int reps) {
   return ms[reps / 2];
 }
 
-void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t Q) {
+void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t Q, bool profile = false) {
   using bf = __nv_bfloat16;
   const int64_t BT = B * T;
   ops::SsdScanCudaArgs a;
@@ -111,6 +111,14 @@ void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int6
   };
   line("forward", fwd_ms, fwd_flops, fwd_bytes);
   line("backward", bwd_ms, bwd_flops, bwd_bytes);
+  if (profile) {  // one more call of each with the per-phase timer on
+    setenv("NEMOTRON_SSD_PROFILE", "1", 1);
+    std::printf("  forward phases:\n");
+    CHECK(ops::ssd_scan_forward_cuda(a, nullptr));
+    std::printf("  backward phases:\n");
+    CHECK(ops::ssd_scan_backward_cuda(a, nullptr));
+    unsetenv("NEMOTRON_SSD_PROFILE");
+  }
   for (const void* p : {a.x, a.Bm, a.Cm, a.D, static_cast<const void*>(a.dt), static_cast<const void*>(a.A), a.dy,
                         static_cast<const void*>(a.y), static_cast<const void*>(a.dx), static_cast<const void*>(a.dBm),
                         static_cast<const void*>(a.dCm), static_cast<const void*>(a.ddt),
@@ -124,10 +132,10 @@ int main(int argc, char** argv) {
   if (argc == 8) {
     int64_t v[7];
     for (int i = 0; i < 7; ++i) v[i] = std::atoll(argv[i + 1]);
-    run(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+    run(v[0], v[1], v[2], v[3], v[4], v[5], v[6], true);
     return 0;
   }
-  run(2, 4096, 64, 64, 8, 128, 128);
+  run(2, 4096, 64, 64, 8, 128, 128, true);
   run(2, 4096, 128, 64, 8, 128, 128);
   run(2, 4096, 64, 64, 8, 128, 64);
   run(2, 4096, 64, 64, 8, 128, 256);

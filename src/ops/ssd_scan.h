@@ -2,7 +2,10 @@
 // Per batch b and head h (group g(h) = h / (nH/G)), state S [P, N], S_{-1} = initial state or 0:
 //   S_t = exp(dt_t A_h) S_{t-1} + dt_t x_t B_t^T,   y_t = S_t C_t + D_h x_t
 // Shapes: x [B, T, nH, P], dt [B, T, nH] (already softplus'ed and clamped), A [nH] (negative),
-// Bm, Cm [B, T, G, N], D [nH], initial/final state [B, nH, P, N]. One float dtype throughout.
+// Bm, Cm [B, T, G, N], D [nH], initial/final state [B, nH, P, N].
+// Dtypes (src/ops/CUDA.md), for a compute dtype T: x, Bm, Cm, D, y, dy, dx, dBm, dCm in T; dt, A,
+// ddt, the initial/final states and their gradients in stat_dtype(T) (float32 on a bf16 call); dA
+// and dD in grad_dtype(T), accumulated. On the CPU all of these coincide.
 //
 // ssd_scan_forward is the chunked SSD algorithm of A.3.3 (chunk length Q = chunk_size, the last
 // chunk may be shorter, Q may exceed T): per chunk, C B^T and the masked decay matrix give the
@@ -13,7 +16,8 @@
 // state gradient, using the transposed products of the forward. Nothing beyond the inputs is saved
 // between forward and backward; per-task scratch is O(Q^2 + Q(P+N) + (T/Q) (nH/G) P N).
 // Work is parallel over (batch, group) so that C B^T is shared by the heads of a group and dBm/dCm
-// (summed over those heads) have a single writer.
+// (summed over those heads) have a single writer. The CUDA kernels (ssd_scan_cuda.cu) run the same
+// chunked algorithm as tile GEMMs, deterministic (fixed-order reductions, no atomics).
 #pragma once
 #include "core/context.h"
 

@@ -4,6 +4,9 @@
 // (the decay gradients of all chunk products collapse to these row dots), so no per-element
 // decay gradient is formed. All reductions run in a fixed order (no atomics): deterministic.
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "ops/ssd_scan_cuda.h"
 #include "ops/ssd_scan_cuda_problems.cuh"
@@ -14,7 +17,7 @@ namespace {
 
 using ssd::Dims;
 
-constexpr int kPassThreads = 256, kPassPerThread = 4, kPassSlice = kPassThreads * kPassPerThread;
+constexpr int kPassThreads = 256, kPassSlice = kPassThreads;  // one state element per thread
 
 Dims make_dims(const SsdScanCudaArgs& a) {
   Dims d;
@@ -22,21 +25,33 @@ Dims make_dims(const SsdScanCudaArgs& a) {
   d.P = static_cast<int>(a.P), d.G = static_cast<int>(a.G), d.N = static_cast<int>(a.N);
   d.Q = static_cast<int>(std::min(a.Q, a.T)), d.nc = static_cast<int>((a.T + d.Q - 1) / d.Q);
   d.hpg = d.nH / d.G, d.Qm = d.Q;
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  d.vec = d.P % 8 == 0 && d.N % 8 == 0 && d.Qm % 8 == 0 && aligned(a.x) && aligned(a.Bm) && aligned(a.Cm) &&
+          aligned(a.dy);
   return d;
 }
 
-// lam[b, h, t] = in-chunk cumulative sum of dt A_h; one thread per (b, chunk, head).
-__global__ void lam_kernel(Dims d, const float* dt, const float* A, float* lam) {
-  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (idx >= int64_t(d.B) * d.nc * d.nH) return;
-  const int h = static_cast<int>(idx % d.nH), c = static_cast<int>((idx / d.nH) % d.nc);
-  const int b = static_cast<int>(idx / (int64_t(d.nH) * d.nc));
+// lam[b, h, t] = in-chunk cumulative sum of dt A_h; one warp per (b, chunk, head), 32 tokens per
+// step with a shuffle scan.
+__global__ void lam_kernel(Dims d, const float* __restrict__ dt, const float* __restrict__ A, float* __restrict__ lam) {
+  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= int64_t(d.B) * d.nc * d.nH) return;  // whole warps leave together
+  const int h = static_cast<int>(warp % d.nH), c = static_cast<int>((warp / d.nH) % d.nc);
+  const int b = static_cast<int>(warp / (int64_t(d.nH) * d.nc));
   const int t0 = c * d.Q, t1 = min(d.T, t0 + d.Q);
   const float Ah = A[h];
-  float acc = 0.f;
-  for (int t = t0; t < t1; ++t) {
-    acc += dt[d.dti(b, t, h)] * Ah;
-    lam[d.lami(b, h, t)] = acc;
+  float carry = 0.f;
+  for (int base = t0; base < t1; base += 32) {
+    const int t = base + lane;
+    float v = t < t1 ? dt[d.dti(b, t, h)] * Ah : 0.f;
+    for (int o = 1; o < 32; o <<= 1) {
+      const float u = __shfl_up_sync(0xffffffffu, v, o);
+      if (lane >= o) v += u;
+    }
+    v += carry;
+    if (t < t1) lam[d.lami(b, h, t)] = v;
+    carry = __shfl_sync(0xffffffffu, v, 31);
   }
 }
 
@@ -45,31 +60,22 @@ __device__ inline float chunk_last(const Dims& d, const float* lam, int b, int h
 }
 
 // states slot c holds S_loc of chunk c on entry and the state entering chunk c on exit; slot nc
-// gets the final state. One block per (b, h) and slice of P*N.
-__global__ void state_pass_kernel(Dims d, const float* lam, const float* init, float* states, float* final_state) {
+// gets the final state. One thread per (b, h, state element), the next chunk's load issued ahead.
+__global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
+                                  float* __restrict__ states, float* __restrict__ final_state) {
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
-  const int64_t PN = int64_t(d.P) * d.N;
-  float S[kPassPerThread];
-  int64_t e[kPassPerThread];
-  for (int q = 0; q < kPassPerThread; ++q) {
-    e[q] = blockIdx.y * int64_t(kPassSlice) + q * kPassThreads + threadIdx.x;
-    S[q] = init && e[q] < PN ? init[bh * PN + e[q]] : 0.f;
-  }
+  const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
+  if (e >= PN) return;
+  float S = init ? init[bh * PN + e] : 0.f;
+  float next = states[d.sti(b, h, 0) + e];
   for (int c = 0; c < d.nc; ++c) {
-    float* st = states + d.sti(b, h, c);
-    const float decay = expf(chunk_last(d, lam, b, h, c));
-    for (int q = 0; q < kPassPerThread; ++q) {
-      if (e[q] >= PN) continue;
-      const float loc = st[e[q]];
-      st[e[q]] = S[q];
-      S[q] = decay * S[q] + loc;
-    }
+    const float loc = next;
+    if (c + 1 < d.nc) next = states[d.sti(b, h, c + 1) + e];
+    states[d.sti(b, h, c) + e] = S;
+    S = expf(chunk_last(d, lam, b, h, c)) * S + loc;
   }
-  for (int q = 0; q < kPassPerThread; ++q) {
-    if (e[q] >= PN) continue;
-    states[d.sti(b, h, d.nc) + e[q]] = S[q];
-    if (final_state) final_state[bh * PN + e[q]] = S[q];
-  }
+  states[d.sti(b, h, d.nc) + e] = S;
+  if (final_state) final_state[bh * PN + e] = S;
 }
 
 __device__ float block_sum(float v, float* red) {
@@ -85,35 +91,25 @@ __device__ float block_sum(float v, float* red) {
 
 // The adjoint pass, chunks in reverse: dstates slot c holds Z_c on entry and dSout of chunk c on
 // exit; sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0.
-__global__ void state_adjoint_pass_kernel(Dims d, const float* lam, const float* states, const float* d_final,
-                                          float* dstates, float* sdot, float* d_init) {
+__global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ states,
+                                          const float* __restrict__ d_final, float* __restrict__ dstates,
+                                          float* __restrict__ sdot, float* __restrict__ d_init) {
   __shared__ float red[kPassThreads / 32];
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
-  const int64_t PN = int64_t(d.P) * d.N;
-  float dS[kPassPerThread];
-  int64_t e[kPassPerThread];
-  for (int q = 0; q < kPassPerThread; ++q) {
-    e[q] = blockIdx.y * int64_t(kPassSlice) + q * kPassThreads + threadIdx.x;
-    dS[q] = d_final && e[q] < PN ? d_final[bh * PN + e[q]] : 0.f;
-  }
+  const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
+  const bool live = e < PN;  // every thread stays for the block sums
+  float dS = live && d_final ? d_final[bh * PN + e] : 0.f;
+  float z_next = live ? dstates[d.dsti(b, h, d.nc - 1) + e] : 0.f;
+  float s_next = live ? states[d.sti(b, h, d.nc) + e] : 0.f;
   for (int c = d.nc - 1; c >= 0; --c) {
-    float* ds = dstates + d.dsti(b, h, c);
-    const float* sout = states + d.sti(b, h, c + 1);
-    const float decay = expf(chunk_last(d, lam, b, h, c));
-    float dot = 0.f;
-    for (int q = 0; q < kPassPerThread; ++q) {
-      if (e[q] >= PN) continue;
-      const float z = ds[e[q]];
-      ds[e[q]] = dS[q];
-      dot += dS[q] * sout[e[q]];
-      dS[q] = decay * dS[q] + z;
-    }
-    dot = block_sum(dot, red);
+    const float z = z_next, sout = s_next;
+    if (live && c > 0) z_next = dstates[d.dsti(b, h, c - 1) + e], s_next = states[d.sti(b, h, c) + e];
+    if (live) dstates[d.dsti(b, h, c) + e] = dS;
+    const float dot = block_sum(dS * sout, red);
     if (threadIdx.x == 0) sdot[(int64_t(bh) * d.nc + c) * gridDim.y + blockIdx.y] = dot;
+    dS = expf(chunk_last(d, lam, b, h, c)) * dS + z;
   }
-  if (d_init)
-    for (int q = 0; q < kPassPerThread; ++q)
-      if (e[q] < PN) d_init[bh * PN + e[q]] = dS[q];
+  if (d_init && live) d_init[bh * PN + e] = dS;
 }
 
 // Per (b, c, h): dlam from the row dots, then ddt = A da + rx (da = reverse cumsum of dlam) and
@@ -179,6 +175,33 @@ struct Scratch {
   }
 };
 
+// With NEMOTRON_SSD_PROFILE set, each call prints the time of its phases (synchronises: benchmarks only).
+struct Phases {
+  static constexpr int kMax = 16;
+  bool on;
+  cudaStream_t s;
+  cudaEvent_t ev[kMax];
+  const char* name[kMax];
+  int n = 0;
+  explicit Phases(cudaStream_t st) : on(std::getenv("NEMOTRON_SSD_PROFILE") != nullptr), s(st) { mark("start"); }
+  void mark(const char* what) {
+    if (!on || n >= kMax) return;
+    cudaEventCreate(&ev[n]);
+    cudaEventRecord(ev[n], s);
+    name[n++] = what;
+  }
+  ~Phases() {
+    if (!on) return;
+    cudaEventSynchronize(ev[n - 1]);
+    for (int i = 1; i < n; ++i) {
+      float ms = 0.f;
+      cudaEventElapsedTime(&ms, ev[i - 1], ev[i]);
+      std::printf("    %-12s %.3f ms\n", name[i], ms);
+    }
+    for (int i = 0; i < n; ++i) cudaEventDestroy(ev[i]);
+  }
+};
+
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 #define SSD_TRY(call)                        \
@@ -189,21 +212,25 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 
 // Shared first half of forward and backward: lam, CB, and the state entering every chunk.
 template <class T>
-cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s, Scratch& sc, float* lam, float* cb,
-                         float* states, float* final_state) {
+cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s, Scratch& sc, Phases& ph, float* lam,
+                         float* cb, float* states, float* final_state) {
   const int64_t bch = int64_t(d.B) * d.nc * d.nH, bcg = int64_t(d.B) * d.nc * d.G;
-  lam_kernel<<<blocks_for(bch, 128), 128, 0, s>>>(d, a.dt, a.A, lam);
+  lam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, lam);
   SSD_TRY(cudaGetLastError());
+  ph.mark("lam");
   ssd::ProbCB<T> pcb;
   pcb.d = d, pcb.Bm = static_cast<const T*>(a.Bm), pcb.Cm = static_cast<const T*>(a.Cm), pcb.cb = cb;
   SSD_TRY(ssd::launch_tile_gemm(pcb, bcg, d.Q, d.Q, s));
+  ph.mark("CB");
   ssd::ProbChunkState<T> pst;
   pst.d = d, pst.x = static_cast<const T*>(a.x), pst.dy = nullptr, pst.BC = static_cast<const T*>(a.Bm);
   pst.dt = a.dt, pst.lam = lam, pst.out = states;
   SSD_TRY(ssd::launch_tile_gemm(pst, bch, d.P, d.N, s));
+  ph.mark("chunk_state");
   const int64_t PN = int64_t(d.P) * d.N;
   state_pass_kernel<<<dim3(d.B * d.nH, blocks_for(PN, kPassSlice)), kPassThreads, 0, s>>>(d, lam, a.initial_state,
                                                                                           states, final_state);
+  ph.mark("state_pass");
   return cudaGetLastError();
 }
 
@@ -212,16 +239,18 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const Dims d = make_dims(a);
   const int64_t PN = int64_t(d.P) * d.N;
   Scratch sc{s};
+  Phases ph(s);
   float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
   float* cb = sc.get(int64_t(d.B) * d.nc * d.G * d.Qm * d.Qm);
   float* states = sc.get(int64_t(d.B) * d.nH * (d.nc + 1) * PN);
   if (sc.err != cudaSuccess) return sc.release(sc.err);
-  SSD_TRY(chunk_states<T>(a, d, s, sc, lam, cb, states, a.final_state));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, states, a.final_state));
   ssd::ProbY<T> py;
   py.d = d, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
   py.dy = nullptr, py.dt = a.dt, py.lam = lam, py.cb = cb, py.states = states, py.y = static_cast<T*>(a.y);
   py.r1 = nullptr, py.n_tiles = 0;
   SSD_TRY(ssd::launch_tile_gemm(py, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s));
+  ph.mark("Y");
   return sc.release(cudaSuccess);
 }
 
@@ -232,6 +261,7 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const int n_tiles = (d.P + ssd::kBN - 1) / ssd::kBN;
   const int slices = static_cast<int>(blocks_for(PN, kPassSlice));
   Scratch sc{s};
+  Phases ph(s);
   float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
   float* cb = sc.get(bcg * d.Qm * d.Qm);
   float* dcb = sc.get(bcg * d.Qm * d.Qm);
@@ -247,37 +277,44 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const T *x = static_cast<const T*>(a.x), *dy = static_cast<const T*>(a.dy);
   const T *Bm = static_cast<const T*>(a.Bm), *Cm = static_cast<const T*>(a.Cm);
 
-  SSD_TRY(chunk_states<T>(a, d, s, sc, lam, cb, states, nullptr));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, states, nullptr));
   ssd::ProbChunkState<T> pz;
   pz.d = d, pz.x = x, pz.dy = dy, pz.BC = Cm, pz.dt = a.dt, pz.lam = lam, pz.out = dstates;
   SSD_TRY(ssd::launch_tile_gemm(pz, bch, d.P, d.N, s));
+  ph.mark("Z");
   state_adjoint_pass_kernel<<<dim3(d.B * d.nH, slices), kPassThreads, 0, s>>>(d, lam, states, a.d_final_state, dstates,
                                                                                sdot, a.d_initial_state);
   SSD_TRY(cudaGetLastError());
+  ph.mark("adjoint_pass");
 
   ssd::ProbY<T> py;
   py.d = d, py.x = x, py.Cm = Cm, py.D = static_cast<const T*>(a.D), py.dy = dy, py.dt = a.dt, py.lam = lam;
   py.cb = cb, py.states = states, py.y = nullptr, py.r1 = r1, py.n_tiles = n_tiles;
   SSD_TRY(ssd::launch_tile_gemm(py, bch, d.Q, d.P, s));
+  ph.mark("Y_rowdot");
   ssd::ProbDxb<T> pdx;
   pdx.d = d, pdx.x = x, pdx.Bm = Bm, pdx.D = static_cast<const T*>(a.D), pdx.dy = dy, pdx.dt = a.dt, pdx.lam = lam;
   pdx.cb = cb, pdx.dstates = dstates, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
   pdx.n_tiles = n_tiles;
   SSD_TRY(ssd::launch_tile_gemm(pdx, bch, d.Q, d.P, s));
+  ph.mark("dxb");
   ssd::ProbDCB<T> pdcb;
   pdcb.d = d, pdcb.x = x, pdcb.dy = dy, pdcb.dt = a.dt, pdcb.lam = lam, pdcb.dcb = dcb;
   SSD_TRY(ssd::launch_tile_gemm(pdcb, bcg, d.Q, d.Q, s));
+  ph.mark("dCB");
   for (bool is_dB : {false, true}) {
     ssd::ProbDBC<T> p;
     p.d = d, p.is_dB = is_dB, p.x = x, p.dy = dy, p.Bm = Bm, p.Cm = Cm, p.dt = a.dt, p.lam = lam, p.dcb = dcb;
     p.states = states, p.dstates = dstates, p.out = static_cast<T*>(is_dB ? a.dBm : a.dCm);
     SSD_TRY(ssd::launch_tile_gemm(p, bcg, d.Q, d.N, s));
+    ph.mark(is_dB ? "dB" : "dC");
   }
   dlam_kernel<<<blocks_for(bch, 128), 128, 0, s>>>(d, a.dt, a.A, r1, rx, rdd, n_tiles, sdot, slices, a.ddt, dA_part,
                                                    dD_part);
   SSD_TRY(cudaGetLastError());
   param_reduce_kernel<<<blocks_for(d.nH, 128), 128, 0, s>>>(d, dA_part, dD_part, a.dA, a.dD);
   SSD_TRY(cudaGetLastError());
+  ph.mark("dlam+dA/dD");
   return sc.release(cudaSuccess);
 }
 

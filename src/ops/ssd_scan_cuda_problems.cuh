@@ -10,6 +10,7 @@ namespace nemotron::ops::ssd {
 
 struct Dims {
   int B, T, nH, P, G, N, Q, nc, hpg, Qm;  // Qm = min(Q, T): the stride of per-chunk Q x Q scratch
+  bool vec;  // P, N, Qm multiples of 8 and 16-byte aligned tensors: runs of 8 load as vectors
   __device__ int64_t xi(int b, int t, int h) const { return ((int64_t(b) * T + t) * nH + h) * P; }
   __device__ int64_t bci(int b, int t, int g) const { return ((int64_t(b) * T + t) * G + g) * N; }
   __device__ int64_t dti(int b, int t, int h) const { return (int64_t(b) * T + t) * nH + h; }
@@ -19,6 +20,28 @@ struct Dims {
   __device__ int64_t dsti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * nc + c) * P * N; }
   __device__ int64_t cbi(int b, int c, int g) const { return ((int64_t(b) * nc + c) * G + g) * Qm * Qm; }
 };
+
+// v[0..8) = p[0..cnt) (zeros after): one 16-byte (bf16) or two (float) loads for a full aligned run.
+template <class T>
+__device__ inline void ld_run(const T* p, int cnt, bool vec, float* v) {
+  if (vec && cnt == 8) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+      }
+    } else {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = i < cnt ? to_f(p[i]) : 0.f;
+}
 
 // Fast exp for bf16 (its rounding dwarfs __expf's error), the accurate one for float32.
 template <class T>
@@ -49,7 +72,8 @@ __device__ inline Item group_item(const Dims& d, int idx) {
   return it;
 }
 
-// Defaults shared by the problems.
+// Defaults shared by the problems. Loaders fill v[0..8) with a run of `cnt` consecutive elements
+// along the operand's contiguous index (k when a_kfast/b_kfast, else m or n), zeros after.
 template <class TT>
 struct ProbBase {
   using T = TT;
@@ -58,6 +82,8 @@ struct ProbBase {
   __device__ float scale(const Item&, int, int, int) const { return 1.f; }
   __device__ bool skip(const Item&, int, int) const { return false; }
   __device__ int nseg(const Item&) const { return 1; }
+  __device__ const T* a_src(const Item&, int, int, int) const { return nullptr; }
+  __device__ const T* b_src(const Item&, int, int, int) const { return nullptr; }
 };
 
 // CB[l, s] = C_l . B_s per (b, c, g); the upper triangle (never read) is skipped.
@@ -72,8 +98,14 @@ struct ProbCB : ProbBase<T> {
   __device__ void k_range(const Item&, int, int, int, int& lo, int& hi) const { lo = 0, hi = this->d.N; }
   __device__ bool a_kfast(int) const { return true; }
   __device__ bool b_kfast(int) const { return true; }
-  __device__ float a(const Item& it, int, int l, int n) const { return to_f(Cm[this->d.bci(it.b, it.t0 + l, it.g) + n]); }
-  __device__ float b(const Item& it, int, int n, int s) const { return to_f(Bm[this->d.bci(it.b, it.t0 + s, it.g) + n]); }
+  __device__ const T* a_src(const Item& it, int, int l, int n) const { return Cm + this->d.bci(it.b, it.t0 + l, it.g) + n; }
+  __device__ const T* b_src(const Item& it, int, int n, int s) const { return Bm + this->d.bci(it.b, it.t0 + s, it.g) + n; }
+  __device__ void a_run(const Item& it, int, int l, int n, int cnt, float* v) const {
+    ld_run(Cm + this->d.bci(it.b, it.t0 + l, it.g) + n, cnt, this->d.vec, v);
+  }
+  __device__ void b_run(const Item& it, int, int n, int s, int cnt, float* v) const {
+    ld_run(Bm + this->d.bci(it.b, it.t0 + s, it.g) + n, cnt, this->d.vec, v);
+  }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int) const {
     float* out = cb + this->d.cbi(it.b, it.c, it.g);
     for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
@@ -84,7 +116,7 @@ struct ProbCB : ProbBase<T> {
 };
 
 // The chunk's own state contribution S_loc[p, n] = sum_l w_l xb[l, p] B[l, n] (state slot c; the
-// state pass turns it into the entering state), or with `z` its adjoint Z[p, n] = sum_l
+// state pass turns it into the entering state), or with `dy` its adjoint Z[p, n] = sum_l
 // exp(lam_l) dy[l, p] C[l, n] (dstates slot c).
 template <class T>
 struct ProbChunkState : ProbBase<T> {
@@ -97,15 +129,25 @@ struct ProbChunkState : ProbBase<T> {
   __device__ void k_range(const Item& it, int, int, int, int& lo, int& hi) const { lo = 0, hi = it.L; }
   __device__ bool a_kfast(int) const { return false; }
   __device__ bool b_kfast(int) const { return false; }
-  __device__ float a(const Item& it, int, int p, int l) const {
+  __device__ void a_run(const Item& it, int, int p, int l, int cnt, float* v) const {  // run over p
     const Dims& d = this->d;
     const int t = it.t0 + l;
     const float lm = lam[d.lami(it.b, it.h, t)];
-    if (dy) return to_f(dy[d.xi(it.b, t, it.h) + p]) * ex<T>(lm);
-    const float last = lam[d.lami(it.b, it.h, it.t0 + it.L - 1)];
-    return to_f(x[d.xi(it.b, t, it.h) + p]) * dt[d.dti(it.b, t, it.h)] * ex<T>(last - lm);
+    float f;
+    if (dy) {
+      ld_run(dy + d.xi(it.b, t, it.h) + p, cnt, d.vec, v);
+      f = ex<T>(lm);
+    } else {
+      ld_run(x + d.xi(it.b, t, it.h) + p, cnt, d.vec, v);
+      f = dt[d.dti(it.b, t, it.h)] * ex<T>(lam[d.lami(it.b, it.h, it.t0 + it.L - 1)] - lm);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= f;
   }
-  __device__ float b(const Item& it, int, int l, int n) const { return to_f(BC[this->d.bci(it.b, it.t0 + l, it.g) + n]); }
+  __device__ void b_run(const Item& it, int, int l, int n, int cnt, float* v) const {  // run over n
+    ld_run(BC + this->d.bci(it.b, it.t0 + l, it.g) + n, cnt, this->d.vec, v);
+  }
+  __device__ const T* b_src(const Item& it, int, int l, int n) const { return BC + this->d.bci(it.b, it.t0 + l, it.g) + n; }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int) const {
     const Dims& d = this->d;
     float* o = out + (dy ? d.dsti(it.b, it.h, it.c) : d.sti(it.b, it.h, it.c));
@@ -134,17 +176,36 @@ struct ProbY : ProbBase<T> {
   }
   __device__ bool a_kfast(int) const { return true; }
   __device__ bool b_kfast(int seg) const { return seg == 1; }
-  __device__ float a(const Item& it, int seg, int l, int k) const {
+  __device__ void a_run(const Item& it, int seg, int l, int k, int cnt, float* v) const {  // run over k
     const Dims& d = this->d;
     const float ll = lam[d.lami(it.b, it.h, it.t0 + l)];
-    if (seg == 1) return to_f(Cm[d.bci(it.b, it.t0 + l, it.g) + k]) * ex<T>(ll);
-    if (k > l) return 0.f;
-    return cb[d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k] * ex<T>(ll - lam[d.lami(it.b, it.h, it.t0 + k)]);
+    if (seg == 1) {
+      ld_run(Cm + d.bci(it.b, it.t0 + l, it.g) + k, cnt, d.vec, v);
+      const float f = ex<T>(ll);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] *= f;
+      return;
+    }
+    if (k > l) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = 0.f;
+      return;
+    }
+    ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k, min(cnt, l - k + 1), d.vec, v);
+    const float* ls = lam + d.lami(it.b, it.h, it.t0 + k);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = k + i <= l && i < cnt ? v[i] * ex<T>(ll - ls[i]) : 0.f;
   }
-  __device__ float b(const Item& it, int seg, int k, int p) const {
+  __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
-    if (seg == 1) return states[d.sti(it.b, it.h, it.c) + int64_t(p) * d.N + k];
-    return to_f(x[d.xi(it.b, it.t0 + k, it.h) + p]) * dt[d.dti(it.b, it.t0 + k, it.h)];
+    if (seg == 1) {  // run over k = n
+      ld_run(states + d.sti(it.b, it.h, it.c) + int64_t(p) * d.N + k, cnt, d.vec, v);
+      return;
+    }
+    ld_run(x + d.xi(it.b, it.t0 + k, it.h) + p, cnt, d.vec, v);  // run over p
+    const float f = dt[d.dti(it.b, it.t0 + k, it.h)];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= f;
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int tn) const {
     const Dims& d = this->d;
@@ -185,20 +246,35 @@ struct ProbDxb : ProbBase<T> {
   }
   __device__ bool a_kfast(int seg) const { return seg == 1; }
   __device__ bool b_kfast(int seg) const { return seg == 1; }
-  __device__ float a(const Item& it, int seg, int s, int k) const {
+  __device__ void a_run(const Item& it, int seg, int s, int k, int cnt, float* v) const {
     const Dims& d = this->d;
-    const float ls = lam[d.lami(it.b, it.h, it.t0 + s)];
-    if (seg == 1) {
-      const float last = lam[d.lami(it.b, it.h, it.t0 + it.L - 1)];
-      return ex<T>(last - ls) * to_f(Bm[d.bci(it.b, it.t0 + s, it.g) + k]);
+    if (seg == 1) {  // run over k = n
+      const float ls = lam[d.lami(it.b, it.h, it.t0 + s)];
+      ld_run(Bm + d.bci(it.b, it.t0 + s, it.g) + k, cnt, d.vec, v);
+      const float f = ex<T>(lam[d.lami(it.b, it.h, it.t0 + it.L - 1)] - ls);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] *= f;
+      return;
     }
-    if (k < s) return 0.f;
-    return cb[d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s] * ex<T>(lam[d.lami(it.b, it.h, it.t0 + k)] - ls);
+    // run over s, row l = k of M: M[k, s + i] for s + i <= k
+    if (s > k) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = 0.f;
+      return;
+    }
+    ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s, min(cnt, k - s + 1), d.vec, v);
+    const float lk = lam[d.lami(it.b, it.h, it.t0 + k)];
+    const float* ls = lam + d.lami(it.b, it.h, it.t0 + s);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = s + i <= k && i < cnt ? v[i] * ex<T>(lk - ls[i]) : 0.f;
   }
-  __device__ float b(const Item& it, int seg, int k, int p) const {
+  __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
-    if (seg == 1) return dstates[d.dsti(it.b, it.h, it.c) + int64_t(p) * d.N + k];
-    return to_f(dy[d.xi(it.b, it.t0 + k, it.h) + p]);
+    if (seg == 1) ld_run(dstates + d.dsti(it.b, it.h, it.c) + int64_t(p) * d.N + k, cnt, d.vec, v);  // over n
+    else ld_run(dy + d.xi(it.b, it.t0 + k, it.h) + p, cnt, d.vec, v);                                   // over p
+  }
+  __device__ const T* b_src(const Item& it, int seg, int k, int p) const {
+    return seg == 0 ? dy + this->d.xi(it.b, it.t0 + k, it.h) + p : nullptr;
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int tn) const {
     const Dims& d = this->d;
@@ -238,14 +314,19 @@ struct ProbDCB : ProbBase<T> {
   __device__ void k_range(const Item&, int, int, int, int& lo, int& hi) const { lo = 0, hi = this->d.P; }
   __device__ bool a_kfast(int) const { return true; }
   __device__ bool b_kfast(int) const { return true; }
-  __device__ float a(const Item& it, int j, int l, int p) const {
-    const int h = it.g * this->d.hpg + j;
-    return to_f(dy[this->d.xi(it.b, it.t0 + l, h) + p]);
+  __device__ void a_run(const Item& it, int j, int l, int p, int cnt, float* v) const {
+    ld_run(dy + this->d.xi(it.b, it.t0 + l, it.g * this->d.hpg + j) + p, cnt, this->d.vec, v);
   }
-  __device__ float b(const Item& it, int j, int p, int s) const {
+  __device__ const T* a_src(const Item& it, int j, int l, int p) const {
+    return dy + this->d.xi(it.b, it.t0 + l, it.g * this->d.hpg + j) + p;
+  }
+  __device__ void b_run(const Item& it, int j, int p, int s, int cnt, float* v) const {
     const Dims& d = this->d;
     const int h = it.g * d.hpg + j;
-    return to_f(x[d.xi(it.b, it.t0 + s, h) + p]) * dt[d.dti(it.b, it.t0 + s, h)];
+    ld_run(x + d.xi(it.b, it.t0 + s, h) + p, cnt, d.vec, v);
+    const float f = dt[d.dti(it.b, it.t0 + s, h)];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= f;
   }
   __device__ float scale(const Item& it, int j, int l, int s) const {
     if (s > l) return 0.f;
@@ -283,24 +364,48 @@ struct ProbDBC : ProbBase<T> {
   }
   __device__ bool a_kfast(int seg) const { return seg > 0 || !is_dB; }
   __device__ bool b_kfast(int) const { return false; }
-  __device__ float a(const Item& it, int seg, int m, int k) const {
+  __device__ void a_run(const Item& it, int seg, int m, int k, int cnt, float* v) const {
     const Dims& d = this->d;
     if (seg == 0) {
-      if (is_dB) return k >= m ? dcb[d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + m] : 0.f;
-      return k <= m ? dcb[d.cbi(it.b, it.c, it.g) + int64_t(m) * d.Qm + k] : 0.f;
+      const float* base = dcb + d.cbi(it.b, it.c, it.g);
+      // dC: row m of dCB, run over k <= m; dB: column m of dCB^T = row k of dCB, run over m <= k
+      const int first = is_dB ? m : k, last = is_dB ? k : m;
+      if (first > last) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = 0.f;
+        return;
+      }
+      const int n = min(cnt, last - first + 1);
+      ld_run(base + int64_t(is_dB ? k : m) * d.Qm + (is_dB ? m : k), n, d.vec, v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = i < n ? v[i] : 0.f;
+      return;
     }
-    const int h = it.g * d.hpg + seg - 1, t = it.t0 + m;
+    const int h = it.g * d.hpg + seg - 1, t = it.t0 + m;  // run over k = p
     const float lm = lam[d.lami(it.b, h, t)];
-    if (!is_dB) return to_f(dy[d.xi(it.b, t, h) + k]) * ex<T>(lm);
-    const float last = lam[d.lami(it.b, h, it.t0 + it.L - 1)];
-    return to_f(x[d.xi(it.b, t, h) + k]) * dt[d.dti(it.b, t, h)] * ex<T>(last - lm);
+    float f;
+    if (!is_dB) {
+      ld_run(dy + d.xi(it.b, t, h) + k, cnt, d.vec, v);
+      f = ex<T>(lm);
+    } else {
+      ld_run(x + d.xi(it.b, t, h) + k, cnt, d.vec, v);
+      f = dt[d.dti(it.b, t, h)] * ex<T>(lam[d.lami(it.b, h, it.t0 + it.L - 1)] - lm);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= f;
   }
-  __device__ float b(const Item& it, int seg, int k, int n) const {
+  __device__ const T* b_src(const Item& it, int seg, int k, int n) const {
+    return seg == 0 ? (is_dB ? Cm : Bm) + this->d.bci(it.b, it.t0 + k, it.g) + n : nullptr;
+  }
+  __device__ void b_run(const Item& it, int seg, int k, int n, int cnt, float* v) const {  // run over n
     const Dims& d = this->d;
-    if (seg == 0) return to_f((is_dB ? Cm : Bm)[d.bci(it.b, it.t0 + k, it.g) + n]);
+    if (seg == 0) {
+      ld_run((is_dB ? Cm : Bm) + d.bci(it.b, it.t0 + k, it.g) + n, cnt, d.vec, v);
+      return;
+    }
     const int h = it.g * d.hpg + seg - 1;
     const float* s = is_dB ? dstates + d.dsti(it.b, h, it.c) : states + d.sti(it.b, h, it.c);
-    return s[int64_t(k) * d.N + n];
+    ld_run(s + int64_t(k) * d.N + n, cnt, d.vec, v);
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int) const {
     for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {

@@ -9,8 +9,11 @@
 // A problem type `Prob` provides: `using T`; `Item item(int idx)`; `int rows(it)`, `cols(it)`;
 // `int nseg(it)`; `void k_range(it, seg, m0, n0, lo, hi)` (the segment's k range for this tile;
 // lo a multiple of kBK); `bool a_kfast(seg)`, `b_kfast(seg)` (which index is contiguous in
-// memory, for coalesced loads); `float a(it, seg, m, k)`, `float b(it, seg, k, n)`;
+// memory, for coalesced loads);
 // `static constexpr bool kScaled` and `float scale(it, seg, m, n)`; `bool skip(it, m0, n0)`;
+// loaders `a_run(it, seg, m, k, cnt, v)` / `b_run(it, seg, k, n, cnt, v)` filling v[0..8) with `cnt`
+// consecutive elements along the contiguous index (zeros after); `a_src` / `b_src` (may return
+// null) name runs that are a plain copy of T, which bf16 moves as raw 16-byte vectors;
 // `void epilogue(it, Cs, m0, n0, rows, cols, tn)`.
 #pragma once
 #include <cuda_bf16.h>
@@ -20,7 +23,13 @@
 
 namespace nemotron::ops::ssd {
 
-constexpr int kBM = 64, kBN = 64, kBK = 32, kThreads = 128;
+#ifndef NM_SSD_MIN_BLOCKS  // blocks per SM the register allocation must allow
+#define NM_SSD_MIN_BLOCKS 1
+#endif
+#ifndef NM_SSD_TILE_BK
+#define NM_SSD_TILE_BK 64
+#endif
+constexpr int kBM = 64, kBN = 64, kBK = NM_SSD_TILE_BK, kThreads = 128;
 constexpr int kCsLd = kBN + 4;
 constexpr int kAcc = 32;  // accumulators per thread: a 64x64 tile over 128 threads
 
@@ -55,15 +64,51 @@ __device__ inline void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// 8 raw bf16 kept in the first 4 words of v (the raw-copy path: no conversions).
+template <class T>
+__device__ inline void load_raw(const T* src, float* v) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(src));
+  v[0] = __uint_as_float(u.x), v[1] = __uint_as_float(u.y), v[2] = __uint_as_float(u.z), v[3] = __uint_as_float(u.w);
+}
+
+// Stores a run of 8 into a [rows][ld] tile at p: along the row (contiguous: one 16-byte store in
+// bf16) or down the column. `raw`: v holds 8 bf16 already (bf16 tiles only).
+template <class S>
+__device__ inline void store_run(bool along_row, bool raw, S* p, int ld, const float* v) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) {
+    uint4 u;
+    if (raw) {
+      u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+    } else {
+      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    }
+    if (along_row) {
+      *reinterpret_cast<uint4*>(p) = u;
+    } else {
+      const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&u);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) p[i * ld] = e[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) p[along_row ? i : i * ld] = v[i];
+  }
+}
+
 template <class Prob>
-__global__ void __launch_bounds__(kThreads) tile_gemm_kernel(Prob pr, int n_tiles) {
+__global__ void __launch_bounds__(kThreads, NM_SSD_MIN_BLOCKS) tile_gemm_kernel(Prob pr, int n_tiles) {
   using T = typename Prob::T;
   constexpr bool kMma = std::is_same_v<T, __nv_bfloat16>;
   using S = std::conditional_t<kMma, __nv_bfloat16, float>;
   constexpr int kLd = kMma ? kBK + 8 : kBK + 1;  // padding against bank conflicts
-  __shared__ __align__(16) S As[kBM][kLd];
-  __shared__ __align__(16) S Bs[kBN][kLd];
-  __shared__ float Cs[kBM][kCsLd];
+  // The operand tiles and the output tile share the memory: the output is written after the k loop.
+  constexpr int kAB = 2 * kBM * kLd * static_cast<int>(sizeof(S)), kC = kBM * kCsLd * 4;
+  __shared__ __align__(16) unsigned char smem[kAB > kC ? kAB : kC];
+  auto As = reinterpret_cast<S (*)[kLd]>(smem);
+  auto Bs = reinterpret_cast<S (*)[kLd]>(smem + kBM * kLd * sizeof(S));
+  auto Cs = reinterpret_cast<float (*)[kCsLd]>(smem);
 
   const auto it = pr.item(static_cast<int>(blockIdx.x));
   const int M = pr.rows(it), Nc = pr.cols(it);
@@ -85,17 +130,42 @@ __global__ void __launch_bounds__(kThreads) tile_gemm_kernel(Prob pr, int n_tile
       for (int i = 0; i < kAcc; ++i) part[i] = 0.f;
     const bool akf = pr.a_kfast(seg), bkf = pr.b_kfast(seg);
     for (int k0 = lo; k0 < hi; k0 += kBK) {
-      for (int e = tid; e < kBM * kBK; e += kThreads) {
-        const int m = akf ? e / kBK : e % kBM, k = akf ? e % kBK : e / kBM;
-        float v = 0.f;
-        if (m0 + m < M && k0 + k < hi) v = pr.a(it, seg, m0 + m, k0 + k);
-        As[m][k] = static_cast<S>(v);
+      // Runs of 8 along the contiguous index, 2 per thread per operand, all loads before the stores.
+      constexpr int kRuns = kBM * kBK / 8 / kThreads;
+      static_assert(kBN == kBM && kRuns * kThreads * 8 == kBM * kBK);
+      float va[kRuns][8], vb[kRuns][8];
+      int am[kRuns], ak[kRuns], bn[kRuns], bk[kRuns];
+      bool araw[kRuns], braw[kRuns];  // v holds 8 raw bf16 (as 4 words), not 8 floats
+#pragma unroll
+      for (int q = 0; q < kRuns; ++q) {
+        const int e = tid + q * kThreads;
+        int m, k, cnt;
+        if (akf) m = e / (kBK / 8), k = (e % (kBK / 8)) * 8, cnt = m0 + m < M ? min(8, hi - k0 - k) : 0;
+        else k = e / (kBM / 8), m = (e % (kBM / 8)) * 8, cnt = k0 + k < hi ? min(8, M - m0 - m) : 0;
+        am[q] = m, ak[q] = k, araw[q] = false;
+        if constexpr (kMma)
+          if (cnt == 8 && pr.d.vec)
+            if (const T* src = pr.a_src(it, seg, m0 + m, k0 + k)) araw[q] = true, load_raw(src, va[q]);
+        if (araw[q]) {
+        } else if (cnt > 0) pr.a_run(it, seg, m0 + m, k0 + k, cnt, va[q]);
+        else
+          for (int i = 0; i < 8; ++i) va[q][i] = 0.f;
+        int n;
+        if (bkf) n = e / (kBK / 8), k = (e % (kBK / 8)) * 8, cnt = n0 + n < Nc ? min(8, hi - k0 - k) : 0;
+        else k = e / (kBN / 8), n = (e % (kBN / 8)) * 8, cnt = k0 + k < hi ? min(8, Nc - n0 - n) : 0;
+        bn[q] = n, bk[q] = k, braw[q] = false;
+        if constexpr (kMma)
+          if (cnt == 8 && pr.d.vec)
+            if (const T* src = pr.b_src(it, seg, k0 + k, n0 + n)) braw[q] = true, load_raw(src, vb[q]);
+        if (braw[q]) {
+        } else if (cnt > 0) pr.b_run(it, seg, k0 + k, n0 + n, cnt, vb[q]);
+        else
+          for (int i = 0; i < 8; ++i) vb[q][i] = 0.f;
       }
-      for (int e = tid; e < kBN * kBK; e += kThreads) {
-        const int n = bkf ? e / kBK : e % kBN, k = bkf ? e % kBK : e / kBN;
-        float v = 0.f;
-        if (n0 + n < Nc && k0 + k < hi) v = pr.b(it, seg, k0 + k, n0 + n);
-        Bs[n][k] = static_cast<S>(v);
+#pragma unroll
+      for (int q = 0; q < kRuns; ++q) {
+        store_run<S>(akf, araw[q], &As[am[q]][ak[q]], kLd, va[q]);
+        store_run<S>(bkf, braw[q], &Bs[bn[q]][bk[q]], kLd, vb[q]);
       }
       __syncthreads();
       if constexpr (kMma) {
