@@ -1,11 +1,12 @@
 // Causal depthwise conv kernels. Threads run along channels (the contiguous last dim, VEC
 // channels per thread as one aligned access); a block covers 32 * VEC channels and a tile of
-// time, its 8 warps taking every 8th row. The forward reads the K input rows of each output
-// directly (the K-1 shared rows hit L1), which keeps registers low and many loads in flight.
-// The backward computes dpre = dy * SiLU'(pre) for the tile plus a K-1 row halo into shared
-// memory, then dx[t] = sum_k dpre[t+K-1-k] w[k] from there. dw/dbias are reduced
-// deterministically: registers over a thread's rows, shared memory over the block's warps in a
-// fixed order, a float32 partial per (batch, time tile), then a second kernel sums those in order.
+// time. Each thread owns runs of kRun consecutive timesteps: it loads the run's rows plus the K-1
+// rows before it into registers at once (many loads in flight, each x row fetched about once),
+// then slides the K-tap window over them. The backward computes dpre = dy * SiLU'(pre) for the
+// tile plus a K-1 row halo into shared memory, then dx[t] = sum_k dpre[t+K-1-k] w[k] from there.
+// dw/dbias are reduced deterministically: registers over a thread's rows, shared memory over the
+// block's warps in a fixed order, a float32 partial per (batch, time tile), then a second kernel
+// sums those partials in a fixed order.
 #include <cuda_bf16.h>
 
 #include "ops/causal_conv1d_cuda.h"
@@ -19,9 +20,12 @@ namespace {
 using namespace vec_io;
 
 constexpr int kLanes = 32;      // thread columns per block, VEC channels each
-constexpr int kWarps = 8;       // thread rows per block, every kWarps-th timestep each
-constexpr int kFwdTile = 64;    // timesteps per forward block
-constexpr int kBwdTile = 128;   // timesteps per backward block (one partial row each)
+constexpr int kWarps = 8;       // thread rows per block
+constexpr int kRun = 8;         // consecutive timesteps per thread run
+constexpr int kFwdTile = kWarps * kRun;  // timesteps per forward block: one run per warp
+// Timesteps per backward block (one partial row each): with the K-1 halo rows, exactly two runs
+// per warp.
+constexpr int bwd_tile(int K) { return 2 * kWarps * kRun - (K - 1); }
 constexpr int kFwdVec = 4;      // channels per thread when aligned: 8 B (bf16) or 16 B (f32)
 constexpr int kBwdVec = 2;      // fewer in the backward, which holds more per channel
 
@@ -39,24 +43,32 @@ __device__ inline void load_weights(const T* w, const T* bias, int64_t c0, float
   }
 }
 
-// xk[k] = x row t - (K-1) + k at channel c0 (zeros before the sequence start); pre = the conv.
+// xs[j] = row u0 - (K-1) + j of `p` (the [T, C] slice of one batch at channel c0), zero outside
+// [0, T): the K-1 rows before a run of kRun rows starting at u0, and the run itself.
 template <int VEC, int K, class T>
-__device__ inline void conv_at(const T* __restrict__ xrow, int64_t t, int64_t C, const float (&wk)[K][VEC],
-                               const float (&bs)[VEC], float (&xk)[K][VEC], float (&pre)[VEC]) {
+__device__ inline void load_run(const T* __restrict__ p, int64_t u0, int64_t T_, int64_t C,
+                                float (&xs)[K - 1 + kRun][VEC]) {
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    if (t - (K - 1) + k >= 0) {
-      load<VEC>(xrow - (K - 1 - k) * C, xk[k]);
+  for (int j = 0; j < K - 1 + kRun; ++j) {
+    const int64_t u = u0 - (K - 1) + j;
+    if (u >= 0 && u < T_) {
+      load<VEC>(p + u * C, xs[j]);
     } else {
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) xk[k][v] = 0.0f;
+      for (int v = 0; v < VEC; ++v) xs[j][v] = 0.0f;
     }
   }
+}
+
+// The pre-activation of run row r: bias + sum_k w[k] xs[r + k].
+template <int VEC, int K>
+__device__ inline void conv_row(const float (&xs)[K - 1 + kRun][VEC], int r, const float (&wk)[K][VEC],
+                                const float (&bs)[VEC], float (&pre)[VEC]) {
 #pragma unroll
   for (int v = 0; v < VEC; ++v) {
     float p = bs[v];
 #pragma unroll
-    for (int k = 0; k < K; ++k) p += wk[k][v] * xk[k][v];
+    for (int k = 0; k < K; ++k) p += wk[k][v] * xs[r + k][v];
     pre[v] = p;
   }
 }
@@ -66,34 +78,37 @@ __global__ void __launch_bounds__(kLanes* kWarps)
     forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
                    Dims d) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
-  if (c0 >= d.C) return;
-  const int64_t b = blockIdx.z, t0 = static_cast<int64_t>(blockIdx.y) * kFwdTile;
-  const int64_t t_end = t0 + kFwdTile < d.T ? t0 + kFwdTile : d.T;
-  float wk[K][VEC], bs[VEC];
+  const int64_t b = blockIdx.z, u0 = static_cast<int64_t>(blockIdx.y) * kFwdTile + threadIdx.y * kRun;
+  if (c0 >= d.C || u0 >= d.T) return;
+  float wk[K][VEC], bs[VEC], xs[K - 1 + kRun][VEC];
   load_weights<VEC, K>(w, bias, c0, wk, bs);
-#pragma unroll 4
-  for (int64_t t = t0 + threadIdx.y; t < t_end; t += kWarps) {
-    const int64_t row = (b * d.T + t) * d.C + c0;
-    float xk[K][VEC], pre[VEC], out[VEC];
-    conv_at<VEC, K>(x + row, t, d.C, wk, bs, xk, pre);
+  const int64_t base = b * d.T * d.C + c0;
+  load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
+#pragma unroll
+  for (int r = 0; r < kRun; ++r) {
+    if (u0 + r >= d.T) break;
+    float pre[VEC], out[VEC];
+    conv_row<VEC, K>(xs, r, wk, bs, pre);
 #pragma unroll
     for (int v = 0; v < VEC; ++v) out[v] = pre[v] * sigmoid(pre[v]);
-    store<VEC>(y + row, out);
+    store<VEC>(y + base + (u0 + r) * d.C, out);
   }
 }
 
 // partial [R, K + 1, C] with R = B * gridDim.y: rows k < K hold dw[:, k], row K holds dbias.
 template <class T, int VEC, int K>
-__global__ void __launch_bounds__(kLanes* kWarps, 4)
+__global__ void __launch_bounds__(kLanes* kWarps, 3)
     backward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                     const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial, Dims d) {
-  constexpr int kCols = kLanes * VEC;
+  constexpr int kBwdTile = bwd_tile(K), kCols = kLanes * VEC, kRows = kBwdTile + K - 1;
+  constexpr int kRuns = (kRows + kRun - 1) / kRun;
   // dpre rows t0 .. t0 + kBwdTile + K - 2; reused afterwards for the warp reduction.
-  __shared__ float dpre[kBwdTile + K - 1][kCols];
-  static_assert(kWarps * (K + 1) <= kBwdTile + K - 1, "the reduction reuses the dpre buffer");
+  __shared__ float dpre[kRows][kCols];
+  static_assert(kWarps * (K + 1) <= kRows, "the reduction reuses the dpre buffer");
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
   const bool active = c0 < d.C;
   const int64_t b = blockIdx.z, t0 = static_cast<int64_t>(blockIdx.y) * kBwdTile;
+  const int64_t base = b * d.T * d.C + c0;
   float wk[K][VEC], bs[VEC], acc[K + 1][VEC];
 #pragma unroll
   for (int k = 0; k <= K; ++k)
@@ -101,46 +116,62 @@ __global__ void __launch_bounds__(kLanes* kWarps, 4)
     for (int v = 0; v < VEC; ++v) acc[k][v] = 0.0f;
   if (active) load_weights<VEC, K>(w, bias, c0, wk, bs);
 
-#pragma unroll 4
-  for (int i = threadIdx.y; i < kBwdTile + K - 1; i += kWarps) {
-    const int64_t u = t0 + i;
-    float dp[VEC];
+  for (int run = threadIdx.y; run < kRuns; run += kWarps) {
+    const int i0 = run * kRun;
+    const int64_t u0 = t0 + i0;
+    float xs[K - 1 + kRun][VEC], g[kRun][VEC];
+    if (active) {
+      load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) dp[v] = 0.0f;  // past the sequence end dy, hence dpre, is zero
-    if (active && u < d.T) {
-      const int64_t row = (b * d.T + u) * d.C + c0;
-      float xk[K][VEC], pre[VEC], g[VEC];
-      load<VEC>(dy + row, g);
-      conv_at<VEC, K>(x + row, u, d.C, wk, bs, xk, pre);
+      for (int r = 0; r < kRun; ++r) {
+        if (u0 + r < d.T) {
+          load<VEC>(dy + base + (u0 + r) * d.C, g[r]);
+        } else {  // past the sequence end dy, hence dpre, is zero
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) {
-        const float s = sigmoid(pre[v]);
-        dp[v] = g[v] * s * (1.0f + pre[v] * (1.0f - s));
-      }
-      if (i < kBwdTile) {  // the halo rows belong to the next tile's sums
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) {
-#pragma unroll
-          for (int k = 0; k < K; ++k) acc[k][v] += dp[v] * xk[k][v];
-          acc[K][v] += dp[v];
+          for (int v = 0; v < VEC; ++v) g[r][v] = 0.0f;
         }
       }
     }
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) dpre[i][threadIdx.x * VEC + v] = dp[v];
+    for (int r = 0; r < kRun; ++r) {
+      const int i = i0 + r;
+      if (i >= kRows) break;
+      float dp[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) dp[v] = 0.0f;
+      if (active) {
+        float pre[VEC];
+        conv_row<VEC, K>(xs, r, wk, bs, pre);
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          const float s = sigmoid(pre[v]);
+          dp[v] = g[r][v] * s * (1.0f + pre[v] * (1.0f - s));
+        }
+        if (i < kBwdTile) {  // the halo rows belong to the next tile's sums
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[k][v] += dp[v] * xs[r + k][v];
+            acc[K][v] += dp[v];
+          }
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) dpre[i][threadIdx.x * VEC + v] = dp[v];
+    }
   }
   __syncthreads();
   if (active) {
     for (int i = threadIdx.y; i < kBwdTile && t0 + i < d.T; i += kWarps) {
-      float g[VEC];
+      float gx[VEC];
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
         float sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < K; ++k) sum += dpre[i + K - 1 - k][threadIdx.x * VEC + v] * wk[k][v];
-        g[v] = sum;
+        gx[v] = sum;
       }
-      store<VEC>(dx + (b * d.T + t0 + i) * d.C + c0, g);
+      store<VEC>(dx + base + (t0 + i) * d.C, gx);
     }
   }
   __syncthreads();
@@ -190,7 +221,7 @@ void launch_forward(const CausalConv1dCudaArgs& a, cudaStream_t s) {
 
 template <class T, int VEC, int K>
 void launch_backward(const CausalConv1dCudaArgs& a, float* partial, cudaStream_t s) {
-  backward_kernel<T, VEC, K><<<grid_for(a, VEC, kBwdTile), dim3(kLanes, kWarps), 0, s>>>(
+  backward_kernel<T, VEC, K><<<grid_for(a, VEC, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias),
       static_cast<const T*>(a.dy), static_cast<T*>(a.dx), partial, Dims{a.B, a.T, a.C});
 }
@@ -233,7 +264,8 @@ cudaError_t causal_conv1d_forward_cuda(const CausalConv1dCudaArgs& a, cudaStream
 
 cudaError_t causal_conv1d_backward_cuda(const CausalConv1dCudaArgs& a, cudaStream_t s) {
   if (a.B == 0 || a.T == 0 || a.C == 0) return cudaSuccess;
-  const int64_t R = a.B * static_cast<int64_t>(grid_for(a, 1, kBwdTile).y), n = (a.K + 1) * a.C;
+  const int tile = bwd_tile(static_cast<int>(a.K));
+  const int64_t R = a.B * static_cast<int64_t>(grid_for(a, 1, tile).y), n = (a.K + 1) * a.C;
   float* partial = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), R * n * sizeof(float), s);
   if (err != cudaSuccess) return err;
