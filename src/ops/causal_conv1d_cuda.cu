@@ -1,13 +1,16 @@
 // Causal depthwise conv kernels. Threads run along channels (the contiguous last dim, VEC
-// channels per thread as one aligned access) and each walks a tile of kTile timesteps, keeping the
-// last K-1 inputs in registers, so every x element is read from memory once per tile plus a K-1
-// halo. The backward recomputes pre-activations tile by tile, emits dx with a K-1 step lag, and
-// reduces dw/dbias deterministically: registers over the tile, shared memory over the block's
-// tiles in a fixed order, a float32 partial per (batch, block of time), then a second kernel that
-// sums those partials in a fixed order into dw, dbias.
+// channels per thread as one aligned access); a block covers 32 * VEC channels and a tile of
+// time. Each thread owns runs of kRun consecutive timesteps: it loads the run's rows plus the K-1
+// rows before it into registers at once (many loads in flight, each x row fetched about once),
+// then slides the K-tap window over them. The backward computes dpre = dy * SiLU'(pre) for the
+// tile plus a K-1 row halo into shared memory, then dx[t] = sum_k dpre[t+K-1-k] w[k] from there.
+// dw/dbias are reduced deterministically: registers over a thread's rows, shared memory over the
+// block's warps in a fixed order, a float32 partial per (batch, time tile), then a second kernel
+// sums those partials in a fixed order.
 #include <cuda_bf16.h>
 
 #include "ops/causal_conv1d_cuda.h"
+#include "ops/cuda_reduce.cuh"
 #include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
@@ -16,10 +19,15 @@ namespace {
 
 using namespace vec_io;
 
-constexpr int kTile = 32;      // timesteps per thread
-constexpr int kTilesY = 4;     // thread rows per block, one time tile each
-constexpr int kLanes = 32;     // thread columns per block, VEC channels each
-constexpr int kUnroll = 4;     // rows loaded ahead of use
+constexpr int kLanes = 32;      // thread columns per block, VEC channels each
+constexpr int kWarps = 8;       // thread rows per block
+constexpr int kRun = 8;         // consecutive timesteps per thread run
+constexpr int kFwdTile = kWarps * kRun;  // timesteps per forward block: one run per warp
+// Timesteps per backward block (one partial row each): with the K-1 halo rows, exactly two runs
+// per warp.
+constexpr int bwd_tile(int K) { return 2 * kWarps * kRun - (K - 1); }
+constexpr int kFwdVec = 4;      // channels per thread when aligned: 8 B (bf16) or 16 B (f32)
+constexpr int kBwdVec = 2;      // fewer in the backward, which holds more per channel
 
 struct Dims {
   int64_t B, T, C;
@@ -35,185 +43,198 @@ __device__ inline void load_weights(const T* w, const T* bias, int64_t c0, float
   }
 }
 
-// xw[i] = x[b, t0 - (K-1) + i] for i < K-1 (zero before the sequence start).
+// xs[j] = row u0 - (K-1) + j of `p` (the [T, C] slice of one batch at channel c0), zero outside
+// [0, T): the K-1 rows before a run of kRun rows starting at u0, and the run itself.
 template <int VEC, int K, class T>
-__device__ inline void load_halo(const T* x, const Dims& d, int64_t b, int64_t t0, int64_t c0,
-                                 float (&xw)[K > 1 ? K - 1 : 1][VEC]) {
+__device__ inline void load_run(const T* __restrict__ p, int64_t u0, int64_t T_, int64_t C,
+                                float (&xs)[K - 1 + kRun][VEC]) {
 #pragma unroll
-  for (int i = 0; i < K - 1; ++i) {
-    int64_t t = t0 - (K - 1) + i;
-    if (t >= 0) {
-      load<VEC>(x + (b * d.T + t) * d.C + c0, xw[i]);
+  for (int j = 0; j < K - 1 + kRun; ++j) {
+    const int64_t u = u0 - (K - 1) + j;
+    if (u >= 0 && u < T_) {
+      load<VEC>(p + u * C, xs[j]);
     } else {
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) xw[i][v] = 0.0f;
+      for (int v = 0; v < VEC; ++v) xs[j][v] = 0.0f;
     }
   }
 }
 
+// The pre-activation of run row r: bias + sum_k w[k] xs[r + k].
+template <int VEC, int K>
+__device__ inline void conv_row(const float (&xs)[K - 1 + kRun][VEC], int r, const float (&wk)[K][VEC],
+                                const float (&bs)[VEC], float (&pre)[VEC]) {
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) {
+    float p = bs[v];
+#pragma unroll
+    for (int k = 0; k < K; ++k) p += wk[k][v] * xs[r + k][v];
+    pre[v] = p;
+  }
+}
+
 template <class T, int VEC, int K>
-__global__ void forward_kernel(const T* x, const T* w, const T* bias, T* y, Dims d) {
+__global__ void __launch_bounds__(kLanes* kWarps)
+    forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
+                   Dims d) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
-  if (c0 >= d.C) return;
-  const int64_t b = blockIdx.z, t0 = (static_cast<int64_t>(blockIdx.y) * kTilesY + threadIdx.y) * kTile;
-  if (t0 >= d.T) return;
-  const int64_t t_end = t0 + kTile < d.T ? t0 + kTile : d.T;
-  float wk[K][VEC], bs[VEC], xw[K > 1 ? K - 1 : 1][VEC];
+  const int64_t b = blockIdx.z, u0 = static_cast<int64_t>(blockIdx.y) * kFwdTile + threadIdx.y * kRun;
+  if (c0 >= d.C || u0 >= d.T) return;
+  float wk[K][VEC], bs[VEC], xs[K - 1 + kRun][VEC];
   load_weights<VEC, K>(w, bias, c0, wk, bs);
-  load_halo<VEC, K>(x, d, b, t0, c0, xw);
-  for (int64_t t = t0; t < t_end; t += kUnroll) {
-    float xv[kUnroll][VEC];
+  const int64_t base = b * d.T * d.C + c0;
+  load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
 #pragma unroll
-    for (int j = 0; j < kUnroll; ++j)
-      if (t + j < t_end) load<VEC>(x + (b * d.T + t + j) * d.C + c0, xv[j]);
+  for (int r = 0; r < kRun; ++r) {
+    if (u0 + r >= d.T) break;
+    float pre[VEC], out[VEC];
+    conv_row<VEC, K>(xs, r, wk, bs, pre);
 #pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      if (t + j >= t_end) break;
-      float out[VEC];
-#pragma unroll
-      for (int v = 0; v < VEC; ++v) {
-        float p = bs[v] + wk[K - 1][v] * xv[j][v];
-#pragma unroll
-        for (int k = 0; k < K - 1; ++k) p += wk[k][v] * xw[k][v];
-        out[v] = p * sigmoid(p);
-#pragma unroll
-        for (int k = 0; k + 1 < K - 1; ++k) xw[k][v] = xw[k + 1][v];
-        if (K > 1) xw[K > 1 ? K - 2 : 0][v] = xv[j][v];
-      }
-      store<VEC>(y + (b * d.T + t + j) * d.C + c0, out);
-    }
+    for (int v = 0; v < VEC; ++v) out[v] = pre[v] * sigmoid(pre[v]);
+    store<VEC>(y + base + (u0 + r) * d.C, out);
   }
 }
 
 // partial [R, K + 1, C] with R = B * gridDim.y: rows k < K hold dw[:, k], row K holds dbias.
 template <class T, int VEC, int K>
-__global__ void backward_kernel(const T* x, const T* w, const T* bias, const T* dy, T* dx, float* partial, Dims d) {
-  __shared__ float red[kTilesY][K + 1][kLanes * VEC];
+__global__ void __launch_bounds__(kLanes* kWarps, 3)
+    backward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                    const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial, Dims d) {
+  constexpr int kBwdTile = bwd_tile(K), kCols = kLanes * VEC, kRows = kBwdTile + K - 1;
+  constexpr int kRuns = (kRows + kRun - 1) / kRun;
+  // dpre rows t0 .. t0 + kBwdTile + K - 2; reused afterwards for the warp reduction.
+  __shared__ float dpre[kRows][kCols];
+  static_assert(kWarps * (K + 1) <= kRows, "the reduction reuses the dpre buffer");
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
-  const int64_t b = blockIdx.z, t0 = (static_cast<int64_t>(blockIdx.y) * kTilesY + threadIdx.y) * kTile;
-  float acc[K + 1][VEC];
+  const bool active = c0 < d.C;
+  const int64_t b = blockIdx.z, t0 = static_cast<int64_t>(blockIdx.y) * kBwdTile;
+  const int64_t base = b * d.T * d.C + c0;
+  float wk[K][VEC], bs[VEC], acc[K + 1][VEC];
 #pragma unroll
   for (int k = 0; k <= K; ++k)
 #pragma unroll
     for (int v = 0; v < VEC; ++v) acc[k][v] = 0.0f;
+  if (active) load_weights<VEC, K>(w, bias, c0, wk, bs);
 
-  if (c0 < d.C && t0 < d.T) {
-    const int64_t t_end = t0 + kTile < d.T ? t0 + kTile : d.T;
-    // u walks pre-activation times t0 .. t_end + K - 2: dx[s] needs dpre[s .. s + K - 1].
-    const int64_t u_end = t_end + K - 1;
-    float wk[K][VEC], bs[VEC], xw[K > 1 ? K - 1 : 1][VEC], dpw[K > 1 ? K - 1 : 1][VEC];
-    load_weights<VEC, K>(w, bias, c0, wk, bs);
-    load_halo<VEC, K>(x, d, b, t0, c0, xw);
+  for (int run = threadIdx.y; run < kRuns; run += kWarps) {
+    const int i0 = run * kRun;
+    const int64_t u0 = t0 + i0;
+    float xs[K - 1 + kRun][VEC], g[kRun][VEC];
+    if (active) {
+      load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
 #pragma unroll
-    for (int i = 0; i < (K > 1 ? K - 1 : 1); ++i)
+      for (int r = 0; r < kRun; ++r) {
+        if (u0 + r < d.T) {
+          load<VEC>(dy + base + (u0 + r) * d.C, g[r]);
+        } else {  // past the sequence end dy, hence dpre, is zero
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) dpw[i][v] = 0.0f;  // dpre before t0 never reaches dx[t >= t0]
-    for (int64_t u = t0; u < u_end; u += kUnroll) {
-      float xv[kUnroll][VEC], gv[kUnroll][VEC];
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        if (u + j < u_end && u + j < d.T) {
-          load<VEC>(x + (b * d.T + u + j) * d.C + c0, xv[j]);
-          load<VEC>(dy + (b * d.T + u + j) * d.C + c0, gv[j]);
-        } else {
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) xv[j][v] = 0.0f, gv[j][v] = 0.0f;
+          for (int v = 0; v < VEC; ++v) g[r][v] = 0.0f;
         }
-      }
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        const int64_t uj = u + j;
-        if (uj >= u_end) break;
-        const bool in_tile = uj < t_end;
-        float dxo[VEC];
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) {
-          float p = bs[v] + wk[K - 1][v] * xv[j][v];
-#pragma unroll
-          for (int k = 0; k < K - 1; ++k) p += wk[k][v] * xw[k][v];
-          const float s = sigmoid(p);
-          // Past the sequence end dy is zero, so dp is too.
-          const float dp = gv[j][v] * s * (1.0f + p * (1.0f - s));
-          if (in_tile) {
-#pragma unroll
-            for (int k = 0; k < K - 1; ++k) acc[k][v] += dp * xw[k][v];
-            acc[K - 1][v] += dp * xv[j][v];
-            acc[K][v] += dp;
-          }
-          // dx[uj - (K-1)] = sum_k dpre[uj - k] w[k]; dpw[i] = dpre[uj - (K-1) + i].
-          float g = dp * wk[0][v];
-#pragma unroll
-          for (int k = 1; k < K; ++k) g += dpw[K - 1 - k][v] * wk[k][v];
-          dxo[v] = g;
-#pragma unroll
-          for (int k = 0; k + 1 < K - 1; ++k) xw[k][v] = xw[k + 1][v], dpw[k][v] = dpw[k + 1][v];
-          if (K > 1) xw[K > 1 ? K - 2 : 0][v] = xv[j][v], dpw[K > 1 ? K - 2 : 0][v] = dp;
-        }
-        const int64_t s_out = uj - (K - 1);
-        if (s_out >= t0) store<VEC>(dx + (b * d.T + s_out) * d.C + c0, dxo);
       }
     }
+#pragma unroll
+    for (int r = 0; r < kRun; ++r) {
+      const int i = i0 + r;
+      if (i >= kRows) break;
+      float dp[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) dp[v] = 0.0f;
+      if (active) {
+        float pre[VEC];
+        conv_row<VEC, K>(xs, r, wk, bs, pre);
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          const float s = sigmoid(pre[v]);
+          dp[v] = g[r][v] * s * (1.0f + pre[v] * (1.0f - s));
+        }
+        if (i < kBwdTile) {  // the halo rows belong to the next tile's sums
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[k][v] += dp[v] * xs[r + k][v];
+            acc[K][v] += dp[v];
+          }
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) dpre[i][threadIdx.x * VEC + v] = dp[v];
+    }
   }
+  __syncthreads();
+  if (active) {
+    for (int i = threadIdx.y; i < kBwdTile && t0 + i < d.T; i += kWarps) {
+      float gx[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) sum += dpre[i + K - 1 - k][threadIdx.x * VEC + v] * wk[k][v];
+        gx[v] = sum;
+      }
+      store<VEC>(dx + base + (t0 + i) * d.C, gx);
+    }
+  }
+  __syncthreads();
 
-  // Block reduction over the time tiles (fixed order), then one partial row per block.
+  // Block reduction over the warps (fixed order), then one partial row per block.
+  float (*red)[K + 1][kCols] = reinterpret_cast<float (*)[K + 1][kCols]>(&dpre[0][0]);
 #pragma unroll
   for (int k = 0; k <= K; ++k)
 #pragma unroll
     for (int v = 0; v < VEC; ++v) red[threadIdx.y][k][threadIdx.x * VEC + v] = acc[k][v];
   __syncthreads();
   const int64_t r = b * gridDim.y + blockIdx.y;
-  for (int i = threadIdx.y * kLanes + threadIdx.x; i < (K + 1) * kLanes * VEC; i += kLanes * kTilesY) {
-    const int k = i / (kLanes * VEC), cl = i % (kLanes * VEC);
-    const int64_t c = static_cast<int64_t>(blockIdx.x) * kLanes * VEC + cl;
+  for (int i = threadIdx.y * kLanes + threadIdx.x; i < (K + 1) * kCols; i += kLanes * kWarps) {
+    const int k = i / kCols, cl = i % kCols;
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * kCols + cl;
     if (c >= d.C) continue;
-    float s = 0.0f;
+    float sum = 0.0f;
 #pragma unroll
-    for (int ty = 0; ty < kTilesY; ++ty) s += red[ty][k][cl];
-    partial[(r * (K + 1) + k) * d.C + c] = s;
+    for (int wy = 0; wy < kWarps; ++wy) sum += red[wy][k][cl];
+    partial[(r * (K + 1) + k) * d.C + c] = sum;
   }
 }
 
-// dw[c, k] += sum_r partial[r, k, c]; dbias[c] += sum_r partial[r, K, c] (rows in order).
-__global__ void reduce_kernel(const float* partial, int64_t R, int64_t C, int K, float* dw, float* dbias) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t n = (K + 1) * C;
-  if (i >= n) return;
+// dw[c, k] += sum_r partial[r, k, c]; dbias[c] += sum_r partial[r, K, c] (rows in a fixed order).
+__global__ void reduce_kernel(const float* __restrict__ partial, int64_t R, int64_t C, int K, float* __restrict__ dw,
+                              float* __restrict__ dbias) {
+  const int64_t n = (K + 1) * C, i = static_cast<int64_t>(blockIdx.x) * reduce::kReduceCols + threadIdx.x;
+  const float total = reduce::column_sum(partial, R, n, i);
+  if (threadIdx.y != 0 || i >= n) return;
   const int64_t k = i / C, c = i % C;
-  if (k == K && !dbias) return;
-  float s = 0.0f;
-  for (int64_t r = 0; r < R; ++r) s += partial[r * n + i];
-  if (k < K) dw[c * K + k] += s;
-  else dbias[c] += s;
+  if (k < K) dw[c * K + k] += total;
+  else if (dbias) dbias[c] += total;
 }
 
-dim3 grid_for(const CausalConv1dCudaArgs& a, int vec) {
+dim3 grid_for(const CausalConv1dCudaArgs& a, int vec, int tile) {
   const int64_t lanes = (a.C / vec + kLanes - 1) / kLanes;
-  const int64_t rows = (a.T + kTile * kTilesY - 1) / (kTile * kTilesY);
-  return dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(rows), static_cast<unsigned>(a.B));
+  const int64_t tiles = (a.T + tile - 1) / tile;
+  return dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(tiles), static_cast<unsigned>(a.B));
 }
 
 template <class T, int VEC, int K>
 void launch_forward(const CausalConv1dCudaArgs& a, cudaStream_t s) {
-  forward_kernel<T, VEC, K><<<grid_for(a, VEC), dim3(kLanes, kTilesY), 0, s>>>(
+  forward_kernel<T, VEC, K><<<grid_for(a, VEC, kFwdTile), dim3(kLanes, kWarps), 0, s>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias), static_cast<T*>(a.y),
       Dims{a.B, a.T, a.C});
 }
 
 template <class T, int VEC, int K>
 void launch_backward(const CausalConv1dCudaArgs& a, float* partial, cudaStream_t s) {
-  backward_kernel<T, VEC, K><<<grid_for(a, VEC), dim3(kLanes, kTilesY), 0, s>>>(
+  backward_kernel<T, VEC, K><<<grid_for(a, VEC, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias),
       static_cast<const T*>(a.dy), static_cast<T*>(a.dx), partial, Dims{a.B, a.T, a.C});
 }
 
-// Calls f.template operator()<T, VEC, K>() for the runtime dtype, vector width and K.
-template <class F>
+// Calls f.template operator()<T, VEC, K>() for the runtime dtype, K and the vector width: `wide`
+// when C and every pointer allow it, else one channel per thread.
+template <int kWide, class F>
 cudaError_t dispatch(const CausalConv1dCudaArgs& a, const void* const* ptrs, int nptrs, F&& f) {
   if (a.K < 1 || a.K > kCausalConv1dCudaMaxK) return cudaErrorInvalidValue;
   auto with_t = [&](auto zero) {
     using T = decltype(zero);
-    bool vec4 = a.C % 4 == 0;
-    for (int i = 0; i < nptrs; ++i) vec4 = vec4 && aligned_for<T>(4, ptrs[i]);
+    bool wide = a.C % kWide == 0;
+    for (int i = 0; i < nptrs; ++i) wide = wide && aligned_for<T>(kWide, ptrs[i]);
     auto with_vec = [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       switch (a.K) {
@@ -223,7 +244,7 @@ cudaError_t dispatch(const CausalConv1dCudaArgs& a, const void* const* ptrs, int
         default: f.template operator()<T, V, 4>(); break;
       }
     };
-    if (vec4) with_vec(std::integral_constant<int, 4>{});
+    if (wide) with_vec(std::integral_constant<int, kWide>{});
     else with_vec(std::integral_constant<int, 1>{});
   };
   if (a.bf16) with_t(__nv_bfloat16{});
@@ -236,21 +257,23 @@ cudaError_t dispatch(const CausalConv1dCudaArgs& a, const void* const* ptrs, int
 cudaError_t causal_conv1d_forward_cuda(const CausalConv1dCudaArgs& a, cudaStream_t s) {
   if (a.B == 0 || a.T == 0 || a.C == 0) return cudaSuccess;
   const void* ptrs[] = {a.x, a.y};
-  cudaError_t err = dispatch(a, ptrs, 2, [&]<class T, int V, int K>() { launch_forward<T, V, K>(a, s); });
+  cudaError_t err =
+      dispatch<kFwdVec>(a, ptrs, 2, [&]<class T, int V, int K>() { launch_forward<T, V, K>(a, s); });
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 cudaError_t causal_conv1d_backward_cuda(const CausalConv1dCudaArgs& a, cudaStream_t s) {
   if (a.B == 0 || a.T == 0 || a.C == 0) return cudaSuccess;
-  const int64_t R = a.B * static_cast<int64_t>(grid_for(a, 1).y), n = (a.K + 1) * a.C;
+  const int tile = bwd_tile(static_cast<int>(a.K));
+  const int64_t R = a.B * static_cast<int64_t>(grid_for(a, 1, tile).y), n = (a.K + 1) * a.C;
   float* partial = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), R * n * sizeof(float), s);
   if (err != cudaSuccess) return err;
   const void* ptrs[] = {a.x, a.dy, a.dx};
-  err = dispatch(a, ptrs, 3, [&]<class T, int V, int K>() { launch_backward<T, V, K>(a, partial, s); });
+  err = dispatch<kBwdVec>(a, ptrs, 3, [&]<class T, int V, int K>() { launch_backward<T, V, K>(a, partial, s); });
   if (err == cudaSuccess) {
-    reduce_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(partial, R, a.C, static_cast<int>(a.K),
-                                                                          a.dw, a.dbias);
+    reduce_kernel<<<reduce::column_sum_grid(n), reduce::column_sum_block(), 0, s>>>(
+        partial, R, a.C, static_cast<int>(a.K), a.dw, a.dbias);
     err = cudaGetLastError();
   }
   cudaError_t free_err = cudaFreeAsync(partial, s);

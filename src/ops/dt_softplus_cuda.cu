@@ -3,6 +3,7 @@
 // order through shared memory, then a second kernel adds the chunk partials in order).
 #include <cuda_bf16.h>
 
+#include "ops/cuda_reduce.cuh"
 #include "ops/cuda_vec_io.cuh"
 #include "ops/dt_softplus_cuda.h"
 
@@ -14,20 +15,22 @@ using namespace vec_io;
 
 constexpr int kCols = 32;          // heads per block (one warp wide)
 constexpr int kRowThreads = 8;     // thread rows per block
-constexpr int kRowsPerChunk = 64;  // rows per block in the backward
+constexpr int kRowsPerChunk = 32;  // rows per block in the backward
 
 __device__ inline float softplus(float v) { return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))); }
 
 template <class T>
-__global__ void forward_kernel(const T* raw, const T* bias, float lo, float hi, float* dt, int64_t n, int64_t nH) {
+__global__ void forward_kernel(const T* __restrict__ raw, const T* __restrict__ bias, float lo, float hi,
+                               float* __restrict__ dt, int64_t n, int64_t nH) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     dt[i] = fminf(fmaxf(softplus(to_f(raw[i]) + to_f(bias[i % nH])), lo), hi);
 }
 
 template <class T>
-__global__ void backward_kernel(const T* raw, const T* bias, float lo, float hi, const float* ddt, T* draw,
-                                float* partial, int64_t rows, int64_t nH) {
+__global__ void backward_kernel(const T* __restrict__ raw, const T* __restrict__ bias, float lo, float hi,
+                                const float* __restrict__ ddt, T* __restrict__ draw, float* __restrict__ partial,
+                                int64_t rows, int64_t nH) {
   __shared__ float red[kRowThreads][kCols];
   const int64_t h = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowsPerChunk;
@@ -35,6 +38,7 @@ __global__ void backward_kernel(const T* raw, const T* bias, float lo, float hi,
   float acc = 0.0f;
   if (h < nH) {
     const float b = to_f(bias[h]);
+#pragma unroll 4
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
       const int64_t i = r * nH + h;
       const float v = to_f(raw[i]) + b, sp = softplus(v);
@@ -54,12 +58,12 @@ __global__ void backward_kernel(const T* raw, const T* bias, float lo, float hi,
   }
 }
 
-__global__ void reduce_kernel(const float* partial, int64_t chunks, int64_t nH, float* dbias) {
-  const int64_t h = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (h >= nH) return;
-  float s = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c * nH + h];
-  dbias[h] += s;
+// dbias[h] += sum over chunks of partial[chunk, h] (chunks in a fixed order).
+__global__ void reduce_kernel(const float* __restrict__ partial, int64_t chunks, int64_t nH,
+                              float* __restrict__ dbias) {
+  const int64_t h = static_cast<int64_t>(blockIdx.x) * reduce::kReduceCols + threadIdx.x;
+  const float total = reduce::column_sum(partial, chunks, nH, h);
+  if (threadIdx.y == 0 && h < nH) dbias[h] += total;
 }
 
 }  // namespace
@@ -94,7 +98,8 @@ cudaError_t dt_softplus_backward_cuda(const DtSoftplusCudaArgs& a, cudaStream_t 
     backward_kernel<<<grid, block, 0, s>>>(static_cast<const float*>(a.dt_raw), static_cast<const float*>(a.dt_bias),
                                            a.lo, a.hi, a.ddt, static_cast<float*>(a.d_dt_raw), partial, a.rows,
                                            a.nH);
-  reduce_kernel<<<static_cast<unsigned>((a.nH + 255) / 256), 256, 0, s>>>(partial, chunks, a.nH, a.d_dt_bias);
+  reduce_kernel<<<reduce::column_sum_grid(a.nH), reduce::column_sum_block(), 0, s>>>(partial, chunks, a.nH,
+                                                                                      a.d_dt_bias);
   err = cudaGetLastError();
   cudaError_t free_err = cudaFreeAsync(partial, s);
   return err != cudaSuccess ? err : free_err;

@@ -46,6 +46,7 @@ NM_OP_CASES(gated_rmsnorm_cases) {
   c.push_back(std::make_unique<GatedRmsNormCase>(2, 37, 201, 3));  // 67 channels per group
   c.push_back(std::make_unique<GatedRmsNormCase>(3, 29, 96, 2));   // 48 per group: vector path
   c.push_back(std::make_unique<GatedRmsNormCase>(1, 67, 264, 1));  // one wide group, several rows per warp
+  c.push_back(std::make_unique<GatedRmsNormCase>(1, 5, 2080, 2));  // groups too wide for the register path
   return c;
 }
 
