@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -258,6 +259,10 @@ int main(int argc, char** argv) {
         std::printf("transformers reference failed (exit %d):\n%s\n", rc, out.c_str());
       }
     }
+    char date[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    rec["date"] = date;
     if (!results.empty()) std::ofstream(results, std::ios::app) << rec.dump() << "\n";
     return 0;
   } catch (const std::exception& e) {
