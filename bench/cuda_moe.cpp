@@ -4,7 +4,7 @@
 // comparison, one GEMM per expert), the combine, the aux loss, and the whole layer forward +
 // backward (when the build has CUDA matmul/relu2 kernels). CUDA events, median of repeats,
 // random data. Ceilings: 3.0 TB/s copy and 800 TFLOP/s bf16 GEMM (measured on the H100).
-// usage: cuda_moe [tokens]
+// usage: cuda_moe [tokens] [gemm]   ("gemm": only our grouped kernel's expert GEMMs)
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -77,6 +78,7 @@ void report_flops(const char* what, double ms, double flops) {
 
 int main(int argc, char** argv) {
   const int64_t N = argc > 1 ? std::atoll(argv[1]) : 8192;
+  const bool gemm_only = argc > 2 && std::string(argv[2]) == "gemm";
   const int64_t H = 1024, E = 64, K = 6, F = 512, F_sh = 1024, S = N * K;
   const DType dt = DType::bf16, st = DType::f32;
   try {
@@ -145,8 +147,12 @@ int main(int argc, char** argv) {
     Tensor up = ctx.empty({S, F}, dt), act = random_tensor(ctx, {S, F}, dt, 7), dact = ctx.empty({S, F}, dt);
     Tensor dxs = ctx.empty({S, H}, dt);
     const double gemm = 2.0 * S * H * F;
-    for (bool per_expert : {false, true}) {
-      ops::grouped_gemm_force_per_expert(per_expert);
+    std::vector<ops::GroupedGemmImpl> impls{ops::GroupedGemmImpl::ours};
+    if (!gemm_only)
+      impls = {ops::GroupedGemmImpl::automatic, ops::GroupedGemmImpl::ours, ops::GroupedGemmImpl::cublas_grouped,
+               ops::GroupedGemmImpl::cublas_per_expert};
+    for (ops::GroupedGemmImpl impl : impls) {
+      ops::set_grouped_gemm_impl(impl);
       t = time_ms(ctx, [&] { ops::grouped_linear_forward(ctx, xs, m.expert_offset, wu, up); });
       report_flops(fmt::format("up forward [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
       t = time_ms(ctx, [&] { ops::grouped_linear_forward(ctx, act, m.expert_offset, wd, ys); });
@@ -156,13 +162,17 @@ int main(int argc, char** argv) {
       t = time_ms(ctx, [&] { ops::grouped_linear_backward(ctx, xs, m.expert_offset, wu, dact, dxs, gu); });
       report_flops(fmt::format("up backward dx+dW [{}]", ops::grouped_gemm_last_path(true)).c_str(), t, 2 * gemm);
     }
-    ops::grouped_gemm_force_per_expert(false);
-    {  // the same products as one dense GEMM each (no grouping): what cuBLAS reaches at this size
+    if (gemm_only) return 0;
+    {  // the same product as one dense GEMM (no grouping), through each implementation
       std::vector<int64_t> one{0, S};
       std::vector<Tensor> w1{wu[0]};
-      t = time_ms(ctx, [&] { ops::grouped_linear_forward(ctx, xs, one, w1, up); });
-      report_flops("dense reference: one [S,H]x[H,F]", t, gemm);
+      for (ops::GroupedGemmImpl impl : {ops::GroupedGemmImpl::ours, ops::GroupedGemmImpl::cublas_grouped}) {
+        ops::set_grouped_gemm_impl(impl);
+        t = time_ms(ctx, [&] { ops::grouped_linear_forward(ctx, xs, one, w1, up); });
+        report_flops(fmt::format("dense [S,H]x[H,F] [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
+      }
     }
+    ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::automatic);
 
     std::printf("whole layer (MoeMixer forward + backward)\n");
     if (!ops::cuda_supports("matmul") || !ops::cuda_supports("relu2")) {
@@ -188,6 +198,17 @@ int main(int argc, char** argv) {
     const int64_t B = 2;
     Tensor u = random_tensor(ctx, {B, N / B, H}, dt, 8);
     Tensor dout = random_tensor(ctx, {B, N / B, H}, dt, 9);
+    {  // the layer through our kernel against the layer through cuBLAS (same inputs, same routing)
+      std::vector<double> outs[2];
+      for (int k = 0; k < 2; ++k) {
+        ops::set_grouped_gemm_impl(k == 0 ? ops::GroupedGemmImpl::ours : ops::GroupedGemmImpl::cublas_grouped);
+        outs[k] = moe.forward(ctx, u, nullptr).to_f64_vector();
+      }
+      ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::automatic);
+      double d = 0, n = 0;
+      for (size_t i = 0; i < outs[0].size(); ++i) d += (outs[0][i] - outs[1][i]) * (outs[0][i] - outs[1][i]), n += outs[1][i] * outs[1][i];
+      std::printf("  layer output, our kernel vs cuBLAS: relative difference %.2e\n", std::sqrt(d / n));
+    }
     for (bool aux : {false, true}) {
       moe.set_seq_aux_loss(aux ? 1e-4 : 0.0, 1.0);
       std::unique_ptr<model::MixerSaved> saved;

@@ -4,9 +4,9 @@
 //   forward:   y[rows_e] = x[rows_e] W_e^T
 //   backward:  dx[rows_e] = dy[rows_e] W_e (overwritten), dW_e += dy[rows_e]^T x[rows_e]
 // Dtypes (ops/CUDA.md): x, y, dx, dy and the weights are the compute dtype T; dW_e are
-// grad_dtype(T) (float32 for bf16, accumulated in float32). On CUDA all experts run in one cuBLAS
-// grouped GEMM per product (float32 compute), falling back to one GEMM per expert where the
-// library has no grouped kernel for the dtypes.
+// grad_dtype(T) (float32 for bf16, accumulated in float32). On CUDA every product is one launch
+// over all experts (float32 compute): cuBLAS's grouped GEMM for y and dx, our grouped kernel for
+// the bf16 dW (cuBLAS has no grouped kernel with a float32 output); see grouped_matmul_cuda.h.
 #pragma once
 #include <vector>
 

@@ -1,10 +1,14 @@
-// Grouped expert GEMMs on cuBLAS. Row-major [rows, cols] is column-major [cols, rows], so with
-// x_e [r, in], W_e [out, in], dy_e [r, out] (all row-major):
+// Grouped expert GEMMs on CUDA (the choice of implementation: grouped_matmul_cuda.h). cuBLAS runs
+// all experts of one product in one cublasGemmGroupedBatchedEx (one group per non-empty expert;
+// its device pointer arrays are built on the host and copied once per call), or one cublasGemmEx
+// per expert where it has no grouped kernel for the dtypes (bf16 in, float32 out). The bf16 dW
+// (float32 +=) runs in our grouped kernel (grouped_matmul_kernel.cu) when every row width is a
+// multiple of 8 and the rows are 16-byte aligned.
+// Row-major [rows, cols] is column-major [cols, rows], so with x_e [r, in], W_e [out, in],
+// dy_e [r, out] (all row-major) the cuBLAS calls are
 //   y_e^T  [out, r]  = W_e^T(op T) . x_e^T            gemm(T, N, m=out, n=r,   k=in)
 //   dx_e^T [in, r]   = W_e^T(op N) . dy_e^T           gemm(N, N, m=in,  n=r,   k=out)
 //   dW_e^T [in, out] += x_e^T(op N) . dy_e(op T)      gemm(N, T, m=in,  n=out, k=r)
-// All experts of one product go into one cublasGemmGroupedBatchedEx (one group per non-empty
-// expert); its device pointer arrays are built on the host and copied once per call.
 #if NEMOTRON_CUDA
 #include "ops/grouped_matmul_cuda.h"
 
@@ -12,12 +16,13 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "ops/grouped_matmul_kernel.h"
 
 namespace nemotron::ops {
 
 namespace {
 
-struct Problem {
+struct Problem {  // one cuBLAS (column-major) GEMM
   cublasOperation_t ta, tb;
   int m, n, k;
   const void* a;
@@ -28,9 +33,9 @@ struct Problem {
   int ldc;
 };
 
-bool g_force_per_expert = false;
+GroupedGemmImpl g_impl = GroupedGemmImpl::automatic;
 const char* g_last_path[2] = {"none", "none"};
-// Set once a dtype combination turned out to have no grouped kernel: later calls go per expert.
+// Set once a dtype combination turned out to have no grouped cuBLAS kernel: later calls go per expert.
 bool g_grouped_unsupported[2][2] = {{false, false}, {false, false}};  // [bf16 inputs][float32 output]
 
 cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
@@ -69,19 +74,42 @@ bool run_grouped(Context& ctx, cublasHandle_t h, const std::vector<Problem>& ps,
   return true;
 }
 
-void run(Context& ctx, const std::vector<Problem>& ps, DType ab, DType c, float beta, bool weight_gradient) {
+void run_cublas(Context& ctx, const std::vector<Problem>& ps, DType ab, DType c, float beta, bool weight_gradient) {
   if (ps.empty()) return;
   cublasHandle_t h = cuda::cublas_handle(ctx);
   bool& unsupported = g_grouped_unsupported[ab == DType::bf16][c == DType::f32];
-  if (!g_force_per_expert && !unsupported) {
+  if (g_impl != GroupedGemmImpl::cublas_per_expert && !unsupported) {
     if (run_grouped(ctx, h, ps, ab, c, beta)) {
-      g_last_path[weight_gradient] = "grouped";
+      g_last_path[weight_gradient] = "cublas-grouped";
       return;
     }
     unsupported = true;
   }
   run_per_expert(h, ps, ab, c, beta);
-  g_last_path[weight_gradient] = "per-expert";
+  g_last_path[weight_gradient] = "cublas-per-expert";
+}
+
+void run_ours(Context& ctx, const std::vector<GroupedGemmProblem>& ps, bool a_kmajor, bool b_kmajor, bool f32_acc,
+              bool weight_gradient) {
+  if (ps.empty()) return;
+  NM_CUDA_CHECK(grouped_gemm_bf16_cuda(ps.data(), static_cast<int>(ps.size()), a_kmajor, b_kmajor, f32_acc,
+                                       cuda::cuda_stream(ctx)));
+  g_last_path[weight_gradient] = "ours";
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Our kernel needs bf16, row widths that are multiples of 8 and 16-byte aligned rows; it runs dW
+// unless cuBLAS is asked for, and y/dx only when asked for.
+bool ours_applies(bool weight_gradient, DType T, int in, int out, const std::vector<Tensor>& weights,
+                  std::initializer_list<const Tensor*> ts) {
+  const bool wanted = g_impl == GroupedGemmImpl::ours || (weight_gradient && g_impl == GroupedGemmImpl::automatic);
+  if (!wanted || T != DType::bf16 || in % 8 != 0 || out % 8 != 0) return false;
+  for (const Tensor& w : weights)
+    if (!aligned16(w.raw())) return false;
+  for (const Tensor* t : ts)
+    if (t->defined() && !aligned16(t->raw())) return false;
+  return true;
 }
 
 void check_dtype(const Tensor& t, DType want, const char* what) {
@@ -96,7 +124,7 @@ int as_int(int64_t v, const char* what) {
 
 }  // namespace
 
-void grouped_gemm_force_per_expert(bool on) { g_force_per_expert = on; }
+void set_grouped_gemm_impl(GroupedGemmImpl impl) { g_impl = impl; }
 const char* grouped_gemm_last_path(bool weight_gradient) { return g_last_path[weight_gradient]; }
 
 void grouped_linear_forward_cuda(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
@@ -104,18 +132,23 @@ void grouped_linear_forward_cuda(Context& ctx, const Tensor& x, const std::vecto
   const DType T = x.dtype();
   NM_CHECK(T == DType::f32 || T == DType::bf16, "grouped_linear on CUDA: float32 or bfloat16, got {}", dtype_name(T));
   check_dtype(y, T, "y");
+  for (const Tensor& w : weights) check_dtype(w, T, "an expert weight");
   const int in = as_int(x.dim(1), "in"), out = as_int(y.dim(1), "out");
   const size_t es = dtype_size(T);
+  const bool ours = ours_applies(false, T, in, out, weights, {&x, &y});
   std::vector<Problem> ps;
+  std::vector<GroupedGemmProblem> gs;
   for (size_t e = 0; e < weights.size(); ++e) {
     const int64_t a = offsets[e], r = offsets[e + 1] - a;
     if (r == 0) continue;
-    check_dtype(weights[e], T, "an expert weight");
-    ps.push_back({CUBLAS_OP_T, CUBLAS_OP_N, out, as_int(r, "rows"), in, weights[e].raw(), in,
-                  static_cast<const char*>(x.raw()) + a * in * es, in, static_cast<char*>(y.raw()) + a * out * es,
-                  out});
+    const char* xe = static_cast<const char*>(x.raw()) + a * in * es;
+    char* ye = static_cast<char*>(y.raw()) + a * out * es;
+    // Ours: M = r, N = out, K = in; A = x_e (K-major), B = W_e (K-major).
+    if (ours) gs.push_back({xe, weights[e].raw(), ye, as_int(r, "rows"), out, in, in, in, out});
+    else ps.push_back({CUBLAS_OP_T, CUBLAS_OP_N, out, as_int(r, "rows"), in, weights[e].raw(), in, xe, in, ye, out});
   }
-  run(ctx, ps, T, T, 0.0f, false);
+  if (ours) run_ours(ctx, gs, true, true, false, false);
+  else run_cublas(ctx, ps, T, T, 0.0f, false);
 }
 
 void grouped_linear_backward_cuda(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
@@ -124,26 +157,35 @@ void grouped_linear_backward_cuda(Context& ctx, const Tensor& x, const std::vect
   const DType T = x.dtype();
   NM_CHECK(T == DType::f32 || T == DType::bf16, "grouped_linear on CUDA: float32 or bfloat16, got {}", dtype_name(T));
   check_dtype(dy, T, "dy");
-  const int in = as_int(x.dim(1), "in"), out = as_int(dy.dim(1), "out");
-  const size_t es = dtype_size(T);
-  std::vector<Problem> pdx, pdw;
+  if (dx.defined()) check_dtype(dx, T, "dx");
   for (size_t e = 0; e < weights.size(); ++e) {
-    const int64_t a = offsets[e], r = offsets[e + 1] - a;
-    if (r == 0) continue;
-    const char* xe = static_cast<const char*>(x.raw()) + a * in * es;
-    const char* dye = static_cast<const char*>(dy.raw()) + a * out * es;
     check_dtype(weights[e], T, "an expert weight");
     check_dtype(dweights[e], grad_dtype(T), "an expert weight gradient");
-    if (dx.defined())
-      pdx.push_back({CUBLAS_OP_N, CUBLAS_OP_N, in, as_int(r, "rows"), out, weights[e].raw(), in, dye, out,
-                     static_cast<char*>(dx.raw()) + a * in * es, in});
-    pdw.push_back({CUBLAS_OP_N, CUBLAS_OP_T, in, out, as_int(r, "rows"), xe, in, dye, out, dweights[e].raw(), in});
   }
-  if (dx.defined()) {
-    check_dtype(dx, T, "dx");
-    run(ctx, pdx, T, T, 0.0f, false);
+  const int in = as_int(x.dim(1), "in"), out = as_int(dy.dim(1), "out");
+  const size_t es = dtype_size(T);
+  const bool ours_dx = ours_applies(false, T, in, out, weights, {&x, &dy, &dx});
+  const bool ours_dw = ours_applies(true, T, in, out, dweights, {&x, &dy});
+  std::vector<Problem> pdx, pdw;
+  std::vector<GroupedGemmProblem> gdx, gdw;
+  for (size_t e = 0; e < weights.size(); ++e) {
+    const int64_t a = offsets[e], r64 = offsets[e + 1] - a;
+    if (r64 == 0) continue;
+    const int r = as_int(r64, "rows");
+    const char* xe = static_cast<const char*>(x.raw()) + a * in * es;
+    const char* dye = static_cast<const char*>(dy.raw()) + a * out * es;
+    char* dxe = dx.defined() ? static_cast<char*>(dx.raw()) + a * in * es : nullptr;
+    // Ours, dx: M = r, N = in, K = out; A = dy_e (K-major), B(k=o, n=i) = W_e[o, i] (N-major).
+    if (dxe && ours_dx) gdx.push_back({dye, weights[e].raw(), dxe, r, in, out, out, in, in});
+    else if (dxe) pdx.push_back({CUBLAS_OP_N, CUBLAS_OP_N, in, r, out, weights[e].raw(), in, dye, out, dxe, in});
+    // Ours, dW: M = out, N = in, K = r; A(m=o, k=r) = dy_e[r, o] (M-major), B(k=r, n=i) = x_e[r, i] (N-major).
+    if (ours_dw) gdw.push_back({dye, xe, dweights[e].raw(), out, in, r, out, in, in});
+    else pdw.push_back({CUBLAS_OP_N, CUBLAS_OP_T, in, out, r, xe, in, dye, out, dweights[e].raw(), in});
   }
-  run(ctx, pdw, T, grad_dtype(T), 1.0f, true);
+  if (ours_dx) run_ours(ctx, gdx, true, false, false, false);
+  else run_cublas(ctx, pdx, T, T, 0.0f, false);
+  if (ours_dw) run_ours(ctx, gdw, false, false, true, true);
+  else run_cublas(ctx, pdw, T, grad_dtype(T), 1.0f, true);
 }
 
 }  // namespace nemotron::ops

@@ -12,9 +12,15 @@ void grouped_linear_backward_cuda(Context& ctx, const Tensor& x, const std::vect
                                   const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
                                   std::vector<Tensor>& dweights);
 
-// For benchmarks: force one cuBLAS GEMM per expert instead of the grouped call, and report which
-// path the last call of each kind took ("grouped" or "per-expert").
-void grouped_gemm_force_per_expert(bool on);
+// Which implementation runs the bf16 products. automatic (the default): cuBLAS's grouped batched
+// GEMM for y and dx (faster than our kernel there, measured), our grouped kernel
+// (grouped_matmul_kernel.h) for dW, which cuBLAS has no grouped kernel for with a float32 output.
+// ours: our kernel for all three; cublas_grouped: cuBLAS grouped where it can, per expert for dW;
+// cublas_per_expert: one cuBLAS GEMM per expert. Our kernel needs row widths that are multiples of
+// 8 (else cuBLAS runs); float32 always uses cuBLAS. For benchmarks; grouped_gemm_last_path names
+// what the last call of each kind (y/dx, or dW) actually ran.
+enum class GroupedGemmImpl { automatic, ours, cublas_grouped, cublas_per_expert };
+void set_grouped_gemm_impl(GroupedGemmImpl impl);
 const char* grouped_gemm_last_path(bool weight_gradient);
 
 }  // namespace nemotron::ops

@@ -11,7 +11,7 @@ namespace nemotron::ops {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kChunk = 64;     // tokens per partial sum
+constexpr int kChunk = 32;     // tokens per partial sum
 constexpr int kColumns = 128;  // experts per block in the column sums
 constexpr float kEps = 1e-20f;
 
@@ -63,7 +63,8 @@ __global__ void column_kernel(MoeSeqAuxCudaArgs a, const float* zinv, const int3
   if (i >= a.E) return;
   const int64_t t0 = c * kChunk, t1 = t0 + kChunk < a.S ? t0 + kChunk : a.S;
   float cnt = 0, p = 0;
-  for (int64_t t = t0; t < t1; ++t) {
+#pragma unroll 4
+  for (int64_t t = t0; t < t1; ++t) {  // unrolled so that the loads of several tokens overlap
     const int64_t n = b * a.S + t;
     p += a.scores[n * a.E + i] * zinv[n];
     for (int64_t j = 0; j < a.K; ++j) cnt += topk[n * a.K + j] == i ? 1.0f : 0.0f;
@@ -72,14 +73,17 @@ __global__ void column_kernel(MoeSeqAuxCudaArgs a, const float* zinv, const int3
   part_p[(b * chunks + c) * a.E + i] = p;
 }
 
+// One warp per (b, i): lanes take strided chunks, then a fixed shuffle tree (deterministic).
 __global__ void reduce_kernel(MoeSeqAuxCudaArgs a, const float* part_c, const float* part_p, int64_t chunks) {
-  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // b * E + i
+  const int64_t k = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;  // b * E + i
+  const int lane = threadIdx.x % 32;
   if (k >= a.B * a.E) return;
   const int64_t b = k / a.E, i = k % a.E;
   float cnt = 0, p = 0;
-  for (int64_t c = 0; c < chunks; ++c) cnt += part_c[(b * chunks + c) * a.E + i], p += part_p[(b * chunks + c) * a.E + i];
-  a.counts[k] = cnt;
-  a.psum[k] = p;
+  for (int64_t c = lane; c < chunks; c += 32) cnt += part_c[(b * chunks + c) * a.E + i], p += part_p[(b * chunks + c) * a.E + i];
+  cnt = warp_sum(cnt);
+  p = warp_sum(p);
+  if (lane == 0) a.counts[k] = cnt, a.psum[k] = p;
 }
 
 // g_i = weight c_bi = dL/dp_ti; ds_j = g_j / Z - (sum_i g_i s_i) / Z^2 (ds = g when K = 1);
@@ -130,7 +134,7 @@ cudaError_t moe_seq_aux_forward_cuda(const MoeSeqAuxCudaArgs& a, cudaStream_t st
   } else {
     cudaMemsetAsync(part_c, 0, 2 * n_part * 4, st);
   }
-  reduce_kernel<<<blocks(a.B * a.E, 256), 256, 0, st>>>(a, part_c, part_p, chunks);
+  reduce_kernel<<<blocks(a.B * a.E, kWarps), kWarps * 32, 0, st>>>(a, part_c, part_p, chunks);
   err = cudaGetLastError();
   cudaError_t free_err = cudaFreeAsync(scratch, st);
   return err != cudaSuccess ? err : free_err;

@@ -2,13 +2,34 @@
 // starting gradient; odd widths, uneven groups and experts without rows.
 #include "harness.h"
 #include "ops/grouped_matmul.h"
+#if NEMOTRON_CUDA
+#include "ops/grouped_matmul_cuda.h"
+#endif
 
 namespace nemotron::testing {
 namespace {
 
+// On CUDA, `all_ours` runs y and dx in our grouped kernel too (by default cuBLAS runs them and our
+// kernel only dW), so every layout of the kernel is checked.
+class ImplScope {
+ public:
+  explicit ImplScope(bool all_ours) {
+#if NEMOTRON_CUDA
+    if (all_ours) ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::ours);
+#endif
+    (void)all_ours;
+  }
+  ~ImplScope() {
+#if NEMOTRON_CUDA
+    ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::automatic);
+#endif
+  }
+};
+
 class GroupedMatmulCase : public OpCase {
  public:
-  GroupedMatmulCase(std::vector<int64_t> rows, int64_t in, int64_t out) : rows_(std::move(rows)), in_(in), out_(out) {
+  GroupedMatmulCase(std::vector<int64_t> rows, int64_t in, int64_t out, bool all_ours = false)
+      : rows_(std::move(rows)), in_(in), out_(out), all_ours_(all_ours) {
     offsets_.push_back(0);
     for (int64_t r : rows_) offsets_.push_back(offsets_.back() + r);
   }
@@ -16,7 +37,7 @@ class GroupedMatmulCase : public OpCase {
   std::string params() const override {
     std::string r;
     for (int64_t v : rows_) r += (r.empty() ? "" : "/") + std::to_string(v);
-    return fmt::format("rows={},in={},out={}", r, in_, out_);
+    return fmt::format("rows={},in={},out={}{}", r, in_, out_, all_ours_ ? ",impl=ours" : "");
   }
   int64_t E() const { return static_cast<int64_t>(rows_.size()); }
   // x, then the E weights, then E starting gradients (not differentiated: they show that dW is +=).
@@ -27,12 +48,14 @@ class GroupedMatmulCase : public OpCase {
     return in;
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    ImplScope scope(all_ours_);
     Tensor y = ctx.empty({offsets_.back(), out_}, in[0].dtype());
     ops::grouped_linear_forward(ctx, in[0], offsets_, weights(in), y);
     return {y};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
+    ImplScope scope(all_ours_);
     DType dt = in[0].dtype();
     Tensor dx = ctx.empty(in[0].shape(), dt);
     std::vector<Tensor> dw;
@@ -62,13 +85,18 @@ class GroupedMatmulCase : public OpCase {
   }
   std::vector<int64_t> rows_, offsets_;
   int64_t in_, out_;
+  bool all_ours_;
 };
 
 NM_OP_CASES(grouped_matmul_cases) {
   CaseList c;
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{3, 0, 5, 1}, 7, 5));
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 13, 29, 0, 2}, 37, 19));
+  // Widths that are multiples of 8 run our bf16 kernel (the others cuBLAS): tails in every tile dimension.
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40));
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 130, 7, 257, 0}, 136, 264));
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40, true));
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 130, 7, 257, 0}, 136, 264, true));
   return c;
 }
 
