@@ -4,6 +4,7 @@
 // (formula printed) and the bytes of the inputs/outputs against 3.0 TB/s.
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <vector>
 
@@ -129,6 +130,11 @@ void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int6
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Keep freed scratch in the pool, as the CUDA backend does for training steps.
+  cudaMemPool_t pool;
+  CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  uint64_t keep = UINT64_MAX;
+  CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   if (argc == 8) {
     int64_t v[7];
     for (int i = 0; i < 7; ++i) v[i] = std::atoll(argv[i + 1]);

@@ -59,22 +59,23 @@ __device__ inline float chunk_last(const Dims& d, const float* lam, int b, int h
   return lam[d.lami(b, h, min(d.T, (c + 1) * d.Q) - 1)];
 }
 
-// states slot c holds S_loc of chunk c on entry and the state entering chunk c on exit; slot nc
-// gets the final state. One thread per (b, h, state element), the next chunk's load issued ahead.
+// sin slot c = the state entering chunk c (from the float32 S_loc of every chunk), slot nc = the
+// final state. One thread per (b, h, state element), the next chunk's load issued ahead.
+template <class T>
 __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
-                                  float* __restrict__ states, float* __restrict__ final_state) {
+                                  const float* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
   const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
   if (e >= PN) return;
   float S = init ? init[bh * PN + e] : 0.f;
-  float next = states[d.sti(b, h, 0) + e];
+  float next = sloc[d.dsti(b, h, 0) + e];
   for (int c = 0; c < d.nc; ++c) {
     const float loc = next;
-    if (c + 1 < d.nc) next = states[d.sti(b, h, c + 1) + e];
-    states[d.sti(b, h, c) + e] = S;
+    if (c + 1 < d.nc) next = sloc[d.dsti(b, h, c + 1) + e];
+    sin[d.sti(b, h, c) + e] = ssd::from_f<T>(S);
     S = expf(chunk_last(d, lam, b, h, c)) * S + loc;
   }
-  states[d.sti(b, h, d.nc) + e] = S;
+  sin[d.sti(b, h, d.nc) + e] = ssd::from_f<T>(S);
   if (final_state) final_state[bh * PN + e] = S;
 }
 
@@ -89,22 +90,23 @@ __device__ float block_sum(float v, float* red) {
   return t;
 }
 
-// The adjoint pass, chunks in reverse: dstates slot c holds Z_c on entry and dSout of chunk c on
-// exit; sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0.
-__global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ states,
-                                          const float* __restrict__ d_final, float* __restrict__ dstates,
-                                          float* __restrict__ sdot, float* __restrict__ d_init) {
+// The adjoint pass, chunks in reverse, from the float32 Z of every chunk: dsout slot c = dSout of
+// chunk c; sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0.
+template <class T>
+__global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam, const T* __restrict__ sin,
+                                          const float* __restrict__ d_final, const float* __restrict__ z_all,
+                                          T* __restrict__ dsout, float* __restrict__ sdot, float* __restrict__ d_init) {
   __shared__ float red[kPassThreads / 32];
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
   const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
   const bool live = e < PN;  // every thread stays for the block sums
   float dS = live && d_final ? d_final[bh * PN + e] : 0.f;
-  float z_next = live ? dstates[d.dsti(b, h, d.nc - 1) + e] : 0.f;
-  float s_next = live ? states[d.sti(b, h, d.nc) + e] : 0.f;
+  float z_next = live ? z_all[d.dsti(b, h, d.nc - 1) + e] : 0.f;
+  float s_next = live ? ssd::to_f(sin[d.sti(b, h, d.nc) + e]) : 0.f;
   for (int c = d.nc - 1; c >= 0; --c) {
     const float z = z_next, sout = s_next;
-    if (live && c > 0) z_next = dstates[d.dsti(b, h, c - 1) + e], s_next = states[d.sti(b, h, c) + e];
-    if (live) dstates[d.dsti(b, h, c) + e] = dS;
+    if (live && c > 0) z_next = z_all[d.dsti(b, h, c - 1) + e], s_next = ssd::to_f(sin[d.sti(b, h, c) + e]);
+    if (live) dsout[d.dsti(b, h, c) + e] = ssd::from_f<T>(dS);
     const float dot = block_sum(dS * sout, red);
     if (threadIdx.x == 0) sdot[(int64_t(bh) * d.nc + c) * gridDim.y + blockIdx.y] = dot;
     dS = expf(chunk_last(d, lam, b, h, c)) * dS + z;
@@ -202,6 +204,12 @@ struct Phases {
   }
 };
 
+// float32 words holding n elements of T (scratch comes in float32 words).
+template <class T>
+int64_t words(int64_t n) {
+  return (n * static_cast<int64_t>(sizeof(T)) + 3) / 4;
+}
+
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 #define SSD_TRY(call)                        \
@@ -213,7 +221,7 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 // Shared first half of forward and backward: lam, CB, and the state entering every chunk.
 template <class T>
 cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s, Scratch& sc, Phases& ph, float* lam,
-                         float* cb, float* states, float* final_state) {
+                         float* cb, float* sloc, T* sin, float* final_state) {
   const int64_t bch = int64_t(d.B) * d.nc * d.nH, bcg = int64_t(d.B) * d.nc * d.G;
   lam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, lam);
   SSD_TRY(cudaGetLastError());
@@ -224,12 +232,12 @@ cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s
   ph.mark("CB");
   ssd::ProbChunkState<T> pst;
   pst.d = d, pst.x = static_cast<const T*>(a.x), pst.dy = nullptr, pst.BC = static_cast<const T*>(a.Bm);
-  pst.dt = a.dt, pst.lam = lam, pst.out = states;
+  pst.dt = a.dt, pst.lam = lam, pst.out = sloc;
   SSD_TRY(ssd::launch_tile_gemm(pst, bch, d.P, d.N, s));
   ph.mark("chunk_state");
   const int64_t PN = int64_t(d.P) * d.N;
-  state_pass_kernel<<<dim3(d.B * d.nH, blocks_for(PN, kPassSlice)), kPassThreads, 0, s>>>(d, lam, a.initial_state,
-                                                                                          states, final_state);
+  state_pass_kernel<T><<<dim3(d.B * d.nH, blocks_for(PN, kPassSlice)), kPassThreads, 0, s>>>(
+      d, lam, a.initial_state, sloc, sin, final_state);
   ph.mark("state_pass");
   return cudaGetLastError();
 }
@@ -242,12 +250,13 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   Phases ph(s);
   float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
   float* cb = sc.get(int64_t(d.B) * d.nc * d.G * d.Qm * d.Qm);
-  float* states = sc.get(int64_t(d.B) * d.nH * (d.nc + 1) * PN);
+  float* sloc = sc.get(int64_t(d.B) * d.nH * d.nc * PN);
+  T* sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
   if (sc.err != cudaSuccess) return sc.release(sc.err);
-  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, states, a.final_state));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, sloc, sin, a.final_state));
   ssd::ProbY<T> py;
   py.d = d, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
-  py.dy = nullptr, py.dt = a.dt, py.lam = lam, py.cb = cb, py.states = states, py.y = static_cast<T*>(a.y);
+  py.dy = nullptr, py.dt = a.dt, py.lam = lam, py.cb = cb, py.sin = sin, py.y = static_cast<T*>(a.y);
   py.r1 = nullptr, py.n_tiles = 0;
   SSD_TRY(ssd::launch_tile_gemm(py, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s));
   ph.mark("Y");
@@ -265,8 +274,9 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
   float* cb = sc.get(bcg * d.Qm * d.Qm);
   float* dcb = sc.get(bcg * d.Qm * d.Qm);
-  float* states = sc.get(int64_t(d.B) * d.nH * (d.nc + 1) * PN);
-  float* dstates = sc.get(bch * PN);
+  float* sloc = sc.get(bch * PN);  // S_loc, then reused for Z
+  T* sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
+  T* dsout = reinterpret_cast<T*>(sc.get(words<T>(bch * PN)));
   float* sdot = sc.get(bch * slices);
   float* r1 = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
   float* rx = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
@@ -277,24 +287,24 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const T *x = static_cast<const T*>(a.x), *dy = static_cast<const T*>(a.dy);
   const T *Bm = static_cast<const T*>(a.Bm), *Cm = static_cast<const T*>(a.Cm);
 
-  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, states, nullptr));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, sloc, sin, nullptr));
   ssd::ProbChunkState<T> pz;
-  pz.d = d, pz.x = x, pz.dy = dy, pz.BC = Cm, pz.dt = a.dt, pz.lam = lam, pz.out = dstates;
+  pz.d = d, pz.x = x, pz.dy = dy, pz.BC = Cm, pz.dt = a.dt, pz.lam = lam, pz.out = sloc;
   SSD_TRY(ssd::launch_tile_gemm(pz, bch, d.P, d.N, s));
   ph.mark("Z");
-  state_adjoint_pass_kernel<<<dim3(d.B * d.nH, slices), kPassThreads, 0, s>>>(d, lam, states, a.d_final_state, dstates,
-                                                                               sdot, a.d_initial_state);
+  state_adjoint_pass_kernel<T><<<dim3(d.B * d.nH, slices), kPassThreads, 0, s>>>(d, lam, sin, a.d_final_state, sloc,
+                                                                                  dsout, sdot, a.d_initial_state);
   SSD_TRY(cudaGetLastError());
   ph.mark("adjoint_pass");
 
   ssd::ProbY<T> py;
   py.d = d, py.x = x, py.Cm = Cm, py.D = static_cast<const T*>(a.D), py.dy = dy, py.dt = a.dt, py.lam = lam;
-  py.cb = cb, py.states = states, py.y = nullptr, py.r1 = r1, py.n_tiles = n_tiles;
+  py.cb = cb, py.sin = sin, py.y = nullptr, py.r1 = r1, py.n_tiles = n_tiles;
   SSD_TRY(ssd::launch_tile_gemm(py, bch, d.Q, d.P, s));
   ph.mark("Y_rowdot");
   ssd::ProbDxb<T> pdx;
   pdx.d = d, pdx.x = x, pdx.Bm = Bm, pdx.D = static_cast<const T*>(a.D), pdx.dy = dy, pdx.dt = a.dt, pdx.lam = lam;
-  pdx.cb = cb, pdx.dstates = dstates, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
+  pdx.cb = cb, pdx.dsout = dsout, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
   pdx.n_tiles = n_tiles;
   SSD_TRY(ssd::launch_tile_gemm(pdx, bch, d.Q, d.P, s));
   ph.mark("dxb");
@@ -305,7 +315,7 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   for (bool is_dB : {false, true}) {
     ssd::ProbDBC<T> p;
     p.d = d, p.is_dB = is_dB, p.x = x, p.dy = dy, p.Bm = Bm, p.Cm = Cm, p.dt = a.dt, p.lam = lam, p.dcb = dcb;
-    p.states = states, p.dstates = dstates, p.out = static_cast<T*>(is_dB ? a.dBm : a.dCm);
+    p.sin = sin, p.dsout = dsout, p.out = static_cast<T*>(is_dB ? a.dBm : a.dCm);
     SSD_TRY(ssd::launch_tile_gemm(p, bcg, d.Q, d.N, s));
     ph.mark(is_dB ? "dB" : "dC");
   }

@@ -2,7 +2,8 @@
 // (batch b, chunk c of L tokens from t0, head h in group g): lam_l = sum_{j<=l} dt_j A_h (float32
 // scratch `lam`), xb = dt x, w_l = exp(lam_{L-1} - lam_l), CB[l, s] = C_l . B_s (per group),
 // M[l, s] = CB[l, s] exp(lam_l - lam_s) for s <= l. Sin = the state entering the chunk, dSout =
-// the gradient of the state leaving it (both float32 [P, N] per head and chunk).
+// the gradient of the state leaving it ([P, N] per head and chunk, stored in T: they are only read
+// as GEMM operands, which bf16 rounds anyway; the passes accumulate them in float32).
 #pragma once
 #include "ops/ssd_scan_tile_gemm.cuh"
 
@@ -15,7 +16,7 @@ struct Dims {
   __device__ int64_t bci(int b, int t, int g) const { return ((int64_t(b) * T + t) * G + g) * N; }
   __device__ int64_t dti(int b, int t, int h) const { return (int64_t(b) * T + t) * nH + h; }
   __device__ int64_t lami(int b, int h, int t) const { return (int64_t(b) * nH + h) * T + t; }
-  // states: nc + 1 slots per (b, h): the state entering each chunk, then the final state
+  // sin: nc + 1 slots per (b, h): the state entering each chunk, then the final state
   __device__ int64_t sti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * (nc + 1) + c) * P * N; }
   __device__ int64_t dsti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * nc + c) * P * N; }
   __device__ int64_t cbi(int b, int c, int g) const { return ((int64_t(b) * nc + c) * G + g) * Qm * Qm; }
@@ -79,6 +80,7 @@ struct ProbBase {
   using T = TT;
   Dims d;
   static constexpr bool kScaled = false;
+  static constexpr int kMinBlocks = NM_SSD_MIN_BLOCKS;
   __device__ float scale(const Item&, int, int, int) const { return 1.f; }
   __device__ bool skip(const Item&, int, int) const { return false; }
   __device__ int nseg(const Item&) const { return 1; }
@@ -115,9 +117,9 @@ struct ProbCB : ProbBase<T> {
   }
 };
 
-// The chunk's own state contribution S_loc[p, n] = sum_l w_l xb[l, p] B[l, n] (state slot c; the
-// state pass turns it into the entering state), or with `dy` its adjoint Z[p, n] = sum_l
-// exp(lam_l) dy[l, p] C[l, n] (dstates slot c).
+// The chunk's own state contribution S_loc[p, n] = sum_l w_l xb[l, p] B[l, n] (float32, slot c;
+// the state pass turns them into the entering states), or with `dy` its adjoint Z[p, n] = sum_l
+// exp(lam_l) dy[l, p] C[l, n] (the adjoint pass turns them into dSout).
 template <class T>
 struct ProbChunkState : ProbBase<T> {
   const T *x, *dy, *BC;  // dy null: forward (x, B); else adjoint (dy, C)
@@ -150,7 +152,7 @@ struct ProbChunkState : ProbBase<T> {
   __device__ const T* b_src(const Item& it, int, int l, int n) const { return BC + this->d.bci(it.b, it.t0 + l, it.g) + n; }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int) const {
     const Dims& d = this->d;
-    float* o = out + (dy ? d.dsti(it.b, it.h, it.c) : d.sti(it.b, it.h, it.c));
+    float* o = out + d.dsti(it.b, it.h, it.c);
     for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
       const int r = e / kBN, c = e % kBN;
       if (m0 + r < M && n0 + c < Nc) o[int64_t(m0 + r) * d.N + n0 + c] = Cs[r][c];
@@ -162,8 +164,8 @@ struct ProbChunkState : ProbBase<T> {
 // Forward: y = Y_ssm + D x. Backward (dy set): r1[l] = dy_l . Y_ssm_l, per column tile.
 template <class T>
 struct ProbY : ProbBase<T> {
-  const T *x, *Cm, *D, *dy;
-  const float *dt, *lam, *cb, *states;
+  const T *x, *Cm, *D, *dy, *sin;
+  const float *dt, *lam, *cb;
   T* y;
   float* r1;
   int n_tiles;
@@ -196,10 +198,13 @@ struct ProbY : ProbBase<T> {
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = k + i <= l && i < cnt ? v[i] * ex<T>(ll - ls[i]) : 0.f;
   }
+  __device__ const T* b_src(const Item& it, int seg, int k, int p) const {
+    return seg == 1 ? sin + this->d.sti(it.b, it.h, it.c) + int64_t(p) * this->d.N + k : nullptr;
+  }
   __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
     if (seg == 1) {  // run over k = n
-      ld_run(states + d.sti(it.b, it.h, it.c) + int64_t(p) * d.N + k, cnt, d.vec, v);
+      ld_run(sin + d.sti(it.b, it.h, it.c) + int64_t(p) * d.N + k, cnt, d.vec, v);
       return;
     }
     ld_run(x + d.xi(it.b, it.t0 + k, it.h) + p, cnt, d.vec, v);  // run over p
@@ -231,8 +236,8 @@ struct ProbY : ProbBase<T> {
 // dt dxb, and per column tile rx[s] = x_s . dxb_s and rdd[s] = dy_s . x_s.
 template <class T>
 struct ProbDxb : ProbBase<T> {
-  const T *x, *Bm, *D, *dy;
-  const float *dt, *lam, *cb, *dstates;
+  const T *x, *Bm, *D, *dy, *dsout;
+  const float *dt, *lam, *cb;
   T* dx;
   float *rx, *rdd;
   int n_tiles;
@@ -270,11 +275,12 @@ struct ProbDxb : ProbBase<T> {
   }
   __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
-    if (seg == 1) ld_run(dstates + d.dsti(it.b, it.h, it.c) + int64_t(p) * d.N + k, cnt, d.vec, v);  // over n
+    if (seg == 1) ld_run(dsout + d.dsti(it.b, it.h, it.c) + int64_t(p) * d.N + k, cnt, d.vec, v);  // over n
     else ld_run(dy + d.xi(it.b, it.t0 + k, it.h) + p, cnt, d.vec, v);                                   // over p
   }
   __device__ const T* b_src(const Item& it, int seg, int k, int p) const {
-    return seg == 0 ? dy + this->d.xi(it.b, it.t0 + k, it.h) + p : nullptr;
+    const Dims& d = this->d;
+    return seg == 0 ? dy + d.xi(it.b, it.t0 + k, it.h) + p : dsout + d.dsti(it.b, it.h, it.c) + int64_t(p) * d.N + k;
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int tn) const {
     const Dims& d = this->d;
@@ -303,6 +309,7 @@ struct ProbDxb : ProbBase<T> {
 template <class T>
 struct ProbDCB : ProbBase<T> {
   static constexpr bool kScaled = true;
+  static constexpr int kMinBlocks = NM_SSD_MIN_BLOCKS < 4 ? NM_SSD_MIN_BLOCKS : 4;  // 32 more accumulators
   const T *x, *dy;
   const float *dt, *lam;
   float* dcb;
@@ -350,8 +357,8 @@ struct ProbDCB : ProbBase<T> {
 template <class T>
 struct ProbDBC : ProbBase<T> {
   bool is_dB;
-  const T *x, *dy, *Bm, *Cm;
-  const float *dt, *lam, *dcb, *states, *dstates;
+  const T *x, *dy, *Bm, *Cm, *sin, *dsout;
+  const float *dt, *lam, *dcb;
   T* out;
   __device__ Item item(int i) const { return group_item(this->d, i); }
   __device__ int rows(const Item& it) const { return it.L; }
@@ -395,7 +402,10 @@ struct ProbDBC : ProbBase<T> {
     for (int i = 0; i < 8; ++i) v[i] *= f;
   }
   __device__ const T* b_src(const Item& it, int seg, int k, int n) const {
-    return seg == 0 ? (is_dB ? Cm : Bm) + this->d.bci(it.b, it.t0 + k, it.g) + n : nullptr;
+    const Dims& d = this->d;
+    if (seg == 0) return (is_dB ? Cm : Bm) + d.bci(it.b, it.t0 + k, it.g) + n;
+    const int h = it.g * d.hpg + seg - 1;
+    return (is_dB ? dsout + d.dsti(it.b, h, it.c) : sin + d.sti(it.b, h, it.c)) + int64_t(k) * d.N + n;
   }
   __device__ void b_run(const Item& it, int seg, int k, int n, int cnt, float* v) const {  // run over n
     const Dims& d = this->d;
@@ -404,7 +414,7 @@ struct ProbDBC : ProbBase<T> {
       return;
     }
     const int h = it.g * d.hpg + seg - 1;
-    const float* s = is_dB ? dstates + d.dsti(it.b, h, it.c) : states + d.sti(it.b, h, it.c);
+    const T* s = is_dB ? dsout + d.dsti(it.b, h, it.c) : sin + d.sti(it.b, h, it.c);
     ld_run(s + int64_t(k) * d.N + n, cnt, d.vec, v);
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int) const {
