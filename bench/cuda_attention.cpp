@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "gemm_peak.h"
 #include "core/rng.h"
 #include "ops/attention.h"
 #include "ops/attention_internal_cuda.h"
@@ -31,28 +32,6 @@ Tensor random_bf16(Shape shape, uint64_t seed, cuda::CudaBackend& gpu) {
   return t.to_host(DType::bf16).to(gpu);
 }
 
-template <class F>
-double median_ms(cudaStream_t s, F&& fn, int reps = 20) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<float> ms;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a, s);
-    fn();
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float t = 0;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 void bench(cuda::CudaBackend& gpu, int64_t B, int64_t T, int64_t nq, int64_t nkv, int64_t hd) {
   Context ctx{&gpu, nullptr, DType::bf16};
   Tensor q = random_bf16({B, T, nq, hd}, 1, gpu), k = random_bf16({B, T, nkv, hd}, 2, gpu);
@@ -61,8 +40,8 @@ void bench(cuda::CudaBackend& gpu, int64_t B, int64_t T, int64_t nq, int64_t nkv
   Tensor dq = ctx.empty(q.shape(), DType::bf16), dk = ctx.empty(k.shape(), DType::bf16);
   Tensor dv = ctx.empty(v.shape(), DType::bf16);
   cudaStream_t s = gpu.stream();
-  const double fwd_ms = median_ms(s, [&] { ops::attention_forward(ctx, q, k, v, o, lse); });
-  const double bwd_ms = median_ms(s, [&] { ops::attention_backward(ctx, q, k, v, o, lse, dout, dq, dk, dv); });
+  const double fwd_ms = median_cuda_ms(ctx, 20, [&] { ops::attention_forward(ctx, q, k, v, o, lse); });
+  const double bwd_ms = median_cuda_ms(ctx, 20, [&] { ops::attention_backward(ctx, q, k, v, o, lse, dout, dq, dk, dv); });
   const double fwd_flops = 2.0 * B * nq * static_cast<double>(T) * T * hd, bwd_flops = 2.5 * fwd_flops;
   const double fwd_tf = fwd_flops / (fwd_ms * 1e9), bwd_tf = bwd_flops / (bwd_ms * 1e9);
   std::printf("ours  B=%ld T=%ld nq=%ld nkv=%ld hd=%ld bf16: forward %.3f ms %.1f TFLOP/s (%.0f%% of %.0f), "
@@ -74,7 +53,7 @@ void bench(cuda::CudaBackend& gpu, int64_t B, int64_t T, int64_t nq, int64_t nkv
   a.q = q.raw(), a.k = k.raw(), a.v = v.raw(), a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
   a.B = B, a.T = T, a.nq = nq, a.nkv = nkv, a.hd = hd, a.bf16 = true;
   for (int strips : {1, 2}) {
-    const double ms = median_ms(s, [&] { ops::attn::flash_forward(a, s, strips); });
+    const double ms = median_cuda_ms(ctx, 20, [&] { ops::attn::flash_forward(a, s, strips); });
     std::printf("      forward variant strips/warp=%d: %.3f ms %.1f TFLOP/s\n", strips, ms, fwd_flops / (ms * 1e9));
   }
 }

@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "gemm_peak.h"
 #include "core/rng.h"
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
@@ -30,27 +31,6 @@ using namespace nemotron;
 namespace {
 
 double g_copy_tbs = 3.0;  // the device-to-device copy rate, measured in main (H100: ~3.0 TB/s)
-
-double median_ms(Context& ctx, int reps, const std::function<void()>& fn) {
-  cudaStream_t s = cuda::cuda_stream(ctx);
-  fn();  // warm-up
-  ctx.backend->synchronize();
-  std::vector<double> ms;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a), cudaEventCreate(&b);
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(a, s);
-    fn();
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float t = 0;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // Random non-zero data: one 16 Mi-element random block per (dtype, range), made once on the host
 // and tiled into `t` on the device (starting at a seed-dependent offset of the block).
@@ -82,7 +62,7 @@ void report(const char* name, double ms, double bytes) {
 void measure_copy(Context& ctx, int reps) {
   Tensor a = ctx.empty({int64_t{1} << 30}, DType::bf16), b = ctx.empty({int64_t{1} << 30}, DType::bf16);
   fill_random(ctx, a, -1.0, 1.0, 20);
-  const double ms = median_ms(ctx, reps, [&] { ctx.backend->copy_on_device(b.raw(), a.raw(), a.nbytes()); });
+  const double ms = median_cuda_ms(ctx, reps, [&] { ctx.backend->copy_on_device(b.raw(), a.raw(), a.nbytes()); });
   g_copy_tbs = 2.0 * static_cast<double>(a.nbytes()) / (ms * 1e-3) / 1e12;
   std::printf("device-to-device copy of 2 GiB: %.3f ms, %.2f TB/s (read + write): the ceiling below\n", ms, g_copy_tbs);
 }
@@ -101,13 +81,13 @@ void bench_cross_entropy(Context& ctx, int64_t N, int64_t V, int reps) {
   const double once = static_cast<double>(N) * static_cast<double>(V) * 2;
   std::printf("\nsoftmax_cross_entropy, bf16 logits [%ld, %ld] (%.2f GB), float32 losses\n", static_cast<long>(N),
               static_cast<long>(V), once / 1e9);
-  report("forward (1 read)", median_ms(ctx, reps, [&] {
+  report("forward (1 read)", median_cuda_ms(ctx, reps, [&] {
            ops::softmax_cross_entropy(ctx, logits, targets, Tensor(), 1.0, losses, nullptr);
          }), once);
-  report("forward + backward, dlogits separate (1 r + 1 w)", median_ms(ctx, reps, [&] {
+  report("forward + backward, dlogits separate (1 r + 1 w)", median_cuda_ms(ctx, reps, [&] {
            ops::softmax_cross_entropy(ctx, logits, targets, Tensor(), 1.0 / N, losses, &d);
          }), 2 * once);
-  report("forward + backward, in place (1 r + 1 w)", median_ms(ctx, reps, [&] {
+  report("forward + backward, in place (1 r + 1 w)", median_cuda_ms(ctx, reps, [&] {
            ops::softmax_cross_entropy(ctx, logits, targets, Tensor(), 1.0 / N, losses, &logits);
          }), 2 * once);
   // The block size (the kernel's default is 512), through the raw kernel entry point.
@@ -117,8 +97,8 @@ void bench_cross_entropy(Context& ctx, int64_t N, int64_t V, int reps) {
     a.N = N, a.V = V, a.grad_scale = 1.0f / static_cast<float>(N), a.bf16 = true, a.threads = threads;
     int64_t bad = -1;
     const std::string fwd = fmt::format("  {} threads: forward", threads), both = fmt::format("  {} threads: in place", threads);
-    report(fwd.c_str(), median_ms(ctx, reps, [&] { a.dlogits = nullptr; ops::softmax_cross_entropy_cuda(a, cuda::cuda_stream(ctx), &bad); }), once);
-    report(both.c_str(), median_ms(ctx, reps, [&] { a.dlogits = logits.raw(); ops::softmax_cross_entropy_cuda(a, cuda::cuda_stream(ctx), &bad); }), 2 * once);
+    report(fwd.c_str(), median_cuda_ms(ctx, reps, [&] { a.dlogits = nullptr; ops::softmax_cross_entropy_cuda(a, cuda::cuda_stream(ctx), &bad); }), once);
+    report(both.c_str(), median_cuda_ms(ctx, reps, [&] { a.dlogits = logits.raw(); ops::softmax_cross_entropy_cuda(a, cuda::cuda_stream(ctx), &bad); }), 2 * once);
   }
 }
 
@@ -137,10 +117,10 @@ void bench_embedding(Context& ctx, int64_t N, int64_t V, int64_t D, int reps) {
   const double rows = static_cast<double>(N) * static_cast<double>(D);
   std::printf("\nembedding, bf16 table [%ld, %ld], %ld tokens\n", static_cast<long>(V), static_cast<long>(D),
               static_cast<long>(N));
-  report("forward (gather rows: 1 r + 1 w bf16)", median_ms(ctx, reps, [&] { ops::embedding_forward(ctx, ids, w, y); }),
+  report("forward (gather rows: 1 r + 1 w bf16)", median_cuda_ms(ctx, reps, [&] { ops::embedding_forward(ctx, ids, w, y); }),
          2 * rows * 2);
   report("backward (sort + dy read + dw f32 r/w)",
-         median_ms(ctx, reps, [&] { ops::embedding_backward(ctx, ids, dy, dw); }), rows * 2 + rows * 8);
+         median_cuda_ms(ctx, reps, [&] { ops::embedding_backward(ctx, ids, dy, dw); }), rows * 2 + rows * 8);
 }
 
 void bench_optimizer(Context& ctx, double total_params, int tensors, int reps) {
@@ -165,13 +145,13 @@ void bench_optimizer(Context& ctx, double total_params, int tensors, int reps) {
   std::printf("\nmulti-tensor optimizer, %.3g parameters in %d tensors (bf16 values, float32 masters/grads/moments)\n",
               n, tensors);
   int64_t step = 1;
-  report("AdamW step (r master,g,m,v; w master,m,v,value: 30 B/p)", median_ms(ctx, reps, [&] {
+  report("AdamW step (r master,g,m,v; w master,m,v,value: 30 B/p)", median_cuda_ms(ctx, reps, [&] {
            ops::adamw_update(ctx, list, {1e-4, 0.9, 0.95, 1e-8, 0.1, step++});
          }), 30 * n);
   double norm = 0;
-  report("grad norm (r g: 4 B/p, one host read)", median_ms(ctx, reps, [&] { norm = ops::grad_norm(ctx, list); }),
+  report("grad norm (r g: 4 B/p, one host read)", median_cuda_ms(ctx, reps, [&] { norm = ops::grad_norm(ctx, list); }),
          4 * n);
-  report("grad scale (clip: r/w g, 8 B/p)", median_ms(ctx, reps, [&] { ops::scale_grads(ctx, list, 0.999); }), 8 * n);
+  report("grad scale (clip: r/w g, 8 B/p)", median_cuda_ms(ctx, reps, [&] { ops::scale_grads(ctx, list, 0.999); }), 8 * n);
   std::printf("  (grad norm %.6g)\n", norm);
 }
 

@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
+#include "gemm_peak.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/rng.h"
 #include "model/moe_mixer.h"
@@ -39,29 +40,6 @@ Tensor random_tensor(Context& ctx, Shape shape, DType dtype, uint64_t seed, doub
   Tensor host = Tensor::empty(std::move(shape), DType::f64);
   fill_uniform(host, Philox(seed), lo, hi);
   return host.to_host(dtype).to(*ctx.backend);
-}
-
-// Median milliseconds of `repeats` runs after `warmup` runs, timed with events on the stream.
-double time_ms(Context& ctx, const std::function<void()>& f, int warmup = 3, int repeats = 21) {
-  cudaStream_t st = cuda::cuda_stream(ctx);
-  for (int i = 0; i < warmup; ++i) f();
-  cudaEvent_t a, b;
-  NM_CUDA_CHECK(cudaEventCreate(&a));
-  NM_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int i = 0; i < repeats; ++i) {
-    NM_CUDA_CHECK(cudaEventRecord(a, st));
-    f();
-    NM_CUDA_CHECK(cudaEventRecord(b, st));
-    NM_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    NM_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 void report_bytes(const char* what, double ms, double bytes) {
@@ -102,23 +80,23 @@ int main(int argc, char** argv) {
     Tensor dw = random_tensor(ctx, {N, K}, st, 3), dlogits = ctx.empty({N, E}, dt);
 
     std::printf("router\n");
-    double t = time_ms(ctx, [&] { ops::moe_router_scores(ctx, logits, scores); });
+    double t = median_cuda_ms(ctx, 21, [&] { ops::moe_router_scores(ctx, logits, scores); });
     report_bytes("scores (sigmoid)", t, N * E * (2.0 + 4.0));
-    t = time_ms(ctx, [&] { ops::moe_select_experts(ctx, rp, scores, bias, idx); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_select_experts(ctx, rp, scores, bias, idx); });
     report_bytes("select (top-k)", t, N * E * 4.0 + N * K * 4.0);
-    t = time_ms(ctx, [&] { ops::moe_topk_weights(ctx, rp, scores, idx, w); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_topk_weights(ctx, rp, scores, idx, w); });
     report_bytes("topk weights", t, N * K * 12.0);
-    t = time_ms(ctx, [&] { ops::moe_router_backward(ctx, rp, scores, idx, dw, dlogits); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_router_backward(ctx, rp, scores, idx, dw, dlogits); });
     report_bytes("router backward", t, N * E * (4.0 + 2.0));
     Tensor counts = ctx.empty({1, E}, st), psum = ctx.empty({1, E}, st);
-    t = time_ms(ctx, [&] { ops::moe_seq_aux_forward(ctx, K, scores, 1, counts, psum); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_seq_aux_forward(ctx, K, scores, 1, counts, psum); });
     report_bytes("seq aux forward", t, N * E * 4.0);
-    t = time_ms(ctx, [&] { ops::moe_seq_aux_backward(ctx, K, scores, counts, 1e-4, dlogits); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_seq_aux_backward(ctx, K, scores, counts, 1e-4, dlogits); });
     report_bytes("seq aux backward", t, N * E * (4.0 + 4.0));
 
     std::printf("permutation\n");
     ops::MoeDispatch m;
-    t = time_ms(ctx, [&] { m = ops::moe_make_dispatch(ctx, idx, E); });
+    t = median_cuda_ms(ctx, 21, [&] { m = ops::moe_make_dispatch(ctx, idx, E); });
     std::printf("  %-34s %9.3f ms  (counts, slots, one copy of the counts to the host)\n", "make dispatch", t);
     int64_t lo = S, hi = 0;
     for (int64_t c : m.tokens_per_expert) lo = std::min(lo, c), hi = std::max(hi, c);
@@ -127,13 +105,13 @@ int main(int argc, char** argv) {
     Tensor x = random_tensor(ctx, {N, H}, dt, 4), xs = ctx.empty({S, H}, dt);
     Tensor ys = random_tensor(ctx, {S, H}, dt, 5), y = ctx.empty({N, H}, dt), dy = random_tensor(ctx, {N, H}, dt, 6);
     Tensor dys = ctx.empty({S, H}, dt), dwk = ctx.empty({N, K}, st), dx = ctx.empty({N, H}, dt);
-    t = time_ms(ctx, [&] { ops::moe_dispatch_forward(ctx, m, x, xs); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_dispatch_forward(ctx, m, x, xs); });
     report_bytes("dispatch forward (gather)", t, (N + S) * H * 2.0);
-    t = time_ms(ctx, [&] { ops::moe_combine_forward(ctx, m, ys, w, y); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_combine_forward(ctx, m, ys, w, y); });
     report_bytes("combine forward", t, (N + S) * H * 2.0);
-    t = time_ms(ctx, [&] { ops::moe_combine_backward(ctx, m, ys, w, dy, dys, dwk); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_combine_backward(ctx, m, ys, w, dy, dys, dwk); });
     report_bytes("combine backward", t, (N + 2 * S) * H * 2.0);
-    t = time_ms(ctx, [&] { ops::moe_dispatch_backward(ctx, m, dys, dx); });
+    t = median_cuda_ms(ctx, 21, [&] { ops::moe_dispatch_backward(ctx, m, dys, dx); });
     report_bytes("dispatch backward", t, (N + S) * H * 2.0);
 
     std::printf("expert GEMMs (S = %lld slot rows)\n", static_cast<long long>(S));
@@ -153,13 +131,13 @@ int main(int argc, char** argv) {
                ops::GroupedGemmImpl::cublas_per_expert};
     for (ops::GroupedGemmImpl impl : impls) {
       ops::set_grouped_gemm_impl(impl);
-      t = time_ms(ctx, [&] { ops::grouped_linear_forward(ctx, xs, m.expert_offset, wu, up); });
+      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, xs, m.expert_offset, wu, up); });
       report_flops(fmt::format("up forward [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
-      t = time_ms(ctx, [&] { ops::grouped_linear_forward(ctx, act, m.expert_offset, wd, ys); });
+      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, act, m.expert_offset, wd, ys); });
       report_flops(fmt::format("down forward [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
-      t = time_ms(ctx, [&] { ops::grouped_linear_backward(ctx, act, m.expert_offset, wd, dys, dact, gd); });
+      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, act, m.expert_offset, wd, dys, dact, gd); });
       report_flops(fmt::format("down backward dx+dW [{}]", ops::grouped_gemm_last_path(true)).c_str(), t, 2 * gemm);
-      t = time_ms(ctx, [&] { ops::grouped_linear_backward(ctx, xs, m.expert_offset, wu, dact, dxs, gu); });
+      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, xs, m.expert_offset, wu, dact, dxs, gu); });
       report_flops(fmt::format("up backward dx+dW [{}]", ops::grouped_gemm_last_path(true)).c_str(), t, 2 * gemm);
     }
     if (gemm_only) return 0;
@@ -168,7 +146,7 @@ int main(int argc, char** argv) {
       std::vector<Tensor> w1{wu[0]};
       for (ops::GroupedGemmImpl impl : {ops::GroupedGemmImpl::ours, ops::GroupedGemmImpl::cublas_grouped}) {
         ops::set_grouped_gemm_impl(impl);
-        t = time_ms(ctx, [&] { ops::grouped_linear_forward(ctx, xs, one, w1, up); });
+        t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, xs, one, w1, up); });
         report_flops(fmt::format("dense [S,H]x[H,F] [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
       }
     }
@@ -212,9 +190,9 @@ int main(int argc, char** argv) {
     for (bool aux : {false, true}) {
       moe.set_seq_aux_loss(aux ? 1e-4 : 0.0, 1.0);
       std::unique_ptr<model::MixerSaved> saved;
-      double tf = time_ms(ctx, [&] { moe.forward(ctx, u, &saved); });
-      double tb = time_ms(ctx, [&] { moe.backward(ctx, *saved, dout); });
-      double tfb = time_ms(ctx, [&] {
+      double tf = median_cuda_ms(ctx, 21, [&] { moe.forward(ctx, u, &saved); });
+      double tb = median_cuda_ms(ctx, 21, [&] { moe.backward(ctx, *saved, dout); });
+      double tfb = median_cuda_ms(ctx, 21, [&] {
         std::unique_ptr<model::MixerSaved> s;
         Tensor o = moe.forward(ctx, u, &s);
         moe.backward(ctx, *s, dout);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/bias.h"
 #include "ops/causal_conv1d.h"
 #include "ops/dt_softplus.h"
 #include "ops/gated_rmsnorm.h"
@@ -12,26 +13,6 @@
 namespace nemotron::model {
 
 namespace {
-
-// y [..., n] += b [n], as a rank-1 GEMM with a column of ones (works wherever matmul does).
-Tensor ones_column(Context& ctx, int64_t rows, DType dtype) {
-  Tensor ones = ctx.empty({rows, 1}, dtype);
-  fill_uniform(ones, Philox(0), 1.0, 1.0);
-  return ones;
-}
-
-void add_bias(Context& ctx, Tensor& y, const Tensor& b) {
-  int64_t n = b.numel(), rows = y.numel() / n;
-  Tensor y2 = y.view({rows, n});
-  ops::matmul(ctx, ones_column(ctx, rows, y.dtype()), false, b.view({1, n}), false, y2, 1.0, 1.0);
-}
-
-// db [n] += sum over rows of dy [..., n].
-void bias_grad(Context& ctx, const Tensor& dy, Tensor db) {
-  int64_t n = db.numel(), rows = dy.numel() / n;
-  Tensor db2 = db.view({n, 1});
-  ops::matmul(ctx, dy.view({rows, n}), true, ones_column(ctx, rows, dy.dtype()), false, db2, 1.0, 1.0);
-}
 
 // Overwrites a parameter with host values (any device, any float dtype).
 void set_values(Param& p, const std::vector<double>& v) {
@@ -155,7 +136,7 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
     Rows r = in_rows(static_cast<Part>(p));
     part_out[p] = ctx.empty({B, T, width[p]}, dtype);
     ops::linear_forward(ctx, u, in_w_->value.slice(r.begin, r.end), part_out[p]);
-    if (in_b_) add_bias(ctx, part_out[p], in_b_->value.slice(r.begin, r.end));
+    if (in_b_) ops::bias_add(ctx, part_out[p], in_b_->value.slice(r.begin, r.end));
   }
   Tensor &z = part_out[kZ], &dt_raw = part_out[kDt];
 
@@ -175,7 +156,7 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   ops::gated_rmsnorm_forward(ctx, y, z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor out = ctx.empty({B, T, H_}, dtype);
   ops::linear_forward(ctx, normed, out_w_->value, out);
-  if (out_b_) add_bias(ctx, out, out_b_->value);
+  if (out_b_) ops::bias_add(ctx, out, out_b_->value);
 
   if (saved) {
     auto s = std::make_unique<Mamba2Saved>();
@@ -205,7 +186,7 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   ops::gated_rmsnorm_forward(ctx, s.y, s.z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor d_normed = ctx.empty({B, T, d_}, dtype);
   ops::linear_backward(ctx, normed, out_w_->value, dout, &d_normed, &out_w_->grad);
-  if (out_b_) bias_grad(ctx, dout, out_b_->grad);
+  if (out_b_) ops::bias_backward(ctx, dout, out_b_->grad);
 
   Tensor dy = ctx.empty({B, T, d_}, dtype), dz = ctx.empty({B, T, d_}, dtype);
   ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, norm_w_->grad);
@@ -251,7 +232,10 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
     Rows r = in_rows(static_cast<Part>(p));
     Tensor dw = in_w_->grad.slice(r.begin, r.end);
     ops::linear_backward(ctx, s.u, in_w_->value.slice(r.begin, r.end), d_part[p], &du, &dw, p > 0);
-    if (in_b_) bias_grad(ctx, d_part[p], in_b_->grad.slice(r.begin, r.end));
+    if (in_b_) {
+      Tensor db = in_b_->grad.slice(r.begin, r.end);
+      ops::bias_backward(ctx, d_part[p], db);
+    }
   }
   return du;
 }
