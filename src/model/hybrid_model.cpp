@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/finite_check.h"
 #include "model/mixer_factory.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
@@ -55,6 +56,7 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
   DType dt = store_.dtype();
   Tensor x = ctx.empty({B, T, H}, dt);
   ops::embedding_forward(ctx, ids, embed_->value, x);
+  check_finite(x, "embedding output");
   if (saved) saved->resize(mixers_.size());
   Tensor out;  // the previous layer's mixer output, not yet added to x
   for (size_t i = 0; i < mixers_.size(); ++i) {
@@ -68,7 +70,9 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
     }
     // Full recomputation keeps only x_in and rstd here; backward reruns the mixer's forward.
     const bool keep = saved && !recompute();
+    check_finite(h, fmt::format("layer {} normed input", i));
     out = mixers_[i]->forward(ctx, h, keep ? &(*saved)[i].mixer : nullptr);
+    check_finite(out, fmt::format("layer {} ({}) output", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i)))));
     if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
   }
   if (out.defined()) {
@@ -150,7 +154,9 @@ LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double g
       ops::rmsnorm_forward(ctx, s.x_in, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
       mixers_[i]->forward(ctx, h, &s.mixer);
     }
+    check_finite(dx, fmt::format("layer {} output gradient", i));
     Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
+    check_finite(du, fmt::format("layer {} ({}) input gradient", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i)))));
     s.mixer.reset();
     const int64_t N = s.x_in.numel() / H;
     // The residual join, fused and in place: dx_in = dx_out + d(norm branch).

@@ -1,5 +1,6 @@
 #include "model/moe_mixer.h"
 
+#include "model/finite_check.h"
 #include "ops/activations.h"
 #include "ops/bias.h"
 #include "ops/grouped_matmul.h"
@@ -93,6 +94,7 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
 
   // Route (A.7.2 steps 1-3): logits in the compute dtype, everything after in float32.
   Tensor logits = gate_.forward(ctx, x);
+  check_finite(logits, "moe router logits");
   Tensor scores = ctx.empty({N, E}, st);
   ops::moe_router_scores(ctx, logits, scores);
   Tensor aux_counts, aux_psum;

@@ -1,0 +1,16 @@
+// A debugging aid for locating where NaN/Inf first appears: with NEMOTRON_CHECK_FINITE=1 in the
+// environment, the model checks each layer's activations and gradients as they are produced and
+// stops at the first non-finite one with an error naming it. Each check copies the tensor to the
+// host, so it is for hunting a fault, not for training runs; unset, a check is one branch.
+#pragma once
+#include <string>
+
+#include "core/tensor.h"
+
+namespace nemotron::model {
+
+bool finite_checks_enabled();
+// Throws Error("non-finite values: <what> has N NaN and M Inf of K, first at element E") when on.
+void check_finite(const Tensor& t, const std::string& what);
+
+}  // namespace nemotron::model
