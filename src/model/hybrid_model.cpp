@@ -12,8 +12,12 @@
 
 namespace nemotron::model {
 
-namespace {
-constexpr int64_t kHeadRowsPerChunk = 1024;  // bounds the logits buffer to 1024 x V
+int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens) {
+  // 1 GiB of logits: few enough chunks that the LM head GEMMs stay large and the float32 dW is
+  // read and written a few times per step, not once per 1024 rows.
+  constexpr int64_t kLogitsBudgetBytes = int64_t{1} << 30;
+  const int64_t rows = kLogitsBudgetBytes / (std::max<int64_t>(1, vocab_size) * static_cast<int64_t>(dtype_size(dtype)));
+  return std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, tokens));
 }
 
 struct HybridModel::LayerSaved {
@@ -83,7 +87,7 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
   return x;
 }
 
-LossSum HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& batch, double grad_scale, Tensor* dx) {
+Tensor HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& batch, double grad_scale, Tensor* dx) {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
   DType dt = store_.dtype();
   NM_CHECK(batch.labels.numel() == N, "labels {} for {} tokens", batch.labels.shape().str(), N);
@@ -97,8 +101,9 @@ LossSum HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& b
   Tensor& dW = W.grad;
   // Per-token losses stay on the device until the end: one read instead of one per chunk.
   Tensor losses = ctx.empty({N}, stat_dtype(dt));
-  for (int64_t r0 = 0; r0 < N; r0 += kHeadRowsPerChunk) {
-    int64_t r1 = std::min(N, r0 + kHeadRowsPerChunk), n = r1 - r0;
+  const int64_t chunk = head_rows_per_chunk(V, dt, N);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    int64_t r1 = std::min(N, r0 + chunk), n = r1 - r0;
     Tensor hc = h.slice(r0, r1);
     Tensor logits = ctx.empty({n, V}, dt), lc = losses.slice(r0, r1);
     ops::linear_forward(ctx, hc, W.value, logits);
@@ -109,17 +114,22 @@ LossSum HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& b
       ops::linear_backward(ctx, hc, W.value, logits, &dhc, &dW);
     }
   }
-  LossSum total;
-  for (double v : losses.to_f64_vector()) total.loss_sum += v;
-  // Token count: labels that are not ignored, weighted by the mask.
-  std::vector<double> lab = labels.to_f64_vector();
-  std::vector<double> m = mask.defined() ? mask.to_f64_vector() : std::vector<double>(lab.size(), 1.0);
-  for (size_t i = 0; i < lab.size(); ++i) total.token_count += lab[i] >= 0 ? m[i] : 0.0;
   if (dx) {
     Tensor dxf = ctx.empty({N, H}, dt);
     ops::rmsnorm_backward(ctx, xf, norm_f_->value, rstd, dh, dxf, norm_f_->grad);
     *dx = dxf.view(x.shape());
   }
+  return losses;
+}
+
+// Read after the backward has been queued, so the host waits once, at the end of the step.
+LossSum HybridModel::sum_losses(const Tensor& losses, const Batch& batch) const {
+  LossSum total;
+  for (double v : losses.to_f64_vector()) total.loss_sum += v;
+  // Token count: labels that are not ignored, weighted by the mask.
+  std::vector<double> lab = batch.labels.to_f64_vector();
+  std::vector<double> m = batch.loss_mask.defined() ? batch.loss_mask.to_f64_vector() : std::vector<double>(lab.size(), 1.0);
+  for (size_t i = 0; i < lab.size(); ++i) total.token_count += lab[i] >= 0 ? m[i] : 0.0;
   return total;
 }
 
@@ -137,14 +147,14 @@ Tensor HybridModel::logits(Context& ctx, const Tensor& ids) {
 
 LossSum HybridModel::loss(Context& ctx, const Batch& batch) {
   Tensor x = run_layers(ctx, batch.input_ids, nullptr);
-  return head_and_loss(ctx, x, batch, 1.0, nullptr);
+  return sum_losses(head_and_loss(ctx, x, batch, 1.0, nullptr), batch);
 }
 
 LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double grad_scale) {
   std::vector<LayerSaved> saved;
   Tensor x = run_layers(ctx, batch.input_ids, &saved);
   Tensor dx;
-  LossSum total = head_and_loss(ctx, x, batch, grad_scale, &dx);
+  Tensor losses = head_and_loss(ctx, x, batch, grad_scale, &dx);
   const int64_t H = cfg_.hidden_size;
   for (size_t i = mixers_.size(); i-- > 0;) {
     LayerSaved& s = saved[i];
@@ -165,7 +175,7 @@ LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double g
                           layer_norms_[i]->grad, &dx2);
   }
   ops::embedding_backward(ctx, batch.input_ids, dx, embed_->grad);
-  return total;
+  return sum_losses(losses, batch);
 }
 
 double HybridModel::forward_flops_per_token(int64_t T) const {

@@ -22,6 +22,9 @@ struct LossSum {
   double mean() const { return token_count > 0 ? loss_sum / token_count : 0.0; }
 };
 
+// Rows of the LM head's logits computed at once (a 1 GiB buffer of `dtype`, at most `tokens`).
+int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens);
+
 class HybridModel {
  public:
   HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype);
@@ -44,7 +47,9 @@ class HybridModel {
  private:
   struct LayerSaved;
   Tensor run_layers(Context& ctx, const Tensor& input_ids, std::vector<LayerSaved>* saved);
-  LossSum head_and_loss(Context& ctx, const Tensor& h, const Batch& batch, double grad_scale, Tensor* dh);
+  // Per-token losses [B*T] on the device (and dh when asked); sum_losses reads them.
+  Tensor head_and_loss(Context& ctx, const Tensor& h, const Batch& batch, double grad_scale, Tensor* dh);
+  LossSum sum_losses(const Tensor& losses, const Batch& batch) const;
   Param& head_weight();
   bool recompute() const { return cfg_.recompute_granularity == "full"; }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "model/hybrid_model.h"
 #include "model/model_info.h"
 
 namespace nemotron::train {
@@ -64,8 +65,10 @@ MemoryEstimate estimate_memory(const PretrainConfig& cfg) {
   double per_token = 2.0 * static_cast<double>(cfg.model.hidden_size);  // final norm input and output
   for (int64_t i = 0; i < cfg.model.num_layers(); ++i) per_token += saved_per_token(cfg.model, cfg.model.layer_kind(i));
   const double tokens = static_cast<double>(cfg.train.micro_batch_size * cfg.dataset.seq_length);
-  // Plus one chunk of logits and its gradient (1024 rows of the vocabulary).
-  m.activation_bytes = 4 * (per_token * tokens + 2.0 * 1024 * static_cast<double>(cfg.model.vocab_size));
+  // Plus one chunk of logits, whose gradient overwrites it in place.
+  const double head_rows = static_cast<double>(
+      model::head_rows_per_chunk(cfg.model.vocab_size, DType::f32, cfg.train.micro_batch_size * cfg.dataset.seq_length));
+  m.activation_bytes = 4 * (per_token * tokens + head_rows * static_cast<double>(cfg.model.vocab_size));
   return m;
 }
 
