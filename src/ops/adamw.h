@@ -1,7 +1,8 @@
 // AdamW with decoupled weight decay over a list of parameters, and the global gradient norm, as
 // multi-tensor ops: the list is fixed at construction (on CUDA a device table of pointers and a
 // flat work list of (tensor, chunk) items is built then), and each call is one launch over all of
-// it. Per element, with t the step count (from 1) and wd 0 for tensors without decay:
+// it. Per element, with t the step count (from 1), wd 0 for tensors without decay, and g the
+// stored gradient times grad_scale (the clipping factor, applied here instead of in a pass of its own):
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 //   w -= lr (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd w)
 // w is the truth: the float32 master when the parameter has one (its bf16 value is then written
@@ -26,6 +27,7 @@ struct AdamWParam {
 struct AdamWHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;  // the step being taken (bias corrections), from 1
+  double grad_scale = 1;  // multiplies every gradient as it is read (gradient clipping)
 };
 
 class AdamWTensors {

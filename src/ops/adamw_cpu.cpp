@@ -87,10 +87,11 @@ template <class T>
 void adamw_ref(T* w, const T* g, T* m, T* v, int64_t n, const AdamWHyper& h, double wd) {
   const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
   const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
-  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
+  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2), gs = static_cast<T>(h.grad_scale);
   cpu::parallel_for(n, [&](int64_t i) {
-    m[i] = b1 * m[i] + (T(1) - b1) * g[i];
-    v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
+    const T gi = gs * g[i];
+    m[i] = b1 * m[i] + (T(1) - b1) * gi;
+    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
     T mhat = m[i] / static_cast<T>(bc1), vhat = v[i] / static_cast<T>(bc2);
     w[i] -= static_cast<T>(h.lr) * (mhat / (std::sqrt(vhat) + static_cast<T>(h.eps)) + static_cast<T>(wd) * w[i]);
   }, 4096);
@@ -119,6 +120,7 @@ void adamw_update(Context& ctx, AdamWTensors& list, const AdamWHyper& h) {
     s.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta1, static_cast<double>(h.step))));
     s.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta2, static_cast<double>(h.step))));
     s.weight_decay = static_cast<float>(h.weight_decay);
+    s.grad_scale = static_cast<float>(h.grad_scale);
     NM_CUDA_CHECK(adamw_cuda(static_cast<const OptimizerSlot*>(list.device_->slots.raw()),
                              static_cast<const OptimizerWork*>(list.device_->work.raw()), list.device_->items, s,
                              cuda::cuda_stream(ctx)));

@@ -16,6 +16,7 @@ struct AdamWMath {
   AdamWCudaStep s;
   float wd;
   __device__ inline void operator()(float& w, float g, float& m, float& v) const {
+    g *= s.grad_scale;
     m = s.beta1 * m + (1.0f - s.beta1) * g;
     v = s.beta2 * v + (1.0f - s.beta2) * g * g;
     const float mhat = m * s.inv_bc1, vhat = v * s.inv_bc2;

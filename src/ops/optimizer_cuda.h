@@ -30,6 +30,7 @@ struct AdamWCudaStep {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0;
   float inv_bc1 = 1, inv_bc2 = 1;  // 1 / (1 - beta^t)
   float weight_decay = 0;          // times each slot's weight_decay (1 or 0)
+  float grad_scale = 1;            // times every gradient (clipping)
 };
 
 // slots/work are device arrays; `items` is the length of work.

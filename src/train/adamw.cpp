@@ -14,11 +14,8 @@ std::vector<const void*> masters_of(const model::ParamStore& params) {
   return out;
 }
 
-double clip(Context& ctx, ops::AdamWTensors& list, double max_norm) {
-  const double norm = ops::grad_norm(ctx, list);
-  if (max_norm > 0 && norm > max_norm) ops::scale_grads(ctx, list, max_norm / (norm + 1e-6));
-  return norm;
-}
+// Megatron's rule: scale by max_norm / (norm + 1e-6) when the norm exceeds max_norm.
+double clip_factor(double norm, double max_norm) { return max_norm > 0 && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0; }
 
 }  // namespace
 
@@ -46,12 +43,16 @@ ops::AdamWTensors& AdamW::list() {
 void AdamW::step(double lr) {
   ++step_;
   Context ctx = store_context(*params_);
-  ops::adamw_update(ctx, list(), {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, step_});
+  ops::adamw_update(ctx, list(),
+                    {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, step_, pending_grad_scale_});
+  pending_grad_scale_ = 1;
 }
 
 double AdamW::clip_grad_norm(double max_norm) {
   Context ctx = store_context(*params_);
-  return clip(ctx, list(), max_norm);
+  const double norm = ops::grad_norm(ctx, list());
+  pending_grad_scale_ = clip_factor(norm, max_norm);
+  return norm;
 }
 
 double clip_grad_norm(model::ParamStore& params, double max_norm) {
@@ -60,7 +61,9 @@ double clip_grad_norm(model::ParamStore& params, double max_norm) {
     if (p->trainable) ps.push_back({p->value, p->master, p->grad, Tensor(), Tensor(), p->weight_decay});
   ops::AdamWTensors list(std::move(ps));
   Context ctx = store_context(params);
-  return clip(ctx, list, max_norm);
+  const double norm = ops::grad_norm(ctx, list);
+  if (const double s = clip_factor(norm, max_norm); s != 1.0) ops::scale_grads(ctx, list, s);
+  return norm;
 }
 
 }  // namespace nemotron::train

@@ -32,7 +32,9 @@ class AdamW {
   std::vector<Tensor>& first_moments() { return m_; }
   std::vector<Tensor>& second_moments() { return v_; }
   void set_steps_taken(int64_t s) { step_ = s; }
-  // clip_grad_norm below over this optimizer's parameters, reusing its multi-tensor list.
+  // The global gradient norm over this optimizer's parameters (its multi-tensor list). Clipping,
+  // when the norm exceeds max_norm, is applied by the next step() as it reads the gradients (one
+  // pass over them less); the stored gradients stay unscaled.
   double clip_grad_norm(double max_norm);
 
  private:
@@ -41,6 +43,7 @@ class AdamW {
   AdamWConfig cfg_;
   std::vector<Tensor> m_, v_;
   int64_t step_ = 0;
+  double pending_grad_scale_ = 1;  // from clip_grad_norm, used by the next step()
   std::unique_ptr<ops::AdamWTensors> list_;
   std::vector<const void*> list_masters_;  // the masters the list was built with
 };

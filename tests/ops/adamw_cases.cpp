@@ -1,6 +1,7 @@
 // Multi-tensor AdamW (one step over several tensors of odd sizes, one spanning several work
 // chunks, one misaligned view that takes the scalar path, one without weight decay; bf16 values
-// with float32 masters on the bf16 target) and the global gradient norm with its clipping scale.
+// with float32 masters on the bf16 target, a clipping factor applied as gradients are read) and
+// the global gradient norm with its clipping scale.
 #include "harness.h"
 #include "ops/adamw.h"
 
@@ -52,7 +53,7 @@ class AdamWCase : public OpCase {
       ps.push_back(p);
     }
     ops::AdamWTensors list(ps);
-    ops::adamw_update(ctx, list, {0.05, 0.9, 0.95, 1e-8, 0.1, 3});
+    ops::adamw_update(ctx, list, {0.05, 0.9, 0.95, 1e-8, 0.1, 3, 0.37});
     std::vector<Tensor> out;
     for (size_t k = 0; k < ps.size(); ++k) {
       const ops::AdamWParam& p = ps[k];

@@ -47,4 +47,34 @@ TEST(ClipGradNorm, scales_to_max_norm_and_reports_the_unclipped_norm) {
   EXPECT_NEAR(a.grad.data<float>()[1], 0.8, 1e-5);
 }
 
+// AdamW::clip_grad_norm leaves the gradients as they are and clips inside the next step: the
+// result must equal clipping the gradients in place and stepping, for two steps (the second
+// without clipping: the factor is used once).
+TEST(ClipGradNorm, optimizer_applies_the_clip_inside_its_step) {
+  auto make = [](model::ParamStore& store) {
+    model::Param& w = store.add("w", {3, 1});
+    const double v[3] = {0.5, -1.0, 2.0};
+    for (int i = 0; i < 3; ++i) w.value.data<double>()[i] = v[i];
+    return &w;
+  };
+  auto set_grads = [](model::Param& w, double scale) {
+    const double g[3] = {3.0, -4.0, 12.0};  // norm 13
+    for (int i = 0; i < 3; ++i) w.grad.data<double>()[i] = scale * g[i];
+  };
+  model::ParamStore a(host_backend(), DType::f64), b(host_backend(), DType::f64);
+  model::Param *wa = make(a), *wb = make(b);
+  AdamWConfig cfg{0.9, 0.95, 1e-8, 0.1};
+  AdamW opt_a(a, cfg), opt_b(b, cfg);
+  set_grads(*wa, 1.0), set_grads(*wb, 1.0);
+  EXPECT_NEAR(opt_a.clip_grad_norm(1.0), 13.0, 1e-12);
+  EXPECT_EQ(wa->grad.data<double>()[0], 3.0);  // untouched: the step applies the factor
+  EXPECT_NEAR(clip_grad_norm(b, 1.0), 13.0, 1e-12);
+  opt_a.step(0.01), opt_b.step(0.01);
+  set_grads(*wa, 0.01), set_grads(*wb, 0.01);  // norm 0.13: no clipping
+  EXPECT_NEAR(opt_a.clip_grad_norm(1.0), 0.13, 1e-12);
+  EXPECT_NEAR(clip_grad_norm(b, 1.0), 0.13, 1e-12);
+  opt_a.step(0.01), opt_b.step(0.01);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(wa->value.data<double>()[i], wb->value.data<double>()[i], 1e-14) << i;
+}
+
 }  // namespace nemotron::train
