@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The Python reference for bench/cuda_train_step: one train step (forward + backward + grad-norm
-clip + fused AdamW) of transformers' NemotronHForCausalLM in bf16 on the GPU, with the same
-config.json, batch and sequence length. Prints one JSON line {"transformers": version, ...}.
+"""The Python reference for bench/cuda_train_step: one train step (forward + backward of each of
+--grad-accum micro-batches, then grad-norm clip + fused AdamW) of transformers'
+NemotronHForCausalLM in bf16 on the GPU, with the same config.json, micro-batch, sequence length
+and accumulation. Prints one JSON line {"transformers": version, ...}.
 
 Its fastest path here: bf16 weights, SDPA attention; the Mamba-2 mixer uses mamba_ssm/causal_conv1d
 kernels when they are installed, else transformers' own torch implementation (reported as "path").
@@ -21,6 +22,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
     a = ap.parse_args()
 
     with open(a.config) as f:
@@ -38,8 +40,9 @@ def main():
     ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq_len), device="cuda")
 
     def step():
-        out = model(input_ids=ids, labels=ids)
-        out.loss.backward()
+        for _ in range(a.grad_accum):
+            out = model(input_ids=ids, labels=ids)
+            (out.loss / a.grad_accum).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -62,7 +65,8 @@ def main():
         "torch": torch.__version__,
         "path": path,
         "step_ms": ms,
-        "tokens_per_s": a.batch * a.seq_len / (ms * 1e-3),
+        "grad_accum": a.grad_accum,
+        "tokens_per_s": a.grad_accum * a.batch * a.seq_len / (ms * 1e-3),
         "loss": float(loss),
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
     }))
