@@ -48,6 +48,22 @@ class OpCase {
   virtual double fd_step() const { return 1e-6; }
   virtual int64_t grad_max_elements() const { return 96; } // per input; larger inputs are sampled
   virtual double tolerance(DType dtype) const;             // backend mode, relative Frobenius error
+  // Backend mode bound for the gradient of one input (by name); tolerance(dtype) unless a case
+  // knows one gradient to be worse conditioned than the rest.
+  virtual double input_tolerance(DType dtype, const std::string& input) const {
+    (void)input;
+    return tolerance(dtype);
+  }
+  // A block (mixer, whole model) built from many ops: it runs on every backend whose ops it uses,
+  // without being an op of its own in ops::cuda_supported_ops (and does not count as an op's case).
+  virtual bool is_block() const { return false; }
+  // false: backend mode only (realistic sizes at which finite differences would take minutes).
+  virtual bool grad_check() const { return true; }
+  // Non-empty: the backend check in this dtype is skipped, printing this reason.
+  virtual std::string skip_reason(DType dtype) const {
+    (void)dtype;
+    return {};
+  }
 };
 
 using CaseList = std::vector<std::unique_ptr<OpCase>>;
