@@ -1,12 +1,12 @@
-// The attention mixer: float64 gradient checks of the whole block (du and every parameter) for
-// GQA ratios 2 and 4, with and without RoPE, head_dim != H / nq, with and without biases; plus
-// Hub names, init scales, the FLOP formula and where RoPE acts.
+// The attention mixer beyond its harness cases (attention_cases.cpp): Hub names, init scales, the
+// FLOP formula, where RoPE acts, and the k_proj bias gradient that vanishes without RoPE.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "block_configs.h"
 #include "core/rng.h"
-#include "mixer_case.h"
+#include "harness.h"
 #include "model/attention_mixer.h"
 
 namespace nemotron::testing {
@@ -14,66 +14,6 @@ namespace {
 
 using model::AttentionMixer;
 using model::ModelConfig;
-
-ModelConfig attention_config(int64_t H, int64_t nq, int64_t nkv, int64_t hd, bool rope, bool bias) {
-  ModelConfig c;
-  c.hidden_size = H;
-  c.hybrid_override_pattern = "M*M*";
-  c.num_attention_heads = nq;
-  c.num_key_value_heads = nkv;
-  c.head_dim = hd;
-  c.attention_bias = bias;
-  c.position_embedding_type = rope ? "rope" : "none";
-  c.rope_theta = 10000.0;
-  return c;
-}
-
-std::unique_ptr<model::Mixer> make_attention(const ModelConfig& c, model::ParamStore& s) {
-  return std::make_unique<AttentionMixer>(c, s, "backbone.layers.1.mixer.", 1);
-}
-
-bool is_k_bias(const std::string& name) { return name.ends_with("k_proj.bias"); }
-
-// Without RoPE the k_proj bias adds q.b_k to every score of a query row, which the softmax
-// ignores: its exact gradient is zero, so a relative comparison would only compare rounding
-// noise. It is left out of those checks and asserted to vanish in its own test below. (With
-// RoPE the bias rotates with the position, its gradient is not zero, and it is checked.)
-class AttentionMixerCase : public MixerCase {
- public:
-  AttentionMixerCase(ModelConfig cfg, int64_t B, int64_t T) : MixerCase("attention_mixer", cfg, B, T, make_attention) {}
-  std::vector<InputSpec> inputs() const override {
-    std::vector<InputSpec> in = MixerCase::inputs();
-    for (InputSpec& spec : in)
-      if (skip(spec.name)) spec.differentiable = false;
-    return in;
-  }
-  std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
-                               const std::vector<Tensor>& douts) const override {
-    std::vector<Tensor> grads = MixerCase::backward(ctx, in, douts);
-    std::vector<InputSpec> specs = inputs();
-    for (size_t i = 0; i < specs.size(); ++i)
-      if (skip(specs[i].name)) grads[i] = Tensor();
-    return grads;
-  }
-
- private:
-  bool skip(const std::string& name) const { return config().position_embedding_type != "rope" && is_k_bias(name); }
-  std::string extra_params() const override {
-    const ModelConfig& c = config();
-    return fmt::format("H={},nq={},nkv={},hd={},rope={},bias={}", c.hidden_size, c.num_attention_heads,
-                       c.num_key_value_heads, c.head_dim, c.position_embedding_type == "rope" ? 1 : 0,
-                       c.attention_bias ? 1 : 0);
-  }
-};
-
-NM_OP_CASES(attention_mixer_cases) {
-  CaseList c;
-  c.push_back(std::make_unique<AttentionMixerCase>(attention_config(12, 4, 2, 5, false, false), 2, 5));
-  c.push_back(std::make_unique<AttentionMixerCase>(attention_config(10, 4, 1, 6, true, true), 3, 7));
-  c.push_back(std::make_unique<AttentionMixerCase>(attention_config(9, 2, 1, 4, true, false), 2, 9));
-  c.push_back(std::make_unique<AttentionMixerCase>(attention_config(8, 8, 2, 3, false, true), 2, 3));
-  return c;
-}
 
 TEST(AttentionMixer, registers_hub_names_and_shapes) {
   model::ParamStore store(host_backend(), DType::f64);

@@ -1,79 +1,16 @@
-// Mamba2Mixer: float64 gradient checks of the whole mixer (du and every parameter), a forward
-// check against plain loops written from reference/architectures.md A.3.2, and the parameter
-// names, init and FLOP count.
+// Mamba2Mixer beyond its harness cases (mamba2_cases.cpp): a forward check against plain loops
+// written from reference/architectures.md A.3.2, and the parameter names, init and FLOP count.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "block_configs.h"
 #include "core/rng.h"
-#include "mixer_case.h"
+#include "harness.h"
 #include "model/mamba2_mixer.h"
 
 namespace nemotron::testing {
 namespace {
-
-const char* kPrefix = "backbone.layers.0.mixer.";
-
-model::ModelConfig mamba_config(int64_t H, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t K, int64_t chunk,
-                                bool conv_bias, bool use_bias) {
-  model::ModelConfig c;
-  c.hidden_size = H;
-  c.hybrid_override_pattern = "M-M*";
-  c.mamba_num_heads = nH;
-  c.mamba_head_dim = P;
-  c.n_groups = G;
-  c.ssm_state_size = N;
-  c.conv_kernel = K;
-  c.chunk_size = chunk;
-  c.use_conv_bias = conv_bias;
-  c.use_bias = use_bias;
-  return c;
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// Keeps dt = softplus(dt_raw + dt_bias) in a realistic regime (about 0.05 .. 0.3).
-std::pair<double, double> realistic_range(const std::string& name, const Shape&) {
-  if (ends_with(name, "A_log")) return {-1.0, 1.0};
-  if (ends_with(name, "dt_bias")) return {-3.0, -1.0};
-  if (ends_with(name, "norm.weight") || ends_with(name, ".D")) return {0.5, 1.5};
-  return {-0.5, 0.5};
-}
-
-std::unique_ptr<model::Mixer> make_mamba(const model::ModelConfig& cfg, model::ParamStore& store) {
-  return std::make_unique<model::Mamba2Mixer>(cfg, store, kPrefix, 0);
-}
-
-class Mamba2Case : public MixerCase {
- public:
-  Mamba2Case(model::ModelConfig cfg, int64_t B, int64_t T)
-      : MixerCase("mamba2_mixer", std::move(cfg), B, T, make_mamba, realistic_range) {}
-  std::string extra_params() const override {
-    const model::ModelConfig& c = config();
-    std::string s = fmt::format("H={},nH={},P={},G={},N={},K={},chunk={},conv_bias={},bias={}", c.hidden_size,
-                                c.mamba_num_heads, c.mamba_head_dim, c.n_groups, c.ssm_state_size, c.conv_kernel,
-                                c.chunk_size, c.use_conv_bias ? 1 : 0, c.use_bias ? 1 : 0);
-    if (std::isfinite(c.time_step_limit_max))
-      s += fmt::format(",limit=({},{})", c.time_step_limit_min, c.time_step_limit_max);
-    return s;
-  }
-};
-
-NM_OP_CASES(mamba2_mixer_cases) {
-  CaseList c;
-  // T = 11 over chunks of 4 (ragged), two heads per group, conv bias.
-  c.push_back(std::make_unique<Mamba2Case>(mamba_config(8, 4, 3, 2, 5, 4, 4, true, false), 2, 11));
-  // No conv bias, in/out_proj biases, one head per group, T = 6 over chunks of 4.
-  c.push_back(std::make_unique<Mamba2Case>(mamba_config(6, 2, 4, 2, 3, 3, 4, false, true), 3, 6));
-  // time_step_limit clamps part of dt on both sides (dt ranges over about 0.05 .. 0.3).
-  model::ModelConfig clamp = mamba_config(8, 4, 3, 2, 5, 4, 4, true, false);
-  clamp.time_step_limit_min = 0.1;
-  clamp.time_step_limit_max = 0.2;
-  c.push_back(std::make_unique<Mamba2Case>(clamp, 2, 7));
-  return c;
-}
 
 // --- forward against plain loops ------------------------------------------------------------
 
@@ -86,7 +23,7 @@ std::vector<double> reference_forward(const model::ModelConfig& c, const model::
                 N = c.ssm_state_size, K = c.conv_kernel, d = nH * P, GN = G * N, conv_dim = d + 2 * GN,
                 rows = 2 * d + 2 * GN + nH;
   auto param = [&](const std::string& name) {
-    const model::Param* p = store.find(kPrefix + name);
+    const model::Param* p = store.find(kMambaPrefix + name);
     return p ? p->value.to_f64_vector() : std::vector<double>();
   };
   std::vector<double> W = param("in_proj.weight"), bin = param("in_proj.bias"), cw = param("conv1d.weight"),
@@ -157,10 +94,10 @@ std::vector<double> reference_forward(const model::ModelConfig& c, const model::
 void expect_forward_matches_loops(model::ModelConfig cfg, int64_t B, int64_t T) {
   Context ctx = cpu_context(DType::f64);
   model::ParamStore store(host_backend(), DType::f64);
-  model::Mamba2Mixer mixer(cfg, store, kPrefix, 0);
+  model::Mamba2Mixer mixer(cfg, store, kMambaPrefix, 0);
   int k = 0;
   for (model::Param* p : store.all()) {
-    auto [lo, hi] = realistic_range(p->name, p->value.shape());
+    auto [lo, hi] = mamba_param_range(p->name);
     fill_uniform(p->value, Philox(99, static_cast<uint64_t>(k++)), lo, hi);
   }
   Tensor u = Tensor::empty({B, T, cfg.hidden_size}, DType::f64);
@@ -184,7 +121,7 @@ TEST(Mamba2Mixer, forward_matches_plain_loops_f64) {
 
 TEST(Mamba2Mixer, registers_hub_names_and_shapes) {
   model::ParamStore store(host_backend(), DType::f32);
-  model::Mamba2Mixer mixer(mamba_config(16, 4, 8, 2, 6, 4, 8, true, true), store, kPrefix, 0);
+  model::Mamba2Mixer mixer(mamba_config(16, 4, 8, 2, 6, 4, 8, true, true), store, kMambaPrefix, 0);
   // d = 32, GN = 12, in_proj rows = 2*32 + 2*12 + 4 = 92, conv_dim = 56
   const std::vector<std::tuple<std::string, Shape, bool>> want = {
       {"in_proj.weight", {92, 16}, true}, {"in_proj.bias", {92}, false},  {"conv1d.weight", {56, 1, 4}, true},
@@ -195,19 +132,19 @@ TEST(Mamba2Mixer, registers_hub_names_and_shapes) {
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& [name, shape, decay] = want[i];
     const model::Param* p = store.all()[i];
-    EXPECT_EQ(p->name, kPrefix + name);
+    EXPECT_EQ(p->name, kMambaPrefix + name);
     EXPECT_EQ(p->value.shape(), shape) << name;
     EXPECT_EQ(p->weight_decay, decay) << name;
   }
   model::ParamStore lean(host_backend(), DType::f32);
-  model::Mamba2Mixer plain(mamba_config(16, 4, 8, 2, 6, 4, 8, false, false), lean, kPrefix, 0);
+  model::Mamba2Mixer plain(mamba_config(16, 4, 8, 2, 6, 4, 8, false, false), lean, kMambaPrefix, 0);
   EXPECT_EQ(lean.all().size(), want.size() - 3);
-  EXPECT_EQ(lean.find(std::string(kPrefix) + "conv1d.bias"), nullptr);
+  EXPECT_EQ(lean.find(std::string(kMambaPrefix) + "conv1d.bias"), nullptr);
 }
 
 TEST(Mamba2Mixer, rejects_heads_not_divisible_by_groups) {
   model::ParamStore store(host_backend(), DType::f32);
-  EXPECT_THROW(model::Mamba2Mixer(mamba_config(16, 6, 8, 4, 6, 4, 8, true, false), store, kPrefix, 3), InputError);
+  EXPECT_THROW(model::Mamba2Mixer(mamba_config(16, 6, 8, 4, 6, 4, 8, true, false), store, kMambaPrefix, 3), InputError);
 }
 
 double stddev(const std::vector<double>& v) {
@@ -221,9 +158,9 @@ double stddev(const std::vector<double>& v) {
 TEST(Mamba2Mixer, init_follows_hf) {
   model::ModelConfig cfg = mamba_config(64, 8, 16, 2, 16, 4, 64, true, false);
   model::ParamStore store(host_backend(), DType::f64);
-  model::Mamba2Mixer mixer(cfg, store, kPrefix, 0);
+  model::Mamba2Mixer mixer(cfg, store, kMambaPrefix, 0);
   mixer.init(1234);
-  auto v = [&](const char* name) { return store.get(std::string(kPrefix) + name).value.to_f64_vector(); };
+  auto v = [&](const char* name) { return store.get(std::string(kMambaPrefix) + name).value.to_f64_vector(); };
   std::vector<double> a_log = v("A_log"), D = v("D"), dt_bias = v("dt_bias"), norm = v("norm.weight");
   for (int64_t h = 0; h < 8; ++h) {
     EXPECT_NEAR(a_log[h], std::log(h + 1.0), 1e-15);
@@ -239,7 +176,7 @@ TEST(Mamba2Mixer, init_follows_hf) {
   EXPECT_NEAR(stddev(v("in_proj.weight")), 0.02, 0.001);                    // 16,384 samples
   EXPECT_NEAR(stddev(v("out_proj.weight")), 0.02 / std::sqrt(4.0), 0.0006);  // 8,192 samples, 4 layers
   model::ParamStore again(host_backend(), DType::f64);
-  model::Mamba2Mixer twin(cfg, again, kPrefix, 0);
+  model::Mamba2Mixer twin(cfg, again, kMambaPrefix, 0);
   twin.init(1234);
   for (size_t i = 0; i < store.all().size(); ++i)
     EXPECT_EQ(store.all()[i]->value.to_f64_vector(), again.all()[i]->value.to_f64_vector()) << store.all()[i]->name;
@@ -247,7 +184,7 @@ TEST(Mamba2Mixer, init_follows_hf) {
 
 TEST(Mamba2Mixer, forward_flops_per_token_counts_projections_and_scan) {
   model::ParamStore store(host_backend(), DType::f32);
-  model::Mamba2Mixer mixer(mamba_config(8, 4, 3, 2, 5, 4, 4, true, false), store, kPrefix, 0);
+  model::Mamba2Mixer mixer(mamba_config(8, 4, 3, 2, 5, 4, 4, true, false), store, kMambaPrefix, 0);
   // in_proj 8*48 + out_proj 12*8 = 480 MACs; scan with Q' = 4: 2*4*5 + 4*(4*3 + 2*15) = 208.
   EXPECT_DOUBLE_EQ(mixer.forward_flops_per_token(100), 2.0 * (480 + 208));
   // T = 2 < chunk: Q' = 2: 2*2*5 + 4*(2*3 + 2*15) = 164.

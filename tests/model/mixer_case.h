@@ -5,7 +5,7 @@
 #pragma once
 #include <functional>
 
-#include "harness.h"
+#include "block_case.h"
 #include "model/mixer.h"
 
 namespace nemotron::testing {
@@ -13,7 +13,7 @@ namespace nemotron::testing {
 using MixerFactory = std::function<std::unique_ptr<model::Mixer>(const model::ModelConfig&, model::ParamStore&)>;
 using ParamRange = std::function<std::pair<double, double>(const std::string& name, const Shape& shape)>;
 
-class MixerCase : public OpCase {
+class MixerCase : public BlockCase {
  public:
   MixerCase(std::string op, model::ModelConfig cfg, int64_t B, int64_t T, MixerFactory make, ParamRange range = {})
       : op_(std::move(op)), cfg_(std::move(cfg)), B_(B), T_(T), make_(std::move(make)), range_(std::move(range)) {

@@ -1,16 +1,15 @@
-// The MoE mixer: float64 gradient checks of the whole block (du, router, every expert, shared
-// expert, latent projections) with group-limited routing, a correction bias that changes the
-// choice, norm_topk_prob on and off, latent projections on and off, with and without a shared
-// expert, every expert receiving tokens; plus Hub names, the buffer rule for the bias, the FLOP
-// formula and the forward against a direct per-token computation.
+// The MoE mixer beyond its harness cases (moe_cases.cpp): Hub names, the buffer rule for the
+// bias, the FLOP formula, init scales, the forward against a direct per-token computation and
+// pinning the choice.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "block_configs.h"
 #include "core/rng.h"
-#include "mixer_case.h"
+#include "harness.h"
 #include "model/moe_mixer.h"
 
 namespace nemotron::testing {
@@ -19,112 +18,14 @@ namespace {
 using model::ModelConfig;
 using model::MoeMixer;
 
-struct MoeShape {
-  int64_t H, E, K, n_group, topk_group, F, shared_F, n_shared, latent;
-  bool norm;
-  double scale;
-};
-
-ModelConfig moe_config(const MoeShape& s) {
-  ModelConfig c;
-  c.hidden_size = s.H;
-  c.hybrid_override_pattern = "MEMEM*E";
-  c.n_routed_experts = s.E;
-  c.num_experts_per_tok = s.K;
-  c.n_group = s.n_group;
-  c.topk_group = s.topk_group;
-  c.moe_intermediate_size = s.F;
-  c.moe_shared_expert_intermediate_size = s.shared_F;
-  c.n_shared_experts = s.n_shared;
-  c.moe_latent_size = s.latent;
-  c.norm_topk_prob = s.norm;
-  c.routed_scaling_factor = s.scale;
-  return c;
-}
-
-const std::string kPrefix = "backbone.layers.1.mixer.";
-
-bool is_bias(const std::string& name) { return name.ends_with("e_score_correction_bias"); }
-
-std::unique_ptr<model::Mixer> make_moe(const ModelConfig& c, model::ParamStore& s) {
-  return std::make_unique<MoeMixer>(c, s, kPrefix, 1);
-}
-
-// Wide router weights make the scores differ clearly; the bias is of a size that moves some
-// choices without dominating them.
-std::pair<double, double> moe_range(const std::string& name, const Shape&) {
-  if (is_bias(name)) return {-0.3, 0.3};
-  if (name == kPrefix + "gate.weight") return {-2.0, 2.0};
-  return {-0.5, 0.5};
-}
-
-// The expert choice is piecewise constant in the inputs, so differencing across a switch would
-// measure a jump, not a derivative. The selection is therefore held fixed while differencing:
-// it is computed once per test from the unperturbed inputs (the harness's first call) and pinned
-// with force_selection for every later forward. That first call also asserts that every expert
-// gets tokens (all expert paths are checked) and that the correction bias changes the choice.
-class MoeMixerCase : public MixerCase {
- public:
-  MoeMixerCase(const MoeShape& s, int64_t B, int64_t T)
-      : MixerCase("moe_mixer", moe_config(s), B, T, make_moe, moe_range), s_(s) {}
-  std::string extra_params() const override {
-    return fmt::format("H={},E={},K={},n_group={},topk_group={},F={},shared_F={},latent={},norm={},scale={}", s_.H,
-                       s_.E, s_.K, s_.n_group, s_.topk_group, s_.F, s_.shared_F * s_.n_shared, s_.latent,
-                       s_.norm ? 1 : 0, s_.scale);
-  }
-  // The correction bias is a buffer: it only moves the (pinned) choice and gets no gradient.
-  std::vector<InputSpec> inputs() const override {
-    std::vector<InputSpec> in = MixerCase::inputs();
-    for (InputSpec& spec : in)
-      if (is_bias(spec.name)) spec.differentiable = false;
-    return in;
-  }
-
- protected:
-  void prepare(model::Mixer& mixer, Context& ctx, const std::vector<Tensor>& in) const override {
-    auto& moe = dynamic_cast<MoeMixer&>(mixer);
-    if (!pinned_) {
-      moe.force_selection(std::nullopt);
-      std::unique_ptr<model::MixerSaved> saved;
-      moe.forward(ctx, in[0], &saved);
-      const auto& s = dynamic_cast<const model::MoeSaved&>(*saved);
-      pinned_ = s.topk_idx.clone();
-      const std::vector<int64_t>& counts = moe.last_tokens_per_expert();
-      for (int64_t e = 0; e < s_.E; ++e) EXPECT_GT(counts[e], 0) << name() << ": expert " << e << " got no token";
-      Tensor zero_bias = ctx.zeros({s_.E}, s.scores.dtype());
-      Tensor unbiased = ctx.empty(s.topk_idx.shape(), DType::i32);
-      ops::moe_select_experts(ctx, moe.router_params(), s.scores, zero_bias, unbiased);
-      EXPECT_NE(unbiased.to_f64_vector(), s.topk_idx.to_f64_vector()) << name() << ": the bias changes no choice";
-    }
-    moe.force_selection(*pinned_);
-  }
-
- private:
-  MoeShape s_;
-  mutable std::optional<Tensor> pinned_;
-};
-
-//                          H  E  K  G tg  F shF nsh lat norm scale
-const MoeShape kGrouped{6, 8, 2, 4, 2, 5, 3, 2, 0, true, 2.5};      // shared, no latent, norm
-const MoeShape kLatent{5, 6, 3, 3, 2, 4, 3, 1, 4, false, 1.5};      // shared, latent, no norm
-const MoeShape kPlain{6, 4, 2, 1, 1, 3, 0, 0, 3, true, 1.0};        // no shared, latent, norm
-
-NM_OP_CASES(moe_mixer_cases) {
-  CaseList c;
-  c.push_back(std::make_unique<MoeMixerCase>(kGrouped, 2, 9));
-  c.push_back(std::make_unique<MoeMixerCase>(kLatent, 3, 5));
-  c.push_back(std::make_unique<MoeMixerCase>(kPlain, 2, 5));
-  return c;
-}
-
 TEST(MoeMixer, registers_hub_names_and_bias_as_buffer) {
   model::ParamStore store(host_backend(), DType::f64);
-  MoeMixer m(moe_config(kLatent), store, kPrefix, 1);
-  auto shape = [&](const std::string& n) { return store.get(kPrefix + n).value.shape(); };
+  MoeMixer m(moe_config(kMoeLatent), store, kMoePrefix, 1);
+  auto shape = [&](const std::string& n) { return store.get(kMoePrefix + n).value.shape(); };
   EXPECT_EQ(shape("gate.weight"), Shape({6, 5}));
   EXPECT_EQ(shape("gate.e_score_correction_bias"), Shape({6}));
-  EXPECT_FALSE(store.get(kPrefix + "gate.e_score_correction_bias").trainable);
-  EXPECT_FALSE(store.get(kPrefix + "gate.e_score_correction_bias").weight_decay);
+  EXPECT_FALSE(store.get(kMoePrefix + "gate.e_score_correction_bias").trainable);
+  EXPECT_FALSE(store.get(kMoePrefix + "gate.e_score_correction_bias").weight_decay);
   EXPECT_EQ(shape("experts.0.up_proj.weight"), Shape({4, 4}));  // [F_moe, d_lat]
   EXPECT_EQ(shape("experts.5.down_proj.weight"), Shape({4, 4}));
   EXPECT_EQ(shape("shared_experts.up_proj.weight"), Shape({3, 5}));
@@ -134,7 +35,7 @@ TEST(MoeMixer, registers_hub_names_and_bias_as_buffer) {
   EXPECT_EQ(store.all().size(), 2u + 2 * 6 + 2 + 2);
 
   model::ParamStore plain(host_backend(), DType::f64);
-  MoeMixer p(moe_config(kGrouped), plain, "", 0);
+  MoeMixer p(moe_config(kMoeGrouped), plain, "", 0);
   EXPECT_EQ(plain.get("experts.7.up_proj.weight").value.shape(), Shape({5, 6}));  // [F_moe, H]
   EXPECT_EQ(plain.get("shared_experts.up_proj.weight").value.shape(), Shape({6, 6}));  // 3 x 2 shared
   EXPECT_EQ(plain.find("fc1_latent_proj.weight"), nullptr);
@@ -229,12 +130,12 @@ TEST(MoeMixer, forward_matches_direct_per_token_formula_and_counts_tokens) {
 }
 
 TEST(MoeMixer, force_selection_pins_the_choice) {
-  ModelConfig cfg = moe_config(kGrouped);
+  ModelConfig cfg = moe_config(kMoeGrouped);
   model::ParamStore store(host_backend(), DType::f64);
   MoeMixer m(cfg, store, "", 0);
   m.init(1);
   Context ctx = cpu_context(DType::f64);
-  Tensor u = Tensor::empty({1, 3, kGrouped.H}, DType::f64);
+  Tensor u = Tensor::empty({1, 3, kMoeGrouped.H}, DType::f64);
   fill_uniform(u, Philox(2), -1, 1);
   Tensor idx = Tensor::from_vector<int32_t>({3, 2}, {7, 0, 7, 1, 2, 3});
   m.force_selection(idx);
