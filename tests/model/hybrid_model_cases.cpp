@@ -37,8 +37,9 @@ class HybridModelCase : public BlockCase {
  public:
   HybridModelCase(std::string label, model::ModelConfig cfg, int64_t B, int64_t T, bool masked, bool scale = false)
       : label_(std::move(label)), cfg_(std::move(cfg)), B_(B), T_(T), masked_(masked), scale_(scale) {
-    model::HybridModel probe(cfg_, host_backend(), DType::f64);
-    for (const model::Param* p : probe.params().all()) params_.push_back({p->name, p->value.shape(), p->trainable});
+    model::HybridModel probe(cfg_, host_backend(), DType::bf16);  // a statistic parameter shows as float32
+    for (const model::Param* p : probe.params().all())
+      params_.push_back({p->name, p->value.shape(), p->trainable, p->value.dtype() != DType::bf16});
   }
   std::string op() const override { return "hybrid_model"; }
   std::string params() const override {
@@ -58,9 +59,9 @@ class HybridModelCase : public BlockCase {
     std::vector<InputSpec> in{{"input_ids", {B_, T_}, DType::i32, false, 0, V},
                               {"labels", {B_, T_}, DType::i32, false, -1, V},  // -1: some ignored
                               {"loss_mask", {B_, T_}, DType::f64, false, 0.0, 1.0}};
-    for (const auto& [name, shape, trainable] : params_) {
+    for (const auto& [name, shape, trainable, stat] : params_) {
       auto [lo, hi] = scale_ ? scale_param_range(name, shape) : param_range(name, shape);
-      in.push_back({name, shape, DType::f64, trainable, lo, hi});  // buffers get no gradient
+      in.push_back({name, shape, DType::f64, trainable, lo, hi, stat});  // buffers get no gradient
     }
     return in;
   }
@@ -126,7 +127,7 @@ class HybridModelCase : public BlockCase {
   model::ModelConfig cfg_;
   int64_t B_, T_;
   bool masked_, scale_;
-  std::vector<std::tuple<std::string, Shape, bool>> params_;
+  std::vector<std::tuple<std::string, Shape, bool, bool>> params_;  // name, shape, trainable, stat
   mutable std::optional<std::vector<Tensor>> pinned_;
 };
 

@@ -1,9 +1,11 @@
 // Adapts any Mixer to the op harness: the inputs are u [B, T, H] followed by every parameter of
 // the mixer (by name), so the float64 gradient check covers du and every parameter gradient.
+// Parameters the store keeps in stat_dtype (the MoE correction bias) are stat inputs.
 // Each forward builds a fresh mixer on the context's backend and dtype and loads the inputs into
 // its parameters, so the same case also runs in the backend mode.
 #pragma once
 #include <functional>
+#include <tuple>
 
 #include "block_case.h"
 #include "model/mixer.h"
@@ -17,9 +19,9 @@ class MixerCase : public BlockCase {
  public:
   MixerCase(std::string op, model::ModelConfig cfg, int64_t B, int64_t T, MixerFactory make, ParamRange range = {})
       : op_(std::move(op)), cfg_(std::move(cfg)), B_(B), T_(T), make_(std::move(make)), range_(std::move(range)) {
-    model::ParamStore probe(host_backend(), DType::f64);
+    model::ParamStore probe(host_backend(), DType::bf16);  // a statistic parameter shows as float32
     make_(cfg_, probe);
-    for (const model::Param* p : probe.all()) params_.push_back({p->name, p->value.shape()});
+    for (const model::Param* p : probe.all()) params_.push_back({p->name, p->value.shape(), p->value.dtype() != DType::bf16});
   }
   std::string op() const override { return op_; }
   std::string params() const override { return fmt::format("B={},T={},{}", B_, T_, extra_params()); }
@@ -27,9 +29,9 @@ class MixerCase : public BlockCase {
 
   std::vector<InputSpec> inputs() const override {
     std::vector<InputSpec> in{{"u", {B_, T_, cfg_.hidden_size}}};
-    for (const auto& [name, shape] : params_) {
+    for (const auto& [name, shape, stat] : params_) {
       auto [lo, hi] = range_ ? range_(name, shape) : std::pair<double, double>{-0.5, 0.5};
-      in.push_back({name, shape, DType::f64, true, lo, hi});
+      in.push_back({name, shape, DType::f64, true, lo, hi, stat});
     }
     return in;
   }
@@ -73,7 +75,7 @@ class MixerCase : public BlockCase {
   int64_t B_, T_;
   MixerFactory make_;
   ParamRange range_;
-  std::vector<std::pair<std::string, Shape>> params_;
+  std::vector<std::tuple<std::string, Shape, bool>> params_;  // name, shape, kept in stat_dtype
 };
 
 }  // namespace nemotron::testing
