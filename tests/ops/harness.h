@@ -1,9 +1,11 @@
 // The op harness (STYLE.md lesson 2): every op, block and model is a case with printable
 // parameters, random non-zero inputs, a forward and a backward. One harness checks
 //   grad:    backward against float64 central finite differences on the CPU,
-//   backend: each other backend/dtype (CPU float32 today, CUDA later) against the CPU float64
-//            reference, forward outputs and gradients, with a tolerance per dtype.
-// Adding a backend means adding a Target in harness.cpp; adding an op means one file of cases.
+//   backend: each other backend/dtype (CPU float32 in test_ops/test_model, CUDA float32 and
+//            bfloat16 in test_cuda) against the CPU float64 reference, forward outputs and
+//            gradients, with a tolerance per dtype.
+// Adding a backend means adding a Target in harness.cpp; adding an op means one file of cases
+// (tests/ops/foo_cases.cpp), a block likewise (tests/model/foo_cases.cpp).
 // Rerun one case with --gtest_filter='*rmsnorm(B=2*'.
 #pragma once
 #include <functional>
