@@ -68,7 +68,7 @@ class HybridModelCase : public BlockCase {
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     auto net = build(ctx, in);
     model::LossSum l = net->loss(ctx, batch(in));
-    return {Tensor::from_vector<double>({1}, {l.loss_sum}).to_host(in[3].dtype())};
+    return {Tensor::from_vector<double>({1}, {l.loss_sum}).to_host(stat_dtype(in[3].dtype()))};  // losses: float32
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
