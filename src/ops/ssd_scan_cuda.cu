@@ -27,7 +27,7 @@ Dims make_dims(const SsdScanCudaArgs& a) {
   d.hpg = d.nH / d.G, d.Qm = d.Q;
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   d.vec = d.P % 8 == 0 && d.N % 8 == 0 && d.Qm % 8 == 0 && aligned(a.x) && aligned(a.Bm) && aligned(a.Cm) &&
-          aligned(a.dy);
+          aligned(a.dy) && aligned(a.y) && aligned(a.dx) && aligned(a.dBm) && aligned(a.dCm);
   return d;
 }
 
@@ -63,17 +63,17 @@ __device__ inline float chunk_last(const Dims& d, const float* lam, int b, int h
 // final state. One thread per (b, h, state element), the next chunk's load issued ahead.
 template <class T>
 __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
-                                  const float* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
+                                  const T* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
   const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
   if (e >= PN) return;
   float S = init ? init[bh * PN + e] : 0.f;
-  float next = sloc[d.dsti(b, h, 0) + e];
+  float next = ssd::to_f(sloc[d.dsti(b, h, 0) + e]), lam_next = chunk_last(d, lam, b, h, 0);
   for (int c = 0; c < d.nc; ++c) {
-    const float loc = next;
-    if (c + 1 < d.nc) next = sloc[d.dsti(b, h, c + 1) + e];
+    const float loc = next, lam_c = lam_next;
+    if (c + 1 < d.nc) next = ssd::to_f(sloc[d.dsti(b, h, c + 1) + e]), lam_next = chunk_last(d, lam, b, h, c + 1);
     sin[d.sti(b, h, c) + e] = ssd::from_f<T>(S);
-    S = expf(chunk_last(d, lam, b, h, c)) * S + loc;
+    S = expf(lam_c) * S + loc;
   }
   sin[d.sti(b, h, d.nc) + e] = ssd::from_f<T>(S);
   if (final_state) final_state[bh * PN + e] = S;
@@ -94,52 +94,75 @@ __device__ float block_sum(float v, float* red) {
 // chunk c; sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0.
 template <class T>
 __global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam, const T* __restrict__ sin,
-                                          const float* __restrict__ d_final, const float* __restrict__ z_all,
+                                          const float* __restrict__ d_final, const T* __restrict__ z_all,
                                           T* __restrict__ dsout, float* __restrict__ sdot, float* __restrict__ d_init) {
   __shared__ float red[kPassThreads / 32];
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
   const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
   const bool live = e < PN;  // every thread stays for the block sums
   float dS = live && d_final ? d_final[bh * PN + e] : 0.f;
-  float z_next = live ? z_all[d.dsti(b, h, d.nc - 1) + e] : 0.f;
+  float z_next = live ? ssd::to_f(z_all[d.dsti(b, h, d.nc - 1) + e]) : 0.f;
   float s_next = live ? ssd::to_f(sin[d.sti(b, h, d.nc) + e]) : 0.f;
+  float lam_next = chunk_last(d, lam, b, h, d.nc - 1);
   for (int c = d.nc - 1; c >= 0; --c) {
-    const float z = z_next, sout = s_next;
-    if (live && c > 0) z_next = z_all[d.dsti(b, h, c - 1) + e], s_next = ssd::to_f(sin[d.sti(b, h, c) + e]);
+    const float z = z_next, sout = s_next, lam_c = lam_next;
+    if (c > 0) {
+      lam_next = chunk_last(d, lam, b, h, c - 1);
+      if (live) z_next = ssd::to_f(z_all[d.dsti(b, h, c - 1) + e]), s_next = ssd::to_f(sin[d.sti(b, h, c) + e]);
+    }
     if (live) dsout[d.dsti(b, h, c) + e] = ssd::from_f<T>(dS);
     const float dot = block_sum(dS * sout, red);
     if (threadIdx.x == 0) sdot[(int64_t(bh) * d.nc + c) * gridDim.y + blockIdx.y] = dot;
-    dS = expf(chunk_last(d, lam, b, h, c)) * dS + z;
+    dS = expf(lam_c) * dS + z;
   }
   if (d_init && live) d_init[bh * PN + e] = dS;
 }
 
-// Per (b, c, h): dlam from the row dots, then ddt = A da + rx (da = reverse cumsum of dlam) and
-// the per-chunk partial sums of dA and dD.
-__global__ void dlam_kernel(Dims d, const float* dt, const float* A, const float* r1, const float* rx,
-                            const float* rdd, int n_tiles, const float* sdot, int slices, float* ddt, float* dA_part,
-                            float* dD_part) {
-  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (idx >= int64_t(d.B) * d.nc * d.nH) return;
-  const int h = static_cast<int>(idx % d.nH), c = static_cast<int>((idx / d.nH) % d.nc);
-  const int b = static_cast<int>(idx / (int64_t(d.nH) * d.nc));
+// Per (b, c, h), one warp: dlam from the row dots, then ddt = A da + rx (da = reverse cumsum of
+// dlam, 32 tokens per step with a shuffle scan from the chunk's end) and the per-chunk partial sums
+// of dA and dD (fixed shuffle trees: deterministic).
+__global__ void dlam_kernel(Dims d, const float* __restrict__ dt, const float* __restrict__ A,
+                            const float* __restrict__ r1, const float* __restrict__ rx,
+                            const float* __restrict__ rdd, int n_tiles, const float* __restrict__ sdot, int slices,
+                            float* __restrict__ ddt, float* __restrict__ dA_part, float* __restrict__ dD_part) {
+  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= int64_t(d.B) * d.nc * d.nH) return;  // whole warps leave together
+  const int h = static_cast<int>(warp % d.nH), c = static_cast<int>((warp / d.nH) % d.nc);
+  const int b = static_cast<int>(warp / (int64_t(d.nH) * d.nc));
   const int t0 = c * d.Q, t1 = min(d.T, t0 + d.Q);
   const int64_t bhc = (int64_t(b) * d.nH + h) * d.nc + c;
   float s_out = 0.f;
-  for (int s = 0; s < slices; ++s) s_out += sdot[bhc * slices + s];
+  for (int s = lane; s < slices; s += 32) s_out += sdot[bhc * slices + s];
+  for (int o = 16; o > 0; o >>= 1) s_out += __shfl_xor_sync(0xffffffffu, s_out, o);
   const float Ah = A[h];
-  float da = 0.f, dA = 0.f, dD = 0.f;
-  for (int t = t1 - 1; t >= t0; --t) {
-    const int64_t row = d.lami(b, h, t) * n_tiles;
-    float y_dot = 0.f, x_dot = 0.f;
-    for (int j = 0; j < n_tiles; ++j) y_dot += r1[row + j], x_dot += rx[row + j], dD += rdd[row + j];
-    const float dtv = dt[d.dti(b, t, h)];
-    da += y_dot - dtv * x_dot + (t == t1 - 1 ? s_out : 0.f);
-    ddt[d.dti(b, t, h)] = Ah * da + x_dot;
-    dA += dtv * da;
+  float carry = 0.f, dA = 0.f, dD = 0.f;
+  for (int top = t1 - 1; top >= t0; top -= 32) {
+    const int t = top - lane;  // lane 0 holds the latest token of this step
+    float term = 0.f, x_dot = 0.f, dtv = 0.f;
+    if (t >= t0) {
+      const int64_t row = d.lami(b, h, t) * n_tiles;
+      float y_dot = 0.f;
+      for (int j = 0; j < n_tiles; ++j) y_dot += r1[row + j], x_dot += rx[row + j], dD += rdd[row + j];
+      dtv = dt[d.dti(b, t, h)];
+      term = y_dot - dtv * x_dot + (t == t1 - 1 ? s_out : 0.f);
+    }
+    for (int o = 1; o < 32; o <<= 1) {  // inclusive scan from lane 0 = sum over later tokens
+      const float u = __shfl_up_sync(0xffffffffu, term, o);
+      if (lane >= o) term += u;
+    }
+    const float da = term + carry;
+    if (t >= t0) {
+      ddt[d.dti(b, t, h)] = Ah * da + x_dot;
+      dA += dtv * da;
+    }
+    carry = __shfl_sync(0xffffffffu, da, 31);
   }
-  dA_part[bhc] = dA;
-  dD_part[bhc] = dD;
+  for (int o = 16; o > 0; o >>= 1) {
+    dA += __shfl_xor_sync(0xffffffffu, dA, o);
+    dD += __shfl_xor_sync(0xffffffffu, dD, o);
+  }
+  if (lane == 0) dA_part[bhc] = dA, dD_part[bhc] = dD;
 }
 
 // dA[h] += sum over (b, c) of the partials, dD likewise, in a fixed order.
@@ -221,7 +244,7 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 // Shared first half of forward and backward: lam, CB, and the state entering every chunk.
 template <class T>
 cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s, Scratch& sc, Phases& ph, float* lam,
-                         float* cb, float* sloc, T* sin, float* final_state) {
+                         T* cb, T* sloc, T* sin, float* final_state) {
   const int64_t bch = int64_t(d.B) * d.nc * d.nH, bcg = int64_t(d.B) * d.nc * d.G;
   lam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, lam);
   SSD_TRY(cudaGetLastError());
@@ -249,8 +272,8 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   Scratch sc{s};
   Phases ph(s);
   float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
-  float* cb = sc.get(int64_t(d.B) * d.nc * d.G * d.Qm * d.Qm);
-  float* sloc = sc.get(int64_t(d.B) * d.nH * d.nc * PN);
+  T* cb = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nc * d.G * d.Qm * d.Qm)));
+  T* sloc = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * d.nc * PN)));
   T* sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
   if (sc.err != cudaSuccess) return sc.release(sc.err);
   SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, sloc, sin, a.final_state));
@@ -272,9 +295,9 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   Scratch sc{s};
   Phases ph(s);
   float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
-  float* cb = sc.get(bcg * d.Qm * d.Qm);
-  float* dcb = sc.get(bcg * d.Qm * d.Qm);
-  float* sloc = sc.get(bch * PN);  // S_loc, then reused for Z
+  T* cb = reinterpret_cast<T*>(sc.get(words<T>(bcg * d.Qm * d.Qm)));
+  T* dcb = reinterpret_cast<T*>(sc.get(words<T>(bcg * d.Qm * d.Qm)));
+  T* sloc = reinterpret_cast<T*>(sc.get(words<T>(bch * PN)));  // S_loc, then reused for Z
   T* sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
   T* dsout = reinterpret_cast<T*>(sc.get(words<T>(bch * PN)));
   float* sdot = sc.get(bch * slices);
@@ -312,14 +335,13 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   pdcb.d = d, pdcb.x = x, pdcb.dy = dy, pdcb.dt = a.dt, pdcb.lam = lam, pdcb.dcb = dcb;
   SSD_TRY(ssd::launch_tile_gemm(pdcb, bcg, d.Q, d.Q, s));
   ph.mark("dCB");
-  for (bool is_dB : {false, true}) {
-    ssd::ProbDBC<T> p;
-    p.d = d, p.is_dB = is_dB, p.x = x, p.dy = dy, p.Bm = Bm, p.Cm = Cm, p.dt = a.dt, p.lam = lam, p.dcb = dcb;
-    p.sin = sin, p.dsout = dsout, p.out = static_cast<T*>(is_dB ? a.dBm : a.dCm);
-    SSD_TRY(ssd::launch_tile_gemm(p, bcg, d.Q, d.N, s));
-    ph.mark(is_dB ? "dB" : "dC");
-  }
-  dlam_kernel<<<blocks_for(bch, 128), 128, 0, s>>>(d, a.dt, a.A, r1, rx, rdd, n_tiles, sdot, slices, a.ddt, dA_part,
+  ssd::ProbDBC<T> pbc;
+  pbc.d = d, pbc.x = x, pbc.dy = dy, pbc.Bm = Bm, pbc.Cm = Cm, pbc.dt = a.dt, pbc.lam = lam, pbc.dcb = dcb;
+  pbc.sin = sin, pbc.dsout = dsout, pbc.dBm = static_cast<T*>(a.dBm), pbc.dCm = static_cast<T*>(a.dCm);
+  pbc.groups = bcg;
+  SSD_TRY(ssd::launch_tile_gemm(pbc, 2 * bcg, d.Q, d.N, s));
+  ph.mark("dC+dB");
+  dlam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, r1, rx, rdd, n_tiles, sdot, slices, a.ddt, dA_part,
                                                    dD_part);
   SSD_TRY(cudaGetLastError());
   param_reduce_kernel<<<blocks_for(d.nH, 128), 128, 0, s>>>(d, dA_part, dD_part, a.dA, a.dD);

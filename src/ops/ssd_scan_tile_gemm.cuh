@@ -8,9 +8,9 @@
 //
 // A problem type `Prob` provides: `using T`; `Item item(int idx)`; `int rows(it)`, `cols(it)`;
 // `int nseg(it)`; `void k_range(it, seg, m0, n0, lo, hi)` (the segment's k range for this tile;
-// lo a multiple of kBK); `bool a_kfast(seg)`, `b_kfast(seg)` (which index is contiguous in
+// lo a multiple of kBK); `bool a_kfast(it, seg)`, `b_kfast(it, seg)` (which index is contiguous in
 // memory, for coalesced loads);
-// `static constexpr bool kScaled` and `float scale(it, seg, m, n)`; `static constexpr int kMinBlocks`; `bool skip(it, m0, n0)`;
+// `static constexpr bool kScaled` with `float key(it, seg, idx)` and `float scale(key_m, key_n, m, n)`; `static constexpr int kMinBlocks`; `bool skip(it, m0, n0)`;
 // loaders `a_run(it, seg, m, k, cnt, v)` / `b_run(it, seg, k, n, cnt, v)` filling v[0..8) with `cnt`
 // consecutive elements along the contiguous index (zeros after); `a_src` / `b_src` (may return
 // null) name runs that are a plain copy of T, which bf16 moves as raw 16-byte vectors;
@@ -58,8 +58,6 @@ __device__ inline void acc_pos(int idx, int& r, int& c) {
   }
 }
 
-__device__ inline uint32_t ld_pair(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
 __device__ inline void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -68,37 +66,49 @@ __device__ inline void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// 8 raw bf16 kept in the first 4 words of v (the raw-copy path: no conversions).
-template <class T>
-__device__ inline void load_raw(const T* src, float* v) {
-  const uint4 u = __ldg(reinterpret_cast<const uint4*>(src));
-  v[0] = __uint_as_float(u.x), v[1] = __uint_as_float(u.y), v[2] = __uint_as_float(u.z), v[3] = __uint_as_float(u.w);
+// A run of 8 operand values as the shared tile stores them: 8 bf16 packed in 4 words (tensor-core
+// tiles) or 8 floats. Runs are fetched into registers one k step ahead of their store.
+template <class S>
+struct Run;
+template <>
+struct Run<__nv_bfloat16> {
+  uint4 u;
+};
+template <>
+struct Run<float> {
+  float v[8];
+};
+
+__device__ inline void pack(Run<__nv_bfloat16>& r, const float* v) {
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r.u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+}
+__device__ inline void pack(Run<float>& r, const float* v) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) r.v[i] = v[i];
 }
 
-// Stores a run of 8 into a [rows][ld] tile at p: along the row (contiguous: one 16-byte store in
-// bf16) or down the column. `raw`: v holds 8 bf16 already (bf16 tiles only).
-template <class S>
-__device__ inline void store_run(bool along_row, bool raw, S* p, int ld, const float* v) {
-  if constexpr (std::is_same_v<S, __nv_bfloat16>) {
-    uint4 u;
-    if (raw) {
-      u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
-    } else {
-      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+// Stores a run into a [rows][ld] tile at p: along the row, or down the column (float tiles). The
+// bf16 tiles always take runs along their rows (one 16-byte store): an operand whose memory runs
+// along m or n is kept transposed, [k][m] or [k][n], and read through ldmatrix.trans.
+__device__ inline void store_run(const Run<__nv_bfloat16>& r, __nv_bfloat16* p) { *reinterpret_cast<uint4*>(p) = r.u; }
+__device__ inline void store_run(bool along_row, const Run<float>& r, float* p, int ld) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-    }
-    if (along_row) {
-      *reinterpret_cast<uint4*>(p) = u;
-    } else {
-      const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&u);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) p[i * ld] = e[i];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) p[along_row ? i : i * ld] = v[i];
-  }
+  for (int i = 0; i < 8; ++i) p[along_row ? i : i * ld] = r.v[i];
+}
+
+// Four 8x8 bf16 matrices from shared memory, lane l naming row l % 8 of matrix l / 8.
+__device__ inline void ldmatrix_x4(uint32_t* r, const __nv_bfloat16* p, bool trans) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  if (trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
 }
 
 template <class Prob>
@@ -106,12 +116,17 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
   using T = typename Prob::T;
   constexpr bool kMma = std::is_same_v<T, __nv_bfloat16>;
   using S = std::conditional_t<kMma, __nv_bfloat16, float>;
-  constexpr int kLd = kMma ? kBK + 8 : kBK + 1;  // padding against bank conflicts
+  // Padding against bank conflicts: 16-byte ldmatrix rows of 8 consecutive tile rows land in
+  // distinct banks (80- and 144-byte strides).
+  constexpr int kLd = kMma ? kBK + 8 : kBK + 1, kLdT = kBM + 8;
+  constexpr int kTile = (kMma && kBK * kLdT > kBM * kLd ? kBK * kLdT : kBM * kLd) * static_cast<int>(sizeof(S));
   // The operand tiles and the output tile share the memory: the output is written after the k loop.
-  constexpr int kAB = 2 * kBM * kLd * static_cast<int>(sizeof(S)), kC = kBM * kCsLd * 4;
+  constexpr int kAB = 2 * kTile, kC = kBM * kCsLd * 4;
   __shared__ __align__(16) unsigned char smem[kAB > kC ? kAB : kC];
-  auto As = reinterpret_cast<S (*)[kLd]>(smem);
-  auto Bs = reinterpret_cast<S (*)[kLd]>(smem + kBM * kLd * sizeof(S));
+  auto As = reinterpret_cast<S (*)[kLd]>(smem);  // [m][k]
+  auto Bs = reinterpret_cast<S (*)[kLd]>(smem + kTile);  // [n][k]
+  auto AsT = reinterpret_cast<S (*)[kLdT]>(smem);  // [k][m] (bf16, m-contiguous operand)
+  auto BsT = reinterpret_cast<S (*)[kLdT]>(smem + kTile);  // [k][n]
   auto Cs = reinterpret_cast<float (*)[kCsLd]>(smem);
 
   const auto it = pr.item(static_cast<int>(blockIdx.x));
@@ -132,73 +147,97 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
     if (lo >= hi) continue;
     if constexpr (Prob::kScaled)
       for (int i = 0; i < kAcc; ++i) part[i] = 0.f;
-    const bool akf = pr.a_kfast(seg), bkf = pr.b_kfast(seg);
-    for (int k0 = lo; k0 < hi; k0 += kBK) {
-      // Runs of 8 along the contiguous index, all loads before the stores. Runs down a column (m- or
-      // n-contiguous operands) go to consecutive k across a warp, so their 8 scalar stores hit 16
-      // different shared-memory words instead of one bank.
-      constexpr int kRuns = kBM * kBK / 8 / kThreads;
-      static_assert(kBN == kBM && kRuns * kThreads * 8 == kBM * kBK);
-      float va[kRuns][8], vb[kRuns][8];
-      int am[kRuns], ak[kRuns], bn[kRuns], bk[kRuns];
-      bool araw[kRuns], braw[kRuns];  // v holds 8 raw bf16 (as 4 words), not 8 floats
+    const bool akf = pr.a_kfast(it, seg), bkf = pr.b_kfast(it, seg);
+    // Runs of 8 along the contiguous index. bf16: runs along m or n go to consecutive lanes
+    // (coalesced loads, rows of the transposed tile). float: runs down a column go to consecutive k
+    // across a warp, so their 8 scalar stores hit 16 different shared-memory words, not one bank.
+    constexpr int kRuns = kBM * kBK / 8 / kThreads;
+    static_assert(kBN == kBM && kRuns * kThreads * 8 == kBM * kBK);
+    int am[kRuns], ak[kRuns], bn[kRuns], bk[kRuns];
+#pragma unroll
+    for (int q = 0; q < kRuns; ++q) {
+      const int e = tid + q * kThreads;
+      if (akf) am[q] = e / (kBK / 8), ak[q] = (e % (kBK / 8)) * 8;
+      else if (kMma) ak[q] = e / (kBM / 8), am[q] = (e % (kBM / 8)) * 8;
+      else ak[q] = e % kBK, am[q] = (e / kBK) * 8;
+      if (bkf) bn[q] = e / (kBK / 8), bk[q] = (e % (kBK / 8)) * 8;
+      else if (kMma) bk[q] = e / (kBN / 8), bn[q] = (e % (kBN / 8)) * 8;
+      else bk[q] = e % kBK, bn[q] = (e / kBK) * 8;
+    }
+    Run<S> ra[kRuns], rb[kRuns];
+    // Fetches the runs of the k step at k0 into ra, rb (bf16 plain copies as raw 16-byte vectors).
+    auto fetch = [&](int k0) {
 #pragma unroll
       for (int q = 0; q < kRuns; ++q) {
-        const int e = tid + q * kThreads;
-        int m, k, cnt;
-        if (akf) m = e / (kBK / 8), k = (e % (kBK / 8)) * 8, cnt = m0 + m < M ? min(8, hi - k0 - k) : 0;
-        else k = e % kBK, m = (e / kBK) * 8, cnt = k0 + k < hi ? min(8, M - m0 - m) : 0;
-        am[q] = m, ak[q] = k, araw[q] = false;
+        float v[8];
+        const int m = am[q], ka = ak[q];
+        int cnt = akf ? (m0 + m < M ? min(8, hi - k0 - ka) : 0) : (k0 + ka < hi ? min(8, M - m0 - m) : 0);
+        const T* src = nullptr;
         if constexpr (kMma)
-          if (cnt == 8 && pr.d.vec)
-            if (const T* src = pr.a_src(it, seg, m0 + m, k0 + k)) araw[q] = true, load_raw(src, va[q]);
-        if (araw[q]) {
-        } else if (cnt > 0) pr.a_run(it, seg, m0 + m, k0 + k, cnt, va[q]);
-        else
-          for (int i = 0; i < 8; ++i) va[q][i] = 0.f;
-        int n;
-        if (bkf) n = e / (kBK / 8), k = (e % (kBK / 8)) * 8, cnt = n0 + n < Nc ? min(8, hi - k0 - k) : 0;
-        else k = e % kBK, n = (e / kBK) * 8, cnt = k0 + k < hi ? min(8, Nc - n0 - n) : 0;
-        bn[q] = n, bk[q] = k, braw[q] = false;
+          if (cnt == 8 && pr.d.vec) src = pr.a_src(it, seg, m0 + m, k0 + ka);
+        if constexpr (kMma) {
+          if (src) ra[q].u = __ldg(reinterpret_cast<const uint4*>(src));
+        }
+        if (!src) {
+          if (cnt > 0) pr.a_run(it, seg, m0 + m, k0 + ka, cnt, v);
+          else
+            for (int i = 0; i < 8; ++i) v[i] = 0.f;
+          pack(ra[q], v);
+        }
+        const int n = bn[q], kb = bk[q];
+        cnt = bkf ? (n0 + n < Nc ? min(8, hi - k0 - kb) : 0) : (k0 + kb < hi ? min(8, Nc - n0 - n) : 0);
+        src = nullptr;
         if constexpr (kMma)
-          if (cnt == 8 && pr.d.vec)
-            if (const T* src = pr.b_src(it, seg, k0 + k, n0 + n)) braw[q] = true, load_raw(src, vb[q]);
-        if (braw[q]) {
-        } else if (cnt > 0) pr.b_run(it, seg, k0 + k, n0 + n, cnt, vb[q]);
-        else
-          for (int i = 0; i < 8; ++i) vb[q][i] = 0.f;
+          if (cnt == 8 && pr.d.vec) src = pr.b_src(it, seg, k0 + kb, n0 + n);
+        if constexpr (kMma) {
+          if (src) rb[q].u = __ldg(reinterpret_cast<const uint4*>(src));
+        }
+        if (!src) {
+          if (cnt > 0) pr.b_run(it, seg, k0 + kb, n0 + n, cnt, v);
+          else
+            for (int i = 0; i < 8; ++i) v[i] = 0.f;
+          pack(rb[q], v);
+        }
       }
+    };
+    fetch(lo);
+    for (int k0 = lo; k0 < hi; k0 += kBK) {
 #pragma unroll
       for (int q = 0; q < kRuns; ++q) {
-        store_run<S>(akf, araw[q], &As[am[q]][ak[q]], kLd, va[q]);
-        store_run<S>(bkf, braw[q], &Bs[bn[q]][bk[q]], kLd, vb[q]);
+        if constexpr (kMma) {
+          store_run(ra[q], akf ? &As[am[q]][ak[q]] : &AsT[ak[q]][am[q]]);
+          store_run(rb[q], bkf ? &Bs[bn[q]][bk[q]] : &BsT[bk[q]][bn[q]]);
+        } else {
+          store_run(akf, ra[q], &As[am[q]][ak[q]], kLd);
+          store_run(bkf, rb[q], &Bs[bn[q]][bk[q]], kLd);
+        }
       }
       __syncthreads();
+      if (k0 + kBK < hi) fetch(k0 + kBK);  // in flight while the tensor cores work on this step
       if constexpr (kMma) {
-        const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+        const int warp = tid >> 5, lane = tid & 31;
         const int wr = (warp >> 1) * 32, wc = (warp & 1) * 32;
+        const int j = lane >> 3, r8 = lane & 7;  // this lane's matrix and row for ldmatrix
 #pragma unroll
         for (int ks = 0; ks < kBK / 16; ++ks) {
-          const int kk = ks * 16 + 2 * tig;
           uint32_t af[2][4], bfr[4][2];
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const int r = wr + i * 16 + g;
-            af[i][0] = ld_pair(&As[r][kk]);
-            af[i][1] = ld_pair(&As[r + 8][kk]);
-            af[i][2] = ld_pair(&As[r][kk + 8]);
-            af[i][3] = ld_pair(&As[r + 8][kk + 8]);
+          for (int i = 0; i < 2; ++i) {  // a0..a3: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
+            if (akf) ldmatrix_x4(af[i], &As[wr + i * 16 + (lane & 15)][ks * 16 + (lane >> 4) * 8], false);
+            else ldmatrix_x4(af[i], &AsT[ks * 16 + (j >> 1) * 8 + r8][wr + i * 16 + (j & 1) * 8], true);
           }
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int n = wc + j * 8 + g;
-            bfr[j][0] = ld_pair(&Bs[n][kk]);
-            bfr[j][1] = ld_pair(&Bs[n][kk + 8]);
+          for (int jj = 0; jj < 2; ++jj) {  // n blocks 2 jj and 2 jj + 1: (b0, b1) of each
+            uint32_t r[4];
+            const int nb = wc + (2 * jj + (j >> 1)) * 8, kb = ks * 16 + (j & 1) * 8;
+            if (bkf) ldmatrix_x4(r, &Bs[nb + r8][kb], false);
+            else ldmatrix_x4(r, &BsT[kb + r8][nb], true);
+            bfr[2 * jj][0] = r[0], bfr[2 * jj][1] = r[1], bfr[2 * jj + 1][0] = r[2], bfr[2 * jj + 1][1] = r[3];
           }
 #pragma unroll
           for (int i = 0; i < 2; ++i)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) mma_bf16(sum + (i * 4 + j) * 4, af[i], bfr[j]);
+            for (int jn = 0; jn < 4; ++jn) mma_bf16(sum + (i * 4 + jn) * 4, af[i], bfr[jn]);
         }
       } else {
         const int tr = tid >> 4, tc = tid & 15;
@@ -218,11 +257,31 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
       __syncthreads();
     }
     if constexpr (Prob::kScaled) {
+      // scale(r, c) = pr.scale(key(r), key(c), r, c): the keys of this thread's 4 rows and 8 columns
+      // (mma layout) are read once, not once per accumulator.
+      float rk[4], ck[8];
+      if constexpr (kMma) {
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+          int r, c;
+          acc_pos<kMma>((a >> 1) * 16 + (a & 1) * 2, r, c);
+          rk[a] = pr.key(it, seg, min(m0 + r, M - 1));
+        }
+#pragma unroll
+        for (int b = 0; b < 8; ++b) {
+          int r, c;
+          acc_pos<kMma>((b >> 1) * 4 + (b & 1), r, c);
+          ck[b] = pr.key(it, seg, min(n0 + c, Nc - 1));
+        }
+      }
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) {
         int r, c;
         acc_pos<kMma>(i, r, c);
-        if (m0 + r < M && n0 + c < Nc) acc[i] += pr.scale(it, seg, m0 + r, n0 + c) * part[i];
+        float kr, kc;
+        if constexpr (kMma) kr = rk[(i >> 4) * 2 + ((i & 3) >> 1)], kc = ck[((i >> 2) & 3) * 2 + (i & 1)];
+        else kr = pr.key(it, seg, min(m0 + r, M - 1)), kc = pr.key(it, seg, min(n0 + c, Nc - 1));
+        if (m0 + r < M && n0 + c < Nc) acc[i] += pr.scale(kr, kc, m0 + r, n0 + c) * part[i];
       }
     }
   }
@@ -234,18 +293,6 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
   }
   __syncthreads();
   pr.epilogue(it, Cs, m0, n0, M, Nc, tn);
-}
-
-// Row sums over the tile's valid columns of f(r, c) (tile coordinates), two threads per row, in a
-// fixed order; `out(r, value)` is called once per valid row.
-template <class F, class Out>
-__device__ inline void tile_row_sums(int rows, int cols, F f, Out out) {
-  const int r = threadIdx.x >> 1, half = threadIdx.x & 1;
-  float s = 0.f;
-  if (r < rows)
-    for (int c = half; c < cols; c += 2) s += f(r, c);
-  s += __shfl_xor_sync(0xffffffffu, s, 1);
-  if (half == 0 && r < rows) out(r, s);
 }
 
 template <class Prob>
