@@ -22,6 +22,12 @@ struct Dims {
   __device__ int64_t cbi(int b, int c, int g) const { return ((int64_t(b) * nc + c) * G + g) * Qm * Qm; }
 };
 
+// Per-token decay factors, laid out like lam ([B, nH, T], float32): el = exp(lam_t),
+// w = exp(lam_last - lam_t) (lam_last: the chunk's last token), wdt = dt_t w.
+struct Decay {
+  float *el = nullptr, *w = nullptr, *wdt = nullptr;
+};
+
 // v[0..8) = p[0..cnt) (zeros after): one 16-byte (bf16) or two (float) loads for a full aligned run.
 template <class T>
 __device__ inline void ld_run(const T* p, int cnt, bool vec, float* v) {
@@ -96,9 +102,19 @@ __device__ inline float ex(float v) {
   else return __expf(v);
 }
 
+// v[i] *= exp(lam[hi] - lam[lo + i]) where lo + i <= hi, else 0 (the causal decay of a run of M or
+// M^T; lam in shared memory, chunk positions).
+template <class T>
+__device__ inline void decay_run(const float* lam, int hi, int lo, float* v) {
+  const float lh = lam[hi];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = lo + i <= hi ? v[i] * ex<T>(lh - lam[min(lo + i, hi)]) : 0.f;
+}
+
 struct Item {
   int b, c, h, g, t0, L;
   bool is_dB;  // ProbDBC: which of its two products this item is
+  const float* lam_s = nullptr;  // kStageLam problems: lam of the item's chunk in shared memory
 };
 
 __device__ inline Item head_item(const Dims& d, int idx) {
@@ -122,7 +138,9 @@ __device__ inline Item group_item(const Dims& d, int idx) {
 }
 
 // Defaults shared by the problems. Loaders fill v[0..8) with a run of `cnt` consecutive elements
-// along the operand's contiguous index (k when a_kfast/b_kfast, else m or n), zeros after.
+// along the operand's contiguous index (k when a_kfast/b_kfast, else m or n), zeros after. A full
+// run named by a_src / b_src is those 8 elements times a_mul / b_mul (one factor per run, read when
+// the run is fetched, applied when it is stored: its load latency hides behind the tensor cores).
 template <class TT>
 struct ProbBase {
   using T = TT;
@@ -135,6 +153,13 @@ struct ProbBase {
   __device__ int nseg(const Item&) const { return 1; }
   __device__ const T* a_src(const Item&, int, int, int) const { return nullptr; }
   __device__ const T* b_src(const Item&, int, int, int) const { return nullptr; }
+  __device__ float a_mul(const Item&, int, int, int) const { return 1.f; }
+  __device__ float b_mul(const Item&, int, int, int) const { return 1.f; }
+  static constexpr bool kStageLam = false;
+  __device__ const float* lam_row(const Item&) const { return nullptr; }
+  __device__ bool a_has_post(int) const { return false; }
+  __device__ void a_post(const Item&, int, int, int, float*) const {}
+  Decay dk;
 };
 
 // CB[l, s] = C_l . B_s per (b, c, g); the upper triangle (never read) is skipped.
@@ -177,19 +202,16 @@ struct ProbChunkState : ProbBase<T> {
   __device__ bool a_kfast(const Item&, int) const { return false; }
   __device__ bool b_kfast(const Item&, int) const { return false; }
   __device__ void a_run(const Item& it, int, int p, int l, int cnt, float* v) const {  // run over p
-    const Dims& d = this->d;
-    const int t = it.t0 + l;
-    const float lm = lam[d.lami(it.b, it.h, t)];
-    float f;
-    if (dy) {
-      ld_run(dy + d.xi(it.b, t, it.h) + p, cnt, d.vec, v);
-      f = ex<T>(lm);
-    } else {
-      ld_run(x + d.xi(it.b, t, it.h) + p, cnt, d.vec, v);
-      f = dt[d.dti(it.b, t, it.h)] * ex<T>(lam[d.lami(it.b, it.h, it.t0 + it.L - 1)] - lm);
-    }
+    ld_run(a_src(it, 0, p, l), cnt, this->d.vec, v);
+    const float f = a_mul(it, 0, p, l);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] *= f;
+  }
+  __device__ const T* a_src(const Item& it, int, int p, int l) const {
+    return (dy ? dy : x) + this->d.xi(it.b, it.t0 + l, it.h) + p;
+  }
+  __device__ float a_mul(const Item& it, int, int, int l) const {
+    return (dy ? this->dk.el : this->dk.wdt)[this->d.lami(it.b, it.h, it.t0 + l)];
   }
   __device__ void b_run(const Item& it, int, int l, int n, int cnt, float* v) const {  // run over n
     ld_run(BC + this->d.bci(it.b, it.t0 + l, it.g) + n, cnt, this->d.vec, v);
@@ -221,10 +243,9 @@ struct ProbY : ProbBase<T> {
   __device__ bool b_kfast(const Item&, int seg) const { return seg == 1; }
   __device__ void a_run(const Item& it, int seg, int l, int k, int cnt, float* v) const {  // run over k
     const Dims& d = this->d;
-    const float ll = lam[d.lami(it.b, it.h, it.t0 + l)];
     if (seg == 1) {
       ld_run(Cm + d.bci(it.b, it.t0 + l, it.g) + k, cnt, d.vec, v);
-      const float f = ex<T>(ll);
+      const float f = a_mul(it, 1, l, k);
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] *= f;
       return;
@@ -235,12 +256,26 @@ struct ProbY : ProbBase<T> {
       return;
     }
     ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k, min(cnt, l - k + 1), d.vec, v);
-    const float* ls = lam + d.lami(it.b, it.h, it.t0 + k);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = k + i <= l && i < cnt ? v[i] * ex<T>(ll - ls[i]) : 0.f;
+    a_post(it, 0, l, k, v);
   }
+  // Segment 0: row l of CB from k, masked and decayed by a_post; segment 1: C_l times exp(lam_l).
+  __device__ const T* a_src(const Item& it, int seg, int l, int k) const {
+    const Dims& d = this->d;
+    return seg == 1 ? Cm + d.bci(it.b, it.t0 + l, it.g) + k : cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k;
+  }
+  __device__ float a_mul(const Item& it, int seg, int l, int) const {
+    return seg == 1 ? this->dk.el[this->d.lami(it.b, it.h, it.t0 + l)] : 1.f;
+  }
+  static constexpr bool kStageLam = true;
+  __device__ const float* lam_row(const Item& it) const { return lam + this->d.lami(it.b, it.h, it.t0); }
+  __device__ bool a_has_post(int seg) const { return seg == 0; }
+  __device__ void a_post(const Item& it, int, int l, int k, float* v) const { decay_run<T>(it.lam_s, l, k, v); }
   __device__ const T* b_src(const Item& it, int seg, int k, int p) const {
-    return seg == 1 ? sin + this->d.sti(it.b, it.h, it.c) + int64_t(p) * this->d.N + k : nullptr;
+    const Dims& d = this->d;
+    return seg == 1 ? sin + d.sti(it.b, it.h, it.c) + int64_t(p) * d.N + k : x + d.xi(it.b, it.t0 + k, it.h) + p;
+  }
+  __device__ float b_mul(const Item& it, int seg, int k, int) const {
+    return seg == 1 ? 1.f : dt[this->d.dti(it.b, it.t0 + k, it.h)];
   }
   __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
@@ -311,9 +346,8 @@ struct ProbDxb : ProbBase<T> {
   __device__ void a_run(const Item& it, int seg, int s, int k, int cnt, float* v) const {
     const Dims& d = this->d;
     if (seg == 1) {  // run over k = n
-      const float ls = lam[d.lami(it.b, it.h, it.t0 + s)];
       ld_run(Bm + d.bci(it.b, it.t0 + s, it.g) + k, cnt, d.vec, v);
-      const float f = ex<T>(lam[d.lami(it.b, it.h, it.t0 + it.L - 1)] - ls);
+      const float f = a_mul(it, 1, s, k);
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] *= f;
       return;
@@ -325,11 +359,20 @@ struct ProbDxb : ProbBase<T> {
       return;
     }
     ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s, min(cnt, k - s + 1), d.vec, v);
-    const float lk = lam[d.lami(it.b, it.h, it.t0 + k)];
-    const float* ls = lam + d.lami(it.b, it.h, it.t0 + s);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = s + i <= k && i < cnt ? v[i] * ex<T>(lk - ls[i]) : 0.f;
+    a_post(it, 0, s, k, v);
   }
+  // Segment 0: row k of CB from s, masked and decayed by a_post; segment 1: B_s times w_s.
+  __device__ const T* a_src(const Item& it, int seg, int s, int k) const {
+    const Dims& d = this->d;
+    return seg == 1 ? Bm + d.bci(it.b, it.t0 + s, it.g) + k : cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s;
+  }
+  __device__ float a_mul(const Item& it, int seg, int s, int) const {
+    return seg == 1 ? this->dk.w[this->d.lami(it.b, it.h, it.t0 + s)] : 1.f;
+  }
+  static constexpr bool kStageLam = true;
+  __device__ const float* lam_row(const Item& it) const { return lam + this->d.lami(it.b, it.h, it.t0); }
+  __device__ bool a_has_post(int seg) const { return seg == 0; }
+  __device__ void a_post(const Item& it, int, int s, int k, float* v) const { decay_run<T>(it.lam_s, k, s, v); }
   __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
     if (seg == 1) ld_run(dsout + d.dsti(it.b, it.h, it.c) + int64_t(p) * d.N + k, cnt, d.vec, v);  // over n
@@ -377,7 +420,8 @@ struct ProbDxb : ProbBase<T> {
 template <class T>
 struct ProbDCB : ProbBase<T> {
   static constexpr bool kScaled = true;
-  static constexpr int kMinBlocks = NM_SSD_MIN_BLOCKS < 4 ? NM_SSD_MIN_BLOCKS : 4;  // 32 more accumulators
+  // 32 more accumulators and 12 decay keys: 3 blocks of <= 168 registers run without spills
+  static constexpr int kMinBlocks = NM_SSD_MIN_BLOCKS < NM_SSD_DCB_BLOCKS ? NM_SSD_MIN_BLOCKS : NM_SSD_DCB_BLOCKS;
   const T *x, *dy;
   const float *dt, *lam;
   T* dcb;
@@ -396,12 +440,16 @@ struct ProbDCB : ProbBase<T> {
     return dy + this->d.xi(it.b, it.t0 + l, it.g * this->d.hpg + j) + p;
   }
   __device__ void b_run(const Item& it, int j, int p, int s, int cnt, float* v) const {
-    const Dims& d = this->d;
-    const int h = it.g * d.hpg + j;
-    ld_run(x + d.xi(it.b, it.t0 + s, h) + p, cnt, d.vec, v);
-    const float f = dt[d.dti(it.b, it.t0 + s, h)];
+    ld_run(b_src(it, j, p, s), cnt, this->d.vec, v);
+    const float f = b_mul(it, j, p, s);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] *= f;
+  }
+  __device__ const T* b_src(const Item& it, int j, int p, int s) const {
+    return x + this->d.xi(it.b, it.t0 + s, it.g * this->d.hpg + j) + p;
+  }
+  __device__ float b_mul(const Item& it, int j, int, int s) const {
+    return dt[this->d.dti(it.b, it.t0 + s, it.g * this->d.hpg + j)];
   }
   __device__ float key(const Item& it, int j, int t) const {  // lam of head j at chunk position t
     return lam[this->d.lami(it.b, it.g * this->d.hpg + j, it.t0 + t)];
@@ -455,18 +503,21 @@ struct ProbDBC : ProbBase<T> {
       for (int i = 0; i < 8; ++i) v[i] = i < n ? v[i] : 0.f;
       return;
     }
-    const int h = it.g * d.hpg + seg - 1, t = it.t0 + m;  // run over k = p
-    const float lm = lam[d.lami(it.b, h, t)];
-    float f;
-    if (!it.is_dB) {
-      ld_run(dy + d.xi(it.b, t, h) + k, cnt, d.vec, v);
-      f = ex<T>(lm);
-    } else {
-      ld_run(x + d.xi(it.b, t, h) + k, cnt, d.vec, v);
-      f = dt[d.dti(it.b, t, h)] * ex<T>(lam[d.lami(it.b, h, it.t0 + it.L - 1)] - lm);
-    }
+    ld_run(a_src(it, seg, m, k), cnt, d.vec, v);  // run over k = p
+    const float f = a_mul(it, seg, m, k);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] *= f;
+  }
+  // Segments > 0 (head seg - 1): dy scaled by exp(lam) for dC, xb scaled by w for dB. Segment 0
+  // (dCB) goes through a_run: its runs are masked at the diagonal.
+  __device__ const T* a_src(const Item& it, int seg, int m, int k) const {
+    if (seg == 0) return nullptr;
+    const Dims& d = this->d;
+    return (it.is_dB ? x : dy) + d.xi(it.b, it.t0 + m, it.g * d.hpg + seg - 1) + k;
+  }
+  __device__ float a_mul(const Item& it, int seg, int m, int) const {
+    const Dims& d = this->d;
+    return (it.is_dB ? this->dk.wdt : this->dk.el)[d.lami(it.b, it.g * d.hpg + seg - 1, it.t0 + m)];
   }
   __device__ const T* b_src(const Item& it, int seg, int k, int n) const {
     const Dims& d = this->d;

@@ -13,8 +13,12 @@
 // `static constexpr bool kScaled` with `float key(it, seg, idx)` and `float scale(key_m, key_n, m, n)`; `static constexpr int kMinBlocks`; `bool skip(it, m0, n0)`;
 // loaders `a_run(it, seg, m, k, cnt, v)` / `b_run(it, seg, k, n, cnt, v)` filling v[0..8) with `cnt`
 // consecutive elements along the contiguous index (zeros after); `a_src` / `b_src` (may return
-// null) name runs that are a plain copy of T, which bf16 moves as raw 16-byte vectors;
-// `void epilogue(it, Cs, m0, n0, rows, cols, tn)`.
+// null) name full runs that are a copy of T times `a_mul` / `b_mul`, which bf16 moves as raw
+// 16-byte vectors and scales when it stores them;
+// `void epilogue(it, Cs, m0, n0, rows, cols, tn)`; `kStageLam` with `lam_row(it)`: the item's
+// chunk of lam is copied to shared memory first (it.lam_s); `a_has_post(seg)` with
+// `a_post(it, seg, m, k, v)`: the a_src runs of that segment are finished (masked, scaled) by a_post
+// when stored, after the tensor cores' step.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -29,6 +33,9 @@ namespace nemotron::ops::ssd {
 // the state/bank changes). BK = 32 keeps the operand runs small enough for that bound.
 #ifndef NM_SSD_MIN_BLOCKS
 #define NM_SSD_MIN_BLOCKS 5
+#endif
+#ifndef NM_SSD_DCB_BLOCKS
+#define NM_SSD_DCB_BLOCKS 3
 #endif
 #ifndef NM_SSD_TILE_BK
 #define NM_SSD_TILE_BK 32
@@ -73,6 +80,8 @@ struct Run;
 template <>
 struct Run<__nv_bfloat16> {
   uint4 u;
+  float mul;  // applied at the store (the factor of an a_src / b_src run), 1 = none
+  bool post;  // a_post applies at the store (A runs of a segment with a_post)
 };
 template <>
 struct Run<float> {
@@ -83,6 +92,25 @@ __device__ inline void pack(Run<__nv_bfloat16>& r, const float* v) {
   __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r.u);
 #pragma unroll
   for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+  r.mul = 1.f, r.post = false;
+}
+__device__ inline void unpack(const Run<__nv_bfloat16>& r, float* v) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r.u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+  }
+}
+// The run's 8 bf16 times its factor, rounded back to bf16.
+__device__ inline void apply_mul(Run<__nv_bfloat16>& r) {
+  if (r.mul == 1.f) return;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r.u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    h[i] = __floats2bfloat162_rn(f.x * r.mul, f.y * r.mul);
+  }
 }
 __device__ inline void pack(Run<float>& r, const float* v) {
 #pragma unroll
@@ -129,12 +157,19 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
   auto BsT = reinterpret_cast<S (*)[kLdT]>(smem + kTile);  // [k][n]
   auto Cs = reinterpret_cast<float (*)[kCsLd]>(smem);
 
-  const auto it = pr.item(static_cast<int>(blockIdx.x));
+  auto it = pr.item(static_cast<int>(blockIdx.x));
   const int M = pr.rows(it), Nc = pr.cols(it);
   const int tn = static_cast<int>(blockIdx.y) % n_tiles, tm = static_cast<int>(blockIdx.y) / n_tiles;
   const int m0 = tm * kBM, n0 = tn * kBN;
   if (m0 >= M || n0 >= Nc || pr.skip(it, m0, n0)) return;
   const int tid = threadIdx.x;
+  if constexpr (Prob::kStageLam) {  // the item's chunk of lam, for loaders that read it per element
+    extern __shared__ float lam_sh[];
+    const float* src = pr.lam_row(it);
+    for (int t = tid; t < it.L; t += kThreads) lam_sh[t] = src[t];
+    __syncthreads();
+    it.lam_s = lam_sh;
+  }
 
   float acc[kAcc], part[Prob::kScaled ? kAcc : 1];
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
@@ -153,30 +188,31 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
     // across a warp, so their 8 scalar stores hit 16 different shared-memory words, not one bank.
     constexpr int kRuns = kBM * kBK / 8 / kThreads;
     static_assert(kBN == kBM && kRuns * kThreads * 8 == kBM * kBK);
-    int am[kRuns], ak[kRuns], bn[kRuns], bk[kRuns];
-#pragma unroll
-    for (int q = 0; q < kRuns; ++q) {
+    // Tile position (row, k) of run q of this thread: cheap to recompute, so not kept in registers.
+    auto run_pos = [&](bool kfast, int q, int& row, int& k) {
       const int e = tid + q * kThreads;
-      if (akf) am[q] = e / (kBK / 8), ak[q] = (e % (kBK / 8)) * 8;
-      else if (kMma) ak[q] = e / (kBM / 8), am[q] = (e % (kBM / 8)) * 8;
-      else ak[q] = e % kBK, am[q] = (e / kBK) * 8;
-      if (bkf) bn[q] = e / (kBK / 8), bk[q] = (e % (kBK / 8)) * 8;
-      else if (kMma) bk[q] = e / (kBN / 8), bn[q] = (e % (kBN / 8)) * 8;
-      else bk[q] = e % kBK, bn[q] = (e / kBK) * 8;
-    }
+      if (kfast) row = e / (kBK / 8), k = (e % (kBK / 8)) * 8;
+      else if (kMma) k = e / (kBM / 8), row = (e % (kBM / 8)) * 8;
+      else k = e % kBK, row = (e / kBK) * 8;
+    };
     Run<S> ra[kRuns], rb[kRuns];
     // Fetches the runs of the k step at k0 into ra, rb (bf16 plain copies as raw 16-byte vectors).
     auto fetch = [&](int k0) {
 #pragma unroll
       for (int q = 0; q < kRuns; ++q) {
         float v[8];
-        const int m = am[q], ka = ak[q];
+        int m, ka, n, kb;
+        run_pos(akf, q, m, ka);
+        run_pos(bkf, q, n, kb);
         int cnt = akf ? (m0 + m < M ? min(8, hi - k0 - ka) : 0) : (k0 + ka < hi ? min(8, M - m0 - m) : 0);
         const T* src = nullptr;
         if constexpr (kMma)
           if (cnt == 8 && pr.d.vec) src = pr.a_src(it, seg, m0 + m, k0 + ka);
         if constexpr (kMma) {
-          if (src) ra[q].u = __ldg(reinterpret_cast<const uint4*>(src));
+          if (src) {
+            ra[q].u = __ldg(reinterpret_cast<const uint4*>(src));
+            ra[q].mul = pr.a_mul(it, seg, m0 + m, k0 + ka), ra[q].post = pr.a_has_post(seg);
+          }
         }
         if (!src) {
           if (cnt > 0) pr.a_run(it, seg, m0 + m, k0 + ka, cnt, v);
@@ -184,13 +220,12 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
             for (int i = 0; i < 8; ++i) v[i] = 0.f;
           pack(ra[q], v);
         }
-        const int n = bn[q], kb = bk[q];
         cnt = bkf ? (n0 + n < Nc ? min(8, hi - k0 - kb) : 0) : (k0 + kb < hi ? min(8, Nc - n0 - n) : 0);
         src = nullptr;
         if constexpr (kMma)
           if (cnt == 8 && pr.d.vec) src = pr.b_src(it, seg, k0 + kb, n0 + n);
         if constexpr (kMma) {
-          if (src) rb[q].u = __ldg(reinterpret_cast<const uint4*>(src));
+          if (src) rb[q].u = __ldg(reinterpret_cast<const uint4*>(src)), rb[q].mul = pr.b_mul(it, seg, k0 + kb, n0 + n), rb[q].post = false;
         }
         if (!src) {
           if (cnt > 0) pr.b_run(it, seg, k0 + kb, n0 + n, cnt, v);
@@ -204,12 +239,22 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
     for (int k0 = lo; k0 < hi; k0 += kBK) {
 #pragma unroll
       for (int q = 0; q < kRuns; ++q) {
+        int am, ak, bn, bk;
+        run_pos(akf, q, am, ak);
+        run_pos(bkf, q, bn, bk);
         if constexpr (kMma) {
-          store_run(ra[q], akf ? &As[am[q]][ak[q]] : &AsT[ak[q]][am[q]]);
-          store_run(rb[q], bkf ? &Bs[bn[q]][bk[q]] : &BsT[bk[q]][bn[q]]);
+          if (ra[q].post) {
+            float v[8];
+            unpack(ra[q], v);
+            pr.a_post(it, seg, m0 + am, k0 + ak, v);
+            pack(ra[q], v);
+          }
+          apply_mul(ra[q]), apply_mul(rb[q]);
+          store_run(ra[q], akf ? &As[am][ak] : &AsT[ak][am]);
+          store_run(rb[q], bkf ? &Bs[bn][bk] : &BsT[bk][bn]);
         } else {
-          store_run(akf, ra[q], &As[am[q]][ak[q]], kLd);
-          store_run(bkf, rb[q], &Bs[bn[q]][bk[q]], kLd);
+          store_run(akf, ra[q], &As[am][ak], kLd);
+          store_run(bkf, rb[q], &Bs[bn][bk], kLd);
         }
       }
       __syncthreads();
@@ -300,8 +345,9 @@ cudaError_t launch_tile_gemm(const Prob& pr, int64_t items, int64_t max_rows, in
   if (items == 0 || max_rows == 0 || max_cols == 0) return cudaSuccess;
   const int n_tiles = static_cast<int>((max_cols + kBN - 1) / kBN);
   const int m_tiles = static_cast<int>((max_rows + kBM - 1) / kBM);
-  tile_gemm_kernel<Prob><<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(m_tiles * n_tiles)), kThreads, 0,
-                           s>>>(pr, n_tiles);
+  const size_t lam_bytes = Prob::kStageLam ? static_cast<size_t>(pr.d.Q) * sizeof(float) : 0;
+  tile_gemm_kernel<Prob><<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(m_tiles * n_tiles)), kThreads,
+                           lam_bytes, s>>>(pr, n_tiles);
   return cudaGetLastError();
 }
 
