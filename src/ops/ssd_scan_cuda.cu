@@ -68,9 +68,8 @@ __device__ inline float chunk_last(const Dims& d, const float* lam, int b, int h
 }
 
 // sin slot c = the state entering chunk c (from the S_loc of every chunk), slot nc = the final
-// state. One thread per (b, h, state element); the loads of kAhead chunks are issued together.
-constexpr int kAhead = 8;
-
+// state. One thread per (b, h, state element), the next chunk's loads issued ahead (a deeper batch
+// of loads measured slower: its registers cost more occupancy than it hid).
 template <class T>
 __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
                                   const T* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
@@ -78,21 +77,19 @@ __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const f
   const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
   if (e >= PN) return;
   float S = init ? init[bh * PN + e] : 0.f;
-  for (int c0 = 0; c0 < d.nc; c0 += kAhead) {
-    float loc[kAhead], decay[kAhead];
-#pragma unroll
-    for (int i = 0; i < kAhead; ++i)
-      if (c0 + i < d.nc) loc[i] = ssd::to_f(sloc[d.dsti(b, h, c0 + i) + e]), decay[i] = chunk_last(d, lam, b, h, c0 + i);
-#pragma unroll
-    for (int i = 0; i < kAhead; ++i)
-      if (c0 + i < d.nc) {
-        sin[d.sti(b, h, c0 + i) + e] = ssd::from_f<T>(S);
-        S = expf(decay[i]) * S + loc[i];
-      }
+  float next = ssd::to_f(sloc[d.dsti(b, h, 0) + e]), lam_next = chunk_last(d, lam, b, h, 0);
+  for (int c = 0; c < d.nc; ++c) {
+    const float loc = next, lam_c = lam_next;
+    if (c + 1 < d.nc) next = ssd::to_f(sloc[d.dsti(b, h, c + 1) + e]), lam_next = chunk_last(d, lam, b, h, c + 1);
+    sin[d.sti(b, h, c) + e] = ssd::from_f<T>(S);
+    S = expf(lam_c) * S + loc;
   }
   sin[d.sti(b, h, d.nc) + e] = ssd::from_f<T>(S);
   if (final_state) final_state[bh * PN + e] = S;
 }
+
+// kAhead chunks of loads at once (the adjoint pass, whose block sums then share one barrier).
+constexpr int kAhead = 8;
 
 // The adjoint pass, chunks in reverse, from the Z of every chunk: dsout slot c = dSout of chunk c;
 // sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0. The
