@@ -2,8 +2,9 @@
 // (batch b, chunk c of L tokens from t0, head h in group g): lam_l = sum_{j<=l} dt_j A_h (float32
 // scratch `lam`), xb = dt x, w_l = exp(lam_{L-1} - lam_l), CB[l, s] = C_l . B_s (per group),
 // M[l, s] = CB[l, s] exp(lam_l - lam_s) for s <= l. Sin = the state entering the chunk, dSout =
-// the gradient of the state leaving it ([P, N] per head and chunk, stored in T: they are only read
-// as GEMM operands, which bf16 rounds anyway; the passes accumulate them in float32).
+// the gradient of the state leaving it ([P, N] per head and chunk). Scratch read as GEMM operands is
+// stored in T (CB, dCB, Sin, dSout: bf16 rounds operands anyway), and so are the per-chunk S_loc
+// and Z that the passes accumulate in float32 (one bf16 rounding per chunk contribution).
 #pragma once
 #include "ops/ssd_scan_tile_gemm.cuh"
 
@@ -69,11 +70,13 @@ __device__ inline void st_run(T* p, int cnt, bool vec, const float* v) {
   for (int i = 0; i < cnt; ++i) p[i] = from_f<T>(v[i]);
 }
 
-// Epilogues walk the 64x64 output tile in runs of 8 columns: pass q of this thread covers row
-// r = tid / 8 + 16 q, columns c..c+8 with c = 8 (tid % 8), so 8 consecutive lanes hold one row.
+// Epilogues walk the output tile (64 rows over 128 threads, or 128 over 256) in runs of 8 columns:
+// pass q of this thread covers row r = tid / 8 + (threads / 8) q, columns c..c+8 with
+// c = 8 (tid % 8), so 8 consecutive lanes hold one row.
 constexpr int kEpiPasses = kBM * kBN / 8 / kThreads;
 __device__ inline void epi_run(int q, int& r, int& c) {
-  r = static_cast<int>(threadIdx.x) / 8 + 16 * q, c = (static_cast<int>(threadIdx.x) % 8) * 8;
+  const int tid = static_cast<int>(threadIdx.x);
+  r = tid / 8 + static_cast<int>(blockDim.x / 8) * q, c = (tid % 8) * 8;
 }
 // The sum over the 8 lanes of a row, in a fixed order (deterministic).
 __device__ inline float row_sum8(float v) {
@@ -147,6 +150,7 @@ struct ProbBase {
   Dims d;
   static constexpr bool kScaled = false;
   static constexpr int kMinBlocks = NM_SSD_MIN_BLOCKS;
+  static constexpr int kWide = 1;  // 2: 128-row tiles over 256 threads
   __device__ float key(const Item&, int, int) const { return 0.f; }
   __device__ float scale(float, float, int, int) const { return 1.f; }
   __device__ bool skip(const Item&, int, int) const { return false; }
@@ -232,12 +236,14 @@ struct ProbY : ProbBase<T> {
   T* y;
   float* r1;
   int n_tiles;
+  // 128-row tiles: x and Sin are fetched once for the whole chunk (Q <= 128), not once per 64 rows.
+  static constexpr int kWide = NM_SSD_WIDE, kMinBlocks = NM_SSD_WIDE == 2 ? 2 : NM_SSD_MIN_BLOCKS;
   __device__ Item item(int i) const { return head_item(this->d, i); }
   __device__ int rows(const Item& it) const { return it.L; }
   __device__ int cols(const Item&) const { return this->d.P; }
   __device__ int nseg(const Item&) const { return 2; }
   __device__ void k_range(const Item& it, int seg, int m0, int, int& lo, int& hi) const {
-    lo = 0, hi = seg == 0 ? min(it.L, m0 + kBM) : this->d.N;
+    lo = 0, hi = seg == 0 ? min(it.L, m0 + kBM * kWide) : this->d.N;
   }
   __device__ bool a_kfast(const Item&, int) const { return true; }
   __device__ bool b_kfast(const Item&, int seg) const { return seg == 1; }
@@ -261,7 +267,8 @@ struct ProbY : ProbBase<T> {
   // Segment 0: row l of CB from k, masked and decayed by a_post; segment 1: C_l times exp(lam_l).
   __device__ const T* a_src(const Item& it, int seg, int l, int k) const {
     const Dims& d = this->d;
-    return seg == 1 ? Cm + d.bci(it.b, it.t0 + l, it.g) + k : cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k;
+    if (seg == 1) return Cm + d.bci(it.b, it.t0 + l, it.g) + k;
+    return k > l ? nullptr : cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k;  // above the diagonal: zeros
   }
   __device__ float a_mul(const Item& it, int seg, int l, int) const {
     return seg == 1 ? this->dk.el[this->d.lami(it.b, it.h, it.t0 + l)] : 1.f;
@@ -290,7 +297,7 @@ struct ProbY : ProbBase<T> {
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int tn) const {
     const Dims& d = this->d;
-    const int rows = min(kBM, M - m0), cols = min(kBN, Nc - n0);
+    const int rows = M - m0, cols = min(kBN, Nc - n0);
     const float Dh = dy ? 0.f : to_f(D[it.h]);
     float in[kEpiPasses][8];  // x (forward) or dy (backward) runs, all loads before any store
 #pragma unroll
@@ -333,6 +340,7 @@ struct ProbDxb : ProbBase<T> {
   T* dx;
   float *rx, *rdd;
   int n_tiles;
+  static constexpr int kWide = NM_SSD_WIDE, kMinBlocks = NM_SSD_WIDE == 2 ? 2 : NM_SSD_MIN_BLOCKS;
   __device__ Item item(int i) const { return head_item(this->d, i); }
   __device__ int rows(const Item& it) const { return it.L; }
   __device__ int cols(const Item&) const { return this->d.P; }
@@ -364,7 +372,8 @@ struct ProbDxb : ProbBase<T> {
   // Segment 0: row k of CB from s, masked and decayed by a_post; segment 1: B_s times w_s.
   __device__ const T* a_src(const Item& it, int seg, int s, int k) const {
     const Dims& d = this->d;
-    return seg == 1 ? Bm + d.bci(it.b, it.t0 + s, it.g) + k : cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s;
+    if (seg == 1) return Bm + d.bci(it.b, it.t0 + s, it.g) + k;
+    return s > k ? nullptr : cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s;  // above the diagonal: zeros
   }
   __device__ float a_mul(const Item& it, int seg, int s, int) const {
     return seg == 1 ? this->dk.w[this->d.lami(it.b, it.h, it.t0 + s)] : 1.f;
@@ -384,7 +393,7 @@ struct ProbDxb : ProbBase<T> {
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int tn) const {
     const Dims& d = this->d;
-    const int rows = min(kBM, M - m0), cols = min(kBN, Nc - n0);
+    const int rows = M - m0, cols = min(kBN, Nc - n0);
     const float Dh = to_f(D[it.h]);
 #pragma unroll
     for (int q = 0; q < kEpiPasses; ++q) {
@@ -471,6 +480,8 @@ struct ProbDBC : ProbBase<T> {
   const float *dt, *lam;
   T *dBm, *dCm;
   int64_t groups;  // B nc G: items [0, groups) are dC, the next as many dB (one launch for both)
+  // 128-row tiles: the B operands (B or C, and each head's Sin or dSout) are fetched once per chunk.
+  static constexpr int kWide = NM_SSD_WIDE_DBC, kMinBlocks = NM_SSD_WIDE_DBC == 2 ? 2 : NM_SSD_MIN_BLOCKS;
   __device__ Item item(int i) const {
     Item it = group_item(this->d, static_cast<int>(i % groups));
     it.is_dB = i >= groups;
@@ -482,7 +493,7 @@ struct ProbDBC : ProbBase<T> {
   __device__ void k_range(const Item& it, int seg, int m0, int, int& lo, int& hi) const {
     if (seg > 0) lo = 0, hi = this->d.P;
     else if (it.is_dB) lo = m0, hi = it.L;
-    else lo = 0, hi = min(it.L, m0 + kBM);
+    else lo = 0, hi = min(it.L, m0 + kBM * kWide);
   }
   __device__ bool a_kfast(const Item& it, int seg) const { return seg > 0 || !it.is_dB; }
   __device__ bool b_kfast(const Item&, int) const { return false; }

@@ -27,12 +27,22 @@
 
 namespace nemotron::ops::ssd {
 
-// Occupancy over registers: the kernels wait on operand loads far more than on the tensor cores,
-// so 5 resident blocks (<= 96 registers, small spills) beat 4 (<= 128) and unbounded ones
-// (measured on an H200, B=2 T=4096 nH=64 Q=128 forward: 0.85 vs 0.93 ms; 1.20 vs 1.35 ms before
-// the state/bank changes). BK = 32 keeps the operand runs small enough for that bound.
+// Occupancy over registers: the kernels wait on operand loads more than on the tensor cores, so
+// 5 resident blocks (<= 96 registers, small spills) beat 4 (<= 128) and 3 (measured on the H200,
+// dense shape B=4 T=4096 nH=24 G=2 Q=128, fwd+bwd: 2.10 / 2.21 / 2.38 ms; BK = 64 at 4 or 3 blocks:
+// 2.42 / 2.60 ms). dCB, with twice the accumulators, runs 3 blocks (1.67 ms vs 1.74 at 4).
 #ifndef NM_SSD_MIN_BLOCKS
 #define NM_SSD_MIN_BLOCKS 5
+#endif
+// Rows of the Y and dxb tiles (NM_SSD_WIDE) and of the dC/dB tiles (NM_SSD_WIDE_DBC): 1 = 64 rows
+// over 128 threads, 2 = 128 rows over 256 threads (B operands fetched once per 128 rows, but 2
+// blocks/SM). Measured on the H200, dense shape (B=4 T=4096 nH=24 G=2): fwd+bwd 1.601 ms at 1,
+// 1.633 ms at 2 (forward 0.400 -> 0.393, backward 1.201 -> 1.240); both pass the ssd_scan cases.
+#ifndef NM_SSD_WIDE
+#define NM_SSD_WIDE 1
+#endif
+#ifndef NM_SSD_WIDE_DBC
+#define NM_SSD_WIDE_DBC NM_SSD_WIDE
 #endif
 #ifndef NM_SSD_DCB_BLOCKS
 #define NM_SSD_DCB_BLOCKS 3
@@ -42,7 +52,7 @@ namespace nemotron::ops::ssd {
 #endif
 constexpr int kBM = 64, kBN = 64, kBK = NM_SSD_TILE_BK, kThreads = 128;
 constexpr int kCsLd = kBN + 4;
-constexpr int kAcc = 32;  // accumulators per thread: a 64x64 tile over 128 threads
+constexpr int kAcc = 32;  // accumulators per thread: a 64x64 tile over 128 threads (and 128x64 over 256)
 
 __device__ inline float to_f(float v) { return v; }
 __device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -50,8 +60,9 @@ template <class T> __device__ inline T from_f(float v);
 template <> __device__ inline float from_f<float>(float v) { return v; }
 template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
-// Position (row, col) in the 64x64 tile of accumulator `idx` of this thread.
-template <bool kMma>
+// Position (row, col) in the tile (64 or 128 rows, 64 columns; kNT threads) of accumulator `idx`
+// of this thread. Tensor cores: each warp holds a 32x32 quarter of 64 rows.
+template <bool kMma, int kNT>
 __device__ inline void acc_pos(int idx, int& r, int& c) {
   const int tid = threadIdx.x;
   if constexpr (kMma) {
@@ -60,7 +71,7 @@ __device__ inline void acc_pos(int idx, int& r, int& c) {
     r = (warp >> 1) * 32 + i * 16 + g + (q >= 2 ? 8 : 0);
     c = (warp & 1) * 32 + j * 8 + 2 * tig + (q & 1);
   } else {
-    r = (tid >> 4) + 8 * (idx >> 2);
+    r = (tid >> 4) + (kNT / 16) * (idx >> 2);
     c = (tid & 15) + 16 * (idx & 3);
   }
 }
@@ -140,33 +151,37 @@ __device__ inline void ldmatrix_x4(uint32_t* r, const __nv_bfloat16* p, bool tra
 }
 
 template <class Prob>
-__global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(Prob pr, int n_tiles) {
+__global__ void __launch_bounds__(kThreads * Prob::kWide, Prob::kMinBlocks) tile_gemm_kernel(Prob pr, int n_tiles) {
   using T = typename Prob::T;
   constexpr bool kMma = std::is_same_v<T, __nv_bfloat16>;
   using S = std::conditional_t<kMma, __nv_bfloat16, float>;
   // Padding against bank conflicts: 16-byte ldmatrix rows of 8 consecutive tile rows land in
   // distinct banks (80- and 144-byte strides).
-  constexpr int kLd = kMma ? kBK + 8 : kBK + 1, kLdT = kBM + 8;
-  constexpr int kTile = (kMma && kBK * kLdT > kBM * kLd ? kBK * kLdT : kBM * kLd) * static_cast<int>(sizeof(S));
+  // kWide = 2: 128-row tiles over 256 threads (8 warps), so the B operand is fetched once for
+  // twice the rows.
+  constexpr int kTM = kBM * Prob::kWide, kNT = kThreads * Prob::kWide;
+  constexpr int kLd = kMma ? kBK + 8 : kBK + 1, kLdTA = kTM + 8, kLdTB = kBN + 8;
+  constexpr int kTileA = (kMma && kBK * kLdTA > kTM * kLd ? kBK * kLdTA : kTM * kLd) * static_cast<int>(sizeof(S));
+  constexpr int kTileB = (kMma && kBK * kLdTB > kBN * kLd ? kBK * kLdTB : kBN * kLd) * static_cast<int>(sizeof(S));
   // The operand tiles and the output tile share the memory: the output is written after the k loop.
-  constexpr int kAB = 2 * kTile, kC = kBM * kCsLd * 4;
+  constexpr int kAB = kTileA + kTileB, kC = kTM * kCsLd * 4;
   __shared__ __align__(16) unsigned char smem[kAB > kC ? kAB : kC];
   auto As = reinterpret_cast<S (*)[kLd]>(smem);  // [m][k]
-  auto Bs = reinterpret_cast<S (*)[kLd]>(smem + kTile);  // [n][k]
-  auto AsT = reinterpret_cast<S (*)[kLdT]>(smem);  // [k][m] (bf16, m-contiguous operand)
-  auto BsT = reinterpret_cast<S (*)[kLdT]>(smem + kTile);  // [k][n]
+  auto Bs = reinterpret_cast<S (*)[kLd]>(smem + kTileA);  // [n][k]
+  auto AsT = reinterpret_cast<S (*)[kLdTA]>(smem);  // [k][m] (bf16, m-contiguous operand)
+  auto BsT = reinterpret_cast<S (*)[kLdTB]>(smem + kTileA);  // [k][n]
   auto Cs = reinterpret_cast<float (*)[kCsLd]>(smem);
 
   auto it = pr.item(static_cast<int>(blockIdx.x));
   const int M = pr.rows(it), Nc = pr.cols(it);
   const int tn = static_cast<int>(blockIdx.y) % n_tiles, tm = static_cast<int>(blockIdx.y) / n_tiles;
-  const int m0 = tm * kBM, n0 = tn * kBN;
+  const int m0 = tm * kTM, n0 = tn * kBN;
   if (m0 >= M || n0 >= Nc || pr.skip(it, m0, n0)) return;
   const int tid = threadIdx.x;
   if constexpr (Prob::kStageLam) {  // the item's chunk of lam, for loaders that read it per element
     extern __shared__ float lam_sh[];
     const float* src = pr.lam_row(it);
-    for (int t = tid; t < it.L; t += kThreads) lam_sh[t] = src[t];
+    for (int t = tid; t < it.L; t += kNT) lam_sh[t] = src[t];
     __syncthreads();
     it.lam_s = lam_sh;
   }
@@ -186,24 +201,25 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
     // Runs of 8 along the contiguous index. bf16: runs along m or n go to consecutive lanes
     // (coalesced loads, rows of the transposed tile). float: runs down a column go to consecutive k
     // across a warp, so their 8 scalar stores hit 16 different shared-memory words, not one bank.
-    constexpr int kRuns = kBM * kBK / 8 / kThreads;
-    static_assert(kBN == kBM && kRuns * kThreads * 8 == kBM * kBK);
-    // Tile position (row, k) of run q of this thread: cheap to recompute, so not kept in registers.
-    auto run_pos = [&](bool kfast, int q, int& row, int& k) {
-      const int e = tid + q * kThreads;
+    constexpr int kRunsA = kTM * kBK / 8 / kNT, kRunsB = kBN * kBK / 8 / kNT;
+    static_assert(kRunsA * kNT * 8 == kTM * kBK && kRunsB * kNT * 8 == kBN * kBK && kRunsB <= kRunsA);
+    // Tile position (row, k) of run q of this thread (rows: the operand's m or n, `rows` of them):
+    // cheap to recompute, so not kept in registers.
+    auto run_pos = [&](bool kfast, int rows, int q, int& row, int& k) {
+      const int e = tid + q * kNT;
       if (kfast) row = e / (kBK / 8), k = (e % (kBK / 8)) * 8;
-      else if (kMma) k = e / (kBM / 8), row = (e % (kBM / 8)) * 8;
+      else if (kMma) k = e / (rows / 8), row = (e % (rows / 8)) * 8;
       else k = e % kBK, row = (e / kBK) * 8;
     };
-    Run<S> ra[kRuns], rb[kRuns];
+    Run<S> ra[kRunsA], rb[kRunsB];
     // Fetches the runs of the k step at k0 into ra, rb (bf16 plain copies as raw 16-byte vectors).
     auto fetch = [&](int k0) {
 #pragma unroll
-      for (int q = 0; q < kRuns; ++q) {
+      for (int q = 0; q < kRunsA; ++q) {
         float v[8];
         int m, ka, n, kb;
-        run_pos(akf, q, m, ka);
-        run_pos(bkf, q, n, kb);
+        run_pos(akf, kTM, q, m, ka);
+        run_pos(bkf, kBN, q, n, kb);
         int cnt = akf ? (m0 + m < M ? min(8, hi - k0 - ka) : 0) : (k0 + ka < hi ? min(8, M - m0 - m) : 0);
         const T* src = nullptr;
         if constexpr (kMma)
@@ -220,6 +236,7 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
             for (int i = 0; i < 8; ++i) v[i] = 0.f;
           pack(ra[q], v);
         }
+        if (q >= kRunsB) continue;
         cnt = bkf ? (n0 + n < Nc ? min(8, hi - k0 - kb) : 0) : (k0 + kb < hi ? min(8, Nc - n0 - n) : 0);
         src = nullptr;
         if constexpr (kMma)
@@ -238,10 +255,10 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
     fetch(lo);
     for (int k0 = lo; k0 < hi; k0 += kBK) {
 #pragma unroll
-      for (int q = 0; q < kRuns; ++q) {
+      for (int q = 0; q < kRunsA; ++q) {
         int am, ak, bn, bk;
-        run_pos(akf, q, am, ak);
-        run_pos(bkf, q, bn, bk);
+        run_pos(akf, kTM, q, am, ak);
+        run_pos(bkf, kBN, q, bn, bk);
         if constexpr (kMma) {
           if (ra[q].post) {
             float v[8];
@@ -249,12 +266,12 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
             pr.a_post(it, seg, m0 + am, k0 + ak, v);
             pack(ra[q], v);
           }
-          apply_mul(ra[q]), apply_mul(rb[q]);
+          apply_mul(ra[q]);
           store_run(ra[q], akf ? &As[am][ak] : &AsT[ak][am]);
-          store_run(rb[q], bkf ? &Bs[bn][bk] : &BsT[bk][bn]);
+          if (q < kRunsB) apply_mul(rb[q]), store_run(rb[q], bkf ? &Bs[bn][bk] : &BsT[bk][bn]);
         } else {
           store_run(akf, ra[q], &As[am][ak], kLd);
-          store_run(bkf, rb[q], &Bs[bn][bk], kLd);
+          if (q < kRunsB) store_run(bkf, rb[q], &Bs[bn][bk], kLd);
         }
       }
       __syncthreads();
@@ -290,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
         for (int k = 0; k < kBK; ++k) {
           float av[8], bv[4];
 #pragma unroll
-          for (int i = 0; i < 8; ++i) av[i] = As[tr + 8 * i][k];
+          for (int i = 0; i < 8; ++i) av[i] = As[tr + (kNT / 16) * i][k];
 #pragma unroll
           for (int j = 0; j < 4; ++j) bv[j] = Bs[tc + 16 * j][k];
 #pragma unroll
@@ -309,20 +326,20 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
           int r, c;
-          acc_pos<kMma>((a >> 1) * 16 + (a & 1) * 2, r, c);
+          acc_pos<kMma, kNT>((a >> 1) * 16 + (a & 1) * 2, r, c);
           rk[a] = pr.key(it, seg, min(m0 + r, M - 1));
         }
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
           int r, c;
-          acc_pos<kMma>((b >> 1) * 4 + (b & 1), r, c);
+          acc_pos<kMma, kNT>((b >> 1) * 4 + (b & 1), r, c);
           ck[b] = pr.key(it, seg, min(n0 + c, Nc - 1));
         }
       }
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) {
         int r, c;
-        acc_pos<kMma>(i, r, c);
+        acc_pos<kMma, kNT>(i, r, c);
         float kr, kc;
         if constexpr (kMma) kr = rk[(i >> 4) * 2 + ((i & 3) >> 1)], kc = ck[((i >> 2) & 3) * 2 + (i & 1)];
         else kr = pr.key(it, seg, min(m0 + r, M - 1)), kc = pr.key(it, seg, min(n0 + c, Nc - 1));
@@ -333,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, Prob::kMinBlocks) tile_gemm_kernel(P
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) {
     int r, c;
-    acc_pos<kMma>(i, r, c);
+    acc_pos<kMma, kNT>(i, r, c);
     Cs[r][c] = acc[i];
   }
   __syncthreads();
@@ -344,9 +361,9 @@ template <class Prob>
 cudaError_t launch_tile_gemm(const Prob& pr, int64_t items, int64_t max_rows, int64_t max_cols, cudaStream_t s) {
   if (items == 0 || max_rows == 0 || max_cols == 0) return cudaSuccess;
   const int n_tiles = static_cast<int>((max_cols + kBN - 1) / kBN);
-  const int m_tiles = static_cast<int>((max_rows + kBM - 1) / kBM);
+  const int m_tiles = static_cast<int>((max_rows + kBM * Prob::kWide - 1) / (kBM * Prob::kWide));
   const size_t lam_bytes = Prob::kStageLam ? static_cast<size_t>(pr.d.Q) * sizeof(float) : 0;
-  tile_gemm_kernel<Prob><<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(m_tiles * n_tiles)), kThreads,
+  tile_gemm_kernel<Prob><<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(m_tiles * n_tiles)), kThreads * Prob::kWide,
                            lam_bytes, s>>>(pr, n_tiles);
   return cudaGetLastError();
 }
