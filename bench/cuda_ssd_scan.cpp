@@ -1,11 +1,14 @@
 // Chunked SSD scan forward and backward on the GPU (a benchmark, not a test), bf16 activations.
-// usage: cuda_ssd_scan [B T nH P G N Q]   (default: two shapes, nH = 64 and 128, of B=2 T=4096
-// P=64 G=8 N=128 Q=128). Prints the median time, TFLOP/s of the chunked algorithm's matmul FLOPs
-// (formula printed) and the bytes of the inputs/outputs against 3.0 TB/s.
+// usage: cuda_ssd_scan [B T nH P G N Q]   (default: the dense and MoE training shapes with their
+// per-kernel times, then B=2 T=4096 nH=64 G=8 at Q = 128, 64, 256)
+//        cuda_ssd_scan once B T nH P G N Q   (one forward and one backward: for a profiler)
+// Prints the median time, TFLOP/s of the chunked algorithm's matmul FLOPs (formula printed) and
+// the bytes of the inputs/outputs against the copy bandwidth.
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #if NEMOTRON_CUDA
@@ -19,8 +22,8 @@ using namespace nemotron;
 
 namespace {
 
-constexpr double kPeakTflops = 800.0;  // measured dense bf16 GEMM on this H100
-constexpr double kPeakTBs = 3.0;       // measured copy bandwidth
+constexpr double kPeakTflops = 800.0;  // measured dense bf16 GEMM (H100 and H200 alike)
+constexpr double kPeakTBs = 4.5;       // measured copy bandwidth of the H200
 
 #define CHECK(x)                                                                        \
   do {                                                                                  \
@@ -66,7 +69,8 @@ double median_ms(F f, int reps) {
   return ms[reps / 2];
 }
 
-void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t Q, bool profile = false) {
+void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t Q, bool profile = false,
+         bool once = false) {
   using bf = __nv_bfloat16;
   const int64_t BT = B * T;
   ops::SsdScanCudaArgs a;
@@ -86,6 +90,12 @@ void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int6
   a.dA = upload<float>(std::vector<float>(nH, 0.f));
   a.dD = upload<float>(std::vector<float>(nH, 0.f));
 
+  if (once) {
+    CHECK(ops::ssd_scan_forward_cuda(a, nullptr));
+    CHECK(ops::ssd_scan_backward_cuda(a, nullptr));
+    CHECK(cudaDeviceSynchronize());
+    return;
+  }
   const double fwd_ms = median_ms([&] { CHECK(ops::ssd_scan_forward_cuda(a, nullptr)); }, 20);
   const double bwd_ms = median_ms([&] { CHECK(ops::ssd_scan_backward_cuda(a, nullptr)); }, 20);
   CHECK(cudaDeviceSynchronize());
@@ -112,6 +122,7 @@ void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int6
   };
   line("forward", fwd_ms, fwd_flops, fwd_bytes);
   line("backward", bwd_ms, bwd_flops, bwd_bytes);
+  line("fwd+bwd", fwd_ms + bwd_ms, fwd_flops + bwd_flops, fwd_bytes + bwd_bytes);
   if (profile) {  // one more call of each with the per-phase timer on
     setenv("NEMOTRON_SSD_PROFILE", "1", 1);
     std::printf("  forward phases:\n");
@@ -135,14 +146,16 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
   uint64_t keep = UINT64_MAX;
   CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  if (argc == 8) {
+  const bool once = argc == 9 && std::string(argv[1]) == "once";
+  if (argc == 8 || once) {
     int64_t v[7];
-    for (int i = 0; i < 7; ++i) v[i] = std::atoll(argv[i + 1]);
-    run(v[0], v[1], v[2], v[3], v[4], v[5], v[6], true);
+    for (int i = 0; i < 7; ++i) v[i] = std::atoll(argv[i + 1 + (once ? 1 : 0)]);
+    run(v[0], v[1], v[2], v[3], v[4], v[5], v[6], true, once);
     return 0;
   }
-  run(2, 4096, 64, 64, 8, 128, 128, true);
-  run(2, 4096, 128, 64, 8, 128, 128);
+  run(4, 4096, 24, 64, 2, 128, 128, true);  // dense 132M hybrid training shape
+  run(2, 4096, 32, 64, 8, 128, 128, true);  // MoE 1B hybrid training shape
+  run(2, 4096, 64, 64, 8, 128, 128);
   run(2, 4096, 64, 64, 8, 128, 64);
   run(2, 4096, 64, 64, 8, 128, 256);
   return 0;

@@ -27,13 +27,16 @@ Dims make_dims(const SsdScanCudaArgs& a) {
   d.hpg = d.nH / d.G, d.Qm = d.Q;
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   d.vec = d.P % 8 == 0 && d.N % 8 == 0 && d.Qm % 8 == 0 && aligned(a.x) && aligned(a.Bm) && aligned(a.Cm) &&
-          aligned(a.dy);
+          aligned(a.dy) && aligned(a.y) && aligned(a.dx) && aligned(a.dBm) && aligned(a.dCm);
   return d;
 }
 
 // lam[b, h, t] = in-chunk cumulative sum of dt A_h; one warp per (b, chunk, head), 32 tokens per
-// step with a shuffle scan.
-__global__ void lam_kernel(Dims d, const float* __restrict__ dt, const float* __restrict__ A, float* __restrict__ lam) {
+// step with a shuffle scan. Then the per-token decay factors the chunk products scale their operand
+// runs with (one load each where they are used): el = exp(lam_t), w = exp(lam_last - lam_t),
+// wdt = dt_t w.
+__global__ void lam_kernel(Dims d, const float* __restrict__ dt, const float* __restrict__ A, float* __restrict__ lam,
+                           ssd::Decay dk) {
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= int64_t(d.B) * d.nc * d.nH) return;  // whole warps leave together
@@ -53,124 +56,171 @@ __global__ void lam_kernel(Dims d, const float* __restrict__ dt, const float* __
     if (t < t1) lam[d.lami(b, h, t)] = v;
     carry = __shfl_sync(0xffffffffu, v, 31);
   }
+  for (int t = t0 + lane; t < t1; t += 32) {  // carry = lam of the chunk's last token
+    const int64_t i = d.lami(b, h, t);
+    const float l = lam[i], wt = expf(carry - l);
+    dk.el[i] = expf(l), dk.w[i] = wt, dk.wdt[i] = dt[d.dti(b, t, h)] * wt;
+  }
 }
 
 __device__ inline float chunk_last(const Dims& d, const float* lam, int b, int h, int c) {
   return lam[d.lami(b, h, min(d.T, (c + 1) * d.Q) - 1)];
 }
 
-// sin slot c = the state entering chunk c (from the float32 S_loc of every chunk), slot nc = the
-// final state. One thread per (b, h, state element), the next chunk's load issued ahead.
+// sin slot c = the state entering chunk c (from the S_loc of every chunk), slot nc = the final
+// state. One thread per (b, h, state element), the next chunk's loads issued ahead (a deeper batch
+// of loads measured slower: its registers cost more occupancy than it hid).
 template <class T>
 __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
-                                  const float* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
+                                  const T* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
   const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
   if (e >= PN) return;
   float S = init ? init[bh * PN + e] : 0.f;
-  float next = sloc[d.dsti(b, h, 0) + e];
+  float next = ssd::to_f(sloc[d.dsti(b, h, 0) + e]), lam_next = chunk_last(d, lam, b, h, 0);
   for (int c = 0; c < d.nc; ++c) {
-    const float loc = next;
-    if (c + 1 < d.nc) next = sloc[d.dsti(b, h, c + 1) + e];
+    const float loc = next, lam_c = lam_next;
+    if (c + 1 < d.nc) next = ssd::to_f(sloc[d.dsti(b, h, c + 1) + e]), lam_next = chunk_last(d, lam, b, h, c + 1);
     sin[d.sti(b, h, c) + e] = ssd::from_f<T>(S);
-    S = expf(chunk_last(d, lam, b, h, c)) * S + loc;
+    S = expf(lam_c) * S + loc;
   }
   sin[d.sti(b, h, d.nc) + e] = ssd::from_f<T>(S);
   if (final_state) final_state[bh * PN + e] = S;
 }
 
-__device__ float block_sum(float v, float* red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float t = 0.f;
-  for (int w = 0; w < kPassThreads / 32; ++w) t += red[w];
-  __syncthreads();
-  return t;
-}
+// kAhead chunks of loads at once (the adjoint pass, whose block sums then share one barrier).
+constexpr int kAhead = 8;
 
-// The adjoint pass, chunks in reverse, from the float32 Z of every chunk: dsout slot c = dSout of
-// chunk c; sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0.
+// The adjoint pass, chunks in reverse, from the Z of every chunk: dsout slot c = dSout of chunk c;
+// sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0. The
+// loads of kAhead chunks are issued together and their block sums share one barrier.
 template <class T>
 __global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam, const T* __restrict__ sin,
-                                          const float* __restrict__ d_final, const float* __restrict__ z_all,
+                                          const float* __restrict__ d_final, const T* __restrict__ z_all,
                                           T* __restrict__ dsout, float* __restrict__ sdot, float* __restrict__ d_init) {
-  __shared__ float red[kPassThreads / 32];
+  __shared__ float red[kAhead][kPassThreads / 32];
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
   const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
   const bool live = e < PN;  // every thread stays for the block sums
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float dS = live && d_final ? d_final[bh * PN + e] : 0.f;
-  float z_next = live ? z_all[d.dsti(b, h, d.nc - 1) + e] : 0.f;
-  float s_next = live ? ssd::to_f(sin[d.sti(b, h, d.nc) + e]) : 0.f;
-  for (int c = d.nc - 1; c >= 0; --c) {
-    const float z = z_next, sout = s_next;
-    if (live && c > 0) z_next = z_all[d.dsti(b, h, c - 1) + e], s_next = ssd::to_f(sin[d.sti(b, h, c) + e]);
-    if (live) dsout[d.dsti(b, h, c) + e] = ssd::from_f<T>(dS);
-    const float dot = block_sum(dS * sout, red);
-    if (threadIdx.x == 0) sdot[(int64_t(bh) * d.nc + c) * gridDim.y + blockIdx.y] = dot;
-    dS = expf(chunk_last(d, lam, b, h, c)) * dS + z;
+  for (int top = d.nc - 1; top >= 0; top -= kAhead) {  // chunks top, top - 1, ..., top - kAhead + 1
+    float z[kAhead], sout[kAhead], decay[kAhead], dot[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int c = top - i;
+      z[i] = sout[i] = 0.f, decay[i] = 0.f;
+      if (c >= 0) {
+        decay[i] = chunk_last(d, lam, b, h, c);
+        if (live) z[i] = ssd::to_f(z_all[d.dsti(b, h, c) + e]), sout[i] = ssd::to_f(sin[d.sti(b, h, c + 1) + e]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int c = top - i;
+      dot[i] = dS * sout[i];
+      if (c >= 0) {
+        if (live) dsout[d.dsti(b, h, c) + e] = ssd::from_f<T>(dS);
+        dS = expf(decay[i]) * dS + z[i];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      float v = dot[i];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) red[i][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < kAhead && top - static_cast<int>(threadIdx.x) >= 0) {
+      float t = 0.f;
+      for (int w = 0; w < kPassThreads / 32; ++w) t += red[threadIdx.x][w];
+      sdot[(int64_t(bh) * d.nc + top - threadIdx.x) * gridDim.y + blockIdx.y] = t;
+    }
+    __syncthreads();
   }
   if (d_init && live) d_init[bh * PN + e] = dS;
 }
 
-// Per (b, c, h): dlam from the row dots, then ddt = A da + rx (da = reverse cumsum of dlam) and
-// the per-chunk partial sums of dA and dD.
-__global__ void dlam_kernel(Dims d, const float* dt, const float* A, const float* r1, const float* rx,
-                            const float* rdd, int n_tiles, const float* sdot, int slices, float* ddt, float* dA_part,
-                            float* dD_part) {
-  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (idx >= int64_t(d.B) * d.nc * d.nH) return;
-  const int h = static_cast<int>(idx % d.nH), c = static_cast<int>((idx / d.nH) % d.nc);
-  const int b = static_cast<int>(idx / (int64_t(d.nH) * d.nc));
+// Per (b, c, h), one warp: dlam from the row dots, then ddt = A da + rx (da = reverse cumsum of
+// dlam, 32 tokens per step with a shuffle scan from the chunk's end) and the per-chunk partial sums
+// of dA and dD (fixed shuffle trees: deterministic).
+__global__ void dlam_kernel(Dims d, const float* __restrict__ dt, const float* __restrict__ A,
+                            const float* __restrict__ r1, const float* __restrict__ rx,
+                            const float* __restrict__ rdd, int n_tiles, const float* __restrict__ sdot, int slices,
+                            float* __restrict__ ddt, float* __restrict__ dA_part, float* __restrict__ dD_part) {
+  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= int64_t(d.B) * d.nc * d.nH) return;  // whole warps leave together
+  const int h = static_cast<int>(warp % d.nH), c = static_cast<int>((warp / d.nH) % d.nc);
+  const int b = static_cast<int>(warp / (int64_t(d.nH) * d.nc));
   const int t0 = c * d.Q, t1 = min(d.T, t0 + d.Q);
   const int64_t bhc = (int64_t(b) * d.nH + h) * d.nc + c;
   float s_out = 0.f;
-  for (int s = 0; s < slices; ++s) s_out += sdot[bhc * slices + s];
+  for (int s = lane; s < slices; s += 32) s_out += sdot[bhc * slices + s];
+  for (int o = 16; o > 0; o >>= 1) s_out += __shfl_xor_sync(0xffffffffu, s_out, o);
   const float Ah = A[h];
-  float da = 0.f, dA = 0.f, dD = 0.f;
-  for (int t = t1 - 1; t >= t0; --t) {
-    const int64_t row = d.lami(b, h, t) * n_tiles;
-    float y_dot = 0.f, x_dot = 0.f;
-    for (int j = 0; j < n_tiles; ++j) y_dot += r1[row + j], x_dot += rx[row + j], dD += rdd[row + j];
-    const float dtv = dt[d.dti(b, t, h)];
-    da += y_dot - dtv * x_dot + (t == t1 - 1 ? s_out : 0.f);
-    ddt[d.dti(b, t, h)] = Ah * da + x_dot;
-    dA += dtv * da;
+  float carry = 0.f, dA = 0.f, dD = 0.f;
+  for (int top = t1 - 1; top >= t0; top -= 32) {
+    const int t = top - lane;  // lane 0 holds the latest token of this step
+    float term = 0.f, x_dot = 0.f, dtv = 0.f;
+    if (t >= t0) {
+      const int64_t row = d.lami(b, h, t) * n_tiles;
+      float y_dot = 0.f;
+      for (int j = 0; j < n_tiles; ++j) y_dot += r1[row + j], x_dot += rx[row + j], dD += rdd[row + j];
+      dtv = dt[d.dti(b, t, h)];
+      term = y_dot - dtv * x_dot + (t == t1 - 1 ? s_out : 0.f);
+    }
+    for (int o = 1; o < 32; o <<= 1) {  // inclusive scan from lane 0 = sum over later tokens
+      const float u = __shfl_up_sync(0xffffffffu, term, o);
+      if (lane >= o) term += u;
+    }
+    const float da = term + carry;
+    if (t >= t0) {
+      ddt[d.dti(b, t, h)] = Ah * da + x_dot;
+      dA += dtv * da;
+    }
+    carry = __shfl_sync(0xffffffffu, da, 31);
   }
-  dA_part[bhc] = dA;
-  dD_part[bhc] = dD;
+  for (int o = 16; o > 0; o >>= 1) {
+    dA += __shfl_xor_sync(0xffffffffu, dA, o);
+    dD += __shfl_xor_sync(0xffffffffu, dD, o);
+  }
+  if (lane == 0) dA_part[bhc] = dA, dD_part[bhc] = dD;
 }
 
-// dA[h] += sum over (b, c) of the partials, dD likewise, in a fixed order.
-__global__ void param_reduce_kernel(Dims d, const float* dA_part, const float* dD_part, float* dA, float* dD) {
-  const int h = blockIdx.x * blockDim.x + threadIdx.x;
+// dA[h] += sum over (b, c) of the partials, dD likewise; one warp per head, a fixed order.
+__global__ void param_reduce_kernel(Dims d, const float* __restrict__ dA_part, const float* __restrict__ dD_part,
+                                    float* __restrict__ dA, float* __restrict__ dD) {
+  const int h = static_cast<int>((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32), lane = threadIdx.x % 32;
   if (h >= d.nH) return;
   float a = 0.f, s = 0.f;
-  for (int b = 0; b < d.B; ++b)
-    for (int c = 0; c < d.nc; ++c) {
-      const int64_t i = (int64_t(b) * d.nH + h) * d.nc + c;
-      a += dA_part[i], s += dD_part[i];
-    }
-  dA[h] += a;
-  dD[h] += s;
+  for (int bc = lane; bc < d.B * d.nc; bc += 32) {
+    const int64_t i = (int64_t(bc / d.nc) * d.nH + h) * d.nc + bc % d.nc;
+    a += dA_part[i], s += dD_part[i];
+  }
+  for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o), s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) dA[h] += a, dD[h] += s;
 }
 
-// Scratch of one call: cudaMallocAsync'd pieces, freed in order on the stream.
+// Scratch of one call: one cudaMallocAsync'd block (one driver call instead of a dozen), carved
+// into 256-byte aligned pieces. The pieces are named twice: a sizing pass, then the real one.
 struct Scratch {
   cudaStream_t s;
-  float* ptr[12] = {};
-  int n = 0;
+  unsigned char* base = nullptr;
+  int64_t used = 0;
   cudaError_t err = cudaSuccess;
   float* get(int64_t count) {
-    float* p = nullptr;
-    if (err == cudaSuccess) err = cudaMallocAsync(reinterpret_cast<void**>(&p), std::max<int64_t>(count, 1) * 4, s);
-    if (err == cudaSuccess) ptr[n++] = p;
+    float* p = base ? reinterpret_cast<float*>(base + used) : nullptr;
+    used += (std::max<int64_t>(count, 1) * 4 + 255) / 256 * 256;
     return p;
   }
+  void allocate() {  // after the sizing pass
+    err = cudaMallocAsync(reinterpret_cast<void**>(&base), std::max<int64_t>(used, 256), s);
+    used = 0;
+  }
   cudaError_t release(cudaError_t e) {
-    for (int i = 0; i < n; ++i) {
-      cudaError_t f = cudaFreeAsync(ptr[i], s);
+    if (base) {
+      cudaError_t f = cudaFreeAsync(base, s);
       if (e == cudaSuccess) e = f;
     }
     return e != cudaSuccess ? e : err;
@@ -221,17 +271,18 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 // Shared first half of forward and backward: lam, CB, and the state entering every chunk.
 template <class T>
 cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s, Scratch& sc, Phases& ph, float* lam,
-                         float* cb, float* sloc, T* sin, float* final_state) {
+                         ssd::Decay dk,
+                         T* cb, T* sloc, T* sin, float* final_state) {
   const int64_t bch = int64_t(d.B) * d.nc * d.nH, bcg = int64_t(d.B) * d.nc * d.G;
-  lam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, lam);
+  lam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, lam, dk);
   SSD_TRY(cudaGetLastError());
   ph.mark("lam");
   ssd::ProbCB<T> pcb;
-  pcb.d = d, pcb.Bm = static_cast<const T*>(a.Bm), pcb.Cm = static_cast<const T*>(a.Cm), pcb.cb = cb;
+  pcb.d = d, pcb.dk = dk, pcb.Bm = static_cast<const T*>(a.Bm), pcb.Cm = static_cast<const T*>(a.Cm), pcb.cb = cb;
   SSD_TRY(ssd::launch_tile_gemm(pcb, bcg, d.Q, d.Q, s));
   ph.mark("CB");
   ssd::ProbChunkState<T> pst;
-  pst.d = d, pst.x = static_cast<const T*>(a.x), pst.dy = nullptr, pst.BC = static_cast<const T*>(a.Bm);
+  pst.d = d, pst.dk = dk, pst.x = static_cast<const T*>(a.x), pst.dy = nullptr, pst.BC = static_cast<const T*>(a.Bm);
   pst.dt = a.dt, pst.lam = lam, pst.out = sloc;
   SSD_TRY(ssd::launch_tile_gemm(pst, bch, d.P, d.N, s));
   ph.mark("chunk_state");
@@ -248,14 +299,23 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const int64_t PN = int64_t(d.P) * d.N;
   Scratch sc{s};
   Phases ph(s);
-  float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
-  float* cb = sc.get(int64_t(d.B) * d.nc * d.G * d.Qm * d.Qm);
-  float* sloc = sc.get(int64_t(d.B) * d.nH * d.nc * PN);
-  T* sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
+  float* lam = nullptr;
+  ssd::Decay dk;
+  T *cb = nullptr, *sloc = nullptr, *sin = nullptr;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) sc.allocate();
+    lam = sc.get(int64_t(d.B) * d.nH * d.T);
+    dk.el = sc.get(int64_t(d.B) * d.nH * d.T);
+    dk.w = sc.get(int64_t(d.B) * d.nH * d.T);
+    dk.wdt = sc.get(int64_t(d.B) * d.nH * d.T);
+    cb = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nc * d.G * d.Qm * d.Qm)));
+    sloc = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * d.nc * PN)));
+    sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
+  }
   if (sc.err != cudaSuccess) return sc.release(sc.err);
-  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, sloc, sin, a.final_state));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, a.final_state));
   ssd::ProbY<T> py;
-  py.d = d, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
+  py.d = d, py.dk = dk, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
   py.dy = nullptr, py.dt = a.dt, py.lam = lam, py.cb = cb, py.sin = sin, py.y = static_cast<T*>(a.y);
   py.r1 = nullptr, py.n_tiles = 0;
   SSD_TRY(ssd::launch_tile_gemm(py, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s));
@@ -271,25 +331,35 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const int slices = static_cast<int>(blocks_for(PN, kPassSlice));
   Scratch sc{s};
   Phases ph(s);
-  float* lam = sc.get(int64_t(d.B) * d.nH * d.T);
-  float* cb = sc.get(bcg * d.Qm * d.Qm);
-  float* dcb = sc.get(bcg * d.Qm * d.Qm);
-  float* sloc = sc.get(bch * PN);  // S_loc, then reused for Z
-  T* sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
-  T* dsout = reinterpret_cast<T*>(sc.get(words<T>(bch * PN)));
-  float* sdot = sc.get(bch * slices);
-  float* r1 = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
-  float* rx = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
-  float* rdd = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
-  float* dA_part = sc.get(bch);
-  float* dD_part = sc.get(bch);
+  float *lam = nullptr, *sdot = nullptr, *r1 = nullptr, *rx = nullptr, *rdd = nullptr;
+  float *dA_part = nullptr, *dD_part = nullptr;
+  ssd::Decay dk;
+  T *cb = nullptr, *dcb = nullptr, *sloc = nullptr, *sin = nullptr, *dsout = nullptr;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) sc.allocate();
+    lam = sc.get(int64_t(d.B) * d.nH * d.T);
+    dk.el = sc.get(int64_t(d.B) * d.nH * d.T);
+    dk.w = sc.get(int64_t(d.B) * d.nH * d.T);
+    dk.wdt = sc.get(int64_t(d.B) * d.nH * d.T);
+    cb = reinterpret_cast<T*>(sc.get(words<T>(bcg * d.Qm * d.Qm)));
+    dcb = reinterpret_cast<T*>(sc.get(words<T>(bcg * d.Qm * d.Qm)));
+    sloc = reinterpret_cast<T*>(sc.get(words<T>(bch * PN)));  // S_loc, then reused for Z
+    sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
+    dsout = reinterpret_cast<T*>(sc.get(words<T>(bch * PN)));
+    sdot = sc.get(bch * slices);
+    r1 = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
+    rx = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
+    rdd = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
+    dA_part = sc.get(bch);
+    dD_part = sc.get(bch);
+  }
   if (sc.err != cudaSuccess) return sc.release(sc.err);
   const T *x = static_cast<const T*>(a.x), *dy = static_cast<const T*>(a.dy);
   const T *Bm = static_cast<const T*>(a.Bm), *Cm = static_cast<const T*>(a.Cm);
 
-  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, cb, sloc, sin, nullptr));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, nullptr));
   ssd::ProbChunkState<T> pz;
-  pz.d = d, pz.x = x, pz.dy = dy, pz.BC = Cm, pz.dt = a.dt, pz.lam = lam, pz.out = sloc;
+  pz.d = d, pz.dk = dk, pz.x = x, pz.dy = dy, pz.BC = Cm, pz.dt = a.dt, pz.lam = lam, pz.out = sloc;
   SSD_TRY(ssd::launch_tile_gemm(pz, bch, d.P, d.N, s));
   ph.mark("Z");
   state_adjoint_pass_kernel<T><<<dim3(d.B * d.nH, slices), kPassThreads, 0, s>>>(d, lam, sin, a.d_final_state, sloc,
@@ -298,31 +368,30 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   ph.mark("adjoint_pass");
 
   ssd::ProbY<T> py;
-  py.d = d, py.x = x, py.Cm = Cm, py.D = static_cast<const T*>(a.D), py.dy = dy, py.dt = a.dt, py.lam = lam;
+  py.d = d, py.dk = dk, py.x = x, py.Cm = Cm, py.D = static_cast<const T*>(a.D), py.dy = dy, py.dt = a.dt, py.lam = lam;
   py.cb = cb, py.sin = sin, py.y = nullptr, py.r1 = r1, py.n_tiles = n_tiles;
   SSD_TRY(ssd::launch_tile_gemm(py, bch, d.Q, d.P, s));
   ph.mark("Y_rowdot");
   ssd::ProbDxb<T> pdx;
-  pdx.d = d, pdx.x = x, pdx.Bm = Bm, pdx.D = static_cast<const T*>(a.D), pdx.dy = dy, pdx.dt = a.dt, pdx.lam = lam;
+  pdx.d = d, pdx.dk = dk, pdx.x = x, pdx.Bm = Bm, pdx.D = static_cast<const T*>(a.D), pdx.dy = dy, pdx.dt = a.dt, pdx.lam = lam;
   pdx.cb = cb, pdx.dsout = dsout, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
   pdx.n_tiles = n_tiles;
   SSD_TRY(ssd::launch_tile_gemm(pdx, bch, d.Q, d.P, s));
   ph.mark("dxb");
   ssd::ProbDCB<T> pdcb;
-  pdcb.d = d, pdcb.x = x, pdcb.dy = dy, pdcb.dt = a.dt, pdcb.lam = lam, pdcb.dcb = dcb;
+  pdcb.d = d, pdcb.dk = dk, pdcb.x = x, pdcb.dy = dy, pdcb.dt = a.dt, pdcb.lam = lam, pdcb.dcb = dcb;
   SSD_TRY(ssd::launch_tile_gemm(pdcb, bcg, d.Q, d.Q, s));
   ph.mark("dCB");
-  for (bool is_dB : {false, true}) {
-    ssd::ProbDBC<T> p;
-    p.d = d, p.is_dB = is_dB, p.x = x, p.dy = dy, p.Bm = Bm, p.Cm = Cm, p.dt = a.dt, p.lam = lam, p.dcb = dcb;
-    p.sin = sin, p.dsout = dsout, p.out = static_cast<T*>(is_dB ? a.dBm : a.dCm);
-    SSD_TRY(ssd::launch_tile_gemm(p, bcg, d.Q, d.N, s));
-    ph.mark(is_dB ? "dB" : "dC");
-  }
-  dlam_kernel<<<blocks_for(bch, 128), 128, 0, s>>>(d, a.dt, a.A, r1, rx, rdd, n_tiles, sdot, slices, a.ddt, dA_part,
+  ssd::ProbDBC<T> pbc;
+  pbc.d = d, pbc.dk = dk, pbc.x = x, pbc.dy = dy, pbc.Bm = Bm, pbc.Cm = Cm, pbc.dt = a.dt, pbc.lam = lam, pbc.dcb = dcb;
+  pbc.sin = sin, pbc.dsout = dsout, pbc.dBm = static_cast<T*>(a.dBm), pbc.dCm = static_cast<T*>(a.dCm);
+  pbc.groups = bcg;
+  SSD_TRY(ssd::launch_tile_gemm(pbc, 2 * bcg, d.Q, d.N, s));
+  ph.mark("dC+dB");
+  dlam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, r1, rx, rdd, n_tiles, sdot, slices, a.ddt, dA_part,
                                                    dD_part);
   SSD_TRY(cudaGetLastError());
-  param_reduce_kernel<<<blocks_for(d.nH, 128), 128, 0, s>>>(d, dA_part, dD_part, a.dA, a.dD);
+  param_reduce_kernel<<<blocks_for(int64_t(d.nH) * 32, 128), 128, 0, s>>>(d, dA_part, dD_part, a.dA, a.dD);
   SSD_TRY(cudaGetLastError());
   ph.mark("dlam+dA/dD");
   return sc.release(cudaSuccess);
