@@ -21,5 +21,11 @@ struct GroupedGemmProblem {
 
 cudaError_t grouped_gemm_bf16_cuda(const GroupedGemmProblem* problems, int count, bool a_kmajor, bool b_kmajor,
                                    bool c_f32_accumulate, cudaStream_t stream);
+// The same contract on Hopper's wgmma (grouped_gemm_wgmma.cu; sm_90a). Layouts: (A, B) K-major
+// with a bf16 C, A K-major and B N-major with a bf16 C, both M/N-major with a float32 C +=.
+cudaError_t grouped_gemm_wgmma_bf16_cuda(const GroupedGemmProblem* problems, int count, bool a_kmajor,
+                                         bool b_kmajor, bool c_f32_accumulate, cudaStream_t stream);
+// Whether the current device runs it (a Hopper GPU and a binary with sm_90a code).
+bool grouped_gemm_wgmma_supported();
 
 }  // namespace nemotron::ops
