@@ -27,6 +27,7 @@
 #include "ops/cuda_support.h"
 #include "ops/grouped_matmul.h"
 #include "ops/grouped_matmul_cuda.h"
+#include "ops/grouped_matmul_kernel.h"
 #include "ops/moe_aux_loss.h"
 #include "ops/moe_dispatch.h"
 #include "ops/moe_router.h"
@@ -160,6 +161,11 @@ int main(int argc, char** argv) {
     for (const Variant& v : variants) {
       ops::set_grouped_gemm_impl(v.y_dx, v.dw);
       time_products(v.label);
+      if (v.y_dx == I::automatic) {  // the wgmma kernel's wider tile
+        ops::set_grouped_gemm_wgmma_warpgroups(2);
+        time_products(std::string(v.label) + " 128x256 tiles");
+        ops::set_grouped_gemm_wgmma_warpgroups(1);
+      }
     }
     ops::set_grouped_gemm_impl(I::automatic);
     {  // bit-for-bit repeatability of our kernel: y and a dW accumulated from zero, twice each

@@ -25,6 +25,8 @@ cudaError_t grouped_gemm_bf16_cuda(const GroupedGemmProblem* problems, int count
 // with a bf16 C, A K-major and B N-major with a bf16 C, both M/N-major with a float32 C +=.
 cudaError_t grouped_gemm_wgmma_bf16_cuda(const GroupedGemmProblem* problems, int count, bool a_kmajor,
                                          bool b_kmajor, bool c_f32_accumulate, cudaStream_t stream);
+// Its CTA tile: 128 x 128 (one warpgroup, the default) or 128 x 256 (two). For benchmarks.
+void set_grouped_gemm_wgmma_warpgroups(int warpgroups);
 // Whether the current device runs it (a Hopper GPU and a binary with sm_90a code).
 bool grouped_gemm_wgmma_supported();
 
