@@ -13,29 +13,19 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/grouped_matmul_kernel.h"
+#include "ops/grouped_gemm_wgmma.h"
 
 namespace nemotron::ops {
 
 namespace {
 
-constexpr int BM = 128, BK = 64;
-constexpr int kOperandBytes = 128 * BK * 2;  // a 128 x 64 bf16 operand tile: 16 KiB
-constexpr int kHalfBytes = 64 * BK * 2;      // 64 rows of it (one wgmma's A): 8 KiB
-
-// A CTA of WG warpgroups computes a 128 x (128 WG) tile, warpgroup w the columns [128 w, 128 w + 128),
-// all sharing the A tile. One warpgroup: 3 stages, two CTAs per SM. Two: 4 stages, one CTA per SM.
-template <int WG>
-struct Config {
-  static constexpr int BN = 128 * WG, kThreads = 128 * WG, kStages = WG == 1 ? 3 : 4;
-  // Stages loaded ahead of the one being multiplied: with one warpgroup a slot refills once its own
-  // wgmma is done; with two, once the next barrier shows both are.
-  static constexpr int kAhead = WG == 1 ? kStages - 1 : kStages - 2;
-  static constexpr int kStageBytes = kOperandBytes * (1 + WG);  // A, then B's WG 128-row tiles
-  static constexpr int kEpiStride = BN + 8;                     // padded epilogue row (elements)
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack (swizzle atoms: 1 KiB)
-  static_assert(BM * kEpiStride * 4 <= kStages * kStageBytes, "the float32 epilogue tile reuses the stages");
-};
+constexpr int BM = 128, BN = 128, BK = 64, kThreads = 128, kStages = 3;
+constexpr int kOperandBytes = 128 * BK * 2;     // one operand's 128 x 64 bf16 tile: 16 KiB
+constexpr int kHalfBytes = 64 * BK * 2;         // 64 rows of it (one wgmma's A): 8 KiB
+constexpr int kStageBytes = 2 * kOperandBytes;  // A then B
+constexpr int kEpiStride = BN + 8;              // padded row of the epilogue tile (elements)
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack (swizzle atoms are 1 KiB)
+static_assert(BM * kEpiStride * 4 <= kStages * kStageBytes, "the float32 epilogue tile reuses the stages");
 
 struct Desc {
   GroupedGemmProblem p;
@@ -63,6 +53,16 @@ __device__ inline void pin(float (&d)[64]) {
   for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// Pulls the float32 C tile into L2 ahead of the epilogue's read-modify-write (128-byte lines; N is
+// a multiple of 8, so a tile row's lines lie within C's row or start past N).
+__device__ inline void prefetch_c_tile(const float* c, int ldc, int M, int N, int m0, int n0) {
+#pragma unroll
+  for (int i = 0; i < BM * 4 / kThreads; ++i) {
+    const int line = threadIdx.x + i * kThreads, row = m0 + line / 4, col = n0 + (line % 4) * 32;
+    if (row < M && col < N) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(c + static_cast<int64_t>(row) * ldc + col));
+  }
+}
+
 // Shared-memory matrix descriptor: start address, leading/stride byte offsets, 128-byte swizzle.
 __device__ inline uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
@@ -79,16 +79,16 @@ __device__ inline void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db
       : "l"(da), "l"(db), "r"(scale_d), "n"(TransA), "n"(TransB));
 }
 
-// Loads the Rows x 64 tile at (r0 rows, k0) of an operand (A: rows are m; B: rows are n) into the
+// Loads the 128 x 64 tile at (r0 rows, k0) of an operand (A: rows are m; B: rows are n) into the
 // swizzled stage at `s`. KMajor: element (row, k) at g[row * ld + k], stored as 128-byte rows
 // with 16-byte chunk c of row r at chunk c ^ (r % 8). Else element (row, k) at g[k * ld + row],
-// stored as 64-row halves, each 64 k rows of 128 bytes swizzled the same way on k % 8.
+// stored as two 64-row halves, each 64 k rows of 128 bytes swizzled the same way on k % 8.
 // Chunks outside [rows, K) are zero-filled (rows and K multiples of 8 along the contiguous side).
-template <bool KMajor, int Rows, int Threads>
+template <bool KMajor>
 __device__ inline void load_tile(uint32_t s, const __nv_bfloat16* g, int ld, int rows, int K, int r0, int k0) {
 #pragma unroll
-  for (int i = 0; i < Rows * BK / 8 / Threads; ++i) {
-    const int c = threadIdx.x + i * Threads;
+  for (int i = 0; i < 128 * BK / 8 / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
     bool ok;
     const __nv_bfloat16* src;
     uint32_t dst;
@@ -98,7 +98,7 @@ __device__ inline void load_tile(uint32_t s, const __nv_bfloat16* g, int ld, int
       src = g + static_cast<int64_t>(r0 + row) * ld + k0 + kc * 8;
       dst = s + row * 128 + ((kc ^ (row & 7)) << 4);
     } else {
-      const int kr = c / (Rows / 8), rc = c % (Rows / 8), half = rc >> 3, cc = rc & 7;
+      const int kr = c >> 4, rc = c & 15, half = rc >> 3, cc = rc & 7;
       ok = k0 + kr < K && r0 + rc * 8 < rows;
       src = g + static_cast<int64_t>(k0 + kr) * ld + r0 + rc * 8;
       dst = s + half * kHalfBytes + kr * 128 + ((cc ^ (kr & 7)) << 4);
@@ -115,12 +115,9 @@ __device__ inline uint64_t operand_desc(uint32_t s, int kk) {
   return KMajor ? smem_desc(s + kk * 32, 16, 1024) : smem_desc(s + kk * 2048, kHalfBytes, 1024);
 }
 
-template <bool AK, bool BKm, bool F32Acc, int WG>
-__global__ void __launch_bounds__(Config<WG>::kThreads, 3 - WG) grouped_gemm_wgmma_kernel(const Desc* descs, int count) {
+template <bool AK, bool BKm, bool F32Acc>
+__global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const Desc* descs, int count) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = Config<WG>;
-  constexpr int BN = C::BN, kThreads = C::kThreads, kStages = C::kStages, kAhead = C::kAhead;
-  constexpr int kStageBytes = C::kStageBytes, kEpiStride = C::kEpiStride;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
   unsigned char* smem = smem_raw + (base - smem_addr(smem_raw));
@@ -139,27 +136,23 @@ __global__ void __launch_bounds__(Config<WG>::kThreads, 3 - WG) grouped_gemm_wgm
   const int M = d.p.m, N = d.p.n, K = d.p.k;
   const __nv_bfloat16* A = static_cast<const __nv_bfloat16*>(d.p.a);
   const __nv_bfloat16* B = static_cast<const __nv_bfloat16*>(d.p.b);
-  const int wg = threadIdx.x / 128;  // this warpgroup's 128 columns
 
   float acc[2][64];  // the first wgmma overwrites them (scale_d = 0)
 
-  auto load_stage = [&](int kt) {
-    const uint32_t s = base + (kt % kStages) * kStageBytes;
-    load_tile<AK, 128, kThreads>(s, A, d.p.lda, M, K, m0, kt * BK);
-    load_tile<BKm, BN, kThreads>(s + kOperandBytes, B, d.p.ldb, N, K, n0, kt * BK);
-  };
   const int KT = (K + BK - 1) / BK;
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < KT) load_stage(s);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < KT) {
+      load_tile<AK>(base + s * kStageBytes, A, d.p.lda, M, K, m0, s * BK);
+      load_tile<BKm>(base + s * kStageBytes + kOperandBytes, B, d.p.ldb, N, K, n0, s * BK);
+    }
     cp_async_commit();
   }
   for (int kt = 0; kt < KT; ++kt) {
-    cp_async_wait<kAhead - 1>();  // this thread's part of stage kt has landed
+    cp_async_wait<kStages - 2>();  // this thread's part of stage kt has landed
     fence_proxy_async();
-    // Everyone's part has; with two warpgroups, both have also finished stage kt - 2's products.
-    __syncthreads();
-    const uint32_t sa = base + (kt % kStages) * kStageBytes, sb = sa + kOperandBytes + wg * kOperandBytes;
+    __syncthreads();  // everyone's part has
+    const uint32_t sa = base + (kt % kStages) * kStageBytes, sb = sa + kOperandBytes;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
@@ -169,12 +162,17 @@ __global__ void __launch_bounds__(Config<WG>::kThreads, 3 - WG) grouped_gemm_wgm
       wgmma_m64n128k16<AK ? 0 : 1, BKm ? 0 : 1>(acc[1], operand_desc<AK>(sa + kHalfBytes, kk), db, accumulate);
     }
     wgmma_commit();
-    // Stage kt - 1's products are done (a warpgroup's wgmma is collective): with one warpgroup its
-    // slot refills now (kAhead = kStages - 1); with two, stage kt - 2's slot (kAhead = kStages - 2).
+    if (F32Acc && kt == (KT > 3 ? KT - 3 : 0)) prefetch_c_tile(static_cast<const float*>(d.p.c), d.p.ldc, M, N, m0, n0);
+    // Stage kt - 1's products are done (the warpgroup's wgmma is collective), so its slot refills.
     wgmma_wait<1>();
     pin(acc[0]);
     pin(acc[1]);
-    if (kt + kAhead < KT) load_stage(kt + kAhead);
+    const int next = kt + kStages - 1;
+    if (next < KT) {
+      const uint32_t s = base + (next % kStages) * kStageBytes;
+      load_tile<AK>(s, A, d.p.lda, M, K, m0, next * BK);
+      load_tile<BKm>(s + kOperandBytes, B, d.p.ldb, N, K, n0, next * BK);
+    }
     cp_async_commit();
   }
   wgmma_wait<0>();
@@ -183,8 +181,8 @@ __global__ void __launch_bounds__(Config<WG>::kThreads, 3 - WG) grouped_gemm_wgm
   cp_async_wait<0>();
   __syncthreads();  // the stages become the epilogue tile
 
-  // acc[h][4j + r]: row h*64 + 16*warp + lane/4 (+8 for r >= 2), column 128*wg + 8j + 2*(lane%4) + r%2.
-  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  // acc[h][4j + r]: row h*64 + 16*warp + lane/4 (+8 for r >= 2), column 8j + 2*(lane%4) + r%2.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   using Out = typename std::conditional<F32Acc, float, __nv_bfloat16>::type;
   Out* tile_s = reinterpret_cast<Out*>(smem);
 #pragma unroll
@@ -193,7 +191,7 @@ __global__ void __launch_bounds__(Config<WG>::kThreads, 3 - WG) grouped_gemm_wgm
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int r2 = 0; r2 < 2; ++r2) {
-        const int row = h * 64 + warp * 16 + lane / 4 + r2 * 8, col = wg * 128 + j * 8 + (lane % 4) * 2;
+        const int row = h * 64 + warp * 16 + lane / 4 + r2 * 8, col = j * 8 + (lane % 4) * 2;
         const float v0 = acc[h][4 * j + 2 * r2], v1 = acc[h][4 * j + 2 * r2 + 1];
         if (F32Acc) *reinterpret_cast<float2*>(&tile_s[row * kEpiStride + col]) = make_float2(v0, v1);
         else *reinterpret_cast<__nv_bfloat162*>(&tile_s[row * kEpiStride + col]) = __floats2bfloat162_rn(v0, v1);
@@ -202,20 +200,38 @@ __global__ void __launch_bounds__(Config<WG>::kThreads, 3 - WG) grouped_gemm_wgm
   // 16-byte chunks, a row's chunks on consecutive threads (N is a multiple of 8, so chunks of
   // 8 bf16 never straddle it; float32 chunks are 4 wide).
   constexpr int kChunk = 16 / sizeof(Out), kRowChunks = BN / kChunk, kRowsPerPass = kThreads / kRowChunks;
-  const int cc = threadIdx.x % kRowChunks;
+  constexpr int kPasses = BM / kRowsPerPass;
+  const int cc = threadIdx.x % kRowChunks, r0 = threadIdx.x / kRowChunks;
   const int col = n0 + cc * kChunk;
+  Out* C = static_cast<Out*>(d.p.c);
+  if constexpr (F32Acc) {
+    // dW +=: half of this thread's old values in flight at once (the accumulators are in shared
+    // memory now, so the registers are free), then their sums; twice.
+    constexpr int kBatch = kPasses / 2;
+#pragma unroll
+    for (int p0 = 0; p0 < kPasses; p0 += kBatch) {
+      float4 old[kBatch];
+#pragma unroll
+      for (int p = 0; p < kBatch; ++p) {
+        const int row = m0 + r0 + (p0 + p) * kRowsPerPass;
+        if (row < M && col < N) old[p] = *reinterpret_cast<const float4*>(C + static_cast<int64_t>(row) * d.p.ldc + col);
+      }
+#pragma unroll
+      for (int p = 0; p < kBatch; ++p) {
+        const int r = r0 + (p0 + p) * kRowsPerPass, row = m0 + r;
+        if (row >= M || col >= N) continue;
+        const float4 a = *reinterpret_cast<const float4*>(&tile_s[r * kEpiStride + cc * kChunk]);
+        *reinterpret_cast<float4*>(C + static_cast<int64_t>(row) * d.p.ldc + col) =
+            make_float4(old[p].x + a.x, old[p].y + a.y, old[p].z + a.z, old[p].w + a.w);
+      }
+    }
+  } else {
 #pragma unroll 4
-  for (int r = threadIdx.x / kRowChunks; r < BM; r += kRowsPerPass) {
-    const int row = m0 + r;
-    if (row >= M || col >= N) continue;
-    const int4 v = *reinterpret_cast<const int4*>(&tile_s[r * kEpiStride + cc * kChunk]);
-    Out* dst = static_cast<Out*>(d.p.c) + static_cast<int64_t>(row) * d.p.ldc + col;
-    if (F32Acc) {
-      float4 o = *reinterpret_cast<const float4*>(dst);
-      const float4 a = *reinterpret_cast<const float4*>(&v);
-      *reinterpret_cast<float4*>(dst) = make_float4(o.x + a.x, o.y + a.y, o.z + a.z, o.w + a.w);
-    } else {
-      *reinterpret_cast<int4*>(dst) = v;
+    for (int p = 0; p < kPasses; ++p) {
+      const int r = r0 + p * kRowsPerPass, row = m0 + r;
+      if (row >= M || col >= N) continue;
+      *reinterpret_cast<int4*>(C + static_cast<int64_t>(row) * d.p.ldc + col) =
+          *reinterpret_cast<const int4*>(&tile_s[r * kEpiStride + cc * kChunk]);
     }
   }
 #else
@@ -223,26 +239,36 @@ __global__ void __launch_bounds__(Config<WG>::kThreads, 3 - WG) grouped_gemm_wgm
 #endif
 }
 
-int g_warpgroups = 1;  // tile width 128 x g_warpgroups (set_grouped_gemm_wgmma_warpgroups)
-
-template <bool AK, bool BKm, bool F32, int WG>
+template <bool AK, bool BKm, bool F32>
 cudaError_t launch(const Desc* dev, int count, int tiles, cudaStream_t st) {
-  using C = Config<WG>;
   static bool configured = false;  // the opt-in above 48 KiB of dynamic shared memory, once per instance
   if (!configured) {
-    cudaError_t err = cudaFuncSetAttribute(grouped_gemm_wgmma_kernel<AK, BKm, F32, WG>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+    cudaError_t err = cudaFuncSetAttribute(grouped_gemm_wgmma_kernel<AK, BKm, F32>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (err != cudaSuccess) return err;
     configured = true;
   }
-  grouped_gemm_wgmma_kernel<AK, BKm, F32, WG><<<tiles, C::kThreads, C::kSmemBytes, st>>>(dev, count);
+  grouped_gemm_wgmma_kernel<AK, BKm, F32><<<tiles, kThreads, kSmemBytes, st>>>(dev, count);
   return cudaGetLastError();
 }
 
-template <int WG>
-cudaError_t run(const GroupedGemmProblem* problems, int count, bool a_kmajor, bool b_kmajor, bool c_f32_accumulate,
-                cudaStream_t st) {
-  constexpr int BN = Config<WG>::BN;
+}  // namespace
+
+bool grouped_gemm_wgmma_supported() {
+  static const bool supported = [] {
+    int dev = 0, major = 0;
+    cudaFuncAttributes attr{};
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+      return false;
+    // The binary must hold sm_90a code for it (a build for other GPUs has only the trap).
+    if (cudaFuncGetAttributes(&attr, grouped_gemm_wgmma_kernel<true, true, false>) != cudaSuccess) return false;
+    return major == 9 && attr.binaryVersion == 90;
+  }();
+  return supported;
+}
+
+cudaError_t grouped_gemm_wgmma_bf16_cuda(const GroupedGemmProblem* problems, int count, bool a_kmajor,
+                                         bool b_kmajor, bool c_f32_accumulate, cudaStream_t st) {
   std::vector<Desc> descs;
   int tiles = 0;
   for (int g = 0; g < count; ++g) {
@@ -264,36 +290,13 @@ cudaError_t run(const GroupedGemmProblem* problems, int count, bool a_kmajor, bo
   err = cudaMemcpyAsync(dev, descs.data(), bytes, cudaMemcpyHostToDevice, st);
   const int n = static_cast<int>(descs.size());
   if (err == cudaSuccess) {
-    if (a_kmajor && b_kmajor && !c_f32_accumulate) err = launch<true, true, false, WG>(dev, n, tiles, st);
-    else if (a_kmajor && !b_kmajor && !c_f32_accumulate) err = launch<true, false, false, WG>(dev, n, tiles, st);
-    else if (!a_kmajor && !b_kmajor && c_f32_accumulate) err = launch<false, false, true, WG>(dev, n, tiles, st);
+    if (a_kmajor && b_kmajor && !c_f32_accumulate) err = launch<true, true, false>(dev, n, tiles, st);
+    else if (a_kmajor && !b_kmajor && !c_f32_accumulate) err = launch<true, false, false>(dev, n, tiles, st);
+    else if (!a_kmajor && !b_kmajor && c_f32_accumulate) err = launch<false, false, true>(dev, n, tiles, st);
     else err = cudaErrorInvalidValue;  // a layout no caller uses
   }
   cudaError_t free_err = cudaFreeAsync(dev, st);
   return err != cudaSuccess ? err : free_err;
-}
-
-}  // namespace
-
-bool grouped_gemm_wgmma_supported() {
-  static const bool supported = [] {
-    int dev = 0, major = 0;
-    cudaFuncAttributes attr{};
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-      return false;
-    // The binary must hold sm_90a code for it (a build for other GPUs has only the trap).
-    if (cudaFuncGetAttributes(&attr, grouped_gemm_wgmma_kernel<true, true, false, 1>) != cudaSuccess) return false;
-    return major == 9 && attr.binaryVersion == 90;
-  }();
-  return supported;
-}
-
-void set_grouped_gemm_wgmma_warpgroups(int warpgroups) { g_warpgroups = warpgroups == 2 ? 2 : 1; }
-
-cudaError_t grouped_gemm_wgmma_bf16_cuda(const GroupedGemmProblem* problems, int count, bool a_kmajor,
-                                         bool b_kmajor, bool c_f32_accumulate, cudaStream_t st) {
-  return g_warpgroups == 2 ? run<2>(problems, count, a_kmajor, b_kmajor, c_f32_accumulate, st)
-                           : run<1>(problems, count, a_kmajor, b_kmajor, c_f32_accumulate, st);
 }
 
 }  // namespace nemotron::ops

@@ -16,7 +16,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
-#include "ops/grouped_matmul_kernel.h"
+#include "ops/grouped_gemm_wgmma.h"
 
 namespace nemotron::ops {
 
@@ -92,25 +92,19 @@ void run_cublas(Context& ctx, const std::vector<Problem>& ps, DType ab, DType c,
 void run_ours(Context& ctx, const std::vector<GroupedGemmProblem>& ps, bool a_kmajor, bool b_kmajor, bool f32_acc,
               bool weight_gradient) {
   if (ps.empty()) return;
-  const int n = static_cast<int>(ps.size());
-  if (g_impl[weight_gradient] == GroupedGemmImpl::ours_mma) {
-    NM_CUDA_CHECK(grouped_gemm_bf16_cuda(ps.data(), n, a_kmajor, b_kmajor, f32_acc, cuda::cuda_stream(ctx)));
-    g_last_path[weight_gradient] = "ours-mma";
-    return;
-  }
-  NM_CUDA_CHECK(grouped_gemm_wgmma_bf16_cuda(ps.data(), n, a_kmajor, b_kmajor, f32_acc, cuda::cuda_stream(ctx)));
+  NM_CUDA_CHECK(grouped_gemm_wgmma_bf16_cuda(ps.data(), static_cast<int>(ps.size()), a_kmajor, b_kmajor, f32_acc,
+                                             cuda::cuda_stream(ctx)));
   g_last_path[weight_gradient] = "ours-wgmma";
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Our kernels need bf16, row widths that are non-zero multiples of 8 and 16-byte aligned rows (the
-// wgmma kernel also a Hopper GPU); they run unless cuBLAS is asked for.
+// Our kernel needs a Hopper GPU, bf16, row widths that are non-zero multiples of 8 and 16-byte
+// aligned rows; it runs unless cuBLAS is asked for.
 bool ours_applies(bool weight_gradient, DType T, int in, int out, const std::vector<Tensor>& weights,
                   std::initializer_list<const Tensor*> ts) {
   const GroupedGemmImpl impl = g_impl[weight_gradient];
-  const bool wanted = impl == GroupedGemmImpl::ours_mma ||
-                      ((impl == GroupedGemmImpl::automatic || impl == GroupedGemmImpl::ours) && grouped_gemm_wgmma_supported());
+  const bool wanted = (impl == GroupedGemmImpl::automatic || impl == GroupedGemmImpl::ours) && grouped_gemm_wgmma_supported();
   if (!wanted || T != DType::bf16 || in <= 0 || out <= 0 || in % 8 != 0 || out % 8 != 0) return false;
   for (const Tensor& w : weights)
     if (!aligned16(w.raw())) return false;

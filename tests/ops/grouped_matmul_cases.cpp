@@ -4,30 +4,25 @@
 #include "ops/grouped_matmul.h"
 #if NEMOTRON_CUDA
 #include "ops/grouped_matmul_cuda.h"
-#include "ops/grouped_matmul_kernel.h"
 #endif
 
 namespace nemotron::testing {
 namespace {
 
 // Which CUDA implementation a case runs (grouped_matmul_cuda.h): by default our wgmma kernel for
-// bf16 widths that are multiples of 8 (`wide`: with 128 x 256 tiles); `mma` our mma.sync kernel,
-// `cublas` cuBLAS, so every path is checked. The CPU ignores it.
-enum class Impl { automatic, wide, mma, cublas };
+// bf16 widths that are multiples of 8, `cublas` cuBLAS, so both paths are checked. The CPU ignores it.
+enum class Impl { automatic, cublas };
 class ImplScope {
  public:
   explicit ImplScope(Impl impl) {
 #if NEMOTRON_CUDA
-    if (impl == Impl::mma) ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::ours_mma);
     if (impl == Impl::cublas) ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::cublas_grouped);
-    if (impl == Impl::wide) ops::set_grouped_gemm_wgmma_warpgroups(2);
 #endif
     (void)impl;
   }
   ~ImplScope() {
 #if NEMOTRON_CUDA
     ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::automatic);
-    ops::set_grouped_gemm_wgmma_warpgroups(1);
 #endif
   }
 };
@@ -43,10 +38,7 @@ class GroupedMatmulCase : public OpCase {
   std::string params() const override {
     std::string r;
     for (int64_t v : rows_) r += (r.empty() ? "" : "/") + std::to_string(v);
-    const char* impl = impl_ == Impl::mma      ? ",impl=mma"
-                       : impl_ == Impl::cublas ? ",impl=cublas"
-                       : impl_ == Impl::wide   ? ",impl=wide"
-                                               : "";
+    const char* impl = impl_ == Impl::cublas ? ",impl=cublas" : "";
     return fmt::format("rows={},in={},out={}{}", r, in_, out_, impl);
   }
   int64_t E() const { return static_cast<int64_t>(rows_.size()); }
@@ -105,13 +97,12 @@ NM_OP_CASES(grouped_matmul_cases) {
   // Widths that are multiples of 8 run our bf16 kernels (the others cuBLAS): tails in every tile
   // dimension (rows and dW's K not multiples of 128 or 64, K = in or out not a multiple of 64),
   // experts without rows, and an expert of a single row.
-  for (Impl impl : {Impl::automatic, Impl::wide, Impl::mma, Impl::cublas}) {
+  for (Impl impl : {Impl::automatic, Impl::cublas}) {
     c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40, impl));
     c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 130, 7, 257, 0}, 136, 264, impl));
   }
   // Several 128 x 128 tiles and pipeline stages per expert, K tails on every product.
-  for (Impl impl : {Impl::automatic, Impl::wide})
-    c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{300, 0, 129, 1, 200}, 200, 392, impl));
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{300, 0, 129, 1, 200}, 200, 392));
   return c;
 }
 
