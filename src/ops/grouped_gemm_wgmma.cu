@@ -23,10 +23,9 @@ constexpr int BM = 128, BN = 128, BK = 64, kThreads = 128, kStages = 3;
 constexpr int kOperandBytes = 128 * BK * 2;     // one operand's 128 x 64 bf16 tile: 16 KiB
 constexpr int kHalfBytes = 64 * BK * 2;         // 64 rows of it (one wgmma's A): 8 KiB
 constexpr int kStageBytes = 2 * kOperandBytes;  // A then B
-constexpr int kEpiStride = BN + 8;              // padded row of the bf16 epilogue tile (elements)
+constexpr int kEpiStride = BN + 8;              // padded row of the epilogue tile (elements)
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack (swizzle atoms are 1 KiB)
-static_assert(BM * kEpiStride * 2 <= kStages * kStageBytes, "the bf16 epilogue tile reuses the stages");
-static_assert(64 * BN * 4 == kStageBytes && kStages >= 3, "dW's old C tile: two halves, one per stage slot");
+static_assert(BM * kEpiStride * 4 <= kStages * kStageBytes, "the float32 epilogue tile reuses the stages");
 
 struct Desc {
   GroupedGemmProblem p;
@@ -54,19 +53,13 @@ __device__ inline void pin(float (&d)[64]) {
   for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// dW's old values: the 128 x 128 float32 C tile as two 64-row halves of 32 KiB, each in a stage
-// slot the last k-steps no longer need (see the kernel). Rows of 512 bytes; 16-byte chunk c of
-// row r at chunk c ^ 2 (r % 4), so the accumulator fragments' float2 accesses (4 rows x 8 chunks
-// per half-warp) and the 16-byte row accesses are both free of bank conflicts.
-__device__ inline uint32_t c_half_offset(int r, int chunk) { return r * 512 + ((chunk ^ ((r & 3) << 1)) << 4); }
-
-__device__ inline void load_c_half(uint32_t s, const float* c, int ldc, int M, int N, int m0, int n0) {
+// Pulls the float32 C tile into L2 ahead of the epilogue's read-modify-write (128-byte lines; N is
+// a multiple of 8, so a tile row's lines lie within C's row or start past N).
+__device__ inline void prefetch_c_tile(const float* c, int ldc, int M, int N, int m0, int n0) {
 #pragma unroll
-  for (int i = 0; i < 64 * 32 / kThreads; ++i) {
-    const int idx = threadIdx.x + i * kThreads, r = idx / 32, chunk = idx % 32;
-    const int row = m0 + r, col = n0 + chunk * 4;
-    const bool ok = row < M && col < N;
-    cp_async16(s + c_half_offset(r, chunk), ok ? c + static_cast<int64_t>(row) * ldc + col : c, ok);
+  for (int i = 0; i < BM * 4 / kThreads; ++i) {
+    const int line = threadIdx.x + i * kThreads, row = m0 + line / 4, col = n0 + (line % 4) * 32;
+    if (row < M && col < N) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(c + static_cast<int64_t>(row) * ldc + col));
   }
 }
 
@@ -147,21 +140,12 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const D
   float acc[2][64];  // the first wgmma overwrites them (scale_d = 0)
 
   const int KT = (K + BK - 1) / BK;
-  // Load step j fills slot j % kStages: stage j for j < KT; then, for dW, the old C tile's halves
-  // (steps KT and KT + 1: their slots' last products are done by then), so the epilogue's
-  // read-modify-write finds them in shared memory instead of waiting on global memory.
-  auto load_step = [&](int j) {
-    const uint32_t s = base + (j % kStages) * kStageBytes;
-    if (j < KT) {
-      load_tile<AK>(s, A, d.p.lda, M, K, m0, j * BK);
-      load_tile<BKm>(s + kOperandBytes, B, d.p.ldb, N, K, n0, j * BK);
-    } else if (F32Acc && j < KT + 2) {
-      load_c_half(s, static_cast<const float*>(d.p.c), d.p.ldc, M, N, m0 + (j - KT) * 64, n0);
-    }
-  };
 #pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) {
-    load_step(j);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < KT) {
+      load_tile<AK>(base + s * kStageBytes, A, d.p.lda, M, K, m0, s * BK);
+      load_tile<BKm>(base + s * kStageBytes + kOperandBytes, B, d.p.ldb, N, K, n0, s * BK);
+    }
     cp_async_commit();
   }
   for (int kt = 0; kt < KT; ++kt) {
@@ -178,11 +162,17 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const D
       wgmma_m64n128k16<AK ? 0 : 1, BKm ? 0 : 1>(acc[1], operand_desc<AK>(sa + kHalfBytes, kk), db, accumulate);
     }
     wgmma_commit();
+    if (F32Acc && kt == (KT > 3 ? KT - 3 : 0)) prefetch_c_tile(static_cast<const float*>(d.p.c), d.p.ldc, M, N, m0, n0);
     // Stage kt - 1's products are done (the warpgroup's wgmma is collective), so its slot refills.
     wgmma_wait<1>();
     pin(acc[0]);
     pin(acc[1]);
-    load_step(kt + kStages - 1);
+    const int next = kt + kStages - 1;
+    if (next < KT) {
+      const uint32_t s = base + (next % kStages) * kStageBytes;
+      load_tile<AK>(s, A, d.p.lda, M, K, m0, next * BK);
+      load_tile<BKm>(s + kOperandBytes, B, d.p.ldb, N, K, n0, next * BK);
+    }
     cp_async_commit();
   }
   wgmma_wait<0>();
@@ -193,56 +183,55 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const D
 
   // acc[h][4j + r]: row h*64 + 16*warp + lane/4 (+8 for r >= 2), column 8j + 2*(lane%4) + r%2.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  using Out = typename std::conditional<F32Acc, float, __nv_bfloat16>::type;
+  Out* tile_s = reinterpret_cast<Out*>(smem);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int r2 = 0; r2 < 2; ++r2) {
+        const int row = h * 64 + warp * 16 + lane / 4 + r2 * 8, col = j * 8 + (lane % 4) * 2;
+        const float v0 = acc[h][4 * j + 2 * r2], v1 = acc[h][4 * j + 2 * r2 + 1];
+        if (F32Acc) *reinterpret_cast<float2*>(&tile_s[row * kEpiStride + col]) = make_float2(v0, v1);
+        else *reinterpret_cast<__nv_bfloat162*>(&tile_s[row * kEpiStride + col]) = __floats2bfloat162_rn(v0, v1);
+      }
+  __syncthreads();
+  // 16-byte chunks, a row's chunks on consecutive threads (N is a multiple of 8, so chunks of
+  // 8 bf16 never straddle it; float32 chunks are 4 wide).
+  constexpr int kChunk = 16 / sizeof(Out), kRowChunks = BN / kChunk, kRowsPerPass = kThreads / kRowChunks;
+  constexpr int kPasses = BM / kRowsPerPass;
+  const int cc = threadIdx.x % kRowChunks, r0 = threadIdx.x / kRowChunks;
+  const int col = n0 + cc * kChunk;
+  Out* C = static_cast<Out*>(d.p.c);
   if constexpr (F32Acc) {
-    // Add the accumulators to the old values in place (half h of the C tile is in the slot of
-    // load step KT + h), then write the sums out in 16-byte chunks along C's rows.
-    float* C = static_cast<float*>(d.p.c);
+    // dW +=: half of this thread's old values in flight at once (the accumulators are in shared
+    // memory now, so the registers are free), then their sums; twice.
+    constexpr int kBatch = kPasses / 2;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      unsigned char* half = smem + ((KT + h) % kStages) * kStageBytes;
+    for (int p0 = 0; p0 < kPasses; p0 += kBatch) {
+      float4 old[kBatch];
 #pragma unroll
-      for (int j = 0; j < 16; ++j)
+      for (int p = 0; p < kBatch; ++p) {
+        const int row = m0 + r0 + (p0 + p) * kRowsPerPass;
+        if (row < M && col < N) old[p] = *reinterpret_cast<const float4*>(C + static_cast<int64_t>(row) * d.p.ldc + col);
+      }
 #pragma unroll
-        for (int r2 = 0; r2 < 2; ++r2) {
-          const int r = warp * 16 + lane / 4 + r2 * 8, col = j * 8 + (lane % 4) * 2;
-          float2* p = reinterpret_cast<float2*>(half + c_half_offset(r, col / 4) + (col % 4) * 4);
-          const float2 o = *p;
-          *p = make_float2(o.x + acc[h][4 * j + 2 * r2], o.y + acc[h][4 * j + 2 * r2 + 1]);
-        }
-    }
-    __syncthreads();
-    const int chunk = threadIdx.x % 32, col = n0 + chunk * 4;
-#pragma unroll 4
-    for (int i = threadIdx.x / 32; i < BM; i += kThreads / 32) {
-      const int h = i / 64, r = i % 64, row = m0 + i;
-      if (row >= M || col >= N) continue;
-      const unsigned char* half = smem + ((KT + h) % kStages) * kStageBytes;
-      *reinterpret_cast<float4*>(C + static_cast<int64_t>(row) * d.p.ldc + col) =
-          *reinterpret_cast<const float4*>(half + c_half_offset(r, chunk));
+      for (int p = 0; p < kBatch; ++p) {
+        const int r = r0 + (p0 + p) * kRowsPerPass, row = m0 + r;
+        if (row >= M || col >= N) continue;
+        const float4 a = *reinterpret_cast<const float4*>(&tile_s[r * kEpiStride + cc * kChunk]);
+        *reinterpret_cast<float4*>(C + static_cast<int64_t>(row) * d.p.ldc + col) =
+            make_float4(old[p].x + a.x, old[p].y + a.y, old[p].z + a.z, old[p].w + a.w);
+      }
     }
   } else {
-    // Through a padded bf16 tile: fragments in, 16-byte chunks along C's rows out (N is a
-    // multiple of 8, so no chunk straddles it).
-    __nv_bfloat16* tile_s = reinterpret_cast<__nv_bfloat16*>(smem);
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int j = 0; j < 16; ++j)
-#pragma unroll
-        for (int r2 = 0; r2 < 2; ++r2) {
-          const int row = h * 64 + warp * 16 + lane / 4 + r2 * 8, col = j * 8 + (lane % 4) * 2;
-          *reinterpret_cast<__nv_bfloat162*>(&tile_s[row * kEpiStride + col]) =
-              __floats2bfloat162_rn(acc[h][4 * j + 2 * r2], acc[h][4 * j + 2 * r2 + 1]);
-        }
-    __syncthreads();
-    __nv_bfloat16* C = static_cast<__nv_bfloat16*>(d.p.c);
-    const int chunk = threadIdx.x % 16, col = n0 + chunk * 8;
 #pragma unroll 4
-    for (int r = threadIdx.x / 16; r < BM; r += kThreads / 16) {
-      const int row = m0 + r;
+    for (int p = 0; p < kPasses; ++p) {
+      const int r = r0 + p * kRowsPerPass, row = m0 + r;
       if (row >= M || col >= N) continue;
       *reinterpret_cast<int4*>(C + static_cast<int64_t>(row) * d.p.ldc + col) =
-          *reinterpret_cast<const int4*>(&tile_s[r * kEpiStride + chunk * 8]);
+          *reinterpret_cast<const int4*>(&tile_s[r * kEpiStride + cc * kChunk]);
     }
   }
 #else
