@@ -5,8 +5,11 @@
 // tails) into 128-byte-swizzled shared memory, the canonical layouts wgmma reads directly: K-major
 // tiles as 128-byte rows of 64 k, M/N-major tiles as two 64-wide halves of 64 k rows (wgmma's
 // transpose flag). Two CTAs per SM, so one's epilogue and pipeline fill overlap the other's math.
-// Epilogue through shared memory with 16-byte global accesses; each C element belongs to one
-// thread and K is summed in order, so the float32 `+=` (dW) is deterministic without atomics.
+// Epilogue through shared memory with 16-byte global accesses (dW's old values are pulled into L2
+// a few k-steps ahead); each C element belongs to one thread and K is summed in order, so the
+// float32 `+=` (dW) is deterministic without atomics. Measured on an H200 at the MoE config (b)
+// shapes (bench/cuda_moe, 64 experts, 49152 slots, 2..2075 rows per expert): y ~465, dx ~445,
+// dW ~355 TFLOP/s (cuBLAS's grouped GEMM: ~270, ~265, and ~165 per expert).
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -206,7 +209,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const D
   Out* C = static_cast<Out*>(d.p.c);
   if constexpr (F32Acc) {
     // dW +=: half of this thread's old values in flight at once (the accumulators are in shared
-    // memory now, so the registers are free), then their sums; twice.
+    // memory now, so the registers are free), then their sums; twice. (Staging the old tile in the
+    // pipeline slots the last k-steps free, by cp.async, measured 6% slower on an H200.)
     constexpr int kBatch = kPasses / 2;
 #pragma unroll
     for (int p0 = 0; p0 < kPasses; p0 += kBatch) {

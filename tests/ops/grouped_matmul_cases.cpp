@@ -103,8 +103,8 @@ NM_OP_CASES(grouped_matmul_cases) {
   }
   // Several 128 x 128 tiles and pipeline stages per expert, K tails on every product.
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{300, 0, 129, 1, 200}, 200, 392));
-  // dW with 1, 2, 3 and 4 k-steps of 64 rows (its old values are staged in the freed pipeline
-  // slots, which depend on the step count), an M (= out) tile of 8 rows and an N tile of 8.
+  // dW with 1, 2, 3 and 4 k-steps of 64 rows (the pipeline's prologue and slot reuse differ with
+  // the step count), an M (= out) tile of 8 rows and an N tile of 8.
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{64, 100, 1, 129, 250}, 264, 136));
   return c;
 }
