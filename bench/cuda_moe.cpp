@@ -1,9 +1,10 @@
-// MoE layer on CUDA, shaped like a small Nemotron 3 Nano layer (a benchmark, not a test):
-// hidden 1024, 64 experts of width 512, top-6, n_group 1, shared expert 1024, 8192 tokens, bf16.
-// Times the router, the permutation, the grouped expert GEMMs (grouped cuBLAS call and, for
-// comparison, one GEMM per expert), the combine, the aux loss, and the whole layer forward +
-// backward (when the build has CUDA matmul/relu2 kernels). CUDA events, median of repeats,
-// random data. Ceilings: 3.0 TB/s copy and 800 TFLOP/s bf16 GEMM (measured on the H100).
+// MoE layer on CUDA, shaped like the MoE layers of bench/configs/hybrid_moe_1b.yaml (a benchmark,
+// not a test): hidden 1024, 64 experts of width 768, top-6, n_group 1, shared expert 1536, 8192
+// tokens, bf16. Times the router, the permutation, the grouped expert GEMMs per product (y, dx,
+// dW) through each implementation against one dense cuBLASLt GEMM of the same shape, the
+// combine, the aux loss, and the whole layer forward + backward (when the build has CUDA
+// matmul/relu2 kernels). CUDA events, median of repeats, random data. Ceilings: 3.0 TB/s copy and
+// 800 TFLOP/s bf16 GEMM (measured on the H100).
 // usage: cuda_moe [tokens] [gemm]   ("gemm": only our grouped kernel's expert GEMMs)
 #include <cstdio>
 #include <cstdlib>
@@ -57,7 +58,7 @@ void report_flops(const char* what, double ms, double flops) {
 int main(int argc, char** argv) {
   const int64_t N = argc > 1 ? std::atoll(argv[1]) : 8192;
   const bool gemm_only = argc > 2 && std::string(argv[2]) == "gemm";
-  const int64_t H = 1024, E = 64, K = 6, F = 512, F_sh = 1024, S = N * K;
+  const int64_t H = 1024, E = 64, K = 6, F = 768, F_sh = 1536, S = N * K;
   const DType dt = DType::bf16, st = DType::f32;
   try {
     if (cuda::device_count() == 0) {
@@ -125,30 +126,76 @@ int main(int argc, char** argv) {
     Tensor up = ctx.empty({S, F}, dt), act = random_tensor(ctx, {S, F}, dt, 7), dact = ctx.empty({S, F}, dt);
     Tensor dxs = ctx.empty({S, H}, dt);
     const double gemm = 2.0 * S * H * F;
-    std::vector<ops::GroupedGemmImpl> impls{ops::GroupedGemmImpl::ours};
+    Tensor none;
+    // Per product: y (forward), dW alone (dx undefined), dx = (dx + dW) - dW.
+    auto time_products = [&](const std::string& label) {
+      double fu = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, xs, m.expert_offset, wu, up); });
+      double fd = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, act, m.expert_offset, wd, ys); });
+      const std::string fwd_path = ops::grouped_gemm_last_path(false);
+      double wu_ms = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, xs, m.expert_offset, wu, dact, none, gu); });
+      double wd_ms = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, act, m.expert_offset, wd, dys, none, gd); });
+      double bu = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, xs, m.expert_offset, wu, dact, dxs, gu); });
+      double bd = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, act, m.expert_offset, wd, dys, dact, gd); });
+      const std::string dw_path = ops::grouped_gemm_last_path(true);
+      std::printf(" %s (y/dx: %s, dW: %s)\n", label.c_str(), fwd_path.c_str(), dw_path.c_str());
+      report_flops("up forward   y = x Wu^T", fu, gemm);
+      report_flops("down forward y = a Wd^T", fd, gemm);
+      report_flops("up dx (derived)", bu - wu_ms, gemm);
+      report_flops("down dx (derived)", bd - wd_ms, gemm);
+      report_flops("up dW", wu_ms, gemm);
+      report_flops("down dW", wd_ms, gemm);
+      report_flops("all six products", fu + fd + bu + bd, 6 * gemm);
+    };
+    using I = ops::GroupedGemmImpl;
+    struct Variant {
+      const char* label;
+      I y_dx, dw;
+    };
+    std::vector<Variant> variants{{"ours (wgmma)", I::automatic, I::automatic}};
     if (!gemm_only)
-      impls = {ops::GroupedGemmImpl::automatic, ops::GroupedGemmImpl::ours, ops::GroupedGemmImpl::cublas_grouped,
-               ops::GroupedGemmImpl::cublas_per_expert};
-    for (ops::GroupedGemmImpl impl : impls) {
-      ops::set_grouped_gemm_impl(impl);
-      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, xs, m.expert_offset, wu, up); });
-      report_flops(fmt::format("up forward [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
-      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, act, m.expert_offset, wd, ys); });
-      report_flops(fmt::format("down forward [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
-      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, act, m.expert_offset, wd, dys, dact, gd); });
-      report_flops(fmt::format("down backward dx+dW [{}]", ops::grouped_gemm_last_path(true)).c_str(), t, 2 * gemm);
-      t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_backward(ctx, xs, m.expert_offset, wu, dact, dxs, gu); });
-      report_flops(fmt::format("up backward dx+dW [{}]", ops::grouped_gemm_last_path(true)).c_str(), t, 2 * gemm);
+      variants = {{"ours (wgmma)", I::automatic, I::automatic},
+                  {"cuBLAS grouped (dW per expert)", I::cublas_grouped, I::cublas_grouped}};
+    for (const Variant& v : variants) {
+      ops::set_grouped_gemm_impl(v.y_dx, v.dw);
+      time_products(v.label);
+    }
+    ops::set_grouped_gemm_impl(I::automatic);
+    {  // our kernel against cuBLAS at these shapes (relative Frobenius difference), and bit-for-bit
+       // repeatability of ours (y, dx, and dW accumulated from zero, twice each)
+      auto rel = [](const std::vector<double>& a, const std::vector<double>& b) {
+        double d = 0, n = 0;
+        for (size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * (a[i] - b[i]), n += b[i] * b[i];
+        return std::sqrt(d / n);
+      };
+      std::vector<double> y[3], dxv[3], dwv[3];
+      for (int k = 0; k < 3; ++k) {  // ours, ours again, cuBLAS
+        ops::set_grouped_gemm_impl(k < 2 ? I::automatic : I::cublas_grouped);
+        ops::grouped_linear_forward(ctx, xs, m.expert_offset, wu, up);
+        y[k] = up.to_f64_vector();
+        NM_CUDA_CHECK(cudaMemset(gu[3].raw(), 0, gu[3].nbytes()));
+        NM_CUDA_CHECK(cudaMemset(gu[40].raw(), 0, gu[40].nbytes()));
+        ops::grouped_linear_backward(ctx, xs, m.expert_offset, wu, dact, dxs, gu);
+        dxv[k] = dxs.to_f64_vector();
+        dwv[k] = gu[3].to_f64_vector();
+        std::vector<double> g40 = gu[40].to_f64_vector();
+        dwv[k].insert(dwv[k].end(), g40.begin(), g40.end());
+      }
+      ops::set_grouped_gemm_impl(I::automatic);
+      std::printf("  ours vs cuBLAS (relative): y %.2e, dx %.2e, dW (experts 3, 40) %.2e\n", rel(y[0], y[2]),
+                  rel(dxv[0], dxv[2]), rel(dwv[0], dwv[2]));
+      std::printf("  ours repeated bit-identical: y %s, dx %s, dW %s\n", y[0] == y[1] ? "yes" : "NO",
+                  dxv[0] == dxv[1] ? "yes" : "NO", dwv[0] == dwv[1] ? "yes" : "NO");
     }
     if (gemm_only) return 0;
-    {  // the same product as one dense GEMM (no grouping), through each implementation
-      std::vector<int64_t> one{0, S};
-      std::vector<Tensor> w1{wu[0]};
-      for (ops::GroupedGemmImpl impl : {ops::GroupedGemmImpl::ours, ops::GroupedGemmImpl::cublas_grouped}) {
-        ops::set_grouped_gemm_impl(impl);
-        t = median_cuda_ms(ctx, 21, [&] { ops::grouped_linear_forward(ctx, xs, one, w1, up); });
-        report_flops(fmt::format("dense [S,H]x[H,F] [{}]", ops::grouped_gemm_last_path(false)).c_str(), t, gemm);
-      }
+    {  // ceiling: one dense cuBLASLt GEMM (ops::matmul) of the same FLOPs per product
+      Tensor wf = random_tensor(ctx, {F, H}, dt, 300, -0.05, 0.05), gf = ctx.zeros({F, H}, st);
+      std::printf(" one dense cuBLASLt GEMM of the same shape (S = %lld rows)\n", static_cast<long long>(S));
+      t = median_cuda_ms(ctx, 21, [&] { ops::matmul(ctx, xs, false, wf, true, up); });
+      report_flops("y = x W^T [S,H]x[F,H]^T", t, gemm);
+      t = median_cuda_ms(ctx, 21, [&] { ops::matmul(ctx, up, false, wf, false, dxs); });
+      report_flops("dx = dy W [S,F]x[F,H]", t, gemm);
+      t = median_cuda_ms(ctx, 21, [&] { ops::matmul(ctx, up, true, xs, false, gf, 1.0, 1.0); });
+      report_flops("dW += dy^T x (float32)", t, gemm);
     }
     ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::automatic);
 
@@ -187,7 +234,17 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < outs[0].size(); ++i) d += (outs[0][i] - outs[1][i]) * (outs[0][i] - outs[1][i]), n += outs[1][i] * outs[1][i];
       std::printf("  layer output, our kernel vs cuBLAS: relative difference %.2e\n", std::sqrt(d / n));
     }
-    for (bool aux : {false, true}) {
+    struct LayerRun {
+      bool aux;
+      const char* label;
+      ops::GroupedGemmImpl y_dx, dw;
+    };
+    using I = ops::GroupedGemmImpl;
+    for (const LayerRun& run : {LayerRun{false, "cuBLAS grouped (dW per expert)", I::cublas_grouped, I::cublas_grouped},
+                                LayerRun{false, "ours (wgmma)", I::automatic, I::automatic},
+                                LayerRun{true, "ours (wgmma)", I::automatic, I::automatic}}) {
+      const bool aux = run.aux;
+      ops::set_grouped_gemm_impl(run.y_dx, run.dw);
       moe.set_seq_aux_loss(aux ? 1e-4 : 0.0, 1.0);
       std::unique_ptr<model::MixerSaved> saved;
       double tf = median_cuda_ms(ctx, 21, [&] { moe.forward(ctx, u, &saved); });
@@ -198,7 +255,7 @@ int main(int argc, char** argv) {
         moe.backward(ctx, *s, dout);
       });
       const double fwd_flops = moe.forward_flops_per_token(N / B) * N;
-      std::printf(" seq_aux_loss %s\n", aux ? "on" : "off");
+      std::printf(" seq_aux_loss %s, expert GEMMs %s\n", aux ? "on" : "off", run.label);
       report_flops("layer forward", tf, fwd_flops);
       report_flops("layer backward", tb, 2 * fwd_flops);
       report_flops("layer forward + backward", tfb, 3 * fwd_flops);

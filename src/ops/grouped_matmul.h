@@ -5,8 +5,8 @@
 //   backward:  dx[rows_e] = dy[rows_e] W_e (overwritten), dW_e += dy[rows_e]^T x[rows_e]
 // Dtypes (ops/CUDA.md): x, y, dx, dy and the weights are the compute dtype T; dW_e are
 // grad_dtype(T) (float32 for bf16, accumulated in float32). On CUDA every product is one launch
-// over all experts (float32 compute): cuBLAS's grouped GEMM for y and dx, our grouped kernel for
-// the bf16 dW (cuBLAS has no grouped kernel with a float32 output); see grouped_matmul_cuda.h.
+// over all experts (float32 compute): our grouped wgmma kernel for bf16 (deterministic: no
+// atomics, K summed in a fixed order), cuBLAS's grouped GEMM otherwise; see grouped_matmul_cuda.h.
 #pragma once
 #include <vector>
 

@@ -1,9 +1,9 @@
-// Grouped expert GEMMs on CUDA (the choice of implementation: grouped_matmul_cuda.h). cuBLAS runs
-// all experts of one product in one cublasGemmGroupedBatchedEx (one group per non-empty expert;
-// its device pointer arrays are built on the host and copied once per call), or one cublasGemmEx
-// per expert where it has no grouped kernel for the dtypes (bf16 in, float32 out). The bf16 dW
-// (float32 +=) runs in our grouped kernel (grouped_matmul_kernel.cu) when every row width is a
-// multiple of 8 and the rows are 16-byte aligned.
+// Grouped expert GEMMs on CUDA (the choice of implementation: grouped_matmul_cuda.h). By default
+// all three bf16 products run in our wgmma kernel (grouped_gemm_wgmma.cu). cuBLAS runs what that
+// kernel cannot (float32, row widths that are not multiples of 8, unaligned rows, GPUs other than
+// Hopper): all experts of one product in one cublasGemmGroupedBatchedEx (one group per non-empty
+// expert; its device pointer arrays are built on the host and copied once per call), or one
+// cublasGemmEx per expert where it has no grouped kernel for the dtypes (bf16 in, float32 out).
 // Row-major [rows, cols] is column-major [cols, rows], so with x_e [r, in], W_e [out, in],
 // dy_e [r, out] (all row-major) the cuBLAS calls are
 //   y_e^T  [out, r]  = W_e^T(op T) . x_e^T            gemm(T, N, m=out, n=r,   k=in)
@@ -16,7 +16,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
-#include "ops/grouped_matmul_kernel.h"
+#include "ops/grouped_gemm_wgmma.h"
 
 namespace nemotron::ops {
 
@@ -33,7 +33,7 @@ struct Problem {  // one cuBLAS (column-major) GEMM
   int ldc;
 };
 
-GroupedGemmImpl g_impl = GroupedGemmImpl::automatic;
+GroupedGemmImpl g_impl[2] = {GroupedGemmImpl::automatic, GroupedGemmImpl::automatic};  // [y/dx, dW]
 const char* g_last_path[2] = {"none", "none"};
 // Set once a dtype combination turned out to have no grouped cuBLAS kernel: later calls go per expert.
 bool g_grouped_unsupported[2][2] = {{false, false}, {false, false}};  // [bf16 inputs][float32 output]
@@ -78,7 +78,7 @@ void run_cublas(Context& ctx, const std::vector<Problem>& ps, DType ab, DType c,
   if (ps.empty()) return;
   cublasHandle_t h = cuda::cublas_handle(ctx);
   bool& unsupported = g_grouped_unsupported[ab == DType::bf16][c == DType::f32];
-  if (g_impl != GroupedGemmImpl::cublas_per_expert && !unsupported) {
+  if (g_impl[weight_gradient] != GroupedGemmImpl::cublas_per_expert && !unsupported) {
     if (run_grouped(ctx, h, ps, ab, c, beta)) {
       g_last_path[weight_gradient] = "cublas-grouped";
       return;
@@ -92,19 +92,20 @@ void run_cublas(Context& ctx, const std::vector<Problem>& ps, DType ab, DType c,
 void run_ours(Context& ctx, const std::vector<GroupedGemmProblem>& ps, bool a_kmajor, bool b_kmajor, bool f32_acc,
               bool weight_gradient) {
   if (ps.empty()) return;
-  NM_CUDA_CHECK(grouped_gemm_bf16_cuda(ps.data(), static_cast<int>(ps.size()), a_kmajor, b_kmajor, f32_acc,
-                                       cuda::cuda_stream(ctx)));
-  g_last_path[weight_gradient] = "ours";
+  NM_CUDA_CHECK(grouped_gemm_wgmma_bf16_cuda(ps.data(), static_cast<int>(ps.size()), a_kmajor, b_kmajor, f32_acc,
+                                             cuda::cuda_stream(ctx)));
+  g_last_path[weight_gradient] = "ours-wgmma";
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Our kernel needs bf16, row widths that are multiples of 8 and 16-byte aligned rows; it runs dW
-// unless cuBLAS is asked for, and y/dx only when asked for.
+// Our kernel needs a Hopper GPU, bf16, row widths that are non-zero multiples of 8 and 16-byte
+// aligned rows; it runs unless cuBLAS is asked for.
 bool ours_applies(bool weight_gradient, DType T, int in, int out, const std::vector<Tensor>& weights,
                   std::initializer_list<const Tensor*> ts) {
-  const bool wanted = g_impl == GroupedGemmImpl::ours || (weight_gradient && g_impl == GroupedGemmImpl::automatic);
-  if (!wanted || T != DType::bf16 || in % 8 != 0 || out % 8 != 0) return false;
+  const GroupedGemmImpl impl = g_impl[weight_gradient];
+  const bool wanted = (impl == GroupedGemmImpl::automatic || impl == GroupedGemmImpl::ours) && grouped_gemm_wgmma_supported();
+  if (!wanted || T != DType::bf16 || in <= 0 || out <= 0 || in % 8 != 0 || out % 8 != 0) return false;
   for (const Tensor& w : weights)
     if (!aligned16(w.raw())) return false;
   for (const Tensor* t : ts)
@@ -124,7 +125,8 @@ int as_int(int64_t v, const char* what) {
 
 }  // namespace
 
-void set_grouped_gemm_impl(GroupedGemmImpl impl) { g_impl = impl; }
+void set_grouped_gemm_impl(GroupedGemmImpl impl) { g_impl[0] = g_impl[1] = impl; }
+void set_grouped_gemm_impl(GroupedGemmImpl y_dx, GroupedGemmImpl dw) { g_impl[0] = y_dx, g_impl[1] = dw; }
 const char* grouped_gemm_last_path(bool weight_gradient) { return g_last_path[weight_gradient]; }
 
 void grouped_linear_forward_cuda(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,

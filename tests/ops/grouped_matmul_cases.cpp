@@ -9,15 +9,16 @@
 namespace nemotron::testing {
 namespace {
 
-// On CUDA, `all_ours` runs y and dx in our grouped kernel too (by default cuBLAS runs them and our
-// kernel only dW), so every layout of the kernel is checked.
+// Which CUDA implementation a case runs (grouped_matmul_cuda.h): by default our wgmma kernel for
+// bf16 widths that are multiples of 8, `cublas` cuBLAS, so both paths are checked. The CPU ignores it.
+enum class Impl { automatic, cublas };
 class ImplScope {
  public:
-  explicit ImplScope(bool all_ours) {
+  explicit ImplScope(Impl impl) {
 #if NEMOTRON_CUDA
-    if (all_ours) ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::ours);
+    if (impl == Impl::cublas) ops::set_grouped_gemm_impl(ops::GroupedGemmImpl::cublas_grouped);
 #endif
-    (void)all_ours;
+    (void)impl;
   }
   ~ImplScope() {
 #if NEMOTRON_CUDA
@@ -28,8 +29,8 @@ class ImplScope {
 
 class GroupedMatmulCase : public OpCase {
  public:
-  GroupedMatmulCase(std::vector<int64_t> rows, int64_t in, int64_t out, bool all_ours = false)
-      : rows_(std::move(rows)), in_(in), out_(out), all_ours_(all_ours) {
+  GroupedMatmulCase(std::vector<int64_t> rows, int64_t in, int64_t out, Impl impl = Impl::automatic)
+      : rows_(std::move(rows)), in_(in), out_(out), impl_(impl) {
     offsets_.push_back(0);
     for (int64_t r : rows_) offsets_.push_back(offsets_.back() + r);
   }
@@ -37,7 +38,8 @@ class GroupedMatmulCase : public OpCase {
   std::string params() const override {
     std::string r;
     for (int64_t v : rows_) r += (r.empty() ? "" : "/") + std::to_string(v);
-    return fmt::format("rows={},in={},out={}{}", r, in_, out_, all_ours_ ? ",impl=ours" : "");
+    const char* impl = impl_ == Impl::cublas ? ",impl=cublas" : "";
+    return fmt::format("rows={},in={},out={}{}", r, in_, out_, impl);
   }
   int64_t E() const { return static_cast<int64_t>(rows_.size()); }
   // x, then the E weights, then E starting gradients (not differentiated: they show that dW is +=).
@@ -48,14 +50,14 @@ class GroupedMatmulCase : public OpCase {
     return in;
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    ImplScope scope(all_ours_);
+    ImplScope scope(impl_);
     Tensor y = ctx.empty({offsets_.back(), out_}, in[0].dtype());
     ops::grouped_linear_forward(ctx, in[0], offsets_, weights(in), y);
     return {y};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
-    ImplScope scope(all_ours_);
+    ImplScope scope(impl_);
     DType dt = in[0].dtype();
     Tensor dx = ctx.empty(in[0].shape(), dt);
     std::vector<Tensor> dw;
@@ -85,18 +87,25 @@ class GroupedMatmulCase : public OpCase {
   }
   std::vector<int64_t> rows_, offsets_;
   int64_t in_, out_;
-  bool all_ours_;
+  Impl impl_;
 };
 
 NM_OP_CASES(grouped_matmul_cases) {
   CaseList c;
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{3, 0, 5, 1}, 7, 5));
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 13, 29, 0, 2}, 37, 19));
-  // Widths that are multiples of 8 run our bf16 kernel (the others cuBLAS): tails in every tile dimension.
-  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40));
-  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 130, 7, 257, 0}, 136, 264));
-  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40, true));
-  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 130, 7, 257, 0}, 136, 264, true));
+  // Widths that are multiples of 8 run our bf16 kernels (the others cuBLAS): tails in every tile
+  // dimension (rows and dW's K not multiples of 128 or 64, K = in or out not a multiple of 64),
+  // experts without rows, and an expert of a single row.
+  for (Impl impl : {Impl::automatic, Impl::cublas}) {
+    c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40, impl));
+    c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 130, 7, 257, 0}, 136, 264, impl));
+  }
+  // Several 128 x 128 tiles and pipeline stages per expert, K tails on every product.
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{300, 0, 129, 1, 200}, 200, 392));
+  // dW with 1, 2, 3 and 4 k-steps of 64 rows (the pipeline's prologue and slot reuse differ with
+  // the step count), an M (= out) tile of 8 rows and an N tile of 8.
+  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{64, 100, 1, 129, 250}, 264, 136));
   return c;
 }
 
