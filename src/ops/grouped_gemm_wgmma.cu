@@ -264,9 +264,15 @@ bool grouped_gemm_wgmma_supported() {
     cudaFuncAttributes attr{};
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
       return false;
-    // The binary must hold sm_90a code for it (a build for other GPUs has only the trap).
+    // The binary must hold sm_90a code for it (a build for other GPUs has only the trap; a plain
+    // sm_90 build reports the same binaryVersion, hence the build flag).
+#if NEMOTRON_SM90A_BUILD
     if (cudaFuncGetAttributes(&attr, grouped_gemm_wgmma_kernel<true, true, false>) != cudaSuccess) return false;
     return major == 9 && attr.binaryVersion == 90;
+#else
+    (void)attr;
+    return false;
+#endif
   }();
   return supported;
 }
