@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
     const double tflops = flops / (step_ms * 1e-3) / 1e12;
     const double tok_s = tokens / (step_ms * 1e-3);
 
-    // Phases: each layer's forward + backward alone, the head + loss (what remains of a
-    // forward_backward), the optimizer, and the attention / scan kernels inside their layers.
+    // By layer kind: each layer's forward + backward alone, the optimizer, and the head + loss
+    // (what remains of a step).
     std::map<std::string, double> phase;
     Tensor u = ctx.empty({B, T, cfg.hidden_size}, DType::bf16);
     fill_uniform(u, Philox(5), -1.0, 1.0);

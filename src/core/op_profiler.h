@@ -34,7 +34,7 @@ struct OpProfiler {
   virtual void begin(Context& ctx, OpPhase phase) = 0;
   virtual void end(Context& ctx) = 0;
   int open_scopes = 0;    // nesting depth, kept by OpScope: only depth 0 -> 1 reaches begin
-  double gemm_flops = 0;  // multiply-add FLOPs x 2 of the GEMMs issued (ops add them), for TFLOP/s
+  double gemm_flops = 0;  // FLOPs (2 per multiply-add) of the GEMMs issued, for TFLOP/s
 };
 
 // RAII: `OpScope scope(ctx, OpPhase::gemm);` as the first line of an op.
