@@ -1,8 +1,9 @@
 // One H100 train step (forward + backward + grad norm + AdamW) in bf16 with float32 masters: a
 // benchmark, not a test. Prints tokens/s, achieved TFLOP/s and MFU against a bf16 GEMM peak it
-// measures itself in the same run, a per-phase breakdown (layer kinds, LM head + loss, optimizer,
-// and the attention / scan kernels inside their layers), and, with --reference, the same config
-// trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py).
+// measures itself in the same run, where one step's time goes by op phase (GEMM, attention, SSD
+// scan, MoE routing, elementwise, loss, optimizer: CUDA events around every op of one extra step,
+// core/op_profiler.h) and by layer kind (each layer timed alone), and, with --reference, the same
+// config trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py).
 // usage: cuda_train_step -c bench/configs/hybrid_dense_125m.yaml [--batch 4] [--seq-len 4096]
 //                        [--steps 10] [--reference] [--results bench/results.jsonl]
 // Model FLOPs per token: 3 x the forward matmul + attention FLOPs of `model info` (the scan,
@@ -28,13 +29,11 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_op_profiler.h"
+#include "core/op_profiler.h"
 #include "core/rng.h"
 #include "core/workspace.h"
 #include "gemm_peak.h"
-#include "model/attention_mixer.h"
-#include "model/mamba2_mixer.h"
-#include "ops/attention.h"
-#include "ops/ssd_scan.h"
 #include "train/adamw.h"
 
 using namespace nemotron;
@@ -107,6 +106,7 @@ int main(int argc, char** argv) {
     auto step = [&] {
       net.params().zero_grads();
       loss = net.forward_backward(ctx, batch, 1.0 / tokens).mean();
+      OpScope optimizer(ctx, OpPhase::optimizer);  // AdamW runs on the store's context, not ctx
       norm = opt.clip_grad_norm(1.0);
       opt.step(1e-4);
     };
@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
     const double tflops = flops / (step_ms * 1e-3) / 1e12;
     const double tok_s = tokens / (step_ms * 1e-3);
 
-    // Phases: each layer's forward + backward alone, the head + loss (what remains of a
-    // forward_backward), the optimizer, and the attention / scan kernels inside their layers.
+    // By layer kind: each layer's forward + backward alone, the optimizer, and the head + loss
+    // (what remains of a step).
     std::map<std::string, double> phase;
     Tensor u = ctx.empty({B, T, cfg.hidden_size}, DType::bf16);
     fill_uniform(u, Philox(5), -1.0, 1.0);
@@ -137,61 +137,31 @@ int main(int argc, char** argv) {
     });
     phase["rest: embedding, norms, LM head + loss (step minus the above)"] =
         std::max(0.0, step_ms - layers_ms - phase["optimizer (grad norm + AdamW)"]);
-    for (const auto& m : net.mixers()) {
-      if (auto* a = dynamic_cast<model::AttentionMixer*>(m.get())) {
-        const int64_t nq = cfg.num_attention_heads, nkv = cfg.num_key_value_heads, hd = cfg.head_dim;
-        Tensor q = ctx.empty({B, T, nq, hd}, DType::bf16), k = ctx.empty({B, T, nkv, hd}, DType::bf16);
-        Tensor v = ctx.empty({B, T, nkv, hd}, DType::bf16), o = ctx.empty({B, T, nq, hd}, DType::bf16);
-        Tensor lse = ctx.empty({B, nq, T}, DType::f32);
-        Tensor dq = ctx.empty(q.shape(), DType::bf16), dk = ctx.empty(k.shape(), DType::bf16),
-               dv = ctx.empty(v.shape(), DType::bf16);
-        for (Tensor* t : {&q, &k, &v}) fill_uniform(*t, Philox(7), -1.0, 1.0);
-        double one = median_cuda_ms(ctx, 3, [&] {
-          ops::attention_forward(ctx, q, k, v, o, lse);
-          ops::attention_backward(ctx, q, k, v, o, lse, o, dq, dk, dv);
-        });
-        phase["  of which attention kernels"] = one * static_cast<double>(count_kind(cfg, model::LayerKind::attention));
-        (void)a;
-        break;
-      }
+
+    // One more step with every op between CUDA events (a second one: the first fills the event
+    // pool). Its wall time minus the phases is what runs outside ops: launch gaps, host syncs
+    // (MoE token counts, the loss read), gradient zeroing.
+    cuda::CudaOpProfiler profiler;
+    ctx.profiler = &profiler;
+    double profiled_ms = 0;
+    cuda::OpPhaseTimes ph;
+    for (int i = 0; i < 2; ++i) {
+      profiled_ms = median_cuda_ms(ctx, 1, step, 0);
+      ph = profiler.collect();
     }
-    for (const auto& m : net.mixers()) {
-      if (dynamic_cast<model::Mamba2Mixer*>(m.get())) {
-        const int64_t nH = cfg.mamba_num_heads, P = cfg.mamba_head_dim, G = cfg.n_groups, N = cfg.ssm_state_size;
-        ops::SsdScanArgs a;
-        a.x = ctx.empty({B, T, nH, P}, DType::bf16);
-        a.dt = ctx.empty({B, T, nH}, DType::f32);
-        a.A = ctx.empty({nH}, DType::f32);
-        a.Bm = ctx.empty({B, T, G, N}, DType::bf16);
-        a.Cm = ctx.empty({B, T, G, N}, DType::bf16);
-        a.D = ctx.empty({nH}, DType::bf16);
-        a.chunk_size = cfg.chunk_size;
-        fill_uniform(a.x, Philox(1), -1.0, 1.0);
-        fill_uniform(a.dt, Philox(2), 0.01, 0.1);
-        fill_uniform(a.A, Philox(3), -4.0, -1.0);
-        fill_uniform(a.Bm, Philox(4), -1.0, 1.0);
-        fill_uniform(a.Cm, Philox(5), -1.0, 1.0);
-        fill_uniform(a.D, Philox(6), 0.5, 1.5);
-        Tensor y = ctx.empty(a.x.shape(), DType::bf16);
-        ops::SsdScanGrads g{ctx.empty(a.x.shape(), DType::bf16), ctx.empty(a.dt.shape(), DType::f32),
-                            ctx.empty(a.Bm.shape(), DType::bf16), ctx.empty(a.Cm.shape(), DType::bf16),
-                            ctx.zeros({nH}, DType::f32), ctx.zeros({nH}, DType::f32), Tensor()};
-        double fwd = median_cuda_ms(ctx, 3, [&] { ops::ssd_scan_forward(ctx, a, y); });
-        double both = median_cuda_ms(ctx, 3, [&] {
-          ops::ssd_scan_forward(ctx, a, y);
-          ops::ssd_scan_backward(ctx, a, y, nullptr, g);
-        });
-        const double layers = static_cast<double>(count_kind(cfg, model::LayerKind::mamba));
-        phase["  of which SSD scan kernels"] = both * layers;
-        // Chunked-scan matmul FLOPs per forward (CB^T per group, then per head: intra-chunk
-        // output, chunk states, inter-chunk output); the backward ~2x.
-        const double Q = static_cast<double>(cfg.chunk_size), Tt = static_cast<double>(B * T);
-        const double scan_flops = Tt * (2.0 * Q * N * G + nH * (2.0 * Q * P + 4.0 * P * N));
-        std::printf("SSD scan alone: forward %.3f ms (%.1f TFLOP/s), forward+backward %.3f ms (%.1f TFLOP/s at 3x)\n",
-                    fwd, scan_flops / (fwd * 1e-3) / 1e12, both, 3.0 * scan_flops / (both * 1e-3) / 1e12);
-        break;
-      }
-    }
+    ctx.profiler = nullptr;
+    const double unattributed_ms = profiled_ms - ph.total_ms();
+    const double gemm_ms = ph.ms_of(OpPhase::gemm);
+    const double gemm_tflops = gemm_ms > 0 ? ph.gemm_flops / (gemm_ms * 1e-3) / 1e12 : 0.0;
+    // Chunked-scan matmul FLOPs per forward (CB^T per group, then per head: intra-chunk output,
+    // chunk states, inter-chunk output), the backward ~2x: the scan's rate inside the step.
+    const double Q = static_cast<double>(cfg.chunk_size), N = static_cast<double>(cfg.ssm_state_size);
+    const double scan_flops = 3.0 * tokens * static_cast<double>(count_kind(cfg, model::LayerKind::mamba)) *
+                              (2.0 * Q * N * static_cast<double>(cfg.n_groups) +
+                               static_cast<double>(cfg.mamba_num_heads) *
+                                   (2.0 * Q * static_cast<double>(cfg.mamba_head_dim) +
+                                    4.0 * static_cast<double>(cfg.mamba_head_dim) * N));
+    const double scan_ms = ph.ms_of(OpPhase::ssd_scan);
 
     std::printf("device: %s | nemotron %s | config %s | %.1f M params | batch %lld x seq %lld = %.0f tokens/step\n",
                 gpu.name().c_str(), NEMOTRON_VERSION, config.c_str(),
@@ -202,7 +172,19 @@ int main(int argc, char** argv) {
                 "peak memory %.2f GiB\n",
                 step_ms, tok_s, tflops, 100.0 * tflops / peak, loss, norm,
                 static_cast<double>(gpu.peak_bytes()) / (1ull << 30));
-    std::printf("phase breakdown (ms per step; layers and kernels timed alone, the rest derived):\n");
+    std::printf("op phases of one profiled step (%.2f ms with an event pair per op; median step %.2f ms):\n",
+                profiled_ms, step_ms);
+    std::printf("  %-14s %9s %7s %7s\n", "phase", "ms/step", "%", "calls");
+    for (OpPhase p : all_op_phases())
+      std::printf("  %-14s %9.2f %6.1f%% %7lld\n", op_phase_name(p), ph.ms_of(p), 100.0 * ph.ms_of(p) / profiled_ms,
+                  static_cast<long long>(ph.calls_of(p)));
+    std::printf("  %-14s %9.2f %6.1f%%          (launch gaps, host syncs, memsets outside ops)\n", "unattributed",
+                unattributed_ms, 100.0 * unattributed_ms / profiled_ms);
+    std::printf("GEMM: %.1f TFLOP/s (%.2f TFLOP issued per step, %.0f%% of the measured peak)", gemm_tflops,
+                ph.gemm_flops / 1e12, 100.0 * gemm_tflops / peak);
+    if (scan_ms > 0) std::printf(" | SSD scan: %.1f TFLOP/s (matmul FLOPs, backward at 2x)", scan_flops / (scan_ms * 1e-3) / 1e12);
+    std::printf("\n");
+    std::printf("by layer kind (ms per step; each layer's forward + backward timed alone, the rest derived):\n");
     for (const auto& [name, ms] : phase) std::printf("  %-62s %9.2f  (%4.1f%%)\n", name.c_str(), ms, 100.0 * ms / step_ms);
 
     nlohmann::json rec = {{"config", config},   {"batch", B},           {"seq_len", T},
@@ -210,6 +192,13 @@ int main(int argc, char** argv) {
                           {"gemm_peak_tflops", peak}, {"mfu", tflops / peak}, {"device", gpu.name()},
                           {"version", NEMOTRON_VERSION},
                           {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}, {"params", net.params().numel()}};
+    nlohmann::json phases = nlohmann::json::object();
+    for (OpPhase p : all_op_phases()) phases[op_phase_name(p)] = {{"ms", ph.ms_of(p)}, {"calls", ph.calls_of(p)}};
+    phases["unattributed"] = {{"ms", unattributed_ms}};
+    rec["op_phases"] = phases;
+    rec["profiled_step_ms"] = profiled_ms;
+    rec["gemm_tflops"] = gemm_tflops;
+    rec["gemm_flops_per_step"] = ph.gemm_flops;
     if (reference) {
       // Same config, transformers' model, same GPU: tools/bench_transformers.py prints one JSON line.
       const std::string cfg_json = "/tmp/nemotron_bench_config.json";

@@ -1,5 +1,6 @@
 // What every op and block receives instead of globals: the backend that owns the compute
-// device (and, for CUDA, its stream), the activation arena, and the compute dtype.
+// device (and, for CUDA, its stream), the activation arena, the compute dtype, and an optional
+// op profiler (core/op_profiler.h).
 #pragma once
 #include "core/backend.h"
 #include "core/tensor.h"
@@ -7,10 +8,13 @@
 
 namespace nemotron {
 
+struct OpProfiler;
+
 struct Context {
   Backend* backend = &host_backend();
   Workspace* workspace = nullptr;   // activations come from here when set
   DType compute_dtype = DType::f32; // dtype of activations the model creates
+  OpProfiler* profiler = nullptr;   // when set, ops report their phases (see OpScope)
 
   // Scratch/activation tensors: from the arena when there is one, else from the backend.
   Tensor empty(Shape shape, DType dtype) const {

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/activations.h"
 #include "ops/dispatch.h"
 #if NEMOTRON_CUDA
@@ -40,6 +41,7 @@ T sigmoid(T x) {
 }  // namespace
 
 void relu2_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  OpScope scope(ctx, OpPhase::elementwise);
   expect_like(y, x, "relu2 output");
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
@@ -62,6 +64,7 @@ void relu2_forward(Context& ctx, const Tensor& x, Tensor& y) {
 }
 
 void relu2_backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  OpScope scope(ctx, OpPhase::elementwise);
   expect_like(dy, x, "relu2 dy");
   expect_like(dx, x, "relu2 dx");
 #if NEMOTRON_CUDA
@@ -82,6 +85,7 @@ void relu2_backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor& dx)
 }
 
 void swiglu_forward(Context& ctx, const Tensor& gate, const Tensor& up, Tensor& y) {
+  OpScope scope(ctx, OpPhase::elementwise);
   expect_like(up, gate, "swiglu up");
   expect_like(y, gate, "swiglu output");
 #if NEMOTRON_CUDA
@@ -103,6 +107,7 @@ void swiglu_forward(Context& ctx, const Tensor& gate, const Tensor& up, Tensor& 
 
 void swiglu_backward(Context& ctx, const Tensor& gate, const Tensor& up, const Tensor& dy, Tensor& dgate,
                      Tensor& dup) {
+  OpScope scope(ctx, OpPhase::elementwise);
   expect_like(up, gate, "swiglu up");
   expect_like(dy, gate, "swiglu dy");
   expect_like(dgate, gate, "swiglu dgate");

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/adamw.h"
 #include "ops/dispatch.h"
 #if NEMOTRON_CUDA
@@ -110,6 +111,7 @@ AdamWTensors::AdamWTensors(AdamWTensors&&) noexcept = default;
 AdamWTensors& AdamWTensors::operator=(AdamWTensors&&) noexcept = default;
 
 void adamw_update(Context& ctx, AdamWTensors& list, const AdamWHyper& h) {
+  OpScope scope(ctx, OpPhase::optimizer);
   NM_CHECK(h.step >= 1, "adamw: step {} (steps count from 1)", h.step);
   for (const AdamWParam& p : list.params_) NM_CHECK(p.m.defined() && p.v.defined(), "adamw: {} has no moments", p.value.describe());
 #if NEMOTRON_CUDA
@@ -141,6 +143,7 @@ void adamw_update(Context& ctx, AdamWTensors& list, const AdamWHyper& h) {
 }
 
 double grad_norm(Context& ctx, const AdamWTensors& list) {
+  OpScope scope(ctx, OpPhase::optimizer);
 #if NEMOTRON_CUDA
   if (list.device_) {
     double sq = 0;
@@ -164,6 +167,7 @@ double grad_norm(Context& ctx, const AdamWTensors& list) {
 }
 
 void scale_grads(Context& ctx, AdamWTensors& list, double s) {
+  OpScope scope(ctx, OpPhase::optimizer);
 #if NEMOTRON_CUDA
   if (list.device_) {
     NM_CUDA_CHECK(scale_grads_cuda(static_cast<const OptimizerSlot*>(list.device_->slots.raw()),

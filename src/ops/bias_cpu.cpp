@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/bias.h"
 #include "ops/dispatch.h"
 #if NEMOTRON_CUDA
@@ -24,6 +25,7 @@ BiasCudaArgs cuda_args(const Tensor& t, const char* op) {
 }  // namespace
 
 void bias_add(Context& ctx, Tensor& y, const Tensor& b) {
+  OpScope scope(ctx, OpPhase::elementwise);
   const int64_t D = y.dim(-1), rows = y.numel() / D;
   expect_shape(b, {D}, "bias");
   expect_dtype(b, y.dtype(), "bias");
@@ -48,6 +50,7 @@ void bias_add(Context& ctx, Tensor& y, const Tensor& b) {
 }
 
 void bias_backward(Context& ctx, const Tensor& dy, Tensor& db) {
+  OpScope scope(ctx, OpPhase::elementwise);
   const int64_t D = dy.dim(-1), rows = dy.numel() / D;
   expect_shape(db, {D}, "bias gradient");
   expect_dtype(db, grad_dtype(dy.dtype()), "bias gradient");

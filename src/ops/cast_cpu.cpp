@@ -1,4 +1,5 @@
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/cast.h"
 #include "ops/dispatch.h"
 #if NEMOTRON_CUDA
@@ -30,6 +31,7 @@ void put(void* p, DType t, int64_t i, double v) {
 }  // namespace
 
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {
+  OpScope scope(ctx, OpPhase::elementwise);
   NM_CHECK(is_float(src.dtype()) && is_float(dst.dtype()), "cast: float dtypes only, {} -> {}", src.describe(),
            dst.describe());
   NM_CHECK(src.numel() == dst.numel(), "cast: {} -> {}: element counts differ", src.describe(), dst.describe());

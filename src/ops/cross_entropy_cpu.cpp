@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/cross_entropy.h"
 #include "ops/dispatch.h"
 #if NEMOTRON_CUDA
@@ -82,6 +83,7 @@ void cross_entropy_cuda(Context& ctx, const Tensor& logits, const Tensor& target
 
 void softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& targets, const Tensor& mask,
                            double grad_scale, Tensor& losses, Tensor* dlogits) {
+  OpScope scope(ctx, OpPhase::loss);
   NM_CHECK(logits.rank() == 2, "cross entropy logits must be [N, V], got {}", logits.shape().str());
   int64_t N = logits.dim(0), V = logits.dim(1);
   NM_CHECK(targets.numel() == N, "cross entropy: {} targets for {} rows", targets.numel(), N);

@@ -1,4 +1,5 @@
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #if NEMOTRON_CUDA
@@ -30,6 +31,7 @@ ElementwiseCudaArgs cuda_args(const Tensor& a, const char* op) {
 }  // namespace
 
 void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  OpScope scope(ctx, OpPhase::elementwise);
   expect_like(b, a, "add b");
   expect_like(out, a, "add out");
 #if NEMOTRON_CUDA
@@ -50,6 +52,7 @@ void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void add_inplace(Context& ctx, Tensor& a, const Tensor& b) {
+  OpScope scope(ctx, OpPhase::elementwise);
   expect_like(b, a, "add_inplace b");
 #if NEMOTRON_CUDA
   if (a.device().is_cuda()) {
@@ -69,6 +72,7 @@ void add_inplace(Context& ctx, Tensor& a, const Tensor& b) {
 }
 
 void scale_inplace(Context& ctx, Tensor& a, double s) {
+  OpScope scope(ctx, OpPhase::elementwise);
 #if NEMOTRON_CUDA
   if (a.device().is_cuda()) {
     ElementwiseCudaArgs g = cuda_args(a, "scale_inplace");

@@ -1,6 +1,7 @@
 // CPU reference for the grouped expert GEMMs: one matmul per non-empty expert on its row block.
 #include "ops/grouped_matmul.h"
 
+#include "core/op_profiler.h"
 #include "ops/dispatch.h"
 #include "ops/matmul.h"
 #if NEMOTRON_CUDA
@@ -29,11 +30,13 @@ void check_groups(const Tensor& x, const std::vector<int64_t>& offsets, const st
 
 void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                             const std::vector<Tensor>& weights, Tensor& y) {
+  OpScope scope(ctx, OpPhase::gemm);
   NM_CHECK(y.rank() == 2 && y.dim(0) == x.dim(0), "grouped_linear_forward: y {} for x {}", y.shape().str(),
            x.shape().str());
   check_groups(x, offsets, weights, y.dim(1), "grouped_linear_forward");
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
+    profile_gemm_flops(ctx, 2.0 * static_cast<double>(x.dim(0)) * static_cast<double>(x.dim(1) * y.dim(1)));
     grouped_linear_forward_cuda(ctx, x, offsets, weights, y);
     return;
   }
@@ -49,6 +52,7 @@ void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int
 void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                              const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
                              std::vector<Tensor>& dweights) {
+  OpScope scope(ctx, OpPhase::gemm);
   NM_CHECK(dy.rank() == 2 && dy.dim(0) == x.dim(0), "grouped_linear_backward: dy {} for x {}", dy.shape().str(),
            x.shape().str());
   check_groups(x, offsets, weights, dy.dim(1), "grouped_linear_backward");
@@ -57,7 +61,9 @@ void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<in
   for (size_t e = 0; e < weights.size(); ++e) expect_shape(dweights[e], weights[e].shape(), "grouped_linear dW");
   if (dx.defined()) expect_shape(dx, x.shape(), "grouped_linear dx");
 #if NEMOTRON_CUDA
-  if (x.device().is_cuda()) {
+  if (x.device().is_cuda()) {  // dW, and dx when asked (the CPU path counts in matmul)
+    profile_gemm_flops(ctx, (dx.defined() ? 4.0 : 2.0) * static_cast<double>(x.dim(0)) *
+                                static_cast<double>(x.dim(1) * dy.dim(1)));
     grouped_linear_backward_cuda(ctx, x, offsets, weights, dy, dx, dweights);
     return;
   }

@@ -1,4 +1,5 @@
 #include "backend/cpu/blas.h"
+#include "core/op_profiler.h"
 #include "ops/bias.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
@@ -65,6 +66,8 @@ void matmul_impl(Context& ctx, const Tensor& a, bool trans_a, const Tensor& b, b
   NM_CHECK(A.batch == C.batch && (B.batch == C.batch || b.rank() == 2), "matmul: batch mismatch {} {} {}",
            a.shape().str(), b.shape().str(), c.shape().str());
   NM_CHECK(a.dtype() == b.dtype(), "matmul: a is {}, b is {}", dtype_name(a.dtype()), dtype_name(b.dtype()));
+  profile_gemm_flops(ctx, 2.0 * static_cast<double>(C.batch) * static_cast<double>(M) * static_cast<double>(N) *
+                              static_cast<double>(K));
   if (bias) {
     NM_CHECK(c.rank() == 2, "matmul: a bias needs a 2-D output, got {}", c.shape().str());
     expect_shape(*bias, {N}, "matmul bias");
@@ -95,10 +98,12 @@ void matmul_impl(Context& ctx, const Tensor& a, bool trans_a, const Tensor& b, b
 
 void matmul(Context& ctx, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) {
+  OpScope scope(ctx, OpPhase::gemm);
   matmul_impl(ctx, a, trans_a, b, trans_b, c, alpha, beta, nullptr);
 }
 
 void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, Tensor& y, const Tensor* bias) {
+  OpScope scope(ctx, OpPhase::gemm);
   NM_CHECK(w.rank() == 2 && x.dim(-1) == w.dim(1) && y.dim(-1) == w.dim(0), "linear: x {} W {} y {}",
            x.shape().str(), w.shape().str(), y.shape().str());
   int64_t rows = x.numel() / w.dim(1);
@@ -109,6 +114,7 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, Tensor& y, c
 
 void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw,
                      bool accumulate_dx) {
+  OpScope scope(ctx, OpPhase::gemm);
   int64_t rows = x.numel() / w.dim(1);
   Tensor x2 = x.view({rows, w.dim(1)});
   Tensor dy2 = dy.view({rows, w.dim(0)});

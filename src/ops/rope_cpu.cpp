@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/dispatch.h"
 #include "ops/rope.h"
 #if NEMOTRON_CUDA
@@ -73,10 +74,12 @@ void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offs
 }  // namespace
 
 void rope_forward(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t position_offset) {
+  OpScope scope(ctx, OpPhase::elementwise);
   rotate(ctx, x, theta, y, position_offset, 1.0, "rope_forward");
 }
 
 void rope_backward(Context& ctx, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset) {
+  OpScope scope(ctx, OpPhase::elementwise);
   rotate(ctx, dy, theta, dx, position_offset, -1.0, "rope_backward");
 }
 

@@ -3,6 +3,7 @@
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/parallel.h"
+#include "core/op_profiler.h"
 #include "ops/dispatch.h"
 #include "ops/ssd_scan.h"
 #if NEMOTRON_CUDA
@@ -350,15 +351,18 @@ void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_st
 }  // namespace
 
 void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+  OpScope scope(ctx, OpPhase::ssd_scan);
   run_forward(ctx, args, y, final_state, false, "ssd_scan_forward");
 }
 
 void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+  OpScope scope(ctx, OpPhase::ssd_scan);
   run_forward(ctx, args, y, final_state, true, "ssd_scan_naive_forward");
 }
 
 void ssd_scan_backward(Context& ctx, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,
                        SsdScanGrads& g) {
+  OpScope scope(ctx, OpPhase::ssd_scan);
   const char* op = "ssd_scan_backward";
   ScanDims d = check_args(args, op);
   expect_shape(dy, args.x.shape(), "ssd_scan dy");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/op_profiler.h"
 #include "core/rng.h"
 #if NM_HARNESS_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -158,6 +159,20 @@ std::vector<Target> targets() { return {{"cpu_f32", cpu, DType::f32}}; }
 constexpr bool kGradMode = true;
 #endif
 
+// Counts the outermost op scopes a case opens: every op must report its phase to a profiler
+// (core/op_profiler.h), and its scopes must close.
+struct ScopeCounter final : OpProfiler {
+  int begins = 0, ends = 0;
+  void begin(Context&, OpPhase) override { ++begins; }
+  void end(Context&) override { ++ends; }
+};
+
+void expect_scoped(const ScopeCounter& p, const OpCase& c, const char* pass) {
+  EXPECT_GT(p.begins, 0) << c.name() << ": the " << pass << " opened no op scope (add an OpScope to the op)";
+  EXPECT_EQ(p.begins, p.ends) << c.name() << ": the " << pass << " left op scopes open";
+  EXPECT_EQ(p.open_scopes, 0) << c.name() << ": the " << pass << " left op scopes open";
+}
+
 void run_backend_check(const OpCase& c, const Target& t) {
   Backend* backend = t.backend();
   if (!backend) GTEST_SKIP() << "no CUDA device visible: " << t.name << " checks need a GPU";
@@ -168,11 +183,14 @@ void run_backend_check(const OpCase& c, const Target& t) {
   Target target{t.name, t.backend, t.dtype};
   Context ref_ctx = cpu_context(DType::f64);
   Context ctx{backend, nullptr, target.dtype};
+  ScopeCounter forward_scopes, backward_scopes;
+  ctx.profiler = &forward_scopes;
   std::vector<Tensor> masters = make_inputs(c);
   std::vector<Tensor> want = c.forward(ref_ctx, masters);
   std::vector<InputSpec> specs = c.inputs();
   std::vector<Tensor> in = cast_inputs(masters, specs, target.dtype, *backend);
   std::vector<Tensor> got = c.forward(ctx, in);
+  expect_scoped(forward_scopes, c, "forward");
   ASSERT_EQ(got.size(), want.size());
   double tol = c.tolerance(target.dtype);
   for (size_t k = 0; k < got.size(); ++k) {
@@ -182,7 +200,9 @@ void run_backend_check(const OpCase& c, const Target& t) {
   if (!c.has_backward()) return;
   std::vector<Tensor> douts = random_douts(c, want);
   std::vector<Tensor> want_g = c.backward(ref_ctx, masters, douts);
+  ctx.profiler = &backward_scopes;
   std::vector<Tensor> got_g = c.backward(ctx, in, cast_like(douts, got, *backend));
+  expect_scoped(backward_scopes, c, "backward");
   for (size_t i = 0; i < want_g.size(); ++i) {
     if (!want_g[i].defined()) continue;
     ASSERT_TRUE(i < got_g.size() && got_g[i].defined()) << c.name() << ": no gradient for " << specs[i].name;

@@ -1,0 +1,45 @@
+// The op profiler for CUDA: one event pair per outermost op scope, recorded on the context's
+// stream, so a phase's time is what its kernels (and the launch gaps inside its ops) take on the
+// GPU. Events come from a pool that grows to the most scopes seen in one recording and is reused
+// after; collect() synchronises once and sums per phase.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <vector>
+
+#include "core/op_profiler.h"
+
+namespace nemotron::cuda {
+
+struct OpPhaseTimes {
+  std::array<double, kOpPhaseCount> ms{};
+  std::array<int64_t, kOpPhaseCount> calls{};
+  double gemm_flops = 0;
+  double ms_of(OpPhase p) const { return ms[static_cast<size_t>(p)]; }
+  int64_t calls_of(OpPhase p) const { return calls[static_cast<size_t>(p)]; }
+  double total_ms() const;
+};
+
+class CudaOpProfiler final : public OpProfiler {
+ public:
+  CudaOpProfiler() = default;
+  ~CudaOpProfiler() override;
+  CudaOpProfiler(const CudaOpProfiler&) = delete;
+  CudaOpProfiler& operator=(const CudaOpProfiler&) = delete;
+
+  void begin(Context& ctx, OpPhase phase) override;
+  void end(Context& ctx) override;
+  // Waits for the recorded scopes, returns their milliseconds and calls per phase (and the GEMM
+  // FLOPs counted meanwhile), and starts a new recording. Throws a CUDA error met while recording.
+  OpPhaseTimes collect();
+
+ private:
+  std::vector<cudaEvent_t> pool_;
+  size_t used_ = 0;                // events handed out in this recording (2 per scope)
+  std::vector<OpPhase> phases_;    // scope i ran between events 2i and 2i + 1
+  cudaStream_t stream_ = nullptr;  // of the open scope
+  cudaError_t error_ = cudaSuccess;
+};
+
+}  // namespace nemotron::cuda
