@@ -1,11 +1,12 @@
-// One H100 train step (forward + backward + grad norm + AdamW) in bf16 with float32 masters: a
-// benchmark, not a test. Prints tokens/s, achieved TFLOP/s and MFU against a bf16 GEMM peak it
+// One H100 train step (forward + backward of --grad-accum micro-batches, grad norm, AdamW) in bf16
+// with float32 masters: a benchmark, not a test. Prints tokens/s, achieved TFLOP/s and MFU against a bf16 GEMM peak it
 // measures itself in the same run, where one step's time goes by op phase (GEMM, attention, SSD
 // scan, MoE routing, elementwise, loss, optimizer: CUDA events around every op of one extra step,
-// core/op_profiler.h) and by layer kind (each layer timed alone), and, with --reference, the same
+// core/op_profiler.h; also the costliest ops by name) and by layer kind (each layer timed alone), and, with --reference, the same
 // config trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py).
 // usage: cuda_train_step -c bench/configs/hybrid_dense_125m.yaml [--batch 4] [--seq-len 4096]
-//                        [--steps 10] [--reference] [--results bench/results.jsonl]
+//                        [--grad-accum 1] [--steps 10] [--reference] [--results bench/results.jsonl]
+//                        [--peak-tflops X (skip measuring)]
 // Model FLOPs per token: 3 x the forward matmul + attention FLOPs of `model info` (the scan,
 // norms and elementwise work are not counted, as in Megatron's MFU).
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/version.h"
 #include "model/hybrid_model.h"
@@ -69,7 +71,7 @@ model::Batch random_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, u
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
   int64_t B = 4, T = 4096;
-  int steps = 10;
+  int steps = 10, accum = 1;
   bool reference = false;
   double peak = 0;
   CLI::App app{"CUDA train-step benchmark (bf16, fp32 masters)"};
@@ -77,6 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", B, "micro-batch size");
   app.add_option("--seq-len", T, "sequence length");
   app.add_option("--steps", steps, "timed steps (median; after warm-up)");
+  app.add_option("--grad-accum", accum, "micro-batches per optimizer step (Megatron's global / micro batch)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--reference", reference, "also time transformers' NemotronHForCausalLM (python3) on the same GPU");
   app.add_option("--results", results, "append one JSON line with the figures to this file");
   app.add_option("--peak-tflops", peak, "GEMM peak to use instead of measuring it (repeat runs in one session)");
@@ -100,13 +104,14 @@ int main(int argc, char** argv) {
     model::Batch batch = random_batch(cfg, B, T, 99);
     batch.input_ids = batch.input_ids.to(gpu);
     batch.labels = batch.labels.to(gpu);
-    const double tokens = static_cast<double>(B * T);
+    const double micro_tokens = static_cast<double>(B * T), tokens = micro_tokens * accum;
 
     double loss = 0, norm = 0;
     auto step = [&] {
       net.params().zero_grads();
-      loss = net.forward_backward(ctx, batch, 1.0 / tokens).mean();
-      OpScope optimizer(ctx, OpPhase::optimizer);  // AdamW runs on the store's context, not ctx
+      loss = 0;
+      for (int i = 0; i < accum; ++i) loss += net.forward_backward(ctx, batch, 1.0 / tokens).mean() / accum;
+      OpScope optimizer(ctx, OpPhase::optimizer, "clip_grad_norm+adamw");  // AdamW runs on the store's context, not ctx
       norm = opt.clip_grad_norm(1.0);
       opt.step(1e-4);
     };
@@ -135,8 +140,8 @@ int main(int argc, char** argv) {
       opt.clip_grad_norm(1.0);
       opt.step(1e-4);
     });
-    phase["rest: embedding, norms, LM head + loss (step minus the above)"] =
-        std::max(0.0, step_ms - layers_ms - phase["optimizer (grad norm + AdamW)"]);
+    phase["rest: embedding, norms, LM head + loss (derived)"] =
+        std::max(0.0, (step_ms - phase["optimizer (grad norm + AdamW)"]) / accum - layers_ms);
 
     // One more step with every op between CUDA events (a second one: the first fills the event
     // pool). Its wall time minus the phases is what runs outside ops: launch gaps, host syncs
@@ -163,10 +168,11 @@ int main(int argc, char** argv) {
                                     4.0 * static_cast<double>(cfg.mamba_head_dim) * N));
     const double scan_ms = ph.ms_of(OpPhase::ssd_scan);
 
-    std::printf("device: %s | nemotron %s | config %s | %.1f M params | batch %lld x seq %lld = %.0f tokens/step\n",
+    std::printf("device: %s | nemotron %s | config %s | %.1f M params | micro-batch %lld x seq %lld, %d per optimizer "
+                "step = %.0f tokens/step\n",
                 gpu.name().c_str(), NEMOTRON_VERSION, config.c_str(),
                 static_cast<double>(net.params().numel()) / 1e6, static_cast<long long>(B), static_cast<long long>(T),
-                tokens);
+                accum, tokens);
     std::printf("%s bf16 GEMM peak (8192^3, cuBLASLt): %.1f TFLOP/s\n", peak_measured ? "measured" : "given", peak);
     std::printf("train step: %.2f ms | %.0f tokens/s | %.1f TFLOP/s model | MFU %.1f%% | loss %.4f | grad norm %.3f | "
                 "peak memory %.2f GiB\n",
@@ -184,11 +190,19 @@ int main(int argc, char** argv) {
                 ph.gemm_flops / 1e12, 100.0 * gemm_tflops / peak);
     if (scan_ms > 0) std::printf(" | SSD scan: %.1f TFLOP/s (matmul FLOPs, backward at 2x)", scan_flops / (scan_ms * 1e-3) / 1e12);
     std::printf("\n");
-    std::printf("by layer kind (ms per step; each layer's forward + backward timed alone, the rest derived):\n");
+    std::vector<std::pair<std::string, cuda::OpPhaseTimes::Op>> by_op(ph.ops.begin(), ph.ops.end());
+    std::sort(by_op.begin(), by_op.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    std::printf("ops by time (ms per step, calls):");
+    for (size_t i = 0; i < by_op.size() && i < 14; ++i)
+      std::printf("%s%s [%s] %.2f (%lld)", i % 3 == 0 ? "\n  " : " | ", by_op[i].first.c_str(),
+                  op_phase_name(by_op[i].second.phase), by_op[i].second.ms, static_cast<long long>(by_op[i].second.calls));
+    std::printf("\n");
+    std::printf("by layer kind (ms per micro-batch; each layer's forward + backward timed alone, the rest derived;\n"
+                "the optimizer once per step):\n");
     for (const auto& [name, ms] : phase) std::printf("  %-62s %9.2f  (%4.1f%%)\n", name.c_str(), ms, 100.0 * ms / step_ms);
 
     nlohmann::json rec = {{"config", config},   {"batch", B},           {"seq_len", T},
-                          {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
+                          {"grad_accum", accum}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
                           {"gemm_peak_tflops", peak}, {"mfu", tflops / peak}, {"device", gpu.name()},
                           {"version", NEMOTRON_VERSION},
                           {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}, {"params", net.params().numel()}};
@@ -203,8 +217,9 @@ int main(int argc, char** argv) {
       // Same config, transformers' model, same GPU: tools/bench_transformers.py prints one JSON line.
       const std::string cfg_json = "/tmp/nemotron_bench_config.json";
       std::ofstream(cfg_json) << model::model_config_to_hf_json(cfg).dump(2);
-      const std::string cmd = fmt::format("python3 tools/bench_transformers.py --config {} --batch {} --seq-len {} --steps {}",
-                                          cfg_json, B, T, std::max(3, steps / 2));
+      const std::string cmd =
+          fmt::format("python3 tools/bench_transformers.py --config {} --batch {} --seq-len {} --grad-accum {} --steps {}",
+                      cfg_json, B, T, accum, 3);
       std::FILE* p = popen(cmd.c_str(), "r");
       std::string out;
       char buf[4096];

@@ -31,18 +31,19 @@ struct OpProfiler {
   virtual ~OpProfiler() = default;
   // An outermost scope opens / closes. They always pair, also when the op throws; end runs in a
   // destructor, so it must not throw (keep the error for later).
-  virtual void begin(Context& ctx, OpPhase phase) = 0;
+  // `op` names the op (its function name, a string literal that outlives the profiler).
+  virtual void begin(Context& ctx, OpPhase phase, const char* op) = 0;
   virtual void end(Context& ctx) = 0;
   int open_scopes = 0;    // nesting depth, kept by OpScope: only depth 0 -> 1 reaches begin
   double gemm_flops = 0;  // FLOPs (2 per multiply-add) of the GEMMs issued, for TFLOP/s
 };
 
-// RAII: `OpScope scope(ctx, OpPhase::gemm);` as the first line of an op.
+// RAII: `OpScope scope(ctx, OpPhase::gemm, __func__);` as the first line of an op.
 class OpScope {
  public:
-  OpScope(Context& ctx, OpPhase phase) {
+  OpScope(Context& ctx, OpPhase phase, const char* op) {
     if (!ctx.profiler) return;
-    if (ctx.profiler->open_scopes == 0) ctx.profiler->begin(ctx, phase);  // may throw: then no scope
+    if (ctx.profiler->open_scopes == 0) ctx.profiler->begin(ctx, phase, op);  // may throw: then no scope
     ++ctx.profiler->open_scopes;
     ctx_ = &ctx;
     profiler_ = ctx.profiler;

@@ -41,7 +41,7 @@ T sigmoid(T x) {
 }  // namespace
 
 void relu2_forward(Context& ctx, const Tensor& x, Tensor& y) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   expect_like(y, x, "relu2 output");
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
@@ -64,7 +64,7 @@ void relu2_forward(Context& ctx, const Tensor& x, Tensor& y) {
 }
 
 void relu2_backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor& dx) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   expect_like(dy, x, "relu2 dy");
   expect_like(dx, x, "relu2 dx");
 #if NEMOTRON_CUDA
@@ -85,7 +85,7 @@ void relu2_backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor& dx)
 }
 
 void swiglu_forward(Context& ctx, const Tensor& gate, const Tensor& up, Tensor& y) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   expect_like(up, gate, "swiglu up");
   expect_like(y, gate, "swiglu output");
 #if NEMOTRON_CUDA
@@ -107,7 +107,7 @@ void swiglu_forward(Context& ctx, const Tensor& gate, const Tensor& up, Tensor& 
 
 void swiglu_backward(Context& ctx, const Tensor& gate, const Tensor& up, const Tensor& dy, Tensor& dgate,
                      Tensor& dup) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   expect_like(up, gate, "swiglu up");
   expect_like(dy, gate, "swiglu dy");
   expect_like(dgate, gate, "swiglu dgate");

@@ -111,7 +111,7 @@ AdamWTensors::AdamWTensors(AdamWTensors&&) noexcept = default;
 AdamWTensors& AdamWTensors::operator=(AdamWTensors&&) noexcept = default;
 
 void adamw_update(Context& ctx, AdamWTensors& list, const AdamWHyper& h) {
-  OpScope scope(ctx, OpPhase::optimizer);
+  OpScope scope(ctx, OpPhase::optimizer, __func__);
   NM_CHECK(h.step >= 1, "adamw: step {} (steps count from 1)", h.step);
   for (const AdamWParam& p : list.params_) NM_CHECK(p.m.defined() && p.v.defined(), "adamw: {} has no moments", p.value.describe());
 #if NEMOTRON_CUDA
@@ -143,7 +143,7 @@ void adamw_update(Context& ctx, AdamWTensors& list, const AdamWHyper& h) {
 }
 
 double grad_norm(Context& ctx, const AdamWTensors& list) {
-  OpScope scope(ctx, OpPhase::optimizer);
+  OpScope scope(ctx, OpPhase::optimizer, __func__);
 #if NEMOTRON_CUDA
   if (list.device_) {
     double sq = 0;
@@ -167,7 +167,7 @@ double grad_norm(Context& ctx, const AdamWTensors& list) {
 }
 
 void scale_grads(Context& ctx, AdamWTensors& list, double s) {
-  OpScope scope(ctx, OpPhase::optimizer);
+  OpScope scope(ctx, OpPhase::optimizer, __func__);
 #if NEMOTRON_CUDA
   if (list.device_) {
     NM_CUDA_CHECK(scale_grads_cuda(static_cast<const OptimizerSlot*>(list.device_->slots.raw()),

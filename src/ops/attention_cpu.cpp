@@ -136,7 +136,7 @@ AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v) 
 }
 
 void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse) {
-  OpScope scope(ctx, OpPhase::attention);
+  OpScope scope(ctx, OpPhase::attention, __func__);
   AttentionDims d = attention_dims(q, k, v);
   expect_shape(o, q.shape(), "attention output");
   expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");
@@ -160,7 +160,7 @@ void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Ten
 
 void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
-  OpScope scope(ctx, OpPhase::attention);
+  OpScope scope(ctx, OpPhase::attention, __func__);
   AttentionDims d = attention_dims(q, k, v);
   expect_shape(o, q.shape(), "attention output");
   expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");

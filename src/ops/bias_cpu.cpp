@@ -25,7 +25,7 @@ BiasCudaArgs cuda_args(const Tensor& t, const char* op) {
 }  // namespace
 
 void bias_add(Context& ctx, Tensor& y, const Tensor& b) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   const int64_t D = y.dim(-1), rows = y.numel() / D;
   expect_shape(b, {D}, "bias");
   expect_dtype(b, y.dtype(), "bias");
@@ -50,7 +50,7 @@ void bias_add(Context& ctx, Tensor& y, const Tensor& b) {
 }
 
 void bias_backward(Context& ctx, const Tensor& dy, Tensor& db) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   const int64_t D = dy.dim(-1), rows = dy.numel() / D;
   expect_shape(db, {D}, "bias gradient");
   expect_dtype(db, grad_dtype(dy.dtype()), "bias gradient");

@@ -31,7 +31,7 @@ void put(void* p, DType t, int64_t i, double v) {
 }  // namespace
 
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   NM_CHECK(is_float(src.dtype()) && is_float(dst.dtype()), "cast: float dtypes only, {} -> {}", src.describe(),
            dst.describe());
   NM_CHECK(src.numel() == dst.numel(), "cast: {} -> {}: element counts differ", src.describe(), dst.describe());

@@ -123,7 +123,7 @@ CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor&
 }  // namespace
 
 void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   ConvDims d = check_args(x, w, bias, "causal_conv1d_forward");
   expect_shape(y, x.shape(), "causal_conv1d output");
   expect_dtype(y, x.dtype(), "causal_conv1d output");
@@ -144,7 +144,7 @@ void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const
 
 void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy,
                             Tensor& dx, Tensor& dw, Tensor& dbias) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   ConvDims d = check_args(x, w, bias, "causal_conv1d_backward");
   expect_shape(dy, x.shape(), "causal_conv1d dy");
   expect_shape(dx, x.shape(), "causal_conv1d dx");

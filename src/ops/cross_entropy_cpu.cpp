@@ -83,7 +83,7 @@ void cross_entropy_cuda(Context& ctx, const Tensor& logits, const Tensor& target
 
 void softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& targets, const Tensor& mask,
                            double grad_scale, Tensor& losses, Tensor* dlogits) {
-  OpScope scope(ctx, OpPhase::loss);
+  OpScope scope(ctx, OpPhase::loss, __func__);
   NM_CHECK(logits.rank() == 2, "cross entropy logits must be [N, V], got {}", logits.shape().str());
   int64_t N = logits.dim(0), V = logits.dim(1);
   NM_CHECK(targets.numel() == N, "cross entropy: {} targets for {} rows", targets.numel(), N);

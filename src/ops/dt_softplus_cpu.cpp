@@ -66,7 +66,7 @@ DtSoftplusCudaArgs cuda_args(const Tensor& raw, const Tensor& bias, double lo, d
 
 void dt_softplus_forward(Context& ctx, const Tensor& dt_raw, const Tensor& dt_bias, double lo, double hi,
                          Tensor& dt) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   int64_t nH = check_args(dt_raw, dt_bias, lo, hi, "dt_softplus_forward");
   expect_shape(dt, dt_raw.shape(), "dt_softplus output");
   expect_dtype(dt, stat_dtype(dt_raw.dtype()), "dt_softplus output");
@@ -88,7 +88,7 @@ void dt_softplus_forward(Context& ctx, const Tensor& dt_raw, const Tensor& dt_bi
 
 void dt_softplus_backward(Context& ctx, const Tensor& dt_raw, const Tensor& dt_bias, double lo, double hi,
                           const Tensor& ddt, Tensor& d_dt_raw, Tensor& d_dt_bias) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   int64_t nH = check_args(dt_raw, dt_bias, lo, hi, "dt_softplus_backward");
   expect_shape(ddt, dt_raw.shape(), "dt_softplus ddt");
   expect_shape(d_dt_raw, dt_raw.shape(), "dt_softplus d_dt_raw");

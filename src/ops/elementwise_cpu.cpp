@@ -31,7 +31,7 @@ ElementwiseCudaArgs cuda_args(const Tensor& a, const char* op) {
 }  // namespace
 
 void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   expect_like(b, a, "add b");
   expect_like(out, a, "add out");
 #if NEMOTRON_CUDA
@@ -52,7 +52,7 @@ void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void add_inplace(Context& ctx, Tensor& a, const Tensor& b) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   expect_like(b, a, "add_inplace b");
 #if NEMOTRON_CUDA
   if (a.device().is_cuda()) {
@@ -72,7 +72,7 @@ void add_inplace(Context& ctx, Tensor& a, const Tensor& b) {
 }
 
 void scale_inplace(Context& ctx, Tensor& a, double s) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
 #if NEMOTRON_CUDA
   if (a.device().is_cuda()) {
     ElementwiseCudaArgs g = cuda_args(a, "scale_inplace");

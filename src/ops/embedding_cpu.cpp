@@ -54,7 +54,7 @@ void throw_bad_id(const Tensor& ids, int64_t position, int64_t V) {
 }  // namespace
 
 void embedding_forward(Context& ctx, const Tensor& ids, const Tensor& w, Tensor& y) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   NM_CHECK(w.rank() == 2, "embedding weight must be [V, D], got {}", w.shape().str());
   int64_t V = w.dim(0), D = w.dim(1), N = ids.numel();
   NM_CHECK(y.numel() == N * D && y.dtype() == w.dtype(), "embedding output {} for {} ids of width {}",
@@ -82,7 +82,7 @@ void embedding_forward(Context& ctx, const Tensor& ids, const Tensor& w, Tensor&
 }
 
 void embedding_backward(Context& ctx, const Tensor& ids, const Tensor& dy, Tensor& dw) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   NM_CHECK(dw.rank() == 2, "embedding dw must be [V, D], got {}", dw.shape().str());
   int64_t V = dw.dim(0), D = dw.dim(1), N = ids.numel();
   NM_CHECK(dy.numel() == N * D, "embedding dy {} for {} ids of width {}", dy.describe(), N, D);

@@ -98,7 +98,7 @@ GatedRmsNormCudaArgs cuda_args(const NormDims& n, const Tensor& y, const Tensor&
 
 void gated_rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups,
                            double eps, Tensor& out, Tensor& rstd) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   NormDims n = check_args(y, z, w, n_groups, "gated_rmsnorm_forward");
   expect_shape(out, y.shape(), "gated_rmsnorm output");
   expect_dtype(out, y.dtype(), "gated_rmsnorm output");
@@ -121,7 +121,7 @@ void gated_rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& z, const
 
 void gated_rmsnorm_backward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, const Tensor& rstd,
                             int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   NormDims n = check_args(y, z, w, n_groups, "gated_rmsnorm_backward");
   expect_shape(rstd, {n.rows, n.G}, "gated_rmsnorm rstd");
   expect_shape(dout, y.shape(), "gated_rmsnorm dout");

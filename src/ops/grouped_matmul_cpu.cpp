@@ -30,7 +30,7 @@ void check_groups(const Tensor& x, const std::vector<int64_t>& offsets, const st
 
 void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                             const std::vector<Tensor>& weights, Tensor& y) {
-  OpScope scope(ctx, OpPhase::gemm);
+  OpScope scope(ctx, OpPhase::gemm, __func__);
   NM_CHECK(y.rank() == 2 && y.dim(0) == x.dim(0), "grouped_linear_forward: y {} for x {}", y.shape().str(),
            x.shape().str());
   check_groups(x, offsets, weights, y.dim(1), "grouped_linear_forward");
@@ -52,7 +52,7 @@ void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int
 void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                              const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
                              std::vector<Tensor>& dweights) {
-  OpScope scope(ctx, OpPhase::gemm);
+  OpScope scope(ctx, OpPhase::gemm, __func__);
   NM_CHECK(dy.rank() == 2 && dy.dim(0) == x.dim(0), "grouped_linear_backward: dy {} for x {}", dy.shape().str(),
            x.shape().str());
   check_groups(x, offsets, weights, dy.dim(1), "grouped_linear_backward");

@@ -12,7 +12,7 @@
 namespace nemotron::ops {
 
 void mamba_a_forward(Context& ctx, const Tensor& A_log, Tensor& A) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   NM_CHECK(A_log.rank() == 1, "mamba_a_forward: A_log must be [nH], got {}", A_log.shape().str());
   expect_shape(A, A_log.shape(), "mamba_a A");
   expect_dtype(A, stat_dtype(A_log.dtype()), "mamba_a A");
@@ -35,7 +35,7 @@ void mamba_a_forward(Context& ctx, const Tensor& A_log, Tensor& A) {
 }
 
 void mamba_a_backward(Context& ctx, const Tensor& A, const Tensor& dA, Tensor& dA_log) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   NM_CHECK(A.rank() == 1, "mamba_a_backward: A must be [nH], got {}", A.shape().str());
   expect_shape(dA, A.shape(), "mamba_a dA");
   expect_shape(dA_log, A.shape(), "mamba_a dA_log");

@@ -98,12 +98,12 @@ void matmul_impl(Context& ctx, const Tensor& a, bool trans_a, const Tensor& b, b
 
 void matmul(Context& ctx, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, double alpha,
             double beta) {
-  OpScope scope(ctx, OpPhase::gemm);
+  OpScope scope(ctx, OpPhase::gemm, __func__);
   matmul_impl(ctx, a, trans_a, b, trans_b, c, alpha, beta, nullptr);
 }
 
 void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, Tensor& y, const Tensor* bias) {
-  OpScope scope(ctx, OpPhase::gemm);
+  OpScope scope(ctx, OpPhase::gemm, __func__);
   NM_CHECK(w.rank() == 2 && x.dim(-1) == w.dim(1) && y.dim(-1) == w.dim(0), "linear: x {} W {} y {}",
            x.shape().str(), w.shape().str(), y.shape().str());
   int64_t rows = x.numel() / w.dim(1);
@@ -114,7 +114,7 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, Tensor& y, c
 
 void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw,
                      bool accumulate_dx) {
-  OpScope scope(ctx, OpPhase::gemm);
+  OpScope scope(ctx, OpPhase::gemm, __func__);
   int64_t rows = x.numel() / w.dim(1);
   Tensor x2 = x.view({rows, w.dim(1)});
   Tensor dy2 = dy.view({rows, w.dim(0)});

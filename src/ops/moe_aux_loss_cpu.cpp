@@ -67,7 +67,7 @@ void check_scores(const Tensor& scores, int64_t top_k, const char* what) {
 
 void moe_seq_aux_forward(Context& ctx, int64_t top_k, const Tensor& scores, int64_t sequences, Tensor& counts,
                          Tensor& psum) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   check_scores(scores, top_k, "moe_seq_aux_forward");
   const int64_t N = scores.dim(0), E = scores.dim(1), B = sequences;
   NM_CHECK(B > 0 && N % B == 0, "moe_seq_aux_forward: {} tokens are not {} sequences", N, B);
@@ -97,7 +97,7 @@ void moe_seq_aux_forward(Context& ctx, int64_t top_k, const Tensor& scores, int6
 
 void moe_seq_aux_backward(Context& ctx, int64_t top_k, const Tensor& scores, const Tensor& counts, double weight,
                           Tensor& dlogits) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   check_scores(scores, top_k, "moe_seq_aux_backward");
   const int64_t N = scores.dim(0), E = scores.dim(1);
   NM_CHECK(counts.rank() == 2 && counts.dim(1) == E && counts.dim(0) > 0 && N % counts.dim(0) == 0,

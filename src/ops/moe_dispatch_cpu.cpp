@@ -66,7 +66,7 @@ MoePermuteCudaArgs permute_args(const MoeDispatch& m, const Tensor& rows) {
 }  // namespace
 
 MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   NM_CHECK(topk_idx.rank() == 2, "moe_make_dispatch: topk_idx must be [N, K], got {}", topk_idx.shape().str());
   expect_dtype(topk_idx, DType::i32, "moe_make_dispatch topk_idx");
   MoeDispatch m;
@@ -105,7 +105,7 @@ MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_
 }
 
 void moe_dispatch_forward(Context& ctx, const MoeDispatch& m, const Tensor& x, Tensor& xs) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   const int64_t d = x.dim(-1);
   check_rows(x, m.num_tokens, d, "moe_dispatch_forward x");
   check_rows(xs, m.num_slots(), d, "moe_dispatch_forward xs");
@@ -132,7 +132,7 @@ void moe_dispatch_forward(Context& ctx, const MoeDispatch& m, const Tensor& x, T
 }
 
 void moe_dispatch_backward(Context& ctx, const MoeDispatch& m, const Tensor& dxs, Tensor& dx) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   const int64_t d = dxs.dim(-1), K = m.top_k;
   check_rows(dxs, m.num_slots(), d, "moe_dispatch_backward dxs");
   check_rows(dx, m.num_tokens, d, "moe_dispatch_backward dx");
@@ -163,7 +163,7 @@ void moe_dispatch_backward(Context& ctx, const MoeDispatch& m, const Tensor& dxs
 }
 
 void moe_combine_forward(Context& ctx, const MoeDispatch& m, const Tensor& ys, const Tensor& w, Tensor& y) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   const int64_t d = ys.dim(-1), K = m.top_k;
   check_rows(ys, m.num_slots(), d, "moe_combine_forward ys");
   check_rows(w, m.num_tokens, K, "moe_combine_forward w");
@@ -198,7 +198,7 @@ void moe_combine_forward(Context& ctx, const MoeDispatch& m, const Tensor& ys, c
 
 void moe_combine_backward(Context& ctx, const MoeDispatch& m, const Tensor& ys, const Tensor& w, const Tensor& dy,
                           Tensor& dys, Tensor& dw) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   const int64_t d = ys.dim(-1), K = m.top_k;
   check_rows(ys, m.num_slots(), d, "moe_combine_backward ys");
   check_rows(w, m.num_tokens, K, "moe_combine_backward w");

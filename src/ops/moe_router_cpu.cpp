@@ -151,7 +151,7 @@ void MoeRouterParams::validate() const {
 }
 
 void moe_router_scores(Context& ctx, const Tensor& logits, Tensor& scores) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   expect_shape(scores, logits.shape(), "moe scores");
   expect_dtype(scores, stat_dtype(logits.dtype()), "moe scores");
 #if NEMOTRON_CUDA
@@ -176,7 +176,7 @@ void moe_router_scores(Context& ctx, const Tensor& logits, Tensor& scores) {
 
 void moe_select_experts(Context& ctx, const MoeRouterParams& p, const Tensor& scores, const Tensor& bias,
                         Tensor& topk_idx) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   p.validate();
   int64_t N = rows_of(p, scores, "moe_select_experts scores");
   expect_shape(bias, {p.num_experts}, "moe e_score_correction_bias");
@@ -202,7 +202,7 @@ void moe_select_experts(Context& ctx, const MoeRouterParams& p, const Tensor& sc
 
 void moe_topk_weights(Context& ctx, const MoeRouterParams& p, const Tensor& scores, const Tensor& topk_idx,
                       Tensor& topk_w) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   p.validate();
   int64_t N = rows_of(p, scores, "moe_topk_weights scores");
   check_idx(p, topk_idx, N);
@@ -225,7 +225,7 @@ void moe_topk_weights(Context& ctx, const MoeRouterParams& p, const Tensor& scor
 
 void moe_router_forward(Context& ctx, const MoeRouterParams& p, const Tensor& logits, const Tensor& bias,
                         Tensor& scores, Tensor& topk_idx, Tensor& topk_w) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   moe_router_scores(ctx, logits, scores);
   moe_select_experts(ctx, p, scores, bias, topk_idx);
   moe_topk_weights(ctx, p, scores, topk_idx, topk_w);
@@ -233,7 +233,7 @@ void moe_router_forward(Context& ctx, const MoeRouterParams& p, const Tensor& lo
 
 void moe_router_backward(Context& ctx, const MoeRouterParams& p, const Tensor& scores, const Tensor& topk_idx,
                          const Tensor& dtopk_w, Tensor& dlogits) {
-  OpScope scope(ctx, OpPhase::moe_routing);
+  OpScope scope(ctx, OpPhase::moe_routing, __func__);
   p.validate();
   int64_t N = rows_of(p, scores, "moe_router_backward scores");
   check_idx(p, topk_idx, N);

@@ -62,7 +62,7 @@ void check_cuda_dw(const Tensor& x, const Tensor& dw) {
 }  // namespace
 
 void rmsnorm_forward(Context& ctx, const Tensor& x, const Tensor& w, double eps, Tensor& y, Tensor& rstd) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   int64_t D = x.dim(-1), rows = x.numel() / D;
   expect_shape(w, {D}, "rmsnorm weight");
   expect_shape(y, x.shape(), "rmsnorm output");
@@ -84,7 +84,7 @@ void rmsnorm_forward(Context& ctx, const Tensor& x, const Tensor& w, double eps,
 
 void rmsnorm_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, Tensor& dx,
                       Tensor& dw, const Tensor* dx_add) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   int64_t D = x.dim(-1), rows = x.numel() / D;
   expect_shape(dy, x.shape(), "rmsnorm dy");
   expect_shape(dx, x.shape(), "rmsnorm dx");
@@ -110,7 +110,7 @@ void rmsnorm_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tens
 
 void add_rmsnorm_forward(Context& ctx, const Tensor& x, const Tensor& r, const Tensor& w, double eps, Tensor& sum,
                          Tensor& y, Tensor& rstd) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   int64_t D = x.dim(-1), rows = x.numel() / D;
   expect_shape(r, x.shape(), "add_rmsnorm residual");
   expect_shape(sum, x.shape(), "add_rmsnorm sum");

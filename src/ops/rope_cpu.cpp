@@ -74,12 +74,12 @@ void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offs
 }  // namespace
 
 void rope_forward(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t position_offset) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   rotate(ctx, x, theta, y, position_offset, 1.0, "rope_forward");
 }
 
 void rope_backward(Context& ctx, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset) {
-  OpScope scope(ctx, OpPhase::elementwise);
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
   rotate(ctx, dy, theta, dx, position_offset, -1.0, "rope_backward");
 }
 

@@ -351,18 +351,18 @@ void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_st
 }  // namespace
 
 void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
-  OpScope scope(ctx, OpPhase::ssd_scan);
+  OpScope scope(ctx, OpPhase::ssd_scan, __func__);
   run_forward(ctx, args, y, final_state, false, "ssd_scan_forward");
 }
 
 void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
-  OpScope scope(ctx, OpPhase::ssd_scan);
+  OpScope scope(ctx, OpPhase::ssd_scan, __func__);
   run_forward(ctx, args, y, final_state, true, "ssd_scan_naive_forward");
 }
 
 void ssd_scan_backward(Context& ctx, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,
                        SsdScanGrads& g) {
-  OpScope scope(ctx, OpPhase::ssd_scan);
+  OpScope scope(ctx, OpPhase::ssd_scan, __func__);
   const char* op = "ssd_scan_backward";
   ScanDims d = check_args(args, op);
   expect_shape(dy, args.x.shape(), "ssd_scan dy");

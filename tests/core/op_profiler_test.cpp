@@ -22,7 +22,7 @@ struct CountingProfiler final : OpProfiler {
   int ends = 0;
   bool open = false;
   bool nested_begin = false, stray_end = false;
-  void begin(Context&, OpPhase phase) override {
+  void begin(Context&, OpPhase phase, const char*) override {
     nested_begin |= open || open_scopes != 0;
     open = true;
     ++begins[phase];

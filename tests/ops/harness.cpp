@@ -163,7 +163,7 @@ constexpr bool kGradMode = true;
 // (core/op_profiler.h), and its scopes must close.
 struct ScopeCounter final : OpProfiler {
   int begins = 0, ends = 0;
-  void begin(Context&, OpPhase) override { ++begins; }
+  void begin(Context&, OpPhase, const char*) override { ++begins; }
   void end(Context&) override { ++ends; }
 };
 

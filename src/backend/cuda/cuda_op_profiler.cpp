@@ -15,7 +15,7 @@ CudaOpProfiler::~CudaOpProfiler() {
   for (cudaEvent_t e : pool_) cudaEventDestroy(e);
 }
 
-void CudaOpProfiler::begin(Context& ctx, OpPhase phase) {
+void CudaOpProfiler::begin(Context& ctx, OpPhase phase, const char* op) {
   if (error_ != cudaSuccess) return;
   stream_ = cuda_stream(ctx);
   while (pool_.size() < used_ + 2) {  // both events now: end() must not throw
@@ -26,6 +26,7 @@ void CudaOpProfiler::begin(Context& ctx, OpPhase phase) {
   if ((error_ = cudaEventRecord(pool_[used_], stream_)) != cudaSuccess) return;
   ++used_;
   phases_.push_back(phase);
+  names_.push_back(op);
 }
 
 void CudaOpProfiler::end(Context&) {
@@ -49,10 +50,13 @@ OpPhaseTimes CudaOpProfiler::collect() {
       const auto p = static_cast<size_t>(phases_[i]);
       t.ms[p] += ms;
       ++t.calls[p];
+      OpPhaseTimes::Op& o = t.ops[names_[i]];
+      o.phase = phases_[i], o.ms += ms, ++o.calls;
     }
   }
   used_ = 0;
   phases_.clear();
+  names_.clear();
   NM_CUDA_CHECK(err);
   return t;
 }

@@ -6,6 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/op_profiler.h"
@@ -19,6 +21,12 @@ struct OpPhaseTimes {
   double ms_of(OpPhase p) const { return ms[static_cast<size_t>(p)]; }
   int64_t calls_of(OpPhase p) const { return calls[static_cast<size_t>(p)]; }
   double total_ms() const;
+  struct Op {
+    OpPhase phase;
+    double ms = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Op> ops;  // by op name, for finding the costly ones within a phase
 };
 
 class CudaOpProfiler final : public OpProfiler {
@@ -28,7 +36,7 @@ class CudaOpProfiler final : public OpProfiler {
   CudaOpProfiler(const CudaOpProfiler&) = delete;
   CudaOpProfiler& operator=(const CudaOpProfiler&) = delete;
 
-  void begin(Context& ctx, OpPhase phase) override;
+  void begin(Context& ctx, OpPhase phase, const char* op) override;
   void end(Context& ctx) override;
   // Waits for the recorded scopes, returns their milliseconds and calls per phase (and the GEMM
   // FLOPs counted meanwhile), and starts a new recording. Throws a CUDA error met while recording.
@@ -38,6 +46,7 @@ class CudaOpProfiler final : public OpProfiler {
   std::vector<cudaEvent_t> pool_;
   size_t used_ = 0;                // events handed out in this recording (2 per scope)
   std::vector<OpPhase> phases_;    // scope i ran between events 2i and 2i + 1
+  std::vector<const char*> names_; // and was this op
   cudaStream_t stream_ = nullptr;  // of the open scope
   cudaError_t error_ = cudaSuccess;
 };
