@@ -1,9 +1,15 @@
-// RMSNorm kernels: one block per row with a float32 block reduction; dw reduced over rows in two
-// fixed-order stages (row chunks into float32 partials, then the partials), deterministic and
-// without atomics.
+// RMSNorm kernels. The main path (rows of 16-byte-aligned vectors, D <= 8192 bf16 / 4096 f32):
+// one 128-thread block per row keeps the row in registers as 16-byte vectors, so each element is
+// read once and written once; the backward block walks kBwdRows rows, accumulating its dw partial
+// in registers, and a column-sum kernel adds the partials in a fixed order. Other shapes take the
+// scalar kernels (one 256-thread block per row; dw in a separate pass). Deterministic, no atomics.
 #include <cuda_bf16.h>
 
+#include "ops/cuda_reduce.cuh"
+#include "ops/cuda_vec_io.cuh"
 #include "ops/rmsnorm_cuda.h"
+
+#include <initializer_list>
 
 namespace nemotron::ops {
 
@@ -91,10 +97,175 @@ __global__ void backward_dw_reduce_kernel(const float* partial, int64_t chunks, 
   dw[i] += acc;
 }
 
+// ---- the vector path ----
+constexpr int kVecThreads = 128, kMaxVecs = 8, kBwdRows = 32;
+
+// Sum over a 128-thread block, the same value returned to every thread.
+__device__ float block_sum128(float v) {
+  __shared__ float warp_sums[kVecThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0;
+#pragma unroll
+  for (int w = 0; w < kVecThreads / 32; ++w) total += warp_sums[w];
+  __syncthreads();  // warp_sums is reused by the next call
+  return total;
+}
+
+// Thread t owns the vectors at columns (t + k * 128) * V, k < NV (those below D).
+template <class T, int NV>
+__global__ void __launch_bounds__(kVecThreads) forward_vec_kernel(const T* x, const T* res, T* sum, const T* w,
+                                                                   float eps, T* y, float* rstd, int64_t D) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t base = blockIdx.x * D;
+  float v[NV][V];
+  float ss = 0;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
+    if (c >= D) continue;
+    vec_io::load<V>(x + base + c, v[k]);
+    if (res) {  // the residual join: the rounded sum is what the next layer and the backward see
+      float r[V];
+      vec_io::load<V>(res + base + c, r);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[k][i] = to_f(from_f<T>(v[k][i] + r[i]));
+      vec_io::store<V>(sum + base + c, v[k]);
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) ss += v[k][i] * v[k][i];
+  }
+  const float s = rsqrtf(block_sum128(ss) / static_cast<float>(D) + eps);
+  if (threadIdx.x == 0) rstd[blockIdx.x] = s;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
+    if (c >= D) continue;
+    float wv[V], out[V];
+    vec_io::load<V>(w + c, wv);
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = wv[i] * v[k][i] * s;
+    vec_io::store<V>(y + base + c, out);
+  }
+}
+
+// Rows [blockIdx.x * kBwdRows, +kBwdRows): dx per row, and this block's dw partial
+// (sum over its rows of dy * x * rstd) written to partial[blockIdx.x, :].
+template <class T, int NV>
+__global__ void __launch_bounds__(kVecThreads) backward_vec_kernel(const T* x, const T* w, const float* rstd,
+                                                                    const T* dy, const T* dx_add, T* dx,
+                                                                    float* partial, int64_t rows, int64_t D) {
+  constexpr int V = 16 / sizeof(T);
+  float wv[NV][V], acc[NV][V];
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[k][i] = 0.0f, wv[k][i] = 0.0f;
+    if (c < D) vec_io::load<V>(w + c, wv[k]);
+  }
+  const int64_t r0 = blockIdx.x * static_cast<int64_t>(kBwdRows);
+  const int64_t r1 = r0 + kBwdRows < rows ? r0 + kBwdRows : rows;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t base = r * D;
+    const float s = rstd[r];
+    float xv[NV][V], g[NV][V], dot = 0;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
+      if (c >= D) continue;
+      vec_io::load<V>(x + base + c, xv[k]);
+      vec_io::load<V>(dy + base + c, g[k]);
+#pragma unroll
+      for (int i = 0; i < V; ++i) dot += wv[k][i] * g[k][i] * xv[k][i];
+    }
+    dot = block_sum128(dot) * s / static_cast<float>(D);
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
+      if (c >= D) continue;
+      float out[V], add[V];
+      if (dx_add) vec_io::load<V>(dx_add + base + c, add);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        out[i] = s * (wv[k][i] * g[k][i] - xv[k][i] * s * dot) + (dx_add ? add[i] : 0.0f);
+        acc[k][i] += g[k][i] * xv[k][i] * s;
+      }
+      vec_io::store<V>(dx + base + c, out);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
+    if (c < D) vec_io::store<V>(partial + blockIdx.x * D + c, acc[k]);
+  }
+}
+
+__global__ void dw_column_sum_kernel(const float* partial, int64_t chunks, float* dw, int64_t D) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * reduce::kReduceCols + threadIdx.x;
+  const float total = reduce::column_sum(partial, chunks, D, i);
+  if (threadIdx.y == 0 && i < D) dw[i] += total;
+}
+
+// Vectors per thread for the vector path, or 0 when the row or a pointer does not allow it.
+template <class T>
+int vec_count(const RmsNormCudaArgs& a, std::initializer_list<const void*> ptrs) {
+  constexpr int V = 16 / sizeof(T);
+  if (a.D % V != 0) return 0;
+  for (const void* p : ptrs)
+    if (!vec_io::aligned_for<T>(V, p)) return 0;
+  const int64_t nv = (a.D / V + kVecThreads - 1) / kVecThreads;
+  return nv <= kMaxVecs ? static_cast<int>(nv) : 0;
+}
+
+// f.template operator()<NV>() for NV in 1, 2, 4, 8 (the smallest that covers nv).
+template <class F>
+void with_vecs(int nv, F&& f) {
+  if (nv <= 1) f.template operator()<1>();
+  else if (nv <= 2) f.template operator()<2>();
+  else if (nv <= 4) f.template operator()<4>();
+  else f.template operator()<8>();
+}
+
+template <class T>
+bool forward_vec(const RmsNormCudaArgs& a, cudaStream_t s) {
+  const int nv = vec_count<T>(a, {a.x, a.w, a.y, a.residual, a.sum});
+  if (nv == 0) return false;
+  with_vecs(nv, [&]<int NV>() {
+    forward_vec_kernel<T, NV><<<static_cast<unsigned>(a.rows), kVecThreads, 0, s>>>(
+        static_cast<const T*>(a.x), static_cast<const T*>(a.residual), static_cast<T*>(a.sum),
+        static_cast<const T*>(a.w), a.eps, static_cast<T*>(a.y), a.rstd, a.D);
+  });
+  return true;
+}
+
+template <class T>
+cudaError_t backward_vec(const RmsNormCudaArgs& a, cudaStream_t s, bool& done) {
+  done = false;
+  const int nv = vec_count<T>(a, {a.x, a.w, a.dy, a.dx, a.dx_add});
+  if (nv == 0) return cudaSuccess;
+  const int64_t chunks = (a.rows + kBwdRows - 1) / kBwdRows;
+  float* partial = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), chunks * a.D * sizeof(float), s);
+  if (err != cudaSuccess) return err;
+  with_vecs(nv, [&]<int NV>() {
+    backward_vec_kernel<T, NV><<<static_cast<unsigned>(chunks), kVecThreads, 0, s>>>(
+        static_cast<const T*>(a.x), static_cast<const T*>(a.w), a.rstd, static_cast<const T*>(a.dy),
+        static_cast<const T*>(a.dx_add), static_cast<T*>(a.dx), partial, a.rows, a.D);
+  });
+  dw_column_sum_kernel<<<reduce::column_sum_grid(a.D), reduce::column_sum_block(), 0, s>>>(partial, chunks, a.dw, a.D);
+  err = cudaGetLastError();
+  cudaError_t free_err = cudaFreeAsync(partial, s);
+  done = true;
+  return err != cudaSuccess ? err : free_err;
+}
+
 }  // namespace
 
 cudaError_t rmsnorm_forward_cuda(const RmsNormCudaArgs& a, cudaStream_t s) {
   if (a.rows == 0) return cudaSuccess;
+  if (a.bf16 ? forward_vec<__nv_bfloat16>(a, s) : forward_vec<float>(a, s)) return cudaGetLastError();
   auto run = [&](auto zero) {
     using T = decltype(zero);
     forward_kernel<T><<<static_cast<unsigned>(a.rows), kThreads, 0, s>>>(
@@ -108,6 +279,9 @@ cudaError_t rmsnorm_forward_cuda(const RmsNormCudaArgs& a, cudaStream_t s) {
 
 cudaError_t rmsnorm_backward_cuda(const RmsNormCudaArgs& a, cudaStream_t s) {
   if (a.rows == 0) return cudaSuccess;
+  bool done = false;
+  cudaError_t vec_err = a.bf16 ? backward_vec<__nv_bfloat16>(a, s, done) : backward_vec<float>(a, s, done);
+  if (done || vec_err != cudaSuccess) return vec_err;
   const int64_t chunks = (a.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   float* partial = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), chunks * a.D * sizeof(float), s);

@@ -20,10 +20,13 @@ namespace nemotron::testing {
 //   whole hybrid model (five blocks, norms, LM head and loss).
 //   Exception: the gradient of Mamba's A_log is the scan's dA times A, where the bf16 roundings of
 //   the chunk products cancel badly (ssd_scan measured 0.02-0.05 at Q <= 128, 0.17 at Q = 256): 0.25.
+//   Likewise dt_bias, a per-head sum over every token of ddt (of both signs) times the softplus
+//   slope: 0.1 (measured 0.052 on an H200 once the scan kept its chunk products in bf16).
 inline double block_tolerance(const std::string& kind, DType dtype, const std::string& input = "") {
   if (dtype == DType::f64) return 1e-12;
   if (dtype == DType::f32) return kind == "hybrid_model" ? 2e-4 : 1e-4;
   if (input.ends_with("A_log")) return 0.25;
+  if (input.ends_with("dt_bias")) return 0.1;
   if (kind == "mlp_mixer") return 3e-2;
   if (kind == "attention_mixer" || kind == "moe_mixer") return 4e-2;
   if (kind == "mamba2_mixer") return 5e-2;

@@ -61,6 +61,11 @@ NM_OP_CASES(rmsnorm_cases) {
   c.push_back(std::make_unique<RmsNormCase>(150, 300, false));  // several dw row chunks
   c.push_back(std::make_unique<RmsNormCase>(7, 19, true));
   c.push_back(std::make_unique<RmsNormCase>(130, 96, true));
+  // Rows of whole 16-byte vectors take the CUDA vector path: 1, 2, 4 and 8 vectors per thread
+  // (bf16 / f32), the last backward row block partial (kBwdRows = 32).
+  c.push_back(std::make_unique<RmsNormCase>(70, 776, false));
+  c.push_back(std::make_unique<RmsNormCase>(37, 2056, true));
+  c.push_back(std::make_unique<RmsNormCase>(33, 8, true));
   return c;
 }
 
