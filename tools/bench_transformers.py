@@ -2,7 +2,8 @@
 """The Python reference for bench/cuda_train_step: one train step (forward + backward of each of
 --grad-accum micro-batches, then grad-norm clip + fused AdamW) of transformers'
 NemotronHForCausalLM in bf16 on the GPU, with the same config.json, micro-batch, sequence length
-and accumulation. Prints one JSON line {"transformers": version, ...}.
+and accumulation (when the micro-batch does not fit the GPU, it is halved and the accumulation
+doubled: the same tokens per step). Prints one JSON line {"transformers": version, ...}.
 
 Its fastest path here: bf16 weights, SDPA attention; the Mamba-2 mixer uses mamba_ssm/causal_conv1d
 kernels when they are installed, else transformers' own torch implementation (reported as "path").
@@ -37,18 +38,32 @@ def main():
     except ImportError:
         path = "sdpa + torch Mamba path (no mamba_ssm)"
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq_len), device="cuda")
+    batch, accum = a.batch, a.grad_accum
 
     def step():
-        for _ in range(a.grad_accum):
+        ids = torch.randint(0, cfg.vocab_size, (batch, a.seq_len), device="cuda", generator=gen)
+        for _ in range(accum):
             out = model(input_ids=ids, labels=ids)
-            (out.loss / a.grad_accum).backward()
+            (out.loss / accum).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return out.loss
 
-    step()
+    # Out of memory (the torch Mamba path materialises [B, chunks, Q, Q, heads] tensors): halve the
+    # micro-batch and double the accumulation, so a step still covers the same tokens.
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    while True:
+        try:
+            step()
+            break
+        except torch.OutOfMemoryError:
+            if batch == 1:
+                raise
+        # Outside the handler: the failed step's tensors are released with its traceback.
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+        batch, accum = batch // 2, accum * 2
     torch.cuda.synchronize()
     times = []
     for _ in range(a.steps):
@@ -65,8 +80,9 @@ def main():
         "torch": torch.__version__,
         "path": path,
         "step_ms": ms,
-        "grad_accum": a.grad_accum,
-        "tokens_per_s": a.grad_accum * a.batch * a.seq_len / (ms * 1e-3),
+        "batch": batch,
+        "grad_accum": accum,
+        "tokens_per_s": accum * batch * a.seq_len / (ms * 1e-3),
         "loss": float(loss),
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
     }))
