@@ -8,6 +8,7 @@
 
 #include "core/op_profiler.h"
 #include "core/rng.h"
+#include "model/block_configs.h"  // tests/model
 #include "model/hybrid_model.h"
 #include "ops/adamw.h"
 #include "ops/grouped_matmul.h"
@@ -53,18 +54,10 @@ Tensor random(Shape shape, uint64_t seed) {
   return t;
 }
 
+// Every layer kind at toy sizes (the hybrid block cases' config).
 model::ModelConfig all_kinds_config() {
-  model::ModelConfig c;
-  c.vocab_size = 29;
-  c.hidden_size = 16;
-  c.hybrid_override_pattern = "M*-E";
-  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 6;
-  c.intermediate_size = 12;
-  c.mamba_num_heads = 4, c.mamba_head_dim = 4, c.n_groups = 2, c.ssm_state_size = 4, c.conv_kernel = 3;
-  c.chunk_size = 4;
-  c.n_routed_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 8;
-  c.moe_shared_expert_intermediate_size = 6, c.n_shared_experts = 1;
-  c.n_group = 2, c.topk_group = 1, c.routed_scaling_factor = 1.5;
+  model::ModelConfig c = testing::hybrid_config("M*-E");
+  c.vocab_size = 29;  // the token ids below go up to 28
   return c;
 }
 
