@@ -3,13 +3,13 @@
 #include <cuda_bf16.h>
 
 #include "ops/attention_internal_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
 
 namespace {
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+using vec_io::to_f;
 
 constexpr int kRowsPerBlock = 8;  // one warp per row
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ops/attention_internal_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops::attn {
 
@@ -15,11 +16,8 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kPerLane = attention_cuda_max_hd / 32;
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 __device__ inline float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "ops/cross_entropy_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
 
@@ -20,11 +21,8 @@ using u64 = unsigned long long;
 constexpr int kUnroll = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 // VEC consecutive elements as one aligned load/store (VEC * sizeof(T) is 16 bytes or 1 element).
 template <class T, int VEC>

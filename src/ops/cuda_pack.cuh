@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda_vec_io.cuh"
+
 namespace nemotron::ops::pack {
 
 constexpr int kMaxPack = 8;
@@ -22,11 +24,8 @@ constexpr int pack_width() {
   return static_cast<int>(16 / widest);
 }
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 // Whole, aligned packs: W = 4 or 8 elements.
 template <int W>

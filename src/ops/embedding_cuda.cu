@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include "ops/embedding_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
 
@@ -15,8 +16,7 @@ using u64 = unsigned long long;
 constexpr u64 kNone = ~0ull;
 constexpr int kSortBlock = 2048;  // keys per shared-memory sort block (1024 threads, one pair each)
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+using vec_io::to_f;
 
 __device__ inline int64_t id_at(const void* ids, bool ids64, int64_t n) {
   return ids64 ? static_cast<const int64_t*>(ids)[n] : static_cast<const int32_t*>(ids)[n];

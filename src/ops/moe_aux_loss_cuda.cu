@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "ops/moe_aux_loss_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
 
@@ -15,11 +16,8 @@ constexpr int kChunk = 32;     // tokens per partial sum
 constexpr int kColumns = 128;  // experts per block in the column sums
 constexpr float kEps = 1e-20f;
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 __device__ inline float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

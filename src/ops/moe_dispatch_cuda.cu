@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ops/moe_dispatch_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
 
@@ -17,11 +18,8 @@ constexpr int kBuildThreads = 1024;
 constexpr int kPerThread = 4;  // consecutive routing entries per thread and tile
 constexpr int kWarps = 8;      // rows per block in the row kernels
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 // Block-wide exclusive scan of one int per thread (kBuildThreads threads); total = the block sum.
 __device__ int block_scan(int v, int& total) {
@@ -95,26 +93,8 @@ __global__ void place_kernel(MoeMakeDispatchCudaArgs a) {
   }
 }
 
-// V elements of T per access: 16 bytes when the rows allow it, else 1.
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <class T, int V>
-__device__ inline void load(const T* p, float (&out)[V]) {
-  Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
-#pragma unroll
-  for (int i = 0; i < V; ++i) out[i] = to_f(pk.v[i]);
-}
-
-template <class T, int V>
-__device__ inline void store(T* p, const float (&in)[V]) {
-  Pack<T, V> pk;
-#pragma unroll
-  for (int i = 0; i < V; ++i) pk.v[i] = from_f<T>(in[i]);
-  *reinterpret_cast<Pack<T, V>*>(p) = pk;
-}
+// V elements of T per access (vec_io packs): 16 bytes when the rows allow it, else 1.
+using vec_io::Pack;
 
 __device__ inline int64_t warp_row() { return blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; }
 
@@ -139,12 +119,12 @@ __global__ void gather_sum_kernel(MoePermuteCudaArgs a) {
     float acc[V] = {};
     for (int64_t j = 0; j < a.K; ++j) {
       float v[V];
-      load<T, V>(src + so[j] * a.d + c, v);
+      vec_io::load<V>(src + so[j] * a.d + c, v);
       const float wj = a.w ? a.w[n * a.K + j] : 1.0f;
 #pragma unroll
       for (int i = 0; i < V; ++i) acc[i] += wj * v[i];
     }
-    store<T, V>(dst + c, acc);
+    vec_io::store<V>(dst + c, acc);
   }
 }
 
@@ -162,11 +142,11 @@ __global__ void combine_backward_kernel(MoePermuteCudaArgs a) {
     float dot = 0;
     for (int64_t c = lane * V; c < a.d; c += 32 * V) {
       float g[V], y[V], out[V];
-      load<T, V>(dy + c, g);
-      load<T, V>(ys + s * a.d + c, y);
+      vec_io::load<V>(dy + c, g);
+      vec_io::load<V>(ys + s * a.d + c, y);
 #pragma unroll
       for (int i = 0; i < V; ++i) dot += g[i] * y[i], out[i] = wj * g[i];
-      store<T, V>(dys + s * a.d + c, out);
+      vec_io::store<V>(dys + s * a.d + c, out);
     }
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     if (lane == 0) a.dw[n * a.K + j] = dot;

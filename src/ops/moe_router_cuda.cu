@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "ops/moe_router_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
 
@@ -13,11 +14,8 @@ namespace {
 constexpr int kWarps = 8;  // tokens per block in the warp-per-token kernels
 constexpr float kNormEps = 1e-20f;
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 template <class T>
 __global__ void scores_kernel(const T* logits, float* scores, int64_t n) {

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "ops/rope_cuda.h"
+#include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
 
@@ -12,11 +13,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 template <class T>
 __global__ void rope_kernel(const T* x, T* y, int64_t BT, int64_t T_, int64_t nh, int64_t hd, double log2_theta,

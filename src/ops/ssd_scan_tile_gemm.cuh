@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/cuda_vec_io.cuh"
+
 namespace nemotron::ops::ssd {
 
 // Occupancy over registers: the kernels wait on operand loads more than on the tensor cores, so
@@ -54,11 +56,8 @@ constexpr int kBM = 64, kBN = 64, kBK = NM_SSD_TILE_BK, kThreads = 128;
 constexpr int kCsLd = kBN + 4;
 constexpr int kAcc = 32;  // accumulators per thread: a 64x64 tile over 128 threads (and 128x64 over 256)
 
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+using vec_io::from_f;
+using vec_io::to_f;
 
 // Position (row, col) in the tile (64 or 128 rows, 64 columns; kNT threads) of accumulator `idx`
 // of this thread. Tensor cores: each warp holds a 32x32 quarter of 64 rows.
