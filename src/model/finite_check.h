@@ -3,7 +3,10 @@
 // stops at the first non-finite one with an error naming it. Each check copies the tensor to the
 // host, so it is for hunting a fault, not for training runs; unset, a check is one branch.
 #pragma once
+#include <fmt/format.h>
+
 #include <string>
+#include <utility>
 
 #include "core/tensor.h"
 
@@ -12,5 +15,10 @@ namespace nemotron::model {
 bool finite_checks_enabled();
 // Throws Error("non-finite values: <what> has N NaN and M Inf of K, first at element E") when on.
 void check_finite(const Tensor& t, const std::string& what);
+// The same with `what` formatted only when the check is on (nothing is built on the hot path).
+template <class... Args>
+void check_finite(const Tensor& t, fmt::format_string<Args...> what, Args&&... args) {
+  if (finite_checks_enabled()) check_finite(t, fmt::format(what, std::forward<Args>(args)...));
+}
 
 }  // namespace nemotron::model

@@ -74,9 +74,9 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
     }
     // Full recomputation keeps only x_in and rstd here; backward reruns the mixer's forward.
     const bool keep = saved && !recompute();
-    check_finite(h, fmt::format("layer {} normed input", i));
+    check_finite(h, "layer {} normed input", i);
     out = mixers_[i]->forward(ctx, h, keep ? &(*saved)[i].mixer : nullptr);
-    check_finite(out, fmt::format("layer {} ({}) output", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i)))));
+    check_finite(out, "layer {} ({}) output", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i))));
     if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
   }
   if (out.defined()) {
@@ -164,9 +164,9 @@ LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double g
       ops::rmsnorm_forward(ctx, s.x_in, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
       mixers_[i]->forward(ctx, h, &s.mixer);
     }
-    check_finite(dx, fmt::format("layer {} output gradient", i));
+    check_finite(dx, "layer {} output gradient", i);
     Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
-    check_finite(du, fmt::format("layer {} ({}) input gradient", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i)))));
+    check_finite(du, "layer {} ({}) input gradient", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i))));
     s.mixer.reset();
     const int64_t N = s.x_in.numel() / H;
     // The residual join, fused and in place: dx_in = dx_out + d(norm branch).
