@@ -26,6 +26,7 @@ for c in "hybrid_dense_125m --batch 4" "hybrid_moe_1b --batch 2"; do
     "$DIR/cuda_train_step" -c "bench/configs/$1.yaml" "${@:2}" --seq-len 4096 --steps "$STEPS" --grad-accum "$a" \
       "${ref[@]}" "${peak[@]}" --results "$OUT/results.jsonl" 2>&1 | tee -a "$OUT/bench.log"
     # The GEMM peak measured by the first run serves the others (about 30 s saved each).
-    [[ ${#peak[@]} -eq 0 ]] && peak=(--peak-tflops "$(grep -o '"gemm_peak_tflops":[0-9.]*' "$OUT/results.jsonl" | head -1 | cut -d: -f2)")
+    measured=$(grep -o '"gemm_peak_tflops":[0-9.]*' "$OUT/results.jsonl" 2>/dev/null | head -1 | cut -d: -f2)
+    [[ ${#peak[@]} -eq 0 && -n $measured ]] && peak=(--peak-tflops "$measured")
   done
 done
