@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <string>
 
-#if NEMOTRON_CUDA
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -82,9 +81,3 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   return std::system(("python3 " + script).c_str()) == 0 ? 0 : 1;
 }
-#else
-int main() {
-  std::printf("cuda_attention: built without CUDA (NEMOTRON_CUDA off)\n");
-  return 0;
-}
-#endif

@@ -9,17 +9,14 @@
 
 #include <CLI/CLI.hpp>
 
-#if NEMOTRON_CUDA
 #include "gemm_peak.h"
 #include "ops/activations.h"
 #include "ops/bias.h"
 #include "ops/cast.h"
 #include "ops/elementwise.h"
-#endif
 
 using namespace nemotron;
 
-#if NEMOTRON_CUDA
 namespace {
 
 struct Gemm {
@@ -132,7 +129,6 @@ void bench_memory(Context& ctx, int reps) {
 }
 
 }  // namespace
-#endif
 
 int main(int argc, char** argv) {
   int64_t T = 8192, H = 1024, F = 4096;
@@ -143,7 +139,6 @@ int main(int argc, char** argv) {
   app.add_option("--ffn", F, "the other side of the linear layer");
   app.add_option("--reps", reps, "timed repeats (median)");
   CLI11_PARSE(app, argc, argv);
-#if NEMOTRON_CUDA
   try {
     if (cuda::device_count() == 0) {
       std::printf("cuda_gemm: no CUDA device visible\n");
@@ -162,9 +157,4 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
-#else
-  (void)T, (void)H, (void)F, (void)reps;
-  std::printf("cuda_gemm: built without CUDA (NEMOTRON_CUDA=OFF)\n");
-  return 0;
-#endif
 }

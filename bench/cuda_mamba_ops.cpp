@@ -5,7 +5,6 @@
 // measured here. Median of repeats of a batch of calls after warm-up, random non-zero data.
 #include <cstdio>
 
-#if NEMOTRON_CUDA
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -167,9 +166,3 @@ int main() {
   return 0;
 }
 
-#else
-int main() {
-  std::printf("cuda_mamba_ops: built without CUDA (NEMOTRON_CUDA off)\n");
-  return 0;
-}
-#endif

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#if NEMOTRON_CUDA
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -267,9 +266,3 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
-#else
-int main() {
-  std::printf("cuda_moe: built without CUDA (NEMOTRON_CUDA=OFF)\n");
-  return 0;
-}
-#endif

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#if NEMOTRON_CUDA
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -160,9 +159,3 @@ int main(int argc, char** argv) {
   run(2, 4096, 64, 64, 8, 128, 256);
   return 0;
 }
-#else
-int main() {
-  std::printf("cuda_ssd_scan: built without CUDA (NEMOTRON_CUDA off); nothing to measure\n");
-  return 0;
-}
-#endif

@@ -26,7 +26,6 @@
 #include "model/hybrid_model.h"
 #include "model/model_config.h"
 
-#if NEMOTRON_CUDA
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -265,9 +264,3 @@ int main(int argc, char** argv) {
   }
 }
 
-#else
-int main() {
-  std::fprintf(stderr, "cuda_train_step: this build has no CUDA (configure with -DNEMOTRON_CUDA=ON)\n");
-  return 2;
-}
-#endif
