@@ -13,6 +13,9 @@
 
 namespace nemotron::io {
 
+// The three columns, in file order.
+inline constexpr const char* kPackedParquetColumns[3] = {"input_ids", "loss_mask", "seq_start_id"};
+
 struct PackedRow {
   std::vector<int32_t> input_ids;
   std::vector<uint8_t> loss_mask;     // same length as input_ids
