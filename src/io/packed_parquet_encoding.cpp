@@ -126,7 +126,8 @@ std::string zstd_compress(const uint8_t* data, size_t size) {
 namespace {
 
 // Raw snappy (no framing), pyarrow's default codec: a varint length, then literals and copies.
-void snappy_decompress(const uint8_t* in, size_t size, uint8_t* out, size_t out_size, const std::string& context) {
+void snappy_decompress(const uint8_t* in, size_t size, size_t out_size, std::vector<uint8_t>* scratch,
+                       const std::string& context) {
   size_t pos = 0, op = 0;
   auto fail = [&](const std::string& what) {
     throw InputError(fmt::format("{}: corrupt snappy data: {} (input byte {} of {})", context, what, pos, size));
@@ -139,6 +140,8 @@ void snappy_decompress(const uint8_t* in, size_t size, uint8_t* out, size_t out_
     if (!(b & 0x80)) break;
   }
   if (length != out_size) fail(fmt::format("holds {} bytes, the page header says {}", length, out_size));
+  scratch->resize(out_size);
+  uint8_t* out = scratch->data();
   while (pos < size) {
     const uint8_t tag = in[pos++];
     uint64_t len, offset;
@@ -187,22 +190,27 @@ void snappy_decompress(const uint8_t* in, size_t size, uint8_t* out, size_t out_
 
 }  // namespace
 
-void decompress_page(int32_t codec, const uint8_t* data, size_t size, uint8_t* out, size_t out_size,
-                     const std::string& context) {
+const uint8_t* decompress_page(int32_t codec, const uint8_t* data, size_t size, size_t out_size,
+                               std::vector<uint8_t>* scratch, const std::string& context) {
   switch (codec) {
     case kUncompressed:
       if (size != out_size)
         throw InputError(fmt::format("{}: uncompressed page of {} bytes, its header says {}", context, size, out_size));
-      if (size > 0) std::memcpy(out, data, size);
-      return;
+      return data;
     case kZstd: {
-      const size_t n = ZSTD_decompress(out, out_size, data, size);
+      // The frame states its size: check it before allocating what the page header claims.
+      const unsigned long long framed = ZSTD_getFrameContentSize(data, size);
+      if (framed == ZSTD_CONTENTSIZE_ERROR) throw InputError(fmt::format("{}: corrupt zstd data (bad frame header)", context));
+      if (framed != ZSTD_CONTENTSIZE_UNKNOWN && framed != out_size)
+        throw InputError(fmt::format("{}: zstd frame holds {} bytes, the page header says {}", context, framed, out_size));
+      scratch->resize(out_size);
+      const size_t n = ZSTD_decompress(scratch->data(), out_size, data, size);
       if (ZSTD_isError(n)) throw InputError(fmt::format("{}: corrupt zstd data: {}", context, ZSTD_getErrorName(n)));
       if (n != out_size)
         throw InputError(fmt::format("{}: zstd data holds {} bytes, the page header says {}", context, n, out_size));
-      return;
+      return scratch->data();
     }
-    case kSnappy: snappy_decompress(data, size, out, out_size, context); return;
+    case kSnappy: snappy_decompress(data, size, out_size, scratch, context); return scratch->data();
     default:
       throw InputError(fmt::format("{}: compression {} is not supported (ZSTD, SNAPPY or UNCOMPRESSED)", context,
                                    codec_name(codec)));

@@ -124,8 +124,10 @@ void decode_rle_hybrid_u8(const uint8_t* data, size_t size, int bit_width, uint3
 
 // Compression of whole pages. zstd_compress at Arrow's default level (1).
 std::string zstd_compress(const uint8_t* data, size_t size);
-// Decompresses into exactly `out_size` bytes; InputError (with `context`) otherwise.
-void decompress_page(int32_t codec, const uint8_t* data, size_t size, uint8_t* out, size_t out_size,
-                     const std::string& context);
+// The `out_size` bytes of a decompressed page: `data` itself when uncompressed, else `scratch`'s
+// (resized only once the compressed stream's own size header agrees). InputError (with
+// `context`) when the codec is unsupported or the data does not decompress to exactly out_size.
+const uint8_t* decompress_page(int32_t codec, const uint8_t* data, size_t size, size_t out_size,
+                               std::vector<uint8_t>* scratch, const std::string& context);
 
 }  // namespace nemotron::io::parquet
