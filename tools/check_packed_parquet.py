@@ -17,7 +17,7 @@ Nemotron and pyarrow produce, each with its rows in a .json beside it, for our r
 (tests/io/packed_parquet_fixture_test.cpp):
   pyarrow_default.parquet      pq.write_table defaults: dictionary encoding, snappy
   pyarrow_zstd.parquet         compression="zstd" (Nemotron's writer), dictionary encoding
-  pyarrow_zstd_small_pages.parquet  zstd with 64-byte data pages: rows cut across pages
+  pyarrow_zstd_small_pages.parquet  zstd with 64-byte data pages written 5 values at a time
   pyarrow_plain_v2.parquet     no dictionary, no compression, data pages v2
 All use row groups of 3 rows. Prints PASS or FAIL per check and exits non-zero on any failure.
 """
@@ -106,7 +106,7 @@ def write_fixtures(outdir, rows):
     variants = {
         "pyarrow_default": {},
         "pyarrow_zstd": {"compression": "zstd"},
-        "pyarrow_zstd_small_pages": {"compression": "zstd", "data_page_size": 64},
+        "pyarrow_zstd_small_pages": {"compression": "zstd", "data_page_size": 64, "write_batch_size": 5},
         "pyarrow_plain_v2": {"compression": "none", "use_dictionary": False, "data_page_version": "2.0"},
     }
     for stem, kw in variants.items():

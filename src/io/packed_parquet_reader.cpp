@@ -313,13 +313,15 @@ class ChunkReader {
     fail_at(where, fmt::format("value encoding {} is not supported (PLAIN or RLE_DICTIONARY)", pq::encoding_name(encoding)));
   }
 
-  // Walks the levels: repetition 0 starts a row, definition max_def carries a value.
+  // Walks the levels: repetition 0 starts a row, definition max_def carries a value. The values
+  // of one row within the page are appended as one run.
   template <class T>
   void assemble(std::vector<T> PackedRow::*member, const std::string& where) {
     std::vector<PackedRow>& rows = *rows_;
+    const size_t n = rep_.size();
     size_t vi = 0;
     std::vector<T>* cur = row_ >= 0 ? &(rows[first_row_ + static_cast<size_t>(row_)].*member) : nullptr;
-    for (size_t i = 0; i < rep_.size(); ++i) {
+    for (size_t i = 0; i < n;) {
       const int def = def_[i];
       if (rep_[i] == 0) {
         ++row_;
@@ -331,7 +333,10 @@ class ChunkReader {
           fail_at(where, fmt::format("more rows than column '{}' holds", kPackedParquetColumns[0]));
         }
         cur = &(rows[r].*member);
-        if (def == col_.empty_def) continue;  // an empty list
+        if (def == col_.empty_def) {  // an empty list
+          ++i;
+          continue;
+        }
         if (def < col_.empty_def) fail_at(where, fmt::format("row {} is null (packed shards have no null lists)", row_));
       } else if (!cur) {
         fail_at(where, "the column chunk starts inside a row (repetition level 1)");
@@ -339,10 +344,25 @@ class ChunkReader {
         fail_at(where, fmt::format("row {}: an empty-list marker inside a list", row_));
       }
       if (def != col_.max_def) fail_at(where, fmt::format("row {} has a null element", row_));
-      const int64_t v = values_[vi++];
-      if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) || v > static_cast<int64_t>(std::numeric_limits<T>::max()))
-        fail_at(where, fmt::format("row {}: value {} does not fit {}", row_, v, std::is_same_v<T, uint8_t> ? "uint8" : "int32"));
-      cur->push_back(static_cast<T>(v));
+      size_t j = i + 1;
+      while (j < n && rep_[j] == 1 && def_[j] == col_.max_def) ++j;
+      const size_t count = j - i, old = cur->size();
+      cur->resize(old + count);
+      T* dst = cur->data() + old;
+      const int64_t* src = values_.data() + vi;
+      bool in_range = true;
+      for (size_t k = 0; k < count; ++k) {
+        in_range &= src[k] >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                    src[k] <= static_cast<int64_t>(std::numeric_limits<T>::max());
+        dst[k] = static_cast<T>(src[k]);
+      }
+      if (!in_range) {
+        for (size_t k = 0; k < count; ++k)
+          if (static_cast<int64_t>(dst[k]) != src[k])
+            fail_at(where, fmt::format("row {}: value {} does not fit {}", row_, src[k], std::is_same_v<T, uint8_t> ? "uint8" : "int32"));
+      }
+      vi += count;
+      i = j;
     }
   }
 
