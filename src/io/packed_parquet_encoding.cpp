@@ -78,7 +78,7 @@ void decode_hybrid(const uint8_t* data, size_t size, int bit_width, uint32_t max
       for (size_t i = 0; i < take; ++i) {
         while (bits < bit_width) buf |= static_cast<uint64_t>(*p++) << bits, bits += 8;
         const uint64_t v = buf & mask;
-        buf = bit_width == 0 ? buf : buf >> bit_width;
+        buf >>= bit_width;
         bits -= bit_width;
         if (v > max_value) fail(fmt::format("value {} above the maximum {}", v, max_value));
         out[n + i] = static_cast<T>(v);
@@ -192,6 +192,7 @@ void snappy_decompress(const uint8_t* in, size_t size, size_t out_size, std::vec
 
 const uint8_t* decompress_page(int32_t codec, const uint8_t* data, size_t size, size_t out_size,
                                std::vector<uint8_t>* scratch, const std::string& context) {
+  if (size == 0 && out_size == 0) return data;  // an empty page, whatever the codec
   switch (codec) {
     case kUncompressed:
       if (size != out_size)
