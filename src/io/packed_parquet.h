@@ -3,8 +3,9 @@
 // seq_start_id list<int32>. The files are read by the Python stack (pyarrow / Megatron-Bridge's
 // GPTSFTPackedParquetDataset), so the writer emits standard Parquet: Thrift compact metadata,
 // data pages v1 with RLE repetition/definition levels, PLAIN values, zstd or no compression.
-// The reader takes what the writer writes (and files of the same shape from pyarrow with PLAIN or
-// dictionary-free encodings); anything else is an InputError naming the file and what it found.
+// The reader takes what the writer writes and files of the same shape from pyarrow (PLAIN or
+// dictionary-encoded values, data pages v1 or v2, zstd, snappy or none, INT32 or INT64 lists,
+// extra columns ignored); anything else is an InputError naming the file, row group and column.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,9 @@
 #include <vector>
 
 namespace nemotron::io {
+
+// The three columns, in file order.
+inline constexpr const char* kPackedParquetColumns[3] = {"input_ids", "loss_mask", "seq_start_id"};
 
 struct PackedRow {
   std::vector<int32_t> input_ids;
