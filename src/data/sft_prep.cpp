@@ -194,9 +194,9 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
   c.rows.used_in_field = r.get_string("used_in_field", c.rows.used_in_field);
   c.rows.used_in_filter = r.get_string("used_in_filter", "nano_v3");
   const std::string tmpl = r.get_string("chat_template", "nano3");
-  auto fmt_ = chat_format_from_name(tmpl);
-  if (!fmt_) r.fail("chat_template", fmt::format("unknown template \"{}\" (built in: {})", tmpl, kChatFormatNames));
-  c.rows.format = *fmt_;
+  auto chat_format = chat_format_from_name(tmpl);
+  if (!chat_format) r.fail("chat_template", fmt::format("unknown template \"{}\" (built in: {})", tmpl, kChatFormatNames));
+  c.rows.format = *chat_format;
   c.rows.max_doc_tokens = r.get_nonnegative_int("max_doc_tokens", 0);
   c.pack_size = r.get_positive_int("pack_size", c.pack_size);
   const std::string algo = r.get_string("algorithm", "first_fit_shuffle");
@@ -257,7 +257,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
           res.sequences = meta.value("total_sequences", int64_t{0});
           res.bins = meta.value("bins", int64_t{0});
           res.tokens = meta.value("total_tokens", int64_t{0});
-          res.packing_efficiency = meta.value("packing_efficiency", 0.0);
+          res.packing_efficiency = meta.value("packing_efficiency", 0.0) / 100;
         }
       } catch (const nlohmann::json::exception&) {
         same = false;
@@ -454,7 +454,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       {"producer", "local"},
       {"fingerprint", fingerprint},
       {"data_format", "packed_sft_parquet"},
-      {"blend_path", "blend.json"},
+      {"blend_path", res.blend_path},
       {"tokenizer_uri", fs::absolute(tokenizer_file(cfg.tokenizer)).lexically_normal().string()},
       {"eos_token_id", eos ? *eos : -1},
       {"vocab_size", tok.vocab_size()},
@@ -473,8 +473,9 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       {"bins", res.bins},
       {"total_tokens", res.tokens},
       {"trained_tokens", res.trained_tokens},
-      {"packing_factor", static_cast<double>(res.sequences) / static_cast<double>(res.bins)},
-      {"packing_efficiency", res.packing_efficiency},
+      // As Nemotron's packing stats: sequences per bin, and tokens / capacity in percent.
+      {"packing_factor", std::round(100.0 * static_cast<double>(res.sequences) / static_cast<double>(res.bins)) / 100},
+      {"packing_efficiency", std::round(1000.0 * res.packing_efficiency) / 10},
       {"splits", splits},
       {"heldout", heldout},
       {"config", nlohmann::json::parse(resolved_config)}};

@@ -40,7 +40,7 @@ meta="$TMP/sft/metadata.json"
 grep -q '"type": "SFTDataArtifact"' "$meta" || fail "metadata.json: not an SFTDataArtifact"
 grep -q '"used_in_filter": [1-9]' "$meta" || fail "metadata.json: no used_in_filter drop count"
 eff=$(json_number "$meta" packing_efficiency)
-awk -v e="$eff" 'BEGIN { exit !(e >= 0.95) }' || fail "packing efficiency $eff < 0.95"
+awk -v e="$eff" 'BEGIN { exit !(e >= 95) }' || fail "packing efficiency $eff% < 95%"
 for split in train valid test; do
   n=$(find "$TMP/sft/splits/$split" -name '*.parquet' -type l | wc -l)
   [[ $n -ge 1 ]] || fail "splits/$split: no shard links"
