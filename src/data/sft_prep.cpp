@@ -45,6 +45,13 @@ std::string iso_time_now() {
   return buf;
 }
 
+// <output_dir>/sample-<N>: the output of a --sample run.
+bool is_sample_dir(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.starts_with("sample-") && name.size() > 7 &&
+         name.find_first_not_of("0123456789", 7) == std::string::npos && fs::is_directory(p);
+}
+
 std::string tokenizer_file(const std::string& path) {
   return fs::is_directory(path) ? (fs::path(path) / "tokenizer.json").string() : path;
 }
@@ -267,7 +274,10 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       res.up_to_date = true;
       return res;
     }
-    if (!force && !fs::is_empty(out))
+    // --sample outputs live inside the output directory; they alone do not make it "another output".
+    bool only_samples = true;
+    for (const auto& e : fs::directory_iterator(out)) only_samples = only_samples && is_sample_dir(e.path());
+    if (!force && !only_samples)
       throw InputError(fmt::format("{}: exists and was made from another configuration or inputs; pass --force to "
                                    "overwrite it",
                                    out.string()));
@@ -483,6 +493,8 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
   io::write_file_atomically((tmp / "metadata.json").string(), text.data(), text.size());
 
   if (fs::exists(out)) {
+    for (const auto& e : fs::directory_iterator(out))  // keep the --sample outputs
+      if (is_sample_dir(e.path()) && !fs::exists(tmp / e.path().filename())) fs::rename(e.path(), tmp / e.path().filename());
     fs::path old = out.string() + fmt::format(".old-{}", ::getpid());
     fs::rename(out, old);
     fs::rename(tmp, out);

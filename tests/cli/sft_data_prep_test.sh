@@ -62,6 +62,10 @@ expect_prep_error "another config needs --force" \
 expect_ok "--force rebuilds" 'bins of 1024 tokens' "${sft[@]}" pack_size=1024 --force
 grep -q '"pack_size": 1024' "$meta" || fail "--force: metadata.json still has the old pack_size"
 expect_ok "--sample" "^wrote $TMP/sft/sample-100: 100 rows" "${sft[@]}" --sample 100
+expect_ok "--sample output kept by --force" 'bins of 512 tokens' "${sft[@]}" --force
+[[ -f "$TMP/sft/sample-100/metadata.json" ]] || fail "--force dropped the sample-100 output"
+expect_ok "a sample first, then the full run" "^wrote $TMP/sft2: 4000 rows" \
+  bash -c "'$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok' --sample 50 >/dev/null 2>&1 && '$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok'"
 [[ -z "$(find "$TMP" -maxdepth 2 \( -name '*.tmp-*' -o -name '*.old-*' \))" ]] || fail "a temporary directory was left behind"
 
 # --- bad rows are dropped and counted ------------------------------------------------------------
