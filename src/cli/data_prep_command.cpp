@@ -61,11 +61,16 @@ void run_data_prep_sft(const PrepOptions& o) {
   ConfigReader r(tree, path);
   data::SftPrepConfig cfg = data::SftPrepConfig::read(r);
   r.check_unknown_keys();
-  std::string sample = o.sample > 0 ? fmt::format(" (sample of {} rows per source)", o.sample) : "";
+  // `sample: N` / `force: true` (Nemotron's spelling) do what the flags do; the flag wins. Neither
+  // is part of what the output is made from (sample picks its own folder).
+  const int64_t rows = o.sample > 0 ? o.sample : cfg.sample;
+  const bool force = o.force || cfg.force;
+  tree.erase("sample"), tree.erase("force");
+  std::string sample = rows > 0 ? fmt::format(" (sample of {} rows per source)", rows) : "";
   std::printf("data prep sft: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
   std::fflush(stdout);
   auto t0 = std::chrono::steady_clock::now();
-  data::SftPrepResult res = data::prepare_sft_data(cfg, tree.dump(), o.sample, o.force, stderr);
+  data::SftPrepResult res = data::prepare_sft_data(cfg, tree.dump(), rows, force, stderr);
   double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (res.up_to_date) {
     std::printf("up to date: %s (%lld rows, %lld sequences in %lld bins, packing efficiency %.1f%%); nothing to do "

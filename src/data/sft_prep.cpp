@@ -150,6 +150,36 @@ std::vector<std::string> read_files(ConfigReader& s, const std::string& key) {
   return files;
 }
 
+// Sources from a Nemotron raw blend file (reference/data-formats.md §2.4).
+std::vector<SftSource> read_sft_blend(const std::string& path) {
+  if (!fs::is_regular_file(path)) throw InputError(fmt::format("{}: no such blend file", path));
+  nlohmann::json j = load_config_file(path);
+  ConfigReader top(j, path);
+  const nlohmann::json& list = top.get_raw("datasets");
+  if (!list.is_array() || list.empty()) top.fail("datasets", "expected a non-empty list of {name, path}");
+  std::vector<SftSource> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    ConfigReader d(list[i], path, fmt::format("datasets[{}]", i));
+    SftSource s;
+    s.name = d.get_string("name", "");
+    if (s.name.empty() || s.name.find('/') != std::string::npos || s.name.find("__") != std::string::npos)
+      d.fail("name", fmt::format("\"{}\" cannot name a folder", s.name));
+    const std::string p = d.get_string("path", "");
+    if (p.find("://") != std::string::npos)
+      d.fail("path", fmt::format("\"{}\" is remote; download it first and give the local path", p));
+    const double weight = d.get_number("weight", 1.0);
+    if (weight != 1.0) d.fail("weight", "only uniform weights are supported (every source kept whole)");
+    d.ignore("subset"), d.ignore("split");
+    s.files = read_files(d, "path");
+    if (s.files.empty()) d.fail("path", "missing");
+    d.check_unknown_keys();
+    for (const SftSource& other : out)
+      if (other.name == s.name) d.fail("name", fmt::format("\"{}\" is used by two datasets", s.name));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::array<int64_t, 3> sft_split_counts(int64_t shards, double valid_ratio, double test_ratio) {
@@ -166,9 +196,14 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
   SftPrepConfig c;
   c.output_dir = r.get_string("output_dir", "");
   if (c.output_dir.empty()) r.fail("output_dir", "missing (where the packed shards, splits and blend.json go)");
+  if (r.has("blend_path")) {
+    if (r.has("sources")) r.fail("blend_path", "give either blend_path or sources, not both");
+    c.sources = read_sft_blend(r.get_string("blend_path", ""));
+  }
   const nlohmann::json& sources = r.get_raw("sources");
-  if (!sources.is_array() || sources.empty()) r.fail("sources", "expected a non-empty list of sources (files or generator)");
-  for (size_t i = 0; i < sources.size(); ++i) {
+  if (c.sources.empty() && (!sources.is_array() || sources.empty()))
+    r.fail("sources", "expected a non-empty list of sources (files or generator), or blend_path: a raw blend JSON");
+  for (size_t i = 0; sources.is_array() && i < sources.size(); ++i) {
     ConfigReader s(sources[i], r.source(), r.key_path("sources") + fmt::format("[{}]", i));
     SftSource src;
     src.name = s.get_string("name", fmt::format("source{}", i));
@@ -228,6 +263,10 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
     r.fail("parquet_compression", fmt::format("expected zstd or none, got \"{}\"", comp));
   c.zstd = comp == "zstd";
   c.heldout_examples = r.get_nonnegative_int("heldout_examples", 0);
+  c.sample = r.get_nonnegative_int("sample", 0);
+  c.force = r.get_bool("force", false);
+  for (const char* key : {"run", "plan", "download", "tokenization", "observability", "execution_mode", "config_name"})
+    r.ignore(key);
   return c;
 }
 

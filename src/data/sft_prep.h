@@ -48,8 +48,16 @@ struct SftPrepConfig {
   int64_t row_group_size = 1000;
   bool zstd = true;
   int64_t heldout_examples = 0;  // held-out prompts per generator source
+  // Nemotron's config keys for what our flags do (`sample: N`, `force: true`); the CLI takes the
+  // flag when given, else these.
+  int64_t sample = 0;
+  bool force = false;
 
-  // Top-level keys of an SFT data-prep recipe (validated; unknown keys are errors).
+  // Top-level keys of an SFT data-prep recipe (validated; unknown keys are errors). The sources
+  // come from `sources` or from `blend_path`, a Nemotron raw blend {"datasets": [{"name", "path",
+  // "weight"?, "subset"?, "split"?}]} whose paths are local .jsonl files or folders of them. Keys
+  // of Nemotron's config that steer its Ray pipeline (run, plan, download, tokenization,
+  // observability, execution_mode, config_name) are accepted and have no effect here.
   static SftPrepConfig read(ConfigReader& r);
 };
 

@@ -62,6 +62,7 @@ expect_prep_error "another config needs --force" \
 expect_ok "--force rebuilds" 'bins of 1024 tokens' "${sft[@]}" pack_size=1024 --force
 grep -q '"pack_size": 1024' "$meta" || fail "--force: metadata.json still has the old pack_size"
 expect_ok "--sample" "^wrote $TMP/sft/sample-100: 100 rows" "${sft[@]}" --sample 100
+expect_ok "sample=100 (Nemotron's key) is --sample 100" "^up to date: $TMP/sft/sample-100 " "${sft[@]}" sample=100 force=false
 expect_ok "--sample output kept by --force" 'bins of 512 tokens' "${sft[@]}" --force
 [[ -f "$TMP/sft/sample-100/metadata.json" ]] || fail "--force dropped the sample-100 output"
 expect_ok "a sample first, then the full run" "^wrote $TMP/sft2: 4000 rows" \

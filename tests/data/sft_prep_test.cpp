@@ -100,6 +100,55 @@ num_shards: 1
   EXPECT_TRUE(blend["valid"].is_null());
 }
 
+TEST(SftPrep, reads_a_nemotron_style_config_with_a_raw_blend) {
+  const std::string dir = temp_dir();
+  write_text(dir + "/rows.jsonl", kRows);
+  write_text(dir + "/blend.json", fmt::format(R"({{"datasets": [{{"name": "chat", "path": "{}", "subset": "x"}}]}})", dir + "/rows.jsonl"));
+  const std::string tok = write_tokenizer(dir);
+  nlohmann::json tree;
+  SftPrepConfig cfg = read_config(fmt::format(R"(run: {{env: {{container: anyscale/ray:2.49.2-py312}}}}
+blend_path: {0}/blend.json
+output_dir: {0}/out
+num_shards: 1
+tokenizer: {{model: {1}, add_bos: false, add_eos: true}}
+pack_size: 4096
+algorithm: first_fit_shuffle
+seed: null
+parquet_row_group_size: 1000
+parquet_compression: zstd
+train_ratio: 0.98
+valid_ratio: 0.01
+test_ratio: 0.01
+chat_template: nano3
+messages_field: messages
+tools_field: tools
+used_in_filter: nano_v3
+used_in_field: used_in
+max_doc_tokens: null
+sample: 3
+sample_seed: 7
+force: false
+config_name: default
+plan: {{planner_cpus: 0.5}}
+download: {{batch_size: 1}}
+tokenization: {{cpus_per_worker: 4}}
+observability: {{pipeline_logging_interval_s: 30}}
+)", dir, tok), tree);
+  ASSERT_EQ(cfg.sources.size(), 1u);
+  EXPECT_EQ(cfg.sources[0].name, "chat");
+  EXPECT_EQ(cfg.sample, 3);
+  EXPECT_EQ(cfg.seed, 7u);  // seed: null takes sample_seed
+  SftPrepResult res = prepare_sft_data(cfg, tree.dump(), cfg.sample, cfg.force, nullptr);
+  EXPECT_EQ(res.rows_in, 3);
+  EXPECT_TRUE(fs::exists(dir + "/out/sample-3/splits/train"));
+  write_text(dir + "/remote.json", R"({"datasets": [{"name": "x", "path": "hf://nvidia/Nemotron-Science-v1"}]})");
+  EXPECT_NE(testing::input_error([&] {
+              nlohmann::json t;
+              read_config(fmt::format("blend_path: {0}/remote.json\noutput_dir: {0}/o\ntokenizer: {{model: {1}}}\n", dir, tok), t);
+            }).find("remote.json: datasets[0].path: \"hf://nvidia/Nemotron-Science-v1\" is remote"),
+            std::string::npos);
+}
+
 TEST(SftPrep, split_links_follow_the_shuffled_shards) {
   const std::string dir = temp_dir();
   const std::string tok = write_tokenizer(dir);
