@@ -81,6 +81,7 @@ sources:
 tokenizer: {{model: {}}}
 pack_size: {}
 algorithm: {}
+used_in_filter: nano_v3
 num_shards: {}
 )", dir.string(), rows, tokenizer, pack_size, algorithm, shards);
     nlohmann::json tree = parse_yaml_text(yaml, "bench");

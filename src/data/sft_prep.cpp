@@ -152,7 +152,6 @@ std::vector<std::string> read_files(ConfigReader& s, const std::string& key) {
 
 // Sources from a Nemotron raw blend file (reference/data-formats.md §2.4).
 std::vector<SftSource> read_sft_blend(const std::string& path) {
-  if (!fs::is_regular_file(path)) throw InputError(fmt::format("{}: no such blend file", path));
   nlohmann::json j = load_config_file(path);
   ConfigReader top(j, path);
   const nlohmann::json& list = top.get_raw("datasets");
@@ -198,7 +197,9 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
   if (c.output_dir.empty()) r.fail("output_dir", "missing (where the packed shards, splits and blend.json go)");
   if (r.has("blend_path")) {
     if (r.has("sources")) r.fail("blend_path", "give either blend_path or sources, not both");
-    c.sources = read_sft_blend(r.get_string("blend_path", ""));
+    const std::string blend = r.get_string("blend_path", "");
+    if (!fs::is_regular_file(blend)) r.fail("blend_path", fmt::format("{}: no such file", blend));
+    c.sources = read_sft_blend(blend);
   }
   const nlohmann::json& sources = r.get_raw("sources");
   if (c.sources.empty() && (!sources.is_array() || sources.empty()))
@@ -234,7 +235,8 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
   c.rows.messages_field = r.get_string("messages_field", c.rows.messages_field);
   c.rows.tools_field = r.get_string("tools_field", c.rows.tools_field);
   c.rows.used_in_field = r.get_string("used_in_field", c.rows.used_in_field);
-  c.rows.used_in_filter = r.get_string("used_in_filter", "nano_v3");
+  // Absent or null: every row is kept (the recipes set nano_v3, as Nemotron's configs do).
+  c.rows.used_in_filter = r.get_string("used_in_filter", "");
   const std::string tmpl = r.get_string("chat_template", "nano3");
   auto chat_format = chat_format_from_name(tmpl);
   if (!chat_format) r.fail("chat_template", fmt::format("unknown template \"{}\" (built in: {})", tmpl, kChatFormatNames));

@@ -67,6 +67,7 @@ sources: [{{name: chat, files: {0}/rows.jsonl}}]
 tokenizer: {{model: {1}}}
 pack_size: 300
 num_shards: 1
+used_in_filter: nano_v3
 )", dir, tok), tree);
   SftPrepResult res = prepare_sft_data(cfg, tree.dump(), 0, false, nullptr);
   EXPECT_EQ(res.rows_in, 7);
