@@ -1,6 +1,7 @@
-// `nemotron <family> data prep pretrain [-c tiny|default|PATH] [--sample N] [--force] [key=value]`:
-// the data-prep stage of pretraining (data/pretrain_prep.h): raw text to Megatron .bin/.idx
-// shards, a blend.json for the pretrain stage, the tokenizer, and metadata.json.
+// `nemotron <family> data prep pretrain|sft [-c tiny|default|PATH] [--sample N] [--force] [key=value]`:
+// the data-prep stages of pretraining (data/pretrain_prep.h: raw text to Megatron .bin/.idx
+// shards, a blend.json, the tokenizer, metadata.json) and of SFT (data/sft_prep.h: chat rows to
+// packed Parquet shards with the assistant-only loss mask, split directories, blend.json).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "cli/recipe_paths.h"
 #include "core/config_tree.h"
 #include "data/pretrain_prep.h"
+#include "data/sft_prep.h"
 
 namespace nemotron::cli {
 
@@ -52,6 +54,50 @@ void run_data_prep_pretrain(const PrepOptions& o) {
                 res.unigram_entropy_nats);
 }
 
+void run_data_prep_sft(const PrepOptions& o) {
+  const std::string path = resolve_recipe(o.family, "data_prep/sft", o.config);
+  nlohmann::json tree = load_config_file(path);
+  apply_overrides(tree, o.overrides, path);
+  ConfigReader r(tree, path);
+  data::SftPrepConfig cfg = data::SftPrepConfig::read(r);
+  r.check_unknown_keys();
+  // `sample: N` / `force: true` (Nemotron's spelling) do what the flags do; the flag wins. Neither
+  // is part of what the output is made from (sample picks its own folder).
+  const int64_t rows = o.sample > 0 ? o.sample : cfg.sample;
+  const bool force = o.force || cfg.force;
+  tree.erase("sample"), tree.erase("force");
+  std::string sample = rows > 0 ? fmt::format(" (sample of {} rows per source)", rows) : "";
+  std::printf("data prep sft: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
+  std::fflush(stdout);
+  auto t0 = std::chrono::steady_clock::now();
+  data::SftPrepResult res = data::prepare_sft_data(cfg, tree.dump(), rows, force, stderr);
+  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (res.up_to_date) {
+    std::printf("up to date: %s (%lld rows, %lld sequences in %lld bins, packing efficiency %.1f%%); nothing to do "
+                "(--force rebuilds)\n",
+                res.output_dir.c_str(), static_cast<long long>(res.rows_in), static_cast<long long>(res.sequences),
+                static_cast<long long>(res.bins), 100 * res.packing_efficiency);
+    return;
+  }
+  std::printf("wrote %s: %lld rows (%lld dropped), %lld sequences, %lld tokens (%lld trained) in %.1f s (%.0f rows/s, "
+              "%.0f tokens/s)\n",
+              res.output_dir.c_str(), static_cast<long long>(res.rows_in), static_cast<long long>(res.rows_dropped),
+              static_cast<long long>(res.sequences), static_cast<long long>(res.tokens),
+              static_cast<long long>(res.trained_tokens), sec, static_cast<double>(res.rows_in) / std::max(sec, 1e-9),
+              static_cast<double>(res.tokens) / std::max(sec, 1e-9));
+  std::printf("  packing:   %s, %lld bins of %lld tokens, %.2f sequences per bin, efficiency %.1f%%\n",
+              data::packing_algorithm_name(cfg.algorithm), static_cast<long long>(res.bins),
+              static_cast<long long>(cfg.pack_size),
+              static_cast<double>(res.sequences) / static_cast<double>(std::max<int64_t>(res.bins, 1)),
+              100 * res.packing_efficiency);
+  const char* names[3] = {"train", "valid", "test"};
+  for (int s = 0; s < 3; ++s)
+    std::printf("  %-10s %lld shards, %lld bins, %lld tokens\n", (std::string(names[s]) + ":").c_str(),
+                static_cast<long long>(res.splits[s].shards), static_cast<long long>(res.splits[s].bins),
+                static_cast<long long>(res.splits[s].tokens));
+  std::printf("  splits:    %s\n  blend:     %s\n", res.splits_dir.c_str(), res.blend_path.c_str());
+}
+
 }  // namespace
 
 void add_data_prep_commands(CLI::App& app) {
@@ -76,6 +122,23 @@ void add_data_prep_commands(CLI::App& app) {
             [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
             "KEY=VALUE"));
     cmd->callback([o] { run_data_prep_pretrain(*o); });
+
+    auto so = std::make_shared<PrepOptions>();
+    so->family = f.name;
+    CLI::App* sft = prep->add_subcommand(
+        "sft", "Template chat rows (JSONL or the bundled chat data), mask all but the assistant turns, pack them into "
+               "Parquet shards with train/valid/test splits and a blend.json");
+    sft->add_option("-c,--config", so->config,
+                    fmt::format("Recipe: a name in recipes/{}/data_prep/sft/ (tiny, default) or a YAML path", f.name))
+        ->capture_default_str();
+    sft->add_option("--sample", so->sample, "Only the first N rows of each source (output in <output_dir>/sample-N)")
+        ->check(CLI::PositiveNumber);
+    sft->add_flag("--force", so->force, "Rebuild even when the output is up to date, and overwrite another output");
+    sft->add_option("overrides", so->overrides, "key=value overrides with dotted keys (pack_size=2048)")
+        ->check(CLI::Validator(
+            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+            "KEY=VALUE"));
+    sft->callback([so] { run_data_prep_sft(*so); });
   }
 }
 

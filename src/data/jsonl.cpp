@@ -44,18 +44,22 @@ bool JsonlReader::next_line(std::string& line) {
   return false;
 }
 
-bool JsonlReader::next_row(nlohmann::json& row) {
+template <class Json>
+bool JsonlReader::next_row_as(Json& row) {
   std::string line;
   if (!next_line(line)) return false;
   try {
-    row = nlohmann::json::parse(line);
+    row = Json::parse(line);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{}: invalid JSON at {}", where(), parse_reason(e.what())));
   }
   if (!row.is_object())
-    throw InputError(fmt::format("{}: expected a JSON object, got {}", where(), short_value(row)));
+    throw InputError(fmt::format("{}: expected a JSON object, got {}", where(), short_value(nlohmann::json(row))));
   return true;
 }
+
+bool JsonlReader::next_row(nlohmann::json& row) { return next_row_as(row); }
+bool JsonlReader::next_row(nlohmann::ordered_json& row) { return next_row_as(row); }
 
 const std::string& row_string_field(const nlohmann::json& row, const std::string& key, const std::string& where) {
   auto it = row.find(key);

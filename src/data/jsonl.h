@@ -20,6 +20,8 @@ class JsonlReader {
 
   // The next non-blank row, which must be a JSON object; false at the end of the file.
   bool next_row(nlohmann::json& row);
+  // The same with the row's keys kept in file order (chat rows: tool-call arguments render in order).
+  bool next_row(nlohmann::ordered_json& row);
   // The string field `key` of the next row (e.g. "text"); false at the end of the file.
   bool next_text(std::string& text, const std::string& key = "text");
   // 1-based line number of the row last returned.
@@ -30,6 +32,8 @@ class JsonlReader {
 
  private:
   bool next_line(std::string& line);
+  template <class Json>
+  bool next_row_as(Json& row);
 
   std::string path_;
   std::ifstream in_;

@@ -1,5 +1,6 @@
 #include "data/numpy_random.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace nemotron::data {
@@ -7,6 +8,23 @@ namespace nemotron::data {
 Mt19937::Mt19937(uint32_t seed) {
   key_[0] = seed;
   for (uint32_t i = 1; i < 624; ++i) key_[i] = 1812433253u * (key_[i - 1] ^ (key_[i - 1] >> 30)) + i;
+  pos_ = 624;
+}
+
+Mt19937::Mt19937(std::span<const uint32_t> init_key) : Mt19937(19650218u) {
+  const size_t n = 624, len = std::max<size_t>(init_key.size(), 1);
+  auto key = [&](size_t j) { return init_key.empty() ? 0u : init_key[j]; };
+  size_t i = 1, j = 0;
+  for (size_t k = std::max(n, len); k > 0; --k) {
+    key_[i] = (key_[i] ^ ((key_[i - 1] ^ (key_[i - 1] >> 30)) * 1664525u)) + key(j) + static_cast<uint32_t>(j);
+    if (++i >= n) key_[0] = key_[n - 1], i = 1;
+    if (++j >= len) j = 0;
+  }
+  for (size_t k = n - 1; k > 0; --k) {
+    key_[i] = (key_[i] ^ ((key_[i - 1] ^ (key_[i - 1] >> 30)) * 1566083941u)) - static_cast<uint32_t>(i);
+    if (++i >= n) key_[0] = key_[n - 1], i = 1;
+  }
+  key_[0] = 0x80000000u;
   pos_ = 624;
 }
 

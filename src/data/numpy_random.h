@@ -21,6 +21,8 @@ namespace nemotron::data {
 class Mt19937 {
  public:
   explicit Mt19937(uint32_t seed);  // init_genrand(seed)
+  // init_by_array(key): the seeding of CPython's random.Random (data/python_random.h).
+  explicit Mt19937(std::span<const uint32_t> init_key);
   uint32_t next_u32();
   uint64_t next_u64();  // numpy's mt19937_next64: (first << 32) | second
 

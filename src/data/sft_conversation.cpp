@@ -1,0 +1,280 @@
+#include "data/sft_conversation.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "data/tokenizer.h"
+
+namespace nemotron::data {
+
+namespace {
+
+constexpr std::string_view kImEnd = "<|im_end|>\n";
+constexpr std::string_view kEmptyThinkPrompt = "<|im_start|>assistant\n<think></think>";
+
+const std::string& role(const OrderedJson& m) { return m.at("role").get_ref<const std::string&>(); }
+
+// The next message has no reasoning_content key, or an empty string there (the "empty
+// reasoning" case, where thinking-mode data prep appends "<think></think>" by hand).
+bool next_has_empty_reasoning(const OrderedJson& next) {
+  auto it = next.find("reasoning_content");
+  return it == next.end() || (it->is_string() && it->get_ref<const std::string&>().empty());
+}
+
+OrderedJson prefix(const OrderedJson& messages, size_t n) {
+  OrderedJson out = OrderedJson::array();
+  for (size_t i = 0; i < n; ++i) out.push_back(messages[i]);
+  return out;
+}
+
+// Python's s[a:b] for non-negative a, b (clamped).
+std::string slice(const std::string& s, size_t a, size_t b) {
+  a = std::min(a, s.size()), b = std::min(b, s.size());
+  return a < b ? s.substr(a, b - a) : std::string();
+}
+
+std::string render(const OrderedJson& messages, size_t n, const OrderedJson& tools, bool thinking, bool gen) {
+  ChatRenderOptions opt;
+  opt.enable_thinking = thinking;
+  opt.add_generation_prompt = gen;
+  return render_chat(ChatFormat::nano3, prefix(messages, n), tools, opt);
+}
+
+// split_template_into_messages of Nemotron's data prep.
+std::vector<ChatChunk> split_nano3(const OrderedJson& messages, const OrderedJson& tools, bool from_last_user,
+                                   bool thinking) {
+  const size_t n = messages.size();
+  const std::string full = render(messages, n, tools, thinking, false);
+  std::vector<ChatChunk> out;
+  size_t previous = 0, begin = 0;
+  if (from_last_user) {
+    const size_t system_end = full.find(kImEnd) + kImEnd.size();
+    int64_t last_user = -1;
+    for (size_t i = 0; i < n; ++i)
+      if (role(messages[i]) == "user") last_user = static_cast<int64_t>(i);
+    if (last_user < 0) throw ChatTemplateError("no user turn");
+    const size_t lu = static_cast<size_t>(last_user);
+    if (lu + 1 >= n) throw ChatTemplateError("the conversation ends on a user turn");
+    std::string upto;
+    if (thinking && next_has_empty_reasoning(messages[lu + 1]))
+      upto = render(messages, lu + 1, tools, thinking, false) + std::string(kEmptyThinkPrompt);
+    else
+      upto = render(messages, lu + 1, tools, thinking, true);
+    out.push_back({"system", slice(full, 0, system_end)});
+    out.push_back({"user", slice(full, system_end, upto.size())});
+    previous = upto.size();
+    begin = lu + 1;
+  }
+  for (size_t i = begin; i < n; ++i) {
+    if (i + 1 < n && role(messages[i]) == "tool" && role(messages[i + 1]) == "tool") continue;  // parallel results
+    std::string upto;
+    if (thinking && role(messages[i]) != "assistant" && i + 1 < n && next_has_empty_reasoning(messages[i + 1])) {
+      upto = render(messages, i + 1, tools, thinking, false) + std::string(kEmptyThinkPrompt);
+    } else {
+      const bool gen = role(messages[i]) == "tool" || role(messages[i]) == "user";
+      upto = render(messages, i + 1, tools, thinking, gen);
+    }
+    if (upto.size() > full.size() || full.compare(0, upto.size(), upto) != 0)
+      throw ChatTemplateError(fmt::format("rendering up to message {} is not a prefix of the whole conversation", i));
+    out.push_back({role(messages[i]), slice(full, previous, upto.size())});
+    previous = upto.size();
+  }
+  // split_system_user_chunks: a first user chunk holding the system block is cut in two.
+  if (!out.empty() && out[0].role == "user" && out[0].text.find("<|im_start|>system") != std::string::npos) {
+    const size_t user_start = out[0].text.find("<|im_start|>user");
+    if (user_start != std::string::npos) {
+      const std::string text = out[0].text;
+      const size_t system_end = text.find(kImEnd) + kImEnd.size();
+      out[0] = {"system", slice(text, 0, system_end)};
+      out.insert(out.begin() + 1, ChatChunk{"user", text.substr(user_start)});
+    }
+  }
+  return out;
+}
+
+// Megatron's SFTTokenizer masks: a chunk per turn, nano-v2's assistant prefix masked.
+std::vector<ChatChunk> split_special(ChatFormat f, const OrderedJson& messages) {
+  std::vector<ChatChunk> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& r = role(messages[i]);
+    std::string text = render_chat(f, prefix(messages, i + 1), nullptr).substr(i == 0 ? 0 : render_chat(f, prefix(messages, i), nullptr).size());
+    if (r == "assistant") {
+      const OrderedJson& c = messages[i].at("content");
+      if (!c.is_string() || c.get_ref<const std::string&>().empty()) throw ChatTemplateError("empty assistant turn");
+      if (i == 0 || (role(messages[i - 1]) != "user" && role(messages[i - 1]) != "tool"))
+        throw ChatTemplateError("an assistant turn must follow a user turn");
+      const std::string head = chat_generation_prompt(f);
+      if (!head.empty()) {
+        out.push_back({"assistant_prefix", head});
+        text = text.substr(head.size());
+      }
+    }
+    out.push_back({r, text});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<ChatChunk>> chat_training_chunks(ChatFormat f, const OrderedJson& messages,
+                                                         const OrderedJson& tools) {
+  if (!messages.is_array() || messages.empty()) throw ChatTemplateError("no messages");
+  for (const OrderedJson& m : messages)
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw ChatTemplateError("a message is not an object with a string role");
+  if (f != ChatFormat::nano3) {
+    if (tools.is_array() && !tools.empty())
+      throw ChatTemplateError(fmt::format("the {} format has no tools", chat_format_name(f)));
+    return {split_special(f, messages)};
+  }
+  bool thinking = false;
+  for (const OrderedJson& m : messages) {
+    auto it = m.find("reasoning_content");
+    thinking = thinking || (it != m.end() && python_truthy(*it));
+  }
+  if (!thinking) return {split_nano3(messages, tools, false, false)};
+  std::vector<size_t> users;
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (role(messages[i]) == "user") users.push_back(i);
+  std::vector<std::vector<ChatChunk>> out;
+  for (size_t k = 0; k < users.size(); ++k) {
+    const size_t end = k + 1 == users.size() ? messages.size() : users[k + 1];
+    out.push_back(split_nano3(prefix(messages, end), tools, true, true));
+  }
+  return out;
+}
+
+MaskedSequence tokenize_chunks(const Tokenizer& tok, const std::vector<ChatChunk>& chunks) {
+  MaskedSequence s;
+  for (const ChatChunk& c : chunks) {
+    std::vector<int32_t> ids = tok.encode(c.text, false);
+    s.input_ids.insert(s.input_ids.end(), ids.begin(), ids.end());
+    s.loss_mask.insert(s.loss_mask.end(), ids.size(), c.trained() ? 1 : 0);
+  }
+  return s;
+}
+
+const char* drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::used_in_filter: return "used_in_filter";
+    case DropReason::no_messages: return "no_messages";
+    case DropReason::bad_message: return "bad_message";
+    case DropReason::unknown_role: return "unknown_role";
+    case DropReason::tool_call_without_tools: return "tool_call_without_tools";
+    case DropReason::bad_tool_call: return "bad_tool_call";
+    case DropReason::template_error: return "template_error";
+  }
+  return "?";
+}
+
+bool used_in_matches(const OrderedJson* used_in, const std::string& tag) {
+  if (!used_in) return false;
+  if (used_in->is_array()) {
+    for (const OrderedJson& v : *used_in)
+      if (v.is_string() && v.get_ref<const std::string&>() == tag) return true;
+    return false;
+  }
+  if (!used_in->is_string()) return false;
+  const std::string& s = used_in->get_ref<const std::string&>();
+  if (s == tag) return true;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (python_strip(std::string_view(s).substr(start, comma - start)) == tag) return true;
+    start = comma + 1;
+  }
+  return false;
+}
+
+namespace {
+
+bool text_field_contains(const OrderedJson& m, const char* key, std::string_view what) {
+  auto it = m.find(key);
+  return it != m.end() && it->is_string() && it->get_ref<const std::string&>().find(what) != std::string::npos;
+}
+
+SftRowResult drop(DropReason r, std::string detail) {
+  SftRowResult res;
+  res.dropped = r;
+  res.detail = std::move(detail);
+  return res;
+}
+
+}  // namespace
+
+SftRowResult process_sft_row(const OrderedJson& row, const Tokenizer& tok, const SftRowOptions& opt) {
+  if (!opt.used_in_filter.empty()) {
+    auto it = row.find(opt.used_in_field);
+    if (!used_in_matches(it == row.end() ? nullptr : &*it, opt.used_in_filter))
+      return drop(DropReason::used_in_filter, fmt::format("{} does not contain \"{}\"", opt.used_in_field, opt.used_in_filter));
+  }
+  auto mit = row.find(opt.messages_field);
+  if (mit == row.end() || !python_truthy(*mit))
+    return drop(DropReason::no_messages, fmt::format("no \"{}\"", opt.messages_field));
+  if (!mit->is_array()) return drop(DropReason::bad_message, fmt::format("\"{}\" is not a list", opt.messages_field));
+  OrderedJson messages = *mit;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const OrderedJson& m = messages[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      return drop(DropReason::bad_message, fmt::format("message {} is not an object with a string \"role\"", i));
+    const std::string& r = m["role"].get_ref<const std::string&>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      return drop(DropReason::unknown_role, fmt::format("message {} has the unknown role \"{}\"", i, r));
+  }
+  bool any_call = false, any_header = false;
+  for (const OrderedJson& m : messages) {
+    any_call = any_call || text_field_contains(m, "content", "<tool_call>") || text_field_contains(m, "reasoning_content", "<tool_call>");
+    any_header = any_header || text_field_contains(m, "content", "# Tools") || text_field_contains(m, "reasoning_content", "# Tools");
+  }
+  if (any_call && !any_header) return drop(DropReason::tool_call_without_tools, "<tool_call> present but # Tools missing");
+  // replace_json_args: arguments given as JSON text become objects.
+  for (size_t i = 0; i < messages.size(); ++i) {
+    OrderedJson& m = messages[i];
+    auto calls = m.find("tool_calls");
+    if (m["role"] != "assistant" || calls == m.end() || !python_truthy(*calls)) continue;
+    if (!calls->is_array()) return drop(DropReason::bad_tool_call, fmt::format("message {}: tool_calls is not a list", i));
+    for (size_t j = 0; j < calls->size(); ++j) {
+      OrderedJson& call = (*calls)[j];
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+          !call["function"].contains("arguments"))
+        return drop(DropReason::bad_tool_call, fmt::format("message {}: tool call {} has no function.arguments", i, j));
+      OrderedJson& args = call["function"]["arguments"];
+      if (args.is_string()) {
+        try {
+          args = OrderedJson::parse(args.get<std::string>());
+        } catch (const nlohmann::json::exception&) {
+          return drop(DropReason::bad_tool_call, fmt::format("message {}: tool call {}: arguments are not valid JSON", i, j));
+        }
+      }
+    }
+  }
+  auto tit = row.find(opt.tools_field);
+  const OrderedJson tools = tit == row.end() ? OrderedJson(nullptr) : *tit;
+  std::vector<std::vector<ChatChunk>> seqs;
+  try {
+    seqs = chat_training_chunks(opt.format, messages, tools);
+  } catch (const ChatTemplateError& e) {
+    return drop(DropReason::template_error, e.what());
+  }
+  SftRowResult res;
+  for (const std::vector<ChatChunk>& chunks : seqs) {
+    MaskedSequence s;
+    try {
+      s = tokenize_chunks(tok, chunks);
+    } catch (const std::exception& e) {  // text the tokenizer refuses (invalid UTF-8)
+      return drop(DropReason::template_error, e.what());
+    }
+    if (s.input_ids.empty()) continue;
+    if (opt.max_doc_tokens > 0 && static_cast<int64_t>(s.input_ids.size()) > opt.max_doc_tokens) {
+      s.input_ids.resize(static_cast<size_t>(opt.max_doc_tokens));
+      s.loss_mask.resize(static_cast<size_t>(opt.max_doc_tokens));
+      ++res.truncated;
+    }
+    res.sequences.push_back(std::move(s));
+  }
+  return res;
+}
+
+}  // namespace nemotron::data

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# `nemotron <family> data prep sft` as a user runs it, on the tiny recipe after `data prep pretrain
+# -c tiny` (which makes the tokenizer): packed Parquet shards, split links, blend.json, metadata
+# with drop counts and packing efficiency; skip-if-up-to-date; refusal to overwrite another output
+# without --force; --sample; bad rows dropped and counted; bad config keys, a missing input file,
+# an unknown chat template and an invalid JSONL line as one `error:` line, exit 2, nothing written.
+# Usage: sft_data_prep_test.sh path/to/nemotron
+set -uo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+
+# expect_prep_error NAME MESSAGE CMD...: exit 2 and the last line of stderr is "error: MESSAGE"
+# (the run printed its header and maybe progress lines first).
+expect_prep_error() {
+  local name=$1 message=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (stderr: $(cat "$TMP/err"))"; return; fi
+  local got
+  got=$(tail -n 1 "$TMP/err")
+  [[ "$got" == "error: $message" ]] || { fail "$name: last stderr line was [$got], expected [error: $message]"; return; }
+  echo "ok: $name"
+}
+# json_number FILE KEY: a top-level number of a JSON file written with indent 2.
+json_number() { sed -nE "s/^  \"$2\": ([0-9.e+-]+),?$/\1/p" "$1"; }
+
+tiny=recipes/nano3/data_prep/sft/tiny.yaml
+expect_ok "data prep pretrain (the tokenizer)" 'tokenizer: ' "$BIN" nano3 data prep pretrain -c tiny output_dir="$TMP/pt"
+tok="$TMP/pt/tokenizer/tokenizer.json"
+sft=("$BIN" nano3 data prep sft -c tiny output_dir="$TMP/sft" tokenizer.model="$tok")
+
+# --- the tiny recipe ----------------------------------------------------------------------------
+expect_ok "data prep sft" '^  packing: +first_fit_decreasing, [0-9]+ bins of 512 tokens, [0-9.]+ sequences per bin, efficiency 9[5-9]\.[0-9]%$' "${sft[@]}"
+grep -Eq '^wrote .*: 4000 rows \([0-9]+ dropped\), [0-9]+ sequences' "$TMP/out" || fail "data prep sft: no summary line"
+grep -q 'dropped [0-9]* rows: used_in_filter' "$TMP/err" || fail "data prep sft: the used_in filter drops are not reported"
+meta="$TMP/sft/metadata.json"
+[[ -f "$meta" && -f "$TMP/sft/blend.json" && -f "$TMP/sft/heldout/arithmetic_chat.jsonl" ]] || fail "metadata.json, blend.json or heldout missing"
+[[ $(wc -l <"$TMP/sft/heldout/arithmetic_chat.jsonl") -eq 200 ]] || fail "heldout: expected 200 prompts"
+grep -q '"type": "SFTDataArtifact"' "$meta" || fail "metadata.json: not an SFTDataArtifact"
+grep -q '"used_in_filter": [1-9]' "$meta" || fail "metadata.json: no used_in_filter drop count"
+eff=$(json_number "$meta" packing_efficiency)
+awk -v e="$eff" 'BEGIN { exit !(e >= 95) }' || fail "packing efficiency $eff% < 95%"
+for split in train valid test; do
+  n=$(find "$TMP/sft/splits/$split" -name '*.parquet' -type l | wc -l)
+  [[ $n -ge 1 ]] || fail "splits/$split: no shard links"
+  for f in "$TMP/sft/splits/$split"/*.parquet; do
+    [[ -f "$f" ]] || fail "splits/$split: $(basename "$f") does not resolve"
+    head -c 4 "$f" | grep -q PAR1 || fail "$f: not a Parquet file"
+  done
+done
+[[ $(find "$TMP/sft/splits/train" -name '*.parquet' | wc -l) -eq 6 ]] || fail "splits/train: expected 6 of 8 shards"
+grep -q '"train": \[' "$TMP/sft/blend.json" || fail "blend.json: no train list"
+echo "ok: outputs of the tiny recipe"
+
+# --- skip if up to date, refuse another output, --force, --sample --------------------------------
+stamp=$(stat -c %Y "$meta")
+expect_ok "second run is up to date" '^up to date: .*nothing to do \(--force rebuilds\)$' "${sft[@]}"
+expect_prep_error "another config needs --force" \
+  "$TMP/sft: exists and was made from another configuration or inputs; pass --force to overwrite it" "${sft[@]}" pack_size=1024
+[[ $(stat -c %Y "$meta") == "$stamp" ]] || fail "the refused run touched metadata.json"
+expect_ok "--force rebuilds" 'bins of 1024 tokens' "${sft[@]}" pack_size=1024 --force
+grep -q '"pack_size": 1024' "$meta" || fail "--force: metadata.json still has the old pack_size"
+expect_ok "--sample" "^wrote $TMP/sft/sample-100: 100 rows" "${sft[@]}" --sample 100
+expect_ok "sample=100 (Nemotron's key) is --sample 100" "^up to date: $TMP/sft/sample-100 " "${sft[@]}" sample=100 force=false
+expect_ok "--sample output kept by --force" 'bins of 512 tokens' "${sft[@]}" --force
+[[ -f "$TMP/sft/sample-100/metadata.json" ]] || fail "--force dropped the sample-100 output"
+expect_ok "a sample first, then the full run" "^wrote $TMP/sft2: 4000 rows" \
+  bash -c "'$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok' --sample 50 >/dev/null 2>&1 && '$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok'"
+[[ -z "$(find "$TMP" -maxdepth 2 \( -name '*.tmp-*' -o -name '*.old-*' \))" ]] || fail "a temporary directory was left behind"
+
+# --- bad rows are dropped and counted ------------------------------------------------------------
+cat >"$TMP/rows.jsonl" <<'ROWS'
+{"messages": [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "The answer is 5."}], "used_in": "nano_v3"}
+{"text": "a row without messages", "used_in": "nano_v3"}
+{"messages": [{"role": "robot", "content": "beep"}], "used_in": "nano_v3"}
+{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{broken"}}]}], "used_in": "nano_v3"}
+ROWS
+rows=("$BIN" nano3 data prep sft -c tiny output_dir="$TMP/rows" tokenizer.model="$tok" "sources=[{name: mine, files: $TMP/rows.jsonl}]")
+expect_ok "bad rows dropped" '^wrote .*: 4 rows \(3 dropped\), 1 sequences' "${rows[@]}"
+for reason in no_messages unknown_role bad_tool_call; do
+  grep -q "dropped 1 rows: $reason (first: $TMP/rows.jsonl:" "$TMP/err" || fail "drop reason $reason not reported"
+  grep -q "\"$reason\": 1" "$TMP/rows/metadata.json" || fail "metadata.json: no $reason count"
+done
+echo "ok: drop reasons reported and counted"
+
+# --- bad input: one error line, exit 2, nothing written -------------------------------------------
+echo '{"messages": [' >>"$TMP/rows.jsonl"
+expect_prep_error "invalid JSONL line" "$TMP/rows.jsonl:5: invalid JSON at column 15: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal" \
+  "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/bad" tokenizer.model="$tok" "sources=[{name: mine, files: $TMP/rows.jsonl}]"
+[[ -e "$TMP/bad" ]] && fail "invalid JSONL: output written"
+[[ -z "$(find "$TMP" -maxdepth 1 -name 'bad.tmp-*')" ]] || fail "invalid JSONL: temporary directory left"
+expect_error "missing input file" "$tiny: sources[0].files: $TMP/none.jsonl: no such file or directory" \
+  "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/bad" tokenizer.model="$tok" "sources=[{files: $TMP/none.jsonl}]"
+expect_error "unknown chat template" "$tiny: chat_template: unknown template \"chatml\" (built in: nano3, nemotron-h, nano-v2)" \
+  "${sft[@]}" chat_template=chatml
+expect_error "unknown key" "$tiny: pack_sise: unknown key (did you mean \"pack_size\"?)" "${sft[@]}" pack_sise=512
+expect_error "bad value" "$tiny: pack_size: expected a positive integer, got 0" "${sft[@]}" pack_size=0
+mkdir -p "$TMP/empty"
+expect_error "no tokenizer yet" "$ROOT/$tiny: tokenizer.model: runs/nano3/tiny/data/pretrain/tokenizer/tokenizer.json: no such tokenizer.json (the tiny recipe takes the one \`data prep pretrain -c tiny\` writes; run that first)" \
+  bash -c "cd '$TMP/empty' && '$BIN' nano3 data prep sft -c tiny"
+[[ -z "$(ls -A "$TMP/empty")" ]] || fail "failed runs wrote files: $(ls -A "$TMP/empty")"
+
+finish "sft data prep checks"
