@@ -285,6 +285,18 @@ TrainResult Trainer::run() {
       res.exited_early = true;
       break;
     }
+    std::string why = opts_.stop_requested && iteration_ < t.train_iters ? opts_.stop_requested() : std::string();
+    if (!why.empty()) {
+      const bool saving = !cfg_.checkpoint.save.empty();
+      if (saving && last_saved != iteration_) do_save();
+      print("{}: {}\n", why,
+            saving ? fmt::format("saved iteration {} to {}; resume with checkpoint.load={}", iteration_,
+                                 res.last_checkpoint, cfg_.checkpoint.save)
+                   : fmt::format("stopping at iteration {}; nothing saved (checkpoint.save is empty)", iteration_));
+      res.exited_early = true;
+      res.stop_reason = why;
+      break;
+    }
     if (opts_.stop_after && opts_.stop_after(iteration_)) {
       res.exited_early = true;
       break;

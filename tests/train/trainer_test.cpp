@@ -43,7 +43,7 @@ struct TrainRun {
                   1) {
     net.init(init_seed);
   }
-  TrainResult go(bool resume = false, train::TrainerOptions opts = {nullptr, {}, {}}) {
+  TrainResult go(bool resume = false, train::TrainerOptions opts = {nullptr, {}, {}, {}}) {
     train::Trainer t(cfg, net, train_src, &valid_src, opts);
     if (resume) t.restore_from_config();
     return t.run();
@@ -115,7 +115,7 @@ TEST(Trainer, a_run_killed_after_its_last_checkpoint_replays_the_lost_steps_exac
   TrainRun full(tiny_train_config(), 1234);
   TrainResult a = full.go();
   TrainRun killed(tiny_train_config({"checkpoint.save=" + save, "checkpoint.save_interval=2"}), 1234);
-  TrainResult b = killed.go(false, {nullptr, {}, [](int64_t it) { return it == 3; }});
+  TrainResult b = killed.go(false, {nullptr, {}, [](int64_t it) { return it == 3; }, {}});
   ASSERT_TRUE(b.exited_early);
   ASSERT_EQ(b.final_iteration, 3);
   TrainRun resumed(
@@ -186,7 +186,7 @@ TEST(Trainer, gradient_accumulation_averages_over_all_tokens_of_the_global_batch
     net.init(3);
     // micro 1: four micro-batches of 16, 2, 16 and 2 loss tokens; micro 4: one of 36.
     MaskedSource src(c.model.vocab_size, c.dataset.seq_length, micro);
-    train::Trainer t(c, net, src, nullptr, {nullptr, {}, {}});
+    train::Trainer t(c, net, src, nullptr, {nullptr, {}, {}, {}});
     return t.run();
   };
   TrainResult one = run(4), four = run(1);
@@ -209,7 +209,7 @@ TEST(Trainer, finetune_loads_weights_only_and_starts_at_iteration_zero) {
   TrainRun pre(tiny_train_config(o1), 1);
   pre.go();
   TrainRun ft(tiny_train_config(o2), 77);
-  train::Trainer t(ft.cfg, ft.net, ft.train_src, nullptr, {nullptr, {}, {}});
+  train::Trainer t(ft.cfg, ft.net, ft.train_src, nullptr, {nullptr, {}, {}, {}});
   t.restore_from_config();
   EXPECT_EQ(all_values(ft.net), all_values(pre.net));
   EXPECT_EQ(t.iteration(), 0);
