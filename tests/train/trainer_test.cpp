@@ -130,6 +130,38 @@ TEST(Trainer, a_run_killed_after_its_last_checkpoint_replays_the_lost_steps_exac
   EXPECT_EQ(all_values(resumed.net), all_values(full.net));
 }
 
+// A stop request (cli's SIGTERM handler) after iteration 2, with no save_interval: the run saves
+// iteration 2 at that step boundary, says where to resume, and the resumed run ends exactly as
+// the uninterrupted one.
+TEST(Trainer, a_stop_request_saves_at_the_step_boundary_and_resumes_exactly) {
+  TempDir tmp;
+  const std::string save = (tmp.path / "ckpt").string();
+  TrainRun full(tiny_train_config(), 1234);
+  TrainResult a = full.go();
+  TrainRun stopped(tiny_train_config({"checkpoint.save=" + save}), 1234);
+  int64_t steps_seen = 0;
+  auto stop = [&] { return ++steps_seen >= 2 ? std::string("received SIGTERM") : std::string(); };
+  std::FILE* log = std::tmpfile();
+  TrainResult b = stopped.go(false, {log, {}, {}, stop});
+  ASSERT_TRUE(b.exited_early);
+  EXPECT_EQ(b.stop_reason, "received SIGTERM");
+  EXPECT_EQ(b.final_iteration, 2);
+  EXPECT_EQ(b.last_checkpoint, save + "/iter_0000002");
+  std::rewind(log);
+  std::string text(1 << 16, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), log));
+  std::fclose(log);
+  EXPECT_NE(text.find("received SIGTERM: saved iteration 2 to " + save + "/iter_0000002; resume with checkpoint.load=" +
+                      save + "\n"),
+            std::string::npos)
+      << text;
+  TrainRun resumed(tiny_train_config({"checkpoint.save=" + save, "checkpoint.load=" + save}), 5);
+  TrainResult c = resumed.go(true);
+  ASSERT_EQ(c.steps.size(), 4u);
+  EXPECT_EQ(c.steps.back().lm_loss, a.steps.back().lm_loss);
+  EXPECT_EQ(all_values(resumed.net), all_values(full.net));
+}
+
 TEST(Trainer, each_update_uses_lr_of_samples_consumed_before_it_and_bias_moves) {
   TrainRun r(tiny_train_config(), 1);
   const std::vector<float> bias0(
