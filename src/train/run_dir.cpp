@@ -94,7 +94,7 @@ RunDirState inspect_run_dir(const std::string& dir) {
   st.exists = fs::is_directory(dir, ec);
   if (!st.exists) return st;
   st.tracked_iteration = io::read_tracker(dir);
-  int64_t newest = -1;
+  int64_t& newest = st.newest_iteration;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const int64_t it = io::iteration_of_dir_name(e.path().string());
     if (it > newest && e.is_directory(ec)) newest = it;
@@ -120,7 +120,14 @@ RunDirState check_run_dir(const CheckpointSection& k) {
   RunDirState st = inspect_run_dir(k.save);
   if (st.held_run.empty()) return st;
   const bool inside = !k.load.empty() && load_is_inside(k.load, k.save);
-  if (inside && !k.finetune) return st;  // resuming the run it holds
+  if (inside && !k.finetune) {  // resuming the run it holds
+    if (st.tracked_iteration < 0 && st.newest_iteration >= 0 && same_path(k.load, k.save))
+      throw InputError(fmt::format(
+          "checkpoint.save {} holds {}, so checkpoint.load={} would start from scratch over it: resume from it with "
+          "checkpoint.load={}/{}, or pick another checkpoint.save",
+          k.save, st.held_run, k.load, k.save, io::iteration_dir_name(st.newest_iteration)));
+    return st;
+  }
   if (inside)
     throw InputError(fmt::format(
         "checkpoint.save {} holds {} of an earlier run, and checkpoint.finetune=true would start over at iteration 0 "

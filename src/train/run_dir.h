@@ -5,6 +5,8 @@
 //     when it resumes that run: checkpoint.load names the same directory or an iteration inside
 //     it, without checkpoint.finetune (Megatron's --load = --save habit). Anything else is
 //     refused (InputError) before a byte is written: nothing is ever overwritten silently.
+//     iter_* without a tracker (a kill just before the first tracker write) is resumed only by
+//     naming the iteration: load = save would start from scratch over it.
 //  2. While a run trains it holds an exclusive flock on <dir>/run.lock, which records its pid,
 //     host, start time and command. The kernel drops the lock when the process dies, however it
 //     dies, so a stale file never blocks; a second run fails at once naming the holder.
@@ -28,6 +30,7 @@ constexpr const char* kRunLockFile = "run.lock";
 struct RunDirState {
   bool exists = false;
   int64_t tracked_iteration = -1;  // the tracker's iteration, -1 without one
+  int64_t newest_iteration = -1;   // the newest iter_* directory, -1 without one
   std::string held_run;            // "" when no run; otherwise what it holds, for messages
 };
 RunDirState inspect_run_dir(const std::string& dir);

@@ -77,6 +77,12 @@ TEST(RunDir, a_fresh_run_is_refused_over_another_runs_directory_and_a_resume_is_
   fs::remove(fs::path(d) / "latest_checkpointed_iteration.txt");
   EXPECT_NE(input_error([&] { train::check_run_dir(section(d)); }).find("holds iter_0000030 (without "),
             std::string::npos);
+  // Without the tracker, load = save would start from scratch: the iteration must be named.
+  EXPECT_EQ(input_error([&] { train::check_run_dir(section(d, d)); }),
+            "checkpoint.save " + d + " holds iter_0000030 (without latest_checkpointed_iteration.txt), so " +
+                "checkpoint.load=" + d + " would start from scratch over it: resume from it with checkpoint.load=" + d +
+                "/iter_0000030, or pick another checkpoint.save");
+  EXPECT_NO_THROW(train::check_run_dir(section(d, d + "/iter_0000030")));
   EXPECT_NO_THROW(train::check_run_dir(section("")));  // nothing is saved: nothing to own
 }
 
