@@ -42,6 +42,9 @@ StopSignals::StopSignals() {
   sa.sa_flags = SA_RESTART;  // file writes of a save in progress go on undisturbed
   sigaction(SIGTERM, &sa, &g_old_term);
   sigaction(SIGINT, &sa, &g_old_int);
+  // A signal the parent ignores stays ignored (nohup; a shell's background job ignores SIGINT).
+  if (g_old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &g_old_term, nullptr);
+  if (g_old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &g_old_int, nullptr);
 }
 
 StopSignals::~StopSignals() {

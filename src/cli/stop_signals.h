@@ -3,7 +3,8 @@
 // the next step boundary and stop; a second one ends the process at once (checkpoints are
 // crash-safe, so that loses only the steps since the last save). After a stop, the command
 // raises the signal again with its default action, so the shell sees 128 + the signal number
-// (143 for SIGTERM, 130 for SIGINT) and Slurm sees a job ended by the signal.
+// (143 for SIGTERM, 130 for SIGINT) and Slurm sees a job ended by the signal. A signal that was
+// ignored when the process started (nohup, a shell's background job and SIGINT) stays ignored.
 #pragma once
 #include <csignal>
 #include <string>
