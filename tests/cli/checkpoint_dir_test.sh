@@ -19,17 +19,17 @@ records() {
   n=$(grep -c '"type":"train"' "$1" 2>/dev/null)
   echo "${n:-0}"
 }
-# wait_for N FILE: until FILE has N train records (10 s at most).
+# wait_for N FILE: until FILE has N train records (30 s at most).
 wait_for() {
-  for _ in $(seq 200); do
+  for _ in $(seq 600); do
     [[ $(records "$2") -ge $1 ]] && return 0
     sleep 0.05
   done
   return 1
 }
-# wait_grep PATTERN FILE: until FILE has a line matching PATTERN (20 s at most).
+# wait_grep PATTERN FILE: until FILE has a line matching PATTERN (60 s at most).
 wait_grep() {
-  for _ in $(seq 400); do
+  for _ in $(seq 1200); do
     grep -Eq -- "$1" "$2" 2>/dev/null && return 0
     sleep 0.05
   done
@@ -87,7 +87,9 @@ same_files "$TMP/k/iter_0000012" "$TMP/ref/iter_0000012" && echo "ok: kill -9 th
 "${run[@]}" train.train_iters=100000 checkpoint.save="$TMP/t" >"$TMP/t.out" 2>"$TMP/t.err" &
 pid=$!
 wait_for 3 "$TMP/t/metrics.jsonl" || fail "SIGTERM: the run did not start: $(tail -3 "$TMP/t.err")"
+kill -STOP $pid  # then SIGTERM lands mid-run however fast the steps are (well before iteration 12)
 kill -TERM $pid
+kill -CONT $pid
 wait $pid
 rc=$?
 n=$(cat "$TMP/t/latest_checkpointed_iteration.txt" 2>/dev/null)
