@@ -28,8 +28,8 @@ extern "C" void on_stop_signal(int sig) {
     return;
   }
   g_signal = sig;
-  write_stderr(sig == SIGTERM ? "received SIGTERM: stopping after this step, with a checkpoint (again: exit at once)\n"
-                              : "received SIGINT: stopping after this step, with a checkpoint (again: exit at once)\n");
+  write_stderr(sig == SIGTERM ? "received SIGTERM: saving and stopping after this step (a second one exits at once)\n"
+                              : "received SIGINT: saving and stopping after this step (a second one exits at once)\n");
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ env --default-signal=INT "$BIN" super3 pretrain -c tiny dataset.mock=true datase
 pid=$!
 wait_grep '^pretraining ' "$TMP/i.out" || fail "SIGINT: the run did not start: $(cat "$TMP/i.err")"
 kill -INT $pid
-wait_grep '^received SIGINT: stopping after this step' "$TMP/i.err" || fail "SIGINT: no reply to the first signal"
+wait_grep '^received SIGINT: saving and stopping after this step' "$TMP/i.err" || fail "SIGINT: no reply to the first signal"
 kill -INT $pid
 wait $pid
 rc=$?
