@@ -5,7 +5,8 @@
 // is a path. Data: .bin/.idx files by dataset.blend or a per-split blend.json (what `data prep
 // pretrain` writes), or dataset.mock. --dry-run prints the resolved config, model size, plan and
 // memory and runs nothing. Bad input (config, overrides, missing data, a checkpoint of another
-// shape) is one line and exit 2, before anything is written.
+// shape, a checkpoint.save that holds another run or is in use) is one line and exit 2, before
+// anything is written. SIGTERM/SIGINT save at the next step boundary and exit (cli/stop_signals.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/recipe_paths.h"
+#include "cli/stop_signals.h"
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
@@ -26,6 +28,7 @@
 #include "train/compute_device.h"
 #include "train/data_sources.h"
 #include "train/plan.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace nemotron::cli {
@@ -58,12 +61,20 @@ void print_unigram_baseline(const train::PretrainConfig& cfg, const train::Train
               baseline, meta.string().c_str(), std::abs(baseline - val), val < baseline ? "below" : "ABOVE");
 }
 
-void run_pretrain(const PretrainOptions& o) {
+// The command as the run-directory lock records it (who holds checkpoint.save).
+std::string command_line(const PretrainOptions& o) {
+  std::string s = fmt::format("nemotron {} pretrain -c {}", o.family, o.config);
+  for (const std::string& kv : o.overrides) s += " " + kv;
+  return s;
+}
+
+// Returns the signal that stopped the run (0 when it ran to its end).
+int run_pretrain(const PretrainOptions& o) {
   const std::string path = resolve_recipe(o.family, "pretrain", o.config);
   train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides);
   if (o.dry_run) {
     std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
-    return;
+    return 0;
   }
   const train::MemoryEstimate mem = train::estimate_memory(cfg);
   const double have = physical_memory_bytes();
@@ -87,9 +98,21 @@ void run_pretrain(const PretrainOptions& o) {
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
   net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)
-  train::Trainer trainer(cfg, net, *data.train, data.valid.get());
+  train::TrainerOptions topts;
+  topts.stop_requested = &StopSignals::requested;
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), topts);
   trainer.restore_from_config();  // reads only; errors leave every file as it was
-  print_unigram_baseline(cfg, trainer.run());
+  // checkpoint.save belongs to one run at a time (train/run_dir.h): refused before anything is
+  // written unless this run resumes it, then locked for the whole run.
+  const train::RunDirState seen = train::check_run_dir(cfg.checkpoint);
+  const train::RunDirLock lock = train::lock_run_dir(cfg.checkpoint, seen, command_line(o));
+  for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
+  if (cfg.checkpoint.save.empty())
+    std::printf("warning: checkpoint.save is empty: this run saves no checkpoint (set checkpoint.save=DIR to keep one)\n");
+  const StopSignals signals;
+  const train::TrainResult res = trainer.run();
+  print_unigram_baseline(cfg, res);
+  return res.stop_reason.empty() ? 0 : StopSignals::signal_number();
 }
 
 }  // namespace
@@ -110,7 +133,9 @@ void add_pretrain_commands(CLI::App& app) {
         ->check(CLI::Validator(
             [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
             "KEY=VALUE"));
-    cmd->callback([o] { run_pretrain(*o); });
+    cmd->callback([o] {
+      if (int sig = run_pretrain(*o)) reraise(sig);  // after every destructor: files closed, lock released
+    });
   }
 }
 

@@ -7,18 +7,32 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 
 namespace nemotron::io {
 
+namespace fs = std::filesystem;
+
 std::string iteration_dir_name(int64_t iteration) { return fmt::format("iter_{:07d}", iteration); }
 
+int64_t iteration_of_dir_name(const std::string& path) {
+  static const std::regex kIter("iter_([0-9]{7})");
+  fs::path p(path);
+  if (!p.has_filename()) p = p.parent_path();  // "runs/x/iter_0000020/"
+  const std::string name = p.filename().string();
+  std::smatch m;
+  return std::regex_match(name, m, kIter) ? std::stoll(m[1].str()) : -1;
+}
+
 int64_t read_tracker(const std::string& save_dir) {
-  const std::filesystem::path tracker = std::filesystem::path(save_dir) / kTrackerFile;
+  const fs::path tracker = fs::path(save_dir) / kTrackerFile;
   std::error_code ec;
-  if (!std::filesystem::exists(tracker, ec)) return -1;
+  if (!fs::exists(tracker, ec)) return -1;
   std::ifstream f(tracker, std::ios::binary);
   if (!f) throw InputError(fmt::format("{}: cannot open: {}", tracker.string(), std::strerror(errno)));
   std::stringstream ss;
@@ -30,6 +44,56 @@ int64_t read_tracker(const std::string& save_dir) {
   if (text.empty() || *end != '\0' || v < 0)
     throw InputError(fmt::format("{}: expected an iteration number, got \"{}\"", tracker.string(), text));
   return v;
+}
+
+std::string incomplete_iteration_reason(const std::string& iter_dir) {
+  const fs::path dir(iter_dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "missing";
+  const fs::path state_path = dir / kTrainStateFile;
+  if (!fs::is_regular_file(state_path, ec)) return fmt::format("missing {}", kTrainStateFile);
+  std::ifstream f(state_path, std::ios::binary);
+  nlohmann::json state = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (state.is_discarded() || !state.is_object()) return fmt::format("{} is not valid JSON", kTrainStateFile);
+  std::vector<std::string> missing, wrong_size;
+  auto files = state.find("files");
+  if (files == state.end() || !files->is_object()) {  // written before the list: the essentials
+    for (const char* name : {"model.safetensors", "config.yaml"})
+      if (!fs::is_regular_file(dir / name, ec) &&
+          !(std::string(name) == "model.safetensors" && fs::is_regular_file(dir / "model.safetensors.index.json", ec)))
+        missing.push_back(name);
+  } else {
+    for (const auto& [name, bytes] : files->items()) {
+      const fs::path p = dir / name;
+      if (!fs::is_regular_file(p, ec)) {
+        missing.push_back(name);
+      } else if (bytes.is_number_unsigned() && fs::file_size(p, ec) != bytes.get<uint64_t>()) {
+        wrong_size.push_back(fmt::format("{} ({} bytes, {} recorded)", name, fs::file_size(p, ec), bytes.get<uint64_t>()));
+      }
+    }
+  }
+  std::string why;
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  if (!missing.empty()) why = "missing " + join(missing);
+  if (!wrong_size.empty()) why += (why.empty() ? "" : "; ") + std::string("truncated ") + join(wrong_size);
+  return why;
+}
+
+bool is_training_iteration(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(fs::path(dir) / kTrainStateFile, ec) || fs::exists(fs::path(dir) / "optimizer.safetensors", ec);
+}
+
+void require_complete_iteration(const std::string& dir) {
+  if (!is_training_iteration(dir)) return;
+  const std::string why = incomplete_iteration_reason(dir);
+  if (!why.empty())
+    throw InputError(fmt::format("{}: incomplete checkpoint ({}; an interrupted save or prune): load another iteration",
+                                 dir, why));
 }
 
 }  // namespace nemotron::io

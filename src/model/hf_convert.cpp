@@ -198,7 +198,10 @@ std::string resolve_checkpoint_dir(const std::string& path) {
   const fs::path p(path);
   if (!fs::is_directory(p, ec))
     throw InputError(fmt::format("{}: {}", path, fs::exists(p, ec) ? "is not a directory" : "no such directory"));
-  if (fs::exists(p / "config.yaml", ec)) return path;
+  if (fs::exists(p / "config.yaml", ec)) {
+    io::require_complete_iteration(path);  // not an iteration a killed save or prune left half-written
+    return path;
+  }
   const int64_t iter = io::read_tracker(path);
   if (iter < 0)
     throw InputError(
@@ -207,6 +210,7 @@ std::string resolve_checkpoint_dir(const std::string& path) {
   if (!fs::exists(dir / "config.yaml", ec))
     throw InputError(fmt::format("{}: names iteration {}, but {} has no config.yaml", (p / io::kTrackerFile).string(),
                                  iter, dir.string()));
+  io::require_complete_iteration(dir.string());
   return dir.string();
 }
 

@@ -47,9 +47,14 @@ std::string read_text(const fs::path& path) {
   return ss.str();
 }
 
-bool complete(const fs::path& iter_dir) {
-  std::error_code ec;
-  return fs::is_regular_file(iter_dir / "train_state.json", ec);
+bool complete(const fs::path& iter_dir) { return io::incomplete_iteration_reason(iter_dir.string()).empty(); }
+
+// {"model.safetensors": bytes, ...}: every file of the iteration so far, for train_state.json.
+json file_sizes(const fs::path& dir) {
+  json files = json::object();
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) files[e.path().filename().string()] = static_cast<uint64_t>(e.file_size());
+  return files;
 }
 
 void remove_all_or_throw(const fs::path& p) {
@@ -127,13 +132,15 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
   stage("config");
   write_text(tmp / "config.yaml", c.config_yaml);
   stage("train_state");
-  write_text(tmp / "train_state.json", c.state.to_json().dump(2) + "\n");
+  json state = c.state.to_json();
+  state["files"] = file_sizes(tmp);
+  write_text(tmp / io::kTrainStateFile, state.dump(2) + "\n");
   fsync_dir(tmp);
 
   stage("rename");
   const fs::path old = parent / fmt::format("{}.old-{}", name, ::getpid());
   const bool replacing = fs::exists(final_dir, ec);
-  if (replacing) {  // the same iteration saved again (e.g. a fresh run into an old directory)
+  if (replacing) {  // saved again by a run resumed from an earlier iteration of this directory
     remove_all_or_throw(old);
     fs::rename(final_dir, old, ec);
     if (ec) throw Error(fmt::format("cannot move {} aside: {}", final_dir.string(), ec.message()));
@@ -148,13 +155,13 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
   fsync_dir(parent);
 
   stage("prune");
-  prune_checkpoints(save_dir, most_recent_k);
+  prune_checkpoints(save_dir, most_recent_k, hook);
   return final_dir.string();
 }
 
 bool has_checkpoint(const std::string& path) {
   std::error_code ec;
-  return fs::exists(fs::path(path) / kTrackerFile, ec) || complete(path);
+  return fs::exists(fs::path(path) / kTrackerFile, ec) || fs::exists(fs::path(path) / io::kTrainStateFile, ec);
 }
 
 std::string resolve_checkpoint_dir(const std::string& path, bool weights_only) {
@@ -163,12 +170,18 @@ std::string resolve_checkpoint_dir(const std::string& path, bool weights_only) {
   const int64_t it = io::read_tracker(path);
   if (it >= 0) {
     fs::path dir = fs::path(path) / iteration_dir_name(it);
-    if (!complete(dir))
+    if (!fs::exists(dir, ec))
       throw InputError(fmt::format("{}/{} names iteration {}, but {} is missing or incomplete", path, kTrackerFile, it,
                                    dir.string()));
+    if (const std::string why = io::incomplete_iteration_reason(dir.string()); !why.empty())
+      throw InputError(fmt::format("{}/{} names iteration {}, but {} is incomplete ({})", path, kTrackerFile, it,
+                                   dir.string(), why));
     return dir.string();
   }
-  if (complete(path)) return path;
+  if (fs::exists(fs::path(path) / io::kTrainStateFile, ec)) {
+    io::require_complete_iteration(path);
+    return path;
+  }
   const bool has_weights = fs::exists(fs::path(path) / "model.safetensors", ec) ||
                            fs::exists(fs::path(path) / "model.safetensors.index.json", ec);
   if (weights_only && has_weights) return path;  // e.g. the output of `nemotron convert import`
@@ -178,8 +191,14 @@ std::string resolve_checkpoint_dir(const std::string& path, bool weights_only) {
 }
 
 TrainState read_train_state(const std::string& iter_dir) {
-  const std::string path = (fs::path(iter_dir) / "train_state.json").string();
-  return TrainState::from_json(parse_json_text(read_text(path), path), path);
+  const std::string path = (fs::path(iter_dir) / io::kTrainStateFile).string();
+  TrainState s = TrainState::from_json(parse_json_text(read_text(path), path), path);
+  const int64_t named = io::iteration_of_dir_name(iter_dir);
+  if (named >= 0 && named != s.iteration)
+    throw InputError(fmt::format("{}: iteration {} does not match its directory {} (iteration {}); the file was "
+                                 "copied or edited: load a directory whose name and train_state.json agree",
+                                 path, s.iteration, fs::path(iter_dir).filename().string(), named));
+  return s;
 }
 
 void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params) {
@@ -214,25 +233,86 @@ void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const mo
   opt.set_steps_taken(optimizer_steps);
 }
 
-void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k) {
-  static const std::regex kIter("iter_([0-9]{7})"), kLeftover("iter_[0-9]{7}\\.(tmp|old)-[0-9]+");
+namespace {
+
+const std::regex kIterName("iter_([0-9]{7})");
+const std::regex kTmpName("iter_[0-9]{7}\\.tmp-[0-9]+");
+const std::regex kOldName("(iter_[0-9]{7})\\.old-[0-9]+");
+constexpr const char* kPruningPrefix = ".pruning-";
+
+std::vector<fs::path> list_dir(const std::string& dir) {
   std::error_code ec;
-  std::vector<std::pair<int64_t, fs::path>> iters;
-  const int64_t tracked = io::read_tracker(save_dir);
-  for (const auto& e : fs::directory_iterator(save_dir, ec)) {
-    const std::string name = e.path().filename().string();
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path());
+  if (ec) throw Error(fmt::format("{}: cannot list: {}", dir, ec.message()));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Renames `iter_dir` to .pruning-<name> (one atomic step: from then on it is no checkpoint), then
+// deletes it; a kill in between leaves only the hidden name, which finish_interrupted_writes()
+// removes.
+void prune_one(const fs::path& iter_dir, const SaveStageHook& hook) {
+  const fs::path aside = iter_dir.parent_path() / (kPruningPrefix + iter_dir.filename().string());
+  remove_all_or_throw(aside);
+  std::error_code ec;
+  fs::rename(iter_dir, aside, ec);
+  if (ec) throw Error(fmt::format("cannot move {} aside to prune it: {}", iter_dir.string(), ec.message()));
+  fsync_dir(iter_dir.parent_path());
+  if (hook) hook("prune_delete");
+  remove_all_or_throw(aside);
+}
+
+}  // namespace
+
+std::vector<std::string> finish_interrupted_writes(const std::string& save_dir) {
+  std::vector<std::string> done;
+  std::error_code ec;
+  if (!fs::is_directory(save_dir, ec)) return done;
+  for (const fs::path& p : list_dir(save_dir)) {
+    const std::string name = p.filename().string();
     std::smatch m;
-    if (std::regex_match(name, kLeftover)) {
-      remove_all_or_throw(e.path());
-    } else if (std::regex_match(name, m, kIter) && complete(e.path())) {
-      iters.emplace_back(std::stoll(m[1].str()), e.path());
+    if (name.rfind(kPruningPrefix, 0) == 0) {
+      remove_all_or_throw(p);
+      done.push_back(fmt::format("finished the interrupted removal of {}", name.substr(std::strlen(kPruningPrefix))));
+    } else if (std::regex_match(name, kTmpName)) {
+      remove_all_or_throw(p);
+      done.push_back(fmt::format("removed {}, an interrupted save", name));
+    } else if (std::regex_match(name, m, kOldName)) {
+      const fs::path original = p.parent_path() / m[1].str();
+      if (!fs::exists(original, ec)) {
+        fs::rename(p, original, ec);
+        if (ec) throw Error(fmt::format("cannot move {} back to {}: {}", p.string(), original.string(), ec.message()));
+        done.push_back(fmt::format("restored {} from {} (its replacement was interrupted)", m[1].str(), name));
+      } else {
+        remove_all_or_throw(p);
+        done.push_back(fmt::format("removed {}, already replaced", name));
+      }
     }
   }
-  if (ec) throw Error(fmt::format("{}: cannot list: {}", save_dir, ec.message()));
-  if (most_recent_k < 0 || static_cast<int64_t>(iters.size()) <= most_recent_k) return;
+  if (!done.empty()) fsync_dir(save_dir);
+  return done;
+}
+
+void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k, const SaveStageHook& hook) {
+  finish_interrupted_writes(save_dir);
+  if (most_recent_k < 0) return;
+  std::vector<std::pair<int64_t, fs::path>> iters;
+  const int64_t tracked = io::read_tracker(save_dir);
+  for (const fs::path& p : list_dir(save_dir)) {
+    const std::string name = p.filename().string();
+    std::smatch m;
+    if (!std::regex_match(name, m, kIterName)) continue;
+    const int64_t it = std::stoll(m[1].str());
+    if (complete(p))
+      iters.emplace_back(it, p);
+    else if (tracked >= 0 && it < tracked)  // half-deleted by an earlier build's prune: never loadable
+      prune_one(p, hook);
+  }
+  if (static_cast<int64_t>(iters.size()) <= most_recent_k) return;
   std::sort(iters.begin(), iters.end());
   for (size_t i = 0; i + static_cast<size_t>(most_recent_k) < iters.size(); ++i)
-    if (iters[i].first != tracked) remove_all_or_throw(iters[i].second);
+    if (iters[i].first != tracked) prune_one(iters[i].second, hook);
 }
 
 }  // namespace nemotron::train

@@ -8,14 +8,19 @@
 //                                               RNG, scheduler position, format version
 // Crash safety: the iteration is written under a temporary name, fsynced and renamed into place,
 // and only then is the tracker replaced atomically; train_state.json is written last inside the
-// directory, so a directory without it is never a checkpoint. A kill at any moment leaves the
-// tracker naming a complete checkpoint (the previous one until the very last rename).
+// directory and lists every other file with its size, so a directory without it, or with a file
+// missing, is never a checkpoint. A kill at any moment leaves the tracker naming a complete
+// checkpoint (the previous one until the very last rename). Pruning renames an iteration to
+// .pruning-iter_XXXXXXX before deleting it, so a kill mid-delete never leaves a half iter_*;
+// finish_interrupted_writes() (run at the start of every run, under the run-directory lock of
+// train/run_dir.h) removes what such kills left.
 #pragma once
 #include "io/checkpoint_layout.h"
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "model/param.h"
 #include "train/adamw.h"
@@ -42,7 +47,8 @@ struct TrainState {
 using io::iteration_dir_name;
 
 // Called with the stage about to run ("model", "optimizer", "config", "train_state", "rename",
-// "tracker", "prune"): tests inject crashes here.
+// "tracker", "prune", and "prune_delete" once an old iteration is renamed aside and about to be
+// deleted): tests inject crashes here.
 using SaveStageHook = std::function<void(const std::string& stage)>;
 
 struct CheckpointContent {
@@ -58,14 +64,16 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
                             const SaveStageHook& hook = {});
 
 // The iteration directory `path` names: a parent with the tracker file, or an iter_* directory
-// holding train_state.json. InputError naming the path otherwise.
+// holding train_state.json. InputError naming the path otherwise, and naming the missing files
+// of an incomplete iteration.
 // With weights_only, a directory holding only weights (model.safetensors, e.g. a
 // `convert import` output) is accepted too: fine-tuning needs nothing else.
 std::string resolve_checkpoint_dir(const std::string& path, bool weights_only = false);
 // True when `path` holds a tracker or a train_state.json (something resolve_checkpoint_dir takes).
 bool has_checkpoint(const std::string& path);
 
-// Reads train_state.json of an iteration directory.
+// Reads train_state.json of an iteration directory. An iter_XXXXXXX directory whose
+// train_state.json records another iteration is an InputError naming both.
 TrainState read_train_state(const std::string& iter_dir);
 // Fills `params` from iter_dir/model.safetensors. A tensor missing or of another shape is an
 // InputError naming the checkpoint, the tensor and both shapes (nothing on disk is touched).
@@ -75,8 +83,16 @@ void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& par
 void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,
                                int64_t optimizer_steps);
 
-// Removes complete iterations beyond the k newest (never the one the tracker names) and
-// leftover temporary directories of interrupted saves.
-void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k);
+// Removes complete iterations beyond the k newest (never the one the tracker names), each renamed
+// out of the way first, and incomplete iter_* older than the tracked one (what an interrupted
+// prune of an earlier build left); then finish_interrupted_writes().
+void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k, const SaveStageHook& hook = {});
+
+// Finishes what a killed save or prune left in `save_dir`: deletes .pruning-* directories and
+// iter_*.tmp-PID (incomplete saves), and an iter_*.old-PID (an iteration being replaced) is
+// moved back when the new one never arrived, deleted otherwise. Returns one line per action,
+// for the log. Only the holder of the run-directory lock may call it (it would delete another
+// live run's temporary files).
+std::vector<std::string> finish_interrupted_writes(const std::string& save_dir);
 
 }  // namespace nemotron::train

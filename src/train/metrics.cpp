@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "train/run_dir.h"
 
 namespace nemotron::train {
 
@@ -15,8 +16,16 @@ MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
   std::error_code ec;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec)
+    throw InputError(fmt::format("{}: cannot create the metrics file's directory: {}", path,
+                                 write_failure_reason(parent.string(), ec)));
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (!f_) throw Error(fmt::format("{}: cannot open the metrics file: {}", path, std::strerror(errno)));
+  if (!f_) {
+    const std::error_code err(errno, std::generic_category());
+    const std::string why = write_failure_reason(path, err);
+    if (why != err.message()) throw InputError(fmt::format("{}: cannot open the metrics file: {}", path, why));
+    throw Error(fmt::format("{}: cannot open the metrics file: {}", path, why));
+  }
 }
 
 MetricsFile::~MetricsFile() {

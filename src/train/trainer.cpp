@@ -248,6 +248,7 @@ TrainResult Trainer::run() {
   const auto t_start = std::chrono::steady_clock::now();
   const int64_t first_iteration = iteration_;
   int64_t last_saved = -1;
+  std::string stop_line;  // printed last: what a stop request did and how to resume
   auto do_eval = [&] {
     EvalRecord e{iteration_, evaluate()};
     res.evals.push_back(e);
@@ -285,6 +286,19 @@ TrainResult Trainer::run() {
       res.exited_early = true;
       break;
     }
+    std::string why = opts_.stop_requested && iteration_ < t.train_iters ? opts_.stop_requested() : std::string();
+    if (!why.empty()) {
+      const bool saving = !cfg_.checkpoint.save.empty();
+      if (saving && last_saved != iteration_) do_save();
+      stop_line = fmt::format(
+          "{}: {}\n", why,
+          saving ? fmt::format("saved iteration {} to {}; resume with checkpoint.load={}", iteration_,
+                               res.last_checkpoint, cfg_.checkpoint.save)
+                 : fmt::format("stopped at iteration {}; nothing saved (checkpoint.save is empty)", iteration_));
+      res.exited_early = true;
+      res.stop_reason = why;
+      break;
+    }
     if (opts_.stop_after && opts_.stop_after(iteration_)) {
       res.exited_early = true;
       break;
@@ -317,6 +331,7 @@ TrainResult Trainer::run() {
                   {"seconds", total_s},
                   {"exited_early", res.exited_early},
                   {"checkpoint", res.last_checkpoint}});
+  if (!stop_line.empty()) print("{}", stop_line);
   return res;
 }
 

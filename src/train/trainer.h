@@ -43,7 +43,8 @@ struct TrainResult {
   std::vector<EvalRecord> evals;
   std::string last_checkpoint;  // iteration directory of the last save, if any
   int64_t final_iteration = 0;
-  bool exited_early = false;  // stopped by train.exit_interval or the stop hook
+  bool exited_early = false;  // stopped by train.exit_interval, the stop hook or a stop request
+  std::string stop_reason;    // what stop_requested answered, when it stopped the run
 };
 
 struct TrainerOptions {
@@ -52,6 +53,10 @@ struct TrainerOptions {
   // Asked after every step (after its checkpoint, if any): true stops the run there, like a
   // kill between steps (tests).
   std::function<bool(int64_t iteration)> stop_after;
+  // Asked at every step boundary: a non-empty answer (the reason, e.g. "received SIGTERM") saves
+  // a checkpoint there and ends the run with a line saying where to resume (Megatron's
+  // exit-signal-handler). cli answers it from its signal handlers.
+  std::function<std::string()> stop_requested;
 };
 
 class Trainer {

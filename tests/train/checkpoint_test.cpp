@@ -15,6 +15,7 @@
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/hf_convert.h"
 #include "model/hybrid_model.h"
 #include "test_util.h"
 #include "train_fixtures.h"
@@ -179,6 +180,96 @@ TEST(Checkpoint, most_recent_k_keeps_the_newest_iterations) {
   for (const auto& e : fs::directory_iterator(tmp.path)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"iter_0000003", "iter_0000004", "latest_checkpointed_iteration.txt"}));
+}
+
+// A kill while most_recent_k deletes an old iteration (just after it is renamed aside): no
+// half-deleted iter_* is left, only a hidden .pruning-* that the next start removes.
+TEST(Checkpoint, a_crash_while_pruning_leaves_no_half_iteration_and_the_next_start_finishes_it) {
+  TempDir tmp;
+  Saver a;
+  for (int64_t it = 1; it <= 2; ++it) train::save_checkpoint(tmp.path.string(), a.content(it));
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(20);
+    train::save_checkpoint(tmp.path.string(), a.content(3), 2, [](const std::string& s) {
+      if (s == "prune_delete") ::_exit(42);
+    });
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 42);
+  EXPECT_FALSE(fs::exists(tmp.path / "iter_0000001"));
+  EXPECT_TRUE(fs::exists(tmp.path / ".pruning-iter_0000001"));
+  EXPECT_EQ(train::resolve_checkpoint_dir(tmp.path.string()), (tmp.path / "iter_0000003").string());
+  EXPECT_EQ(train::finish_interrupted_writes(tmp.path.string()),
+            std::vector<std::string>{"finished the interrupted removal of iter_0000001"});
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp.path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"iter_0000002", "iter_0000003", "latest_checkpointed_iteration.txt"}));
+}
+
+// What an interrupted prune of an earlier build left (files of an iter_* half deleted), or a
+// truncated file: loading and exporting refuse it, naming what is missing, and the next prune
+// removes it when it is older than the tracked iteration.
+TEST(Checkpoint, an_incomplete_iteration_is_refused_naming_what_is_missing) {
+  TempDir tmp;
+  Saver a;
+  for (int64_t it = 1; it <= 3; ++it) train::save_checkpoint(tmp.path.string(), a.content(it));
+  const fs::path it1 = tmp.path / "iter_0000001", it3 = tmp.path / "iter_0000003";
+  fs::remove(it1 / "model.safetensors");
+  fs::remove(it1 / "config.yaml");
+  EXPECT_EQ(input_error([&] { train::resolve_checkpoint_dir(it1.string()); }),
+            it1.string() + ": incomplete checkpoint (missing config.yaml, model.safetensors; an interrupted save or "
+                           "prune): load another iteration");
+  fs::resize_file(it3 / "optimizer.safetensors", 100);
+  EXPECT_EQ(input_error([&] { train::resolve_checkpoint_dir(tmp.path.string()); }),
+            tmp.path.string() + "/latest_checkpointed_iteration.txt names iteration 3, but " + it3.string() +
+                " is incomplete (truncated optimizer.safetensors (100 bytes, " +
+                std::to_string(fs::file_size(tmp.path / "iter_0000002" / "optimizer.safetensors")) + " recorded))");
+  // `convert export` resolves with its own rules (a weights directory is fine), but not this.
+  fs::remove(it3 / "model.safetensors");
+  EXPECT_NE(input_error([&] { model::resolve_checkpoint_dir(it3.string()); }).find("missing model.safetensors"),
+            std::string::npos);
+  EXPECT_NE(input_error([&] { model::resolve_checkpoint_dir(tmp.path.string()); }).find("missing model.safetensors"),
+            std::string::npos);
+  // The next save with most_recent_k removes the half-deleted iter_0000001.
+  train::save_checkpoint(tmp.path.string(), a.content(4), 3);
+  EXPECT_FALSE(fs::exists(it1));
+  EXPECT_TRUE(fs::exists(tmp.path / "iter_0000002"));
+}
+
+TEST(Checkpoint, a_train_state_of_another_iteration_is_refused) {
+  TempDir tmp;
+  Saver a;
+  train::save_checkpoint(tmp.path.string(), a.content(20));
+  const fs::path dir = tmp.path / "iter_0000020";
+  nlohmann::json st = nlohmann::json::parse(slurp(dir / "train_state.json"));
+  st["iteration"] = 25;
+  std::ofstream(dir / "train_state.json") << st.dump(2);
+  EXPECT_EQ(input_error([&] { train::read_train_state(dir.string()); }),
+            dir.string() + "/train_state.json: iteration 25 does not match its directory iter_0000020 (iteration 20); "
+                           "the file was copied or edited: load a directory whose name and train_state.json agree");
+}
+
+// A kill between moving an iteration aside to replace it and renaming its replacement in: the
+// next start moves it back.
+TEST(Checkpoint, an_interrupted_replacement_is_moved_back) {
+  TempDir tmp;
+  Saver a;
+  train::save_checkpoint(tmp.path.string(), a.content(2));
+  fs::rename(tmp.path / "iter_0000002", tmp.path / "iter_0000002.old-12345");
+  fs::create_directory(tmp.path / "iter_0000003.tmp-12345");
+  EXPECT_EQ(train::finish_interrupted_writes(tmp.path.string()),
+            (std::vector<std::string>{"restored iter_0000002 from iter_0000002.old-12345 (its replacement was "
+                                      "interrupted)",
+                                      "removed iter_0000003.tmp-12345, an interrupted save"}));
+  EXPECT_EQ(train::resolve_checkpoint_dir(tmp.path.string()), (tmp.path / "iter_0000002").string());
+  EXPECT_FALSE(fs::exists(tmp.path / "iter_0000003.tmp-12345"));
 }
 
 TEST(Checkpoint, resolve_names_what_is_wrong) {

@@ -54,7 +54,7 @@ struct GptRun {
     net.init(init_seed);
   }
   TrainResult go(bool resume) {
-    train::Trainer t(cfg, net, *data.train, data.valid.get(), {nullptr, {}, {}});
+    train::Trainer t(cfg, net, *data.train, data.valid.get(), {nullptr, {}, {}, {}});
     if (resume) t.restore_from_config();
     return t.run();
   }

@@ -43,7 +43,7 @@ struct TrainRun {
                   1) {
     net.init(init_seed);
   }
-  TrainResult go(bool resume = false, train::TrainerOptions opts = {nullptr, {}, {}}) {
+  TrainResult go(bool resume = false, train::TrainerOptions opts = {nullptr, {}, {}, {}}) {
     train::Trainer t(cfg, net, train_src, &valid_src, opts);
     if (resume) t.restore_from_config();
     return t.run();
@@ -115,7 +115,7 @@ TEST(Trainer, a_run_killed_after_its_last_checkpoint_replays_the_lost_steps_exac
   TrainRun full(tiny_train_config(), 1234);
   TrainResult a = full.go();
   TrainRun killed(tiny_train_config({"checkpoint.save=" + save, "checkpoint.save_interval=2"}), 1234);
-  TrainResult b = killed.go(false, {nullptr, {}, [](int64_t it) { return it == 3; }});
+  TrainResult b = killed.go(false, {nullptr, {}, [](int64_t it) { return it == 3; }, {}});
   ASSERT_TRUE(b.exited_early);
   ASSERT_EQ(b.final_iteration, 3);
   TrainRun resumed(
@@ -127,6 +127,38 @@ TEST(Trainer, a_run_killed_after_its_last_checkpoint_replays_the_lost_steps_exac
     EXPECT_EQ(c.steps[i].lm_loss, a.steps[i + 2].lm_loss);
     EXPECT_EQ(c.steps[i].grad_norm, a.steps[i + 2].grad_norm);
   }
+  EXPECT_EQ(all_values(resumed.net), all_values(full.net));
+}
+
+// A stop request (cli's SIGTERM handler) after iteration 2, with no save_interval: the run saves
+// iteration 2 at that step boundary, says where to resume, and the resumed run ends exactly as
+// the uninterrupted one.
+TEST(Trainer, a_stop_request_saves_at_the_step_boundary_and_resumes_exactly) {
+  TempDir tmp;
+  const std::string save = (tmp.path / "ckpt").string();
+  TrainRun full(tiny_train_config(), 1234);
+  TrainResult a = full.go();
+  TrainRun stopped(tiny_train_config({"checkpoint.save=" + save}), 1234);
+  int64_t steps_seen = 0;
+  auto stop = [&] { return ++steps_seen >= 2 ? std::string("received SIGTERM") : std::string(); };
+  std::FILE* log = std::tmpfile();
+  TrainResult b = stopped.go(false, {log, {}, {}, stop});
+  ASSERT_TRUE(b.exited_early);
+  EXPECT_EQ(b.stop_reason, "received SIGTERM");
+  EXPECT_EQ(b.final_iteration, 2);
+  EXPECT_EQ(b.last_checkpoint, save + "/iter_0000002");
+  std::rewind(log);
+  std::string text(1 << 16, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), log));
+  std::fclose(log);
+  EXPECT_NE(text.find("received SIGTERM: saved iteration 2 to " + save + "/iter_0000002; resume with checkpoint.load=" +
+                      save + "\n"),
+            std::string::npos)
+      << text;
+  TrainRun resumed(tiny_train_config({"checkpoint.save=" + save, "checkpoint.load=" + save}), 5);
+  TrainResult c = resumed.go(true);
+  ASSERT_EQ(c.steps.size(), 4u);
+  EXPECT_EQ(c.steps.back().lm_loss, a.steps.back().lm_loss);
   EXPECT_EQ(all_values(resumed.net), all_values(full.net));
 }
 
@@ -186,7 +218,7 @@ TEST(Trainer, gradient_accumulation_averages_over_all_tokens_of_the_global_batch
     net.init(3);
     // micro 1: four micro-batches of 16, 2, 16 and 2 loss tokens; micro 4: one of 36.
     MaskedSource src(c.model.vocab_size, c.dataset.seq_length, micro);
-    train::Trainer t(c, net, src, nullptr, {nullptr, {}, {}});
+    train::Trainer t(c, net, src, nullptr, {nullptr, {}, {}, {}});
     return t.run();
   };
   TrainResult one = run(4), four = run(1);
@@ -209,7 +241,7 @@ TEST(Trainer, finetune_loads_weights_only_and_starts_at_iteration_zero) {
   TrainRun pre(tiny_train_config(o1), 1);
   pre.go();
   TrainRun ft(tiny_train_config(o2), 77);
-  train::Trainer t(ft.cfg, ft.net, ft.train_src, nullptr, {nullptr, {}, {}});
+  train::Trainer t(ft.cfg, ft.net, ft.train_src, nullptr, {nullptr, {}, {}, {}});
   t.restore_from_config();
   EXPECT_EQ(all_values(ft.net), all_values(pre.net));
   EXPECT_EQ(t.iteration(), 0);
