@@ -1,7 +1,8 @@
 // Forward + backward + AdamW throughput of a model config on the CPU (a benchmark, not a test).
 // usage: cpu_train_step [-c recipes/super3/pretrain/tiny.yaml] [--batch 4] [--seq-len 128]
 //                       [--steps 10] [--dtype float32]
-// Prints tokens/s and the achieved GFLOP/s (training FLOPs = 3 x forward matmul FLOPs).
+// Prints tokens/s and the achieved GFLOP/s (training FLOPs = 3 x forward matmul FLOPs). The step
+// is the trainer's (train/train_step.h): masked cross-entropy, grad-norm clip at 1, AdamW.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -10,9 +11,9 @@
 
 #include "backend/cpu/parallel.h"
 #include "core/rng.h"
-#include "core/workspace.h"
 #include "model/hybrid_model.h"
 #include "train/adamw.h"
+#include "train/train_step.h"
 
 using namespace nemotron;
 
@@ -32,20 +33,15 @@ int main(int argc, char** argv) {
     model::HybridModel net(cfg, host_backend(), dtype);
     net.init(1234);
     train::AdamW opt(net.params(), {});
-    Workspace ws(host_backend());
-    Context ctx{&host_backend(), &ws, dtype};
+    train::TrainStep step(net, opt, train::StepConfig{/*clip_grad=*/1.0, {}});
+    train::MaskedCrossEntropy ce;
     Philox rng(99);
     std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
     for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
     model::Batch batch{Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
-    auto one_step = [&] {
-      net.params().zero_grads();
-      model::LossSum l = net.forward_backward(ctx, batch, 1.0 / static_cast<double>(B * T));
-      opt.step(1e-4);
-      ws.reset();
-      return l.mean();
-    };
+    int64_t iteration = 0;
+    auto one_step = [&] { return step.run({batch}, ce, 1e-4, ++iteration).loss; };
     one_step();
     auto t0 = std::chrono::steady_clock::now();
     double loss = 0;

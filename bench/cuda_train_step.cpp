@@ -36,6 +36,7 @@
 #include "core/workspace.h"
 #include "gemm_peak.h"
 #include "train/adamw.h"
+#include "train/train_step.h"
 
 using namespace nemotron;
 
@@ -126,19 +127,21 @@ int main(int argc, char** argv) {
     net.init(1234);
     net.params().create_masters();
     train::AdamW opt(net.params(), {});
+    // The trainer's step (train/train_step.h): masked cross-entropy over the global batch, clip at
+    // 1, AdamW; its context is ctx's twin (the caching allocator, no arena).
+    train::TrainStep train_step(net, opt, train::StepConfig{/*clip_grad=*/1.0, {}});
+    train::MaskedCrossEntropy ce;
     model::Batch batch = random_batch(cfg, B, T, 99);
     batch.input_ids = batch.input_ids.to(gpu);
     batch.labels = batch.labels.to(gpu);
+    const std::vector<model::Batch> micro(static_cast<size_t>(accum), batch);
     const double micro_tokens = static_cast<double>(B * T), tokens = micro_tokens * accum;
 
     double loss = 0, norm = 0;
+    int64_t iteration = 0;
     auto step = [&] {
-      net.params().zero_grads();
-      loss = 0;
-      for (int i = 0; i < accum; ++i) loss += net.forward_backward(ctx, batch, 1.0 / tokens).mean() / accum;
-      OpScope optimizer(ctx, OpPhase::optimizer, "clip_grad_norm+adamw");  // AdamW runs on the store's context, not ctx
-      norm = opt.clip_grad_norm(1.0);
-      opt.step(1e-4);
+      const train::StepResult r = train_step.run(micro, ce, 1e-4, ++iteration);
+      loss = r.loss, norm = r.grad_norm;
     };
     step();  // warm-up: allocator, cuBLASLt heuristics
     const double step_ms = median_cuda_ms(ctx, steps, step, 0);  // step() above was the warm-up
@@ -173,6 +176,7 @@ int main(int argc, char** argv) {
     // (MoE token counts, the loss read), gradient zeroing.
     cuda::CudaOpProfiler profiler;
     ctx.profiler = &profiler;
+    train_step.context().profiler = &profiler;
     double profiled_ms = 0;
     cuda::OpPhaseTimes ph;
     for (int i = 0; i < 2; ++i) {
@@ -180,6 +184,7 @@ int main(int argc, char** argv) {
       ph = profiler.collect();
     }
     ctx.profiler = nullptr;
+    train_step.context().profiler = nullptr;
     const double unattributed_ms = profiled_ms - ph.total_ms();
     const double gemm_ms = ph.ms_of(OpPhase::gemm);
     const double gemm_tflops = gemm_ms > 0 ? ph.gemm_flops / (gemm_ms * 1e-3) / 1e12 : 0.0;

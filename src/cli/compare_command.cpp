@@ -23,6 +23,7 @@
 #include "io/safetensors.h"
 #include "model/hf_checkpoint.h"
 #include "model/hybrid_model.h"
+#include "train/train_step.h"
 
 namespace nemotron::cli {
 
@@ -147,7 +148,8 @@ void run_compare(const CompareOptions& o) {
     for (int64_t t = 0; t < T; ++t) labels[b * T + t] = t + 1 < T ? id[b * T + t + 1] : -100;
   model::Batch batch{ids, Tensor::from_vector<int64_t>({B, T}, labels), Tensor()};
   const double count = static_cast<double>(B * (T - 1));
-  model::LossSum loss = o.grads ? net.forward_backward(ctx, batch, 1.0 / count) : net.loss(ctx, batch);
+  train::LossSum loss = o.grads ? train::cross_entropy_backward(ctx, net, batch, 1.0 / count)
+                                : train::cross_entropy_loss(ctx, net, batch);
   std::printf("mean next-token loss: %.6f over %lld tokens (perplexity %.3f)\n", loss.mean(),
               static_cast<long long>(loss.token_count), std::exp(loss.mean()));
 
@@ -176,7 +178,7 @@ void run_compare(const CompareOptions& o) {
                                         {"loss", Tensor::from_vector<double>({}, {loss.mean()})}};
     if (o.grads)
       for (const model::Param* p : net.params().all())
-        if (p->trainable) out.push_back({"grad." + p->name, p->grad});
+        if (p->requires_grad) out.push_back({"grad." + p->name, p->grad});
     io::save_safetensors(o.dump, out, {{"format", "pt"}});
     std::printf("wrote %s: logits float32 [%lld, %lld, %lld]%s\n", o.dump.c_str(), static_cast<long long>(B),
                 static_cast<long long>(T), static_cast<long long>(V),
@@ -217,7 +219,7 @@ void run_compare(const CompareOptions& o) {
   if (o.grads) {
     int missing = 0;
     for (const model::Param* p : net.params().all())
-      if (p->trainable && !row("grad." + p->name, p->grad, tol_grads)) ++missing;
+      if (p->requires_grad && !row("grad." + p->name, p->grad, tol_grads)) ++missing;
     if (missing) {
       std::printf("%d gradient(s) have no reference\n", missing);
       failures += missing;

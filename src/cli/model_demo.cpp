@@ -19,6 +19,7 @@
 #include "model/hybrid_model.h"
 #include "model/moe_mixer.h"
 #include "train/adamw.h"
+#include "train/train_step.h"
 
 namespace nemotron::cli {
 
@@ -64,24 +65,26 @@ double gradient_check(const model::ModelConfig& cfg, const DemoOptions& o) {
   small.seq_len = std::min<int64_t>(o.seq_len, cfg.chunk_size + 3);  // a ragged last chunk
   model::Batch batch = copy_batch(small, 999, DType::f64);
   batch.loss_mask = Tensor();
-  net.loss(ctx, batch);
+  model::ForwardStats stats;
+  net.forward(ctx, batch.input_ids, nullptr, &stats);
+  size_t layer = 0;
   for (const auto& m : net.mixers())
-    if (auto* moe = dynamic_cast<model::MoeMixer*>(m.get())) moe->force_selection(moe->last_selection().clone());
+    if (auto* moe = dynamic_cast<model::MoeMixer*>(m.get())) moe->force_selection(stats.moe[layer++].selection.clone());
   net.params().zero_grads();
-  net.forward_backward(ctx, batch, 1.0);
+  train::cross_entropy_backward(ctx, net, batch, 1.0);
   double diff_sq = 0, ref_sq = 0;
   Philox pick(o.seed, 4242);
   uint64_t draw = 0;
   for (model::Param* p : net.params().all()) {
-    if (!p->trainable) continue;
+    if (!p->requires_grad) continue;
     for (int k = 0; k < 2; ++k) {
       int64_t e = static_cast<int64_t>(pick.uniform(draw++) * static_cast<double>(p->value.numel()));
       double* w = p->value.data<double>() + e;
       const double h = 1e-6, saved = *w;
       *w = saved + h;
-      double lp = net.loss(ctx, batch).loss_sum;
+      double lp = train::cross_entropy_loss(ctx, net, batch).loss_sum;
       *w = saved - h;
-      double lm = net.loss(ctx, batch).loss_sum;
+      double lm = train::cross_entropy_loss(ctx, net, batch).loss_sum;
       *w = saved;
       double num = (lp - lm) / (2 * h), ana = p->grad.data<double>()[e];
       diff_sq += (num - ana) * (num - ana);
@@ -109,14 +112,11 @@ void run_model_demo(const DemoOptions& o) {
 
   net.init(o.seed);
   train::AdamW opt(net.params(), {0.9, 0.95, 1e-8, 0.0});
-  Workspace ws(host_backend());
-  Context ctx{&host_backend(), &ws, DType::f32};
+  train::TrainStep train_step(net, opt, train::StepConfig{/*clip_grad=*/1.0, {}});
+  // The loss is measured on the repeats only (the mask), normalised over the batch's masked tokens.
+  train::MaskedCrossEntropy loss;
   model::Batch held_out = copy_batch(o, 1u << 30, DType::f32);
-  auto eval = [&] {
-    double l = net.loss(ctx, held_out).mean();
-    ws.reset();
-    return l;
-  };
+  auto eval = [&] { return train_step.evaluate(held_out, loss).mean(); };
   const double chance = std::log(static_cast<double>(o.alphabet));
   std::printf("task: copy. Each sequence repeats a random block of %lld tokens from an alphabet of %lld; the loss is\n"
               "measured on the repeats, where chance is ln(%lld) = %.3f and a model that copies from context reaches 0.\n",
@@ -130,18 +130,13 @@ void run_model_demo(const DemoOptions& o) {
   const int64_t warmup = std::max<int64_t>(1, o.steps / 10), report = std::max<int64_t>(1, o.steps / 10);
   for (int64_t step = 1; step <= o.steps; ++step) {
     model::Batch batch = copy_batch(o, static_cast<uint64_t>(step), DType::f32);
-    net.params().zero_grads();
-    // Every batch has B * (T - period) masked-in tokens: the mean loss's gradient scale.
-    model::LossSum l = net.forward_backward(ctx, batch, 1.0 / static_cast<double>(o.batch * (o.seq_len - o.period)));
-    double norm = train::clip_grad_norm(net.params(), 1.0);
     double lr = o.lr * std::min(1.0, static_cast<double>(step) / static_cast<double>(warmup));
-    opt.step(lr);
-    ws.reset();
+    train::StepResult r = train_step.run({batch}, loss, lr, step);
     if (step % report == 0 || step == o.steps) {
       last = eval();
       double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("step %5lld | train loss %.4f | held-out loss %.4f | grad norm %.3f | %.0f tokens/s\n",
-                  static_cast<long long>(step), l.mean(), last, norm,
+                  static_cast<long long>(step), r.loss, last, r.grad_norm,
                   static_cast<double>(step * o.batch * o.seq_len) / sec);
     }
   }

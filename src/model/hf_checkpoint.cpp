@@ -70,7 +70,7 @@ std::vector<TensorSpec> tensor_specs(const ModelConfig& cfg) {
   static ShapeOnlyBackend backend;
   HybridModel shapes(cfg, backend, DType::f32);
   std::vector<TensorSpec> out;
-  for (const Param* p : shapes.params().all()) out.push_back({p->name, p->value.shape(), p->trainable});
+  for (const Param* p : shapes.params().all()) out.push_back({p->name, p->value.shape(), p->requires_grad});
   return out;
 }
 

@@ -20,12 +20,6 @@ int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens) {
   return std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, tokens));
 }
 
-struct HybridModel::LayerSaved {
-  Tensor x_in;   // residual stream entering the layer
-  Tensor rstd;   // of the pre-norm
-  std::unique_ptr<MixerSaved> mixer;
-};
-
 HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype)
     : cfg_(cfg), store_(backend, dtype) {
   validate(cfg_, "model");
@@ -35,6 +29,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype)
     std::string prefix = fmt::format("backbone.layers.{}.", i);
     layer_norms_.push_back(&store_.add(prefix + "norm.weight", {H}, false));
     mixers_.push_back(make_mixer(cfg_, cfg_.layer_kind(i), store_, prefix + "mixer.", i));
+    moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
   }
   norm_f_ = &store_.add("backbone.norm_f.weight", {H}, false);
   if (!cfg_.tie_word_embeddings) lm_head_ = &store_.add("lm_head.weight", {V, H}, true);
@@ -54,8 +49,11 @@ void HybridModel::init(uint64_t seed) {
 
 // Layer i's pre-norm also adds layer i-1's output to the residual stream (one fused pass); the
 // last layer's output is added after the loop.
-Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<LayerSaved>* saved) {
+Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, ForwardStats* stats) {
   NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
+  std::vector<Activations::Layer>* saved = act ? &act->layers : nullptr;
+  if (act) act->input_ids = ids;
+  if (stats) stats->moe.clear();
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
   DType dt = store_.dtype();
   Tensor x = ctx.empty({B, T, H}, dt);
@@ -75,7 +73,13 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
     // Full recomputation keeps only x_in and rstd here; backward reruns the mixer's forward.
     const bool keep = saved && !recompute();
     check_finite(h, "layer {} normed input", i);
-    out = mixers_[i]->forward(ctx, h, keep ? &(*saved)[i].mixer : nullptr);
+    std::unique_ptr<MixerSaved>* ms = keep ? &(*saved)[i].mixer : nullptr;
+    if (stats && moe_[i]) {
+      stats->moe.emplace_back();
+      out = moe_[i]->forward(ctx, h, ms, &stats->moe.back());
+    } else {
+      out = mixers_[i]->forward(ctx, h, ms);
+    }
     check_finite(out, "layer {} ({}) output", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i))));
     if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
   }
@@ -87,54 +91,53 @@ Tensor HybridModel::run_layers(Context& ctx, const Tensor& ids, std::vector<Laye
   return x;
 }
 
-Tensor HybridModel::head_and_loss(Context& ctx, const Tensor& x, const Batch& batch, double grad_scale, Tensor* dx) {
+Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, const Tensor& weights, double scale,
+                         Tensor* dx) {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
   DType dt = store_.dtype();
-  NM_CHECK(batch.labels.numel() == N, "labels {} for {} tokens", batch.labels.shape().str(), N);
+  NM_CHECK(targets.numel() == N, "targets {} for {} tokens", targets.shape().str(), N);
+  NM_CHECK(!weights.defined() || weights.numel() == N, "weights {} for {} tokens", weights.shape().str(), N);
   Tensor xf = x.view({N, H});
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, xf, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
-  Tensor labels = batch.labels.view({N});
-  Tensor mask = batch.loss_mask.defined() ? batch.loss_mask.view({N}) : Tensor();
+  Tensor labels = targets.view({N});
+  Tensor mask = weights.defined() ? weights.view({N}) : Tensor();
   Tensor dh = dx ? ctx.empty({N, H}, dt) : Tensor();
   Param& W = head_weight();
-  Tensor& dW = W.grad;
-  // Per-token losses stay on the device until the end: one read instead of one per chunk.
-  Tensor losses = ctx.empty({N}, stat_dtype(dt));
+  Tensor* dW = W.requires_grad ? &W.grad : nullptr;
+  // Per-token values stay on the device until the caller reads them: one read instead of one per chunk.
+  Tensor out = ctx.empty({N}, stat_dtype(dt));
   const int64_t chunk = head_rows_per_chunk(V, dt, N);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     int64_t r1 = std::min(N, r0 + chunk), n = r1 - r0;
     Tensor hc = h.slice(r0, r1);
-    Tensor logits = ctx.empty({n, V}, dt), lc = losses.slice(r0, r1);
+    Tensor logits = ctx.empty({n, V}, dt), lc = out.slice(r0, r1);
     ops::linear_forward(ctx, hc, W.value, logits);
     Tensor mc = mask.defined() ? mask.slice(r0, r1) : Tensor();
-    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, grad_scale, lc, dx ? &logits : nullptr);
+    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, scale, lc, dx ? &logits : nullptr);
     if (dx) {
       Tensor dhc = dh.slice(r0, r1);
-      ops::linear_backward(ctx, hc, W.value, logits, &dhc, &dW);
+      ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
     }
   }
   if (dx) {
     Tensor dxf = ctx.empty({N, H}, dt);
-    ops::rmsnorm_backward(ctx, xf, norm_f_->value, rstd, dh, dxf, norm_f_->grad);
+    Tensor d_norm = grad_sink(ctx, *norm_f_);
+    ops::rmsnorm_backward(ctx, xf, norm_f_->value, rstd, dh, dxf, d_norm);
     *dx = dxf.view(x.shape());
   }
-  return losses;
+  return out;
 }
 
-// Read after the backward has been queued, so the host waits once, at the end of the step.
-LossSum HybridModel::sum_losses(const Tensor& losses, const Batch& batch) const {
-  LossSum total;
-  for (double v : losses.to_f64_vector()) total.loss_sum += v;
-  // Token count: labels that are not ignored, weighted by the mask.
-  std::vector<double> lab = batch.labels.to_f64_vector();
-  std::vector<double> m = batch.loss_mask.defined() ? batch.loss_mask.to_f64_vector() : std::vector<double>(lab.size(), 1.0);
-  for (size_t i = 0; i < lab.size(); ++i) total.token_count += lab[i] >= 0 ? m[i] : 0.0;
-  return total;
+Tensor HybridModel::token_logprobs(Context& ctx, const Tensor& ids, const Tensor& targets, ForwardStats* stats) {
+  Tensor x = forward(ctx, ids, nullptr, stats);
+  Tensor lp = head(ctx, x, targets, Tensor(), 1.0, nullptr);
+  ops::scale_inplace(ctx, lp, -1.0);
+  return lp;
 }
 
 Tensor HybridModel::logits(Context& ctx, const Tensor& ids) {
-  Tensor x = run_layers(ctx, ids, nullptr);
+  Tensor x = forward(ctx, ids, nullptr);
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
   DType dt = store_.dtype();
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
@@ -145,19 +148,13 @@ Tensor HybridModel::logits(Context& ctx, const Tensor& ids) {
   return out;
 }
 
-LossSum HybridModel::loss(Context& ctx, const Batch& batch) {
-  Tensor x = run_layers(ctx, batch.input_ids, nullptr);
-  return sum_losses(head_and_loss(ctx, x, batch, 1.0, nullptr), batch);
-}
-
-LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double grad_scale) {
-  std::vector<LayerSaved> saved;
-  Tensor x = run_layers(ctx, batch.input_ids, &saved);
-  Tensor dx;
-  Tensor losses = head_and_loss(ctx, x, batch, grad_scale, &dx);
+void HybridModel::backward(Context& ctx, Activations& act, Tensor& dx) {
+  std::vector<Activations::Layer>& saved = act.layers;
+  NM_CHECK(saved.size() == mixers_.size(), "backward: activations of {} layers for a model of {}", saved.size(),
+           mixers_.size());
   const int64_t H = cfg_.hidden_size;
   for (size_t i = mixers_.size(); i-- > 0;) {
-    LayerSaved& s = saved[i];
+    Activations::Layer& s = saved[i];
     if (!s.mixer) {  // recompute: the normed input, then the mixer's forward with its saved state
       const int64_t N = s.x_in.numel() / H;
       Tensor h = ctx.empty(s.x_in.shape(), s.x_in.dtype()), rstd = ctx.empty({N}, stat_dtype(s.x_in.dtype()));
@@ -171,11 +168,12 @@ LossSum HybridModel::forward_backward(Context& ctx, const Batch& batch, double g
     const int64_t N = s.x_in.numel() / H;
     // The residual join, fused and in place: dx_in = dx_out + d(norm branch).
     Tensor dx2 = dx.view({N, H});
-    ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), layer_norms_[i]->value, s.rstd, du.view({N, H}), dx2,
-                          layer_norms_[i]->grad, &dx2);
+    Tensor d_norm = grad_sink(ctx, *layer_norms_[i]);
+    ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), layer_norms_[i]->value, s.rstd, du.view({N, H}), dx2, d_norm,
+                          &dx2);
   }
-  ops::embedding_backward(ctx, batch.input_ids, dx, embed_->grad);
-  return sum_losses(losses, batch);
+  if (embed_->requires_grad) ops::embedding_backward(ctx, act.input_ids, dx, embed_->grad);
+  act.layers.clear();
 }
 
 double HybridModel::forward_flops_per_token(int64_t T) const {

@@ -1,12 +1,15 @@
 // The Nemotron-H stack (reference/architectures.md A.1): embedding, one pre-norm residual layer
-// per pattern symbol (x = x + mixer(rmsnorm(x))), final norm, LM head (tied or untied) and the
-// fused softmax cross-entropy. Parameters carry the Hub names (`backbone.*`, `lm_head.weight`).
-// The LM head and loss run over row chunks, so a [B*T, V] logits buffer never exists at once.
+// per pattern symbol (x = x + mixer(rmsnorm(x))), final norm and LM head (tied or untied).
+// Parameters carry the Hub names (`backbone.*`, `lm_head.weight`). The model knows no loss: it
+// returns the final hidden states (forward) and takes their gradient (backward); its head turns
+// them into per-token log-probs of given targets, fused with their gradient, over row chunks so
+// a [B*T, V] logits buffer never exists at once. Losses live in train/loss.h.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "model/mixer.h"
+#include "model/moe_mixer.h"
 
 namespace nemotron::model {
 
@@ -16,10 +19,22 @@ struct Batch {
   Tensor loss_mask;  // [B, T] float in the compute dtype, or undefined (all ones)
 };
 
-struct LossSum {
-  double loss_sum = 0;    // sum over tokens of mask * cross-entropy
-  double token_count = 0; // sum of the mask over tokens with a label
-  double mean() const { return token_count > 0 ? loss_sum / token_count : 0.0; }
+// What a forward reports besides its output, when asked: each MoE layer's routing statistics,
+// in layer order (the trainer's load balancing reads these; the mixers keep nothing).
+struct ForwardStats {
+  std::vector<MoeLayerStats> moe;
+};
+
+// What a training forward keeps for backward(): per layer its input and pre-norm statistics and
+// the mixer's saved activations (none under full recomputation: backward reruns the mixer).
+struct Activations {
+  struct Layer {
+    Tensor x_in;  // residual stream entering the layer
+    Tensor rstd;  // of the pre-norm
+    std::unique_ptr<MixerSaved> mixer;
+  };
+  Tensor input_ids;
+  std::vector<Layer> layers;
 };
 
 // Rows of the LM head's logits computed at once (a 1 GiB buffer of `dtype`, at most `tokens`).
@@ -34,28 +49,41 @@ class HybridModel {
   const std::vector<std::unique_ptr<Mixer>>& mixers() const { return mixers_; }
   void init(uint64_t seed);
 
+  // The trunk: embedding and every layer -> the final residual stream x [B, T, H] (before the
+  // final norm). `act` null: inference, nothing kept; else what backward() needs. `stats`, when
+  // given, receives the MoE layers' routing statistics of this forward.
+  Tensor forward(Context& ctx, const Tensor& input_ids, Activations* act, ForwardStats* stats = nullptr);
+  // From dx = d objective / d x (of forward's output; overwritten, it carries the residual
+  // gradient down) back through the layers and the embedding: parameter gradients accumulate
+  // (+=); frozen parameters get none. Consumes `act`.
+  void backward(Context& ctx, Activations& act, Tensor& dx);
+
+  // The head on x [B, T, H]: final norm, LM head and log-softmax at `targets` [B, T], in row
+  // chunks. Per token n with target y_n (negative: ignored, 0) and weight w_n (`weights` [B, T]
+  // or [N] in the compute dtype or float32; undefined: 1):
+  //   out[n] = -w_n * log p(y_n | x_n) = w_n * (logsumexp(z_n) - z_n[y_n])
+  // returned as [N] in stat_dtype on the device. With dx: also accumulates the gradient of
+  // scale * sum_n out[n] into the head's parameters and writes dx (same shape as x). The
+  // cross-entropy kernel fuses the value and the gradient; any per-token loss with
+  // d loss / d log p_n = -scale * w_n goes through it (cross-entropy: w = mask).
+  Tensor head(Context& ctx, const Tensor& x, const Tensor& targets, const Tensor& weights, double scale, Tensor* dx);
+  // Per-token log-probs log p(targets_n | input_ids_<=n) [B*T] in stat_dtype on the device, 0
+  // where the target is negative. Inference: nothing kept.
+  Tensor token_logprobs(Context& ctx, const Tensor& input_ids, const Tensor& targets, ForwardStats* stats = nullptr);
   // Logits [B, T, V] (nothing is kept for a backward pass).
   Tensor logits(Context& ctx, const Tensor& input_ids);
-  // Loss only (evaluation).
-  LossSum loss(Context& ctx, const Batch& batch);
-  // Loss, then gradients of grad_scale * loss_sum accumulated (+=) into params().
-  LossSum forward_backward(Context& ctx, const Batch& batch, double grad_scale);
 
   // Forward FLOPs per token at sequence length T (matmuls + attention), for MFU.
   double forward_flops_per_token(int64_t T) const;
 
  private:
-  struct LayerSaved;
-  Tensor run_layers(Context& ctx, const Tensor& input_ids, std::vector<LayerSaved>* saved);
-  // Per-token losses [B*T] on the device (and dh when asked); sum_losses reads them.
-  Tensor head_and_loss(Context& ctx, const Tensor& h, const Batch& batch, double grad_scale, Tensor* dh);
-  LossSum sum_losses(const Tensor& losses, const Batch& batch) const;
   Param& head_weight();
   bool recompute() const { return cfg_.recompute_granularity == "full"; }
 
   ModelConfig cfg_;
   ParamStore store_;
   std::vector<std::unique_ptr<Mixer>> mixers_;
+  std::vector<MoeMixer*> moe_;  // per layer: the MoE mixer, or null
   Param* embed_ = nullptr;
   Param* norm_f_ = nullptr;
   Param* lm_head_ = nullptr;  // null when tied to the embedding

@@ -40,8 +40,30 @@ void Linear::forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate) 
 }
 
 void Linear::backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx) const {
-  ops::linear_backward(ctx, x, weight_->value, dy, dx, &weight_->grad, accumulate_dx);
-  if (bias_) ops::bias_backward(ctx, dy, bias_->grad);
+  backward_rows(ctx, x, 0, out_, dy, dx, accumulate_dx);
+}
+
+void Linear::forward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t end, Tensor& y) const {
+  NM_CHECK(0 <= begin && begin < end && end <= out_ && x.dim(-1) == in_ && y.dim(-1) == end - begin,
+           "linear {}: rows [{}, {}) of {} for x {} -> y {}", weight_->name, begin, end, out_, x.shape().str(),
+           y.shape().str());
+  const bool all = begin == 0 && end == out_;
+  ops::linear_forward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), y);
+  if (bias_) ops::bias_add(ctx, y, all ? bias_->value : bias_->value.slice(begin, end));
+}
+
+void Linear::backward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t end, const Tensor& dy, Tensor* dx,
+                           bool accumulate_dx) const {
+  const bool all = begin == 0 && end == out_;
+  Tensor dw;
+  if (weight_->requires_grad) dw = all ? weight_->grad : weight_->grad.slice(begin, end);
+  if (dx || dw.defined())
+    ops::linear_backward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), dy, dx,
+                         dw.defined() ? &dw : nullptr, accumulate_dx);
+  if (bias_ && bias_->requires_grad) {
+    Tensor db = all ? bias_->grad : bias_->grad.slice(begin, end);
+    ops::bias_backward(ctx, dy, db);
+  }
 }
 
 double output_init_std(const ModelConfig& cfg) {

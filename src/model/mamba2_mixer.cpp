@@ -53,16 +53,14 @@ Mamba2Mixer::Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::s
   K_ = cfg.conv_kernel;
   GN_ = G_ * N_;
   const int64_t in_dim = 2 * d_ + 2 * GN_ + nH_, conv_dim = d_ + 2 * GN_;
-  in_w_ = &store.add(prefix + "in_proj.weight", {in_dim, H_});
-  if (cfg.use_bias) in_b_ = &store.add(prefix + "in_proj.bias", {in_dim}, false);
+  in_proj_ = Linear(store, prefix + "in_proj.", H_, in_dim, cfg.use_bias);
   conv_w_ = &store.add(prefix + "conv1d.weight", {conv_dim, 1, K_});
   if (cfg.use_conv_bias) conv_b_ = &store.add(prefix + "conv1d.bias", {conv_dim}, false);
   dt_bias_ = &store.add(prefix + "dt_bias", {nH_}, false);
   A_log_ = &store.add(prefix + "A_log", {nH_}, false);
   D_ = &store.add(prefix + "D", {nH_}, false);
   norm_w_ = &store.add(prefix + "norm.weight", {d_}, false);
-  out_w_ = &store.add(prefix + "out_proj.weight", {H_, d_});
-  if (cfg.use_bias) out_b_ = &store.add(prefix + "out_proj.bias", {H_}, false);
+  out_proj_ = Linear(store, prefix + "out_proj.", d_, H_, cfg.use_bias);
 }
 
 Mamba2Mixer::Rows Mamba2Mixer::in_rows(Part part) const {
@@ -80,8 +78,7 @@ Mamba2Mixer::Rows Mamba2Mixer::conv_rows(Part part) const {
 
 void Mamba2Mixer::init(uint64_t seed) {
   const double std = cfg_.initializer_range;
-  init_normal(*in_w_, seed, std);
-  if (in_b_) init_constant(*in_b_, 0.0);
+  in_proj_.init(seed, std);
   const double bound = 1.0 / std::sqrt(static_cast<double>(K_));
   init_uniform(*conv_w_, seed, -bound, bound);
   if (conv_b_) init_uniform(*conv_b_, seed, -bound, bound);
@@ -100,8 +97,7 @@ void Mamba2Mixer::init(uint64_t seed) {
   init_constant(*D_, 1.0);
   init_constant(*norm_w_, 1.0);
   const double layers = static_cast<double>(std::max<int64_t>(1, cfg_.num_layers()));
-  init_normal(*out_w_, seed, cfg_.rescale_prenorm_residual ? std / std::sqrt(layers) : std);
-  if (out_b_) init_constant(*out_b_, 0.0);
+  out_proj_.init(seed, cfg_.rescale_prenorm_residual ? std / std::sqrt(layers) : std);
 }
 
 // A = -exp(A_log) in stat_dtype (float32 under bf16: the scan's decay exp(dt A) needs it).
@@ -135,8 +131,7 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   for (int p = 0; p < kNumParts; ++p) {
     Rows r = in_rows(static_cast<Part>(p));
     part_out[p] = ctx.empty({B, T, width[p]}, dtype);
-    ops::linear_forward(ctx, u, in_w_->value.slice(r.begin, r.end), part_out[p]);
-    if (in_b_) ops::bias_add(ctx, part_out[p], in_b_->value.slice(r.begin, r.end));
+    in_proj_.forward_rows(ctx, u, r.begin, r.end, part_out[p]);
   }
   Tensor &z = part_out[kZ], &dt_raw = part_out[kDt];
 
@@ -155,8 +150,7 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, y, z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor out = ctx.empty({B, T, H_}, dtype);
-  ops::linear_forward(ctx, normed, out_w_->value, out);
-  if (out_b_) ops::bias_add(ctx, out, out_b_->value);
+  out_proj_.forward_rows(ctx, normed, 0, H_, out);
 
   if (saved) {
     auto s = std::make_unique<Mamba2Saved>();
@@ -185,11 +179,11 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, s.y, s.z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor d_normed = ctx.empty({B, T, d_}, dtype);
-  ops::linear_backward(ctx, normed, out_w_->value, dout, &d_normed, &out_w_->grad);
-  if (out_b_) ops::bias_backward(ctx, dout, out_b_->grad);
+  out_proj_.backward(ctx, normed, dout, &d_normed);
 
   Tensor dy = ctx.empty({B, T, d_}, dtype), dz = ctx.empty({B, T, d_}, dtype);
-  ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, norm_w_->grad);
+  Tensor d_norm_w = grad_sink(ctx, *norm_w_);
+  ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, d_norm_w);
 
   // Scan: recompute its inputs (conv outputs, dt) from the saved pre-activations.
   Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
@@ -203,24 +197,26 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   Tensor dx = ctx.empty({B, T, d_}, dtype), ddt = ctx.empty({B, T, nH_}, stat_dtype(dtype));
   Tensor dBm = ctx.empty({B, T, GN_}, dtype), dCm = ctx.empty({B, T, GN_}, dtype), dA = ctx.zeros({nH_}, grad_dtype(dtype));
   ops::SsdScanGrads g{dx.view({B, T, nH_, P_}), ddt, dBm.view({B, T, G_, N_}), dCm.view({B, T, G_, N_}),
-                      dA, D_->grad, Tensor()};
+                      dA, grad_sink(ctx, *D_), Tensor()};
   ops::ssd_scan_backward(ctx, args, dy.view({B, T, nH_, P_}), nullptr, g);
 
-  ops::mamba_a_backward(ctx, a, dA, A_log_->grad);  // dA_log += dA * A
+  if (A_log_->requires_grad) ops::mamba_a_backward(ctx, a, dA, A_log_->grad);  // dA_log += dA * A
 
   // dt path and conv, back to the in_proj outputs.
   Tensor d_part[kNumParts];
   d_part[kZ] = dz;
   d_part[kDt] = ctx.empty({B, T, nH_}, dtype);
+  Tensor d_dt_bias = grad_sink(ctx, *dt_bias_);
   ops::dt_softplus_backward(ctx, s.dt_raw, dt_bias_->value, cfg_.time_step_limit_min, cfg_.time_step_limit_max, ddt,
-                            d_part[kDt], dt_bias_->grad);
+                            d_part[kDt], d_dt_bias);
   const Tensor* raw[kNumParts] = {nullptr, &s.x_raw, &s.B_raw, &s.C_raw, nullptr};
   const Tensor* d_act[kNumParts] = {nullptr, &dx, &dBm, &dCm, nullptr};
+  Tensor d_conv_w = grad_sink(ctx, *conv_w_), d_conv_b = conv_b_ ? grad_sink(ctx, *conv_b_) : Tensor();
   for (Part p : {kX, kB, kC}) {
     Rows r = conv_rows(p);
     d_part[p] = ctx.empty(raw[p]->shape(), dtype);
-    Tensor dw = conv_w_->grad.slice(r.begin, r.end);
-    Tensor db = conv_b_ ? conv_b_->grad.slice(r.begin, r.end) : Tensor();
+    Tensor dw = d_conv_w.slice(r.begin, r.end);
+    Tensor db = conv_b_ ? d_conv_b.slice(r.begin, r.end) : Tensor();
     ops::causal_conv1d_backward(ctx, *raw[p], conv_w_->value.slice(r.begin, r.end),
                                 conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), *d_act[p], d_part[p], dw,
                                 db);
@@ -230,12 +226,7 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   Tensor du = ctx.empty({B, T, H_}, dtype);
   for (int p = 0; p < kNumParts; ++p) {
     Rows r = in_rows(static_cast<Part>(p));
-    Tensor dw = in_w_->grad.slice(r.begin, r.end);
-    ops::linear_backward(ctx, s.u, in_w_->value.slice(r.begin, r.end), d_part[p], &du, &dw, p > 0);
-    if (in_b_) {
-      Tensor db = in_b_->grad.slice(r.begin, r.end);
-      ops::bias_backward(ctx, d_part[p], db);
-    }
+    in_proj_.backward_rows(ctx, s.u, r.begin, r.end, d_part[p], &du, p > 0);
   }
   return du;
 }

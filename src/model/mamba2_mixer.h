@@ -1,13 +1,15 @@
 // The Mamba-2 mixer of an `M` layer (reference/architectures.md A.3):
 //   u -> in_proj -> [z | x B C | dt] -> causal conv + SiLU on x, B, C -> dt = clamp(softplus(.))
 //     -> chunked SSD scan -> gated grouped RMSNorm (gate z) -> out_proj
-// Parameters carry the Hub names under `prefix` (A.3.1). in_proj is applied as five GEMMs on
-// contiguous row blocks of its weight and the conv per channel block, so z, x, B, C and dt come
+// Parameters carry the Hub names under `prefix` (A.3.1). in_proj and out_proj are model::Linear
+// (frozen weights skip their dW; one adapter wrapper covers them like every other projection).
+// in_proj is applied as five GEMMs on contiguous row blocks of its weight and the conv per channel block, so z, x, B, C and dt come
 // out as separate dense tensors without split copies. Saved activations are per token (no
 // per-chunk matrices); the conv output, dt and the normed output are recomputed in backward.
 #pragma once
 #include <string>
 
+#include "model/linear.h"
 #include "model/mixer.h"
 
 namespace nemotron::model {
@@ -59,16 +61,14 @@ class Mamba2Mixer : public Mixer {
   std::string prefix_;
   int64_t layer_index_;
   int64_t H_, d_, nH_, P_, G_, N_, K_, GN_;
-  Param* in_w_;
-  Param* in_b_ = nullptr;
+  Linear in_proj_;
   Param* conv_w_;
   Param* conv_b_ = nullptr;
   Param* dt_bias_;
   Param* A_log_;
   Param* D_;
   Param* norm_w_;
-  Param* out_w_;
-  Param* out_b_ = nullptr;
+  Linear out_proj_;
 };
 
 }  // namespace nemotron::model

@@ -16,9 +16,14 @@ std::vector<Tensor> values(const std::vector<Linear>& ls) {
   return v;
 }
 
-std::vector<Tensor> grads(const std::vector<Linear>& ls) {
+// The experts' weight gradients for grouped_linear_backward: empty (no dW GEMMs) when every
+// expert is frozen; a dropped scratch for a frozen expert among trainable ones.
+std::vector<Tensor> grads(Context& ctx, const std::vector<Linear>& ls) {
   std::vector<Tensor> v;
-  for (const Linear& l : ls) v.push_back(l.weight().grad);
+  bool any = false;
+  for (const Linear& l : ls) any = any || l.weight().requires_grad;
+  if (!any) return v;
+  for (const Linear& l : ls) v.push_back(grad_sink(ctx, l.weight()));
   return v;
 }
 
@@ -34,7 +39,7 @@ void add_expert_biases(Context& ctx, const std::vector<Linear>& ls, const std::v
 void expert_bias_grads(Context& ctx, const std::vector<Linear>& ls, const std::vector<int64_t>& offsets,
                        const Tensor& dy) {
   for (size_t e = 0; e < ls.size(); ++e) {
-    if (!ls[e].bias() || offsets[e] == offsets[e + 1]) continue;
+    if (!ls[e].bias() || !ls[e].bias()->requires_grad || offsets[e] == offsets[e + 1]) continue;
     ops::bias_backward(ctx, dy.slice(offsets[e], offsets[e + 1]), ls[e].bias()->grad);
   }
 }
@@ -58,7 +63,7 @@ MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string&
   const int64_t E = router_.num_experts;
   gate_ = Linear(store, prefix + "gate.", H_, E, false);
   correction_bias_ = &store.add(prefix + "gate.e_score_correction_bias", {E}, false, /*stat=*/true);
-  correction_bias_->trainable = false;
+  store.set_requires_grad(*correction_bias_, false);
   for (int64_t e = 0; e < E; ++e) {  // the order an MlpMixer per expert registered: up, down
     const std::string p = fmt::format("{}experts.{}.", prefix, e);
     up_.emplace_back(store, p + "up_proj.", d_e_, F_moe_, cfg.mlp_bias);
@@ -86,7 +91,7 @@ void MoeMixer::init(uint64_t seed) {
   }
 }
 
-Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) {
+Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, MoeLayerStats* stats) {
   NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "moe: expected u [B, T, {}], got {}", H_, u.shape().str());
   const int64_t B = u.dim(0), N = B * u.dim(1), E = router_.num_experts, K = router_.top_k;
   const DType dt = u.dtype(), st = stat_dtype(dt);
@@ -115,15 +120,18 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   ops::moe_topk_weights(ctx, router_, scores, topk_idx, topk_w);
   // The one host synchronisation: the expert GEMMs are sized by the token counts.
   ops::MoeDispatch dispatch = ops::moe_make_dispatch(ctx, topk_idx, E);
-  last_tokens_per_expert_ = dispatch.tokens_per_expert;
-  last_selection_ = topk_idx.clone();  // outlives the workspace
-  last_aux_loss_ = 0;
-  if (aux_coeff_ > 0) {  // a [B, E] dot product on the host (for logging; the gradient needs none)
-    std::vector<double> c = aux_counts.to_f64_vector(), p = aux_psum.to_f64_vector();
-    double total = 0;
-    for (size_t k = 0; k < c.size(); ++k) total += c[k] * p[k];
-    const double S = static_cast<double>(u.dim(1));
-    last_aux_loss_ = aux_coeff_ / static_cast<double>(B) * static_cast<double>(E) / (static_cast<double>(K) * S * S) * total;
+  if (stats) {
+    stats->tokens_per_expert = dispatch.tokens_per_expert;
+    stats->selection = topk_idx;
+    stats->aux_loss = 0;
+    if (aux_coeff_ > 0) {  // a [B, E] dot product on the host (for logging; the gradient needs none)
+      std::vector<double> c = aux_counts.to_f64_vector(), p = aux_psum.to_f64_vector();
+      double total = 0;
+      for (size_t k = 0; k < c.size(); ++k) total += c[k] * p[k];
+      const double S = static_cast<double>(u.dim(1));
+      stats->aux_loss =
+          aux_coeff_ / static_cast<double>(B) * static_cast<double>(E) / (static_cast<double>(K) * S * S) * total;
+    }
   }
 
   // Routed experts on their rows (steps 4-5), expert-major: up, relu2, down as grouped GEMMs.
@@ -198,7 +206,7 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   Tensor act = ctx.empty({S, F_moe_}, dt);
   ops::relu2_forward(ctx, s.up, act);
   Tensor dact = ctx.empty({S, F_moe_}, dt);
-  std::vector<Tensor> down_grads = grads(down_), up_grads = grads(up_);
+  std::vector<Tensor> down_grads = grads(ctx, down_), up_grads = grads(ctx, up_);
   ops::grouped_linear_backward(ctx, act, off, values(down_), dys, dact, down_grads);
   expert_bias_grads(ctx, down_, off, dys);
   ops::relu2_backward(ctx, s.up, dact, dact);  // in place: dact becomes dup

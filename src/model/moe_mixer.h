@@ -6,7 +6,7 @@
 //   out = fc2_latent(sum_j w_j E_{I_j}(fc1_latent(x))) + shared(x).
 // The router runs in float32 (stat_dtype): scores, combine weights, the aux-loss statistics; its
 // logits and their gradient are in the compute dtype (the gate GEMM's).
-// Hub names under the prefix: gate.weight, gate.e_score_correction_bias (a buffer: trainable =
+// Hub names under the prefix: gate.weight, gate.e_score_correction_bias (a buffer: requires_grad =
 // false, no gradient), experts.{e}.{up,down}_proj.weight, shared_experts.{up,down}_proj.weight,
 // fc1_latent_proj.weight, fc2_latent_proj.weight. Experts and shared expert carry biases iff
 // mlp_bias (as the HF remote code's NemotronHMLP); router and latent projections never do.
@@ -20,6 +20,17 @@
 #include "ops/moe_router.h"
 
 namespace nemotron::model {
+
+// What one MoE forward reports, for load balancing and logs. The mixer keeps none of it: the
+// caller asks for it per forward (so an inference or rollout forward between training
+// micro-batches changes nothing the balancer sees).
+struct MoeLayerStats {
+  std::vector<int64_t> tokens_per_expert;  // [E], slots each expert received
+  double aux_loss = 0;                     // seq_aux_loss of this forward (0 when off)
+  // The expert choice [N, K] int32 on the compute device, as allocated from the forward's context
+  // (valid until its workspace is reset; clone it to pin it with force_selection).
+  Tensor selection;
+};
 
 struct MoeSaved : MixerSaved {
   Tensor x;                 // input rows [N, H], N = B*T
@@ -46,7 +57,12 @@ class MoeMixer : public Mixer {
   // Router, up projections, fc1_latent ~ N(0, initializer_range); down projections (experts and
   // shared) and fc2_latent ~ N(0, initializer_range / sqrt(num_layers)); correction bias 0.
   void init(uint64_t seed) override;
-  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override {
+    return forward(ctx, u, saved, nullptr);
+  }
+  // The same, reporting this forward's routing statistics into `stats` when given (the aux loss
+  // value, a [B, E] host read, is computed only then).
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, MoeLayerStats* stats);
   Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
   // Only what one token runs: router 2 H E, K experts of 4 d_e F_moe, the shared expert
   // 4 H F_sh, latent projections 2 * 2 H d_lat. Independent of T.
@@ -55,11 +71,6 @@ class MoeMixer : public Mixer {
   // Pins the expert choice to topk_idx [B*T, K] int32 (host) for the following forwards, e.g. to
   // hold it fixed while a gradient check differences the router; nullopt routes normally again.
   void force_selection(std::optional<Tensor> topk_idx) { forced_ = std::move(topk_idx); }
-  // Tokens each expert received in the last forward (for the expert-bias balancing update, A.7.4).
-  const std::vector<int64_t>& last_tokens_per_expert() const { return last_tokens_per_expert_; }
-  // The expert choice [B*T, K] of the last forward, on the compute device (to pin it with
-  // force_selection, which accepts a host or device tensor).
-  const Tensor& last_selection() const { return last_selection_; }
   const ops::MoeRouterParams& router_params() const { return router_; }
   // The selection-only correction bias (a buffer), which aux-loss-free balancing moves (A.7.4).
   Param& correction_bias() { return *correction_bias_; }
@@ -69,9 +80,9 @@ class MoeMixer : public Mixer {
   // normalisation when K = 1) and m the top-K of p without the bias (lowest index wins ties):
   //   aux = coeff * (1/B) * sum_b E / (K S^2) * sum_i (sum_t m_ti) (sum_t p_ti)
   // and each backward adds grad_scale * d aux / d logits to the router gradient (m is constant).
+  // A setting (the trainer's MoeBalancer sets it per step and clears it for evaluation), not a
+  // per-call record; MoeLayerStats::aux_loss reports the value.
   void set_seq_aux_loss(double coeff, double grad_scale) { aux_coeff_ = coeff, aux_grad_scale_ = grad_scale; }
-  // aux of the last forward (0 when off).
-  double last_aux_loss() const { return last_aux_loss_; }
   int64_t expert_dim() const { return d_e_; }
 
  private:
@@ -85,9 +96,7 @@ class MoeMixer : public Mixer {
   std::unique_ptr<MlpMixer> shared_;
   Linear fc1_latent_, fc2_latent_;
   std::optional<Tensor> forced_;
-  std::vector<int64_t> last_tokens_per_expert_;
-  Tensor last_selection_;
-  double aux_coeff_ = 0, aux_grad_scale_ = 1, last_aux_loss_ = 0;
+  double aux_coeff_ = 0, aux_grad_scale_ = 1;
 };
 
 }  // namespace nemotron::model

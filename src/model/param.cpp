@@ -28,12 +28,27 @@ const Param* ParamStore::find(const std::string& name) const {
 }
 
 void ParamStore::zero_grads() {
-  for (Param* p : order_) p->grad.zero_();
+  for (Param* p : order_)
+    if (p->grad.defined()) p->grad.zero_();
+}
+
+void ParamStore::set_requires_grad(Param& p, bool requires_grad) {
+  NM_CHECK(find(p.name) == &p, "set_requires_grad: {} is not a parameter of this store", p.name);
+  p.requires_grad = requires_grad;
+  if (!requires_grad) {
+    p.grad = Tensor();
+    p.master = Tensor();
+    return;
+  }
+  if (!p.grad.defined()) p.grad = Tensor::zeros(p.value.shape(), grad_dtype(p.value.dtype()), *backend_);
+  if (masters_ && p.value.dtype() == DType::bf16 && !p.master.defined())
+    p.master = p.value.to_host(DType::f32).to(*backend_);
 }
 
 void ParamStore::create_masters() {
+  masters_ = true;
   for (Param* p : order_)
-    if (p->value.dtype() == DType::bf16 && !p->master.defined())
+    if (p->requires_grad && p->value.dtype() == DType::bf16 && !p->master.defined())
       p->master = p->value.to_host(DType::f32).to(*backend_);
 }
 
@@ -51,6 +66,16 @@ int64_t ParamStore::numel() const {
   int64_t n = 0;
   for (const Param* p : order_) n += p->value.numel();
   return n;
+}
+
+int64_t ParamStore::trainable_numel() const {
+  int64_t n = 0;
+  for (const Param* p : order_) n += p->requires_grad ? p->value.numel() : 0;
+  return n;
+}
+
+Tensor grad_sink(Context& ctx, Param& p) {
+  return p.requires_grad ? p.grad : ctx.zeros(p.value.shape(), grad_dtype(p.value.dtype()));
 }
 
 uint64_t name_stream(const std::string& name) {

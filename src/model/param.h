@@ -1,12 +1,15 @@
 // Parameters by their Hugging Face names (Hub layout, `backbone.*`), each with its gradient.
 // Blocks register their tensors at construction; the store owns them. Gradients accumulate
-// (+=) across micro-batches until zero_grads().
+// (+=) across micro-batches until zero_grads(). A frozen parameter (requires_grad = false: a
+// buffer such as the MoE correction bias, or a base weight under LoRA) costs nothing beyond its
+// value: no gradient, no float32 master, no optimizer moments, and the blocks skip its dW work.
 #pragma once
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/context.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -18,10 +21,12 @@ namespace nemotron::model {
 struct Param {
   std::string name;
   Tensor value;
-  Tensor grad;
-  Tensor master;  // float32 copy of a bf16 value (undefined otherwise)
+  Tensor grad;    // in grad_dtype(value); undefined while frozen
+  Tensor master;  // float32 copy of a bf16 value (undefined otherwise, and while frozen)
   bool weight_decay = true;  // false for norms, biases and other 1-D tensors
-  bool trainable = true;     // false for buffers the optimizer must not touch (MoE router bias)
+  // False: frozen (ParamStore::set_requires_grad). Blocks then compute no gradient for it and
+  // the optimizer neither holds state for it nor touches it.
+  bool requires_grad = true;
   // The values that are the truth (saved in checkpoints, updated by the optimizer).
   Tensor& truth() { return master.defined() ? master : value; }
   const Tensor& truth() const { return master.defined() ? master : value; }
@@ -41,16 +46,23 @@ class ParamStore {
   const Param* find(const std::string& name) const;
   const std::vector<Param*>& all() const { return order_; }
   void zero_grads();
-  // Float32 masters for every bf16 value (call once, after init or load; no-op otherwise).
+  // Freezes (false: drops the gradient and the master; the value keeps bf16(master)) or unfreezes
+  // (true: a zero gradient, and a master when this store has masters) one parameter. An
+  // optimizer built before gives an unfrozen parameter fresh moments at its next step.
+  void set_requires_grad(Param& p, bool requires_grad);
+  // Float32 masters for every bf16 value that requires a gradient (call once, after init or
+  // load; no-op otherwise).
   void create_masters();
   bool has_masters() const;
   int64_t numel() const;
+  int64_t trainable_numel() const;  // of the parameters that require a gradient
   Backend& backend() const { return *backend_; }
   DType dtype() const { return dtype_; }
 
  private:
   Backend* backend_;
   DType dtype_;
+  bool masters_ = false;  // create_masters() ran
   std::map<std::string, std::unique_ptr<Param>> by_name_;
   std::vector<Param*> order_;
 };
@@ -58,6 +70,12 @@ class ParamStore {
 // Initialisers draw from a Philox stream keyed by the parameter's name, so a parameter's initial
 // value depends on (seed, name) only, never on construction order or device.
 uint64_t name_stream(const std::string& name);
+
+// The tensor a block's backward accumulates p's gradient into: p.grad, or for a frozen p a zeroed
+// scratch from ctx that is dropped after the op (for small tensors whose gradient comes out of a
+// fused kernel together with activation gradients: norms, conv, dt_bias, D). Large frozen
+// weights skip their dW work instead (Linear, LM head, embedding, experts).
+Tensor grad_sink(Context& ctx, Param& p);
 void init_normal(Param& p, uint64_t seed, double std);
 void init_uniform(Param& p, uint64_t seed, double lo, double hi);
 void init_constant(Param& p, double value);

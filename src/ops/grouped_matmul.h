@@ -17,7 +17,8 @@ namespace nemotron::ops {
 // x [S, in], offsets [E + 1] (host, offsets[0] = 0, offsets[E] = S), weights E x [out, in] -> y [S, out].
 void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                             const std::vector<Tensor>& weights, Tensor& y);
-// dy [S, out] -> dx [S, in] (overwritten; may be undefined to skip), dweights E x [out, in] (+=).
+// dy [S, out] -> dx [S, in] (overwritten; may be undefined to skip), dweights E x [out, in] (+=;
+// empty to skip the weight gradients, e.g. frozen experts).
 void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                              const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
                              std::vector<Tensor>& dweights);

@@ -56,14 +56,14 @@ void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<in
   NM_CHECK(dy.rank() == 2 && dy.dim(0) == x.dim(0), "grouped_linear_backward: dy {} for x {}", dy.shape().str(),
            x.shape().str());
   check_groups(x, offsets, weights, dy.dim(1), "grouped_linear_backward");
-  NM_CHECK(dweights.size() == weights.size(), "grouped_linear_backward: {} weight gradients for {} experts",
-           dweights.size(), weights.size());
-  for (size_t e = 0; e < weights.size(); ++e) expect_shape(dweights[e], weights[e].shape(), "grouped_linear dW");
+  NM_CHECK(dweights.empty() || dweights.size() == weights.size(),
+           "grouped_linear_backward: {} weight gradients for {} experts", dweights.size(), weights.size());
+  for (size_t e = 0; e < dweights.size(); ++e) expect_shape(dweights[e], weights[e].shape(), "grouped_linear dW");
   if (dx.defined()) expect_shape(dx, x.shape(), "grouped_linear dx");
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {  // dW, and dx when asked (the CPU path counts in matmul)
-    profile_gemm_flops(ctx, (dx.defined() ? 4.0 : 2.0) * static_cast<double>(x.dim(0)) *
-                                static_cast<double>(x.dim(1) * dy.dim(1)));
+    profile_gemm_flops(ctx, ((dx.defined() ? 2.0 : 0.0) + (dweights.empty() ? 0.0 : 2.0)) *
+                                static_cast<double>(x.dim(0)) * static_cast<double>(x.dim(1) * dy.dim(1)));
     grouped_linear_backward_cuda(ctx, x, offsets, weights, dy, dx, dweights);
     return;
   }
@@ -77,7 +77,7 @@ void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<in
       Tensor dxe = dx.slice(a, b);
       matmul(ctx, dye, false, weights[e], false, dxe);
     }
-    matmul(ctx, dye, true, x.slice(a, b), false, dweights[e], 1.0, 1.0);
+    if (!dweights.empty()) matmul(ctx, dye, true, x.slice(a, b), false, dweights[e], 1.0, 1.0);
   }
 }
 

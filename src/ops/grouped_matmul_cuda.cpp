@@ -160,9 +160,10 @@ void grouped_linear_backward_cuda(Context& ctx, const Tensor& x, const std::vect
   NM_CHECK(T == DType::f32 || T == DType::bf16, "grouped_linear on CUDA: float32 or bfloat16, got {}", dtype_name(T));
   check_dtype(dy, T, "dy");
   if (dx.defined()) check_dtype(dx, T, "dx");
+  const bool want_dw = !dweights.empty();  // empty: frozen experts, no dW products
   for (size_t e = 0; e < weights.size(); ++e) {
     check_dtype(weights[e], T, "an expert weight");
-    check_dtype(dweights[e], grad_dtype(T), "an expert weight gradient");
+    if (want_dw) check_dtype(dweights[e], grad_dtype(T), "an expert weight gradient");
   }
   const int in = as_int(x.dim(1), "in"), out = as_int(dy.dim(1), "out");
   const size_t es = dtype_size(T);
@@ -181,6 +182,7 @@ void grouped_linear_backward_cuda(Context& ctx, const Tensor& x, const std::vect
     if (dxe && ours_dx) gdx.push_back({dye, weights[e].raw(), dxe, r, in, out, out, in, in});
     else if (dxe) pdx.push_back({CUBLAS_OP_N, CUBLAS_OP_N, in, r, out, weights[e].raw(), in, dye, out, dxe, in});
     // Ours, dW: M = out, N = in, K = r; A(m=o, k=r) = dy_e[r, o] (M-major), B(k=r, n=i) = x_e[r, i] (N-major).
+    if (!want_dw) continue;
     if (ours_dw) gdw.push_back({dye, xe, dweights[e].raw(), out, in, r, out, in, in});
     else pdw.push_back({CUBLAS_OP_N, CUBLAS_OP_T, in, out, r, xe, in, dye, out, dweights[e].raw(), in});
   }

@@ -122,7 +122,8 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
     std::vector<io::NamedTensor> moments;
     const auto& all = c.params->all();
     for (size_t k = 0; k < all.size(); ++k) {
-      if (!all[k]->trainable) continue;
+      if (!all[k]->requires_grad) continue;
+      NM_CHECK(c.optimizer->first_moments()[k].defined(), "no optimizer state for {}", all[k]->name);
       moments.push_back({"exp_avg." + all[k]->name, c.optimizer->first_moments()[k]});
       moments.push_back({"exp_avg_sq." + all[k]->name, c.optimizer->second_moments()[k]});
     }
@@ -214,9 +215,10 @@ void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const mo
     throw InputError(
         fmt::format("{}: missing (a weights-only checkpoint; load it with checkpoint.finetune=true)", path));
   io::SafetensorsFile f = io::SafetensorsFile::open(path);
+  opt.ensure_moments();
   const auto& all = params.all();
   for (size_t k = 0; k < all.size(); ++k) {
-    if (!all[k]->trainable) continue;
+    if (!all[k]->requires_grad) continue;
     for (auto [prefix, dst] :
          {std::pair{"exp_avg.", &opt.first_moments()[k]}, std::pair{"exp_avg_sq.", &opt.second_moments()[k]}}) {
       const std::string name = prefix + all[k]->name;

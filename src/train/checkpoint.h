@@ -78,7 +78,7 @@ TrainState read_train_state(const std::string& iter_dir);
 // Fills `params` from iter_dir/model.safetensors. A tensor missing or of another shape is an
 // InputError naming the checkpoint, the tensor and both shapes (nothing on disk is touched).
 void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params);
-// Fills the moments of `opt` (every trainable parameter) from iter_dir/optimizer.safetensors and
+// Fills the moments of `opt` (every parameter that requires a gradient) from iter_dir/optimizer.safetensors and
 // sets its step count.
 void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,
                                int64_t optimizer_steps);

@@ -14,7 +14,7 @@ std::string ComputeDevice::describe() const {
                                           : fmt::format("{} throughout", dtype_name(dtype)));
 }
 
-ComputeDevice open_compute_device(const PretrainConfig& cfg) {
+ComputeDevice open_compute_device(const TrainLoopConfig& cfg) {
   ComputeDevice d;
   if (!cfg.on_cuda()) return d;
 #if NEMOTRON_CUDA
@@ -35,7 +35,7 @@ ComputeDevice open_compute_device(const PretrainConfig& cfg) {
 
 model::Batch batch_on(const model::Batch& b, Backend& backend) {
   if (backend.device().is_cpu()) return b;
-  auto move = [&](const Tensor& t) { return t.defined() ? t.to(backend) : Tensor(); };
+  auto move = [&](const Tensor& t) { return !t.defined() || t.device() == backend.device() ? t : t.to(backend); };
   return {move(b.input_ids), move(b.labels), move(b.loss_mask)};
 }
 

@@ -7,7 +7,7 @@
 #include "core/backend.h"
 #include "core/dtype.h"
 #include "model/hybrid_model.h"
-#include "train/train_config.h"
+#include "train/train_loop_config.h"
 
 namespace nemotron::train {
 
@@ -19,7 +19,7 @@ struct ComputeDevice {
 };
 
 // Throws InputError when CUDA is asked of a build without it or of a machine without a GPU.
-ComputeDevice open_compute_device(const PretrainConfig& cfg);
+ComputeDevice open_compute_device(const TrainLoopConfig& cfg);
 
 // The batch's tensors on `backend` (a no-op on the host).
 model::Batch batch_on(const model::Batch& batch, Backend& backend);

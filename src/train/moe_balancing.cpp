@@ -39,11 +39,15 @@ void MoeBalancer::begin_step(int64_t micro_batches) {
   }
 }
 
-void MoeBalancer::after_micro_batch() {
+void MoeBalancer::add(const model::ForwardStats& stats) {
+  NM_CHECK(stats.moe.size() == layers_.size(), "moe balancing: statistics of {} MoE layers for a model of {}",
+           stats.moe.size(), layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const auto& c = layers_[l]->last_tokens_per_expert();
+    const auto& c = stats.moe[l].tokens_per_expert;
+    NM_CHECK(c.size() == counts_[l].size(), "moe balancing: layer {}: {} counts for {} experts", l, c.size(),
+             counts_[l].size());
     for (size_t e = 0; e < c.size(); ++e) counts_[l][e] += c[e];
-    aux_sum_ += layers_[l]->last_aux_loss();
+    aux_sum_ += stats.moe[l].aux_loss;
   }
 }
 

@@ -8,7 +8,7 @@
 
 #include "model/hybrid_model.h"
 #include "model/moe_mixer.h"
-#include "train/train_config.h"
+#include "train/train_loop_config.h"
 
 namespace nemotron::train {
 
@@ -24,8 +24,10 @@ class MoeBalancer {
   // weight 1 / micro_batches (the objective is the lm loss over the global batch plus each MoE
   // layer's aux loss averaged over the micro-batches); clears the step's counts.
   void begin_step(int64_t micro_batches);
-  // After each training forward/backward: adds the layers' expert counts and aux losses.
-  void after_micro_batch();
+  // After each training forward: adds the expert counts and aux losses that forward reported
+  // (HybridModel::forward's stats). Forwards whose stats are not passed here (evaluation,
+  // rollouts) do not count.
+  void add(const model::ForwardStats& stats);
   // After the optimizer step: the expert-bias update, when enabled.
   void end_step();
   // Turns the aux loss off for evaluation forwards (begin_step turns it back on).

@@ -28,7 +28,7 @@ bool same_path(const std::string& a, const std::string& b) {
   return !ec1 && !ec2 && pa == pb;
 }
 
-std::string metrics_path(const PretrainConfig& cfg) {
+std::string metrics_path(const TrainLoopConfig& cfg) {
   if (!cfg.logger.metrics_path.empty()) return cfg.logger.metrics_path;
   if (!cfg.checkpoint.save.empty()) return (fs::path(cfg.checkpoint.save) / "metrics.jsonl").string();
   return "";
@@ -36,16 +36,7 @@ std::string metrics_path(const PretrainConfig& cfg) {
 
 }  // namespace
 
-double count_loss_tokens(const model::Batch& batch) {
-  std::vector<double> labels = batch.labels.to_f64_vector();
-  std::vector<double> mask = batch.loss_mask.defined() ? batch.loss_mask.to_f64_vector() : std::vector<double>();
-  double n = 0;
-  for (size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] >= 0) n += mask.empty() ? 1.0 : mask[i];
-  return n;
-}
-
-Trainer::Trainer(const PretrainConfig& cfg, model::HybridModel& net, BatchSource& train, BatchSource* valid,
+Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSource& train, BatchSource* valid,
                  TrainerOptions opts)
     : cfg_(cfg),
       net_(net),
@@ -54,18 +45,9 @@ Trainer::Trainer(const PretrainConfig& cfg, model::HybridModel& net, BatchSource
       opts_(std::move(opts)),
       opt_(net.params(), AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
                                      cfg.optimizer.weight_decay}),
-      balancer_(net, cfg.moe),
-      schedule_(cfg.lr_schedule()),
-      ws_(net.params().backend()) {
+      step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe}),
+      schedule_(cfg.lr_schedule()) {
   if (valid_) valid_start_ = valid_->state();
-}
-
-// The CPU takes activations from the arena (no allocator calls in a step); the GPU from the
-// caching allocator, which frees each activation when its last user is done (a lower peak, and
-// what makes model.recompute_granularity save memory).
-Context Trainer::compute_context() {
-  Backend& b = net_.params().backend();
-  return Context{&b, b.device().is_cpu() ? &ws_ : nullptr, net_.params().dtype()};
 }
 
 template <class... Args>
@@ -110,7 +92,7 @@ TrainState Trainer::state() const {
   s.optimizer_steps = opt_.steps_taken();
   s.data = {{"train", train_.state()}};
   s.rng = {{"seed", cfg_.seed},
-           {"data_seed", cfg_.dataset.random_seed},
+           {"data_seed", cfg_.data_seed},
            {"generator", "philox4x32-10, counter-based: the seeds are the whole state"}};
   s.last_lr = iteration_ > 0 ? schedule_.lr(consumed_samples_ - cfg_.train.global_batch_size) : 0.0;
   return s;
@@ -126,41 +108,16 @@ std::string Trainer::save() {
 
 StepRecord Trainer::train_step() {
   auto t0 = std::chrono::steady_clock::now();
-  const int64_t acc = cfg_.train.accumulation_steps();
-  net_.params().zero_grads();
-  std::vector<model::Batch> micro(static_cast<size_t>(acc));
-  double tokens = 0;
-  for (auto& mb : micro) {
-    mb = train_.next();
-    tokens += count_loss_tokens(mb);
-    mb = batch_on(mb, net_.params().backend());
-  }
-  if (!(tokens > 0))
-    throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration_ + 1));
-  Context ctx = compute_context();
-  balancer_.begin_step(acc);
-  model::LossSum sum;
-  for (auto& mb : micro) {
-    model::LossSum l = net_.forward_backward(ctx, mb, 1.0 / tokens);
-    ws_.reset();
-    balancer_.after_micro_batch();
-    sum.loss_sum += l.loss_sum;
-    sum.token_count += l.token_count;
-  }
+  std::vector<model::Batch> micro(static_cast<size_t>(cfg_.train.accumulation_steps()));
+  for (auto& mb : micro) mb = train_.next();
+  const StepResult s = step_.run(micro, *loss_, schedule_.lr(consumed_samples_), iteration_ + 1);
   StepRecord r;
   r.iteration = iteration_ + 1;
-  r.lm_loss = sum.mean();
-  r.aux_loss = balancer_.step_aux_loss();
-  r.grad_norm = opt_.clip_grad_norm(cfg_.optimizer.clip_grad);
-  if (!std::isfinite(r.lm_loss) || !std::isfinite(r.grad_norm))
-    throw Error(
-        fmt::format("iteration {}: lm loss {} / grad norm {} is not finite; stopping before the update "
-                    "(try a lower optimizer.lr)",
-                    r.iteration, r.lm_loss, r.grad_norm));
-  r.lr = schedule_.lr(consumed_samples_);
-  opt_.step(r.lr);
-  balancer_.end_step();
-  r.moe_max_load = balancer_.step_max_load();
+  r.lm_loss = s.loss;
+  r.aux_loss = s.aux_loss;
+  r.grad_norm = s.grad_norm;
+  r.lr = s.lr;
+  r.moe_max_load = s.moe_max_load;
   ++iteration_;
   consumed_samples_ += cfg_.train.global_batch_size;
   r.seconds = seconds_since(t0);
@@ -169,12 +126,9 @@ StepRecord Trainer::train_step() {
 
 double Trainer::evaluate() {
   valid_->restore(valid_start_);
-  balancer_.for_evaluation();
-  Context ctx = compute_context();
-  model::LossSum sum;
+  LossSum sum;
   for (int64_t i = 0; i < cfg_.train.eval_iters * cfg_.train.accumulation_steps(); ++i) {
-    model::LossSum l = net_.loss(ctx, batch_on(valid_->next(), net_.params().backend()));
-    ws_.reset();
+    LossSum l = step_.evaluate(valid_->next(), *loss_);
     sum.loss_sum += l.loss_sum;
     sum.token_count += l.token_count;
   }
@@ -188,7 +142,7 @@ void Trainer::log_step(const StepRecord& r, double elapsed, double mean_step) {
       "learning rate: {:.6E} | global batch size: {:>5d} | lm loss: {:.6E} |",
       r.iteration, total, consumed_samples_, 1e3 * r.seconds, r.lr, cfg_.train.global_batch_size, r.lm_loss);
   if (cfg_.moe.seq_aux_loss()) line += fmt::format(" load balancing loss: {:.6E} |", r.aux_loss);
-  if (balancer_.num_layers() > 0) line += fmt::format(" moe max load: {:.2f} |", r.moe_max_load);
+  if (step_.balancer().num_layers() > 0) line += fmt::format(" moe max load: {:.2f} |", r.moe_max_load);
   line += fmt::format(" grad norm: {:.3f} | tokens/s: {:.0f} | elapsed: {} | ETA: {}\n", r.grad_norm,
                       static_cast<double>(cfg_.tokens_per_step()) / r.seconds, format_hms(elapsed),
                       format_hms(mean_step * static_cast<double>(total - r.iteration)));
@@ -212,7 +166,7 @@ TrainResult Trainer::run() {
 
   const model::ModelConfig& m = net_.config();
   Backend& backend = net_.params().backend();
-  print("pretraining {}: {} layers \"{}\", hidden {}, vocab {}, {} parameters ({})\n", cfg_.source, m.num_layers(),
+  print("{} {}: {} layers \"{}\", hidden {}, vocab {}, {} parameters ({})\n", cfg_.stage_name, cfg_.source, m.num_layers(),
         m.hybrid_override_pattern, m.hidden_size, m.vocab_size,
         model::human_count(static_cast<double>(net_.params().numel())),
         backend.device().is_cpu()
@@ -222,7 +176,7 @@ TrainResult Trainer::run() {
                           backend.name()));
   print("data: {}\n", train_.describe());
   print("batch: global {} = micro {} x {} accumulation step(s) of {} tokens per sequence: {} tokens per iteration\n",
-        t.global_batch_size, t.micro_batch_size, acc, cfg_.dataset.seq_length, cfg_.tokens_per_step());
+        t.global_batch_size, t.micro_batch_size, acc, cfg_.seq_length, cfg_.tokens_per_step());
   print(
       "schedule: {} lr {:.3g} -> {:.3g}, warmup {} samples, decay to sample {}{}; AdamW betas ({}, {}), eps {:.1e}, "
       "weight decay {}, clip {}\n",
@@ -273,7 +227,7 @@ TrainResult Trainer::run() {
                 {"step_seconds", r.seconds},
                 {"tokens_per_second", static_cast<double>(cfg_.tokens_per_step()) / r.seconds}};
     if (cfg_.moe.seq_aux_loss()) rec["load_balancing_loss"] = r.aux_loss;
-    if (balancer_.num_layers() > 0) rec["moe_max_load"] = r.moe_max_load;
+    if (step_.balancer().num_layers() > 0) rec["moe_max_load"] = r.moe_max_load;
     metrics_.write(rec);
     if (iteration_ % cfg_.logger.log_interval == 0 || iteration_ == t.train_iters) log_step(r, elapsed, mean_step);
     if (valid_ && t.eval_interval > 0 && iteration_ % t.eval_interval == 0) do_eval();

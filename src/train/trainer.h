@@ -1,8 +1,9 @@
-// The pretraining loop (Megatron's train(): one iteration = one optimizer step on a global batch):
-//   zero grads; draw GBS / MBS micro-batches; forward/backward each with grad scale 1 / (tokens
-//   of the whole global batch), so loss and gradients are the mean over every token of the step;
-//   clip the global norm; AdamW at lr(samples consumed before the step); MoE bias update;
-//   then log, validate every eval_interval, save every save_interval, stop at exit_interval.
+// The training loop of every stage (Megatron's train(): one iteration = one optimizer step on a
+// global batch): draw GBS / MBS micro-batches, run the shared step (train_step.h: forward/backward
+// with the loss handed in, by default the masked cross-entropy normalised over the global batch;
+// clip; AdamW at lr(samples consumed before the step); MoE bias update), then log, validate every
+// eval_interval, save every save_interval, stop at exit_interval. It reads only the shared loop
+// config (train_loop_config.h), so SFT and RL reuse it with their own data and loss.
 // Everything a step depends on (weights, moments, step count, data cursor, consumed samples,
 // MoE biases) is in the checkpoint, and the CPU kernels reduce in a fixed order, so a run resumed
 // from a checkpoint repeats an uninterrupted run's losses bit for bit.
@@ -12,20 +13,20 @@
 #include <string>
 #include <vector>
 
-#include "core/workspace.h"
 #include "model/hybrid_model.h"
 #include "train/adamw.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
+#include "train/loss.h"
 #include "train/metrics.h"
-#include "train/moe_balancing.h"
-#include "train/train_config.h"
+#include "train/train_loop_config.h"
+#include "train/train_step.h"
 
 namespace nemotron::train {
 
 struct StepRecord {
   int64_t iteration = 0;
-  double lm_loss = 0;    // mean cross-entropy over the global batch's tokens
+  double lm_loss = 0;    // the loss over the global batch (mean cross-entropy over its loss tokens)
   double aux_loss = 0;   // seq_aux_loss summed over MoE layers (0 when off)
   double lr = 0;         // the rate this step's update used
   double grad_norm = 0;  // before clipping
@@ -61,9 +62,12 @@ struct TrainerOptions {
 
 class Trainer {
  public:
-  // `valid` may be null (no validation). The model must be initialised (or loaded) by the caller.
-  Trainer(const PretrainConfig& cfg, model::HybridModel& net, BatchSource& train, BatchSource* valid,
+  // `valid` may be null (no validation). The model must be initialised (or loaded) by the caller;
+  // parameters it froze (requires_grad false) get no optimizer state.
+  Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSource& train, BatchSource* valid,
           TrainerOptions opts = {});
+  // The loss of training and validation steps (default: MaskedCrossEntropy); must outlive run().
+  void set_loss(LossFn& loss) { loss_ = &loss; }
 
   // Applies checkpoint.load / checkpoint.finetune: weights (always), and unless finetuning the
   // optimizer moments and step count, the iteration, consumed samples and data cursor. A load
@@ -78,10 +82,10 @@ class Trainer {
   int64_t iteration() const { return iteration_; }
   int64_t consumed_samples() const { return consumed_samples_; }
   AdamW& optimizer() { return opt_; }
+  TrainStep& step() { return step_; }
 
  private:
   StepRecord train_step();
-  Context compute_context();
   double evaluate();
   std::string save();
   TrainState state() const;
@@ -90,23 +94,21 @@ class Trainer {
   template <class... Args>
   void print(fmt::format_string<Args...> f, Args&&... args);
 
-  const PretrainConfig& cfg_;
+  const TrainLoopConfig& cfg_;
   model::HybridModel& net_;
   BatchSource& train_;
   BatchSource* valid_;
   nlohmann::json valid_start_;  // every evaluation reads the same validation batches
   TrainerOptions opts_;
   AdamW opt_;
-  MoeBalancer balancer_;
+  TrainStep step_;
+  MaskedCrossEntropy default_loss_;
+  LossFn* loss_ = &default_loss_;
   LrSchedule schedule_;
-  Workspace ws_;
   MetricsFile metrics_;
   int64_t iteration_ = 0, consumed_samples_ = 0;
   std::string resumed_from_;
   bool finetuned_ = false;
 };
-
-// Tokens that count towards the loss: labels >= 0, weighted by the mask.
-double count_loss_tokens(const model::Batch& batch);
 
 }  // namespace nemotron::train

@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "model/block_configs.h"  // tests/model
 #include "model/hybrid_model.h"
+#include "train/train_step.h"
 #include "ops/adamw.h"
 #include "ops/grouped_matmul.h"
 #include "ops/matmul.h"
@@ -74,11 +75,11 @@ TEST(OpProfiler, hybrid_step_reports_every_phase_balanced) {
   Context ctx{&host_backend(), nullptr, DType::f32};
   ctx.profiler = &prof;
   net.params().zero_grads();
-  net.forward_backward(ctx, batch, 1.0 / static_cast<double>(B * T));
+  train::cross_entropy_backward(ctx, net, batch, 1.0 / static_cast<double>(B * T));
   std::vector<ops::AdamWParam> ps;
   std::vector<Tensor> moments;
   for (model::Param* p : net.params().all()) {
-    if (!p->trainable) continue;
+    if (!p->requires_grad) continue;
     moments.push_back(Tensor::zeros(p->value.shape(), DType::f32));
     moments.push_back(Tensor::zeros(p->value.shape(), DType::f32));
     ps.push_back({p->value, Tensor(), p->grad, moments[moments.size() - 2], moments.back(), p->weight_decay});

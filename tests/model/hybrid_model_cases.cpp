@@ -14,6 +14,7 @@
 #include "model/hybrid_model.h"
 #include "model/moe_mixer.h"
 #include "moe_choice.h"
+#include "train/train_step.h"
 
 namespace nemotron::testing {
 namespace {
@@ -39,7 +40,7 @@ class HybridModelCase : public BlockCase {
       : label_(std::move(label)), cfg_(std::move(cfg)), B_(B), T_(T), masked_(masked), scale_(scale) {
     model::HybridModel probe(cfg_, host_backend(), DType::bf16);  // a statistic parameter shows as float32
     for (const model::Param* p : probe.params().all())
-      params_.push_back({p->name, p->value.shape(), p->trainable, p->value.dtype() != DType::bf16});
+      params_.push_back({p->name, p->value.shape(), p->requires_grad, p->value.dtype() != DType::bf16});
   }
   std::string op() const override { return "hybrid_model"; }
   std::string params() const override {
@@ -67,16 +68,16 @@ class HybridModelCase : public BlockCase {
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     auto net = build(ctx, in);
-    model::LossSum l = net->loss(ctx, batch(in));
+    train::LossSum l = train::cross_entropy_loss(ctx, *net, batch(in));
     return {Tensor::from_vector<double>({1}, {l.loss_sum}).to_host(stat_dtype(in[3].dtype()))};  // losses: float32
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
     auto net = build(ctx, in);
     double scale = douts[0].to_f64_vector()[0];
-    net->forward_backward(ctx, batch(in), scale);
+    train::cross_entropy_backward(ctx, *net, batch(in), scale);
     std::vector<Tensor> g{Tensor(), Tensor(), Tensor()};
-    for (const model::Param* p : net->params().all()) g.push_back(p->trainable ? p->grad : Tensor());
+    for (const model::Param* p : net->params().all()) g.push_back(p->requires_grad ? p->grad : Tensor());
     return g;
   }
 
@@ -95,11 +96,12 @@ class HybridModelCase : public BlockCase {
     const auto& all = net->params().all();
     for (size_t k = 0; k < all.size(); ++k) all[k]->value.copy_from(in[k + 3]);
     if (!pinned_) {  // first call: the unperturbed float64 inputs; record every MoE layer's choice
-      net->loss(ctx, batch(in));
+      model::ForwardStats stats;
+      net->forward(ctx, in[0], nullptr, &stats);
       pinned_.emplace();
-      for (model::MoeMixer* moe : moe_layers(*net)) {
-        for (int64_t n : moe->last_tokens_per_expert()) EXPECT_GT(n, 0) << name() << ": an expert got no token";
-        pinned_->push_back(moe->last_selection().clone());
+      for (const model::MoeLayerStats& moe : stats.moe) {
+        for (int64_t n : moe.tokens_per_expert) EXPECT_GT(n, 0) << name() << ": an expert got no token";
+        pinned_->push_back(moe.selection.clone());
       }
     } else if (ctx.compute_dtype != DType::f64) {
       check_routing(ctx, *net, in);
@@ -113,12 +115,12 @@ class HybridModelCase : public BlockCase {
   // differs in nearly every row. (moe_cases.cpp checks the choice exactly, on the same scores.)
   void check_routing(Context& ctx, model::HybridModel& net, const std::vector<Tensor>& in) const {
     for (model::MoeMixer* moe : moe_layers(net)) moe->force_selection(std::nullopt);
-    net.loss(ctx, batch(in));
-    size_t k = 0;
-    for (model::MoeMixer* moe : moe_layers(net)) {
-      const Tensor& want = (*pinned_)[k++];
-      EXPECT_LE(rows_choosing_differently(moe->last_selection(), want), want.dim(0) / 2)
-          << name() << " on " << dtype_name(ctx.compute_dtype) << ": MoE layer " << k - 1
+    model::ForwardStats stats;
+    net.forward(ctx, in[0], nullptr, &stats);
+    for (size_t k = 0; k < stats.moe.size(); ++k) {
+      const Tensor& want = (*pinned_)[k];
+      EXPECT_LE(rows_choosing_differently(stats.moe[k].selection, want), want.dim(0) / 2)
+          << name() << " on " << dtype_name(ctx.compute_dtype) << ": MoE layer " << k
           << " chooses other experts than the float64 run in over half of the rows";
     }
   }

@@ -90,7 +90,7 @@ class MoeMixerCase : public MixerCase {
     moe.forward(ctx, in[0], &saved);
     const auto& s = dynamic_cast<const model::MoeSaved&>(*saved);
     pinned_ = s.topk_idx.clone();
-    const std::vector<int64_t>& counts = moe.last_tokens_per_expert();
+    const std::vector<int64_t>& counts = s.dispatch.tokens_per_expert;
     for (int64_t e = 0; e < s_.E; ++e) EXPECT_GT(counts[e], 0) << name() << ": expert " << e << " got no token";
     Tensor zero_bias = ctx.zeros({s_.E}, s.scores.dtype());
     Tensor unbiased = ctx.empty(s.topk_idx.shape(), DType::i32);

@@ -11,13 +11,12 @@ TEST(AdamW, matches_hand_computed_update_and_skips_decay_and_buffers) {
   model::Param& w = store.add("w", {2, 1});        // decayed
   model::Param& n = store.add("n.weight", {1});    // 1-D: no decay
   model::Param& b = store.add("bias_buffer", {1});
-  b.trainable = false;
+  store.set_requires_grad(b, false);
   w.value.data<double>()[0] = 1.0, w.value.data<double>()[1] = -2.0;
   n.value.data<double>()[0] = 0.5;
   b.value.data<double>()[0] = 3.0;
   w.grad.data<double>()[0] = 0.1, w.grad.data<double>()[1] = -0.3;
   n.grad.data<double>()[0] = 2.0;
-  b.grad.data<double>()[0] = 1.0;
   AdamWConfig cfg{0.9, 0.95, 1e-8, 0.1};
   AdamW opt(store, cfg);
   opt.step(0.01);

@@ -1,0 +1,102 @@
+// The training loop's configuration, shared by every stage that trains (pretraining, SFT, RL):
+// Megatron-Bridge's train:, optimizer:, scheduler:, checkpoint:, logger: and moe: sections, the
+// rng seed and the device keys (reference/pipeline-and-rl.md §6.1). A stage's config derives
+// from TrainLoopConfig and adds its own sections (model:, dataset:, ...); its reader calls
+// read_train_loop_config for the shared keys, so every stage accepts them with the same names,
+// defaults and error messages.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/config_tree.h"
+#include "train/lr_schedule.h"
+
+namespace nemotron::train {
+
+struct TrainSection {             // train:
+  int64_t global_batch_size = 0;  // sequences per optimizer step
+  int64_t micro_batch_size = 1;   // sequences per forward/backward; GBS / MBS micro-batches per step
+  int64_t train_iters = 0;
+  int64_t eval_interval = 0;  // 0 = no periodic validation (also accepted under validation:)
+  int64_t eval_iters = 0;     // validation steps of global_batch_size sequences each
+  int64_t exit_interval = 0;  // 0 = never; else stop (after saving) when iteration % it == 0
+  int64_t accumulation_steps() const { return global_batch_size / micro_batch_size; }
+};
+
+struct OptimizerSection {  // optimizer: (Megatron names and defaults)
+  std::string optimizer = "adam";
+  double lr = 0, min_lr = 0;
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
+  double clip_grad = 1.0;  // 0 = no clipping
+};
+
+struct SchedulerSection {  // scheduler:
+  LrDecayStyle lr_decay_style = LrDecayStyle::linear;
+  WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::exponential;
+  int64_t lr_warmup_iters = 0;
+  double lr_warmup_fraction = -1;  // unset
+  double lr_warmup_init = 0;
+  int64_t lr_decay_iters = 0;      // 0 = train_iters
+  int64_t lr_wsd_decay_iters = 0;  // 0 = lr_decay_iters
+};
+
+struct CheckpointSection {     // checkpoint:
+  std::string save;            // parent directory of iter_XXXXXXX/; empty = never save
+  int64_t save_interval = 0;   // 0 = only at the end (and at exit_interval); nothing without save
+  std::string load;            // parent (tracker) or iter_XXXXXXX directory; empty = start fresh
+  bool finetune = false;       // load weights only; iteration, optimizer and data start over
+  int64_t most_recent_k = -1;  // keep the k newest iterations; -1 = all
+};
+
+struct LoggerSection {       // logger:
+  int64_t log_interval = 1;  // a progress line every N iterations (metrics: every iteration)
+  std::string metrics_path;  // JSONL; empty = <checkpoint.save>/metrics.jsonl, or none without save
+};
+
+struct MoeSection {                            // moe: router load balancing (reference/architectures.md A.7.4)
+  bool moe_router_enable_expert_bias = false;  // aux-loss-free balancing by the bias update
+  double moe_router_bias_update_rate = 1e-3;
+  std::string moe_router_load_balancing_type = "none";  // "none" or "seq_aux_loss"
+  double moe_aux_loss_coeff = 0.0;
+  bool seq_aux_loss() const { return moe_router_load_balancing_type == "seq_aux_loss"; }
+};
+
+struct TrainLoopConfig {
+  std::string source;   // the file it came from (prefixes errors)
+  nlohmann::json tree;  // the resolved tree (file + overrides), saved as config.yaml
+  TrainSection train;
+  OptimizerSection optimizer;
+  SchedulerSection scheduler;
+  CheckpointSection checkpoint;
+  LoggerSection logger;
+  MoeSection moe;
+  uint64_t seed = 1234;  // rng.seed: the model's initial weights (and the stage's own streams)
+  // Where and in what precision to train (top-level keys). device: cpu (default), cuda, cuda:N.
+  // mixed_precision: Megatron-Bridge's key; bf16_mixed (the default on CUDA: bf16 weights and
+  // activations, float32 master weights, gradients and optimizer state) or fp32 (the CPU's only).
+  std::string device = "cpu";
+  std::string mixed_precision;  // as resolved: "bf16_mixed" or "fp32"
+  // Set by the stage's reader from its data section: tokens per sequence (dataset.seq_length, an
+  // SFT pack size) and the seed of the data streams (both recorded in logs and checkpoints), and
+  // the word the loop's log lines open with.
+  int64_t seq_length = 0;
+  uint64_t data_seed = 0;
+  std::string stage_name = "pretraining";
+
+  bool on_cuda() const { return device.rfind("cuda", 0) == 0; }
+  int cuda_index() const;
+  LrSchedule lr_schedule() const;
+  int64_t tokens_per_step() const { return train.global_batch_size * seq_length; }
+};
+
+// Reads and validates the shared sections (train:, validation:, optimizer:, scheduler:,
+// checkpoint:, logger:, rng:, moe:, device, mixed_precision) of `root` into c. Other sections are
+// the stage's to read; root.check_unknown_keys() is the caller's, after them.
+void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c);
+
+// The tree as YAML text (what config.yaml and --dry-run show).
+std::string config_to_yaml(const nlohmann::json& tree);
+
+}  // namespace nemotron::train

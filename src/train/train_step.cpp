@@ -1,0 +1,138 @@
+#include "train/train_step.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/op_profiler.h"
+#include "ops/elementwise.h"
+#include "train/compute_device.h"
+
+namespace nemotron::train {
+
+namespace {
+
+// d numerator / d log p as head weights: w = -dlogprob in the head's weight dtype, on the device.
+Tensor head_weights_from(Context& ctx, const Tensor& dlogprob, int64_t N) {
+  NM_CHECK(dlogprob.defined() && dlogprob.numel() == N, "loss gradient {} for {} tokens",
+           dlogprob.defined() ? dlogprob.shape().str() : std::string("(none)"), N);
+  const DType wt = stat_dtype(ctx.compute_dtype);
+  Tensor w = dlogprob.dtype() == wt && dlogprob.device() == ctx.backend->device()
+                 ? dlogprob.clone()
+                 : dlogprob.to_host(wt).to(*ctx.backend);
+  w = w.view({N});
+  ops::scale_inplace(ctx, w, -1.0);
+  return w;
+}
+
+double sum_on_host(const Tensor& t) {
+  double s = 0;
+  for (double v : t.to_f64_vector()) s += v;
+  return s;
+}
+
+}  // namespace
+
+MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
+                                  int64_t micro_index, double grad_scale, model::ForwardStats* stats) {
+  MicroBatchResult r;
+  model::Activations act;
+  Tensor x = net.forward(ctx, mb.input_ids, &act, stats);
+  Tensor dx;
+  Tensor c;
+  if (loss.linear_weights(mb, &c)) {
+    // One fused pass: value and gradient of grad_scale * sum_n c_n * -log p_n.
+    Tensor values = net.head(ctx, x, mb.labels, c, grad_scale, &dx);
+    net.backward(ctx, act, dx);
+    r.loss_sum = sum_on_host(values);  // read after the backward is queued: one wait per micro-batch
+    return r;
+  }
+  const int64_t N = mb.labels.numel();
+  Tensor logprobs = net.head(ctx, x, mb.labels, Tensor(), 1.0, nullptr);
+  ops::scale_inplace(ctx, logprobs, -1.0);
+  TokenLossGrad g = loss.per_token(ctx, micro_index, mb, logprobs);
+  // d(grad_scale * numerator)/d log p_n = grad_scale * dlogprob_n = -grad_scale * w_n.
+  Tensor w = head_weights_from(ctx, g.dlogprob, N);
+  net.head(ctx, x, mb.labels, w, grad_scale, &dx);
+  net.backward(ctx, act, dx);
+  r.loss_sum = g.loss_sum;
+  r.metrics = std::move(g.metrics);
+  return r;
+}
+
+double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
+                    int64_t micro_index) {
+  Tensor x = net.forward(ctx, mb.input_ids, nullptr);
+  Tensor c;
+  if (loss.linear_weights(mb, &c)) return sum_on_host(net.head(ctx, x, mb.labels, c, 1.0, nullptr));
+  Tensor logprobs = net.head(ctx, x, mb.labels, Tensor(), 1.0, nullptr);
+  ops::scale_inplace(ctx, logprobs, -1.0);
+  return loss.per_token(ctx, micro_index, mb, logprobs).loss_sum;
+}
+
+LossSum cross_entropy_loss(Context& ctx, model::HybridModel& net, const model::Batch& batch) {
+  MaskedCrossEntropy ce;
+  return {forward_loss(ctx, net, batch, ce), count_loss_tokens(batch)};
+}
+
+LossSum cross_entropy_backward(Context& ctx, model::HybridModel& net, const model::Batch& batch, double grad_scale) {
+  MaskedCrossEntropy ce;
+  return {forward_backward(ctx, net, batch, ce, 0, grad_scale).loss_sum, count_loss_tokens(batch)};
+}
+
+TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
+    : net_(net),
+      opt_(opt),
+      cfg_(std::move(cfg)),
+      balancer_(net, cfg_.moe),
+      ws_(net.params().backend()),
+      ctx_{&net.params().backend(), net.params().backend().device().is_cpu() ? &ws_ : nullptr, net.params().dtype()} {}
+
+StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration) {
+  NM_CHECK(!micro.empty(), "a training step needs at least one micro-batch");
+  const double normaliser = loss.normaliser(micro);
+  if (!(normaliser > 0))
+    throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration));
+  net_.params().zero_grads();
+  balancer_.begin_step(static_cast<int64_t>(micro.size()));
+  StepResult r;
+  r.normaliser = normaliser;
+  Backend& backend = net_.params().backend();
+  for (size_t k = 0; k < micro.size(); ++k) {
+    model::ForwardStats stats;
+    MicroBatchResult m = forward_backward(ctx_, net_, batch_on(micro[k], backend), loss, static_cast<int64_t>(k),
+                                          1.0 / normaliser, &stats);
+    ws_.reset();
+    balancer_.add(stats);
+    r.loss_sum += m.loss_sum;
+    for (const auto& [name, v] : m.metrics) r.metrics[name] += v;
+  }
+  if (grad_hook_) grad_hook_(net_.params());
+  r.loss = r.loss_sum / normaliser;
+  r.aux_loss = balancer_.step_aux_loss();
+  {
+    OpScope scope(ctx_, OpPhase::optimizer, "clip_grad_norm+adamw");  // the optimizer runs on the store's context
+    r.grad_norm = opt_.clip_grad_norm(cfg_.clip_grad);
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+      throw Error(
+          fmt::format("iteration {}: {} {} / grad norm {} is not finite; stopping before the update "
+                      "(try a lower optimizer.lr)",
+                      iteration, loss.name(), r.loss, r.grad_norm));
+    r.lr = lr;
+    opt_.step(lr);
+  }
+  balancer_.end_step();
+  r.moe_max_load = balancer_.step_max_load();
+  return r;
+}
+
+LossSum TrainStep::evaluate(const model::Batch& batch, LossFn& loss) {
+  balancer_.for_evaluation();
+  LossSum s;
+  s.loss_sum = forward_loss(ctx_, net_, batch_on(batch, net_.params().backend()), loss);
+  s.token_count = loss.normaliser({batch});
+  ws_.reset();
+  return s;
+}
+
+}  // namespace nemotron::train

@@ -1,0 +1,100 @@
+// The training step every stage shares (pretraining, SFT, GRPO; the demo and the benchmarks):
+// one optimizer step on a global batch given as micro-batches, with the loss handed in
+// (train/loss.h). Order, as Megatron's train_step:
+//   zero grads; normaliser = loss.normaliser(all micro-batches); for each micro-batch: forward
+//   (MoE routing statistics collected explicitly), loss, backward with gradient scale
+//   1 / normaliser; the gradient hook (after the last backward: where data-parallel gradient
+//   reduction goes); global-norm clip; a finite check; AdamW at the given lr; MoE expert-bias
+//   update from the step's expert counts.
+// The loop around it (logging, evaluation, checkpoints, resume) is the Trainer's (trainer.h).
+// The CPU reduces in a fixed order, so the same inputs give bit-identical results.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/workspace.h"
+#include "model/hybrid_model.h"
+#include "train/adamw.h"
+#include "train/loss.h"
+#include "train/moe_balancing.h"
+
+namespace nemotron::train {
+
+// One micro-batch's part of a step.
+struct MicroBatchResult {
+  double loss_sum = 0;                    // the loss's numerator over this micro-batch
+  std::map<std::string, double> metrics;  // the loss's metrics (general form only)
+};
+
+// One micro-batch through the model with `loss`: forward, the loss, backward; the gradient of
+// grad_scale * numerator accumulates (+=) into the model's parameters. Linear losses
+// (cross-entropy) take the fused head path: the same kernel calls as a dedicated cross-entropy
+// step. General losses run the head forward, per_token(), then the head backward with the
+// returned d numerator / d log p. `stats` receives the forward's MoE statistics when given.
+MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
+                                  int64_t micro_index, double grad_scale, model::ForwardStats* stats = nullptr);
+// Forward only: the loss's numerator over one batch (evaluation).
+double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
+                    int64_t micro_index = 0);
+
+// Masked cross-entropy of one batch without an optimizer (gradient checks, `compare`, tests):
+// the numerator and the token count; with grad_scale, gradients of grad_scale * numerator
+// accumulate into the model's parameters.
+LossSum cross_entropy_loss(Context& ctx, model::HybridModel& net, const model::Batch& batch);
+LossSum cross_entropy_backward(Context& ctx, model::HybridModel& net, const model::Batch& batch, double grad_scale);
+
+struct StepConfig {
+  double clip_grad = 1.0;  // optimizer.clip_grad: max global norm, 0 = no clipping
+  MoeSection moe;          // router load balancing (moe:)
+};
+
+struct StepResult {
+  double loss = 0;        // numerator / normaliser: the mean the step minimised
+  double loss_sum = 0;    // numerator over the global batch
+  double normaliser = 0;  // e.g. loss tokens of the global batch
+  double aux_loss = 0;    // MoE seq_aux_loss summed over layers, mean over micro-batches (0 when off)
+  double grad_norm = 0;   // before clipping
+  double lr = 0;
+  double moe_max_load = 0;                // worst layer's max_i c_i / mean(c); 0 without MoE
+  std::map<std::string, double> metrics;  // the loss's metric sums over the step
+};
+
+// Called after the backward of the last micro-batch, before the gradient norm, with the store
+// whose gradients are complete on this rank: where data-parallel reduction goes. None by default.
+using GradHook = std::function<void(model::ParamStore& params)>;
+
+class TrainStep {
+ public:
+  // `opt` must be built over net.params(). Activations come from an arena on the CPU (no
+  // allocator calls in a step) and from the caching allocator on the GPU (each freed after its
+  // last use: a lower peak, and what makes model.recompute_granularity save memory).
+  TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg);
+
+  // One optimizer step on `micro` (the global batch's micro-batches, on the host or the compute
+  // device) at learning rate lr. `iteration` only names the step in errors. Throws
+  // InputError when the normaliser is not positive (e.g. no token with a label), Error when the
+  // loss or the gradient norm is not finite (before the update: the weights stay as they were).
+  StepResult run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration);
+  // Forward only, MoE aux loss off: the numerator and normaliser of one batch (evaluation).
+  LossSum evaluate(const model::Batch& batch, LossFn& loss);
+
+  void set_grad_hook(GradHook hook) { grad_hook_ = std::move(hook); }
+  // The compute context of every forward/backward (e.g. to attach an op profiler).
+  Context& context() { return ctx_; }
+  const MoeBalancer& balancer() const { return balancer_; }
+  model::HybridModel& model() { return net_; }
+  AdamW& optimizer() { return opt_; }
+
+ private:
+  model::HybridModel& net_;
+  AdamW& opt_;
+  StepConfig cfg_;
+  MoeBalancer balancer_;
+  Workspace ws_;
+  Context ctx_;
+  GradHook grad_hook_;
+};
+
+}  // namespace nemotron::train

@@ -1,0 +1,161 @@
+// The shared training step: the general per-token loss form (what GRPO's loss will use) gives the
+// fused cross-entropy's value and gradients; the gradient hook sees the complete gradients once
+// per step; MoE balancing counts only the step's own forwards (an inference forward between
+// steps, as a rollout does, changes nothing); a batch without a loss token is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/rng.h"
+#include "train/train_step.h"
+#include "train_fixtures.h"
+
+namespace nemotron::train {
+namespace {
+
+using testing::tiny_train_config;
+
+model::Batch batch(const model::ModelConfig& cfg, int64_t B, int64_t T, uint64_t seed, bool masked = true) {
+  Philox rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
+  std::vector<double> mask(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
+    mask[i] = i % 4 == 1 ? 0.0 : 1.0;
+  }
+  return {Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels),
+          masked ? Tensor::from_vector<double>({B, T}, mask) : Tensor()};
+}
+
+// The masked cross-entropy through the general form only: the step must run the head forward,
+// call per_token with the log-probs, and back-propagate the returned d loss / d log p.
+class GeneralFormCrossEntropy : public MaskedCrossEntropy {
+ public:
+  bool linear_weights(const model::Batch&, Tensor*) const override { return false; }
+  TokenLossGrad per_token(Context& ctx, int64_t micro_index, const model::Batch& mb, const Tensor& logprobs) override {
+    seen.push_back(micro_index);
+    return MaskedCrossEntropy::per_token(ctx, micro_index, mb, logprobs);
+  }
+  std::vector<int64_t> seen;
+};
+
+TEST(TrainStep, general_loss_form_matches_the_fused_cross_entropy) {
+  const model::ModelConfig cfg = tiny_train_config().model;
+  model::HybridModel a(cfg, host_backend(), DType::f64), b(cfg, host_backend(), DType::f64);
+  a.init(3), b.init(3);
+  AdamW oa(a.params(), {}), ob(b.params(), {});
+  TrainStep sa(a, oa, StepConfig{1.0, {}}), sb(b, ob, StepConfig{1.0, {}});
+  MaskedCrossEntropy fused;
+  GeneralFormCrossEntropy general;
+  const std::vector<model::Batch> micro{batch(cfg, 2, 12, 1), batch(cfg, 2, 12, 2, false)};
+  int64_t hooks = 0;
+  double hook_norm_sq = 0;
+  sb.set_grad_hook([&](model::ParamStore& ps) {
+    ++hooks;
+    for (const model::Param* p : ps.all())
+      if (p->requires_grad)
+        for (double g : p->grad.to_f64_vector()) hook_norm_sq += g * g;
+  });
+  const StepResult ra = sa.run(micro, fused, 1e-3, 1), rb = sb.run(micro, general, 1e-3, 1);
+  EXPECT_EQ(general.seen, (std::vector<int64_t>{0, 1}));
+  EXPECT_NEAR(ra.loss, rb.loss, 1e-13 * ra.loss);
+  EXPECT_EQ(ra.normaliser, rb.normaliser);
+  EXPECT_EQ(ra.normaliser, count_loss_tokens(micro[0]) + count_loss_tokens(micro[1]));
+  EXPECT_NEAR(ra.grad_norm, rb.grad_norm, 1e-11 * ra.grad_norm);
+  EXPECT_EQ(hooks, 1);
+  EXPECT_NEAR(std::sqrt(hook_norm_sq), rb.grad_norm, 1e-12 * rb.grad_norm);  // complete when the hook runs
+  double worst = 0;
+  for (size_t k = 0; k < a.params().all().size(); ++k) {
+    const model::Param& pa = *a.params().all()[k];
+    if (!pa.requires_grad) continue;
+    std::vector<double> ga = pa.grad.to_f64_vector(), gb = b.params().all()[k]->grad.to_f64_vector();
+    double scale = 1e-30, diff = 0;
+    for (size_t i = 0; i < ga.size(); ++i) scale = std::max(scale, std::fabs(ga[i])), diff = std::max(diff, std::fabs(ga[i] - gb[i]));
+    worst = std::max(worst, diff / scale);
+  }
+  EXPECT_LT(worst, 1e-10);
+  // Evaluation through either form gives the same mean.
+  EXPECT_NEAR(sa.evaluate(micro[0], fused).mean(), sb.evaluate(micro[0], general).mean(), 1e-13);
+}
+
+// Everything a step reads is what it was given: an inference forward between steps (a rollout,
+// an evaluation) leaves the MoE expert counts, the bias update and the weights as they would be.
+TEST(TrainStep, forwards_between_steps_do_not_touch_moe_balancing) {
+  const model::ModelConfig cfg = tiny_train_config().model;
+  MoeSection moe;
+  moe.moe_router_enable_expert_bias = true;
+  moe.moe_router_bias_update_rate = 0.01;
+  moe.moe_router_load_balancing_type = "seq_aux_loss";
+  moe.moe_aux_loss_coeff = 0.01;
+  std::vector<double> bias[2];
+  double loss[2] = {0, 0};
+  for (int interleave = 0; interleave < 2; ++interleave) {
+    model::HybridModel net(cfg, host_backend(), DType::f64);
+    net.init(4);
+    AdamW opt(net.params(), {});
+    TrainStep step(net, opt, StepConfig{1.0, moe});
+    MaskedCrossEntropy ce;
+    for (int s = 1; s <= 3; ++s) {
+      const StepResult r = step.run({batch(cfg, 2, 12, 10 * s), batch(cfg, 2, 12, 10 * s + 1)}, ce, 1e-2, s);
+      EXPECT_GT(r.aux_loss, 0.0);
+      EXPECT_GT(r.moe_max_load, 0.0);
+      loss[interleave] = r.loss;
+      if (interleave) {
+        model::ForwardStats stats;  // a rollout-like forward on other data, with statistics asked
+        Context ctx{&host_backend(), nullptr, DType::f64};
+        net.token_logprobs(ctx, batch(cfg, 3, 7, 999).input_ids, batch(cfg, 3, 7, 999).labels, &stats);
+        EXPECT_EQ(stats.moe.size(), 1u);
+      }
+    }
+    bias[interleave] = net.params().get("backbone.layers.3.mixer.gate.e_score_correction_bias").value.to_f64_vector();
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  EXPECT_EQ(bias[0], bias[1]);
+  EXPECT_NE(bias[0], std::vector<double>(bias[0].size(), 0.0));  // the update did run
+}
+
+TEST(TrainStep, refuses_a_global_batch_without_loss_tokens) {
+  const model::ModelConfig cfg = tiny_train_config().model;
+  model::HybridModel net(cfg, host_backend(), DType::f64);
+  net.init(1);
+  AdamW opt(net.params(), {});
+  TrainStep step(net, opt, StepConfig{});
+  MaskedCrossEntropy ce;
+  model::Batch b = batch(cfg, 1, 8, 5);
+  b.loss_mask = Tensor::zeros({1, 8}, DType::f64);
+  try {
+    step.run({b}, ce, 1e-3, 7);
+    ADD_FAILURE() << "a step without loss tokens ran";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("iteration 7: the global batch has no token with a label"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(opt.steps_taken(), 0);
+}
+
+// token_logprobs is the log-softmax of logits() at the targets (0 where ignored).
+TEST(HybridModelHead, token_logprobs_are_log_softmax_of_the_logits) {
+  const model::ModelConfig cfg = tiny_train_config().model;
+  model::HybridModel net(cfg, host_backend(), DType::f64);
+  net.init(2);
+  Context ctx{&host_backend(), nullptr, DType::f64};
+  const model::Batch b = batch(cfg, 2, 6, 8);
+  const std::vector<double> lp = net.token_logprobs(ctx, b.input_ids, b.labels).to_f64_vector();
+  const std::vector<double> z = net.logits(ctx, b.input_ids).to_f64_vector(), y = b.labels.to_f64_vector();
+  const int64_t V = cfg.vocab_size;
+  ASSERT_EQ(lp.size(), y.size());
+  for (size_t n = 0; n < y.size(); ++n) {
+    if (y[n] < 0) {
+      EXPECT_EQ(lp[n], 0.0);
+      continue;
+    }
+    double mx = -1e300, s = 0;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, z[n * V + v]);
+    for (int64_t v = 0; v < V; ++v) s += std::exp(z[n * V + v] - mx);
+    EXPECT_NEAR(lp[n], z[n * V + static_cast<int64_t>(y[n])] - mx - std::log(s), 1e-12) << n;
+  }
+}
+
+}  // namespace
+}  // namespace nemotron::train
