@@ -30,9 +30,25 @@ expect_ok "compare --dump then check the dump" '^verdict: PASS' \
   bash -c "'$BIN' compare --hf-model $F/ragged --input-ids $F/ragged.reference.safetensors --grads --dtype float32 --dump '$TMP/dump.safetensors' >/dev/null && '$BIN' compare --hf-model $F/ragged --input-ids $F/ragged.reference.safetensors --grads --reference '$TMP/dump.safetensors' --grads-tol 1e-4"
 expect_failure "compare against the wrong reference" 'FAIL: reference shape \[2, 12, 96\]' 'tensors differ from' \
   "$BIN" compare --hf-model $F/tied --input-ids $F/tied.reference.safetensors --reference $F/moe.reference.safetensors
-expect_failure "compare with a tolerance float32 cannot meet" '^verdict: FAIL' 'compare: 2 of 2 tensors differ' \
+expect_failure "compare with a tolerance float32 cannot meet" '^verdict: FAIL' 'compare: [12] of 2 tensors differ' \
   "$BIN" compare --hf-model $F/moe_flat --input-ids $F/moe_flat.reference.safetensors --dtype float32 \
   --reference $F/moe_flat.reference.safetensors --logits-tol 1e-9 --grads-tol 1
+
+# Tolerances: 0 asks for an exact match (float32 against float64 is not); a negative or NaN one is
+# bad input, not the default in disguise.
+expect_failure "compare --logits-tol 0 is exact" 'FAIL \(tolerance 0 \(exact\)\)' 'compare: [12] of 2 tensors differ' \
+  "$BIN" compare --hf-model $F/moe_flat --input-ids $F/moe_flat.reference.safetensors --dtype float32 \
+  --reference $F/moe_flat.reference.safetensors --logits-tol 0
+expect_ok "compare --logits-tol 0 passes an identical dump" '^verdict: PASS \(2 tensors compared, 0 failed; tolerances: logits 0 \(exact\)' \
+  bash -c "'$BIN' compare --hf-model $F/dense --input-ids $F/dense.reference.safetensors --dtype float32 --dump '$TMP/exact.safetensors' >/dev/null && '$BIN' compare --hf-model $F/dense --input-ids $F/dense.reference.safetensors --dtype float32 --reference '$TMP/exact.safetensors' --logits-tol 0"
+expect_error "compare negative tolerance" "--logits-tol: expected a relative error >= 0 (0 = exact match), got -0.0001" \
+  "$BIN" compare --hf-model $F/dense --input-ids $F/dense.reference.safetensors --reference $F/dense.reference.safetensors --logits-tol -1e-4
+expect_error "compare NaN tolerance" "--grads-tol: expected a relative error >= 0 (0 = exact match), got nan" \
+  "$BIN" compare --hf-model $F/dense --input-ids $F/dense.reference.safetensors --grads --reference $F/dense.reference.safetensors --grads-tol nan
+# Gradients missing from the reference are counted apart from the tensors compared.
+expect_failure "compare counts missing references apart" '^verdict: FAIL \(2 tensors compared, 0 failed, [0-9]+ missing from the reference;' \
+  'compare: 0 of 2 tensors differ from .*; [0-9]+ have no reference' \
+  "$BIN" compare --hf-model $F/dense --input-ids $F/dense.reference.safetensors --grads --reference "$TMP/exact.safetensors"
 
 # --prompt: the ids are the ones HF tokenizers 0.23.2 gave for this text when the fixture was made
 # (tools/make_hf_fixtures.py logs them), and the exported directory carries the same tokenizer.
