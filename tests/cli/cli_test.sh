@@ -93,6 +93,11 @@ expect_error "override below a scalar" \
   "command line: model.hidden_size.0: cannot set it: model.hidden_size is not a mapping (it is 64)" \
   "$BIN" model info -c "$tiny" model.hidden_size.0=1
 
+# The override recipes/*/data_prep/pretrain/default.yaml documents reaches the list item.
+expect_error "override of a list item (sources.0.files)" \
+  "recipes/super3/data_prep/pretrain/default.yaml: sources[0].files: $TMP/nope.jsonl: no such file" \
+  "$BIN" super3 data prep pretrain -c default output_dir="$TMP/dp" "sources.0.files=[$TMP/nope.jsonl]"
+
 printf 'train:\n  steps: 3\n' >"$TMP/no_model.yaml"
 expect_error "recipe without model:" "$TMP/no_model.yaml: model: missing (a recipe holds the model's shape in its model: section)" \
   "$BIN" model info -c "$TMP/no_model.yaml"

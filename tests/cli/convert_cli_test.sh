@@ -73,6 +73,49 @@ expect_error "compare wrong shape" "$TMP/wrongshape/model.safetensors: tensor \"
 expect_error "non-empty --out" "$TMP/ckpt: exists and is not empty (pass --force to replace the checkpoint files in it)" \
   "$BIN" convert import --hf-model $F/dense --out "$TMP/ckpt"
 expect_ok "--force replaces" '^wrote ' "$BIN" convert import --hf-model $F/dense --out "$TMP/ckpt" --force
+# The tokenizer is validated on import (with the tokenizer code that training and compare use),
+# before anything is written.
+mkdir -p "$TMP/badtok" "$TMP/wordpiece" "$TMP/bigtok"
+cp $F/dense/config.json $F/dense/model.safetensors "$TMP/badtok/"
+cp $F/dense/config.json $F/dense/model.safetensors "$TMP/wordpiece/"
+cp $F/dense/config.json $F/dense/model.safetensors "$TMP/bigtok/"
+printf '{"version": "1.0", "model": {' >"$TMP/badtok/tokenizer.json"
+sed 's/"type": "BPE"/"type": "WordPiece"/' $F/dense/tokenizer.json >"$TMP/wordpiece/tokenizer.json"
+# One added token more than the 288 rows of the embedding table (HF numbers it 288, whatever its "id").
+sed 's/"added_tokens": \[/"added_tokens": [{"id": 400, "content": "<extra>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},/' \
+  $F/dense/tokenizer.json >"$TMP/bigtok/tokenizer.json"
+"$BIN" convert import --hf-model "$TMP/badtok" --out "$TMP/x6" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: $TMP/badtok/tokenizer.json: JSON parse error"* && ! -e "$TMP/x6" ]]; then
+  echo "ok: import refuses an unparsable tokenizer.json"
+else
+  fail "import of an unparsable tokenizer.json: exit $rc, stderr $(cat "$TMP/err"), out $(ls "$TMP/x6" 2>&1)"
+fi
+"$BIN" convert import --hf-model "$TMP/wordpiece" --out "$TMP/x7" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: $TMP/wordpiece/tokenizer.json: "*WordPiece* && ! -e "$TMP/x7" ]]; then
+  echo "ok: import refuses an unsupported tokenizer.json"
+else
+  fail "import of an unsupported tokenizer.json: exit $rc, stderr $(cat "$TMP/err"), out $(ls "$TMP/x7" 2>&1)"
+fi
+expect_error "import refuses a tokenizer larger than the vocabulary" \
+  "$TMP/bigtok/tokenizer.json: 289 tokens, more than the model's vocab_size 288 (config.json): a tokenizer of another model?" \
+  "$BIN" convert import --hf-model "$TMP/bigtok" --out "$TMP/x8"
+
+# export --force replaces the whole directory: no tokenizer of an earlier model is left behind, and
+# a directory holding files convert does not write is refused rather than emptied.
+expect_ok "import without a tokenizer" '^wrote ' "$BIN" convert import --hf-model $F/moe --out "$TMP/notok"
+expect_ok "export --force over an export with a tokenizer" '^wrote ' \
+  "$BIN" convert export --checkpoint "$TMP/notok" --out "$TMP/hf" --force
+[[ ! -e "$TMP/hf/tokenizer.json" && ! -e "$TMP/hf/tokenizer_config.json" ]] && echo "ok: no stale tokenizer after export --force" ||
+  fail "export --force left $(ls "$TMP/hf")"
+[[ -z "$(ls -d "$TMP"/hf.* 2>/dev/null)" ]] || fail "export left staging directories: $(ls -d "$TMP"/hf.*)"
+echo "my notes" >"$TMP/hf/NOTES.md"
+expect_error "export --force over foreign files" \
+  "$TMP/hf: --force replaces the whole directory, and it holds a file that convert does not write (NOTES.md); choose another --out or move it away" \
+  "$BIN" convert export --checkpoint "$TMP/ckpt" --out "$TMP/hf" --force
+[[ -e "$TMP/hf/NOTES.md" && -e "$TMP/hf/model.safetensors" ]] && echo "ok: the refused export left the directory as it was" ||
+  fail "the refused export changed $TMP/hf: $(ls "$TMP/hf")"
 expect_error "export of a non-checkpoint" "$F/dense: not a checkpoint (expected config.yaml, or latest_checkpointed_iteration.txt naming an iteration)" \
   "$BIN" convert export --checkpoint $F/dense --out "$TMP/x4"
 expect_error "bad shard size" '--max-shard-size: expected a size such as 5GB, 500MB or 2GiB, got "lots"' \
