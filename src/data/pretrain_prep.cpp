@@ -87,7 +87,7 @@ class DocumentStream {
         std::stringstream ss;
         ss << in.rdbuf();
         text = ss.str();
-        if (const size_t bad = utf8_invalid_at(text); bad != std::string_view::npos)  // line and byte, as an editor shows
+        if (const size_t bad = utf8_invalid_at(text); bad != std::string_view::npos)  // file:line, as editors read it
           throw InputError(fmt::format("{}:{}: not valid UTF-8 (byte {} of the file); a text source must be UTF-8 "
                                        "(convert it, e.g. with iconv)",
                                        path, 1 + std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'),

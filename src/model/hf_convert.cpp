@@ -117,34 +117,42 @@ bool is_our_weight_file(const std::string& f) {
   return f == "model.safetensors" || f == "model.safetensors.index.json" || std::regex_match(f, shard);
 }
 
-// Checks `out` before anything is written: absent, empty, or (with force) holding only what a
-// convert writes there (`ours`), because the new directory replaces it as a whole (io::StagedDir):
-// nothing of an earlier model is left beside the new one, and nothing else is lost.
-void check_out(const std::string& out, const std::string& source, bool force,
-               const std::function<bool(const std::string&)>& ours) {
+// Checks `out` before anything is written: absent, empty, or replaced with force. The new
+// directory replaces it as a whole (io::StagedDir), so nothing of an earlier model is left beside
+// the new one; entries a convert does not write (`ours` is false: the user's notes, ...) are
+// returned so that carry_over() keeps them.
+std::vector<fs::path> check_out(const std::string& out, const std::string& source, bool force,
+                                const std::function<bool(const std::string&)>& ours) {
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
     throw InputError(fmt::format("{}: exists and is not a directory", out));
   if (fs::exists(out, ec) && fs::exists(source, ec) && fs::equivalent(out, source, ec))
     throw InputError(fmt::format("{}: is the source itself; choose another --out", out));
-  if (!fs::is_directory(out, ec) || fs::is_empty(out, ec)) return;
+  std::vector<fs::path> foreign;
+  if (!fs::is_directory(out, ec) || fs::is_empty(out, ec)) return foreign;
   if (!force)
     throw InputError(
         fmt::format("{}: exists and is not empty (pass --force to replace the checkpoint "
                     "files in it)",
                     out));
-  std::vector<std::string> foreign;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string f = entry.path().filename().string();
-    if (!ours(f)) foreign.push_back(f);
+  for (const auto& entry : fs::directory_iterator(out))
+    if (!ours(entry.path().filename().string())) foreign.push_back(entry.path());
+  return foreign;
+}
+
+// Puts the `foreign` entries of the old directory into the staged one (hard links where the file
+// system allows, else copies), so that swapping it in keeps them.
+void carry_over(const std::vector<fs::path>& foreign, const fs::path& staged) {
+  for (const fs::path& p : foreign) {
+    const fs::path to = staged / p.filename();
+    std::error_code ec;
+    fs::copy(p, to, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
+    if (ec) {
+      fs::remove_all(to, ec);
+      fs::copy(p, to, fs::copy_options::recursive, ec);
+    }
+    if (ec) throw Error(fmt::format("{}: cannot keep it in the new directory: {}", p.string(), ec.message()));
   }
-  std::sort(foreign.begin(), foreign.end());
-  if (!foreign.empty())
-    throw InputError(fmt::format("{}: --force replaces the whole directory, and it holds {} that convert does not "
-                                 "write ({}{}); choose another --out or move {} away",
-                                 out, foreign.size() == 1 ? "a file" : fmt::format("{} files", foreign.size()),
-                                 foreign.front(), foreign.size() > 1 ? ", ..." : "",
-                                 foreign.size() == 1 ? "it" : "them"));
 }
 
 bool is_tokenizer_file(const std::string& f) {
@@ -329,8 +337,9 @@ void import_hf(const ImportOptions& o, const Progress& progress) {
       out.push_back({t.name, t.shape, want, [&ck, &t, want] { return ck.load(t, want); }});
   }
   check_tokenizer(o.hf_dir, ck.config());
-  check_out(o.out, o.hf_dir, o.force,
-            [](const std::string& f) { return is_our_weight_file(f) || f == "config.yaml" || f == "tokenizer"; });
+  const std::vector<fs::path> keep = check_out(o.out, o.hf_dir, o.force, [](const std::string& f) {
+    return is_our_weight_file(f) || f == "config.yaml" || f == "tokenizer";
+  });
   io::StagedDir staged(o.out);
   const std::string dir = staged.path().string();
   size_t bytes = 0;
@@ -361,6 +370,7 @@ void import_hf(const ImportOptions& o, const Progress& progress) {
   written.push_back("config.yaml");
   std::vector<std::string> tok = copy_tokenizer_files(o.hf_dir, fs::path(dir) / "tokenizer");
   if (!tok.empty()) written.push_back(fmt::format("tokenizer/ ({})", join(tok, ", ")));
+  carry_over(keep, staged.path());
   staged.commit();
   progress(fmt::format("wrote {} in {:.1f} s: {}", o.out, seconds_since(t0), join(written, ", ")));
 }
@@ -384,7 +394,7 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
     DType d = weight_dtype(emb);
     out.push_back({"lm_head.weight", emb.shape, d, [&emb, d] { return view_bytes(emb.shape, d, emb.bytes); }});
   }
-  check_out(o.out, dir, o.force, [](const std::string& f) {
+  const std::vector<fs::path> keep = check_out(o.out, dir, o.force, [](const std::string& f) {
     return is_our_weight_file(f) || f == "config.json" || f == "generation_config.json" || is_tokenizer_file(f);
   });
   io::StagedDir staged(o.out);
@@ -410,6 +420,7 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
   written.push_back("config.json");
   std::vector<std::string> tok = copy_tokenizer_files(fs::path(dir) / "tokenizer", out_dir);
   written.insert(written.end(), tok.begin(), tok.end());
+  carry_over(keep, staged.path());
   staged.commit();
   progress(fmt::format("wrote {} in {:.1f} s: {}", o.out, seconds_since(t0), join(written, ", ")));
 }

@@ -102,20 +102,17 @@ expect_error "import refuses a tokenizer larger than the vocabulary" \
   "$TMP/bigtok/tokenizer.json: 289 tokens, more than the model's vocab_size 288 (config.json): a tokenizer of another model?" \
   "$BIN" convert import --hf-model "$TMP/bigtok" --out "$TMP/x8"
 
-# export --force replaces the whole directory: no tokenizer of an earlier model is left behind, and
-# a directory holding files convert does not write is refused rather than emptied.
+# export --force replaces the model as a whole: no tokenizer of an earlier model is left behind,
+# and files convert does not write (the user's notes) are kept.
 expect_ok "import without a tokenizer" '^wrote ' "$BIN" convert import --hf-model $F/moe --out "$TMP/notok"
+echo "my notes" >"$TMP/hf/NOTES.md"
 expect_ok "export --force over an export with a tokenizer" '^wrote ' \
   "$BIN" convert export --checkpoint "$TMP/notok" --out "$TMP/hf" --force
-[[ ! -e "$TMP/hf/tokenizer.json" && ! -e "$TMP/hf/tokenizer_config.json" ]] && echo "ok: no stale tokenizer after export --force" ||
-  fail "export --force left $(ls "$TMP/hf")"
+[[ ! -e "$TMP/hf/tokenizer.json" && ! -e "$TMP/hf/tokenizer_config.json" && ! -e "$TMP/hf/model.safetensors.index.json" ]] &&
+  echo "ok: no stale tokenizer or shard index after export --force" || fail "export --force left $(ls "$TMP/hf")"
+[[ "$(cat "$TMP/hf/NOTES.md")" == "my notes" ]] && echo "ok: export --force keeps the user's files" ||
+  fail "export --force lost NOTES.md: $(ls "$TMP/hf")"
 [[ -z "$(ls -d "$TMP"/hf.* 2>/dev/null)" ]] || fail "export left staging directories: $(ls -d "$TMP"/hf.*)"
-echo "my notes" >"$TMP/hf/NOTES.md"
-expect_error "export --force over foreign files" \
-  "$TMP/hf: --force replaces the whole directory, and it holds a file that convert does not write (NOTES.md); choose another --out or move it away" \
-  "$BIN" convert export --checkpoint "$TMP/ckpt" --out "$TMP/hf" --force
-[[ -e "$TMP/hf/NOTES.md" && -e "$TMP/hf/model.safetensors" ]] && echo "ok: the refused export left the directory as it was" ||
-  fail "the refused export changed $TMP/hf: $(ls "$TMP/hf")"
 expect_error "export of a non-checkpoint" "$F/dense: not a checkpoint (expected config.yaml, or latest_checkpointed_iteration.txt naming an iteration)" \
   "$BIN" convert export --checkpoint $F/dense --out "$TMP/x4"
 expect_error "bad shard size" '--max-shard-size: expected a size such as 5GB, 500MB or 2GiB, got "lots"' \
