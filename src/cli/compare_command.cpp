@@ -256,8 +256,11 @@ void add_compare_command(CLI::App& app) {
   c->add_flag("--grads", o->grads, "Also compute (and dump / compare) every parameter's gradient of the mean loss");
   c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float64", "float32"}));
   c->add_option("--reference", o->reference, "Compare with a dump of the same form (e.g. from transformers)");
-  c->add_option("--logits-tol", o->logits_tol, "Relative error allowed for logits (default 1e-4 in float64)");
-  c->add_option("--grads-tol", o->grads_tol, "Relative error allowed per gradient (default 1e-3 in float64)");
+  c->add_option("--logits-tol", o->logits_tol,
+                "Relative error allowed for logits and loss, >= 0 (default 1e-4 in float64, 1e-3 in float32; "
+                "0 = exact)");
+  c->add_option("--grads-tol", o->grads_tol,
+                "Relative error allowed per gradient, >= 0 (default 1e-3 in float64, 1e-2 in float32; 0 = exact)");
   c->add_option("--top", o->top, "How many next tokens to show")->check(CLI::PositiveNumber);
   c->callback([o] { run_compare(*o); });
 }

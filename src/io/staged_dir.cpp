@@ -64,7 +64,9 @@ int remove_stale_staging_dirs(const fs::path& target) {
       continue;
     }
     fs::remove_all(entry.path(), ec);
-    if (ec) throw Error(fmt::format("{}: cannot remove a stale staging directory: {}", entry.path().string(), ec.message()));
+    if (ec)
+      throw Error(
+          fmt::format("{}: cannot remove a stale staging directory: {}", entry.path().string(), ec.message()));
     ++removed;
   }
   return removed;
