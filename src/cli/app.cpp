@@ -9,6 +9,10 @@
 
 namespace nemotron::cli {
 
+namespace {
+constexpr int kUsageErrorExitCode = 2;  // the exit code of every bad input (main.cc: InputError)
+}  // namespace
+
 int run(int argc, char** argv) {
   CLI::App app{"nemotron: train Nemotron-family models end to end from one native binary"};
   app.set_version_flag("--version", std::string("nemotron ") + NEMOTRON_VERSION);
@@ -18,10 +22,21 @@ int run(int argc, char** argv) {
   add_pretrain_commands(app);
   add_convert_commands(app);
   add_compare_command(app);
+  // A usage error reads like every other bad input ("error: ..." on stderr) and exits 2, whatever
+  // code CLI11 gives it (105-109 by kind); --help and --version print and exit 0.
+  app.failure_message([](const CLI::App* root, const CLI::Error& e) {
+    std::string command = "nemotron";  // the subcommands parsed before the error: their --help helps
+    for (const CLI::App* a = root; a && !a->get_subcommands().empty();) {
+      a = a->get_subcommands().front();
+      command += " " + a->get_name();
+    }
+    return std::string("error: ") + e.what() + "\nRun `" + command + " --help` for the options.\n";
+  });
   try {
     app.parse(argc, argv);  // runs the chosen command's callback
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);  // prints the help, the version or the error
+    return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kUsageErrorExitCode;
   }
   if (app.get_subcommands().empty()) std::printf("%s", app.help().c_str());
   return 0;

@@ -32,9 +32,18 @@ namespace {
 struct CompareOptions {
   std::string hf_model, prompt, input_ids, dump, reference, dtype = "float64";
   bool grads = false;
-  double logits_tol = 0, grads_tol = 0;  // 0 = the default for the dtype
+  std::optional<double> logits_tol, grads_tol;  // unset = the default for the dtype; 0 = exact
   int top = 5;
 };
+
+// A tolerance as the user gave it: finite and >= 0 (0 asks for an exact match). A typo such as
+// "-1e-4" or "nan" must not silently become the default and print PASS.
+void check_tolerance(const char* flag, const std::optional<double>& tol) {
+  if (tol && !(std::isfinite(*tol) && *tol >= 0))
+    throw InputError(fmt::format("{}: expected a relative error >= 0 (0 = exact match), got {}", flag, *tol));
+}
+
+std::string tolerance_text(double tol) { return tol == 0 ? "0 (exact)" : fmt::format("{:.0e}", tol); }
 
 // input_ids [B, T] from a safetensors file (other tensors ignored), checked against the vocabulary.
 Tensor read_input_ids(const std::string& path, int64_t vocab) {
@@ -107,6 +116,8 @@ Diff diff(const std::vector<double>& ours, const std::vector<double>& ref) {
 void run_compare(const CompareOptions& o) {
   if (o.prompt.empty() == o.input_ids.empty())
     throw InputError("compare: give exactly one of --prompt TEXT and --input-ids FILE");
+  check_tolerance("--logits-tol", o.logits_tol);
+  check_tolerance("--grads-tol", o.grads_tol);
   const DType dt = o.dtype == "float32" ? DType::f32 : DType::f64;
   model::HfCheckpoint ck = model::HfCheckpoint::open(o.hf_model);
   const model::ModelConfig& cfg = ck.config();
@@ -187,9 +198,9 @@ void run_compare(const CompareOptions& o) {
 
   if (o.reference.empty()) return;
   io::SafetensorsFile ref = io::SafetensorsFile::open(o.reference);
-  const double tol_logits = o.logits_tol > 0 ? o.logits_tol : dt == DType::f64 ? 1e-4 : 1e-3;
-  const double tol_grads = o.grads_tol > 0 ? o.grads_tol : dt == DType::f64 ? 1e-3 : 1e-2;
-  int failures = 0, compared = 0;
+  const double tol_logits = o.logits_tol.value_or(dt == DType::f64 ? 1e-4 : 1e-3);
+  const double tol_grads = o.grads_tol.value_or(dt == DType::f64 ? 1e-3 : 1e-2);
+  int failures = 0, compared = 0, missing = 0;  // failures counts compared tensors only
   std::printf("\ncomparison with %s (relative error = ||ours - ref||_F / ||ref||_F):\n", o.reference.c_str());
   std::printf("%-60s  %-16s  %10s  %10s  %8s\n", "tensor", "shape", "max abs", "relative", "");
   auto row = [&](const std::string& name, const Tensor& ours, double tol) {
@@ -202,8 +213,8 @@ void run_compare(const CompareOptions& o) {
       ++failures;
     } else {
       d = diff(ours.to_f64_vector(), ref.load(name, DType::f64).to_f64_vector());
-      bool ok = d.rel < tol;
-      verdict = ok ? "ok" : fmt::format("FAIL (tolerance {:.0e})", tol);
+      bool ok = d.rel <= tol;  // <=: a tolerance of 0 passes an exact match; NaN never passes
+      verdict = ok ? "ok" : fmt::format("FAIL (tolerance {})", tolerance_text(tol));
       failures += !ok;
     }
     ++compared;
@@ -213,22 +224,25 @@ void run_compare(const CompareOptions& o) {
   };
   if (!row("logits", logits, tol_logits)) {
     std::printf("%-60s  the reference has no logits\n", "logits");
-    ++failures;
+    ++missing;
   }
   row("loss", Tensor::from_vector<double>({}, {loss.mean()}), tol_logits);
   if (o.grads) {
-    int missing = 0;
+    int missing_grads = 0;
     for (const model::Param* p : net.params().all())
-      if (p->requires_grad && !row("grad." + p->name, p->grad, tol_grads)) ++missing;
-    if (missing) {
-      std::printf("%d gradient(s) have no reference\n", missing);
-      failures += missing;
-    }
+      if (p->requires_grad && !row("grad." + p->name, p->grad, tol_grads)) ++missing_grads;
+    if (missing_grads) std::printf("%d gradient(s) have no reference\n", missing_grads);
+    missing += missing_grads;
   }
-  std::printf("verdict: %s (%d tensors compared, %d failed; tolerances: logits %.0e, gradients %.0e)\n",
-              failures ? "FAIL" : "PASS", compared, failures, tol_logits, tol_grads);
+  const bool pass = failures == 0 && missing == 0;
+  std::printf("verdict: %s (%d tensors compared, %d failed%s; tolerances: logits %s, gradients %s)\n",
+              pass ? "PASS" : "FAIL", compared, failures,
+              missing ? fmt::format(", {} missing from the reference", missing).c_str() : "",
+              tolerance_text(tol_logits).c_str(), tolerance_text(tol_grads).c_str());
   std::fflush(stdout);
-  if (failures) throw Error(fmt::format("compare: {} of {} tensors differ from {}", failures, compared, o.reference));
+  if (!pass)
+    throw Error(fmt::format("compare: {} of {} tensors differ from {}{}", failures, compared, o.reference,
+                            missing ? fmt::format("; {} have no reference", missing) : ""));
 }
 
 }  // namespace
@@ -244,8 +258,11 @@ void add_compare_command(CLI::App& app) {
   c->add_flag("--grads", o->grads, "Also compute (and dump / compare) every parameter's gradient of the mean loss");
   c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float64", "float32"}));
   c->add_option("--reference", o->reference, "Compare with a dump of the same form (e.g. from transformers)");
-  c->add_option("--logits-tol", o->logits_tol, "Relative error allowed for logits (default 1e-4 in float64)");
-  c->add_option("--grads-tol", o->grads_tol, "Relative error allowed per gradient (default 1e-3 in float64)");
+  c->add_option("--logits-tol", o->logits_tol,
+                "Relative error allowed for logits and loss, >= 0 (default 1e-4 in float64, 1e-3 in float32; "
+                "0 = exact)");
+  c->add_option("--grads-tol", o->grads_tol,
+                "Relative error allowed per gradient, >= 0 (default 1e-3 in float64, 1e-2 in float32; 0 = exact)");
   c->add_option("--top", o->top, "How many next tokens to show")->check(CLI::PositiveNumber);
   c->callback([o] { run_compare(*o); });
 }

@@ -14,12 +14,14 @@
 
 #include "backend/cpu/parallel.h"
 #include "cli/commands.h"
+#include "cli/host_memory.h"
 #include "core/rng.h"
 #include "core/workspace.h"
 #include "model/hybrid_model.h"
 #include "model/moe_mixer.h"
 #include "train/adamw.h"
 #include "train/train_step.h"
+#include "train/plan.h"
 
 namespace nemotron::cli {
 
@@ -98,6 +100,16 @@ void run_model_demo(const DemoOptions& o) {
   model::ModelConfig cfg = model::load_model_config(o.config, o.overrides);
   if (o.alphabet > cfg.vocab_size) throw InputError(fmt::format("--alphabet {} exceeds the vocabulary ({})", o.alphabet, cfg.vocab_size));
   if (o.period < 1 || o.period >= o.seq_len) throw InputError("--period must be in [1, --seq-len)");
+  if (o.seq_len > cfg.max_position_embeddings)
+    throw InputError(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of {}", o.seq_len,
+                                 cfg.max_position_embeddings, o.config));
+  if (o.batch > (int64_t{1} << 40) / o.seq_len)  // beyond any machine's memory, and safe from overflow below
+    throw InputError(fmt::format("--batch {} x --seq-len {} tokens per step is more than 2^40", o.batch, o.seq_len));
+  const train::MemoryEstimate mem = train::estimate_memory(cfg, o.batch, o.seq_len);
+  const double have = physical_memory_bytes();
+  if (have > 0 && mem.total() > 0.9 * have)
+    throw InputError(fmt::format("--batch {} x --seq-len {}: the demo needs about {} of memory, this machine has {}",
+                                 o.batch, o.seq_len, train::human_bytes(mem.total()), train::human_bytes(have)));
   model::HybridModel net(cfg, host_backend(), DType::f32);
   std::printf("nemotron model demo: %s\n", o.config.c_str());
   std::printf("model: %lld layers \"%s\", hidden %lld, vocab %lld, %.3f M parameters, float32 on %d CPU threads\n",

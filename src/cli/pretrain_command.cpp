@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/host_memory.h"
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
 #include "core/config_tree.h"
@@ -41,11 +42,6 @@ struct PretrainOptions {
   bool dry_run = false;
   std::vector<std::string> overrides;
 };
-
-double physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
-}
 
 // Data prep records the unigram entropy of the training tokens (metadata.json beside blend.json):
 // the loss of a model that ignores context. Learning shows as validation loss far below it.
@@ -76,14 +72,8 @@ int run_pretrain(const PretrainOptions& o) {
     std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;
   }
-  const train::MemoryEstimate mem = train::estimate_memory(cfg);
-  const double have = physical_memory_bytes();
-  if (!cfg.on_cuda() && have > 0 && mem.total() > 0.9 * have)
-    throw InputError(
-        fmt::format("{}: training this model on the CPU needs about {} ({} parameters), this machine has "
-                    "{}; see the plan with --dry-run, or use -c tiny",
-                    path, train::human_bytes(mem.total()), model::human_count(static_cast<double>(mem.params)),
-                    train::human_bytes(have)));
+  if (const std::string why = train::host_memory_shortfall(cfg, physical_memory_bytes()); !why.empty())
+    throw InputError(path + ": " + why);
   const train::DatasetSection& d = cfg.dataset;
   std::error_code ec;
   if (!d.mock && !d.per_split_data_args_path.empty() && !std::filesystem::exists(d.per_split_data_args_path, ec))

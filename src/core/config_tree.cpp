@@ -71,7 +71,35 @@ std::string join_key(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
-json yaml_to_json(const YAML::Node& n, const std::string& source, const std::string& path) {
+// yaml-cpp keeps an alias as a second reference to its anchor's node, so a few hundred bytes of
+// nested aliases ("billion laughs") are a small graph that expands into gigabytes as a tree. The
+// conversion counts what it builds (nodes and scalar bytes) against a budget no alias-free
+// document can reach: a node takes at least 2 bytes of text and a scalar's bytes are in the text.
+// An error names the line of the innermost mapping key being expanded (an alias's own mark is its
+// anchor's, which says less).
+class ExpansionBudget {
+ public:
+  explicit ExpansionBudget(size_t text_bytes) : left_(16 * text_bytes + (size_t{4} << 20)), total_(left_) {}
+  void spend(size_t bytes, const std::string& source, int line) {
+    if (bytes <= left_) {
+      left_ -= bytes;
+      return;
+    }
+    throw_config_error(source, "",
+                       fmt::format("line {}: aliases expand the document beyond {} MiB (aliases nested in "
+                                   "aliases?); write the values out or nest fewer aliases",
+                                   line, total_ >> 20));
+  }
+
+ private:
+  size_t left_, total_;
+};
+
+constexpr size_t kNodeCost = 16;  // a tree node's nominal bytes, beside its scalar text
+
+json yaml_to_json(const YAML::Node& n, const std::string& source, const std::string& path, ExpansionBudget& budget,
+                  int line) {
+  budget.spend(kNodeCost + (n.IsScalar() ? n.Scalar().size() : 0), source, line);
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -85,7 +113,8 @@ json yaml_to_json(const YAML::Node& n, const std::string& source, const std::str
     case YAML::NodeType::Sequence: {
       json a = json::array();
       size_t i = 0;
-      for (const YAML::Node& item : n) a.push_back(yaml_to_json(item, source, fmt::format("{}[{}]", path, i++)));
+      for (const YAML::Node& item : n)
+        a.push_back(yaml_to_json(item, source, fmt::format("{}[{}]", path, i++), budget, line));
       return a;
     }
     case YAML::NodeType::Map: {
@@ -98,12 +127,19 @@ json yaml_to_json(const YAML::Node& n, const std::string& source, const std::str
         if (o.contains(key))
           throw_config_error(source, join_key(path, key),
                              fmt::format("duplicate key (line {})", it->first.Mark().line + 1));
-        o[key] = yaml_to_json(it->second, source, join_key(path, key));
+        const int key_line = it->first.Mark().line + 1;
+        budget.spend(key.size(), source, key_line);
+        o[key] = yaml_to_json(it->second, source, join_key(path, key), budget, key_line);
       }
       return o;
     }
   }
   return nullptr;
+}
+
+json yaml_to_json(const YAML::Node& n, const std::string& source, const std::string& path, size_t text_bytes) {
+  ExpansionBudget budget(text_bytes);
+  return yaml_to_json(n, source, path, budget, n.Mark().line + 1);
 }
 
 }  // namespace
@@ -121,7 +157,7 @@ json parse_yaml_text(const std::string& text, const std::string& source) {
   } catch (const YAML::Exception& e) {
     throw_config_error(source, "", fmt::format("YAML parse error: {}", e.msg));
   }
-  return yaml_to_json(root, source, "");
+  return yaml_to_json(root, source, "", text.size());
 }
 
 // ---- JSON ---------------------------------------------------------------------------------------
@@ -219,7 +255,7 @@ void apply_override(json& tree, const std::string& assignment, const std::string
   }
   json value;
   try {
-    value = yaml_to_json(YAML::Load(text), source, key);
+    value = yaml_to_json(YAML::Load(text), source, key, text.size());
   } catch (const YAML::Exception& e) {
     throw_config_error(source, key, fmt::format("cannot parse value \"{}\": {}", text, e.msg));
   }
@@ -227,16 +263,29 @@ void apply_override(json& tree, const std::string& assignment, const std::string
   json* node = &tree;
   std::string walked;
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (!node->is_object())
+    json* next = nullptr;
+    if (node->is_array()) {  // `sources.0.files=...`: a list item by its index
+      const std::string& p = parts[i];
+      const bool digits = p.find_first_not_of("0123456789") == std::string::npos && p.size() <= 9;
+      if (node->empty())
+        throw_config_error(source, key, fmt::format("cannot set it: {} is an empty list", walked));
+      if (!digits || std::stoul(p) >= node->size())
+        throw_config_error(source, key, fmt::format("cannot set it: {} is a list; \"{}\" is not an index of it "
+                                                    "(0 to {})",
+                                                    walked, p, node->size() - 1));
+      next = &(*node)[std::stoul(p)];
+    } else if (node->is_object()) {
+      next = &(*node)[parts[i]];
+    } else {
       throw_config_error(source, key, fmt::format("cannot set it: {} is not a mapping (it is {})",
                                                   walked.empty() ? "the root" : walked, describe_value(*node)));
+    }
     walked = join_key(walked, parts[i]);
     if (i + 1 == parts.size()) {
-      (*node)[parts[i]] = value;
+      *next = value;
     } else {
-      json& next = (*node)[parts[i]];
-      if (next.is_null()) next = json::object();
-      node = &next;
+      if (next->is_null()) *next = json::object();
+      node = next;
     }
   }
 }

@@ -19,7 +19,9 @@
 #include "data/indexed_dataset_builder.h"
 #include "data/jsonl.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_utf8.h"
 #include "io/mapped_file.h"
+#include "io/staged_dir.h"
 
 namespace nemotron::data {
 
@@ -85,6 +87,11 @@ class DocumentStream {
         std::stringstream ss;
         ss << in.rdbuf();
         text = ss.str();
+        if (const size_t bad = utf8_invalid_at(text); bad != std::string_view::npos)  // file:line, as editors read it
+          throw InputError(fmt::format("{}:{}: not valid UTF-8 (byte {} of the file); a text source must be UTF-8 "
+                                       "(convert it, e.g. with iconv)",
+                                       path, 1 + std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'),
+                                       bad));
         ++file_;
         return true;
       }
@@ -269,6 +276,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
   }
   const std::string fingerprint = fmt::format("{:016x}", h);
 
+  io::remove_stale_staging_dirs(out);  // of a killed earlier run, even when this one has nothing to do
   const fs::path meta_path = out / "metadata.json";
   if (fs::exists(out)) {
     bool same = false;
@@ -296,17 +304,9 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
                                    out.string()));
   }
 
-  const fs::path tmp = out.string() + fmt::format(".tmp-{}", ::getpid());
-  fs::remove_all(tmp);
+  io::StagedDir staged(out);  // also removes the staging directories of killed earlier runs
+  const fs::path& tmp = staged.path();
   fs::create_directories(tmp / "tokenizer");
-  struct Cleanup {
-    fs::path p;
-    bool keep = false;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep) fs::remove_all(p, ec);
-    }
-  } cleanup{tmp};
 
   Tokenizer tok = make_tokenizer(cfg, sample, log);
   if (!cfg.eos_token.empty()) tok.set_eos_token(cfg.eos_token);
@@ -438,17 +438,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
   std::string text = meta.dump(2) + "\n";
   io::write_file_atomically((tmp / "metadata.json").string(), text.data(), text.size());
 
-  // Swap the finished directory into place.
-  if (fs::exists(out)) {
-    fs::path old = out.string() + fmt::format(".old-{}", ::getpid());
-    fs::rename(out, old);
-    fs::rename(tmp, out);
-    fs::remove_all(old);
-  } else {
-    fs::create_directories(out.parent_path());
-    fs::rename(tmp, out);
-  }
-  cleanup.keep = true;
+  staged.commit();  // swap the finished directory into place
   return res;
 }
 

@@ -13,6 +13,10 @@
 namespace nemotron::model {
 
 bool finite_checks_enabled();
+// Always on, for a host tensor: "" when every value is finite (or the dtype is not a float one),
+// else "N NaN and M Inf of K, first at element E". Scans in place (no copy), so it can check
+// every tensor a checkpoint load reads.
+std::string nonfinite_summary(const Tensor& host);
 // Throws Error("non-finite values: <what> has N NaN and M Inf of K, first at element E") when on.
 void check_finite(const Tensor& t, const std::string& what);
 // The same with `what` formatted only when the check is on (nothing is built on the hot path).

@@ -2,6 +2,8 @@
 // config describes (tensor_specs). Nothing is copied until load() is called.
 #include "model/hf_checkpoint.h"
 
+#include "model/weights_io.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -309,7 +311,9 @@ void HfCheckpoint::load_into(ParamStore& store) const {
     if (t.shape != p->value.shape())
       throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the model expects {}", t.file, t.stored_as,
                                    t.shape.str(), p->value.shape().str()));
-    p->value.copy_from(load(t, p->value.dtype()));
+    Tensor loaded = load(t, p->value.dtype());
+    check_loaded_finite(loaded, t.file, t.expert < 0 ? t.stored_as : fmt::format("{}[{}]", t.stored_as, t.expert));
+    p->value.copy_from(loaded);
   }
 }
 

@@ -4,11 +4,13 @@
 
 #include "io/checkpoint_layout.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -16,7 +18,9 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
 #include "io/mapped_file.h"
+#include "io/staged_dir.h"
 
 namespace nemotron::model {
 
@@ -63,8 +67,9 @@ Tensor view_bytes(const Shape& shape, DType dtype, std::span<const uint8_t> byte
 
 // Shards as transformers makes them: in order, a new shard when the next tensor would overflow.
 // Returns the file names written (relative to dir).
-std::vector<std::string> write_shards(const std::string& dir, const std::vector<OutTensor>& tensors,
-                                      size_t max_shard_bytes, const Progress& progress) {
+std::vector<std::string> write_shards(const std::string& dir, const std::string& shown_dir,
+                                      const std::vector<OutTensor>& tensors, size_t max_shard_bytes,
+                                      const Progress& progress) {
   std::vector<std::vector<size_t>> shards(1);
   std::vector<size_t> shard_bytes(1, 0);
   size_t total = 0;
@@ -77,7 +82,7 @@ std::vector<std::string> write_shards(const std::string& dir, const std::vector<
     total += b;
   }
   const size_t n = shards.size();
-  progress(fmt::format("writing {}: {} tensors, {} in {} shard{}", dir, tensors.size(),
+  progress(fmt::format("writing {}: {} tensors, {} in {} shard{}", shown_dir, tensors.size(),
                        human_bytes(static_cast<double>(total)), n, n == 1 ? "" : "s"));
   std::vector<std::string> names;
   json weight_map = json::object();
@@ -112,27 +117,61 @@ bool is_our_weight_file(const std::string& f) {
   return f == "model.safetensors" || f == "model.safetensors.index.json" || std::regex_match(f, shard);
 }
 
-// Makes `out` ready: created when absent; refused when it holds files, unless `force`, which
-// removes only what we write there (weights, `own` files and folders), nothing else.
-void prepare_out(const std::string& out, const std::string& source, bool force, const std::vector<std::string>& own) {
+// Checks `out` before anything is written: absent, empty, or replaced with force. The new
+// directory replaces it as a whole (io::StagedDir), so nothing of an earlier model is left beside
+// the new one; entries a convert does not write (`ours` is false: the user's notes, ...) are
+// returned so that carry_over() keeps them.
+std::vector<fs::path> check_out(const std::string& out, const std::string& source, bool force,
+                                const std::function<bool(const std::string&)>& ours) {
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
     throw InputError(fmt::format("{}: exists and is not a directory", out));
   if (fs::exists(out, ec) && fs::exists(source, ec) && fs::equivalent(out, source, ec))
     throw InputError(fmt::format("{}: is the source itself; choose another --out", out));
-  if (fs::is_directory(out, ec) && !fs::is_empty(out, ec)) {
-    if (!force)
-      throw InputError(
-          fmt::format("{}: exists and is not empty (pass --force to replace the checkpoint "
-                      "files in it)",
-                      out));
-    for (const auto& entry : fs::directory_iterator(out)) {
-      std::string f = entry.path().filename().string();
-      if (is_our_weight_file(f) || std::find(own.begin(), own.end(), f) != own.end()) fs::remove_all(entry.path());
+  std::vector<fs::path> foreign;
+  if (!fs::is_directory(out, ec) || fs::is_empty(out, ec)) return foreign;
+  if (!force)
+    throw InputError(
+        fmt::format("{}: exists and is not empty (pass --force to replace the checkpoint "
+                    "files in it)",
+                    out));
+  for (const auto& entry : fs::directory_iterator(out))
+    if (!ours(entry.path().filename().string())) foreign.push_back(entry.path());
+  return foreign;
+}
+
+// Puts the `foreign` entries of the old directory into the staged one (hard links where the file
+// system allows, else copies), so that swapping it in keeps them.
+void carry_over(const std::vector<fs::path>& foreign, const fs::path& staged) {
+  for (const fs::path& p : foreign) {
+    const fs::path to = staged / p.filename();
+    std::error_code ec;
+    fs::copy(p, to, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
+    if (ec) {
+      fs::remove_all(to, ec);
+      fs::copy(p, to, fs::copy_options::recursive, ec);
     }
+    if (ec) throw Error(fmt::format("{}: cannot keep it in the new directory: {}", p.string(), ec.message()));
   }
-  fs::create_directories(out, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create the directory: {}", out, ec.message()));
+}
+
+bool is_tokenizer_file(const std::string& f) {
+  const std::vector<std::string>& names = tokenizer_file_names();
+  return std::find(names.begin(), names.end(), f) != names.end();
+}
+
+// The source's tokenizer.json must be one our tokenizer reads (training, data prep and compare
+// will load it) and must fit the model's embedding table: otherwise the import is refused before
+// anything is written, rather than copying a file that fails later.
+void check_tokenizer(const std::string& hf_dir, const ModelConfig& cfg) {
+  const fs::path path = fs::path(hf_dir) / "tokenizer.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  const data::Tokenizer tok = data::Tokenizer::load(path.string());  // InputError naming the file and JSON path
+  if (tok.vocab_size() > cfg.vocab_size)
+    throw InputError(fmt::format("{}: {} tokens, more than the model's vocab_size {} (config.json): a tokenizer of "
+                                 "another model?",
+                                 path.string(), tok.vocab_size(), cfg.vocab_size));
 }
 
 // Copies the tokenizer files present in `from` into `to` (created when there is any). Returns them.
@@ -301,7 +340,12 @@ void import_hf(const ImportOptions& o, const Progress& progress) {
     else
       out.push_back({t.name, t.shape, want, [&ck, &t, want] { return ck.load(t, want); }});
   }
-  prepare_out(o.out, o.hf_dir, o.force, {"config.yaml", "tokenizer"});
+  check_tokenizer(o.hf_dir, ck.config());
+  const std::vector<fs::path> keep = check_out(o.out, o.hf_dir, o.force, [](const std::string& f) {
+    return is_our_weight_file(f) || f == "config.yaml" || f == "tokenizer";
+  });
+  io::StagedDir staged(o.out);
+  const std::string dir = staged.path().string();
   size_t bytes = 0;
   std::set<std::string> files;
   for (const HfTensor& t : ck.tensors()) bytes += t.bytes.size(), files.insert(t.file);
@@ -312,7 +356,7 @@ void import_hf(const ImportOptions& o, const Progress& progress) {
                        ck.config().hybrid_override_pattern, ck.config().hidden_size, ck.config().vocab_size,
                        ck.config().tie_word_embeddings ? ", tied embeddings" : ""));
   for (const std::string& n : ck.notes()) progress("note: " + n);
-  std::vector<std::string> written = write_shards(o.out, out, o.max_shard_bytes, progress);
+  std::vector<std::string> written = write_shards(dir, o.out, out, o.max_shard_bytes, progress);
 
   json hf_fields = json::object();
   for (const std::string& k : carried_hf_fields())
@@ -326,10 +370,12 @@ void import_hf(const ImportOptions& o, const Progress& progress) {
                  {"hf_config", hf_fields}};
   if (!ck.skipped().empty()) source["skipped"] = ck.skipped();
   std::string yaml = checkpoint_config_yaml(ck.config(), source);
-  io::write_file_atomically(o.out + "/config.yaml", yaml.data(), yaml.size());
+  io::write_file_atomically(dir + "/config.yaml", yaml.data(), yaml.size());
   written.push_back("config.yaml");
-  std::vector<std::string> tok = copy_tokenizer_files(o.hf_dir, fs::path(o.out) / "tokenizer");
+  std::vector<std::string> tok = copy_tokenizer_files(o.hf_dir, fs::path(dir) / "tokenizer");
   if (!tok.empty()) written.push_back(fmt::format("tokenizer/ ({})", join(tok, ", ")));
+  carry_over(keep, staged.path());
+  staged.commit();
   progress(fmt::format("wrote {} in {:.1f} s: {}", o.out, seconds_since(t0), join(written, ", ")));
 }
 
@@ -352,7 +398,11 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
     DType d = weight_dtype(emb);
     out.push_back({"lm_head.weight", emb.shape, d, [&emb, d] { return view_bytes(emb.shape, d, emb.bytes); }});
   }
-  prepare_out(o.out, dir, o.force, {"config.json", "generation_config.json"});
+  const std::vector<fs::path> keep = check_out(o.out, dir, o.force, [](const std::string& f) {
+    return is_our_weight_file(f) || f == "config.json" || f == "generation_config.json" || is_tokenizer_file(f);
+  });
+  io::StagedDir staged(o.out);
+  const std::string out_dir = staged.path().string();
   progress(fmt::format("reading {}: {} tensors, {}; model {} layers \"{}\"", dir, ck.tensors().size(),
                        ck.dtype_summary(), cfg.num_layers(), cfg.hybrid_override_pattern));
   for (const std::string& n : ck.notes()) progress("note: " + n);
@@ -360,7 +410,7 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
     progress(
         "note: tied embeddings: lm_head.weight is written as a copy of backbone.embeddings.weight, because "
         "transformers' NemotronHForCausalLM does not tie them");
-  std::vector<std::string> written = write_shards(o.out, out, o.max_shard_bytes, progress);
+  std::vector<std::string> written = write_shards(out_dir, o.out, out, o.max_shard_bytes, progress);
 
   json config = model_config_to_hf_json(ck.config());
   const std::string dtype = dominant_dtype(ck);
@@ -370,10 +420,12 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
     for (auto it = source["hf_config"].begin(); it != source["hf_config"].end(); ++it)
       if (!config.contains(it.key())) config[it.key()] = it.value();
   std::string text = config.dump(2) + "\n";
-  io::write_file_atomically(o.out + "/config.json", text.data(), text.size());
+  io::write_file_atomically(out_dir + "/config.json", text.data(), text.size());
   written.push_back("config.json");
-  std::vector<std::string> tok = copy_tokenizer_files(fs::path(dir) / "tokenizer", o.out);
+  std::vector<std::string> tok = copy_tokenizer_files(fs::path(dir) / "tokenizer", out_dir);
   written.insert(written.end(), tok.begin(), tok.end());
+  carry_over(keep, staged.path());
+  staged.commit();
   progress(fmt::format("wrote {} in {:.1f} s: {}", o.out, seconds_since(t0), join(written, ", ")));
 }
 

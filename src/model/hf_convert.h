@@ -35,7 +35,7 @@ std::string checkpoint_config_yaml(const ModelConfig& cfg, const nlohmann::json&
 struct ImportOptions {
   std::string hf_dir, out;
   std::string dtype = "keep";  // keep | bf16 | float32
-  bool force = false;          // replace our files in a non-empty --out
+  bool force = false;          // replace the model in a non-empty --out (other files are kept)
   size_t max_shard_bytes = size_t{5} * 1000 * 1000 * 1000;
 };
 // HF directory -> native checkpoint. With --dtype bf16, e_score_correction_bias stays float32 (as

@@ -2,7 +2,17 @@
 
 #include <set>
 
+#include "model/finite_check.h"
+
 namespace nemotron::model {
+
+void check_loaded_finite(const Tensor& host, const std::string& source, const std::string& name) {
+  const std::string bad = nonfinite_summary(host);
+  if (!bad.empty())
+    throw InputError(fmt::format("{}: tensor \"{}\" {} holds non-finite values ({}): the weights were saved by a run "
+                                 "that had diverged, or the file is corrupt; load an earlier checkpoint",
+                                 source, name, host.shape().str(), bad));
+}
 
 std::vector<io::NamedTensor> named_weights(const ParamStore& store) {
   std::vector<io::NamedTensor> out;
@@ -27,7 +37,9 @@ LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const 
                                    "model shape?)",
                                    source, p->name, info.shape.str(), p->value.shape().str()));
     Tensor& dst = p->truth();  // the float32 master when the compute copy is bf16
-    dst.copy_from(set.load(p->name, dst.dtype()));
+    Tensor loaded = set.load(p->name, dst.dtype());
+    check_loaded_finite(loaded, source, p->name);
+    dst.copy_from(loaded);
     p->refresh_value();
   }
   LoadReport report;

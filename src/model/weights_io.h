@@ -23,6 +23,12 @@ struct LoadReport {
 // Fills every parameter of `store` from `set` (converting dtypes). A missing tensor or a shape
 // mismatch is an InputError naming `source`, the tensor and both shapes. Tensors the model does
 // not have are an error when strict, else listed in the report.
+// Every tensor read is checked finite (a NaN weight is an InputError naming it, not a NaN loss
+// blamed on the learning rate several steps later).
 LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const std::string& source, bool strict = true);
+
+// InputError "<source>: tensor "<name>" [shape] holds non-finite values (...)" unless every value
+// of the host tensor `host` is finite.
+void check_loaded_finite(const Tensor& host, const std::string& source, const std::string& name);
 
 }  // namespace nemotron::model

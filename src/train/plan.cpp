@@ -54,21 +54,52 @@ std::string human_bytes(double b) {
   return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.2f} {}", b, units[u]);
 }
 
+// Bytes per sample of the in-memory data indices: the GPT dataset's sample index (2 x int64) and
+// shuffle index (int64), the blend's dataset index (int16) and per-dataset sample index (int64).
+// The document index (int32 per document per epoch) depends on the data and is not counted.
+constexpr double kIndexBytesPerSample = 16 + 8 + 2 + 8;
+
 MemoryEstimate estimate_memory(const PretrainConfig& cfg) {
-  const model::ModelInfo info = model::model_info(cfg.model, cfg.dataset.seq_length);
+  MemoryEstimate m = estimate_memory(cfg.model, cfg.train.micro_batch_size, cfg.dataset.seq_length);
+  if (!cfg.dataset.mock) {  // mock data draws tokens on the fly; .bin/.idx data is indexed up front
+    const TrainSection& t = cfg.train;
+    m.indexed_samples = (t.train_iters + 2 * t.eval_iters) * t.global_batch_size;  // train, valid, test
+    m.index_bytes = kIndexBytesPerSample * static_cast<double>(m.indexed_samples);
+  }
+  return m;
+}
+
+std::string host_memory_shortfall(const PretrainConfig& cfg, double have) {
+  const MemoryEstimate m = estimate_memory(cfg);
+  const double need = cfg.on_cuda() ? m.index_bytes : m.total();
+  if (have <= 0 || need <= 0.9 * have) return "";
+  if (m.index_bytes >= 0.5 * need)
+    return fmt::format(
+        "the data's sample indices ({} samples: train.train_iters {} x train.global_batch_size {}, plus "
+        "validation) need about {} of host memory, this machine has {}; lower train.train_iters (see the plan "
+        "with --dry-run)",
+        model::format_count(m.indexed_samples), cfg.train.train_iters, cfg.train.global_batch_size,
+        human_bytes(m.index_bytes), human_bytes(have));
+  return fmt::format("training this model on the CPU needs about {} ({} parameters), this machine has {}; see the "
+                     "plan with --dry-run, or use -c tiny",
+                     human_bytes(m.total()), model::human_count(static_cast<double>(m.params)), human_bytes(have));
+}
+
+MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length) {
+  const model::ModelInfo info = model::model_info(model, seq_length);
   MemoryEstimate m;
   m.params = info.total_params;
   const double P = static_cast<double>(info.total_params);
   m.param_bytes = 4 * P;
   m.grad_bytes = 4 * P;
   m.moment_bytes = 8 * P;
-  double per_token = 2.0 * static_cast<double>(cfg.model.hidden_size);  // final norm input and output
-  for (int64_t i = 0; i < cfg.model.num_layers(); ++i) per_token += saved_per_token(cfg.model, cfg.model.layer_kind(i));
-  const double tokens = static_cast<double>(cfg.train.micro_batch_size * cfg.dataset.seq_length);
+  double per_token = 2.0 * static_cast<double>(model.hidden_size);  // final norm input and output
+  for (int64_t i = 0; i < model.num_layers(); ++i) per_token += saved_per_token(model, model.layer_kind(i));
+  const double tokens = static_cast<double>(micro_batch_size) * static_cast<double>(seq_length);
   // Plus one chunk of logits, whose gradient overwrites it in place.
-  const double head_rows = static_cast<double>(
-      model::head_rows_per_chunk(cfg.model.vocab_size, DType::f32, cfg.train.micro_batch_size * cfg.dataset.seq_length));
-  m.activation_bytes = 4 * (per_token * tokens + head_rows * static_cast<double>(cfg.model.vocab_size));
+  const double head_rows =
+      static_cast<double>(model::head_rows_per_chunk(model.vocab_size, DType::f32, micro_batch_size * seq_length));
+  m.activation_bytes = 4 * (per_token * tokens + head_rows * static_cast<double>(model.vocab_size));
   return m;
 }
 
@@ -155,6 +186,9 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
   line(fmt::format("  Adam moments      {:>12}", human_bytes(mem.moment_bytes)));
   line(fmt::format("  activations       {:>12}  (one micro-batch of {} x {} tokens)", human_bytes(mem.activation_bytes),
                    t.micro_batch_size, d.seq_length));
+  if (mem.indexed_samples > 0)
+    line(fmt::format("  data indices      {:>12}  (sample, shuffle and blend indices of {} samples, in host memory)",
+                     human_bytes(mem.index_bytes), model::format_count(mem.indexed_samples)));
   line(fmt::format("  total             {:>12}", human_bytes(mem.total())));
   line(fmt::format("  on a GPU in bf16 with fp32 master weights and moments (18 B/param), unsharded: {}",
                    human_bytes(mem.gpu_mixed_precision_total())));

@@ -14,13 +14,24 @@ namespace nemotron::train {
 struct MemoryEstimate {
   int64_t params = 0;
   double param_bytes = 0, grad_bytes = 0, moment_bytes = 0, activation_bytes = 0;
-  double total() const { return param_bytes + grad_bytes + moment_bytes + activation_bytes; }
+  // Host memory of the data's sample indices (Megatron's sample, shuffle and blend indices, built
+  // in memory at the start): they grow with train_iters x global_batch_size, not with the model.
+  int64_t indexed_samples = 0;
+  double index_bytes = 0;
+  double total() const { return param_bytes + grad_bytes + moment_bytes + activation_bytes + index_bytes; }
   // The same model on a GPU in bf16 with fp32 master weights, grads and moments (Megatron's
   // 18 bytes per parameter, no sharding), activations in bf16.
   double gpu_mixed_precision_total() const { return 18.0 * static_cast<double>(params) + activation_bytes / 2; }
 };
 
 MemoryEstimate estimate_memory(const PretrainConfig& cfg);
+// The same for a model trained on micro-batches of B x T tokens without data indices (model demo).
+MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length);
+
+// Why the run would not fit in `host_bytes` of host memory ("" if it fits, or if host_bytes is 0 =
+// unknown): on the CPU everything above, on a GPU the data indices. Says which part is too large
+// and which keys to lower; the caller prefixes the recipe's path.
+std::string host_memory_shortfall(const PretrainConfig& cfg, double host_bytes);
 
 // The dry-run report. `recipe` names the file, `overrides` the command line's key=value list.
 std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, size_t overrides);

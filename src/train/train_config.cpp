@@ -34,6 +34,8 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
   if (!d.at("seq_length").has("seq_length"))
     root.section("dataset").fail("seq_length", "missing (tokens per training sequence)");
   s.seq_length = d.at("seq_length").get_positive_int("seq_length", 0);
+  if (s.seq_length < 2)  // what Megatron's GPTDataset (data/gpt_dataset.cpp) needs; the same for mock data
+    d.at("seq_length").fail("seq_length", fmt::format("expected an integer >= 2, got {}", s.seq_length));
   s.mock = d.at("mock").get_bool("mock", false);
   s.blend = d.at("blend").get_raw("blend");
   if (s.has_blend()) {  // the data layer parses it strictly; here only its shape
@@ -63,6 +65,32 @@ void read_dataset(ConfigReader& root, PretrainConfig& c) {
                                             d.key_path("per_split_data_args_path")));
 }
 
+// Counts of iterations become counts of samples (x global batch) and of tokens (x seq_length + 1)
+// in the schedule, the data indices and the plan; a count whose tokens do not fit comfortably in
+// 64 bits is refused here, naming its key, instead of overflowing somewhere downstream.
+void check_run_lengths(ConfigReader& root, const PretrainConfig& c) {
+  constexpr int64_t kMaxTokens = int64_t{1} << 62;
+  const int64_t G = c.train.global_batch_size, L = c.dataset.seq_length;
+  auto check = [&](ConfigReader& r, const char* key, int64_t iters) {
+    int64_t samples = 0, tokens = 0;
+    if (!__builtin_mul_overflow(iters, G, &samples) && !__builtin_mul_overflow(samples, L + 1, &tokens) &&
+        tokens <= kMaxTokens)
+      return;
+    r.fail(key, fmt::format("{} iterations x global batch {} x {} tokens is more than 2^62 tokens (a 64-bit "
+                            "count); expected a realistic run length",
+                            iters, G, L + 1));
+  };
+  // The keys G and L themselves are bounded by the first check (train_iters >= 1).
+  ConfigReader& t = root.section("train");
+  check(t, "train_iters", c.train.train_iters);
+  ConfigReader& v = root.section("validation");
+  check(v.has("eval_iters") ? v : t, "eval_iters", c.train.eval_iters);
+  ConfigReader& s = root.section("scheduler");
+  check(s, "lr_warmup_iters", c.scheduler.lr_warmup_iters);
+  check(s, "lr_decay_iters", c.scheduler.lr_decay_iters);
+  check(s, "lr_wsd_decay_iters", c.scheduler.lr_wsd_decay_iters);
+}
+
 }  // namespace
 
 PretrainConfig read_pretrain_config(const json& tree, const std::string& source) {
@@ -79,6 +107,7 @@ PretrainConfig read_pretrain_config(const json& tree, const std::string& source)
   read_dataset(root, c);
   c.seq_length = c.dataset.seq_length;
   c.data_seed = c.dataset.random_seed;
+  check_run_lengths(root, c);
   root.check_unknown_keys();
   model::validate(c.model, source, "model");
   return c;

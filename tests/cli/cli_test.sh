@@ -36,6 +36,13 @@ expect_ok "model demo learns to copy" 'the model learned to copy from its contex
 expect_error "model demo bad alphabet" "--alphabet 5000 exceeds the vocabulary (1024)" \
   "$BIN" model demo -c recipes/super3/pretrain/tiny.yaml --alphabet 5000
 
+expect_error "model demo --seq-len beyond the model" \
+  "--seq-len 100000 exceeds model.max_position_embeddings 512 of recipes/super3/pretrain/tiny.yaml" \
+  "$BIN" model demo -c recipes/super3/pretrain/tiny.yaml --seq-len 100000
+expect_error "model demo that cannot fit in memory" \
+  "--batch 8 x --seq-len 100000: the demo needs about 22.40 TiB of memory, this machine has $(free -b | awk '/^Mem:/ {printf "%.2f GiB", $2 / 1073741824}')" \
+  "$BIN" model demo -c recipes/super3/pretrain/default.yaml --seq-len 100000
+
 # --- broken inputs: exit 2 and one clear line ----------------------------------------------------
 tiny=recipes/super3/pretrain/tiny.yaml
 expect_error "missing file" "$TMP/nope.yaml: cannot open: No such file or directory" \
@@ -70,15 +77,51 @@ sed 's/"num_key_value_heads": 2/"num_key_value_heads": 5/' tests/fixtures/config
 expect_error "config.json heads" "$TMP/config.json: num_attention_heads: 32 is not divisible by num_key_value_heads 5" \
   "$BIN" model info -c "$TMP/config.json"
 
+# "Billion laughs": 378 bytes of aliases nested 9 deep would expand to 9^9 values.
+{
+  echo 'a: &a [x, x, x, x, x, x, x, x, x]'
+  prev=a
+  for k in b c d e f g h i; do
+    echo "$k: &$k [*$prev, *$prev, *$prev, *$prev, *$prev, *$prev, *$prev, *$prev, *$prev]"
+    prev=$k
+  done
+} >"$TMP/aliases.yaml"
+expect_error "nested YAML aliases" \
+  "$TMP/aliases.yaml: line 6: aliases expand the document beyond 4 MiB (aliases nested in aliases?); write the values out or nest fewer aliases" \
+  "$BIN" model info -c "$TMP/aliases.yaml"
+expect_error "override below a scalar" \
+  "command line: model.hidden_size.0: cannot set it: model.hidden_size is not a mapping (it is 64)" \
+  "$BIN" model info -c "$tiny" model.hidden_size.0=1
+
+# The override recipes/*/data_prep/pretrain/default.yaml documents reaches the list item.
+expect_error "override of a list item (sources.0.files)" \
+  "recipes/super3/data_prep/pretrain/default.yaml: sources[0].files: $TMP/nope.jsonl: no such file" \
+  "$BIN" super3 data prep pretrain -c default output_dir="$TMP/dp" "sources.0.files=[$TMP/nope.jsonl]"
+
 printf 'train:\n  steps: 3\n' >"$TMP/no_model.yaml"
 expect_error "recipe without model:" "$TMP/no_model.yaml: model: missing (a recipe holds the model's shape in its model: section)" \
   "$BIN" model info -c "$TMP/no_model.yaml"
 
-# --- command-line usage errors (CLI11's message, non-zero exit) ----------------------------------
+# --- command-line usage errors: CLI11's message, exit 2 like any bad input --------------------------
 expect_usage_error "model info without -c" '--config is required' "$BIN" model info
 expect_usage_error "unknown option" 'unknown-flag' "$BIN" model info -c "$tiny" --unknown-flag
 expect_usage_error "stray positional" 'expected key=value' "$BIN" model info -c "$tiny" tiny
 expect_usage_error "bad --seq-len" 'seq-len' "$BIN" model info -c "$tiny" --seq-len -5
 expect_usage_error "model without a subcommand" 'subcommand is required' "$BIN" model
+expect_usage_error "not a number" 'seq-len' "$BIN" model info -c "$tiny" --seq-len abc
+expect_usage_error "usage errors point at the command's --help" '^Run `nemotron model info --help` for the options\.$' \
+  "$BIN" model info -c "$tiny" --unknown-flag
+
+# One rule for every command group: --help prints and exits 0, an unknown option exits 2.
+for cmd in "" "model" "model info" "model demo" "super3" "super3 data prep" "super3 data prep pretrain" \
+  "super3 pretrain" "nano3" "nano3 data prep pretrain" "nano3 pretrain" "convert" "convert import" \
+  "convert export" "convert roundtrip" "compare"; do
+  # shellcheck disable=SC2086  # $cmd is the words of the command
+  expect_ok "nemotron $cmd --help" '^Usage: ' "$BIN" $cmd --help
+  # shellcheck disable=SC2086
+  expect_usage_error "nemotron $cmd --no-such-option" '^error: ' "$BIN" $cmd --no-such-option
+done
+expect_usage_error "a bad value for a checked option" 'dtype' "$BIN" convert import --hf-model x --out y --dtype fp7
+expect_usage_error "compare: a non-number tolerance" 'logits-tol' "$BIN" compare --hf-model x --input-ids y --logits-tol abc
 
 finish "CLI checks"

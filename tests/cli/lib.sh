@@ -41,13 +41,14 @@ expect_error() {
   echo "ok: $name"
 }
 
-# expect_usage_error NAME PATTERN CMD...: the command line is rejected (non-zero exit), stderr matches.
+# expect_usage_error NAME PATTERN CMD...: the command line is rejected with exit 2 (bad input, the
+# same code as every other bad input), stderr matches.
 expect_usage_error() {
   local name=$1 pattern=$2
   shift 2
   "$@" >"$TMP/out" 2>"$TMP/err"
   local rc=$?
-  if [[ $rc -eq 0 ]]; then fail "$name: exit 0, expected a usage error"; return; fi
+  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2 (a usage error)"; return; fi
   grep -Eq -- "$pattern" "$TMP/err" || { fail "$name: stderr does not match /$pattern/: $(cat "$TMP/err")"; return; }
   echo "ok: $name"
 }

@@ -112,6 +112,27 @@ if [[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: data (train split): sample "*"
 else
   fail ".bin/.idx data outside the vocabulary: exit $rc, stderr $(cat "$TMP/err")"
 fi
+# Sizes: an overflowing run length is one line naming the key; a run whose data indices
+# (train_iters x global batch samples, built in host memory) cannot fit is refused before any work,
+# with or without a GPU; seq_length 1 is refused by --dry-run as by the real run.
+expect_error "train_iters that overflows" \
+  "$tiny: train.train_iters: 576460752303423488 iterations x global batch 16 x 129 tokens is more than 2^62 tokens (a 64-bit count); expected a realistic run length" \
+  "$BIN" super3 pretrain -c tiny train.train_iters=576460752303423488 --dry-run
+for dev in cpu cuda; do
+  "$BIN" super3 pretrain -c tiny device=$dev train.train_iters=100000000000 checkpoint.save="$TMP/huge" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  if [[ $rc -eq 2 ]] && grep -Eq "^error: $tiny: the data's sample indices \(1,600,000,000,064 samples: train.train_iters 100000000000 x train.global_batch_size 16, plus validation\) need about 49\.48 TiB of host memory, this machine has .*; lower train.train_iters \(see the plan with --dry-run\)$" "$TMP/err"; then
+    echo "ok: device=$dev: data indices that cannot fit are refused up front"
+  else
+    fail "device=$dev: data indices that cannot fit: exit $rc, stderr $(cat "$TMP/err")"
+  fi
+  [[ ! -e "$TMP/huge" ]] || fail "the refused run created $TMP/huge"
+done
+expect_ok "dry-run counts the data indices" '^  data indices +49\.48 TiB  \(sample, shuffle and blend indices of 1,600,000,000,064 samples' \
+  "$BIN" super3 pretrain -c tiny train.train_iters=100000000000 --dry-run
+expect_error "seq_length 1 in a dry run" "$tiny: dataset.seq_length: expected an integer >= 2, got 1" \
+  "$BIN" super3 pretrain -c tiny dataset.seq_length=1 --dry-run
+
 default_mem=$("$BIN" super3 pretrain --dry-run | sed -nE 's/^  total +//p')
 "$BIN" super3 pretrain >"$TMP/out" 2>"$TMP/err"
 rc=$?

@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -7,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+
+#include <fmt/format.h>
 
 #include "core/config_tree.h"
 #include "core/error.h"
@@ -140,6 +143,46 @@ TEST(Overrides, malformed_assignments_are_input_errors) {
   EXPECT_TRUE(is_override("a.b=1"));
   EXPECT_FALSE(is_override("--seq-len=5"));
   EXPECT_FALSE(is_override("tiny"));
+}
+
+TEST(Overrides, list_items_by_index) {
+  // The form recipes/*/data_prep/pretrain/default.yaml documents: sources.0.files='[...]'.
+  json t = parse_yaml_text("sources:\n  - name: web\n    files: [a.jsonl]\n  - name: code\n", "d.yaml");
+  apply_overrides(t, {"sources.0.files=[/data/web/part-0.jsonl]", "sources.1.weight=0.5", "sources.1=x"},
+                  "command line");
+  EXPECT_EQ(t["sources"][0]["files"], json::array({"/data/web/part-0.jsonl"}));
+  EXPECT_EQ(t["sources"][0]["name"], json("web"));
+  EXPECT_EQ(t["sources"][1], json("x"));
+  EXPECT_EQ(input_error([&] { apply_override(t, "sources.2.files=[]", "command line"); }),
+            "command line: sources.2.files: cannot set it: sources is a list; \"2\" is not an index of it (0 to 1)");
+  EXPECT_EQ(input_error([&] { apply_override(t, "sources.web.files=[]", "command line"); }),
+            "command line: sources.web.files: cannot set it: sources is a list; \"web\" is not an index of it (0 "
+            "to 1)");
+  json e = parse_yaml_text("sources: []\n", "d.yaml");
+  EXPECT_EQ(input_error([&] { apply_override(e, "sources.0.files=[]", "command line"); }),
+            "command line: sources.0.files: cannot set it: sources is an empty list");
+}
+
+TEST(YamlText, nested_aliases_are_bounded_and_name_file_and_line) {
+  // "Billion laughs": 9 levels of 9 aliases each is 9^9 (387 million) leaves from ~400 bytes; line 6
+  // (9^6 leaves) is the first that expands beyond the budget.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    std::string prev(1, static_cast<char>(c - 1));
+    bomb += fmt::format("{}: &{} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n", c, c, fmt::arg("p", prev));
+  }
+  ASSERT_LT(bomb.size(), 500u);
+  std::string err = input_error([&] { parse_yaml_text(bomb, "bomb.yaml"); });
+  EXPECT_EQ(err,
+            "bomb.yaml: line 6: aliases expand the document beyond 4 MiB (aliases nested in aliases?); write the "
+            "values out or nest fewer aliases");
+  // Ordinary use of anchors and aliases (a shared block) still loads.
+  json ok = parse_yaml_text("base: &b {lr: 1e-4, warmup: 10}\nsft: *b\nrl: *b\n", "ok.yaml");
+  EXPECT_EQ(ok["rl"]["warmup"], json(10));
+  // So does a large alias-free document (every node is in the text, so it is within the budget).
+  std::string big = "files: [";
+  for (int i = 0; i < 200000; ++i) big += i ? ",1" : "1";
+  EXPECT_EQ(parse_yaml_text(big + "]\n", "big.yaml")["files"].size(), 200000u);
 }
 
 TEST(Suggestions, nearest_key_by_edit_distance) {

@@ -2,6 +2,8 @@
 // an EOD after every document, blend.json splits, up-to-date skipping, refusal to overwrite, and
 // input errors that name the file and line.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -116,6 +118,49 @@ test_shards: 1
   EXPECT_EQ(run(tree).documents, 5);
   std::ofstream(dir_ / "a.jsonl", std::ios::app) << "{\"txt\": 3}\n";
   EXPECT_NE(testing::input_error([&] { run(tree, 0, true); }).find("a.jsonl:6"), std::string::npos);
+}
+
+TEST_F(PretrainPrep, a_text_source_that_is_not_utf8_is_named) {
+  std::ofstream(dir_ / "good.txt") << "plain text\n";
+  std::ofstream(dir_ / "latin1.txt", std::ios::binary) << "first line\ncaf\xe9 au lait\n";
+  std::string yaml = fmt::format(R"(output_dir: {0}/out
+sources:
+  - name: notes
+    files: [{0}/good.txt, {0}/latin1.txt]
+tokenizer:
+  train: {{vocab_size: 280, special_tokens: ["</s>"]}}
+  eos_token: "</s>"
+num_shards: 1
+valid_shards: 0
+test_shards: 0
+)", dir_.string());
+  EXPECT_EQ(testing::input_error([&] { run(parse_yaml_text(yaml, "prep.yaml")); }),
+            (dir_ / "latin1.txt").string() +
+                ":2: not valid UTF-8 (byte 14 of the file); a text source must be UTF-8 (convert it, e.g. with iconv)");
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+TEST_F(PretrainPrep, staging_directories_of_killed_runs_are_removed) {
+  nlohmann::json tree = config();
+  run(tree);
+  // A run killed while writing leaves <out>.tmp-<pid> (older versions) or <out>.tmp-<host>-<pid>.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const fs::path legacy = dir_ / fmt::format("out.tmp-{}", dead);
+  const fs::path current = dir_ / fmt::format("out.tmp-{}-{}", host, dead);
+  const fs::path alive = dir_ / fmt::format("out.tmp-{}-{}", host, ::getppid());   // still running: kept
+  const fs::path elsewhere = dir_ / fmt::format("out.tmp-otherhost-{}", dead);    // not ours to judge: kept
+  for (const fs::path& p : {legacy, current, alive, elsewhere}) fs::create_directories(p / "datasets");
+  EXPECT_TRUE(run(tree).up_to_date);  // even a run with nothing to do cleans up
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_FALSE(fs::exists(current));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(elsewhere));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "blend.json"));
 }
 
 TEST_F(PretrainPrep, reads_a_nemotron_raw_blend) {

@@ -111,6 +111,27 @@ TEST(PretrainConfig, conflicts_name_both_keys) {
             "tiny_train.yaml: validation.eval_iters: given in both train: and validation: (keep one)");
 }
 
+TEST(PretrainConfig, run_lengths_that_overflow_name_their_key) {
+  // 2^59 iterations x 4 sequences x 17 tokens overflowed downstream ("check failed", exit 1).
+  EXPECT_EQ(error_of({"train.train_iters=576460752303423488"}),
+            "tiny_train.yaml: train.train_iters: 576460752303423488 iterations x global batch 4 x 17 tokens is more "
+            "than 2^62 tokens (a 64-bit count); expected a realistic run length");
+  EXPECT_EQ(error_of({"train.eval_iters=9223372036854775807"}),
+            "tiny_train.yaml: train.eval_iters: 9223372036854775807 iterations x global batch 4 x 17 tokens is more "
+            "than 2^62 tokens (a 64-bit count); expected a realistic run length");
+  EXPECT_EQ(error_of({"scheduler.lr_decay_iters=1000000000000000000"}),
+            "tiny_train.yaml: scheduler.lr_decay_iters: 1000000000000000000 iterations x global batch 4 x 17 tokens "
+            "is more than 2^62 tokens (a 64-bit count); expected a realistic run length");
+  EXPECT_EQ(tiny_train_config({"train.train_iters=1000000000000"}).train.train_iters, 1000000000000);
+}
+
+TEST(PretrainConfig, seq_length_below_two_is_refused_for_every_data_source) {
+  // --dry-run read the same config and accepted 1, which only the .bin/.idx dataset refused later.
+  EXPECT_EQ(error_of({"dataset.seq_length=1"}), "tiny_train.yaml: dataset.seq_length: expected an integer >= 2, got 1");
+  EXPECT_EQ(error_of({"dataset.seq_length=1", "dataset.mock=false", "dataset.blend=[a]"}),
+            "tiny_train.yaml: dataset.seq_length: expected an integer >= 2, got 1");
+}
+
 TEST(PretrainConfig, blend_is_kept_as_given_for_the_data_layer) {
   PretrainConfig c = tiny_train_config({"dataset.mock=false", "dataset.blend=[0.3, /data/a, 0.7, /data/b]"});
   EXPECT_EQ(c.dataset.blend, nlohmann::json::parse(R"([0.3, "/data/a", 0.7, "/data/b"])"));
