@@ -65,12 +65,12 @@ void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offs
   expect_dtype(y, x.dtype(), op);
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
-    NM_CHECK(!position_ids.defined(), "{} on CUDA: position_ids has no kernel yet", op);
     NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", op,
              dtype_name(x.dtype()));
     RopeCudaArgs a;
     a.x = x.raw(), a.y = y.raw(), a.B = x.dim(0), a.T = x.dim(1), a.nh = x.dim(2), a.hd = x.dim(3);
     a.theta = theta, a.position_offset = offset, a.sign = sign, a.bf16 = x.dtype() == DType::bf16;
+    a.position_ids = position_ids.defined() ? static_cast<const int32_t*>(position_ids.raw()) : nullptr;
     NM_CUDA_CHECK(rope_cuda(a, cuda::cuda_stream(ctx)));
     return;
   }
