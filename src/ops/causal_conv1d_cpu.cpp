@@ -116,7 +116,8 @@ ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 }
 
 #if NEMOTRON_CUDA
-CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor& w, const Tensor& bias) {
+CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor& w, const Tensor& bias,
+                               const Tensor& seq_idx) {
   NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
            "causal_conv1d on CUDA: float32 or bfloat16, got {}", dtype_name(x.dtype()));
   NM_CHECK(d.K <= kCausalConv1dCudaMaxK, "causal_conv1d on CUDA: kernel width K = {} exceeds {}", d.K,
@@ -124,6 +125,7 @@ CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor&
   CausalConv1dCudaArgs a;
   a.x = x.raw(), a.w = w.raw(), a.bias = bias.defined() ? bias.raw() : nullptr;
   a.B = d.B, a.T = d.T, a.C = d.C, a.K = d.K, a.bf16 = x.dtype() == DType::bf16;
+  a.seq_idx = seq_idx.defined() ? static_cast<const int32_t*>(seq_idx.raw()) : nullptr;
   return a;
 }
 #endif
@@ -139,8 +141,7 @@ void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const
   expect_dtype(y, x.dtype(), "causal_conv1d output");
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
-    NM_CHECK(!seq_idx.defined(), "causal_conv1d on CUDA: seq_idx (packed sequences) has no kernel yet");
-    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias);
+    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias, seq_idx);
     a.y = y.raw();
     NM_CUDA_CHECK(causal_conv1d_forward_cuda(a, cuda::cuda_stream(ctx)));
     return;
@@ -172,8 +173,7 @@ void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, cons
   }
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
-    NM_CHECK(!seq_idx.defined(), "causal_conv1d on CUDA: seq_idx (packed sequences) has no kernel yet");
-    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias);
+    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias, seq_idx);
     a.dy = dy.raw(), a.dx = dx.raw(), a.dw = static_cast<float*>(dw.raw());
     a.dbias = dbias.defined() ? static_cast<float*>(dbias.raw()) : nullptr;
     NM_CUDA_CHECK(causal_conv1d_backward_cuda(a, cuda::cuda_stream(ctx)));
