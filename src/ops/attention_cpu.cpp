@@ -126,7 +126,8 @@ void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, co
 }
 
 #if NEMOTRON_CUDA
-AttentionCudaArgs cuda_args(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v) {
+AttentionCudaArgs cuda_args(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& seq_idx) {
   NM_CHECK(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "attention on CUDA: float32 or bfloat16, got {}",
            dtype_name(q.dtype()));
   NM_CHECK(d.hd >= 1 && d.hd <= attention_cuda_max_hd, "attention on CUDA: head_dim hd = {} is not supported (1..{})",
@@ -134,6 +135,7 @@ AttentionCudaArgs cuda_args(const AttentionDims& d, const Tensor& q, const Tenso
   AttentionCudaArgs a;
   a.q = q.raw(), a.k = k.raw(), a.v = v.raw();
   a.B = d.B, a.T = d.T, a.nq = d.nq, a.nkv = d.nkv, a.hd = d.hd, a.bf16 = q.dtype() == DType::bf16;
+  a.seq_idx = seq_idx.defined() ? static_cast<const int32_t*>(seq_idx.raw()) : nullptr;
   return a;
 }
 #endif
@@ -162,8 +164,7 @@ void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Ten
   expect_dtype(lse, stat_dtype(q.dtype()), "attention lse");
 #if NEMOTRON_CUDA
   if (q.device().is_cuda()) {
-    NM_CHECK(!seq_idx.defined(), "attention on CUDA: seq_idx (packed sequences) has no kernel yet");
-    AttentionCudaArgs a = cuda_args(d, q, k, v);
+    AttentionCudaArgs a = cuda_args(d, q, k, v, seq_idx);
     a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
     NM_CUDA_CHECK(attention_forward_cuda(a, cuda::cuda_stream(ctx)));
     return;
@@ -194,8 +195,7 @@ void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Te
   expect_dtype(lse, stat_dtype(q.dtype()), "attention lse");
 #if NEMOTRON_CUDA
   if (q.device().is_cuda()) {
-    NM_CHECK(!seq_idx.defined(), "attention on CUDA: seq_idx (packed sequences) has no kernel yet");
-    AttentionCudaArgs a = cuda_args(d, q, k, v);
+    AttentionCudaArgs a = cuda_args(d, q, k, v, seq_idx);
     a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
     a.dout = dout.raw(), a.dq = dq.raw(), a.dk = dk.raw(), a.dv = dv.raw();
     NM_CUDA_CHECK(attention_backward_cuda(a, cuda::cuda_stream(ctx)));
