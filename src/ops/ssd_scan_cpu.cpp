@@ -336,13 +336,13 @@ bool on_cuda(const SsdScanArgs& a) { return a.x.device().is_cuda(); }
 SsdScanCudaArgs cuda_args(const SsdScanArgs& a, const ScanDims& d) {
   NM_CHECK(a.x.dtype() == DType::f32 || a.x.dtype() == DType::bf16, "ssd_scan on CUDA: float32 or bfloat16, got {}",
            dtype_name(a.x.dtype()));
-  NM_CHECK(!a.seq_idx.defined(), "ssd_scan on CUDA: seq_idx (packed sequences) has no kernel yet");
   SsdScanCudaArgs c;
   c.x = a.x.raw(), c.Bm = a.Bm.raw(), c.Cm = a.Cm.raw(), c.D = a.D.raw();
   c.dt = static_cast<const float*>(a.dt.raw()), c.A = static_cast<const float*>(a.A.raw());
   c.initial_state = a.initial_state.defined() ? static_cast<const float*>(a.initial_state.raw()) : nullptr;
   c.B = d.B, c.T = d.T, c.nH = d.nH, c.P = d.P, c.G = d.G, c.N = d.N, c.Q = d.Q;
   c.bf16 = a.x.dtype() == DType::bf16;
+  c.seq_idx = a.seq_idx.defined() ? static_cast<const int32_t*>(a.seq_idx.raw()) : nullptr;
   return c;
 }
 #endif
