@@ -171,14 +171,18 @@ TEST(Attention, forward_matches_direct_loop_f64) {
 #if NEMOTRON_CUDA
 // Outputs start as NaN bytes, so an element a kernel forgets to write fails; two backward runs
 // must agree bit for bit (no atomics). Shapes hit the flash path with the dK/dV head split
-// (nkv = 2) and tails, and the simt path.
+// (nkv = 2) and tails, and the simt path; the last two run packed rows (seq_idx), whose block
+// skipping must still write every row.
 TEST(Attention, cuda_writes_every_output_and_backward_is_deterministic) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   cuda::CudaBackend gpu(0);
-  struct Shape5 { int64_t B, T, nq, nkv, hd; DType dt; };
-  for (Shape5 c : {Shape5{2, 130, 8, 2, 128, DType::bf16}, Shape5{1, 77, 4, 1, 64, DType::bf16},
-                   Shape5{2, 77, 4, 2, 40, DType::f32}}) {
+  struct Shape5 { int64_t B, T, nq, nkv, hd; DType dt; PackedLayout packed; };
+  for (const Shape5& c : {Shape5{2, 130, 8, 2, 128, DType::bf16, {}}, Shape5{1, 77, 4, 1, 64, DType::bf16, {}},
+                          Shape5{2, 77, 4, 2, 40, DType::f32, {}},
+                          Shape5{2, 200, 8, 2, 128, DType::bf16, {{1, 70, 129}, {130, 1, 69}}},
+                          Shape5{1, 150, 4, 2, 40, DType::f32, {{64, 1, 85}}}}) {
     Context ctx{&gpu, nullptr, c.dt};
+    const Tensor seq = c.packed.empty() ? Tensor() : seq_idx_tensor(ctx, c.packed, c.T);
     auto random = [&](Shape shape, uint64_t seed) {
       Tensor t = Tensor::empty(shape, DType::f64);
       fill_uniform(t, Philox(seed), -1, 1);
@@ -197,12 +201,12 @@ TEST(Attention, cuda_writes_every_output_and_backward_is_deterministic) {
     Tensor q = random({c.B, c.T, c.nq, c.hd}, 1), k = random({c.B, c.T, c.nkv, c.hd}, 2);
     Tensor v = random({c.B, c.T, c.nkv, c.hd}, 3), dout = random({c.B, c.T, c.nq, c.hd}, 4);
     Tensor o = poisoned(q.shape(), c.dt), lse = poisoned({c.B, c.nq, c.T}, DType::f32);
-    ops::attention_forward(ctx, q, k, v, o, lse);
+    ops::attention_forward(ctx, q, k, v, o, lse, seq);
     EXPECT_TRUE(finite(o) && finite(lse)) << "forward left elements unwritten, T=" << c.T << " hd=" << c.hd;
     std::vector<std::vector<double>> first;
     for (int run = 0; run < 2; ++run) {
       Tensor dq = poisoned(q.shape(), c.dt), dk = poisoned(k.shape(), c.dt), dv = poisoned(v.shape(), c.dt);
-      ops::attention_backward(ctx, q, k, v, o, lse, dout, dq, dk, dv);
+      ops::attention_backward(ctx, q, k, v, o, lse, dout, dq, dk, dv, seq);
       EXPECT_TRUE(finite(dq) && finite(dk) && finite(dv)) << "backward left elements unwritten, hd=" << c.hd;
       std::vector<std::vector<double>> got{dq.to_f64_vector(), dk.to_f64_vector(), dv.to_f64_vector()};
       if (run == 0) first = got;
