@@ -3,6 +3,9 @@
 // Flash-attention contract: the forward saves only the row log-sum-exp lse[b,h,t] of the scaled
 // scores; the backward recomputes the probabilities from q, k and lse (the CUDA kernel keeps it).
 // Backward overwrites dq, dk, dv (activation gradients).
+// Packed rows (ops/seq_idx.h): with seq_idx [B, T] int32 given, query t attends to key s only if
+// s <= t and seq_idx[b, s] == seq_idx[b, t], so a row of several packed sequences gives each the
+// output it would have alone. An undefined seq_idx is the plain causal mask, at no extra cost.
 // Dtypes (CUDA.md): q, k, v, o, dout, dq, dk, dv in the activation dtype T; lse in stat_dtype(T)
 // (float32 on a bf16 call). CUDA kernels and their accumulation order: ops/attention_cuda.h.
 #pragma once
@@ -20,10 +23,12 @@ struct AttentionDims {
 AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v);
 
 // q, k, v -> o [B,T,nq,hd] and lse [B,nq,T] (natural log, of the scaled scores).
-void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse);
+void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse,
+                       const Tensor& seq_idx = {});
 
 // From the forward's inputs, its output o and lse, and dO: dq like q, dk/dv like k (overwritten).
 void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+                        const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                        const Tensor& seq_idx = {});
 
 }  // namespace nemotron::ops

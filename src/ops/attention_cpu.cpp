@@ -9,6 +9,7 @@
 #include "core/op_profiler.h"
 #include "ops/attention.h"
 #include "ops/dispatch.h"
+#include "ops/seq_idx.h"
 #if NEMOTRON_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -28,8 +29,17 @@ int64_t min_items_per_thread(double flops_per_item) {
 }
 
 // Head h of batch b starts at (b*T)*qs + h*hd; consecutive tokens are qs = nq*hd apart (ks for k/v).
+// start[r] = first key row query i0 + r may see: its sequence's first token (0 without seq_idx).
+void key_starts(const int32_t* seq, int64_t i0, int64_t rows, int64_t* start) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    start[r] = r == 0 ? sequence_start(seq, i) : (seq[i] == seq[i - 1] ? start[r - 1] : i);
+  }
+}
+
+// seq: this call's seq_idx [B, T] or null (one sequence per row).
 template <class T>
-void forward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, T* o, T* lse) {
+void forward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, T* o, T* lse, const int32_t* seq) {
   const int64_t qs = d.nq * d.hd, ks = d.nkv * d.hd, g = d.group();
   const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
   const int64_t nblk = (d.T + kQueryBlock - 1) / kQueryBlock;
@@ -43,16 +53,19 @@ void forward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, T* 
     T* L = lse + (b * d.nq + h) * d.T;
     // Keys beyond the block's last query row are all masked, so only i1 columns are needed.
     std::vector<T> S(static_cast<size_t>(rows * i1));
+    std::vector<int64_t> start(static_cast<size_t>(rows), 0);
+    if (seq) key_starts(seq + b * d.T, i0, rows, start.data());
     cpu::gemm<T>(false, true, rows, i1, d.hd, scale, Q, qs, K, ks, T(0), S.data(), i1);
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r;
+      const int64_t i = i0 + r, s0 = start[r];
       T* row = S.data() + r * i1;
-      T m = row[0];
-      for (int64_t s = 1; s <= i; ++s) m = std::max(m, row[s]);
+      T m = row[s0];
+      for (int64_t s = s0 + 1; s <= i; ++s) m = std::max(m, row[s]);
       T sum = 0;
-      for (int64_t s = 0; s <= i; ++s) sum += (row[s] = std::exp(row[s] - m));
+      for (int64_t s = 0; s < s0; ++s) row[s] = 0;
+      for (int64_t s = s0; s <= i; ++s) sum += (row[s] = std::exp(row[s] - m));
       for (int64_t s = i + 1; s < i1; ++s) row[s] = 0;
-      for (int64_t s = 0; s <= i; ++s) row[s] /= sum;
+      for (int64_t s = s0; s <= i; ++s) row[s] /= sum;
       L[i] = m + std::log(sum);
     }
     cpu::gemm<T>(false, false, rows, d.hd, i1, T(1), S.data(), i1, V, ks, T(0), O, qs);
@@ -64,7 +77,7 @@ void forward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, T* 
 // accumulate into them in a fixed order without races.
 template <class T>
 void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, const T* o, const T* lse, const T* dout,
-                  T* dq, T* dk, T* dv) {
+                  T* dq, T* dk, T* dv, const int32_t* seq) {
   const int64_t qs = d.nq * d.hd, ks = d.nkv * d.hd, g = d.group();
   const T scale = T(1) / std::sqrt(static_cast<T>(d.hd));
   cpu::parallel_for(d.B * d.nkv, [&](int64_t w) {
@@ -79,6 +92,7 @@ void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, co
     }
     std::vector<T> P(static_cast<size_t>(std::min(d.T, kQueryBlock) * d.T));
     std::vector<T> dS(P.size()), D(static_cast<size_t>(kQueryBlock));
+    std::vector<int64_t> start(static_cast<size_t>(kQueryBlock), 0);
     for (int64_t h = j * g; h < (j + 1) * g; ++h) {
       const T* L = lse + (b * d.nq + h) * d.T;
       for (int64_t i0 = 0; i0 < d.T; i0 += kQueryBlock) {
@@ -87,15 +101,17 @@ void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, co
         const T* O = o + (b * d.T + i0) * qs + h * d.hd;
         const T* dO = dout + (b * d.T + i0) * qs + h * d.hd;
         T* dQ = dq + (b * d.T + i0) * qs + h * d.hd;
+        if (seq) key_starts(seq + b * d.T, i0, rows, start.data());
         cpu::gemm<T>(false, true, rows, i1, d.hd, scale, Q, qs, K, ks, T(0), P.data(), i1);
         cpu::gemm<T>(false, true, rows, i1, d.hd, T(1), dO, qs, V, ks, T(0), dS.data(), i1);
         for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
+          const int64_t i = i0 + r, s0 = start[r];
           T Dr = 0;
           for (int64_t c = 0; c < d.hd; ++c) Dr += dO[r * qs + c] * O[r * qs + c];
           T* pr = P.data() + r * i1;
           T* sr = dS.data() + r * i1;
-          for (int64_t s = 0; s <= i; ++s) {
+          for (int64_t s = 0; s < s0; ++s) pr[s] = sr[s] = 0;
+          for (int64_t s = s0; s <= i; ++s) {
             pr[s] = std::exp(pr[s] - L[i]);
             sr[s] = pr[s] * (sr[s] - Dr);
           }
@@ -110,7 +126,8 @@ void backward_ref(const AttentionDims& d, const T* q, const T* k, const T* v, co
 }
 
 #if NEMOTRON_CUDA
-AttentionCudaArgs cuda_args(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v) {
+AttentionCudaArgs cuda_args(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& seq_idx) {
   NM_CHECK(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "attention on CUDA: float32 or bfloat16, got {}",
            dtype_name(q.dtype()));
   NM_CHECK(d.hd >= 1 && d.hd <= attention_cuda_max_hd, "attention on CUDA: head_dim hd = {} is not supported (1..{})",
@@ -118,6 +135,7 @@ AttentionCudaArgs cuda_args(const AttentionDims& d, const Tensor& q, const Tenso
   AttentionCudaArgs a;
   a.q = q.raw(), a.k = k.raw(), a.v = v.raw();
   a.B = d.B, a.T = d.T, a.nq = d.nq, a.nkv = d.nkv, a.hd = d.hd, a.bf16 = q.dtype() == DType::bf16;
+  a.seq_idx = seq_idx.defined() ? static_cast<const int32_t*>(seq_idx.raw()) : nullptr;
   return a;
 }
 #endif
@@ -135,16 +153,18 @@ AttentionDims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v) 
   return d;
 }
 
-void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse) {
+void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse,
+                       const Tensor& seq_idx) {
   OpScope scope(ctx, OpPhase::attention, __func__);
   AttentionDims d = attention_dims(q, k, v);
+  check_seq_idx(seq_idx, d.B, d.T, q, "attention_forward");
   expect_shape(o, q.shape(), "attention output");
   expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");
   expect_dtype(o, q.dtype(), "attention output");
   expect_dtype(lse, stat_dtype(q.dtype()), "attention lse");
 #if NEMOTRON_CUDA
   if (q.device().is_cuda()) {
-    AttentionCudaArgs a = cuda_args(d, q, k, v);
+    AttentionCudaArgs a = cuda_args(d, q, k, v, seq_idx);
     a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
     NM_CUDA_CHECK(attention_forward_cuda(a, cuda::cuda_stream(ctx)));
     return;
@@ -154,14 +174,16 @@ void attention_forward(Context& ctx, const Tensor& q, const Tensor& k, const Ten
   require_cpu(q, "attention_forward");
   dispatch_float(q.dtype(), "attention_forward", [&](auto zero) {
     using T = decltype(zero);
-    forward_ref<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), lse.data<T>());
+    forward_ref<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), lse.data<T>(), seq_idx_ptr(seq_idx));
   });
 }
 
 void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                        const Tensor& seq_idx) {
   OpScope scope(ctx, OpPhase::attention, __func__);
   AttentionDims d = attention_dims(q, k, v);
+  check_seq_idx(seq_idx, d.B, d.T, q, "attention_backward");
   expect_shape(o, q.shape(), "attention output");
   expect_shape(lse, {d.B, d.nq, d.T}, "attention lse");
   expect_shape(dout, q.shape(), "attention dout");
@@ -173,7 +195,7 @@ void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Te
   expect_dtype(lse, stat_dtype(q.dtype()), "attention lse");
 #if NEMOTRON_CUDA
   if (q.device().is_cuda()) {
-    AttentionCudaArgs a = cuda_args(d, q, k, v);
+    AttentionCudaArgs a = cuda_args(d, q, k, v, seq_idx);
     a.o = o.raw(), a.lse = static_cast<float*>(lse.raw());
     a.dout = dout.raw(), a.dq = dq.raw(), a.dk = dk.raw(), a.dv = dv.raw();
     NM_CUDA_CHECK(attention_backward_cuda(a, cuda::cuda_stream(ctx)));
@@ -185,7 +207,7 @@ void attention_backward(Context& ctx, const Tensor& q, const Tensor& k, const Te
   dispatch_float(q.dtype(), "attention_backward", [&](auto zero) {
     using T = decltype(zero);
     backward_ref<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), o.data<T>(), lse.data<T>(), dout.data<T>(),
-                    dq.data<T>(), dk.data<T>(), dv.data<T>());
+                    dq.data<T>(), dk.data<T>(), dv.data<T>(), seq_idx_ptr(seq_idx));
   });
 }
 

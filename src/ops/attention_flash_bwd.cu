@@ -6,10 +6,14 @@
 //  - dq: a block owns 64 query rows of one (batch, head) and streams key blocks up to the
 //    diagonal, recomputing P and dP to accumulate dQ += dS K.
 // Q/dO (dkdv) or K/V (dq) tiles are double-buffered with cp.async so copies overlap the MMAs.
+// Packed rows (PACKED instances): P is also zero where query and key lie in different sequences;
+// dkdv stops at the query block holding the end of its last key's sequence, dq starts at the key
+// block holding the start of its first row's sequence.
 #include <cmath>
 
 #include "ops/attention_internal_cuda.h"
 #include "ops/attention_tile_cuda.cuh"
+#include "ops/seq_idx_cuda.cuh"
 
 namespace nemotron::ops::attn {
 
@@ -23,6 +27,7 @@ struct BwdParams {
   const float *lse, *D;
   bf16 *dq, *dk, *dv;
   float *dk_part, *dv_part;  // split > 1: float32 partials [split, B, T, nkv, hd]
+  const int32_t* seq;        // seq_idx [B, T] (PACKED instances only)
   int64_t T, nq, nkv;
   int hd, split;
   float scale, scale_log2;
@@ -35,7 +40,7 @@ constexpr int dkdv_smem_bytes() { return 2 * tile_bytes<KHD>() + 2 * (2 * tile_b
 template <int KHD>
 constexpr int dq_smem_bytes() { return 6 * tile_bytes<KHD>(); }
 
-template <int KHD>
+template <int KHD, bool PACKED>
 __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p) {
   constexpr int KC = KHD / 16;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -51,7 +56,20 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
   const int64_t n0 = static_cast<int64_t>(kb) * kBlk;
   const int64_t ldq = p.nq * p.hd, ldk = p.nkv * p.hd;
   const int64_t kv_off = b * p.T * ldk + j * p.hd;
-  const int nqb = static_cast<int>((p.T + kBlk - 1) / kBlk) - kb;  // query blocks per head
+  const int64_t kw0 = n0 + warp * 16;  // this warp's first key
+  const int64_t key0 = kw0 + (lane >> 2);
+  // Packed: one past the last query that sees each of the thread's two keys, and of the block.
+  int64_t q_end[2] = {p.T, p.T}, q_stop = p.T;
+  if constexpr (PACKED) {
+    const int32_t* seq = p.seq + b * p.T;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t key = key0 + 8 * r;
+      q_end[r] = seq_end(seq, key < p.T ? key : p.T - 1, p.T);
+    }
+    q_stop = seq_end(seq, n0 + kBlk - 1 < p.T ? n0 + kBlk - 1 : p.T - 1, p.T);
+  }
+  const int nqb = static_cast<int>((q_stop + kBlk - 1) / kBlk) - kb;  // query blocks per head
   const int its = static_cast<int>(g) * nqb;
 
   load_tile<kBlk, KHD, kThreads>(sK, p.k + kv_off, ldk, n0, p.T, p.hd);
@@ -73,8 +91,6 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
   for (int i = 0; i < KHD / 8; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.0f;
-  const int64_t kw0 = n0 + warp * 16;  // this warp's first key
-  const int64_t key0 = kw0 + (lane >> 2);
 
   for (int it = 0; it < its; ++it) {
     if (it + 1 < its) {
@@ -121,6 +137,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
           const int qc = sub * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);  // query column in the tile
           float pv = exp2f(st[nt][e] * p.scale_log2 - sL[qc] * kLog2e);
           if (diag && key0 + (e >> 1) * 8 > i0 + qc) pv = 0.0f;
+          if (PACKED && i0 + qc >= q_end[e >> 1]) pv = 0.0f;
           st[nt][e] = pv;
           dpt[nt][e] = pv * (dpt[nt][e] - sD[qc]);
         }
@@ -179,7 +196,7 @@ int head_split(int64_t blocks, int64_t g) {
   return static_cast<int>(g);
 }
 
-template <int KHD>
+template <int KHD, bool PACKED>
 __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) {
   constexpr int KC = KHD / 16;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -201,9 +218,21 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) 
                                    p.hd);
     cp_async_commit();
   };
-  issue(0);
-
   const int64_t row0 = m0 + warp * 16 + (lane >> 2);
+  // Packed: first visible key of each of the thread's two rows, and the first key block needed.
+  int64_t first_key[2] = {0, 0};
+  int kb_min = 0;
+  if constexpr (PACKED) {
+    const int32_t* seq = p.seq + b * p.T;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = row0 + 8 * r;
+      first_key[r] = seq_first(seq, row < p.T ? row : p.T - 1);
+    }
+    kb_min = static_cast<int>(seq_first(seq, m0) / kBlk);
+  }
+  issue(kb_min);
+
   float L2[2], Dr[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -215,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) 
 #pragma unroll
   for (int i = 0; i < KHD / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
 
-  for (int kb = 0; kb < nkb; ++kb) {
+  for (int kb = kb_min; kb < nkb; ++kb) {
     if (kb + 1 < nkb) {
       issue(kb + 1);
       cp_async_wait<1>();
@@ -254,6 +283,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) 
         for (int e = 0; e < 4; ++e) {
           float pv = exp2f(s[nt][e] * p.scale_log2 - L2[e >> 1]);
           if (diag && c0 + nt * 8 + 2 * (lane & 3) + (e & 1) > row0 + (e >> 1) * 8) pv = 0.0f;
+          if (PACKED && c0 + nt * 8 + 2 * (lane & 3) + (e & 1) < first_key[e >> 1]) pv = 0.0f;
           s[nt][e] = pv * (dp[nt][e] - Dr[e >> 1]);  // dS
         }
 #pragma unroll
@@ -275,17 +305,18 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) 
   store_strip<KHD / 8>(p.dq + q_off, ldq, m0 + warp * 16, p.T, p.hd, dq, p.scale, p.scale, lane);
 }
 
-template <int KHD>
+template <int KHD, bool PACKED>
 cudaError_t launch(const AttentionCudaArgs& a, const float* D, cudaStream_t s) {
   constexpr int smem_kv = dkdv_smem_bytes<KHD>(), smem_q = dq_smem_bytes<KHD>();
-  cudaError_t err = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<KHD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_kv);
+  cudaError_t err =
+      cudaFuncSetAttribute(flash_bwd_dkdv_kernel<KHD, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_kv);
   if (err == cudaSuccess)
-    err = cudaFuncSetAttribute(flash_bwd_dq_kernel<KHD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q);
+    err = cudaFuncSetAttribute(flash_bwd_dq_kernel<KHD, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q);
   if (err != cudaSuccess) return err;
   const float scale = 1.0f / sqrtf(static_cast<float>(a.hd));
   BwdParams p{static_cast<const bf16*>(a.q), static_cast<const bf16*>(a.k), static_cast<const bf16*>(a.v),
               static_cast<const bf16*>(a.dout), a.lse, D, static_cast<bf16*>(a.dq), static_cast<bf16*>(a.dk),
-              static_cast<bf16*>(a.dv), nullptr, nullptr, a.T, a.nq, a.nkv, static_cast<int>(a.hd), 1, scale,
+              static_cast<bf16*>(a.dv), nullptr, nullptr, a.seq_idx, a.T, a.nq, a.nkv, static_cast<int>(a.hd), 1, scale,
               scale * kLog2e};
   const unsigned nblk = static_cast<unsigned>((a.T + kBlk - 1) / kBlk);
   p.split = head_split(static_cast<int64_t>(nblk) * a.nkv * a.B, a.nq / a.nkv);
@@ -295,9 +326,9 @@ cudaError_t launch(const AttentionCudaArgs& a, const float* D, cudaStream_t s) {
     if (err != cudaSuccess) return err;
     p.dv_part = p.dk_part + p.split * n_kv;
   }
-  flash_bwd_dkdv_kernel<KHD><<<dim3(nblk, static_cast<unsigned>(a.nkv * p.split), static_cast<unsigned>(a.B)),
+  flash_bwd_dkdv_kernel<KHD, PACKED><<<dim3(nblk, static_cast<unsigned>(a.nkv * p.split), static_cast<unsigned>(a.B)),
                                kThreads, smem_kv, s>>>(p);
-  flash_bwd_dq_kernel<KHD><<<dim3(nblk, static_cast<unsigned>(a.nq), static_cast<unsigned>(a.B)), kThreads, smem_q, s>>>(p);
+  flash_bwd_dq_kernel<KHD, PACKED><<<dim3(nblk, static_cast<unsigned>(a.nq), static_cast<unsigned>(a.B)), kThreads, smem_q, s>>>(p);
   if (p.split > 1) {
     const unsigned eb = static_cast<unsigned>((n_kv + 255) / 256);
     sum_parts_kernel<<<eb, 256, 0, s>>>(p.dk_part, p.split, n_kv, p.dk);
@@ -311,7 +342,8 @@ cudaError_t launch(const AttentionCudaArgs& a, const float* D, cudaStream_t s) {
 }  // namespace
 
 cudaError_t flash_backward(const AttentionCudaArgs& a, const float* D, cudaStream_t s) {
-  return a.hd <= 64 ? launch<64>(a, D, s) : launch<128>(a, D, s);
+  if (a.seq_idx) return a.hd <= 64 ? launch<64, true>(a, D, s) : launch<128, true>(a, D, s);
+  return a.hd <= 64 ? launch<64, false>(a, D, s) : launch<128, false>(a, D, s);
 }
 
 }  // namespace nemotron::ops::attn

@@ -5,11 +5,14 @@
 // from the diagonal down, so only the first ones need the causal mask; query blocks with the most
 // keys are scheduled first. Two 4-warp blocks share an SM, so one's softmax overlaps the other's
 // MMAs (one 8-warp block keeps all warps in the same phase between its barriers). Scores live in
-// the log2 domain (exp2f); lse is written in natural log.
+// the log2 domain (exp2f); lse is written in natural log. Packed rows (PACKED instance): each row
+// also masks keys before its sequence's first token, and key blocks before the first row's
+// sequence are skipped.
 #include <cmath>
 
 #include "ops/attention_internal_cuda.h"
 #include "ops/attention_tile_cuda.cuh"
+#include "ops/seq_idx_cuda.cuh"
 
 namespace nemotron::ops::attn {
 
@@ -22,6 +25,7 @@ struct FwdParams {
   const bf16 *q, *k, *v;
   bf16* o;
   float* lse;
+  const int32_t* seq;  // seq_idx [B, T] (PACKED instances only)
   int64_t T, nq, nkv;
   int hd;
   float scale_log2;  // log2(e) / sqrt(hd)
@@ -33,7 +37,7 @@ struct FwdParams {
 template <int KHD, int MS>
 constexpr int fwd_smem_bytes() { return (16 * kWarps * MS + 2 * kBN) * KHD * 2; }
 
-template <int KHD, int MS>
+template <int KHD, int MS, bool PACKED>
 __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
   constexpr int KC = KHD / 16, kBM = 16 * kWarps * MS;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -48,6 +52,21 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
   const int64_t last_row = (m0 + kBM < p.T ? m0 + kBM : p.T) - 1;
   const int nkb = static_cast<int>(last_row / kBN) + 1;
   const int wrow = warp * 16 * MS;  // the warp's first row in the tile
+  const int64_t row0 = m0 + wrow + (lane >> 2);  // strip m's rows: row0 + 16 m, row0 + 16 m + 8
+  // Packed: first visible key of each of the thread's rows, and the first key block any row needs.
+  int64_t first_key[MS][2] = {};
+  int kb_min = 0;
+  if constexpr (PACKED) {
+    const int32_t* seq = p.seq + b * p.T;
+#pragma unroll
+    for (int m = 0; m < MS; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t row = row0 + 16 * m + 8 * r;
+        first_key[m][r] = seq_first(seq, row < p.T ? row : p.T - 1);
+      }
+    kb_min = static_cast<int>(seq_first(seq, m0) / kBN);
+  }
 
   load_tile<kBM, KHD, kThreads>(sQ, Q, ldq, m0, p.T, p.hd);
   load_tile<kBN, KHD, kThreads>(sK, K, ldk, static_cast<int64_t>(nkb - 1) * kBN, p.T, p.hd);
@@ -62,9 +81,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
   float mrow[MS][2], lrow[MS][2];
 #pragma unroll
   for (int m = 0; m < MS; ++m) mrow[m][0] = mrow[m][1] = -INFINITY, lrow[m][0] = lrow[m][1] = 0.0f;
-  const int64_t row0 = m0 + wrow + (lane >> 2);  // strip m's rows: row0 + 16 m, row0 + 16 m + 8
 
-  for (int kb = nkb - 1; kb >= 0; --kb) {
+  for (int kb = nkb - 1; kb >= kb_min; --kb) {
     cp_async_wait<0>();
     __syncthreads();  // K[kb] landed; every warp is done with the previous V
     if constexpr (MS == 1) {
@@ -116,6 +134,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
         for (int e = 0; e < 4; ++e) {
           float x = s[m][nt][e] * p.scale_log2;
           if (diag && col0 + nt * 8 + (e & 1) > row0 + 16 * m + (e >> 1) * 8) x = -INFINITY;
+          if (PACKED && col0 + nt * 8 + (e & 1) < first_key[m][e >> 1]) x = -INFINITY;
           s[m][nt][e] = x;
         }
 
@@ -146,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
 
     cp_async_wait<0>();
     __syncthreads();  // V[kb] landed; every warp is done with K[kb]
-    if (kb > 0) {
+    if (kb > kb_min) {
       load_tile<kBN, KHD, kThreads>(sK, K, ldk, static_cast<int64_t>(kb - 1) * kBN, p.T, p.hd);
       cp_async_commit();
     }
@@ -192,17 +211,23 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
   }
 }
 
-template <int KHD, int MS>
-cudaError_t launch(const AttentionCudaArgs& a, cudaStream_t s) {
+template <int KHD, int MS, bool PACKED>
+cudaError_t launch_instance(const AttentionCudaArgs& a, cudaStream_t s) {
   constexpr int smem = fwd_smem_bytes<KHD, MS>(), kBM = 16 * kWarps * MS;
-  cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<KHD, MS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaError_t err =
+      cudaFuncSetAttribute(flash_fwd_kernel<KHD, MS, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   FwdParams p{static_cast<const bf16*>(a.q), static_cast<const bf16*>(a.k), static_cast<const bf16*>(a.v),
-              static_cast<bf16*>(a.o), a.lse, a.T, a.nq, a.nkv, static_cast<int>(a.hd),
+              static_cast<bf16*>(a.o), a.lse, a.seq_idx, a.T, a.nq, a.nkv, static_cast<int>(a.hd),
               1.4426950408889634f / sqrtf(static_cast<float>(a.hd))};
   const dim3 grid(static_cast<unsigned>((a.T + kBM - 1) / kBM), static_cast<unsigned>(a.nq), static_cast<unsigned>(a.B));
-  flash_fwd_kernel<KHD, MS><<<grid, kThreads, smem, s>>>(p);
+  flash_fwd_kernel<KHD, MS, PACKED><<<grid, kThreads, smem, s>>>(p);
   return cudaGetLastError();
+}
+
+template <int KHD, int MS>
+cudaError_t launch(const AttentionCudaArgs& a, cudaStream_t s) {
+  return a.seq_idx ? launch_instance<KHD, MS, true>(a, s) : launch_instance<KHD, MS, false>(a, s);
 }
 
 }  // namespace

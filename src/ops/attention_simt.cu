@@ -8,6 +8,7 @@
 
 #include "ops/attention_internal_cuda.h"
 #include "ops/cuda_vec_io.cuh"
+#include "ops/seq_idx_cuda.cuh"
 
 namespace nemotron::ops::attn {
 
@@ -27,7 +28,14 @@ __device__ inline float warp_sum(float v) {
 struct Dims {
   int64_t B, T, nq, nkv, hd;
   float scale;
+  const int32_t* seq;  // seq_idx [B, T] or null: keys range over the query's own sequence only
 };
+
+// Keys query t of row b sees start here; queries key s is seen by end before seq_end.
+__device__ inline int64_t key_first(const Dims& d, int64_t b, int64_t t) { return d.seq ? seq_first(d.seq + b * d.T, t) : 0; }
+__device__ inline int64_t query_end(const Dims& d, int64_t b, int64_t s) {
+  return d.seq ? seq_end(d.seq + b * d.T, s, d.T) : d.T;
+}
 
 template <class T>
 __device__ inline void load_row(const T* p, int64_t hd, int lane, float (&r)[kPerLane]) {
@@ -71,7 +79,7 @@ __global__ void forward_kernel(Dims d, const T* q, const T* k, const T* v, T* o,
   float qr[kPerLane], acc[kPerLane] = {};
   load_row(q + qoff(d, b, t, h), d.hd, lane, qr);
   float m = -INFINITY, l = 0;
-  for (int64_t s = 0; s <= t; ++s) {
+  for (int64_t s = key_first(d, b, t); s <= t; ++s) {
     const float x = dot_row(qr, k + koff(d, b, s, j), d.hd, lane) * d.scale;
     const float mn = fmaxf(m, x), alpha = expf(m - mn), p = expf(x - mn);
     l = l * alpha + p;
@@ -99,7 +107,7 @@ __global__ void dq_kernel(Dims d, const T* q, const T* k, const T* v, const floa
   load_row(q + qoff(d, b, t, h), d.hd, lane, qr);
   load_row(dout + qoff(d, b, t, h), d.hd, lane, dor);
   const float L = lse[row], Dr = D[row];
-  for (int64_t s = 0; s <= t; ++s) {
+  for (int64_t s = key_first(d, b, t); s <= t; ++s) {
     const T* kr = k + koff(d, b, s, j);
     const float p = expf(dot_row(qr, kr, d.hd, lane) * d.scale - L);
     const float ds = p * (dot_row(dor, v + koff(d, b, s, j), d.hd, lane) - Dr);
@@ -124,10 +132,11 @@ __global__ void dkdv_kernel(Dims d, const T* q, const T* k, const T* v, const fl
   float kr[kPerLane], vr[kPerLane], ak[kPerLane] = {}, av[kPerLane] = {};
   load_row(k + koff(d, b, s, j), d.hd, lane, kr);
   load_row(v + koff(d, b, s, j), d.hd, lane, vr);
+  const int64_t t_end = query_end(d, b, s);
   for (int64_t h = j * g; h < (j + 1) * g; ++h) {
     const float* L = lse + (b * d.nq + h) * d.T;
     const float* Dh = D + (b * d.nq + h) * d.T;
-    for (int64_t t = s; t < d.T; ++t) {
+    for (int64_t t = s; t < t_end; ++t) {
       const T* qr = q + qoff(d, b, t, h);
       const T* dor = dout + qoff(d, b, t, h);
       const float p = expf(dot_row(kr, qr, d.hd, lane) * d.scale - L[t]);
@@ -144,7 +153,7 @@ __global__ void dkdv_kernel(Dims d, const T* q, const T* k, const T* v, const fl
 }
 
 Dims dims(const AttentionCudaArgs& a) {
-  return {a.B, a.T, a.nq, a.nkv, a.hd, 1.0f / sqrtf(static_cast<float>(a.hd))};
+  return {a.B, a.T, a.nq, a.nkv, a.hd, 1.0f / sqrtf(static_cast<float>(a.hd)), a.seq_idx};
 }
 
 unsigned blocks_for(int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }

@@ -8,6 +8,9 @@
 // Dtypes (src/ops/CUDA.md): x, w, bias, y, dy, dx in the compute dtype; dw and dbias are parameter
 // gradients in grad_dtype(x) (float32 for bfloat16 x), reduced over B*T in a fixed order.
 // The CUDA kernels take K <= 4.
+// Packed rows (ops/seq_idx.h): with seq_idx [B, T] int32 given, a tap reaching x[b, t-(K-1)+k] of
+// another sequence than token t reads zero (the window restarts at every sequence start), in the
+// forward and in dx, dw, dbias. Undefined = one sequence per row, the behaviour above unchanged.
 #pragma once
 #include "core/context.h"
 
@@ -15,11 +18,12 @@ namespace nemotron::ops {
 
 // x [B, T, C] -> y [B, T, C]; w [C, K] or the Hugging Face layout [C, 1, K]; bias [C] or an
 // undefined Tensor (use_conv_bias = false).
-void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
+void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                           const Tensor& seq_idx = {});
 
 // dy [B, T, C] -> dx [B, T, C] (overwritten), dw like w (+=), dbias [C] (+=; must be defined iff
 // bias is).
 void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy,
-                            Tensor& dx, Tensor& dw, Tensor& dbias);
+                            Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& seq_idx = {});
 
 }  // namespace nemotron::ops

@@ -5,6 +5,7 @@
 #include "core/op_profiler.h"
 #include "ops/causal_conv1d.h"
 #include "ops/dispatch.h"
+#include "ops/seq_idx.h"
 #if NEMOTRON_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -24,34 +25,40 @@ T sigmoid(T v) {
   return T(1) / (T(1) + std::exp(-v));
 }
 
+// Whether tap source ts may feed token t of row b: same packed sequence (always without seq_idx).
+inline bool same_sequence(const int32_t* seq, const ConvDims& d, int64_t b, int64_t ts, int64_t t) {
+  return !seq || seq[b * d.T + ts] == seq[b * d.T + t];
+}
+
 // pre-activation of one row (b, t) for all channels; bias may be null.
 template <class T>
-void conv_row(const ConvDims& d, const T* x, const T* w, const T* bias, int64_t b, int64_t t, T* pre) {
+void conv_row(const ConvDims& d, const T* x, const T* w, const T* bias, const int32_t* seq, int64_t b, int64_t t,
+              T* pre) {
   for (int64_t c = 0; c < d.C; ++c) pre[c] = bias ? bias[c] : T(0);
   for (int64_t k = 0; k < d.K; ++k) {
     int64_t ts = t - (d.K - 1) + k;
-    if (ts < 0) continue;
+    if (ts < 0 || !same_sequence(seq, d, b, ts, t)) continue;
     const T* xr = x + (b * d.T + ts) * d.C;
     for (int64_t c = 0; c < d.C; ++c) pre[c] += w[c * d.K + k] * xr[c];
   }
 }
 
 template <class T>
-void forward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, T* y) {
+void forward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, const int32_t* seq, T* y) {
   cpu::parallel_for(d.B * d.T, [&](int64_t row) {
     T* yr = y + row * d.C;
-    conv_row(d, x, w, bias, row / d.T, row % d.T, yr);
+    conv_row(d, x, w, bias, seq, row / d.T, row % d.T, yr);
     for (int64_t c = 0; c < d.C; ++c) yr[c] = yr[c] * sigmoid(yr[c]);
   }, cpu::grain_for(d.C * (d.K + 4)));
 }
 
 template <class T>
-void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, const T* dy, T* dpre, T* dx, T* dw,
-                  T* dbias) {
+void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, const int32_t* seq, const T* dy, T* dpre,
+                  T* dx, T* dw, T* dbias) {
   // dpre = dy * SiLU'(pre), SiLU'(p) = s (1 + p (1 - s)), s = sigmoid(p).
   cpu::parallel_for(d.B * d.T, [&](int64_t row) {
     T* pr = dpre + row * d.C;
-    conv_row(d, x, w, bias, row / d.T, row % d.T, pr);
+    conv_row(d, x, w, bias, seq, row / d.T, row % d.T, pr);
     for (int64_t c = 0; c < d.C; ++c) {
       T p = pr[c], s = sigmoid(p);
       pr[c] = dy[row * d.C + c] * s * (T(1) + p * (T(1) - s));
@@ -64,7 +71,7 @@ void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, cons
     for (int64_t c = 0; c < d.C; ++c) dxr[c] = T(0);
     for (int64_t k = 0; k < d.K; ++k) {
       int64_t to = t + (d.K - 1) - k;
-      if (to >= d.T) continue;
+      if (to >= d.T || !same_sequence(seq, d, b, t, to)) continue;
       const T* pr = dpre + (b * d.T + to) * d.C;
       for (int64_t c = 0; c < d.C; ++c) dxr[c] += pr[c] * w[c * d.K + k];
     }
@@ -80,6 +87,7 @@ void backward_ref(const ConvDims& d, const T* x, const T* w, const T* bias, cons
       for (int64_t t = 0; t < d.T; ++t) {
         const T* pr = dpre + (b * d.T + t) * d.C + c0;
         for (int64_t k = std::max<int64_t>(0, (d.K - 1) - t); k < d.K; ++k) {
+          if (!same_sequence(seq, d, b, t - (d.K - 1) + k, t)) continue;
           const T* xr = x + (b * d.T + t - (d.K - 1) + k) * d.C + c0;
           T* a = acc.data() + k * kBlock;
           for (int64_t c = 0; c < nc; ++c) a[c] += pr[c] * xr[c];
@@ -108,7 +116,8 @@ ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 }
 
 #if NEMOTRON_CUDA
-CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor& w, const Tensor& bias) {
+CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor& w, const Tensor& bias,
+                               const Tensor& seq_idx) {
   NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
            "causal_conv1d on CUDA: float32 or bfloat16, got {}", dtype_name(x.dtype()));
   NM_CHECK(d.K <= kCausalConv1dCudaMaxK, "causal_conv1d on CUDA: kernel width K = {} exceeds {}", d.K,
@@ -116,20 +125,23 @@ CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor&
   CausalConv1dCudaArgs a;
   a.x = x.raw(), a.w = w.raw(), a.bias = bias.defined() ? bias.raw() : nullptr;
   a.B = d.B, a.T = d.T, a.C = d.C, a.K = d.K, a.bf16 = x.dtype() == DType::bf16;
+  a.seq_idx = seq_idx.defined() ? static_cast<const int32_t*>(seq_idx.raw()) : nullptr;
   return a;
 }
 #endif
 
 }  // namespace
 
-void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                           const Tensor& seq_idx) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
   ConvDims d = check_args(x, w, bias, "causal_conv1d_forward");
+  check_seq_idx(seq_idx, d.B, d.T, x, "causal_conv1d_forward");
   expect_shape(y, x.shape(), "causal_conv1d output");
   expect_dtype(y, x.dtype(), "causal_conv1d output");
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
-    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias);
+    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias, seq_idx);
     a.y = y.raw();
     NM_CUDA_CHECK(causal_conv1d_forward_cuda(a, cuda::cuda_stream(ctx)));
     return;
@@ -138,14 +150,16 @@ void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const
   require_cpu(x, "causal_conv1d_forward");
   dispatch_float(x.dtype(), "causal_conv1d_forward", [&](auto zero) {
     using T = decltype(zero);
-    forward_ref<T>(d, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, y.data<T>());
+    forward_ref<T>(d, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, seq_idx_ptr(seq_idx),
+                   y.data<T>());
   });
 }
 
 void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy,
-                            Tensor& dx, Tensor& dw, Tensor& dbias) {
+                            Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& seq_idx) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
   ConvDims d = check_args(x, w, bias, "causal_conv1d_backward");
+  check_seq_idx(seq_idx, d.B, d.T, x, "causal_conv1d_backward");
   expect_shape(dy, x.shape(), "causal_conv1d dy");
   expect_shape(dx, x.shape(), "causal_conv1d dx");
   expect_shape(dw, w.shape(), "causal_conv1d dw");
@@ -159,7 +173,7 @@ void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, cons
   }
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
-    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias);
+    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias, seq_idx);
     a.dy = dy.raw(), a.dx = dx.raw(), a.dw = static_cast<float*>(dw.raw());
     a.dbias = dbias.defined() ? static_cast<float*>(dbias.raw()) : nullptr;
     NM_CUDA_CHECK(causal_conv1d_backward_cuda(a, cuda::cuda_stream(ctx)));
@@ -170,7 +184,8 @@ void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, cons
   Tensor dpre = ctx.empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "causal_conv1d_backward", [&](auto zero) {
     using T = decltype(zero);
-    backward_ref<T>(d, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, dy.data<T>(),
+    backward_ref<T>(d, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, seq_idx_ptr(seq_idx),
+                    dy.data<T>(),
                     dpre.data<T>(), dx.data<T>(), dw.data<T>(), dbias.defined() ? dbias.data<T>() : nullptr);
   });
 }

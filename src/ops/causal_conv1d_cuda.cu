@@ -7,6 +7,9 @@
 // dw/dbias are reduced deterministically: registers over a thread's rows, shared memory over the
 // block's warps in a fixed order, a float32 partial per (batch, time tile), then a second kernel
 // sums those partials in a fixed order.
+// Packed rows (seq_idx): a second instance of each kernel (template flag PACKED, so a call without
+// seq_idx runs the unchanged code) also loads the run's sequence ids and drops every tap whose
+// source row belongs to another sequence than the output row, in y, dx and dw/dbias alike.
 #include <cuda_bf16.h>
 
 #include "ops/causal_conv1d_cuda.h"
@@ -60,23 +63,40 @@ __device__ inline void load_run(const T* __restrict__ p, int64_t u0, int64_t T_,
   }
 }
 
-// The pre-activation of run row r: bias + sum_k w[k] xs[r + k].
-template <int VEC, int K>
+// ids[j] = seq_idx of row u0 - (K-1) + j (0 outside [0, T), where x and dy are zero anyway).
+template <int K>
+__device__ inline void load_ids(const int32_t* __restrict__ seq, int64_t u0, int64_t T_, int (&ids)[K - 1 + kRun]) {
+#pragma unroll
+  for (int j = 0; j < K - 1 + kRun; ++j) {
+    const int64_t u = u0 - (K - 1) + j;
+    ids[j] = u >= 0 && u < T_ ? seq[u] : 0;
+  }
+}
+
+// Whether tap k of run row r reads its own sequence (always when not PACKED).
+template <bool PACKED, int K>
+__device__ inline bool tap_on(const int (&ids)[K - 1 + kRun], int r, int k) {
+  return !PACKED || ids[r + k] == ids[r + K - 1];
+}
+
+// The pre-activation of run row r: bias + sum_k w[k] xs[r + k] (taps of its own sequence).
+template <int VEC, int K, bool PACKED>
 __device__ inline void conv_row(const float (&xs)[K - 1 + kRun][VEC], int r, const float (&wk)[K][VEC],
-                                const float (&bs)[VEC], float (&pre)[VEC]) {
+                                const float (&bs)[VEC], const int (&ids)[K - 1 + kRun], float (&pre)[VEC]) {
 #pragma unroll
   for (int v = 0; v < VEC; ++v) {
     float p = bs[v];
 #pragma unroll
-    for (int k = 0; k < K; ++k) p += wk[k][v] * xs[r + k][v];
+    for (int k = 0; k < K; ++k)
+      if (tap_on<PACKED, K>(ids, r, k)) p += wk[k][v] * xs[r + k][v];
     pre[v] = p;
   }
 }
 
-template <class T, int VEC, int K>
+template <class T, int VEC, int K, bool PACKED>
 __global__ void __launch_bounds__(kLanes* kWarps)
     forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
-                   Dims d) {
+                   const int32_t* __restrict__ seq, Dims d) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
   const int64_t b = blockIdx.z, u0 = static_cast<int64_t>(blockIdx.y) * kFwdTile + threadIdx.y * kRun;
   if (c0 >= d.C || u0 >= d.T) return;
@@ -84,11 +104,13 @@ __global__ void __launch_bounds__(kLanes* kWarps)
   load_weights<VEC, K>(w, bias, c0, wk, bs);
   const int64_t base = b * d.T * d.C + c0;
   load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
+  int ids[K - 1 + kRun] = {};
+  if constexpr (PACKED) load_ids<K>(seq + b * d.T, u0, d.T, ids);
 #pragma unroll
   for (int r = 0; r < kRun; ++r) {
     if (u0 + r >= d.T) break;
     float pre[VEC], out[VEC];
-    conv_row<VEC, K>(xs, r, wk, bs, pre);
+    conv_row<VEC, K, PACKED>(xs, r, wk, bs, ids, pre);
 #pragma unroll
     for (int v = 0; v < VEC; ++v) out[v] = pre[v] * sigmoid(pre[v]);
     store<VEC>(y + base + (u0 + r) * d.C, out);
@@ -96,14 +118,16 @@ __global__ void __launch_bounds__(kLanes* kWarps)
 }
 
 // partial [R, K + 1, C] with R = B * gridDim.y: rows k < K hold dw[:, k], row K holds dbias.
-template <class T, int VEC, int K>
+template <class T, int VEC, int K, bool PACKED>
 __global__ void __launch_bounds__(kLanes* kWarps, 3)
     backward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                    const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial, Dims d) {
+                    const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial,
+                    const int32_t* __restrict__ seq, Dims d) {
   constexpr int kBwdTile = bwd_tile(K), kCols = kLanes * VEC, kRows = kBwdTile + K - 1;
   constexpr int kRuns = (kRows + kRun - 1) / kRun;
   // dpre rows t0 .. t0 + kBwdTile + K - 2; reused afterwards for the warp reduction.
   __shared__ float dpre[kRows][kCols];
+  __shared__ int row_ids[PACKED ? kRows : 1];  // sequence ids of the dpre rows (PACKED only)
   static_assert(kWarps * (K + 1) <= kRows, "the reduction reuses the dpre buffer");
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
   const bool active = c0 < d.C;
@@ -115,13 +139,19 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
 #pragma unroll
     for (int v = 0; v < VEC; ++v) acc[k][v] = 0.0f;
   if (active) load_weights<VEC, K>(w, bias, c0, wk, bs);
+  if constexpr (PACKED) {
+    for (int i = threadIdx.y * kLanes + threadIdx.x; i < kRows; i += kLanes * kWarps)
+      row_ids[i] = t0 + i < d.T ? seq[b * d.T + t0 + i] : 0;
+  }
 
   for (int run = threadIdx.y; run < kRuns; run += kWarps) {
     const int i0 = run * kRun;
     const int64_t u0 = t0 + i0;
     float xs[K - 1 + kRun][VEC], g[kRun][VEC];
+    int ids[K - 1 + kRun] = {};
     if (active) {
       load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
+      if constexpr (PACKED) load_ids<K>(seq + b * d.T, u0, d.T, ids);
 #pragma unroll
       for (int r = 0; r < kRun; ++r) {
         if (u0 + r < d.T) {
@@ -141,7 +171,7 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
       for (int v = 0; v < VEC; ++v) dp[v] = 0.0f;
       if (active) {
         float pre[VEC];
-        conv_row<VEC, K>(xs, r, wk, bs, pre);
+        conv_row<VEC, K, PACKED>(xs, r, wk, bs, ids, pre);
 #pragma unroll
         for (int v = 0; v < VEC; ++v) {
           const float s = sigmoid(pre[v]);
@@ -151,7 +181,8 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
 #pragma unroll
           for (int v = 0; v < VEC; ++v) {
 #pragma unroll
-            for (int k = 0; k < K; ++k) acc[k][v] += dp[v] * xs[r + k][v];
+            for (int k = 0; k < K; ++k)
+              if (tap_on<PACKED, K>(ids, r, k)) acc[k][v] += dp[v] * xs[r + k][v];
             acc[K][v] += dp[v];
           }
         }
@@ -168,7 +199,8 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
       for (int v = 0; v < VEC; ++v) {
         float sum = 0.0f;
 #pragma unroll
-        for (int k = 0; k < K; ++k) sum += dpre[i + K - 1 - k][threadIdx.x * VEC + v] * wk[k][v];
+        for (int k = 0; k < K; ++k)
+          if (!PACKED || row_ids[i + K - 1 - k] == row_ids[i]) sum += dpre[i + K - 1 - k][threadIdx.x * VEC + v] * wk[k][v];
         gx[v] = sum;
       }
       store<VEC>(dx + base + (t0 + i) * d.C, gx);
@@ -212,18 +244,18 @@ dim3 grid_for(const CausalConv1dCudaArgs& a, int vec, int tile) {
   return dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(tiles), static_cast<unsigned>(a.B));
 }
 
-template <class T, int VEC, int K>
+template <class T, int VEC, int K, bool PACKED>
 void launch_forward(const CausalConv1dCudaArgs& a, cudaStream_t s) {
-  forward_kernel<T, VEC, K><<<grid_for(a, VEC, kFwdTile), dim3(kLanes, kWarps), 0, s>>>(
+  forward_kernel<T, VEC, K, PACKED><<<grid_for(a, VEC, kFwdTile), dim3(kLanes, kWarps), 0, s>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias), static_cast<T*>(a.y),
-      Dims{a.B, a.T, a.C});
+      a.seq_idx, Dims{a.B, a.T, a.C});
 }
 
-template <class T, int VEC, int K>
+template <class T, int VEC, int K, bool PACKED>
 void launch_backward(const CausalConv1dCudaArgs& a, float* partial, cudaStream_t s) {
-  backward_kernel<T, VEC, K><<<grid_for(a, VEC, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
+  backward_kernel<T, VEC, K, PACKED><<<grid_for(a, VEC, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias),
-      static_cast<const T*>(a.dy), static_cast<T*>(a.dx), partial, Dims{a.B, a.T, a.C});
+      static_cast<const T*>(a.dy), static_cast<T*>(a.dx), partial, a.seq_idx, Dims{a.B, a.T, a.C});
 }
 
 // Calls f.template operator()<T, VEC, K>() for the runtime dtype, K and the vector width: `wide`
@@ -258,7 +290,10 @@ cudaError_t causal_conv1d_forward_cuda(const CausalConv1dCudaArgs& a, cudaStream
   if (a.B == 0 || a.T == 0 || a.C == 0) return cudaSuccess;
   const void* ptrs[] = {a.x, a.y};
   cudaError_t err =
-      dispatch<kFwdVec>(a, ptrs, 2, [&]<class T, int V, int K>() { launch_forward<T, V, K>(a, s); });
+      dispatch<kFwdVec>(a, ptrs, 2, [&]<class T, int V, int K>() {
+    if (a.seq_idx) launch_forward<T, V, K, true>(a, s);
+    else launch_forward<T, V, K, false>(a, s);
+  });
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
@@ -270,7 +305,10 @@ cudaError_t causal_conv1d_backward_cuda(const CausalConv1dCudaArgs& a, cudaStrea
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), R * n * sizeof(float), s);
   if (err != cudaSuccess) return err;
   const void* ptrs[] = {a.x, a.dy, a.dx};
-  err = dispatch<kBwdVec>(a, ptrs, 3, [&]<class T, int V, int K>() { launch_backward<T, V, K>(a, partial, s); });
+  err = dispatch<kBwdVec>(a, ptrs, 3, [&]<class T, int V, int K>() {
+    if (a.seq_idx) launch_backward<T, V, K, true>(a, partial, s);
+    else launch_backward<T, V, K, false>(a, partial, s);
+  });
   if (err == cudaSuccess) {
     reduce_kernel<<<reduce::column_sum_grid(n), reduce::column_sum_block(), 0, s>>>(
         partial, R, a.C, static_cast<int>(a.K), a.dw, a.dbias);

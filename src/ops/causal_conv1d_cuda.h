@@ -20,6 +20,7 @@ struct CausalConv1dCudaArgs {
   void* dx = nullptr;       // overwritten
   float* dw = nullptr;      // [C, K], +=
   float* dbias = nullptr;   // [C], +=; null exactly when bias is
+  const int32_t* seq_idx = nullptr;  // [B, T] packed-sequence ids (causal_conv1d.h); null = none
   int64_t B = 0, T = 0, C = 0, K = 0;
   bool bf16 = false;
 };

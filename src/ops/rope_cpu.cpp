@@ -17,21 +17,23 @@ namespace nemotron::ops {
 
 namespace {
 
-// sign = +1 rotates by +angle (forward), -1 by -angle (backward).
+// sign = +1 rotates by +angle (forward), -1 by -angle (backward). pos: position_ids [B, T] or null
+// (position of token t = t); either way position_offset is added. One cos/sin row per distinct
+// table index: token t without pos, token (b, t) with it.
 template <class T>
 void rotate_ref(const T* x, T* y, int64_t B, int64_t T_, int64_t nh, int64_t hd, double theta, int64_t offset,
-                double sign) {
-  const int64_t half = hd / 2;
-  std::vector<T> cs(static_cast<size_t>(T_ * half)), sn(cs.size());
-  for (int64_t t = 0; t < T_; ++t)
+                double sign, const int32_t* pos) {
+  const int64_t half = hd / 2, rows = pos ? B * T_ : T_;
+  std::vector<T> cs(static_cast<size_t>(rows * half)), sn(cs.size());
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < half; ++i) {
       double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
-      double a = static_cast<double>(offset + t) * f;
-      cs[t * half + i] = static_cast<T>(std::cos(a));
-      sn[t * half + i] = static_cast<T>(sign * std::sin(a));
+      double a = static_cast<double>(offset + (pos ? pos[r] : r)) * f;
+      cs[r * half + i] = static_cast<T>(std::cos(a));
+      sn[r * half + i] = static_cast<T>(sign * std::sin(a));
     }
   cpu::parallel_for(B * T_, [&](int64_t bt) {
-    const int64_t t = bt % T_;
+    const int64_t t = pos ? bt : bt % T_;
     const T* c = cs.data() + t * half;
     const T* s = sn.data() + t * half;
     for (int64_t h = 0; h < nh; ++h) {
@@ -46,10 +48,19 @@ void rotate_ref(const T* x, T* y, int64_t B, int64_t T_, int64_t nh, int64_t hd,
   }, std::max<int64_t>(1, 16384 / (nh * hd)));  // keep tiny shapes on one thread
 }
 
-void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offset, double sign, const char* op) {
+void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offset, double sign,
+            const Tensor& position_ids, const char* op) {
   NM_CHECK(x.rank() == 4 && x.dim(3) % 2 == 0, "{}: expected [B, T, heads, even head_dim], got {}", op,
            x.shape().str());
   NM_CHECK(theta > 0, "{}: rope_theta must be positive, got {}", op, theta);
+  if (position_ids.defined()) {
+    NM_CHECK(position_ids.rank() == 2 && position_ids.dim(0) == x.dim(0) && position_ids.dim(1) == x.dim(1),
+             "{}: position_ids must be [B, T] = [{}, {}], got {}", op, x.dim(0), x.dim(1), position_ids.shape().str());
+    NM_CHECK(position_ids.dtype() == DType::i32, "{}: position_ids must be int32, got {}", op,
+             dtype_name(position_ids.dtype()));
+    NM_CHECK(position_ids.device() == x.device(), "{}: position_ids on {}, x on {}", op, position_ids.device().str(),
+             x.device().str());
+  }
   expect_shape(y, x.shape(), op);
   expect_dtype(y, x.dtype(), op);
 #if NEMOTRON_CUDA
@@ -59,6 +70,7 @@ void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offs
     RopeCudaArgs a;
     a.x = x.raw(), a.y = y.raw(), a.B = x.dim(0), a.T = x.dim(1), a.nh = x.dim(2), a.hd = x.dim(3);
     a.theta = theta, a.position_offset = offset, a.sign = sign, a.bf16 = x.dtype() == DType::bf16;
+    a.position_ids = position_ids.defined() ? static_cast<const int32_t*>(position_ids.raw()) : nullptr;
     NM_CUDA_CHECK(rope_cuda(a, cuda::cuda_stream(ctx)));
     return;
   }
@@ -67,20 +79,23 @@ void rotate(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t offs
   require_cpu(x, op);
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
-    rotate_ref<T>(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, offset, sign);
+    rotate_ref<T>(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, offset, sign,
+                  position_ids.defined() ? position_ids.data<int32_t>() : nullptr);
   });
 }
 
 }  // namespace
 
-void rope_forward(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t position_offset) {
+void rope_forward(Context& ctx, const Tensor& x, double theta, Tensor& y, int64_t position_offset,
+                  const Tensor& position_ids) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
-  rotate(ctx, x, theta, y, position_offset, 1.0, "rope_forward");
+  rotate(ctx, x, theta, y, position_offset, 1.0, position_ids, "rope_forward");
 }
 
-void rope_backward(Context& ctx, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset) {
+void rope_backward(Context& ctx, const Tensor& dy, double theta, Tensor& dx, int64_t position_offset,
+                   const Tensor& position_ids) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
-  rotate(ctx, dy, theta, dx, position_offset, -1.0, "rope_backward");
+  rotate(ctx, dy, theta, dx, position_offset, -1.0, position_ids, "rope_backward");
 }
 
 }  // namespace nemotron::ops

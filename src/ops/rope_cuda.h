@@ -13,6 +13,7 @@ struct RopeCudaArgs {
   int64_t B = 0, T = 0, nh = 0, hd = 0;
   double theta = 10000.0;
   int64_t position_offset = 0;
+  const int32_t* position_ids = nullptr;  // [B, T] or null (position of token t = t)
   double sign = 1.0;  // +1 forward, -1 backward (rotation by the negative angle)
   bool bf16 = false;
 };

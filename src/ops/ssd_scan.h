@@ -18,6 +18,16 @@
 // Work is parallel over (batch, group) so that C B^T is shared by the heads of a group and dBm/dCm
 // (summed over those heads) have a single writer. The CUDA kernels (ssd_scan_cuda.cu) run the same
 // chunked algorithm as tile GEMMs, deterministic (fixed-order reductions, no atomics).
+//
+// Packed rows (ops/seq_idx.h): with seq_idx [B, T] int32 given, the state restarts at zero at
+// every sequence start t (seq_idx[b,t] != seq_idx[b,t-1]): S_{t-1} is replaced by 0 there. The
+// initial state, if given, is the state before the row's first sequence only; final_state is the
+// state after the row's last token, i.e. the last sequence's own state. A row of several
+// sequences thus gives each the y it would have alone (the first one with initial_state). In the
+// chunked form this masks the decay matrix where ids differ, drops a token's contribution to the
+// chunk's outgoing state unless it belongs to the chunk's last sequence, and drops the carried
+// state for tokens (and the outgoing state) of a later sequence than the one it belongs to; the
+// backward is the adjoint of exactly that function (no gradient flows through masked products).
 #pragma once
 #include "core/context.h"
 
@@ -27,6 +37,7 @@ struct SsdScanArgs {
   Tensor x, dt, A, Bm, Cm, D;
   Tensor initial_state;   // [B, nH, P, N]; undefined = zeros
   int64_t chunk_size = 128;
+  Tensor seq_idx = {};    // [B, T] int32 packed-sequence ids; undefined = one sequence per row
 };
 
 struct SsdScanGrads {

@@ -5,6 +5,7 @@
 #include "backend/cpu/parallel.h"
 #include "core/op_profiler.h"
 #include "ops/dispatch.h"
+#include "ops/seq_idx.h"
 #include "ops/ssd_scan.h"
 #if NEMOTRON_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -31,6 +32,26 @@ struct ScanDims {
 template <class T>
 struct ScanIn {
   const T *x, *dt, *A, *Bm, *Cm, *D, *init;  // init null = zero initial state
+  const int32_t* seq;                        // seq_idx [B, T]; null = one sequence per row
+};
+
+// Which products of one chunk cross a packed-sequence boundary (ops/seq_idx.h). `entering` is the
+// sequence the carried state belongs to: that of the token before the chunk, or for the first
+// chunk the row's first sequence (the only one the initial state feeds). Without seq_idx every
+// product is kept.
+struct ChunkMask {
+  const int32_t* sq = nullptr;  // ids of the chunk's L tokens; null = no boundaries
+  int32_t entering = 0;
+  int64_t L = 0;
+  ChunkMask(const int32_t* seq, int64_t b, int64_t T, int64_t t0, int64_t L_) : L(L_) {
+    if (!seq) return;
+    sq = seq + b * T + t0;
+    entering = t0 == 0 ? sq[0] : sq[-1];
+  }
+  bool same(int64_t l, int64_t s) const { return !sq || sq[l] == sq[s]; }           // intra-chunk pair
+  bool state_reaches(int64_t l) const { return !sq || sq[l] == entering; }           // carried state -> token l
+  bool leaves(int64_t l) const { return !sq || sq[l] == sq[L - 1]; }                 // token l -> outgoing state
+  bool state_survives() const { return !sq || sq[L - 1] == entering; }               // carried -> outgoing
 };
 
 // One head over one chunk of L tokens: lam[l] = sum_{j<=l} dt_j A (in-chunk log-decay) and
@@ -46,26 +67,29 @@ void discretize(const ScanDims& d, const T* dtc, const T* xc, T A, int64_t L, T*
   }
 }
 
-// E[l, s] = exp(lam_l - lam_s) for s <= l, 0 above the diagonal; M = CB o E.
+// E[l, s] = exp(lam_l - lam_s) for s <= l in the same sequence, 0 elsewhere; M = CB o E.
 template <class T>
-void decay_matrices(const T* lam, const T* CB, int64_t L, T* E, T* M) {
+void decay_matrices(const T* lam, const T* CB, const ChunkMask& mask, T* E, T* M) {
+  const int64_t L = mask.L;
   for (int64_t l = 0; l < L; ++l)
     for (int64_t s = 0; s < L; ++s) {
-      T e = s <= l ? std::exp(lam[l] - lam[s]) : T(0);
+      T e = s <= l && mask.same(l, s) ? std::exp(lam[l] - lam[s]) : T(0);
       if (E) E[l * L + s] = e;
       M[l * L + s] = CB[l * L + s] * e;
     }
 }
 
 // S <- exp(lam_{L-1}) S + xb^T (w o B), w_l = exp(lam_{L-1} - lam_l): the state after the chunk.
+// Across a boundary the carried state is dropped and earlier sequences' tokens contribute nothing.
 template <class T>
-void advance_state(const ScanDims& d, const T* lam, const T* xb, const T* Bc, int64_t L, T* Bs, T* S) {
+void advance_state(const ScanDims& d, const T* lam, const T* xb, const T* Bc, const ChunkMask& mask, T* Bs, T* S) {
+  const int64_t L = mask.L;
   T last = lam[L - 1];
   for (int64_t l = 0; l < L; ++l) {
-    T w = std::exp(last - lam[l]);
+    T w = mask.leaves(l) ? std::exp(last - lam[l]) : T(0);
     for (int64_t n = 0; n < d.N; ++n) Bs[l * d.N + n] = w * Bc[l * d.sbc() + n];
   }
-  T decay = std::exp(last);
+  T decay = mask.state_survives() ? std::exp(last) : T(0);
   for (int64_t i = 0; i < d.P * d.N; ++i) S[i] *= decay;
   cpu::gemm<T>(true, false, d.P, d.N, L, T(1), xb, d.P, Bs, d.N, T(1), S, d.N);
 }
@@ -88,6 +112,7 @@ void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_stat
     load_initial_states(d, in.init, b, g, S.data());
     for (int64_t t0 = 0; t0 < d.T; t0 += d.Q) {
       const int64_t L = std::min(d.Q, d.T - t0), row0 = b * d.T + t0;
+      const ChunkMask mask(in.seq, b, d.T, t0, L);
       const T* Bc = in.Bm + row0 * sbc + g * d.N;
       const T* Cc = in.Cm + row0 * sbc + g * d.N;
       cpu::gemm<T>(false, true, L, L, d.N, T(1), Cc, sbc, Bc, sbc, T(0), CB.data(), L);  // CB[l,s] = C_l . B_s
@@ -97,18 +122,18 @@ void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_stat
         T* yc = y + row0 * sx + h * d.P;
         T* Sj = S.data() + j * PN;
         discretize(d, in.dt + row0 * d.nH + h, xc, in.A[h], L, lam.data(), xb.data());
-        decay_matrices<T>(lam.data(), CB.data(), L, nullptr, M.data());
+        decay_matrices<T>(lam.data(), CB.data(), mask, nullptr, M.data());
         // intra-chunk: Y = M xb
         cpu::gemm<T>(false, false, L, d.P, L, T(1), M.data(), L, xb.data(), d.P, T(0), yc, sx);
         // from the entering state: Y[l] += exp(lam_l) S C_l
         for (int64_t l = 0; l < L; ++l) {
-          T e = std::exp(lam[l]);
+          T e = mask.state_reaches(l) ? std::exp(lam[l]) : T(0);
           for (int64_t n = 0; n < d.N; ++n) Cs[l * d.N + n] = e * Cc[l * sbc + n];
         }
         cpu::gemm<T>(false, true, L, d.P, d.N, T(1), Cs.data(), d.N, Sj, d.N, T(1), yc, sx);
         for (int64_t l = 0; l < L; ++l)
           for (int64_t p = 0; p < d.P; ++p) yc[l * sx + p] += in.D[h] * xc[l * sx + p];
-        advance_state(d, lam.data(), xb.data(), Bc, L, Bs.data(), Sj);
+        advance_state(d, lam.data(), xb.data(), Bc, mask, Bs.data(), Sj);
       }
     }
     if (final_state)
@@ -126,6 +151,7 @@ void naive_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state)
     for (int64_t i = 0; i < PN; ++i) S[i] = in.init ? in.init[bh * PN + i] : T(0);
     for (int64_t t = 0; t < d.T; ++t) {
       const int64_t row = b * d.T + t;
+      if (in.seq && t > 0 && in.seq[row] != in.seq[row - 1]) std::fill(S.begin(), S.end(), T(0));  // a new sequence
       const T dt = in.dt[row * d.nH + h], alpha = std::exp(dt * in.A[h]);
       const T* xt = in.x + row * sx + h * d.P;
       const T* Bt = in.Bm + row * sbc + g * d.N;
@@ -166,7 +192,8 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
       for (int64_t j = 0; j < hpg; ++j) {
         const int64_t h = g * hpg + j;
         discretize(d, in.dt + row0 * d.nH + h, in.x + row0 * sx + h * d.P, in.A[h], L, lam.data(), xb.data());
-        advance_state(d, lam.data(), xb.data(), in.Bm + row0 * sbc + g * d.N, L, Bs.data(), S.data() + j * PN);
+        advance_state(d, lam.data(), xb.data(), in.Bm + row0 * sbc + g * d.N, ChunkMask(in.seq, b, d.T, t0, L),
+                      Bs.data(), S.data() + j * PN);
       }
     }
 
@@ -179,6 +206,7 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
 
     for (int64_t c = nc - 1; c >= 0; --c) {
       const int64_t t0 = c * d.Q, L = std::min(d.Q, d.T - t0), row0 = b * d.T + t0;
+      const ChunkMask mask(in.seq, b, d.T, t0, L);
       const T* Bc = in.Bm + row0 * sbc + g * d.N;
       const T* Cc = in.Cm + row0 * sbc + g * d.N;
       T* dBc = dBm + row0 * sbc + g * d.N;
@@ -196,9 +224,9 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
         const T* Sin = Sall.data() + (c * hpg + j) * PN;
         T* dSout = dS.data() + j * PN;
         discretize(d, dtc, xc, A, L, lam.data(), xb.data());
-        decay_matrices(lam.data(), CB.data(), L, E.data(), M.data());
+        decay_matrices(lam.data(), CB.data(), mask, E.data(), M.data());
         std::fill(dlam.begin(), dlam.begin() + L, T(0));
-        const T last = lam[L - 1], decay = std::exp(last);
+        const T last = lam[L - 1], decay = mask.state_survives() ? std::exp(last) : T(0);
 
         // Skip term D x.
         T dD = 0;
@@ -211,7 +239,7 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
 
         // Entering-state term Y[l] += e^{lam_l} Sin C_l: dC, dSin, dlam.
         for (int64_t l = 0; l < L; ++l) {
-          T e = std::exp(lam[l]);
+          T e = mask.state_reaches(l) ? std::exp(lam[l]) : T(0);
           for (int64_t p = 0; p < d.P; ++p) dYs[l * d.P + p] = e * dyc[l * sx + p];
         }
         cpu::gemm<T>(false, false, L, d.N, d.P, T(1), dYs.data(), d.P, Sin, d.N, T(0), tmpN.data(), d.N);
@@ -232,7 +260,7 @@ void chunked_backward(const ScanDims& d, const ScanIn<T>& in, const T* dy, const
         cpu::gemm<T>(false, true, L, d.P, d.N, T(1), Bc, sbc, dSout, d.N, T(0), tmpP.data(), d.P);
         cpu::gemm<T>(false, false, L, d.N, d.P, T(1), xb.data(), d.P, dSout, d.N, T(0), tmpN.data(), d.N);
         for (int64_t l = 0; l < L; ++l) {
-          T w = std::exp(last - lam[l]), dw = 0;
+          T w = mask.leaves(l) ? std::exp(last - lam[l]) : T(0), dw = 0;
           for (int64_t p = 0; p < d.P; ++p) {
             dw += xb[l * d.P + p] * tmpP[l * d.P + p];
             dxb[l * d.P + p] = w * tmpP[l * d.P + p];
@@ -298,6 +326,7 @@ ScanDims check_args(const SsdScanArgs& a, const char* op) {
   for (const Tensor* t : {&a.Bm, &a.Cm, &a.D}) expect_dtype(*t, T, "ssd_scan input");
   for (const Tensor* t : {&a.dt, &a.A}) expect_dtype(*t, S, "ssd_scan dt/A (stat_dtype)");
   if (a.initial_state.defined()) expect_dtype(a.initial_state, S, "ssd_scan initial_state");
+  check_seq_idx(a.seq_idx, d.B, d.T, a.x, op);
   return d;
 }
 
@@ -313,6 +342,7 @@ SsdScanCudaArgs cuda_args(const SsdScanArgs& a, const ScanDims& d) {
   c.initial_state = a.initial_state.defined() ? static_cast<const float*>(a.initial_state.raw()) : nullptr;
   c.B = d.B, c.T = d.T, c.nH = d.nH, c.P = d.P, c.G = d.G, c.N = d.N, c.Q = d.Q;
   c.bf16 = a.x.dtype() == DType::bf16;
+  c.seq_idx = a.seq_idx.defined() ? static_cast<const int32_t*>(a.seq_idx.raw()) : nullptr;
   return c;
 }
 #endif
@@ -320,7 +350,7 @@ SsdScanCudaArgs cuda_args(const SsdScanArgs& a, const ScanDims& d) {
 template <class T>
 ScanIn<T> inputs(const SsdScanArgs& a) {
   return {a.x.data<T>(),  a.dt.data<T>(), a.A.data<T>(), a.Bm.data<T>(), a.Cm.data<T>(), a.D.data<T>(),
-          a.initial_state.defined() ? a.initial_state.data<T>() : nullptr};
+          a.initial_state.defined() ? a.initial_state.data<T>() : nullptr, seq_idx_ptr(a.seq_idx)};
 }
 
 void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_state, bool naive, const char* op) {

@@ -3,6 +3,9 @@
 // Backward uses the identity dlam_l = dy_l . (y_l - D x_l) - xb_l . dxb_l + [l = last] <dSout, Sout>
 // (the decay gradients of all chunk products collapse to these row dots), so no per-element
 // decay gradient is formed. All reductions run in a fixed order (no atomics): deterministic.
+// Packed rows (seq_idx): the masks live in the decay factors, CB/dCB and the passes' chunk decay
+// (ssd_scan_cuda_problems.cuh); every term of the identity above is a masked product or absent, so
+// it holds unchanged. Without seq_idx each mask is one uniform branch on a null pointer.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +28,7 @@ Dims make_dims(const SsdScanCudaArgs& a) {
   d.P = static_cast<int>(a.P), d.G = static_cast<int>(a.G), d.N = static_cast<int>(a.N);
   d.Q = static_cast<int>(std::min(a.Q, a.T)), d.nc = static_cast<int>((a.T + d.Q - 1) / d.Q);
   d.hpg = d.nH / d.G, d.Qm = d.Q;
+  d.seq = a.seq_idx;
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   d.vec = d.P % 8 == 0 && d.N % 8 == 0 && d.Qm % 8 == 0 && aligned(a.x) && aligned(a.Bm) && aligned(a.Cm) &&
           aligned(a.dy) && aligned(a.y) && aligned(a.dx) && aligned(a.dBm) && aligned(a.dCm);
@@ -56,10 +60,15 @@ __global__ void lam_kernel(Dims d, const float* __restrict__ dt, const float* __
     if (t < t1) lam[d.lami(b, h, t)] = v;
     carry = __shfl_sync(0xffffffffu, v, 31);
   }
+  // Packed: the carried state reaches only tokens of its sequence, only tokens of the chunk's last
+  // sequence reach the outgoing state.
+  const int32_t* ids = d.seq ? d.seq + int64_t(b) * d.T : nullptr;
+  const int32_t in_id = ids ? d.entering(b, c) : 0, out_id = ids ? ids[t1 - 1] : 0;
   for (int t = t0 + lane; t < t1; t += 32) {  // carry = lam of the chunk's last token
     const int64_t i = d.lami(b, h, t);
-    const float l = lam[i], wt = expf(carry - l);
-    dk.el[i] = expf(l), dk.w[i] = wt, dk.wdt[i] = dt[d.dti(b, t, h)] * wt;
+    const float l = lam[i];
+    const float wt = !ids || ids[t] == out_id ? expf(carry - l) : 0.f;
+    dk.el[i] = !ids || ids[t] == in_id ? expf(l) : 0.f, dk.w[i] = wt, dk.wdt[i] = dt[d.dti(b, t, h)] * wt;
   }
 }
 
@@ -82,7 +91,7 @@ __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const f
     const float loc = next, lam_c = lam_next;
     if (c + 1 < d.nc) next = ssd::to_f(sloc[d.dsti(b, h, c + 1) + e]), lam_next = chunk_last(d, lam, b, h, c + 1);
     sin[d.sti(b, h, c) + e] = ssd::from_f<T>(S);
-    S = expf(lam_c) * S + loc;
+    S = (d.state_survives(b, c) ? expf(lam_c) : 0.f) * S + loc;
   }
   sin[d.sti(b, h, d.nc) + e] = ssd::from_f<T>(S);
   if (final_state) final_state[bh * PN + e] = S;
@@ -121,7 +130,7 @@ __global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam,
       dot[i] = dS * sout[i];
       if (c >= 0) {
         if (live) dsout[d.dsti(b, h, c) + e] = ssd::from_f<T>(dS);
-        dS = expf(decay[i]) * dS + z[i];
+        dS = (d.state_survives(b, c) ? expf(decay[i]) : 0.f) * dS + z[i];
       }
     }
 #pragma unroll

@@ -24,6 +24,7 @@ struct SsdScanCudaArgs {
   float* d_initial_state = nullptr;  // written when set
   int64_t B = 0, T = 0, nH = 0, P = 0, G = 1, N = 0, Q = 128;
   bool bf16 = false;
+  const int32_t* seq_idx = nullptr;  // [B, T] packed-sequence ids (ssd_scan.h); null = one per row
 };
 
 cudaError_t ssd_scan_forward_cuda(const SsdScanCudaArgs& a, cudaStream_t stream);

@@ -5,6 +5,10 @@
 // the gradient of the state leaving it ([P, N] per head and chunk). Scratch read as GEMM operands is
 // stored in T (CB, dCB, Sin, dSout: bf16 rounds operands anyway), and so are the per-chunk S_loc
 // and Z that the passes accumulate in float32 (one bf16 rounding per chunk contribution).
+// Packed rows (Dims::seq set): CB and dCB are stored as zero where l and s lie in different
+// sequences (so every product built on them, M, M^T, dC, dB, is masked), and the decay factors
+// el (carried state -> token), w and wdt (token -> outgoing state) are zero across a boundary
+// (lam_kernel); the state passes drop the carried state at a chunk holding a boundary.
 #pragma once
 #include "ops/ssd_scan_tile_gemm.cuh"
 
@@ -13,6 +17,7 @@ namespace nemotron::ops::ssd {
 struct Dims {
   int B, T, nH, P, G, N, Q, nc, hpg, Qm;  // Qm = min(Q, T): the stride of per-chunk Q x Q scratch
   bool vec;  // P, N, Qm multiples of 8 and 16-byte aligned tensors: runs of 8 load as vectors
+  const int32_t* seq = nullptr;  // seq_idx [B, T] or null (one sequence per row)
   __device__ int64_t xi(int b, int t, int h) const { return ((int64_t(b) * T + t) * nH + h) * P; }
   __device__ int64_t bci(int b, int t, int g) const { return ((int64_t(b) * T + t) * G + g) * N; }
   __device__ int64_t dti(int b, int t, int h) const { return (int64_t(b) * T + t) * nH + h; }
@@ -21,6 +26,15 @@ struct Dims {
   __device__ int64_t sti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * (nc + 1) + c) * P * N; }
   __device__ int64_t dsti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * nc + c) * P * N; }
   __device__ int64_t cbi(int b, int c, int g) const { return ((int64_t(b) * nc + c) * G + g) * Qm * Qm; }
+  // The sequence the state entering chunk c belongs to: its previous token's, or the row's first.
+  __device__ int32_t entering(int b, int c) const {
+    const int t0 = c * Q;
+    return seq[int64_t(b) * T + (t0 == 0 ? 0 : t0 - 1)];
+  }
+  // Whether the state entering chunk c survives it (no boundary in or at the start of the chunk).
+  __device__ bool state_survives(int b, int c) const {
+    return !seq || seq[int64_t(b) * T + min(T, (c + 1) * Q) - 1] == entering(b, c);
+  }
 };
 
 // Per-token decay factors, laid out like lam ([B, nH, T], float32): el = exp(lam_t),
@@ -87,15 +101,31 @@ __device__ inline float row_sum8(float v) {
 }
 
 // The valid part of a float32 tile into out[(m0 + r) * ld + n0 + c] in T, runs of 8 per thread.
+// seq (packed rows, a chunk's token ids, rows and columns both tokens): zero where they differ.
 template <class T>
-__device__ inline void store_tile(T* out, int ld, bool vec, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc) {
+__device__ inline void store_tile(T* out, int ld, bool vec, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc,
+                                  const int32_t* seq = nullptr) {
 #pragma unroll
   for (int q = 0; q < kEpiPasses; ++q) {
     int r, c;
     epi_run(q, r, c);
     const int cnt = m0 + r < M ? min(8, Nc - n0 - c) : 0;
-    if (cnt > 0) st_run(out + int64_t(m0 + r) * ld + n0 + c, cnt, vec, &Cs[r][c]);
+    if (cnt <= 0) continue;
+    if (seq) {
+      float v[8];
+      const int32_t row_id = seq[m0 + r];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = i < cnt && seq[n0 + c + i] == row_id ? Cs[r][c + i] : 0.f;
+      st_run(out + int64_t(m0 + r) * ld + n0 + c, cnt, vec, v);
+    } else {
+      st_run(out + int64_t(m0 + r) * ld + n0 + c, cnt, vec, &Cs[r][c]);
+    }
   }
+}
+
+// The token ids of a chunk (packed rows) or null.
+__device__ inline const int32_t* chunk_ids(const Dims& d, int b, int t0) {
+  return d.seq ? d.seq + int64_t(b) * d.T + t0 : nullptr;
 }
 
 // Fast exp for bf16 (its rounding dwarfs __expf's error), the accurate one for float32.
@@ -187,7 +217,8 @@ struct ProbCB : ProbBase<T> {
     ld_run(Bm + this->d.bci(it.b, it.t0 + s, it.g) + n, cnt, this->d.vec, v);
   }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int) const {
-    store_tile(cb + this->d.cbi(it.b, it.c, it.g), this->d.Qm, this->d.vec, Cs, m0, n0, M, Nc);
+    store_tile(cb + this->d.cbi(it.b, it.c, it.g), this->d.Qm, this->d.vec, Cs, m0, n0, M, Nc,
+               chunk_ids(this->d, it.b, it.t0));
   }
 };
 
@@ -465,7 +496,8 @@ struct ProbDCB : ProbBase<T> {
   }
   __device__ float scale(float lam_l, float lam_s, int l, int s) const { return s > l ? 0.f : ex<T>(lam_l - lam_s); }
   __device__ void epilogue(const Item& it, const float (*Cs)[kCsLd], int m0, int n0, int M, int Nc, int) const {
-    store_tile(dcb + this->d.cbi(it.b, it.c, it.g), this->d.Qm, this->d.vec, Cs, m0, n0, M, Nc);
+    store_tile(dcb + this->d.cbi(it.b, it.c, it.g), this->d.Qm, this->d.vec, Cs, m0, n0, M, Nc,
+               chunk_ids(this->d, it.b, it.t0));
   }
 };
 

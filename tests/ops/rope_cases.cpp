@@ -1,5 +1,6 @@
 // RoPE: gradient of the rotation, a hand-worked value that pins the rotate-half pairing and the
-// frequencies, and in-place use.
+// frequencies, and in-place use. Packed rows: position_ids restarting at 0 per sequence make a
+// packed row rotate every sequence as it rotates alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,35 +8,39 @@
 #include "core/rng.h"
 #include "harness.h"
 #include "ops/rope.h"
+#include "packed_rows.h"
 
 namespace nemotron::testing {
 namespace {
 
 class RopeCase : public OpCase {
  public:
-  RopeCase(int64_t B, int64_t T, int64_t nh, int64_t hd, double theta, int64_t offset)
-      : B_(B), T_(T), nh_(nh), hd_(hd), theta_(theta), offset_(offset) {}
+  RopeCase(int64_t B, int64_t T, int64_t nh, int64_t hd, double theta, int64_t offset, PackedLayout packed = {})
+      : B_(B), T_(T), nh_(nh), hd_(hd), theta_(theta), offset_(offset), packed_(std::move(packed)) {}
   std::string op() const override { return "rope"; }
   std::string params() const override {
-    return fmt::format("B={},T={},nh={},hd={},theta={},offset={}", B_, T_, nh_, hd_, theta_, offset_);
+    return fmt::format("B={},T={},nh={},hd={},theta={},offset={}{}", B_, T_, nh_, hd_, theta_, offset_,
+                       packed_.empty() ? "" : ",packed=" + layout_str(packed_));
   }
   std::vector<InputSpec> inputs() const override { return {{"x", {B_, T_, nh_, hd_}}}; }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     Tensor y = ctx.empty(in[0].shape(), in[0].dtype());
-    ops::rope_forward(ctx, in[0], theta_, y, offset_);
+    ops::rope_forward(ctx, in[0], theta_, y, offset_, positions(ctx));
     return {y};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
                                const std::vector<Tensor>& douts) const override {
     Tensor dx = ctx.empty(in[0].shape(), in[0].dtype());
-    ops::rope_backward(ctx, douts[0], theta_, dx, offset_);
+    ops::rope_backward(ctx, douts[0], theta_, dx, offset_, positions(ctx));
     return {dx};
   }
 
  private:
+  Tensor positions(Context& ctx) const { return packed_.empty() ? Tensor() : position_ids_tensor(ctx, packed_, T_); }
   int64_t B_, T_, nh_, hd_;
   double theta_;
   int64_t offset_;
+  PackedLayout packed_;
 };
 
 NM_OP_CASES(rope_cases) {
@@ -44,7 +49,33 @@ NM_OP_CASES(rope_cases) {
   c.push_back(std::make_unique<RopeCase>(3, 5, 2, 10, 500000.0, 11));
   c.push_back(std::make_unique<RopeCase>(2, 77, 3, 128, 10000.0, 0));
   c.push_back(std::make_unique<RopeCase>(1, 33, 2, 64, 10000.0, 4000));  // long positions
+  c.push_back(std::make_unique<RopeCase>(2, 7, 3, 6, 10000.0, 0, PackedLayout{{1, 2, 4}, {7}}));
+  c.push_back(std::make_unique<RopeCase>(2, 77, 3, 128, 10000.0, 5, PackedLayout{{1, 40, 36}, {13, 1, 63}}));
   return c;
+}
+
+// THE proof for RoPE on packed rows, forward and backward, with and without a position offset.
+TEST(Rope, packed_row_with_position_ids_equals_each_sequence_alone) {
+  const int64_t B = 2, T = 19, nh = 2, hd = 8;
+  const PackedLayout layout{{1, 5, 13}, {19}};
+  Context ctx = cpu_context(DType::f64);
+  Tensor x = Tensor::empty({B, T, nh, hd}, DType::f64);
+  fill_uniform(x, Philox(5), -1, 1);
+  Tensor pos = position_ids_tensor(ctx, layout, T);
+  for (int64_t offset : {int64_t{0}, int64_t{7}}) {
+    Tensor y = Tensor::empty(x.shape(), DType::f64), dx = Tensor::empty(x.shape(), DType::f64);
+    ops::rope_forward(ctx, x, 10000.0, y, offset, pos);
+    ops::rope_backward(ctx, x, 10000.0, dx, offset, pos);
+    for (size_t b = 0; b < layout.size(); ++b)
+      for (auto [s, e] : spans(layout, b)) {
+        Tensor xs = tokens(x, b, s, e).clone();
+        Tensor ys = Tensor::empty(xs.shape(), DType::f64), dxs = Tensor::empty(xs.shape(), DType::f64);
+        ops::rope_forward(ctx, xs, 10000.0, ys, offset);
+        ops::rope_backward(ctx, xs, 10000.0, dxs, offset);
+        EXPECT_LT(relative_error(tokens(y, b, s, e), ys), 1e-15) << "row " << b << " at " << s;
+        EXPECT_LT(relative_error(tokens(dx, b, s, e), dxs), 1e-15) << "row " << b << " at " << s;
+      }
+  }
 }
 
 // hd = 4, theta = 100: frequencies 1 and 100^(-1/2) = 0.1. Dim 0 pairs with dim 2, dim 1 with 3.

@@ -1,8 +1,11 @@
 // ssd_scan: the chunked SSD forward and its chunked adjoint; gradients for x, dt, A, Bm, Cm, D and
 // the initial state, with the final state as a second output (its gradient feeds back in). dt, A
 // and the states are statistics (float32 on a bf16 target), dA and dD parameter gradients.
+// Packed rows (seq_idx): the same checks with several sequences per row, boundaries at and across
+// chunk edges. That the packed scan equals each sequence run alone: ssd_scan_equivalence_test.cpp.
 #include "harness.h"
 #include "ops/ssd_scan.h"
+#include "packed_rows.h"
 
 namespace nemotron::testing {
 namespace {
@@ -13,12 +16,14 @@ class SsdScanCase : public OpCase {
   // it with a looser bf16 bound (see tolerance()).
   enum class DA { kStrict, kSkip, kLoose };
   SsdScanCase(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t chunk, bool with_state,
-              DA da = DA::kStrict)
-      : B_(B), T_(T), nH_(nH), P_(P), G_(G), N_(N), chunk_(chunk), state_(with_state), da_(da) {}
+              DA da = DA::kStrict, PackedLayout packed = {})
+      : B_(B), T_(T), nH_(nH), P_(P), G_(G), N_(N), chunk_(chunk), state_(with_state), da_(da),
+        packed_(std::move(packed)) {}
   std::string op() const override { return "ssd_scan"; }
   std::string params() const override {
-    return fmt::format("B={},T={},H={},P={},G={},N={},chunk={},state={}{}", B_, T_, nH_, P_, G_, N_, chunk_,
-                       state_ ? 1 : 0, da_ == DA::kSkip ? ",no_dA" : da_ == DA::kLoose ? ",loose_dA" : "");
+    return fmt::format("B={},T={},H={},P={},G={},N={},chunk={},state={}{}{}", B_, T_, nH_, P_, G_, N_, chunk_,
+                       state_ ? 1 : 0, da_ == DA::kSkip ? ",no_dA" : da_ == DA::kLoose ? ",loose_dA" : "",
+                       packed_.empty() ? "" : ",packed=" + layout_str(packed_));
   }
   std::vector<InputSpec> inputs() const override {
     std::vector<InputSpec> in{{"x", {B_, T_, nH_, P_}},
@@ -30,19 +35,20 @@ class SsdScanCase : public OpCase {
     if (state_) in.push_back({"initial_state", {B_, nH_, P_, N_}, DType::f64, true, -1.0, 1.0, true});
     return in;
   }
-  ops::SsdScanArgs args(const std::vector<Tensor>& in) const {
+  ops::SsdScanArgs args(Context& ctx, const std::vector<Tensor>& in) const {
     ops::SsdScanArgs a{in[0], in[1], in[2], in[3], in[4], in[5], state_ ? in[6] : Tensor(), chunk_};
+    if (!packed_.empty()) a.seq_idx = seq_idx_tensor(ctx, packed_, T_);
     return a;
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     DType dt = in[0].dtype();
     Tensor y = ctx.empty(in[0].shape(), dt);
     if (!state_) {
-      ops::ssd_scan_forward(ctx, args(in), y);
+      ops::ssd_scan_forward(ctx, args(ctx, in), y);
       return {y};
     }
     Tensor fs = ctx.empty({B_, nH_, P_, N_}, stat_dtype(dt));
-    ops::ssd_scan_forward(ctx, args(in), y, &fs);
+    ops::ssd_scan_forward(ctx, args(ctx, in), y, &fs);
     return {y, fs};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
@@ -55,7 +61,7 @@ class SsdScanCase : public OpCase {
                         ctx.zeros({nH_}, grad_dtype(dt)),
                         ctx.zeros({nH_}, grad_dtype(dt)),
                         state_ ? ctx.empty({B_, nH_, P_, N_}, stat_dtype(dt)) : Tensor()};
-    ops::ssd_scan_backward(ctx, args(in), douts[0], state_ ? &douts[1] : nullptr, g);
+    ops::ssd_scan_backward(ctx, args(ctx, in), douts[0], state_ ? &douts[1] : nullptr, g);
     std::vector<Tensor> out{g.dx, g.ddt, da_ == DA::kSkip ? Tensor() : g.dA, g.dBm, g.dCm, g.dD};
     if (state_) out.push_back(g.d_initial_state);
     return out;
@@ -79,6 +85,7 @@ class SsdScanCase : public OpCase {
   int64_t B_, T_, nH_, P_, G_, N_, chunk_;
   bool state_;
   DA da_;
+  PackedLayout packed_;
 };
 
 NM_OP_CASES(ssd_scan_cases) {
@@ -96,6 +103,23 @@ NM_OP_CASES(ssd_scan_cases) {
     c.push_back(std::make_unique<SsdScanCase>(1, 200, 4, 64, 2, 128, 64, false, da));
     c.push_back(std::make_unique<SsdScanCase>(1, 131, 8, 64, 2, 128, 128, true, da));
     c.push_back(std::make_unique<SsdScanCase>(1, 263, 4, 64, 1, 128, 256, false, da));  // Q = 256, hpg = 4
+  }
+  // Packed rows. Chunk 4, T = 11: boundaries at chunk edges (4, 8), inside chunks, a chunk that
+  // holds a whole sequence, length-1 sequences, a sequence crossing two edges; a row of one.
+  const PackedLayout small{{1, 3, 4, 2, 1}, {5, 6}};
+  c.push_back(std::make_unique<SsdScanCase>(2, 11, 4, 3, 2, 5, 4, false, DA::kStrict, small));
+  c.push_back(std::make_unique<SsdScanCase>(2, 11, 4, 3, 2, 5, 4, true, DA::kStrict, small));
+  c.push_back(std::make_unique<SsdScanCase>(2, 11, 2, 2, 1, 3, 4, true, DA::kStrict, PackedLayout{{2, 9}, {11}}));
+  c.push_back(std::make_unique<SsdScanCase>(3, 7, 3, 2, 1, 3, 3, true, DA::kStrict,
+                                            PackedLayout{{1, 1, 1, 1, 1, 1, 1}, {3, 4}, {6, 1}}));
+  c.push_back(std::make_unique<SsdScanCase>(2, 9, 4, 2, 1, 3, 1, false, DA::kStrict, PackedLayout{{4, 5}, {1, 8}}));
+  c.push_back(std::make_unique<SsdScanCase>(1, 5, 2, 3, 2, 4, 16, true, DA::kStrict, PackedLayout{{2, 1, 2}}));
+  // CUDA tile shapes: boundaries at and next to the 128-token chunk edges, T not a multiple of Q.
+  for (DA da : {DA::kSkip, DA::kLoose}) {
+    c.push_back(std::make_unique<SsdScanCase>(1, 300, 6, 17, 3, 33, 128, true, da,
+                                              PackedLayout{{1, 127, 1, 126, 2, 43}}));
+    c.push_back(std::make_unique<SsdScanCase>(2, 200, 4, 64, 2, 128, 64, true, da,
+                                              PackedLayout{{63, 2, 70, 65}, {200}}));
   }
   return c;
 }

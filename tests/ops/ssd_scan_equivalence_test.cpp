@@ -1,12 +1,14 @@
 // The chunked SSD scan (A.3.3) computes the same function as the sequential recurrence (A.3.2
 // step 5): outputs and final states agree in float64 for every chunk size, ragged last chunks,
 // several groups, with and without an initial state. The chunked backward does not depend on the
-// chunk size either.
+// chunk size either. On packed rows (seq_idx) the chunked scan equals the sequential one, and a
+// packed row equals every sequence run alone (THE proof for the SSD scan on packed rows).
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
 #include "harness.h"
 #include "ops/ssd_scan.h"
+#include "packed_rows.h"
 
 namespace nemotron::testing {
 namespace {
@@ -126,6 +128,104 @@ TEST(SsdScan, backward_does_not_depend_on_chunk_size_f64) {
     std::vector<Tensor> got = grads(chunk);
     for (size_t k = 0; k < ref.size(); ++k)
       EXPECT_LT(relative_error(got[k], ref[k]), 1e-10) << names[k] << ", chunk " << chunk;
+  }
+}
+
+}  // namespace
+}  // namespace nemotron::testing
+
+namespace nemotron::testing {
+namespace {
+
+// Packed rows: chunk edges at 3 and 4 multiples, boundaries on them and between, length-1
+// sequences, T = 29 not a multiple of any chunk tried but 1 and 29 + 5.
+const PackedLayout kLayout{{1, 3, 4, 1, 8, 12}, {29}, {5, 1, 1, 9, 13}};
+const ScanShape kPackedShape{3, 29, 4, 3, 2, 5};
+
+TEST(SsdScan, packed_chunked_equals_packed_naive_recurrence_f64) {
+  Context ctx = cpu_context(DType::f64);
+  for (bool with_state : {false, true}) {
+    ops::SsdScanArgs a = random_args(kPackedShape, with_state);
+    a.seq_idx = seq_idx_tensor(ctx, kLayout, kPackedShape.T);
+    const ScanShape& s = kPackedShape;
+    Tensor y_ref = Tensor::empty(a.x.shape(), DType::f64), fs_ref = Tensor::empty({s.B, s.nH, s.P, s.N}, DType::f64);
+    ops::ssd_scan_naive_forward(ctx, a, y_ref, &fs_ref);
+    for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{16}, s.T + 5}) {
+      a.chunk_size = chunk;
+      Tensor y = Tensor::empty(a.x.shape(), DType::f64), fs = Tensor::empty(fs_ref.shape(), DType::f64);
+      ops::ssd_scan_forward(ctx, a, y, &fs);
+      EXPECT_LT(relative_error(y, y_ref), 1e-10) << "y, chunk " << chunk << ", state " << with_state;
+      EXPECT_LT(relative_error(fs, fs_ref), 1e-10) << "final state, chunk " << chunk << ", state " << with_state;
+    }
+  }
+}
+
+// Every sequence of a packed row gets the y and the gradients it gets alone; the initial state
+// belongs to the row's first sequence, the final state is the last sequence's; dA and dD sum over
+// the sequences. Checked for several chunk sizes so boundaries fall on and between chunk edges.
+TEST(SsdScan, packed_row_equals_each_sequence_alone_f64) {
+  Context ctx = cpu_context(DType::f64);
+  const ScanShape& s = kPackedShape;
+  ops::SsdScanArgs a = random_args(s, true);
+  a.seq_idx = seq_idx_tensor(ctx, kLayout, s.T);
+  Tensor dy = uniform(a.x.shape(), 11, -1, 1), dfs = uniform({s.B, s.nH, s.P, s.N}, 12, -1, 1);
+  struct Out {
+    Tensor y, fs;
+    ops::SsdScanGrads g;
+  };
+  auto run = [&](const ops::SsdScanArgs& args, const Tensor& dy_, const Tensor& dfs_) {
+    const int64_t B = args.x.dim(0);
+    Out o;
+    o.y = Tensor::empty(args.x.shape(), DType::f64);
+    o.fs = Tensor::empty({B, s.nH, s.P, s.N}, DType::f64);
+    ops::ssd_scan_forward(ctx, args, o.y, &o.fs);
+    o.g = {Tensor::empty(args.x.shape(), DType::f64),  Tensor::empty(args.dt.shape(), DType::f64),
+           Tensor::empty(args.Bm.shape(), DType::f64), Tensor::empty(args.Cm.shape(), DType::f64),
+           Tensor::zeros({s.nH}, DType::f64),          Tensor::zeros({s.nH}, DType::f64),
+           args.initial_state.defined() ? Tensor::empty(args.initial_state.shape(), DType::f64) : Tensor()};
+    ops::ssd_scan_backward(ctx, args, dy_, &dfs_, o.g);
+    return o;
+  };
+  for (int64_t chunk : {int64_t{1}, int64_t{4}, int64_t{5}, int64_t{64}}) {
+    a.chunk_size = chunk;
+    Out packed = run(a, dy, dfs);
+    Tensor dA = Tensor::zeros({s.nH}, DType::f64), dD = Tensor::zeros({s.nH}, DType::f64);
+    for (size_t b = 0; b < kLayout.size(); ++b) {
+      auto seqs = spans(kLayout, b);
+      for (size_t k = 0; k < seqs.size(); ++k) {
+        auto [t0, t1] = seqs[k];
+        const bool first = k == 0, last = k + 1 == seqs.size();
+        ops::SsdScanArgs one = a;
+        one.seq_idx = Tensor();
+        one.x = tokens(a.x, b, t0, t1).clone(), one.dt = tokens(a.dt, b, t0, t1).clone();
+        one.Bm = tokens(a.Bm, b, t0, t1).clone(), one.Cm = tokens(a.Cm, b, t0, t1).clone();
+        one.initial_state = first ? a.initial_state.slice(b, b + 1).clone() : Tensor();
+        // The final state's gradient reaches only the last sequence.
+        Tensor dfs_one = last ? dfs.slice(b, b + 1).clone() : Tensor::zeros({1, s.nH, s.P, s.N}, DType::f64);
+        Out alone = run(one, tokens(dy, b, t0, t1).clone(), dfs_one);
+        const std::string where = fmt::format("chunk {}, row {}, tokens [{}, {})", chunk, b, t0, t1);
+        EXPECT_LT(relative_error(tokens(packed.y, b, t0, t1), alone.y), 1e-10) << "y, " << where;
+        EXPECT_LT(relative_error(tokens(packed.g.dx, b, t0, t1), alone.g.dx), 1e-10) << "dx, " << where;
+        EXPECT_LT(relative_error(tokens(packed.g.ddt, b, t0, t1), alone.g.ddt), 1e-10) << "ddt, " << where;
+        EXPECT_LT(relative_error(tokens(packed.g.dBm, b, t0, t1), alone.g.dBm), 1e-10) << "dBm, " << where;
+        EXPECT_LT(relative_error(tokens(packed.g.dCm, b, t0, t1), alone.g.dCm), 1e-10) << "dCm, " << where;
+        if (last) {
+          EXPECT_LT(relative_error(packed.fs.slice(b, b + 1), alone.fs), 1e-10) << "final state, " << where;
+        }
+        if (first) {
+          EXPECT_LT(relative_error(packed.g.d_initial_state.slice(b, b + 1), alone.g.d_initial_state), 1e-10)
+              << "d_initial_state, " << where;
+        }
+        double* pA = dA.data<double>();
+        double* pD = dD.data<double>();
+        for (int64_t h = 0; h < s.nH; ++h) {
+          pA[h] += alone.g.dA.data<double>()[h];
+          pD[h] += alone.g.dD.data<double>()[h];
+        }
+      }
+    }
+    EXPECT_LT(relative_error(packed.g.dA, dA), 1e-10) << "dA, chunk " << chunk;
+    EXPECT_LT(relative_error(packed.g.dD, dD), 1e-10) << "dD, chunk " << chunk;
   }
 }
 
