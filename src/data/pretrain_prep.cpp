@@ -18,6 +18,7 @@
 #include "data/blend.h"
 #include "data/indexed_dataset_builder.h"
 #include "data/jsonl.h"
+#include "data/prep_output.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_utf8.h"
 #include "io/mapped_file.h"
@@ -43,11 +44,6 @@ std::vector<std::string> read_string_list(ConfigReader& r, const std::string& ke
     out.push_back(v[i].get<std::string>());
   }
   return out;
-}
-
-uint64_t fnv1a(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 // Documents of one source, in a fixed order, a batch at a time.
@@ -256,52 +252,21 @@ PretrainPrepConfig PretrainPrepConfig::read(ConfigReader& r) {
 PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const std::string& resolved_config,
                                          int64_t sample, bool force, std::FILE* log) {
   PretrainPrepResult res;
-  fs::path out = fs::absolute(sample > 0 ? fs::path(cfg.output_dir) / fmt::format("sample-{}", sample) : fs::path(cfg.output_dir));
-  out = out.lexically_normal();
+  const fs::path out = prep_output_dir(cfg.output_dir, sample);
   res.output_dir = out.string();
   res.blend_path = (out / "blend.json").string();
   res.tokenizer_path = (out / "tokenizer" / "tokenizer.json").string();
 
-  // Fingerprint: the resolved config, the sample size and every input file's size and time.
-  uint64_t h = fnv1a(1469598103934665603ull, resolved_config + fmt::format("|sample={}", sample));
-  for (const PrepSource& s : cfg.sources)
-    for (const std::string& f : s.files) {
-      struct stat st {};
-      if (::stat(f.c_str(), &st) != 0) throw InputError(fmt::format("{}: cannot stat", f));
-      h = fnv1a(h, fmt::format("|{}:{}:{}", f, st.st_size, st.st_mtime));
-    }
-  for (const std::string& f : {cfg.tokenizer_path, cfg.blend_path}) {
-    struct stat st {};
-    if (!f.empty() && ::stat(f.c_str(), &st) == 0) h = fnv1a(h, fmt::format("|{}:{}:{}", f, st.st_size, st.st_mtime));
-  }
-  const std::string fingerprint = fmt::format("{:016x}", h);
-
-  io::remove_stale_staging_dirs(out);  // of a killed earlier run, even when this one has nothing to do
-  const fs::path meta_path = out / "metadata.json";
-  if (fs::exists(out)) {
-    bool same = false;
-    if (fs::exists(meta_path) && fs::exists(res.blend_path)) {
-      try {
-        std::ifstream in(meta_path);
-        nlohmann::json meta = nlohmann::json::parse(in);
-        same = meta.value("fingerprint", "") == fingerprint;
-        if (same) {
-          res.documents = meta.value("num_documents", int64_t{0});
-          res.tokens = meta.value("num_tokens", int64_t{0});
-          res.unigram_entropy_nats = meta.value("unigram_entropy_nats", 0.0);
-        }
-      } catch (const nlohmann::json::exception&) {
-        same = false;
-      }
-    }
-    if (same && !force) {
-      res.up_to_date = true;
-      return res;
-    }
-    if (!force && !fs::is_empty(out))
-      throw InputError(fmt::format("{}: exists and was made from another configuration or inputs; pass --force to "
-                                   "overwrite it",
-                                   out.string()));
+  std::vector<std::string> inputs;
+  for (const PrepSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
+  const std::string fingerprint =
+      prep_fingerprint(resolved_config, sample, inputs, {cfg.tokenizer_path, cfg.blend_path});
+  if (auto meta = up_to_date_output(out, fingerprint, res.blend_path, force)) {
+    res.documents = meta->value("num_documents", int64_t{0});
+    res.tokens = meta->value("num_tokens", int64_t{0});
+    res.unigram_entropy_nats = meta->value("unigram_entropy_nats", 0.0);
+    res.up_to_date = true;
+    return res;
   }
 
   io::StagedDir staged(out);  // also removes the staging directories of killed earlier runs
@@ -438,6 +403,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
   std::string text = meta.dump(2) + "\n";
   io::write_file_atomically((tmp / "metadata.json").string(), text.data(), text.size());
 
+  carry_sample_dirs(out, tmp);
   staged.commit();  // swap the finished directory into place
   return res;
 }

@@ -18,9 +18,11 @@
 #include "core/progress.h"
 #include "data/blend.h"
 #include "data/jsonl.h"
+#include "data/prep_output.h"
 #include "data/python_random.h"
 #include "data/synthetic_chat.h"
 #include "data/tokenizer.h"
+#include "io/staged_dir.h"
 #include "io/mapped_file.h"
 #include "io/packed_parquet.h"
 
@@ -33,23 +35,11 @@ namespace {
 constexpr int64_t kBatchRows = 4096;
 constexpr const char* kSplitNames[3] = {"train", "valid", "test"};
 
-uint64_t fnv1a(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 std::string iso_time_now() {
   std::time_t t = std::time(nullptr);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
-}
-
-// <output_dir>/sample-<N>: the output of a --sample run.
-bool is_sample_dir(const fs::path& p) {
-  const std::string name = p.filename().string();
-  return name.starts_with("sample-") && name.size() > 7 &&
-         name.find_first_not_of("0123456789", 7) == std::string::npos && fs::is_directory(p);
 }
 
 std::string tokenizer_file(const std::string& path) {
@@ -275,66 +265,26 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
 SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& resolved_config, int64_t sample,
                                bool force, std::FILE* log) {
   SftPrepResult res;
-  fs::path out = fs::absolute(sample > 0 ? fs::path(cfg.output_dir) / fmt::format("sample-{}", sample) : fs::path(cfg.output_dir));
-  out = out.lexically_normal();
+  const fs::path out = prep_output_dir(cfg.output_dir, sample);
   res.output_dir = out.string();
   res.blend_path = (out / "blend.json").string();
   res.splits_dir = (out / "splits").string();
 
-  // Fingerprint: the resolved config, the sample size, every input file's and the tokenizer's size and time.
-  uint64_t h = fnv1a(1469598103934665603ull, resolved_config + fmt::format("|sample={}", sample));
   std::vector<std::string> inputs = {tokenizer_file(cfg.tokenizer)};
   for (const SftSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
-  for (const std::string& f : inputs) {
-    struct stat st {};
-    if (::stat(f.c_str(), &st) != 0) throw InputError(fmt::format("{}: cannot stat", f));
-    h = fnv1a(h, fmt::format("|{}:{}:{}", f, st.st_size, st.st_mtime));
-  }
-  const std::string fingerprint = fmt::format("{:016x}", h);
-
-  const fs::path meta_path = out / "metadata.json";
-  if (fs::exists(out)) {
-    bool same = false;
-    if (fs::exists(meta_path) && fs::exists(res.blend_path)) {
-      try {
-        std::ifstream in(meta_path);
-        nlohmann::json meta = nlohmann::json::parse(in);
-        same = meta.value("fingerprint", "") == fingerprint;
-        if (same) {
-          res.rows_in = meta.value("rows_in", int64_t{0});
-          res.sequences = meta.value("total_sequences", int64_t{0});
-          res.bins = meta.value("bins", int64_t{0});
-          res.tokens = meta.value("total_tokens", int64_t{0});
-          res.packing_efficiency = meta.value("packing_efficiency", 0.0) / 100;
-        }
-      } catch (const nlohmann::json::exception&) {
-        same = false;
-      }
-    }
-    if (same && !force) {
-      res.up_to_date = true;
-      return res;
-    }
-    // --sample outputs live inside the output directory; they alone do not make it "another output".
-    bool only_samples = true;
-    for (const auto& e : fs::directory_iterator(out)) only_samples = only_samples && is_sample_dir(e.path());
-    if (!force && !only_samples)
-      throw InputError(fmt::format("{}: exists and was made from another configuration or inputs; pass --force to "
-                                   "overwrite it",
-                                   out.string()));
+  const std::string fingerprint = prep_fingerprint(resolved_config, sample, inputs);
+  if (auto meta = up_to_date_output(out, fingerprint, res.blend_path, force)) {
+    res.rows_in = meta->value("rows_in", int64_t{0});
+    res.sequences = meta->value("total_sequences", int64_t{0});
+    res.bins = meta->value("bins", int64_t{0});
+    res.tokens = meta->value("total_tokens", int64_t{0});
+    res.packing_efficiency = meta->value("packing_efficiency", 0.0) / 100;
+    res.up_to_date = true;
+    return res;
   }
 
-  const fs::path tmp = out.string() + fmt::format(".tmp-{}", ::getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  struct Cleanup {
-    fs::path p;
-    bool keep = false;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep) fs::remove_all(p, ec);
-    }
-  } cleanup{tmp};
+  io::StagedDir staged(out);  // also removes the staging directories of killed earlier runs
+  const fs::path& tmp = staged.path();
 
   Tokenizer tok = Tokenizer::load(tokenizer_file(cfg.tokenizer));
   if (cfg.rows.format == ChatFormat::nano3 && log)
@@ -533,18 +483,8 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
   std::string text = meta.dump(2) + "\n";
   io::write_file_atomically((tmp / "metadata.json").string(), text.data(), text.size());
 
-  if (fs::exists(out)) {
-    for (const auto& e : fs::directory_iterator(out))  // keep the --sample outputs
-      if (is_sample_dir(e.path()) && !fs::exists(tmp / e.path().filename())) fs::rename(e.path(), tmp / e.path().filename());
-    fs::path old = out.string() + fmt::format(".old-{}", ::getpid());
-    fs::rename(out, old);
-    fs::rename(tmp, out);
-    fs::remove_all(old);
-  } else {
-    fs::create_directories(out.parent_path());
-    fs::rename(tmp, out);
-  }
-  cleanup.keep = true;
+  carry_sample_dirs(out, tmp);
+  staged.commit();  // swap the finished directory into place
   return res;
 }
 

@@ -3,6 +3,9 @@
 // stop a run before anything is written.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -99,6 +102,34 @@ used_in_filter: nano_v3
   ASSERT_EQ(blend["train"].size(), 2u);
   EXPECT_TRUE(fs::exists(blend["train"][1].get<std::string>() + ".parquet"));
   EXPECT_TRUE(blend["valid"].is_null());
+}
+
+// Issue 11: a killed prep left <out>.tmp-<pid> forever; the staging directory of a dead writer
+// is removed by the next run, even one with nothing to do, and --force carries --sample outputs.
+TEST(SftPrep, staging_directories_of_killed_runs_are_removed_and_samples_survive_force) {
+  const std::string dir = temp_dir();
+  write_text(dir + "/rows.jsonl", kRows);
+  const std::string tok = write_tokenizer(dir);
+  nlohmann::json tree;
+  SftPrepConfig cfg = read_config(fmt::format(R"(output_dir: {0}/out
+sources: [{{name: chat, files: {0}/rows.jsonl}}]
+tokenizer: {{model: {1}}}
+pack_size: 300
+num_shards: 1
+)", dir, tok), tree);
+  ASSERT_FALSE(prepare_sft_data(cfg, tree.dump(), 0, false, nullptr).up_to_date);
+  ASSERT_FALSE(prepare_sft_data(cfg, tree.dump(), 2, false, nullptr).up_to_date);  // out/sample-2
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const fs::path legacy = fs::path(dir) / fmt::format("out.tmp-{}", dead);
+  fs::create_directories(legacy / "splits");
+  EXPECT_TRUE(prepare_sft_data(cfg, tree.dump(), 0, false, nullptr).up_to_date);
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_FALSE(prepare_sft_data(cfg, tree.dump(), 0, true, nullptr).up_to_date);  // --force
+  EXPECT_TRUE(fs::exists(dir + "/out/sample-2/metadata.json"));
+  EXPECT_TRUE(fs::exists(dir + "/out/metadata.json"));
 }
 
 TEST(SftPrep, reads_a_nemotron_style_config_with_a_raw_blend) {

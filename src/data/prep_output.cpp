@@ -1,0 +1,82 @@
+#include "data/prep_output.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "io/staged_dir.h"
+
+namespace nemotron::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t fnv1a(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+fs::path prep_output_dir(const std::string& output_dir, int64_t sample) {
+  fs::path out = sample > 0 ? fs::path(output_dir) / fmt::format("sample-{}", sample) : fs::path(output_dir);
+  return fs::absolute(out).lexically_normal();
+}
+
+std::string prep_fingerprint(const std::string& resolved_config, int64_t sample, const std::vector<std::string>& required,
+                             const std::vector<std::string>& optional) {
+  uint64_t h = fnv1a(1469598103934665603ull, resolved_config + fmt::format("|sample={}", sample));
+  auto add = [&](const std::string& f, bool must) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) {
+      if (must) throw InputError(fmt::format("{}: cannot stat", f));
+      return;
+    }
+    h = fnv1a(h, fmt::format("|{}:{}:{}", f, st.st_size, st.st_mtime));
+  };
+  for (const std::string& f : required) add(f, true);
+  for (const std::string& f : optional)
+    if (!f.empty()) add(f, false);
+  return fmt::format("{:016x}", h);
+}
+
+bool is_sample_dir(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.starts_with("sample-") && name.size() > 7 &&
+         name.find_first_not_of("0123456789", 7) == std::string::npos && fs::is_directory(p);
+}
+
+std::optional<nlohmann::json> up_to_date_output(const fs::path& out, const std::string& fingerprint,
+                                                const fs::path& must_exist, bool force) {
+  io::remove_stale_staging_dirs(out);  // of a killed earlier run, even when this one has nothing to do
+  if (!fs::exists(out)) return std::nullopt;
+  const fs::path meta_path = out / "metadata.json";
+  if (!force && fs::exists(meta_path) && fs::exists(must_exist)) {
+    try {
+      std::ifstream in(meta_path);
+      nlohmann::json meta = nlohmann::json::parse(in);
+      if (meta.value("fingerprint", "") == fingerprint) return meta;
+    } catch (const nlohmann::json::exception&) {
+      // unreadable metadata: not up to date; the directory is replaced only with --force
+    }
+  }
+  bool only_samples = true;  // --sample outputs alone do not make it "another output"
+  for (const auto& e : fs::directory_iterator(out)) only_samples = only_samples && is_sample_dir(e.path());
+  if (!force && !only_samples)
+    throw InputError(fmt::format("{}: exists and was made from another configuration or inputs; pass --force to "
+                                 "overwrite it",
+                                 out.string()));
+  return std::nullopt;
+}
+
+void carry_sample_dirs(const fs::path& out, const fs::path& staging) {
+  if (!fs::exists(out)) return;
+  for (const auto& e : fs::directory_iterator(out))
+    if (is_sample_dir(e.path()) && !fs::exists(staging / e.path().filename()))
+      fs::rename(e.path(), staging / e.path().filename());
+}
+
+}  // namespace nemotron::data

@@ -1,0 +1,39 @@
+// The output directory of a data-prep stage (data prep pretrain, data prep sft), shared so every
+// stage keeps the same rules: `--sample N` writes to <output_dir>/sample-N; the directory is
+// fingerprinted by the resolved config, the sample size and each input file's size and time;
+// a directory made from the same fingerprint is up to date (nothing to do); one made from anything
+// else is replaced only with --force; the new one is written under a staging name and swapped in
+// whole (io::StagedDir), carrying the existing --sample outputs over.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nemotron::data {
+
+// <output_dir>/sample-<sample> when sample > 0, else output_dir; absolute and normalised.
+std::filesystem::path prep_output_dir(const std::string& output_dir, int64_t sample);
+
+// Hex fingerprint of resolved_config, sample and each file's path, size and modification time.
+// `required` files must exist (InputError naming the file); `optional` ones count when present.
+std::string prep_fingerprint(const std::string& resolved_config, int64_t sample,
+                             const std::vector<std::string>& required,
+                             const std::vector<std::string>& optional = {});
+
+// True for <output_dir>/sample-<N> directories (the outputs of --sample runs).
+bool is_sample_dir(const std::filesystem::path& p);
+
+// Decides what to do with an existing `out` (staging leftovers of dead runs are removed first):
+// returns its metadata.json when it was made from `fingerprint` and `must_exist` is there too
+// (up to date: the caller reports it and stops, unless `force`); nullopt when `out` is missing,
+// empty, holds only --sample outputs, or `force` is set; otherwise InputError (pass --force).
+std::optional<nlohmann::json> up_to_date_output(const std::filesystem::path& out, const std::string& fingerprint,
+                                                const std::filesystem::path& must_exist, bool force);
+
+// Moves the --sample outputs of `out` into `staging` before the staged directory replaces `out`.
+void carry_sample_dirs(const std::filesystem::path& out, const std::filesystem::path& staging);
+
+}  // namespace nemotron::data
