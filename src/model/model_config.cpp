@@ -200,6 +200,32 @@ void validate(const ModelConfig& c, const std::string& source, const std::string
     if (v < 0) fail(f, fmt::format("expected a non-negative integer, got {}", v));
   };
 
+  // Sizes far beyond any real model would overflow the 64-bit parameter and FLOP counts downstream
+  // (model info, the memory plan): bounded here, each by its key, with room to spare (the largest
+  // published widths are below 2^17, vocabularies below 2^22).
+  auto need_at_most = [&](const char* f, int64_t v, int64_t most) {
+    if (v > most) fail(f, fmt::format("{} is beyond any real model (at most {})", v, most));
+  };
+  constexpr int64_t kMaxWidth = int64_t{1} << 17;
+  need_at_most("vocab_size", c.vocab_size, int64_t{1} << 22);
+  need_at_most("max_position_embeddings", c.max_position_embeddings, int64_t{1} << 24);
+  for (auto [f, v] : {std::pair<const char*, int64_t>{"hidden_size", c.hidden_size},
+                      {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
+                      {"head_dim", c.head_dim}, {"intermediate_size", c.intermediate_size},
+                      {"mamba_num_heads", c.mamba_num_heads}, {"mamba_head_dim", c.mamba_head_dim},
+                      {"n_groups", c.n_groups}, {"ssm_state_size", c.ssm_state_size}, {"conv_kernel", c.conv_kernel},
+                      {"chunk_size", c.chunk_size}, {"moe_intermediate_size", c.moe_intermediate_size},
+                      {"moe_shared_expert_intermediate_size", c.moe_shared_expert_intermediate_size},
+                      {"moe_latent_size", c.moe_latent_size}})
+    need_at_most(f, v, kMaxWidth);
+  for (auto [f, v] : {std::pair<const char*, int64_t>{"n_routed_experts", c.n_routed_experts},
+                      {"num_experts_per_tok", c.num_experts_per_tok}, {"n_shared_experts", c.n_shared_experts},
+                      {"n_group", c.n_group}, {"topk_group", c.topk_group},
+                      {"num_nextn_predict_layers", c.num_nextn_predict_layers}})
+    need_at_most(f, v, 4096);
+  if (c.num_layers() > 4096)
+    fail("hybrid_override_pattern", fmt::format("{} layers is beyond any real model (at most 4096)", c.num_layers()));
+
   if (c.model_type != "nemotron_h")
     fail("model_type", fmt::format("unsupported model type \"{}\" (expected \"nemotron_h\")", c.model_type));
   need_positive("vocab_size", c.vocab_size, "every model has an embedding");

@@ -66,6 +66,11 @@ expect_error "bad pattern symbol" \
   "$TMP/pattern.yaml: model.hybrid_override_pattern: unknown layer symbol 'X' at position 5 in \"M*M-MX\" (expected M, *, - or E)" \
   "$BIN" model info -c "$TMP/pattern.yaml"
 
+# Issue 11: a size past any real model overflowed the parameter count (negative counts printed).
+expect_error "absurd hidden size" \
+  "$tiny: model.hidden_size: 4611686018427387904 is beyond any real model (at most 131072)" \
+  "$BIN" model info -c "$tiny" model.hidden_size=4611686018427387904
+
 sed 's/^  num_key_value_heads: .*/  num_key_value_heads: 3/' "$tiny" >"$TMP/heads.yaml"
 expect_error "inconsistent heads" "$TMP/heads.yaml: model.num_attention_heads: 4 is not divisible by num_key_value_heads 3" \
   "$BIN" model info -c "$TMP/heads.yaml"
