@@ -229,7 +229,9 @@ void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const mo
       if (info->shape != dst->shape())
         throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the optimizer expects {}", path, name,
                                      info->shape.str(), dst->shape().str()));
-      dst->copy_from(f.load(name, dst->dtype()));
+      Tensor loaded = f.load(name, dst->dtype());
+      model::check_loaded_finite(loaded, path, name);  // a NaN moment poisons every later step
+      dst->copy_from(loaded);
     }
   }
   opt.set_steps_taken(optimizer_steps);

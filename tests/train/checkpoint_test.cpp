@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -124,6 +125,27 @@ TEST(Checkpoint, writes_megatron_layout_and_loads_back_exactly) {
       EXPECT_EQ(b.opt.first_moments()[k].to_f64_vector(), a.opt.first_moments()[k].to_f64_vector());
       EXPECT_EQ(b.opt.second_moments()[k].to_f64_vector(), a.opt.second_moments()[k].to_f64_vector());
     }
+  }
+}
+
+// Issue 11: a NaN in a saved AdamW moment (a diverged run) was loaded silently and poisoned every
+// later step; it is refused, naming the file and the moment.
+TEST(Checkpoint, a_non_finite_optimizer_moment_is_refused_naming_it) {
+  TempDir tmp;
+  Saver a;
+  a.make_iteration(3);
+  a.opt.second_moments()[0].data<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+  std::string dir = train::save_checkpoint(tmp.path.string(), a.content(3));
+  Saver b;
+  train::load_checkpoint_weights(dir, b.net.params());
+  try {
+    train::load_checkpoint_optimizer(dir, b.opt, b.net.params(), 3);
+    FAIL() << "a NaN moment was accepted";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("optimizer.safetensors: tensor \"exp_avg_sq." + a.net.params().all()[0]->name + "\""),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("non-finite"), std::string::npos) << what;
   }
 }
 
