@@ -20,6 +20,7 @@ int run(int argc, char** argv) {
   add_model_commands(app);
   add_data_prep_commands(app);
   add_pretrain_commands(app);
+  add_sft_commands(app);
   add_convert_commands(app);
   add_compare_command(app);
   // A usage error reads like every other bad input ("error: ..." on stderr) and exits 2, whatever

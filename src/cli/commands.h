@@ -18,6 +18,8 @@ void add_model_demo_command(CLI::App& model);
 void add_data_prep_commands(CLI::App& app);
 // nemotron super3|nano3 pretrain [-c tiny|default|PATH] [--dry-run] [key=value ...]  (pretrain_command.cpp)
 void add_pretrain_commands(CLI::App& app);
+// nemotron <family> sft [-c NAME|PATH] [--dry-run] [key=value ...]
+void add_sft_commands(CLI::App& app);
 // nemotron convert import|export|roundtrip: Hugging Face checkpoints in and out
 void add_convert_commands(CLI::App& app);
 // nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]

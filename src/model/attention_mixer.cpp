@@ -36,19 +36,20 @@ void AttentionMixer::init(uint64_t seed) {
   o_proj_.init(seed, out_std_);
 }
 
-Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) {
+Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
+                              const SequenceLayout& layout) {
   NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "attention: expected u [B, T, {}], got {}", H_, u.shape().str());
   const int64_t B = u.dim(0), T = u.dim(1);
   Tensor q = q_proj_.forward(ctx, u).view({B, T, nq_, hd_});
   Tensor k = k_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
   Tensor v = v_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
   if (rope_) {
-    ops::rope_forward(ctx, q, rope_theta_, q);
-    ops::rope_forward(ctx, k, rope_theta_, k);
+    ops::rope_forward(ctx, q, rope_theta_, q, 0, layout.position_ids);
+    ops::rope_forward(ctx, k, rope_theta_, k, 0, layout.position_ids);
   }
   Tensor o = ctx.empty({B, T, nq_, hd_}, u.dtype());
   Tensor lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
-  ops::attention_forward(ctx, q, k, v, o, lse);
+  ops::attention_forward(ctx, q, k, v, o, lse, layout.seq_idx);
   Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}));
   if (saved) {
     auto s = std::make_unique<AttentionSaved>();
@@ -58,6 +59,7 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
     s->v = v;
     s->o = o;
     s->lse = lse;
+    s->layout = layout;
     *saved = std::move(s);
   }
   return out;
@@ -70,10 +72,10 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
   Tensor d_o = ctx.empty({B, T, nq_ * hd_}, dt);
   o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o);
   Tensor dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
-  ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv);
+  ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv, s.layout.seq_idx);
   if (rope_) {
-    ops::rope_backward(ctx, dq, rope_theta_, dq);
-    ops::rope_backward(ctx, dk, rope_theta_, dk);
+    ops::rope_backward(ctx, dq, rope_theta_, dq, 0, s.layout.position_ids);
+    ops::rope_backward(ctx, dk, rope_theta_, dk, 0, s.layout.position_ids);
   }
   Tensor du = ctx.empty(s.u.shape(), dt);
   q_proj_.backward(ctx, s.u, dq.view({B, T, nq_ * hd_}), &du);

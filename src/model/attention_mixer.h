@@ -17,6 +17,7 @@ struct AttentionSaved : MixerSaved {
   Tensor q, k, v;  // heads, after RoPE when used: [B, T, nq|nkv, hd]
   Tensor o;        // attention output [B, T, nq, hd], the o_proj input
   Tensor lse;      // row log-sum-exp of the scaled scores [B, nq, T]
+  SequenceLayout layout;  // packed rows: the forward's seq_idx and position_ids
 };
 
 class AttentionMixer : public Mixer {
@@ -26,7 +27,8 @@ class AttentionMixer : public Mixer {
   LayerKind kind() const override { return LayerKind::attention; }
   // q/k/v ~ N(0, initializer_range), o_proj ~ N(0, initializer_range / sqrt(num_layers)), biases 0.
   void init(uint64_t seed) override;
-  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
+                 const SequenceLayout& layout = {}) override;
   Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
   // Projections 2 H hd (2 nq + 2 nkv) plus causal attention: token t attends to t + 1 keys, on
   // average (T + 1) / 2, and QK^T and PV each cost 2 hd per (query head, key):

@@ -49,10 +49,11 @@ void HybridModel::init(uint64_t seed) {
 
 // Layer i's pre-norm also adds layer i-1's output to the residual stream (one fused pass); the
 // last layer's output is added after the loop.
-Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, ForwardStats* stats) {
+Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, ForwardStats* stats,
+                            const SequenceLayout& layout) {
   NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
   std::vector<Activations::Layer>* saved = act ? &act->layers : nullptr;
-  if (act) act->input_ids = ids;
+  if (act) act->input_ids = ids, act->layout = layout;
   if (stats) stats->moe.clear();
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
   DType dt = store_.dtype();
@@ -78,7 +79,7 @@ Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, F
       stats->moe.emplace_back();
       out = moe_[i]->forward(ctx, h, ms, &stats->moe.back());
     } else {
-      out = mixers_[i]->forward(ctx, h, ms);
+      out = mixers_[i]->forward(ctx, h, ms, layout);
     }
     check_finite(out, "layer {} ({}) output", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i))));
     if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
@@ -129,15 +130,16 @@ Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, c
   return out;
 }
 
-Tensor HybridModel::token_logprobs(Context& ctx, const Tensor& ids, const Tensor& targets, ForwardStats* stats) {
-  Tensor x = forward(ctx, ids, nullptr, stats);
+Tensor HybridModel::token_logprobs(Context& ctx, const Tensor& ids, const Tensor& targets, ForwardStats* stats,
+                                   const SequenceLayout& layout) {
+  Tensor x = forward(ctx, ids, nullptr, stats, layout);
   Tensor lp = head(ctx, x, targets, Tensor(), 1.0, nullptr);
   ops::scale_inplace(ctx, lp, -1.0);
   return lp;
 }
 
-Tensor HybridModel::logits(Context& ctx, const Tensor& ids) {
-  Tensor x = forward(ctx, ids, nullptr);
+Tensor HybridModel::logits(Context& ctx, const Tensor& ids, const SequenceLayout& layout) {
+  Tensor x = forward(ctx, ids, nullptr, nullptr, layout);
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
   DType dt = store_.dtype();
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
@@ -159,7 +161,7 @@ void HybridModel::backward(Context& ctx, Activations& act, Tensor& dx) {
       const int64_t N = s.x_in.numel() / H;
       Tensor h = ctx.empty(s.x_in.shape(), s.x_in.dtype()), rstd = ctx.empty({N}, stat_dtype(s.x_in.dtype()));
       ops::rmsnorm_forward(ctx, s.x_in, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
-      mixers_[i]->forward(ctx, h, &s.mixer);
+      mixers_[i]->forward(ctx, h, &s.mixer, act.layout);
     }
     check_finite(dx, "layer {} output gradient", i);
     Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);

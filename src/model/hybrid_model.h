@@ -17,6 +17,11 @@ struct Batch {
   Tensor input_ids;  // [B, T] int32/int64
   Tensor labels;     // [B, T] int32/int64; negative = ignored
   Tensor loss_mask;  // [B, T] float in the compute dtype, or undefined (all ones)
+  // Packed rows (mixer.h SequenceLayout): seq_idx and position_ids [B, T] int32, or undefined
+  // (one sequence per row).
+  Tensor seq_idx = {};
+  Tensor position_ids = {};
+  SequenceLayout layout() const { return {seq_idx, position_ids}; }
 };
 
 // What a forward reports besides its output, when asked: each MoE layer's routing statistics,
@@ -34,6 +39,7 @@ struct Activations {
     std::unique_ptr<MixerSaved> mixer;
   };
   Tensor input_ids;
+  SequenceLayout layout;  // of the forward (a recomputed mixer forward needs it again)
   std::vector<Layer> layers;
 };
 
@@ -51,8 +57,10 @@ class HybridModel {
 
   // The trunk: embedding and every layer -> the final residual stream x [B, T, H] (before the
   // final norm). `act` null: inference, nothing kept; else what backward() needs. `stats`, when
-  // given, receives the MoE layers' routing statistics of this forward.
-  Tensor forward(Context& ctx, const Tensor& input_ids, Activations* act, ForwardStats* stats = nullptr);
+  // given, receives the MoE layers' routing statistics of this forward. `layout`: packed rows
+  // (every sequence computed as if alone); the default is one sequence per row.
+  Tensor forward(Context& ctx, const Tensor& input_ids, Activations* act, ForwardStats* stats = nullptr,
+                 const SequenceLayout& layout = {});
   // From dx = d objective / d x (of forward's output; overwritten, it carries the residual
   // gradient down) back through the layers and the embedding: parameter gradients accumulate
   // (+=); frozen parameters get none. Consumes `act`.
@@ -69,9 +77,10 @@ class HybridModel {
   Tensor head(Context& ctx, const Tensor& x, const Tensor& targets, const Tensor& weights, double scale, Tensor* dx);
   // Per-token log-probs log p(targets_n | input_ids_<=n) [B*T] in stat_dtype on the device, 0
   // where the target is negative. Inference: nothing kept.
-  Tensor token_logprobs(Context& ctx, const Tensor& input_ids, const Tensor& targets, ForwardStats* stats = nullptr);
+  Tensor token_logprobs(Context& ctx, const Tensor& input_ids, const Tensor& targets, ForwardStats* stats = nullptr,
+                        const SequenceLayout& layout = {});
   // Logits [B, T, V] (nothing is kept for a backward pass).
-  Tensor logits(Context& ctx, const Tensor& input_ids);
+  Tensor logits(Context& ctx, const Tensor& input_ids, const SequenceLayout& layout = {});
 
   // Forward FLOPs per token at sequence length T (matmuls + attention), for MFU.
   double forward_flops_per_token(int64_t T) const;

@@ -107,10 +107,10 @@ Tensor Mamba2Mixer::A(Context& ctx, DType dtype) const {
   return a;
 }
 
-void Mamba2Mixer::conv_forward(Context& ctx, Part part, const Tensor& raw, Tensor& out) const {
+void Mamba2Mixer::conv_forward(Context& ctx, Part part, const Tensor& raw, const Tensor& seq_idx, Tensor& out) const {
   Rows r = conv_rows(part);
   ops::causal_conv1d_forward(ctx, raw, conv_w_->value.slice(r.begin, r.end),
-                             conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), out);
+                             conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), out, seq_idx);
 }
 
 Tensor Mamba2Mixer::compute_dt(Context& ctx, const Tensor& dt_raw) const {
@@ -119,7 +119,8 @@ Tensor Mamba2Mixer::compute_dt(Context& ctx, const Tensor& dt_raw) const {
   return dt;
 }
 
-Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) {
+Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
+                           const SequenceLayout& layout) {
   NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "{}: mamba input must be [B, T, {}], got {}", prefix_, H_,
            u.shape().str());
   const int64_t B = u.dim(0), T = u.dim(1);
@@ -136,13 +137,14 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   Tensor &z = part_out[kZ], &dt_raw = part_out[kDt];
 
   Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
-  conv_forward(ctx, kX, part_out[kX], x);
-  conv_forward(ctx, kB, part_out[kB], Bm);
-  conv_forward(ctx, kC, part_out[kC], Cm);
+  const Tensor& seq_idx = layout.seq_idx;
+  conv_forward(ctx, kX, part_out[kX], seq_idx, x);
+  conv_forward(ctx, kB, part_out[kB], seq_idx, Bm);
+  conv_forward(ctx, kC, part_out[kC], seq_idx, Cm);
   Tensor dt = compute_dt(ctx, dt_raw);
 
   ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, A(ctx, dtype), Bm.view({B, T, G_, N_}),
-                        Cm.view({B, T, G_, N_}), D_->value, Tensor(), cfg_.chunk_size};
+                        Cm.view({B, T, G_, N_}), D_->value, Tensor(), cfg_.chunk_size, seq_idx};
   Tensor y = ctx.empty({B, T, d_}, dtype);
   Tensor y4 = y.view({B, T, nH_, P_});
   ops::ssd_scan_forward(ctx, args, y4);
@@ -162,6 +164,7 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
     s->dt_raw = dt_raw;
     s->y = y;
     s->rstd = rstd;
+    s->seq_idx = seq_idx;
     *saved = std::move(s);
   }
   return out;
@@ -187,13 +190,13 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
 
   // Scan: recompute its inputs (conv outputs, dt) from the saved pre-activations.
   Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
-  conv_forward(ctx, kX, s.x_raw, x);
-  conv_forward(ctx, kB, s.B_raw, Bm);
-  conv_forward(ctx, kC, s.C_raw, Cm);
+  conv_forward(ctx, kX, s.x_raw, s.seq_idx, x);
+  conv_forward(ctx, kB, s.B_raw, s.seq_idx, Bm);
+  conv_forward(ctx, kC, s.C_raw, s.seq_idx, Cm);
   Tensor dt = compute_dt(ctx, s.dt_raw);
   Tensor a = A(ctx, dtype);
   ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, a, Bm.view({B, T, G_, N_}), Cm.view({B, T, G_, N_}),
-                        D_->value, Tensor(), cfg_.chunk_size};
+                        D_->value, Tensor(), cfg_.chunk_size, s.seq_idx};
   Tensor dx = ctx.empty({B, T, d_}, dtype), ddt = ctx.empty({B, T, nH_}, stat_dtype(dtype));
   Tensor dBm = ctx.empty({B, T, GN_}, dtype), dCm = ctx.empty({B, T, GN_}, dtype), dA = ctx.zeros({nH_}, grad_dtype(dtype));
   ops::SsdScanGrads g{dx.view({B, T, nH_, P_}), ddt, dBm.view({B, T, G_, N_}), dCm.view({B, T, G_, N_}),
@@ -219,7 +222,7 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
     Tensor db = conv_b_ ? d_conv_b.slice(r.begin, r.end) : Tensor();
     ops::causal_conv1d_backward(ctx, *raw[p], conv_w_->value.slice(r.begin, r.end),
                                 conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), *d_act[p], d_part[p], dw,
-                                db);
+                                db, s.seq_idx);
   }
 
   // in_proj: du = sum over parts of d_part W_part; dW_part += d_part^T u.

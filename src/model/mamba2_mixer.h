@@ -22,6 +22,7 @@ struct Mamba2Saved : MixerSaved {
   Tensor dt_raw;               // [B, T, nH] in_proj dt rows, before dt_bias and softplus
   Tensor y;                    // [B, T, d] scan output
   Tensor rstd;                 // [B*T, G] gated-norm statistics
+  Tensor seq_idx;              // [B, T] int32 packed-sequence ids of the forward, or undefined
 };
 
 class Mamba2Mixer : public Mixer {
@@ -37,7 +38,9 @@ class Mamba2Mixer : public Mixer {
   // (Kaiming-uniform a=sqrt(5) with fan_in = K); norm 1; in_proj N(0, initializer_range);
   // out_proj N(0, initializer_range / sqrt(num_layers)) when rescale_prenorm_residual; biases 0.
   void init(uint64_t seed) override;
-  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  // Packed rows (layout.seq_idx): the conv window and the scan state restart at every sequence.
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
+                 const SequenceLayout& layout = {}) override;
   Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
   // 2 * (MACs per token), counting in_proj H(2d + 2GN + nH) + out_proj dH and the chunked scan's
   // dense products with Q' = min(chunk_size, T): G Q' N (C B^T, shared by a group's heads) +
@@ -54,7 +57,7 @@ class Mamba2Mixer : public Mixer {
   Rows in_rows(Part part) const;
   Rows conv_rows(Part part) const;  // kX, kB, kC: channels of conv1d
   Tensor A(Context& ctx, DType dtype) const;  // -exp(A_log) [nH]
-  void conv_forward(Context& ctx, Part part, const Tensor& raw, Tensor& out) const;
+  void conv_forward(Context& ctx, Part part, const Tensor& raw, const Tensor& seq_idx, Tensor& out) const;
   Tensor compute_dt(Context& ctx, const Tensor& dt_raw) const;
 
   ModelConfig cfg_;

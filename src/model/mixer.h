@@ -12,6 +12,16 @@
 
 namespace nemotron::model {
 
+// How the sequences lie in the rows of one call (reference/data-formats.md §6.8): packed rows hold
+// several sequences back to back. seq_idx [B, T] int32 numbers them along each row (attention and
+// the Mamba state, conv1d and SSD scan, restart at every change); position_ids [B, T] int32 are the
+// positions within each sequence (RoPE). Both undefined: one sequence per row, positions 0..T-1,
+// the exact unpacked computation. Mixers that mix no tokens (MLP, MoE) ignore it.
+struct SequenceLayout {
+  Tensor seq_idx;
+  Tensor position_ids;
+};
+
 struct MixerSaved {
   virtual ~MixerSaved() = default;
 };
@@ -22,8 +32,10 @@ class Mixer {
   virtual LayerKind kind() const = 0;
   // Draws the initial weights (reference/architectures.md A.3.6, A.9) from `seed`.
   virtual void init(uint64_t seed) = 0;
-  // u [B, T, H] -> out [B, T, H]. `saved` may be null (inference: keep nothing).
-  virtual Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) = 0;
+  // u [B, T, H] -> out [B, T, H]. `saved` may be null (inference: keep nothing); a mixer that
+  // uses `layout` keeps it in `saved` for its backward.
+  virtual Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
+                         const SequenceLayout& layout = {}) = 0;
   virtual Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) = 0;
   // Matmul FLOPs of the forward pass per token at sequence length T (for `model info`, MFU).
   virtual double forward_flops_per_token(int64_t T) const = 0;

@@ -32,7 +32,7 @@ void MlpMixer::init(uint64_t seed) {
   down_.init(seed, out_std_);
 }
 
-Tensor MlpMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) {
+Tensor MlpMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, const SequenceLayout&) {
   Tensor y = ctx.empty(u.shape(), u.dtype());
   forward_into(ctx, u, y, saved);
   return y;

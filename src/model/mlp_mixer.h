@@ -38,7 +38,8 @@ class MlpMixer : public Mixer {
   LayerKind kind() const override { return LayerKind::mlp; }
   // up/gate ~ N(0, initializer_range), down ~ N(0, initializer_range / sqrt(num_layers)), biases 0.
   void init(uint64_t seed) override;
-  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override;
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
+                 const SequenceLayout& layout = {}) override;  // per token: ignores layout
   Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
   // 2 * in_dim * F per projection: 4 in F (relu2) or 6 in F (SwiGLU); independent of T.
   double forward_flops_per_token(int64_t T) const override;

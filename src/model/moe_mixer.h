@@ -57,8 +57,10 @@ class MoeMixer : public Mixer {
   // Router, up projections, fc1_latent ~ N(0, initializer_range); down projections (experts and
   // shared) and fc2_latent ~ N(0, initializer_range / sqrt(num_layers)); correction bias 0.
   void init(uint64_t seed) override;
-  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved) override {
-    return forward(ctx, u, saved, nullptr);
+  // Per token: the layout is ignored (seq_aux_loss counts per row, as Megatron's does per sample).
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
+                 const SequenceLayout& = {}) override {
+    return forward(ctx, u, saved, static_cast<MoeLayerStats*>(nullptr));
   }
   // The same, reporting this forward's routing statistics into `stats` when given (the aux loss
   // value, a [B, E] host read, is computed only then).

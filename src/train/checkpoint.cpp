@@ -319,4 +319,19 @@ void prune_checkpoints(const std::string& save_dir, int64_t most_recent_k, const
     if (iters[i].first != tracked) prune_one(iters[i].second, hook);
 }
 
+void check_checkpoint_model(const std::string& iter_dir, const model::ModelConfig& want, const std::string& recipe) {
+  const std::string path = (std::filesystem::path(iter_dir) / "config.yaml").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  const nlohmann::json have = model::model_config_to_hf_json(model::load_model_config(path));
+  const nlohmann::json mine = model::model_config_to_hf_json(want);
+  for (const auto& [key, value] : mine.items()) {
+    const nlohmann::json other = have.contains(key) ? have.at(key) : nlohmann::json();
+    if (other != value)
+      throw InputError(fmt::format("{}: the checkpoint's model differs from {}'s: model.{} is {} there, {} here (load a "
+                                   "checkpoint of this model, or give the recipe its model: section)",
+                                   iter_dir, recipe, key, other.dump(), value.dump()));
+  }
+}
+
 }  // namespace nemotron::train

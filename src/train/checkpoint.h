@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model_config.h"
 #include "model/param.h"
 #include "train/adamw.h"
 
@@ -78,6 +79,11 @@ TrainState read_train_state(const std::string& iter_dir);
 // Fills `params` from iter_dir/model.safetensors. A tensor missing or of another shape is an
 // InputError naming the checkpoint, the tensor and both shapes (nothing on disk is touched).
 void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params);
+// When iter_dir holds the config.yaml of the run that wrote it: InputError naming the checkpoint,
+// the first model key that differs from `want` and both values (a model of another shape or
+// kind; training-only keys such as recompute_granularity do not count). Without config.yaml
+// (a weights-only import) nothing is checked here; the weights' shapes still are, on load.
+void check_checkpoint_model(const std::string& iter_dir, const model::ModelConfig& want, const std::string& recipe);
 // Fills the moments of `opt` (every parameter that requires a gradient) from iter_dir/optimizer.safetensors and
 // sets its step count.
 void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,

@@ -36,7 +36,7 @@ ComputeDevice open_compute_device(const TrainLoopConfig& cfg) {
 model::Batch batch_on(const model::Batch& b, Backend& backend) {
   if (backend.device().is_cpu()) return b;
   auto move = [&](const Tensor& t) { return !t.defined() || t.device() == backend.device() ? t : t.to(backend); };
-  return {move(b.input_ids), move(b.labels), move(b.loss_mask)};
+  return {move(b.input_ids), move(b.labels), move(b.loss_mask), move(b.seq_idx), move(b.position_ids)};
 }
 
 }  // namespace nemotron::train

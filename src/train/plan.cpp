@@ -104,11 +104,25 @@ MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_ba
 }
 
 std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, size_t overrides) {
+  const DatasetSection& d = cfg.dataset;
+  std::string data;
+  if (d.mock)
+    data = fmt::format("data: mock (synthetic Markov-chain tokens, seed {}){}", d.random_seed,
+                       d.has_blend() || !d.per_split_data_args_path.empty() ? "; the configured files are not used" : "");
+  else if (d.has_blend())
+    data = fmt::format("data: blend {}, split {}, seed {}", d.blend.dump(), d.split.empty() ? "969,30,1" : d.split,
+                       d.random_seed);
+  else
+    data = fmt::format("data: blend per split from {}, seed {}", d.per_split_data_args_path, d.random_seed);
+  return dry_run_text(cfg, cfg.model, data, estimate_memory(cfg), recipe, overrides);
+}
+
+std::string dry_run_text(const TrainLoopConfig& cfg, const model::ModelConfig& mc, const std::string& data_line,
+                         const MemoryEstimate& mem, const std::string& recipe, size_t overrides) {
   std::string out;
   auto line = [&](const std::string& s) { out += s + "\n"; };
   const TrainSection& t = cfg.train;
-  const model::ModelConfig& mc = cfg.model;
-  const model::ModelInfo info = model::model_info(mc, cfg.dataset.seq_length);
+  const model::ModelInfo info = model::model_info(mc, cfg.seq_length);
   const LrSchedule s = cfg.lr_schedule();
   const int64_t G = t.global_batch_size;
 
@@ -126,12 +140,12 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
     line(fmt::format("  (not trained: {} MTP parameters, multi-token prediction is not modelled yet)",
                      model::format_count(info.mtp_params)));
   line(fmt::format("  training compute  {} per token at seq {}", model::human_flops(info.training_flops_per_token),
-                   cfg.dataset.seq_length));
+                   cfg.seq_length));
 
   line("--- plan ---");
   const double tokens = static_cast<double>(t.train_iters) * static_cast<double>(cfg.tokens_per_step());
   line(fmt::format("  {} iterations of global batch {} = micro-batch {} x {} accumulation step(s), seq {}",
-                   t.train_iters, G, t.micro_batch_size, t.accumulation_steps(), cfg.dataset.seq_length));
+                   t.train_iters, G, t.micro_batch_size, t.accumulation_steps(), cfg.seq_length));
   line(fmt::format("  {} tokens per iteration, {} tokens in all, {} of training compute",
                    model::format_count(cfg.tokens_per_step()), model::human_count(tokens),
                    model::human_flops(info.training_flops_per_token * tokens)));
@@ -161,16 +175,10 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
                                              : std::string("at the end"),
                          k.most_recent_k < 0 ? std::string("all") : std::to_string(k.most_recent_k)));
   if (!k.load.empty()) line(fmt::format("  {} from: {}", k.finetune ? "weights" : "resume", k.load));
-  const DatasetSection& d = cfg.dataset;
-  if (d.mock)
-    line(
-        fmt::format("  data: mock (synthetic Markov-chain tokens, seed {}){}", d.random_seed,
-                    d.has_blend() || !d.per_split_data_args_path.empty() ? "; the configured files are not used" : ""));
-  else if (d.has_blend())
-    line(fmt::format("  data: blend {}, split {}, seed {}", d.blend.dump(), d.split.empty() ? "969,30,1" : d.split,
-                     d.random_seed));
-  else
-    line(fmt::format("  data: blend per split from {}, seed {}", d.per_split_data_args_path, d.random_seed));
+  if (!k.pretrained_checkpoint.empty())
+    line(fmt::format("  weights from: {} (checkpoint.pretrained_checkpoint{})", k.pretrained_checkpoint,
+                     k.load.empty() ? "" : ", when checkpoint.load holds no checkpoint yet"));
+  line("  " + data_line);
   const MoeSection& m = cfg.moe;
   if (m.moe_router_enable_expert_bias || m.seq_aux_loss())
     line(fmt::format("  moe balancing:{}{}",
@@ -179,13 +187,12 @@ std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, s
                          : std::string(),
                      m.seq_aux_loss() ? fmt::format(" seq_aux_loss coeff {}", m.moe_aux_loss_coeff) : std::string()));
 
-  const MemoryEstimate mem = estimate_memory(cfg);
   line("--- memory (rough; one process, float32 as on the CPU) ---");
   line(fmt::format("  parameters        {:>12}", human_bytes(mem.param_bytes)));
   line(fmt::format("  gradients         {:>12}", human_bytes(mem.grad_bytes)));
   line(fmt::format("  Adam moments      {:>12}", human_bytes(mem.moment_bytes)));
   line(fmt::format("  activations       {:>12}  (one micro-batch of {} x {} tokens)", human_bytes(mem.activation_bytes),
-                   t.micro_batch_size, d.seq_length));
+                   t.micro_batch_size, cfg.seq_length));
   if (mem.indexed_samples > 0)
     line(fmt::format("  data indices      {:>12}  (sample, shuffle and blend indices of {} samples, in host memory)",
                      human_bytes(mem.index_bytes), model::format_count(mem.indexed_samples)));

@@ -35,6 +35,9 @@ std::string host_memory_shortfall(const PretrainConfig& cfg, double host_bytes);
 
 // The dry-run report. `recipe` names the file, `overrides` the command line's key=value list.
 std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, size_t overrides);
+// The same for any stage: its loop config, model, one line on its data and its memory estimate.
+std::string dry_run_text(const TrainLoopConfig& cfg, const model::ModelConfig& model, const std::string& data_line,
+                         const MemoryEstimate& mem, const std::string& recipe, size_t overrides);
 
 // 1536 -> "1.50 KiB", 3.2e9 -> "2.98 GiB".
 std::string human_bytes(double bytes);

@@ -121,6 +121,7 @@ void read_checkpoint(ConfigReader& root, TrainLoopConfig& c) {
   k.save_interval = r.get_nonnegative_int("save_interval", 0);
   k.load = r.get_string("load", "");
   k.finetune = r.get_bool("finetune", false);
+  k.pretrained_checkpoint = r.get_string("pretrained_checkpoint", "");
   k.most_recent_k = r.get_int("most_recent_k", -1);
   if (k.most_recent_k == 0 || k.most_recent_k < -1)
     r.fail("most_recent_k", fmt::format("expected -1 (keep all) or a positive count, got {}", k.most_recent_k));

@@ -47,6 +47,10 @@ struct CheckpointSection {     // checkpoint:
   int64_t save_interval = 0;   // 0 = only at the end (and at exit_interval); nothing without save
   std::string load;            // parent (tracker) or iter_XXXXXXX directory; empty = start fresh
   bool finetune = false;       // load weights only; iteration, optimizer and data start over
+  // Megatron-Bridge's key: weights to start from when `load` holds no checkpoint (yet): loaded
+  // weights only, as finetune (SFT starts from the pretrained model; a rerun with load = save
+  // resumes its own checkpoints instead).
+  std::string pretrained_checkpoint;
   int64_t most_recent_k = -1;  // keep the k newest iterations; -1 = all
 };
 

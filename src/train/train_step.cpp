@@ -37,7 +37,7 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
                                   int64_t micro_index, double grad_scale, model::ForwardStats* stats) {
   MicroBatchResult r;
   model::Activations act;
-  Tensor x = net.forward(ctx, mb.input_ids, &act, stats);
+  Tensor x = net.forward(ctx, mb.input_ids, &act, stats, mb.layout());
   Tensor dx;
   Tensor c;
   if (loss.linear_weights(mb, &c)) {
@@ -62,7 +62,7 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
 
 double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
                     int64_t micro_index) {
-  Tensor x = net.forward(ctx, mb.input_ids, nullptr);
+  Tensor x = net.forward(ctx, mb.input_ids, nullptr, nullptr, mb.layout());
   Tensor c;
   if (loss.linear_weights(mb, &c)) return sum_on_host(net.head(ctx, x, mb.labels, c, 1.0, nullptr));
   Tensor logprobs = net.head(ctx, x, mb.labels, Tensor(), 1.0, nullptr);

@@ -60,12 +60,17 @@ void Trainer::print(fmt::format_string<Args...> f, Args&&... args) {
 
 void Trainer::restore_from_config() {
   const CheckpointSection& k = cfg_.checkpoint;
-  if (k.load.empty()) return;
-  if (same_path(k.load, k.save) && !has_checkpoint(k.load)) {
-    print("checkpoint.load {}: no checkpoint there yet, starting from scratch\n", k.load);
-    return;
+  if (!k.load.empty()) {
+    if (!same_path(k.load, k.save) || has_checkpoint(k.load)) return restore(k.load, k.finetune);
+    if (k.pretrained_checkpoint.empty()) {
+      print("checkpoint.load {}: no checkpoint there yet, starting from scratch\n", k.load);
+      return;
+    }
   }
-  restore(k.load, k.finetune);
+  if (k.pretrained_checkpoint.empty()) return;
+  restore(k.pretrained_checkpoint, true);
+  print("checkpoint.pretrained_checkpoint: weights from {} (iteration, optimizer and data start over)\n",
+        resumed_from_);
 }
 
 void Trainer::restore(const std::string& path, bool finetune) {

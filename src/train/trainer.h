@@ -72,7 +72,8 @@ class Trainer {
   // Applies checkpoint.load / checkpoint.finetune: weights (always), and unless finetuning the
   // optimizer moments and step count, the iteration, consumed samples and data cursor. A load
   // directory that does not exist yet while it equals checkpoint.save starts fresh (Megatron's
-  // auto-resume); anything else missing is an InputError. Writes nothing.
+  // auto-resume); anything else missing is an InputError. Without a checkpoint to load,
+  // checkpoint.pretrained_checkpoint (when set) gives the weights only. Writes nothing.
   void restore_from_config();
   // Same, from an explicit path.
   void restore(const std::string& path, bool finetune);

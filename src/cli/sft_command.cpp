@@ -1,0 +1,155 @@
+// `nemotron <family> sft [-c tiny|default|PATH] [--dry-run] [key=value ...]`: stage 1, supervised
+// fine-tuning on the packed chat rows of `data prep sft` (recipes/<family>/sft/NAME.yaml, found as
+// pretrain finds its recipes). The weights come from checkpoint.pretrained_checkpoint (stage 0's
+// output; its model config must equal the recipe's) unless checkpoint.load holds this run's own
+// checkpoint (exact resume). The loop, logs, metrics.jsonl, checkpoints, run-directory lock and
+// signals are the pretraining trainer's; what differs is the data (packed rows with their
+// sequence layout and assistant-only loss mask) and the proof of learning printed before the
+// first step and at the end: the share of answer tokens of the held-out chat prompts
+// (dataset_root/heldout/*.jsonl) predicted right under teacher forcing. Bad input is one line
+// and exit 2, before anything is written.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/recipe_paths.h"
+#include "cli/stop_signals.h"
+#include "core/config_tree.h"
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+#include "model/hybrid_model.h"
+#include "train/checkpoint.h"
+#include "train/compute_device.h"
+#include "train/run_dir.h"
+#include "train/sft_config.h"
+#include "train/sft_data_source.h"
+#include "train/teacher_forcing.h"
+#include "train/trainer.h"
+
+namespace nemotron::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct SftOptions {
+  std::string family;
+  std::string config = "default";
+  bool dry_run = false;
+  std::vector<std::string> overrides;
+};
+
+std::string command_line(const SftOptions& o) {
+  std::string s = fmt::format("nemotron {} sft -c {}", o.family, o.config);
+  for (const std::string& kv : o.overrides) s += " " + kv;
+  return s;
+}
+
+// The held-out prompts data prep wrote (metadata.json: "heldout", tokenizer_uri, chat_template),
+// or none (a dataset without them: the accuracy is not printed).
+std::vector<train::TeacherForcedExample> heldout_examples(const train::SftConfig& cfg) {
+  const std::string meta_path = cfg.dataset.metadata_path();
+  std::ifstream in(meta_path);
+  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+  if (meta.is_discarded() || !meta.contains("heldout") || !meta["heldout"].is_object() || meta["heldout"].empty())
+    return {};
+  const std::string tok_path = meta.value("tokenizer_uri", "");
+  const auto format = data::chat_format_from_name(meta.value("chat_template", ""));
+  if (tok_path.empty() || !format) return {};
+  const data::Tokenizer tok = data::Tokenizer::load(tok_path);
+  std::vector<train::TeacherForcedExample> out;
+  for (const auto& [name, rel] : meta["heldout"].items()) {
+    if (!rel.is_string()) continue;
+    int64_t skipped = 0;
+    auto ex = train::load_teacher_forced_examples((fs::path(cfg.dataset.dataset_root) / rel.get<std::string>()).string(),
+                                                  tok, *format, cfg.dataset.seq_length, &skipped);
+    out.insert(out.end(), ex.begin(), ex.end());
+  }
+  return out;
+}
+
+void print_accuracy(const char* when, const train::TeacherForcedAccuracy& a) {
+  std::printf("held-out answers, teacher-forced, %s: %.1f%% of %lld answer tokens right (%lld prompts)\n", when,
+              100.0 * a.share(), static_cast<long long>(a.answer_tokens), static_cast<long long>(a.examples));
+  std::fflush(stdout);
+}
+
+// Returns the signal that stopped the run (0 when it ran to its end).
+int run_sft(const SftOptions& o) {
+  const std::string path = resolve_recipe(o.family, "sft", o.config);
+  train::SftConfig cfg = train::load_sft_config(path, o.overrides);
+  if (o.dry_run) {
+    std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    return 0;
+  }
+  const train::CheckpointSection& k = cfg.checkpoint;
+  train::SftDataSources data = train::make_sft_data_sources(cfg);  // opens and checks the shards
+  // The pretrained weights are used when checkpoint.load has nothing of this run to resume.
+  const bool resumes = !k.load.empty() && train::has_checkpoint(k.load);
+  if (!resumes && !k.pretrained_checkpoint.empty()) {
+    std::error_code ec;
+    if (!fs::exists(k.pretrained_checkpoint, ec))
+      throw InputError(fmt::format("{}: checkpoint.pretrained_checkpoint: {} does not exist; pretrain first (`nemotron "
+                                   "{} pretrain -c {}`) or point it at a checkpoint",
+                                   path, k.pretrained_checkpoint, o.family, o.config));
+    train::check_checkpoint_model(train::resolve_checkpoint_dir(k.pretrained_checkpoint, true), cfg.model, path);
+  } else if (!resumes && k.load.empty()) {
+    std::printf("warning: neither checkpoint.pretrained_checkpoint nor checkpoint.load is set: fine-tuning randomly "
+                "initialised weights\n");
+  }
+  const std::vector<train::TeacherForcedExample> heldout = heldout_examples(cfg);
+  train::ComputeDevice dev = train::open_compute_device(cfg);
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
+  net.init(cfg.seed);
+  net.params().create_masters();
+  train::TrainerOptions topts;
+  topts.stop_requested = &StopSignals::requested;
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), topts);
+  trainer.restore_from_config();  // reads only
+  const train::RunDirState seen = train::check_run_dir(cfg.checkpoint);
+  const train::RunDirLock lock = train::lock_run_dir(cfg.checkpoint, seen, command_line(o));
+  for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
+  if (k.save.empty())
+    std::printf("warning: checkpoint.save is empty: this run saves no checkpoint (set checkpoint.save=DIR to keep one)\n");
+  if (!heldout.empty())
+    print_accuracy(fmt::format("at iteration {}", trainer.iteration()).c_str(),
+                   train::teacher_forced_accuracy(net, heldout, cfg.dataset.seq_length, data.pad_id));
+  const StopSignals signals;
+  const train::TrainResult res = trainer.run();
+  if (!heldout.empty())
+    print_accuracy(fmt::format("at iteration {}", trainer.iteration()).c_str(),
+                   train::teacher_forced_accuracy(net, heldout, cfg.dataset.seq_length, data.pad_id));
+  return res.stop_reason.empty() ? 0 : StopSignals::signal_number();
+}
+
+}  // namespace
+
+void add_sft_commands(CLI::App& app) {
+  for (const RecipeFamily& f : kRecipeFamilies) {
+    const char* family = f.name;
+    CLI::App* group = family_group(app, family);
+    auto o = std::make_shared<SftOptions>();
+    o->family = family;
+    CLI::App* cmd = group->add_subcommand(
+        "sft", "Supervised fine-tuning (stage 1) on packed chat rows from `data prep sft`: checkpoints, exact resume");
+    cmd->add_option("-c,--config", o->config,
+                    fmt::format("Recipe: a name in recipes/{}/sft/ (tiny, default) or a YAML path", family))
+        ->capture_default_str();
+    cmd->add_flag("-d,--dry-run", o->dry_run, "Print the resolved config, model size, plan and memory; run nothing");
+    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (train.train_iters=50)")
+        ->check(CLI::Validator(
+            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+            "KEY=VALUE"));
+    cmd->callback([o] {
+      if (int sig = run_sft(*o)) reraise(sig);
+    });
+  }
+}
+
+}  // namespace nemotron::cli

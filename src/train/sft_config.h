@@ -1,0 +1,46 @@
+// The SFT stage's configuration (stage 1; reference/pipeline-and-rl.md §4.5, §6): a recipe YAML
+// (recipes/<family>/sft/*.yaml) with the training loop's shared sections (train_loop_config.h),
+// model: (the pretrained model's shape) and a dataset: section naming the packed Parquet splits
+// that `data prep sft` writes:
+//   dataset.dataset_root   the data prep's output_dir (Bridge's FinetuningDatasetConfig key):
+//                          splits/train, splits/valid, metadata.json (pad id = its eos_token_id,
+//                          its pack_size), heldout/*.jsonl
+//   dataset.seq_length     tokens per packed row = the data's pack_size
+//   dataset.packed_sequence_specs.packed_sequence_size   optional; must equal seq_length
+//   dataset.seed           sample order (Bridge's default 1234)
+// The weights come from checkpoint.pretrained_checkpoint (stage 0's checkpoint.save) unless
+// checkpoint.load holds this run's own checkpoint (resume).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "train/train_loop_config.h"
+
+namespace nemotron::train {
+
+struct SftDatasetSection {  // dataset:
+  std::string dataset_root;
+  int64_t seq_length = 0;
+  uint64_t seed = 1234;
+  std::string train_dir() const { return dataset_root + "/splits/train"; }
+  std::string valid_dir() const { return dataset_root + "/splits/valid"; }
+  std::string metadata_path() const { return dataset_root + "/metadata.json"; }
+};
+
+struct SftConfig : TrainLoopConfig {
+  model::ModelConfig model;
+  SftDatasetSection dataset;
+};
+
+// Reads and validates a resolved tree (unknown keys are errors; run: and recipe: are ignored).
+SftConfig read_sft_config(const nlohmann::json& tree, const std::string& source);
+// Loads the YAML file, applies the dotted key=value overrides, reads and validates.
+SftConfig load_sft_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// What `sft --dry-run` prints: the resolved config, the model's size, the plan, rough memory.
+std::string sft_dry_run_text(const SftConfig& cfg, const std::string& recipe, size_t overrides);
+
+}  // namespace nemotron::train
