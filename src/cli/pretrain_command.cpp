@@ -21,7 +21,7 @@
 #include "cli/commands.h"
 #include "cli/host_memory.h"
 #include "cli/recipe_paths.h"
-#include "cli/stop_signals.h"
+#include "cli/training_command.h"
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
@@ -29,19 +29,12 @@
 #include "train/compute_device.h"
 #include "train/data_sources.h"
 #include "train/plan.h"
-#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace nemotron::cli {
 
 namespace {
 
-struct PretrainOptions {
-  std::string family;
-  std::string config = "default";
-  bool dry_run = false;
-  std::vector<std::string> overrides;
-};
 
 // Data prep records the unigram entropy of the training tokens (metadata.json beside blend.json):
 // the loss of a model that ignores context. Learning shows as validation loss far below it.
@@ -57,15 +50,8 @@ void print_unigram_baseline(const train::PretrainConfig& cfg, const train::Train
               baseline, meta.string().c_str(), std::abs(baseline - val), val < baseline ? "below" : "ABOVE");
 }
 
-// The command as the run-directory lock records it (who holds checkpoint.save).
-std::string command_line(const PretrainOptions& o) {
-  std::string s = fmt::format("nemotron {} pretrain -c {}", o.family, o.config);
-  for (const std::string& kv : o.overrides) s += " " + kv;
-  return s;
-}
-
 // Returns the signal that stopped the run (0 when it ran to its end).
-int run_pretrain(const PretrainOptions& o) {
+int run_pretrain(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "pretrain", o.config);
   train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides);
   if (o.dry_run) {
@@ -88,45 +74,18 @@ int run_pretrain(const PretrainOptions& o) {
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
   net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)
-  train::TrainerOptions topts;
-  topts.stop_requested = &StopSignals::requested;
-  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), topts);
-  trainer.restore_from_config();  // reads only; errors leave every file as it was
-  // checkpoint.save belongs to one run at a time (train/run_dir.h): refused before anything is
-  // written unless this run resumes it, then locked for the whole run.
-  const train::RunDirState seen = train::check_run_dir(cfg.checkpoint);
-  const train::RunDirLock lock = train::lock_run_dir(cfg.checkpoint, seen, command_line(o));
-  for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
-  if (cfg.checkpoint.save.empty())
-    std::printf("warning: checkpoint.save is empty: this run saves no checkpoint (set checkpoint.save=DIR to keep one)\n");
-  const StopSignals signals;
-  const train::TrainResult res = trainer.run();
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), trainer_options());
+  train::TrainResult res;
+  const int sig = run_training(trainer, cfg.checkpoint, command_line(o), res);
   print_unigram_baseline(cfg, res);
-  return res.stop_reason.empty() ? 0 : StopSignals::signal_number();
+  return sig;
 }
 
 }  // namespace
 
 void add_pretrain_commands(CLI::App& app) {
-  for (const RecipeFamily& f : kRecipeFamilies) {
-    const char* family = f.name;
-    CLI::App* group = family_group(app, family);
-    auto o = std::make_shared<PretrainOptions>();
-    o->family = family;
-    CLI::App* cmd = group->add_subcommand(
-        "pretrain", "Pretrain the model (stage 0): mock or prepared data, checkpoints, exact resume");
-    cmd->add_option("-c,--config", o->config,
-                    fmt::format("Recipe: a name in recipes/{}/pretrain/ (tiny, default) or a YAML path", family))
-        ->capture_default_str();
-    cmd->add_flag("-d,--dry-run", o->dry_run, "Print the resolved config, model size, plan and memory; run nothing");
-    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (train.train_iters=50)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    cmd->callback([o] {
-      if (int sig = run_pretrain(*o)) reraise(sig);  // after every destructor: files closed, lock released
-    });
-  }
+  add_training_command(app, "pretrain", "Pretrain the model (stage 0): mock or prepared data, checkpoints, exact resume",
+                       run_pretrain);
 }
 
 }  // namespace nemotron::cli

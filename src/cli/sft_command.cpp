@@ -18,7 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/recipe_paths.h"
-#include "cli/stop_signals.h"
+#include "cli/training_command.h"
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "data/chat_template.h"
@@ -26,7 +26,6 @@
 #include "model/hybrid_model.h"
 #include "train/checkpoint.h"
 #include "train/compute_device.h"
-#include "train/run_dir.h"
 #include "train/sft_config.h"
 #include "train/sft_data_source.h"
 #include "train/teacher_forcing.h"
@@ -38,18 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct SftOptions {
-  std::string family;
-  std::string config = "default";
-  bool dry_run = false;
-  std::vector<std::string> overrides;
-};
-
-std::string command_line(const SftOptions& o) {
-  std::string s = fmt::format("nemotron {} sft -c {}", o.family, o.config);
-  for (const std::string& kv : o.overrides) s += " " + kv;
-  return s;
-}
 
 // The held-out prompts data prep wrote (metadata.json: "heldout", tokenizer_uri, chat_template),
 // or none (a dataset without them: the accuracy is not printed).
@@ -81,7 +68,7 @@ void print_accuracy(const char* when, const train::TeacherForcedAccuracy& a) {
 }
 
 // Returns the signal that stopped the run (0 when it ran to its end).
-int run_sft(const SftOptions& o) {
+int run_sft(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "sft", o.config);
   train::SftConfig cfg = train::load_sft_config(path, o.overrides);
   if (o.dry_run) {
@@ -108,48 +95,24 @@ int run_sft(const SftOptions& o) {
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
   net.params().create_masters();
-  train::TrainerOptions topts;
-  topts.stop_requested = &StopSignals::requested;
-  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), topts);
-  trainer.restore_from_config();  // reads only
-  const train::RunDirState seen = train::check_run_dir(cfg.checkpoint);
-  const train::RunDirLock lock = train::lock_run_dir(cfg.checkpoint, seen, command_line(o));
-  for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
-  if (k.save.empty())
-    std::printf("warning: checkpoint.save is empty: this run saves no checkpoint (set checkpoint.save=DIR to keep one)\n");
-  if (!heldout.empty())
-    print_accuracy(fmt::format("at iteration {}", trainer.iteration()).c_str(),
-                   train::teacher_forced_accuracy(net, heldout, cfg.dataset.seq_length, data.pad_id));
-  const StopSignals signals;
-  const train::TrainResult res = trainer.run();
-  if (!heldout.empty())
-    print_accuracy(fmt::format("at iteration {}", trainer.iteration()).c_str(),
-                   train::teacher_forced_accuracy(net, heldout, cfg.dataset.seq_length, data.pad_id));
-  return res.stop_reason.empty() ? 0 : StopSignals::signal_number();
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), trainer_options());
+  auto accuracy = [&] {
+    if (!heldout.empty())
+      print_accuracy(fmt::format("at iteration {}", trainer.iteration()).c_str(),
+                     train::teacher_forced_accuracy(net, heldout, cfg.dataset.seq_length, data.pad_id));
+  };
+  train::TrainResult res;
+  const int sig = run_training(trainer, cfg.checkpoint, command_line(o), res, accuracy);
+  accuracy();
+  return sig;
 }
 
 }  // namespace
 
 void add_sft_commands(CLI::App& app) {
-  for (const RecipeFamily& f : kRecipeFamilies) {
-    const char* family = f.name;
-    CLI::App* group = family_group(app, family);
-    auto o = std::make_shared<SftOptions>();
-    o->family = family;
-    CLI::App* cmd = group->add_subcommand(
-        "sft", "Supervised fine-tuning (stage 1) on packed chat rows from `data prep sft`: checkpoints, exact resume");
-    cmd->add_option("-c,--config", o->config,
-                    fmt::format("Recipe: a name in recipes/{}/sft/ (tiny, default) or a YAML path", family))
-        ->capture_default_str();
-    cmd->add_flag("-d,--dry-run", o->dry_run, "Print the resolved config, model size, plan and memory; run nothing");
-    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (train.train_iters=50)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    cmd->callback([o] {
-      if (int sig = run_sft(*o)) reraise(sig);
-    });
-  }
+  add_training_command(
+      app, "sft", "Supervised fine-tuning (stage 1) on packed chat rows from `data prep sft`: checkpoints, exact resume",
+      run_sft);
 }
 
 }  // namespace nemotron::cli

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/mapped_file.h"
 #include "io/staged_dir.h"
 
 namespace nemotron::data {
@@ -72,11 +73,14 @@ std::optional<nlohmann::json> up_to_date_output(const fs::path& out, const std::
   return std::nullopt;
 }
 
-void carry_sample_dirs(const fs::path& out, const fs::path& staging) {
-  if (!fs::exists(out)) return;
-  for (const auto& e : fs::directory_iterator(out))
-    if (is_sample_dir(e.path()) && !fs::exists(staging / e.path().filename()))
-      fs::rename(e.path(), staging / e.path().filename());
+void commit_prep_output(io::StagedDir& staged, const fs::path& out, const nlohmann::json& metadata) {
+  const std::string text = metadata.dump(2) + "\n";
+  io::write_file_atomically((staged.path() / "metadata.json").string(), text.data(), text.size());
+  if (fs::exists(out))
+    for (const auto& e : fs::directory_iterator(out))
+      if (is_sample_dir(e.path()) && !fs::exists(staged.path() / e.path().filename()))
+        fs::rename(e.path(), staged.path() / e.path().filename());
+  staged.commit();  // swap the finished directory into place
 }
 
 }  // namespace nemotron::data

@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+namespace nemotron::io {
+class StagedDir;
+}
+
 namespace nemotron::data {
 
 // <output_dir>/sample-<sample> when sample > 0, else output_dir; absolute and normalised.
@@ -33,7 +37,8 @@ bool is_sample_dir(const std::filesystem::path& p);
 std::optional<nlohmann::json> up_to_date_output(const std::filesystem::path& out, const std::string& fingerprint,
                                                 const std::filesystem::path& must_exist, bool force);
 
-// Moves the --sample outputs of `out` into `staging` before the staged directory replaces `out`.
-void carry_sample_dirs(const std::filesystem::path& out, const std::filesystem::path& staging);
+// Finishes a prep: writes `metadata` as staged/metadata.json (last: its fingerprint marks the
+// directory complete), moves the --sample outputs of `out` into it, and swaps it in for `out`.
+void commit_prep_output(io::StagedDir& staged, const std::filesystem::path& out, const nlohmann::json& metadata);
 
 }  // namespace nemotron::data

@@ -400,11 +400,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
       {"unigram_entropy_nats", keep_unigrams ? nlohmann::json(entropy) : nlohmann::json(nullptr)},
       {"sources", per_source},
       {"config", nlohmann::json::parse(resolved_config)}};
-  std::string text = meta.dump(2) + "\n";
-  io::write_file_atomically((tmp / "metadata.json").string(), text.data(), text.size());
-
-  carry_sample_dirs(out, tmp);
-  staged.commit();  // swap the finished directory into place
+  commit_prep_output(staged, out, meta);
   return res;
 }
 

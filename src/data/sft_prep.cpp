@@ -480,11 +480,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       {"splits", splits},
       {"heldout", heldout},
       {"config", nlohmann::json::parse(resolved_config)}};
-  std::string text = meta.dump(2) + "\n";
-  io::write_file_atomically((tmp / "metadata.json").string(), text.data(), text.size());
-
-  carry_sample_dirs(out, tmp);
-  staged.commit();  // swap the finished directory into place
+  commit_prep_output(staged, out, meta);
   return res;
 }
 

@@ -1,0 +1,64 @@
+#include "cli/training_command.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "cli/recipe_paths.h"
+#include "cli/stop_signals.h"
+#include "train/run_dir.h"
+
+namespace nemotron::cli {
+
+std::string command_line(const TrainingCommandOptions& o) {
+  std::string s = fmt::format("nemotron {} {} -c {}", o.family, o.stage, o.config);
+  for (const std::string& kv : o.overrides) s += " " + kv;
+  return s;
+}
+
+void add_training_command(CLI::App& app, const std::string& stage, const std::string& about,
+                          std::function<int(const TrainingCommandOptions&)> run) {
+  for (const RecipeFamily& f : kRecipeFamilies) {
+    auto o = std::make_shared<TrainingCommandOptions>();
+    o->family = f.name;
+    o->stage = stage;
+    CLI::App* cmd = family_group(app, f.name)->add_subcommand(stage, about);
+    cmd->add_option("-c,--config", o->config,
+                    fmt::format("Recipe: a name in recipes/{}/{}/ (tiny, default) or a YAML path", f.name, stage))
+        ->capture_default_str();
+    cmd->add_flag("-d,--dry-run", o->dry_run, "Print the resolved config, model size, plan and memory; run nothing");
+    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (train.train_iters=50)")
+        ->check(CLI::Validator(
+            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+            "KEY=VALUE"));
+    cmd->callback([o, run] {
+      if (int sig = run(*o)) reraise(sig);  // after every destructor: files closed, lock released
+    });
+  }
+}
+
+train::TrainerOptions trainer_options() {
+  train::TrainerOptions topts;
+  topts.stop_requested = &StopSignals::requested;
+  return topts;
+}
+
+int run_training(train::Trainer& trainer, const train::CheckpointSection& checkpoint, const std::string& command,
+                 train::TrainResult& result, const std::function<void()>& before_run) {
+  trainer.restore_from_config();  // reads only; errors leave every file as it was
+  // checkpoint.save belongs to one run at a time (train/run_dir.h): refused before anything is
+  // written unless this run resumes it, then locked for the whole run.
+  const train::RunDirState seen = train::check_run_dir(checkpoint);
+  const train::RunDirLock lock = train::lock_run_dir(checkpoint, seen, command);
+  for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
+  if (checkpoint.save.empty())
+    std::printf("warning: checkpoint.save is empty: this run saves no checkpoint (set checkpoint.save=DIR to keep one)\n");
+  if (before_run) before_run();
+  const StopSignals signals;
+  result = trainer.run();
+  return result.stop_reason.empty() ? 0 : StopSignals::signal_number();
+}
+
+}  // namespace nemotron::cli

@@ -1,0 +1,45 @@
+// What every training command (`pretrain`, `sft`, and the stages after them) shares around its own
+// setup: the options (-c NAME|PATH, --dry-run, key=value overrides), their registration under each
+// recipe family, and the run itself once the model, data and Trainer exist: restore (reads only),
+// claim checkpoint.save for this run (refused unless it resumes it, then locked: train/run_dir.h),
+// warn when nothing will be saved, and train with SIGTERM/SIGINT saving at the next step.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "train/trainer.h"
+
+namespace CLI {
+class App;
+}
+
+namespace nemotron::cli {
+
+struct TrainingCommandOptions {
+  std::string family;  // super3, nano3
+  std::string stage;   // pretrain, sft: also the recipe folder (recipes/<family>/<stage>/)
+  std::string config = "default";
+  bool dry_run = false;
+  std::vector<std::string> overrides;
+};
+
+// The command as the run-directory lock records it (who holds checkpoint.save).
+std::string command_line(const TrainingCommandOptions& o);
+
+// Adds `nemotron <family> <stage>` for every recipe family. `run` returns the signal that stopped
+// the training (0 when it ran to its end); it is re-raised after every destructor has run (files
+// closed, lock released), so the shell sees 128 + the signal.
+void add_training_command(CLI::App& app, const std::string& stage, const std::string& about,
+                          std::function<int(const TrainingCommandOptions&)> run);
+
+// Trainer options of a command: the stop query answered by the SIGTERM/SIGINT handlers.
+train::TrainerOptions trainer_options();
+
+// Restores, claims checkpoint.save, then runs the trainer; `before_run` is called once the
+// restored state is known and the directory is ours (e.g. to print a metric at the starting
+// iteration). Returns the stopping signal as above, and the run's result in `result`.
+int run_training(train::Trainer& trainer, const train::CheckpointSection& checkpoint, const std::string& command,
+                 train::TrainResult& result, const std::function<void()>& before_run = {});
+
+}  // namespace nemotron::cli
