@@ -57,13 +57,13 @@ cmp -s "$TMP/a/iter_0000004/model.safetensors" "$TMP/part/iter_0000004/model.saf
 # --- bad input: one line, exit 2, nothing written --------------------------------------------------
 expect_error "pretrained checkpoint of another model" \
   "$TMP/pre/iter_0000003: the checkpoint's model differs from recipes/super3/sft/tiny.yaml's: model.hidden_size is 64 there, 32 here (load a checkpoint of this model, or give the recipe its model: section)" \
-  "${sft[@]}" checkpoint.save="$TMP/b" model.hidden_size=32
+  "${sft[@]}" checkpoint.save="$TMP/b" checkpoint.load="$TMP/b" model.hidden_size=32
 expect_error "missing dataset directory" \
   "recipes/super3/sft/tiny.yaml: dataset.dataset_root: $TMP/nope does not exist; write it with \`nemotron <family> data prep sft\`" \
-  "${sft[@]}" checkpoint.save="$TMP/b" dataset.dataset_root="$TMP/nope"
+  "${sft[@]}" checkpoint.save="$TMP/b" checkpoint.load="$TMP/b" dataset.dataset_root="$TMP/nope"
 expect_error "missing pretrained checkpoint" \
   "recipes/super3/sft/tiny.yaml: checkpoint.pretrained_checkpoint: $TMP/nope does not exist; pretrain first (\`nemotron super3 pretrain -c tiny\`) or point it at a checkpoint" \
-  "${sft[@]}" checkpoint.save="$TMP/b" checkpoint.pretrained_checkpoint="$TMP/nope"
+  "${sft[@]}" checkpoint.save="$TMP/b" checkpoint.load="$TMP/b" checkpoint.pretrained_checkpoint="$TMP/nope"
 [[ -e "$TMP/b" ]] && fail "a refused run wrote $TMP/b"
 
 finish "sft checks"
