@@ -6,7 +6,11 @@
 // config trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py).
 // usage: cuda_train_step -c bench/configs/hybrid_dense_125m.yaml [--batch 4] [--seq-len 4096]
 //                        [--grad-accum 1] [--steps 10] [--reference] [--results bench/results.jsonl]
-//                        [--peak-tflops X (skip measuring)]
+//                        [--peak-tflops X (skip measuring)] [--packed MEAN_LEN]
+// --packed: SFT's packed rows (reference/data-formats.md §6.8) instead of one sequence per row:
+// sequences of MEAN_LEN/2 .. 3*MEAN_LEN/2 tokens back to back (seq_idx, position_ids restarting,
+// attention and the Mamba state reset at every boundary), the loss on the last 60% of each
+// sequence (the assistant part), so SFT's tokens/s compares with pretraining's on one config.
 // Model FLOPs per token: 3 x the forward matmul + attention FLOPs of `model info` (the scan,
 // norms and elementwise work are not counted, as in Megatron's MFU).
 #include <CLI/CLI.hpp>
@@ -66,6 +70,41 @@ model::Batch random_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, u
   return {Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
 }
 
+// The same tokens as random_batch, cut into packed sequences: labels end at each sequence's
+// last token (-100), seq_idx counts sequences along the row, position_ids restart, loss_mask
+// covers each sequence's last 60%.
+model::Batch packed_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, int64_t mean_len, uint64_t seed,
+                          int64_t* sequences) {
+  model::Batch b = random_batch(cfg, B, T, seed);
+  const std::vector<double> ids = b.input_ids.to_f64_vector();
+  std::vector<int32_t> labels(ids.size()), seq(ids.size()), pos(ids.size());
+  std::vector<float> mask(ids.size());
+  Philox rng(seed + 1);
+  uint64_t draw = 0;
+  *sequences = 0;
+  for (int64_t r = 0; r < B; ++r) {
+    int64_t t = 0, k = 0;
+    while (t < T) {
+      const int64_t len = std::min<int64_t>(T - t, mean_len / 2 + static_cast<int64_t>(rng.bits(draw++) % static_cast<uint64_t>(mean_len + 1)));
+      const int64_t prompt = len * 2 / 5;
+      for (int64_t i = 0; i < len; ++i) {
+        const size_t n = static_cast<size_t>(r * T + t + i);
+        labels[n] = i + 1 < len ? static_cast<int32_t>(ids[n + 1]) : -100;
+        seq[n] = static_cast<int32_t>(k);
+        pos[n] = static_cast<int32_t>(i);
+        mask[n] = i >= prompt ? 1.0f : 0.0f;
+      }
+      t += len, ++k;
+    }
+    *sequences += k;
+  }
+  b.labels = Tensor::from_vector<int32_t>({B, T}, labels);
+  b.loss_mask = Tensor::from_vector<float>({B, T}, mask);
+  b.seq_idx = Tensor::from_vector<int32_t>({B, T}, seq);
+  b.position_ids = Tensor::from_vector<int32_t>({B, T}, pos);
+  return b;
+}
+
 // Same config, transformers' model, same GPU: tools/bench_transformers.py prints one JSON line
 // (null and the output kept in `failure` when it fails).
 nlohmann::json run_transformers_reference(const model::ModelConfig& cfg, int64_t B, int64_t T, int accum,
@@ -92,6 +131,7 @@ int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
   int64_t B = 4, T = 4096;
   int steps = 10, accum = 1;
+  int64_t packed = 0;
   bool reference = false;
   double peak = 0;
   CLI::App app{"CUDA train-step benchmark (bf16, fp32 masters)"};
@@ -104,6 +144,8 @@ int main(int argc, char** argv) {
   app.add_flag("--reference", reference, "also time transformers' NemotronHForCausalLM (python3) on the same GPU");
   app.add_option("--results", results, "append one JSON line with the figures to this file");
   app.add_option("--peak-tflops", peak, "GEMM peak to use instead of measuring it (repeat runs in one session)");
+  app.add_option("--packed", packed, "SFT: packed rows of sequences of about this many tokens (0: one per row)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     if (cuda::device_count() == 0) {
@@ -131,9 +173,12 @@ int main(int argc, char** argv) {
     // 1, AdamW; its context is ctx's twin (the caching allocator, no arena).
     train::TrainStep train_step(net, opt, train::StepConfig{/*clip_grad=*/1.0, {}});
     train::MaskedCrossEntropy ce;
-    model::Batch batch = random_batch(cfg, B, T, 99);
+    int64_t sequences = B;
+    model::Batch batch = packed > 0 ? packed_batch(cfg, B, T, packed, 99, &sequences) : random_batch(cfg, B, T, 99);
     batch.input_ids = batch.input_ids.to(gpu);
     batch.labels = batch.labels.to(gpu);
+    for (Tensor* t : {&batch.loss_mask, &batch.seq_idx, &batch.position_ids})
+      if (t->defined()) *t = t->to(gpu);
     const std::vector<model::Batch> micro(static_cast<size_t>(accum), batch);
     const double micro_tokens = static_cast<double>(B * T), tokens = micro_tokens * accum;
 
@@ -158,7 +203,7 @@ int main(int argc, char** argv) {
     for (const auto& m : net.mixers()) {
       double ms = median_cuda_ms(ctx, 3, [&] {
         std::unique_ptr<model::MixerSaved> saved;
-        Tensor out = m->forward(ctx, u, &saved);
+        Tensor out = m->forward(ctx, u, &saved, batch.layout());
         m->backward(ctx, *saved, out);
       });
       phase[kind_name(m->kind())] += ms;
@@ -203,6 +248,10 @@ int main(int argc, char** argv) {
                 gpu.name().c_str(), NEMOTRON_VERSION, config.c_str(),
                 static_cast<double>(net.params().numel()) / 1e6, static_cast<long long>(B), static_cast<long long>(T),
                 accum, tokens);
+    if (packed > 0)
+      std::printf("packed rows (SFT): %lld sequences of ~%lld tokens in %lld rows; loss on %.0f%% of the tokens\n",
+                  static_cast<long long>(sequences), static_cast<long long>(packed), static_cast<long long>(B),
+                  100.0 * train::count_loss_tokens(packed_batch(cfg, B, T, packed, 99, &sequences)) / micro_tokens);
     std::printf("%s bf16 GEMM peak (8192^3, cuBLASLt): %.1f TFLOP/s\n", peak_measured ? "measured" : "given", peak);
     std::printf("train step: %.2f ms | %.0f tokens/s | %.1f TFLOP/s model | MFU %.1f%% | loss %.4f | grad norm %.3f | "
                 "peak memory %.2f GiB\n",
@@ -232,7 +281,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, ms] : phase) std::printf("  %-62s %9.2f  (%4.1f%%)\n", name.c_str(), ms, 100.0 * ms / step_ms);
 
     nlohmann::json rec = {{"config", config},   {"batch", B},           {"seq_len", T},
-                          {"grad_accum", accum}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
+                          {"grad_accum", accum}, {"packed_mean_len", packed}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
                           {"gemm_peak_tflops", peak}, {"mfu", tflops / peak}, {"device", gpu.name()},
                           {"version", NEMOTRON_VERSION},
                           {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}, {"params", net.params().numel()}};
