@@ -115,6 +115,18 @@ std::optional<Artifact> ArtifactStore::find(const ArtifactRef& ref) const {
   return Artifact::from_json(parse_json_text(read_text(m), m.string()), m.string());
 }
 
+std::optional<Artifact> ArtifactStore::latest_at_path(const std::string& path, const std::string& type) const {
+  const std::string want = fs::absolute(path).lexically_normal().string();
+  std::optional<Artifact> best;
+  for (const std::string& n : names()) {
+    std::optional<Artifact> a = find({n, "latest"});
+    if (!a || (!type.empty() && a->type != type)) continue;
+    if (fs::path(a->path).lexically_normal().string() != want) continue;
+    if (!best || a->created_at > best->created_at) best = std::move(a);
+  }
+  return best;
+}
+
 Artifact ArtifactStore::get(const ArtifactRef& ref) const {
   if (auto a = find(ref)) return *a;
   std::string have;

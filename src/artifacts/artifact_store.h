@@ -31,6 +31,9 @@ class ArtifactStore {
   std::optional<Artifact> find(const ArtifactRef& ref) const;
   // As find(), else InputError "artifact NAME:VERSION not found in ROOT (have: ...)".
   Artifact get(const ArtifactRef& ref) const;
+  // The newest artifact (of `type`, any when empty) whose latest version lies at `path`: how a
+  // stage that reads a plain directory (the tiny recipes' paths) finds the artifact it consumed.
+  std::optional<Artifact> latest_at_path(const std::string& path, const std::string& type = "") const;
   std::vector<std::string> names() const;                 // sorted
   std::vector<Artifact> versions(const std::string& name) const;  // v1, v2, ...
 

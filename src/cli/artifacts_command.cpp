@@ -23,7 +23,7 @@ namespace {
 
 std::string metadata_summary(const artifacts::Artifact& a) {
   std::string s;
-  for (const char* key : {"iteration", "total_tokens", "total_sequences", "pack_size", "final_loss"})
+  for (const char* key : {"iteration", "num_tokens", "total_tokens", "total_sequences", "pack_size", "final_loss"})
     if (a.metadata.contains(key)) s += fmt::format("{}{}={}", s.empty() ? "" : " ", key, a.metadata[key].dump());
   return s;
 }

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/artifact_publish.h"
 #include "cli/commands.h"
 #include "cli/recipe_paths.h"
 #include "core/config_tree.h"
@@ -43,6 +44,7 @@ void run_data_prep_pretrain(const PrepOptions& o) {
   if (res.up_to_date) {
     std::printf("up to date: %s (%lld documents, %lld tokens); nothing to do (--force rebuilds)\n",
                 res.output_dir.c_str(), static_cast<long long>(res.documents), static_cast<long long>(res.tokens));
+    publish_data_artifact(res.output_dir, {});  // no new version unless the store lacks it
     return;
   }
   std::printf("wrote %s: %lld documents (%lld skipped), %lld tokens in %.1f s (%.0f tokens/s)\n", res.output_dir.c_str(),
@@ -52,6 +54,7 @@ void run_data_prep_pretrain(const PrepOptions& o) {
   if (res.unigram_entropy_nats > 0)
     std::printf("  unigram entropy of the training tokens: %.3f nats (the loss of a model that ignores context)\n",
                 res.unigram_entropy_nats);
+  publish_data_artifact(res.output_dir, {});
 }
 
 void run_data_prep_sft(const PrepOptions& o) {
@@ -77,6 +80,7 @@ void run_data_prep_sft(const PrepOptions& o) {
                 "(--force rebuilds)\n",
                 res.output_dir.c_str(), static_cast<long long>(res.rows_in), static_cast<long long>(res.sequences),
                 static_cast<long long>(res.bins), 100 * res.packing_efficiency);
+    publish_data_artifact(res.output_dir, {cfg.tokenizer});
     return;
   }
   std::printf("wrote %s: %lld rows (%lld dropped), %lld sequences, %lld tokens (%lld trained) in %.1f s (%.0f rows/s, "
@@ -96,6 +100,7 @@ void run_data_prep_sft(const PrepOptions& o) {
                 static_cast<long long>(res.splits[s].shards), static_cast<long long>(res.splits[s].bins),
                 static_cast<long long>(res.splits[s].tokens));
   std::printf("  splits:    %s\n  blend:     %s\n", res.splits_dir.c_str(), res.blend_path.c_str());
+  publish_data_artifact(res.output_dir, {cfg.tokenizer});
 }
 
 }  // namespace

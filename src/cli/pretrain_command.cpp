@@ -74,7 +74,10 @@ int run_pretrain(const TrainingCommandOptions& o) {
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
   net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)
-  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), trainer_options());
+  // The model artifact's input: the data prep output holding the blend (none for mock tokens).
+  std::vector<std::string> inputs;
+  if (!d.mock && !d.per_split_data_args_path.empty()) inputs.push_back(d.per_split_data_args_path);
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), trainer_options(cfg.checkpoint.save, inputs));
   train::TrainResult res;
   const int sig = run_training(trainer, cfg.checkpoint, command_line(o), res);
   print_unigram_baseline(cfg, res);

@@ -95,7 +95,8 @@ int run_sft(const TrainingCommandOptions& o) {
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
   net.params().create_masters();
-  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), trainer_options());
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(),
+                        trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint}));
   auto accuracy = [&] {
     if (!heldout.empty())
       print_accuracy(fmt::format("at iteration {}", trainer.iteration()).c_str(),

@@ -1,11 +1,13 @@
 #include "cli/training_command.h"
 
+
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 
+#include "cli/artifact_publish.h"
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
 #include "train/run_dir.h"
@@ -39,9 +41,13 @@ void add_training_command(CLI::App& app, const std::string& stage, const std::st
   }
 }
 
-train::TrainerOptions trainer_options() {
+train::TrainerOptions trainer_options(const std::string& save_dir, std::vector<std::string> artifact_inputs) {
   train::TrainerOptions topts;
   topts.stop_requested = &StopSignals::requested;
+  if (!save_dir.empty())
+    topts.on_saved = [save_dir, artifact_inputs](const std::string& dir, int64_t iteration, const std::string& yaml) {
+      publish_model_artifact(save_dir, dir, iteration, yaml, artifact_inputs);
+    };
   return topts;
 }
 

@@ -33,8 +33,11 @@ std::string command_line(const TrainingCommandOptions& o);
 void add_training_command(CLI::App& app, const std::string& stage, const std::string& about,
                           std::function<int(const TrainingCommandOptions&)> run);
 
-// Trainer options of a command: the stop query answered by the SIGTERM/SIGINT handlers.
-train::TrainerOptions trainer_options();
+// Trainer options of a command: the stop query answered by the SIGTERM/SIGINT handlers, and a
+// model artifact published after every save (cli/artifact_publish.h) with `artifact_inputs`
+// (the data directory, the checkpoint a fine-tune starts from) as its inputs.
+train::TrainerOptions trainer_options(const std::string& save_dir = "",
+                                      std::vector<std::string> artifact_inputs = {});
 
 // Restores, claims checkpoint.save, then runs the trainer; `before_run` is called once the
 // restored state is known and the directory is ours (e.g. to print a metric at the starting

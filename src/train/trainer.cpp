@@ -108,6 +108,7 @@ std::string Trainer::save() {
   CheckpointContent c{&net_.params(), &opt_, state(), config_to_yaml(cfg_.tree)};
   std::string dir = save_checkpoint(cfg_.checkpoint.save, c, cfg_.checkpoint.most_recent_k, opts_.save_hook);
   print("  saved checkpoint at iteration {:7d} to {} ({:.0f} ms)\n", iteration_, dir, 1e3 * seconds_since(t0));
+  if (opts_.on_saved) opts_.on_saved(dir, iteration_, c.config_yaml);
   return dir;
 }
 

@@ -58,6 +58,9 @@ struct TrainerOptions {
   // a checkpoint there and ends the run with a line saying where to resume (Megatron's
   // exit-signal-handler). cli answers it from its signal handlers.
   std::function<std::string()> stop_requested;
+  // Called after every successful checkpoint save with the iteration directory, the iteration
+  // and the run's resolved config (cli publishes a model artifact there, reference §5.4).
+  std::function<void(const std::string& iteration_dir, int64_t iteration, const std::string& config_yaml)> on_saved;
 };
 
 class Trainer {

@@ -2,13 +2,16 @@
 # stdout and the one-line `error:` messages. Source it with the binary's path as the argument:
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 # It sets BIN (absolute), ROOT (the repository, also the working directory) and TMP (removed on
-# exit). End the script with `finish "what was checked"`.
+# exit), and NEMOTRON_ARTIFACTS_ROOT=$TMP/artifacts. End the script with `finish "what was checked"`.
 BIN=${1:?usage: $(basename "$0") path/to/nemotron}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")  # absolute: the scripts change directory
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cd "$ROOT"
+# Stages publish artifacts (cli/artifact_publish.h) to ./runs/artifacts by default: a test's go
+# to its own store, not the repository's.
+export NEMOTRON_ARTIFACTS_ROOT="$TMP/artifacts"
 
 failures=0
 fail() {
