@@ -9,7 +9,7 @@
 
 #include "artifacts/artifact_store.h"
 #include "artifacts/content_hash.h"
-#include "cli/artifact_root.h"
+#include "cli/artifact_refs.h"
 #include "core/config_tree.h"
 
 namespace nemotron::cli {

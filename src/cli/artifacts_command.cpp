@@ -8,8 +8,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "artifacts/art_resolver.h"
 #include "artifacts/artifact_store.h"
-#include "cli/artifact_root.h"
+#include "cli/artifact_refs.h"
 #include "cli/commands.h"
 
 namespace nemotron::cli {
@@ -17,6 +18,15 @@ namespace nemotron::cli {
 std::string default_artifact_root() {
   if (const char* env = std::getenv("NEMOTRON_ARTIFACTS_ROOT"); env && *env) return env;
   return "runs/artifacts";
+}
+
+train::ConfigTreeHook artifact_ref_resolver() {
+  return [](nlohmann::json& tree, const std::string& source) {
+    if (!artifacts::has_artifact_refs(tree)) return;
+    const artifacts::ArtifactStore store(default_artifact_root());
+    for (const std::string& ref : artifacts::resolve_artifact_refs(tree, store, source))
+      std::printf("artifact %s: %s\n", ref.c_str(), store.get(artifacts::ArtifactRef::parse(ref, source)).path.c_str());
+  };
 }
 
 namespace {

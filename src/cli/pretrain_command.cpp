@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/artifact_refs.h"
 #include "cli/commands.h"
 #include "cli/host_memory.h"
 #include "cli/recipe_paths.h"
@@ -53,7 +54,7 @@ void print_unigram_baseline(const train::PretrainConfig& cfg, const train::Train
 // Returns the signal that stopped the run (0 when it ran to its end).
 int run_pretrain(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "pretrain", o.config);
-  train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides);
+  train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides, artifact_ref_resolver());
   if (o.dry_run) {
     std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;

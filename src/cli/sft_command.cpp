@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/artifact_refs.h"
 #include "cli/commands.h"
 #include "cli/recipe_paths.h"
 #include "cli/training_command.h"
@@ -70,7 +71,7 @@ void print_accuracy(const char* when, const train::TeacherForcedAccuracy& a) {
 // Returns the signal that stopped the run (0 when it ran to its end).
 int run_sft(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "sft", o.config);
-  train::SftConfig cfg = train::load_sft_config(path, o.overrides);
+  train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
   if (o.dry_run) {
     std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;

@@ -56,10 +56,12 @@ SftConfig read_sft_config(const json& tree, const std::string& source) {
   return c;
 }
 
-SftConfig load_sft_config(const std::string& path, const std::vector<std::string>& overrides) {
+SftConfig load_sft_config(const std::string& path, const std::vector<std::string>& overrides,
+                          const ConfigTreeHook& resolve) {
   json tree = load_config_file(path);
   if (!tree.is_object() && !tree.is_null()) throw_config_error(path, "", "expected a mapping of sections");
   apply_overrides(tree, overrides, path);
+  if (resolve) resolve(tree, path);
   return read_sft_config(tree, path);
 }
 

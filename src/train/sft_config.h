@@ -38,7 +38,10 @@ struct SftConfig : TrainLoopConfig {
 // Reads and validates a resolved tree (unknown keys are errors; run: and recipe: are ignored).
 SftConfig read_sft_config(const nlohmann::json& tree, const std::string& source);
 // Loads the YAML file, applies the dotted key=value overrides, reads and validates.
-SftConfig load_sft_config(const std::string& path, const std::vector<std::string>& overrides);
+// `resolve`, when given, rewrites the tree after the overrides and before it is read (cli resolves
+// ${art:NAME,FIELD} references there: artifacts/art_resolver.h).
+SftConfig load_sft_config(const std::string& path, const std::vector<std::string>& overrides,
+                          const ConfigTreeHook& resolve = {});
 
 // What `sft --dry-run` prints: the resolved config, the model's size, the plan, rough memory.
 std::string sft_dry_run_text(const SftConfig& cfg, const std::string& recipe, size_t overrides);

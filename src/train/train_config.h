@@ -34,6 +34,9 @@ struct PretrainConfig : TrainLoopConfig {
 // (launcher sections of the Python stack) are accepted and ignored.
 PretrainConfig read_pretrain_config(const nlohmann::json& tree, const std::string& source);
 // Loads the YAML file, applies the dotted key=value overrides, reads and validates.
-PretrainConfig load_pretrain_config(const std::string& path, const std::vector<std::string>& overrides);
+// `resolve`, when given, rewrites the tree after the overrides and before it is read (cli resolves
+// ${art:NAME,FIELD} references there: artifacts/art_resolver.h).
+PretrainConfig load_pretrain_config(const std::string& path, const std::vector<std::string>& overrides,
+                                    const ConfigTreeHook& resolve = {});
 
 }  // namespace nemotron::train

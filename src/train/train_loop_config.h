@@ -6,6 +6,7 @@
 // defaults and error messages.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -13,6 +14,10 @@
 #include "train/lr_schedule.h"
 
 namespace nemotron::train {
+
+// Rewrites a stage's config tree after the overrides, before it is read (`source` names the file
+// in errors): how cli resolves ${art:...} references without train knowing the artifact store.
+using ConfigTreeHook = std::function<void(nlohmann::json& tree, const std::string& source)>;
 
 struct TrainSection {             // train:
   int64_t global_batch_size = 0;  // sequences per optimizer step

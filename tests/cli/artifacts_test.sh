@@ -48,6 +48,20 @@ expect_ok "data prep sft changed" 'artifact:  tiny-data-sft:v2 ' "$BIN" super3 d
   sources.0.generator.num_examples=120 heldout_examples=10
 [[ "$(cat artifacts/tiny-data-sft/v1/manifest.json)" == "$before" ]] || fail "v1 changed when v2 was written"
 
+# A recipe that names its inputs by artifact (§5.6): run.data / run.model and ${art:NAME,FIELD}.
+expect_ok "sft from artifacts" '^artifact tiny-data-sft:v1: '"$TMP"'/runs/tiny/data/sft$' "$BIN" super3 sft -c tiny \
+  run.data=tiny-data-sft:v1 'dataset.dataset_root=${art:data,path}' run.model=tiny-pretrain:iter_0000002 \
+  'checkpoint.pretrained_checkpoint=${art:model,path}' checkpoint.save=runs/tiny/sft2 checkpoint.load=runs/tiny/sft2 \
+  train.global_batch_size=2 train.micro_batch_size=1 train.train_iters=1 train.eval_interval=0 train.eval_iters=0 \
+  scheduler.lr_warmup_iters=0
+grep -q "^artifact tiny-pretrain:v2: $TMP/runs/tiny/pretrain$" "$TMP/out" || fail "sft from artifacts: no model line"
+expect_error "missing artifact in a recipe" \
+  "artifact tiny-data-sft:v9 not found in $TMP/artifacts (have: tiny-data-sft has v1 v2)" \
+  "$BIN" super3 sft -c tiny run.data=tiny-data-sft:v9 'dataset.dataset_root=${art:data,path}'
+expect_error "no run.model" \
+  "$ROOT/recipes/super3/sft/tiny.yaml: checkpoint.pretrained_checkpoint: \${art:model,...} needs run.model = an artifact reference (NAME:latest or NAME:vN)" \
+  "$BIN" super3 sft -c tiny 'checkpoint.pretrained_checkpoint=${art:model,path}'
+
 # Bad references.
 expect_error "unknown version" "artifact tiny-sft:v7 not found in $TMP/artifacts (have: tiny-sft has v1)" \
   "$BIN" artifacts show tiny-sft:v7
