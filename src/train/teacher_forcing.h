@@ -15,13 +15,12 @@
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "model/hybrid_model.h"
+#include "train/continuation_scoring.h"
 
 namespace nemotron::train {
 
-struct TeacherForcedExample {
-  std::vector<int32_t> tokens;  // prompt then answer
-  int64_t prompt_tokens = 0;    // answer tokens are tokens[prompt_tokens..]
-};
+// tokens: prompt then answer; the answer tokens are tokens[prompt_tokens..].
+using TeacherForcedExample = ContinuationRequest;
 
 // Reads `path` (rows {"messages": [...], "reference": "..."}); InputError "<file>:<line>: ..." on
 // a malformed row. Examples longer than max_tokens are left out (counted in *skipped).
