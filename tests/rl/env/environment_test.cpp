@@ -2,6 +2,9 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "data/corpus_skills.h"
+#include "data/rl_prep.h"
+#include "rl/env/builtin_environments.h"
 #include "rl/env/environment.h"
 
 namespace nemotron::rl::env {
@@ -93,6 +96,42 @@ TEST(Environment, registry_names_unknown_environments_and_options) {
   nlohmann::json bad_url = {{"url", "localhost:8000"}};
   ConfigReader r4(bad_url, "rl.yaml", "env");
   EXPECT_NE(input_error([&] { make_environment("nemo_gym", r4); }).find("expected http://host:port"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nemotron::rl::env
+
+namespace nemotron::rl::env {
+namespace {
+
+// The bundled RL rows and the SFT data's worked solutions meet in the arithmetic environment: the
+// solution SFT teaches for a problem scores 1 on that problem's RL row, a solution to another
+// problem (with another answer) scores 0.
+TEST(Environment, arithmetic_rewards_the_sft_solutions_on_the_bundled_rl_rows) {
+  data::CorpusConfig cfg;
+  cfg.first_problem = 2000000;
+  cfg.num_examples = 200;
+  const std::vector<data::OrderedJson> generated = data::generate_rl_rows(cfg);
+  std::vector<nlohmann::json> rows;
+  for (const data::OrderedJson& r : generated) rows.push_back(nlohmann::json::parse(r.dump()));
+  std::vector<EnvRow> right, wrong;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const data::Problem p = data::make_problem(cfg.seed, cfg.first_problem + static_cast<int64_t>(i), cfg.knobs);
+    ASSERT_EQ(rows[i]["expected_answer"], std::to_string(p.answer));
+    ASSERT_EQ(rows[i]["responses_create_params"]["input"][0]["content"], p.question);
+    right.push_back({&rows[i], p.solution});
+    const data::Problem other = data::make_problem(cfg.seed, cfg.first_problem + static_cast<int64_t>(i) + 1000, cfg.knobs);
+    if (other.answer != p.answer) wrong.push_back({&rows[i], other.solution});
+  }
+  ArithmeticSkillEnvironment env;
+  EnvStats good, bad;
+  good.add(env.score(right));
+  bad.add(env.score(wrong));
+  EXPECT_EQ(good.rows, 200);
+  EXPECT_DOUBLE_EQ(good.mean_reward(), 1.0);
+  EXPECT_GT(bad.rows, 150);
+  EXPECT_DOUBLE_EQ(bad.mean_reward(), 0.0);
+  EXPECT_EQ(good.failed + bad.failed, 0);
 }
 
 }  // namespace
