@@ -234,6 +234,10 @@ std::vector<EnvResult> NemoGymEnvironment::score(std::span<const EnvRow> rows) {
     for (size_t i = next++; i < rows.size(); i = next++) {
       EnvResult& r = results[i];
       r.failed = true;
+      if (!rows[i].row || !rows[i].row->is_object()) {
+        r.info["error"] = "no dataset row (a NeMo Gym row is a JSON object)";
+        continue;
+      }
       const nlohmann::json& row = *rows[i].row;
       std::string url = base_.url;
       if (row.contains("agent_ref") && row["agent_ref"].is_object() && row["agent_ref"].contains("name") &&
