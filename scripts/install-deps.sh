@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

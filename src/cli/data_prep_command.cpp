@@ -1,7 +1,8 @@
-// `nemotron <family> data prep pretrain|sft [-c tiny|default|PATH] [--sample N] [--force] [key=value]`:
+// `nemotron <family> data prep pretrain|sft|rl [-c tiny|default|PATH] [--sample N] [--force] [key=value]`:
 // the data-prep stages of pretraining (data/pretrain_prep.h: raw text to Megatron .bin/.idx
-// shards, a blend.json, the tokenizer, metadata.json) and of SFT (data/sft_prep.h: chat rows to
-// packed Parquet shards with the assistant-only loss mask, split directories, blend.json).
+// shards, a blend.json, the tokenizer, metadata.json), of SFT (data/sft_prep.h: chat rows to
+// packed Parquet shards with the assistant-only loss mask, split directories, blend.json) and of
+// RL (data/rl_prep.h: prompts to NeMo Gym rows in train/val JSONL with a manifest.json).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "cli/recipe_paths.h"
 #include "core/config_tree.h"
 #include "data/pretrain_prep.h"
+#include "data/rl_prep.h"
 #include "data/sft_prep.h"
 
 namespace nemotron::cli {
@@ -103,6 +105,38 @@ void run_data_prep_sft(const PrepOptions& o) {
   publish_data_artifact(res.output_dir, {cfg.tokenizer});
 }
 
+void run_data_prep_rl(const PrepOptions& o) {
+  const std::string path = resolve_recipe(o.family, "data_prep/rl", o.config);
+  nlohmann::json tree = load_config_file(path);
+  apply_overrides(tree, o.overrides, path);
+  ConfigReader r(tree, path);
+  data::RlPrepConfig cfg = data::RlPrepConfig::read(r);
+  r.check_unknown_keys();
+  const int64_t rows = o.sample > 0 ? o.sample : cfg.sample;
+  const bool force = o.force || cfg.force;
+  tree.erase("sample"), tree.erase("force");
+  std::string sample = rows > 0 ? fmt::format(" (sample of {} rows per source)", rows) : "";
+  std::printf("data prep rl: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
+  std::fflush(stdout);
+  auto t0 = std::chrono::steady_clock::now();
+  data::RlPrepResult res = data::prepare_rl_data(cfg, tree.dump(), rows, force, stderr);
+  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (res.up_to_date) {
+    std::printf("up to date: %s (%lld rows: %lld train, %lld val); nothing to do (--force rebuilds)\n",
+                res.output_dir.c_str(), static_cast<long long>(res.train + res.val), static_cast<long long>(res.train),
+                static_cast<long long>(res.val));
+    return;
+  }
+  std::printf("wrote %s: %lld rows (%lld dropped) -> %lld train, %lld val in %.1f s\n", res.output_dir.c_str(),
+              static_cast<long long>(res.rows_in), static_cast<long long>(res.rows_dropped),
+              static_cast<long long>(res.train), static_cast<long long>(res.val), sec);
+  for (const data::RlSourceStats& s : res.sources)
+    std::printf("  %-16s %lld rows, %lld dropped, %lld train, %lld val\n", (s.name + ":").c_str(),
+                static_cast<long long>(s.rows_in), static_cast<long long>(s.rows_dropped), static_cast<long long>(s.train),
+                static_cast<long long>(s.val));
+  std::printf("  manifest:  %s\n", res.manifest_path.c_str());
+}
+
 }  // namespace
 
 void add_data_prep_commands(CLI::App& app) {
@@ -144,6 +178,23 @@ void add_data_prep_commands(CLI::App& app) {
             [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
             "KEY=VALUE"));
     sft->callback([so] { run_data_prep_sft(*so); });
+
+    auto ro = std::make_shared<PrepOptions>();
+    ro->family = f.name;
+    CLI::App* rl = prep->add_subcommand(
+        "rl", "Turn RL prompts (NeMo Gym JSONL, plain NeMo RL JSONL or the bundled problems) into NeMo Gym rows with "
+              "train/val splits and a manifest.json");
+    rl->add_option("-c,--config", ro->config,
+                   fmt::format("Recipe: a name in recipes/{}/data_prep/rl/ (tiny, default) or a YAML path", f.name))
+        ->capture_default_str();
+    rl->add_option("--sample", ro->sample, "Only the first N rows of each source (output in <output_dir>/sample-N)")
+        ->check(CLI::PositiveNumber);
+    rl->add_flag("--force", ro->force, "Rebuild even when the output is up to date, and overwrite another output");
+    rl->add_option("overrides", ro->overrides, "key=value overrides with dotted keys (val_rows=50)")
+        ->check(CLI::Validator(
+            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+            "KEY=VALUE"));
+    rl->callback([ro] { run_data_prep_rl(*ro); });
   }
 }
 

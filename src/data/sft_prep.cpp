@@ -110,7 +110,9 @@ void pack_and_write(ShardOut& shard, const SftPrepConfig& cfg, const fs::path& t
   shard.sequences.shrink_to_fit();
 }
 
-std::vector<std::string> read_files(ConfigReader& s, const std::string& key) {
+}  // namespace
+
+std::vector<std::string> read_jsonl_paths(ConfigReader& s, const std::string& key) {
   const nlohmann::json& v = s.get_raw(key);
   std::vector<std::string> out;
   if (v.is_string()) out.push_back(v.get<std::string>());
@@ -140,8 +142,7 @@ std::vector<std::string> read_files(ConfigReader& s, const std::string& key) {
   return files;
 }
 
-// Sources from a Nemotron raw blend file (reference/data-formats.md §2.4).
-std::vector<SftSource> read_sft_blend(const std::string& path) {
+std::vector<SftSource> read_raw_blend_sources(const std::string& path) {
   nlohmann::json j = load_config_file(path);
   ConfigReader top(j, path);
   const nlohmann::json& list = top.get_raw("datasets");
@@ -159,7 +160,7 @@ std::vector<SftSource> read_sft_blend(const std::string& path) {
     const double weight = d.get_number("weight", 1.0);
     if (weight != 1.0) d.fail("weight", "only uniform weights are supported (every source kept whole)");
     d.ignore("subset"), d.ignore("split");
-    s.files = read_files(d, "path");
+    s.files = read_jsonl_paths(d, "path");
     if (s.files.empty()) d.fail("path", "missing");
     d.check_unknown_keys();
     for (const SftSource& other : out)
@@ -168,8 +169,6 @@ std::vector<SftSource> read_sft_blend(const std::string& path) {
   }
   return out;
 }
-
-}  // namespace
 
 std::array<int64_t, 3> sft_split_counts(int64_t shards, double valid_ratio, double test_ratio) {
   if (shards <= 2) return {shards, 0, 0};
@@ -189,7 +188,7 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
     if (r.has("sources")) r.fail("blend_path", "give either blend_path or sources, not both");
     const std::string blend = r.get_string("blend_path", "");
     if (!fs::is_regular_file(blend)) r.fail("blend_path", fmt::format("{}: no such file", blend));
-    c.sources = read_sft_blend(blend);
+    c.sources = read_raw_blend_sources(blend);
   }
   const nlohmann::json& sources = r.get_raw("sources");
   if (c.sources.empty() && (!sources.is_array() || sources.empty()))
@@ -204,7 +203,7 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
     const double weight = s.get_number("weight", 1.0);
     if (weight != 1.0)
       s.fail("weight", "only uniform weights are supported (every source kept whole); non-uniform blends are not yet");
-    src.files = read_files(s, "files");
+    src.files = read_jsonl_paths(s, "files");
     if (s.has("generator")) src.generator = CorpusConfig::read(s.section("generator"));
     if (src.files.empty() == !src.generator.has_value())
       s.fail(src.generator ? "files" : "generator", "give either files or generator (exactly one)");

@@ -1,0 +1,45 @@
+#include "rl/env/environment.h"
+
+#include <fmt/format.h>
+
+#include "core/config_tree.h"
+#include "core/error.h"
+#include "rl/env/builtin_environments.h"
+#include "rl/env/nemo_gym_client.h"
+
+namespace nemotron::rl::env {
+
+const char* const kEnvironmentNames = "math, arithmetic, nemo_gym";
+
+void EnvStats::add(const std::vector<EnvResult>& results) {
+  for (const EnvResult& r : results) {
+    ++rows;
+    failed += r.failed;
+    reward_sum += r.reward;
+  }
+}
+
+std::string row_expected_answer(const nlohmann::json& row) {
+  if (!row.is_object()) return "";
+  for (const char* key : {"expected_answer", "ground_truth", "answer"}) {
+    const auto it = row.find(key);
+    if (it == row.end() || it->is_null()) continue;
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_number()) return it->dump();
+  }
+  return "";
+}
+
+std::unique_ptr<Environment> make_environment(const std::string& name, ConfigReader& options) {
+  std::unique_ptr<Environment> env;
+  if (name == "math") env = std::make_unique<MathEnvironment>();
+  else if (name == "arithmetic") env = std::make_unique<ArithmeticSkillEnvironment>(options.get_bool("require_final_line", true));
+  else if (name == "nemo_gym") env = std::make_unique<NemoGymEnvironment>(options);
+  else
+    throw InputError(fmt::format("{}: {}: unknown environment \"{}\" (built in: {})", options.source(),
+                                 options.path().empty() ? "env" : options.path(), name, kEnvironmentNames));
+  options.check_unknown_keys();
+  return env;
+}
+
+}  // namespace nemotron::rl::env
