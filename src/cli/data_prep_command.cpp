@@ -125,6 +125,7 @@ void run_data_prep_rl(const PrepOptions& o) {
     std::printf("up to date: %s (%lld rows: %lld train, %lld val); nothing to do (--force rebuilds)\n",
                 res.output_dir.c_str(), static_cast<long long>(res.train + res.val), static_cast<long long>(res.train),
                 static_cast<long long>(res.val));
+    publish_data_artifact(res.output_dir, {});
     return;
   }
   std::printf("wrote %s: %lld rows (%lld dropped) -> %lld train, %lld val in %.1f s\n", res.output_dir.c_str(),
@@ -135,6 +136,7 @@ void run_data_prep_rl(const PrepOptions& o) {
                 static_cast<long long>(s.rows_in), static_cast<long long>(s.rows_dropped), static_cast<long long>(s.train),
                 static_cast<long long>(s.val));
   std::printf("  manifest:  %s\n", res.manifest_path.c_str());
+  publish_data_artifact(res.output_dir, {});
 }
 
 }  // namespace
