@@ -24,5 +24,7 @@ void add_sft_commands(CLI::App& app);
 void add_convert_commands(CLI::App& app);
 // nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]
 void add_compare_command(CLI::App& app);
+// nemotron report RUN_DIR [--output FILE]: the run's self-contained HTML report (report_command.cpp)
+void add_report_command(CLI::App& app);
 
 }  // namespace nemotron::cli
