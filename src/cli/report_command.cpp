@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "io/mapped_file.h"
 #include "report/run_report.h"
 
@@ -30,6 +31,10 @@ void add_report_command(CLI::App& app) {
         opts->output.empty() ? (std::filesystem::path(opts->run_dir) / "report.html").string() : opts->output;
     const auto now = std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
     const std::string page = report::render_report(run, fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", now));
+    const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot create the report's directory: {}", out, ec.message()));
     io::write_file_atomically(out, page.data(), page.size());
     std::string names;
     for (const report::StageRun& s : run.stages) names += (names.empty() ? "" : ", ") + s.name;
