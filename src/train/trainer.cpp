@@ -180,8 +180,6 @@ TrainResult Trainer::run() {
   const int64_t acc = t.accumulation_steps();
   const std::string mpath = metrics_path(cfg_);
   if (!mpath.empty()) metrics_ = MetricsFile(mpath, iteration_ > 0);
-  const std::string tbdir = tensorboard_dir(cfg_);
-  if (!tbdir.empty()) tensorboard_ = io::TensorBoardWriter(tbdir);
 
   const model::ModelConfig& m = net_.config();
   Backend& backend = net_.params().backend();
@@ -212,12 +210,15 @@ TrainResult Trainer::run() {
           finetuned_ ? "fine-tuning from the weights of" : "resumed from", resumed_from_, iteration_,
           consumed_samples_);
   if (!mpath.empty()) print("metrics: {}\n", mpath);
-  if (tensorboard_.is_open()) print("tensorboard: {}\n", tensorboard_.path());
   if (iteration_ >= t.train_iters) {
     print("nothing to do: iteration {} already reaches train.train_iters {}\n", iteration_, t.train_iters);
     res.final_iteration = iteration_;
     return res;
   }
+  // A new event file per run that trains (a finished run rerun adds none).
+  const std::string tbdir = tensorboard_dir(cfg_);
+  if (!tbdir.empty()) tensorboard_ = io::TensorBoardWriter(tbdir);
+  if (tensorboard_.is_open()) print("tensorboard: {}\n", tensorboard_.path());
 
   const auto t_start = std::chrono::steady_clock::now();
   const int64_t first_iteration = iteration_;
