@@ -60,6 +60,15 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A directory the user named that cannot be written is bad input (exit 2); other failures are
+// system errors.
+[[noreturn]] void throw_open_failure(const std::string& what, int err) {
+  const std::string msg = fmt::format("{}: {}", what, std::strerror(err));
+  if (err == EACCES || err == EPERM || err == EROFS || err == ENOTDIR || err == ENAMETOOLONG || err == EEXIST)
+    throw InputError(msg);
+  throw Error(msg);
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
@@ -116,7 +125,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create the TensorBoard directory: {}", dir, ec.message()));
+  if (ec) throw_open_failure(fmt::format("{}: cannot create the TensorBoard directory", dir), ec.value());
   const double t0 = now_seconds();
   const std::string stem = fmt::format("events.out.tfevents.{:010d}.{}.{}.", static_cast<int64_t>(t0), host_name(),
                                        static_cast<int64_t>(getpid()));
@@ -124,7 +133,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
     path_ = (fs::path(dir) / (stem + std::to_string(n))).string();
     const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno == EEXIST && n < 1000) continue;
-    if (fd < 0) throw Error(fmt::format("{}: cannot create the TensorBoard event file: {}", path_, std::strerror(errno)));
+    if (fd < 0) throw_open_failure(fmt::format("{}: cannot create the TensorBoard event file", path_), errno);
     f_ = ::fdopen(fd, "wb");
     if (!f_) {
       const int err = errno;

@@ -35,7 +35,9 @@ class TensorBoardWriter {
  public:
   TensorBoardWriter() = default;  // closed: writes nothing
   // Creates `dir` and a new `events.out.tfevents.<unix seconds>.<hostname>.<pid>.<n>` in it (n is
-  // the first number whose file does not exist yet), and writes the file_version event.
+  // the first number whose file does not exist yet), and writes the file_version event. A
+  // directory that cannot be created or written (permissions, read-only, a file in the way) is an
+  // InputError naming it; other failures are Error.
   explicit TensorBoardWriter(const std::string& dir);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;

@@ -68,6 +68,11 @@ expect_ok "tensorboard_dir moves it" '^tensorboard: '"$TMP"'/tbx/events\.out\.tf
 expect_ok "tensorboard_dir= turns it off" '^training done' \
   "$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=2 checkpoint.save="$TMP/tb-off" logger.tensorboard_dir=
 [[ ! -e "$TMP/tb-off/tb_logs" ]] && ! grep -q '^tensorboard:' "$TMP/out" || fail "tensorboard_dir=: still written"
+"$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=2 checkpoint.save="$TMP/tb-bad" \
+  logger.tensorboard_dir="$TMP/a/metrics.jsonl/tb" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: $TMP/a/metrics.jsonl/tb: cannot create the TensorBoard directory: Not a directory" ]] &&
+  echo "ok: an unwritable tensorboard_dir is one error line, exit 2" || fail "unwritable tensorboard_dir: exit $rc: $(cat "$TMP/err")"
 
 # --- exact resume: 3 steps, exit, resume to 6 == 6 uninterrupted steps ---------------------------
 run6=("$BIN" nano3 pretrain -c tiny "${small[@]}" train.train_iters=6)

@@ -14,6 +14,8 @@
 #include <optional>
 #include <sstream>
 
+#include "core/error.h"
+
 namespace nemotron::io {
 namespace {
 
@@ -221,7 +223,7 @@ TEST(TensorBoardWriter, unwritable_directory_is_an_error_naming_it) {
   try {
     TensorBoardWriter w((file / "tb").string());
     ADD_FAILURE() << "expected an error";
-  } catch (const std::exception& e) {
+  } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
   }
   fs::remove(file);
