@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need on Debian 12 (bookworm), and nothing else. Idempotent:
 # when every package is already installed it touches nothing and returns at once. Runs apt as root,
-# through sudo when not root.
+# through sudo when not root. --tests adds what only the tests use (scripts/test.sh passes it):
+# chromium and python3 render `nemotron report`'s page and check its screenshot
+# (tests/cli/report_browser_test.sh); building and running nemotron never needs them.
 set -euo pipefail
 
 PACKAGES=(
@@ -9,6 +11,13 @@ PACKAGES=(
   libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )
+TEST_PACKAGES=(chromium python3)
+
+case "${1:-}" in
+  --tests) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  "") ;;
+  *) echo "install-deps: unknown argument '$1' (usage: install-deps.sh [--tests])" >&2; exit 2 ;;
+esac
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "install-deps: this script supports Debian 12 (apt); install the equivalents of: ${PACKAGES[*]}" >&2

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test except the CUDA ones: installs the dependencies (a no-op
-# when present), runs the safetensors fuzz test under AddressSanitizer + UBSan for a bounded time,
-# then configures into build/, builds, and runs ctest (last, so its summary closes the output).
+# Builds everything and runs every test except the CUDA ones: installs the dependencies, with the
+# test-only ones (a no-op when present), runs the safetensors fuzz test under AddressSanitizer +
+# UBSan for a bounded time, then configures into build/, builds, and runs ctest (last, so its
+# summary closes the output).
 # Exit status 0 = all tests passed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --tests
 
 # Fuzzing under AddressSanitizer + UBSan (tests/io/safetensors_fuzz.cpp): build-asan/ builds only
 # that target (it links just the io and core libraries; -O1 with line tables keeps the build near a

@@ -26,5 +26,7 @@ void add_convert_commands(CLI::App& app);
 void add_compare_command(CLI::App& app);
 // nemotron artifacts list|show|lineage [--root DIR]
 void add_artifacts_commands(CLI::App& app);
+// nemotron report RUN_DIR [--output FILE]: the run's self-contained HTML report (report_command.cpp)
+void add_report_command(CLI::App& app);
 
 }  // namespace nemotron::cli

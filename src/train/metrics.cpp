@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -46,6 +47,31 @@ void MetricsFile::write(const nlohmann::json& record) {
   const std::string line = record.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
     throw Error(fmt::format("{}: cannot write: {}", path_, std::strerror(errno)));
+}
+
+io::Scalars tensorboard_scalars(const nlohmann::json& record) {
+  io::Scalars out;
+  const std::string type = record.value("type", "");
+  if (type == "summary" || !record.is_object()) return out;
+  const bool validation = type == "validation";
+  static constexpr std::pair<const char*, const char*> kMegatronTags[] = {
+      {"lm_loss", "lm loss"},
+      {"lr", "learning-rate"},
+      {"grad_norm", "grad-norm"},
+      {"step_seconds", "iteration-time"},
+      {"tokens_per_second", "tokens-per-second"},
+  };
+  for (const auto& [key, value] : record.items()) {
+    if (key == "iteration" || key == "type" || !value.is_number()) continue;
+    std::string tag = key;
+    for (const auto& [k, t] : kMegatronTags)
+      if (key == k) tag = t;
+    if (validation) tag += " validation";
+    out.emplace_back(tag, value.get<double>());
+    // Megatron's validation perplexity, capped as it caps it (exp of at most 20).
+    if (validation && key == "lm_loss") out.emplace_back(tag + " ppl", std::exp(std::min(20.0, value.get<double>())));
+  }
+  return out;
 }
 
 std::string format_hms(double seconds) {

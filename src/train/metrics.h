@@ -1,9 +1,12 @@
 // What a training run reports: the JSONL metrics file (one object per line, flushed as it is
-// written, so a crash loses nothing already logged) and the time formats of the log lines.
+// written, so a crash loses nothing already logged), the TensorBoard scalars Megatron logs for
+// the same records, and the time formats of the log lines.
 #pragma once
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "io/tensorboard_writer.h"
 
 namespace nemotron::train {
 
@@ -25,6 +28,14 @@ class MetricsFile {
   std::FILE* f_ = nullptr;
   std::string path_;
 };
+
+// The TensorBoard scalars of one metrics.jsonl record, under Megatron's tags: a "train" record's
+// lm_loss, lr, grad_norm, step_seconds become "lm loss", "learning-rate", "grad-norm",
+// "iteration-time"; a "validation" record's lm_loss becomes "lm loss validation" and "lm loss
+// validation ppl". Any other number keeps its key (a "validation" record's gets " validation"
+// appended), so stages with their own metrics (RL rewards) need no table here. "summary" records,
+// the iteration itself, and non-numbers are left out.
+io::Scalars tensorboard_scalars(const nlohmann::json& record);
 
 // 3725.4 -> "1:02:05"; 59.9 -> "0:00:59".
 std::string format_hms(double seconds);

@@ -198,6 +198,18 @@ void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c) {
   ConfigReader& lg = root.section("logger");
   c.logger.log_interval = lg.get_positive_int("log_interval", c.logger.log_interval);
   c.logger.metrics_path = lg.get_string("metrics_path", "");
+  // Present but null, "" or false switches TensorBoard off; absent keeps the default directory.
+  const json& tb = lg.get_raw("tensorboard_dir");
+  const bool tb_given = c.tree.contains("logger") && c.tree["logger"].is_object() &&
+                        c.tree["logger"].contains("tensorboard_dir");
+  if (tb_given && (tb.is_null() || tb == false || tb == "")) {
+    c.logger.tensorboard = false;
+  } else if (tb_given) {
+    if (!tb.is_string())
+      lg.fail("tensorboard_dir",
+              "expected a directory (a string), or null to turn TensorBoard off, got " + describe_value(tb));
+    c.logger.tensorboard_dir = tb.get<std::string>();
+  }
   c.seed = static_cast<uint64_t>(root.section("rng").get_nonnegative_int("seed", 1234));
   read_moe(root, c);
   read_device(root, c);

@@ -62,6 +62,11 @@ struct CheckpointSection {     // checkpoint:
 struct LoggerSection {       // logger:
   int64_t log_interval = 1;  // a progress line every N iterations (metrics: every iteration)
   std::string metrics_path;  // JSONL; empty = <checkpoint.save>/metrics.jsonl, or none without save
+  // TensorBoard event files (Megatron-Bridge's key). Absent = <checkpoint.save>/tb_logs (the
+  // layout of Megatron-Bridge's recipes: <run>/tb_logs beside the checkpoints), none without save;
+  // `logger.tensorboard_dir: null` (or "", or false) turns them off.
+  std::string tensorboard_dir;
+  bool tensorboard = true;
 };
 
 struct MoeSection {                            // moe: router load balancing (reference/architectures.md A.7.4)

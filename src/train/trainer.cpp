@@ -34,6 +34,13 @@ std::string metrics_path(const TrainLoopConfig& cfg) {
   return "";
 }
 
+std::string tensorboard_dir(const TrainLoopConfig& cfg) {
+  if (!cfg.logger.tensorboard) return "";
+  if (!cfg.logger.tensorboard_dir.empty()) return cfg.logger.tensorboard_dir;
+  if (!cfg.checkpoint.save.empty()) return (fs::path(cfg.checkpoint.save) / "tb_logs").string();
+  return "";
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSource& train, BatchSource* valid,
@@ -155,6 +162,11 @@ void Trainer::log_step(const StepRecord& r, double elapsed, double mean_step) {
   print("{}", line);
 }
 
+void Trainer::record(const json& rec) {
+  metrics_.write(rec);
+  if (tensorboard_.is_open()) tensorboard_.add_scalars(rec.value("iteration", int64_t{0}), tensorboard_scalars(rec));
+}
+
 void Trainer::log_eval(const EvalRecord& e) {
   const std::string body =
       fmt::format(" validation loss at iteration {} | lm loss value: {:.6E} | lm loss PPL: {:.6E} |", e.iteration,
@@ -204,6 +216,10 @@ TrainResult Trainer::run() {
     res.final_iteration = iteration_;
     return res;
   }
+  // A new event file per run that trains (a finished run rerun adds none).
+  const std::string tbdir = tensorboard_dir(cfg_);
+  if (!tbdir.empty()) tensorboard_ = io::TensorBoardWriter(tbdir);
+  if (tensorboard_.is_open()) print("tensorboard: {}\n", tensorboard_.path());
 
   const auto t_start = std::chrono::steady_clock::now();
   const int64_t first_iteration = iteration_;
@@ -212,7 +228,7 @@ TrainResult Trainer::run() {
   auto do_eval = [&] {
     EvalRecord e{iteration_, evaluate()};
     res.evals.push_back(e);
-    metrics_.write({{"type", "validation"}, {"iteration", e.iteration}, {"lm_loss", e.lm_loss}});
+    record({{"type", "validation"}, {"iteration", e.iteration}, {"lm_loss", e.lm_loss}});
     log_eval(e);
   };
   auto do_save = [&] {
@@ -234,7 +250,7 @@ TrainResult Trainer::run() {
                 {"tokens_per_second", static_cast<double>(cfg_.tokens_per_step()) / r.seconds}};
     if (cfg_.moe.seq_aux_loss()) rec["load_balancing_loss"] = r.aux_loss;
     if (step_.balancer().num_layers() > 0) rec["moe_max_load"] = r.moe_max_load;
-    metrics_.write(rec);
+    record(rec);
     if (iteration_ % cfg_.logger.log_interval == 0 || iteration_ == t.train_iters) log_step(r, elapsed, mean_step);
     if (valid_ && t.eval_interval > 0 && iteration_ % t.eval_interval == 0) do_eval();
     if (!cfg_.checkpoint.save.empty() && cfg_.checkpoint.save_interval > 0 &&
@@ -285,7 +301,7 @@ TrainResult Trainer::run() {
   if (!backend.device().is_cpu())
     print("peak device memory: {:.2f} GiB on {}\n", static_cast<double>(backend.peak_bytes()) / (1ull << 30),
           backend.name());
-  metrics_.write({{"type", "summary"},
+  record({{"type", "summary"},
                   {"iteration", iteration_},
                   {"steps", steps},
                   {"seconds", total_s},

@@ -95,6 +95,8 @@ class Trainer {
   TrainState state() const;
   void log_step(const StepRecord& r, double elapsed, double mean_step);
   void log_eval(const EvalRecord& e);
+  // One metrics record: a metrics.jsonl line and its TensorBoard scalars.
+  void record(const nlohmann::json& rec);
   template <class... Args>
   void print(fmt::format_string<Args...> f, Args&&... args);
 
@@ -110,6 +112,7 @@ class Trainer {
   LossFn* loss_ = &default_loss_;
   LrSchedule schedule_;
   MetricsFile metrics_;
+  io::TensorBoardWriter tensorboard_;
   int64_t iteration_ = 0, consumed_samples_ = 0;
   std::string resumed_from_;
   bool finetuned_ = false;

@@ -123,7 +123,7 @@ wait $pid
 rc=$?
 if [[ $rc -eq 130 ]] && grep -qx 'received SIGINT again: exiting at once' "$TMP/i.err" &&
   ! grep -q 'saved' "$TMP/i.out" && [[ ! -e "$TMP/i/latest_checkpointed_iteration.txt" ]] &&
-  [[ -z "$(ls -A "$TMP/i" | grep -v -e '^run.lock$' -e '^metrics.jsonl$')" ]]; then
+  [[ -z "$(ls -A "$TMP/i" | grep -v -e '^run.lock$' -e '^metrics.jsonl$' -e '^tb_logs$')" ]]; then
   echo "ok: SIGINT twice exits at once (130) in the middle of a step, nothing half-written"
 else
   fail "SIGINT twice: exit $rc, stderr $(cat "$TMP/i.err"), files $(ls -A "$TMP/i")"

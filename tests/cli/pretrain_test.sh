@@ -42,6 +42,38 @@ done
 [[ -d "$TMP/a/iter_0000002" ]] || fail "iter_0000002 missing (save_interval 2)"
 [[ $(losses "$TMP/a/metrics.jsonl" | wc -l) -eq 4 ]] || fail "metrics.jsonl: expected 4 train records"
 
+# TensorBoard (logger.tensorboard_dir, default <save>/tb_logs): one event file whose TFRecord frames
+# tile it exactly: the file_version event, then one event per train and validation record.
+tfrecords() {  # the number of frames when their lengths tile FILE exactly, else "bad"
+  local f=$1 size off=0 n=0 len
+  size=$(stat -c %s "$f")
+  while ((off + 12 <= size)); do
+    len=$(od -An -t u8 -j "$off" -N 8 "$f" | tr -d ' ')
+    off=$((off + 12 + len + 4)) n=$((n + 1))
+  done
+  if ((off == size)); then echo "$n"; else echo bad; fi
+}
+tb=("$TMP"/a/tb_logs/events.out.tfevents.*)
+want=$(($(grep -Ec '"type":"(train|validation)"' "$TMP/a/metrics.jsonl") + 1))
+if [[ ${#tb[@]} -eq 1 && -f "${tb[0]}" && "$(tfrecords "${tb[0]}")" == "$want" ]] &&
+  grep -aq 'brain.Event:2' "${tb[0]}" && grep -aq 'lm loss validation' "${tb[0]}" && grep -aq 'learning-rate' "${tb[0]}"; then
+  echo "ok: tb_logs holds one event file of $want records"
+else
+  fail "tb_logs: ${tb[*]}: $(tfrecords "${tb[0]}") records, expected $want"
+fi
+grep -q "^tensorboard: ${tb[0]}$" "$TMP/out" || fail "the run does not print its event file"
+expect_ok "tensorboard_dir moves it" '^tensorboard: '"$TMP"'/tbx/events\.out\.tfevents\.' \
+  "$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=2 checkpoint.save="$TMP/tb-moved" logger.tensorboard_dir="$TMP/tbx"
+[[ ! -e "$TMP/tb-moved/tb_logs" && "$(tfrecords "$TMP"/tbx/events.out.tfevents.*)" == 4 ]] || fail "tensorboard_dir: not moved"
+expect_ok "tensorboard_dir= turns it off" '^training done' \
+  "$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=2 checkpoint.save="$TMP/tb-off" logger.tensorboard_dir=
+[[ ! -e "$TMP/tb-off/tb_logs" ]] && ! grep -q '^tensorboard:' "$TMP/out" || fail "tensorboard_dir=: still written"
+"$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=2 checkpoint.save="$TMP/tb-bad" \
+  logger.tensorboard_dir="$TMP/a/metrics.jsonl/tb" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[[ $rc -eq 2 && "$(cat "$TMP/err")" == "error: $TMP/a/metrics.jsonl/tb: cannot create the TensorBoard directory: Not a directory" ]] &&
+  echo "ok: an unwritable tensorboard_dir is one error line, exit 2" || fail "unwritable tensorboard_dir: exit $rc: $(cat "$TMP/err")"
+
 # --- exact resume: 3 steps, exit, resume to 6 == 6 uninterrupted steps ---------------------------
 run6=("$BIN" nano3 pretrain -c tiny "${small[@]}" train.train_iters=6)
 expect_ok "uninterrupted 6 steps" '^ iteration +6/ +6 ' "${run6[@]}" checkpoint.save="$TMP/full"
@@ -58,6 +90,8 @@ else
 fi
 cmp -s "$TMP/full/iter_0000006/model.safetensors" "$TMP/part/iter_0000006/model.safetensors" ||
   fail "final weights differ after resume"
+tb=("$TMP"/part/tb_logs/events.out.tfevents.*)
+[[ ${#tb[@]} -eq 2 ]] || fail "the resumed run did not add its own event file: ${tb[*]}"
 # --- the pipeline: data prep writes .bin/.idx and blend.json, pretrain reads them; exact resume ---
 expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/dp"
 real=("$BIN" super3 pretrain -c tiny dataset.per_split_data_args_path="$TMP/dp/blend.json" dataset.seq_length=32

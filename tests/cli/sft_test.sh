@@ -37,6 +37,7 @@ for f in model.safetensors optimizer.safetensors config.yaml train_state.json; d
 done
 [[ -d "$TMP/a/iter_0000002" ]] || fail "iter_0000002 missing (save_interval 2)"
 [[ $(losses "$TMP/a/metrics.jsonl" | wc -l) -eq 4 ]] || fail "metrics.jsonl: expected 4 train records"
+compgen -G "$TMP/a/tb_logs/events.out.tfevents.*" >/dev/null || fail "sft: no TensorBoard event file in $TMP/a/tb_logs"
 grep -Eq '"kind": ?"packed_sft"' "$TMP/a/iter_0000004/train_state.json" || fail "train_state.json: no packed_sft cursor"
 
 # --- exact resume: 2 steps, exit, resume to 4 == 4 uninterrupted steps ---------------------------

@@ -147,6 +147,22 @@ TEST(PretrainConfig, validation_section_is_accepted_as_in_newer_bridge) {
   EXPECT_EQ(c.train.eval_iters, 5);
 }
 
+TEST(PretrainConfig, tensorboard_dir_defaults_on_moves_and_turns_off) {
+  PretrainConfig c = tiny_train_config();
+  EXPECT_TRUE(c.logger.tensorboard);  // on, in <checkpoint.save>/tb_logs
+  EXPECT_EQ(c.logger.tensorboard_dir, "");
+  c = tiny_train_config({"logger.tensorboard_dir=/tmp/tb"});
+  EXPECT_TRUE(c.logger.tensorboard);
+  EXPECT_EQ(c.logger.tensorboard_dir, "/tmp/tb");
+  for (const char* off : {"logger.tensorboard_dir=", "logger.tensorboard_dir=null", "logger.tensorboard_dir=\"\"",
+                          "logger.tensorboard_dir=false"})
+    EXPECT_FALSE(tiny_train_config({off}).logger.tensorboard) << off;
+  EXPECT_NE(error_of({"logger.tensorboard_dir=5"})
+                .find("logger.tensorboard_dir: expected a directory (a string), or null to turn TensorBoard off, got 5"),
+            std::string::npos)
+      << error_of({"logger.tensorboard_dir=5"});
+}
+
 TEST(PretrainConfig, config_yaml_round_trips_types_and_values) {
   PretrainConfig c = tiny_train_config({"checkpoint.save=\"8\"", "logger.metrics_path=/tmp/a b.jsonl",
                                         "optimizer.lr=1e-3", "rng.seed=7", "dataset.split=\"969,30,1\""});
