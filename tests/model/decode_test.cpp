@@ -192,6 +192,32 @@ TEST(HybridDecode, running_out_of_blocks_is_refused) {
   EXPECT_THROW(net->extend(ctx, st, {1}, {random_tokens(17, cfg.vocab_size, 3)}, DType::f64), Error);
 }
 
+// A rollout between training forwards is harmless: the mixers keep no per-call record (MoE
+// statistics go only to the caller's ForwardStats), so a training forward reports the same
+// log-probs and expert counts before and after extend calls, with the sequence aux loss on.
+TEST(HybridDecode, extend_between_training_forwards_changes_nothing) {
+  model::ModelConfig cfg = every_kind(false);
+  auto net = random_model(cfg, DType::f64);
+  for (const auto& m : net->mixers())
+    if (auto* moe = dynamic_cast<model::MoeMixer*>(m.get())) moe->set_seq_aux_loss(0.01, 1.0);
+  Context ctx = cpu_context(DType::f64);
+  Tensor ids = Tensor::from_vector<int32_t>({2, 5}, random_tokens(10, cfg.vocab_size, 5));
+  Tensor targets = Tensor::from_vector<int32_t>({2, 5}, random_tokens(10, cfg.vocab_size, 6));
+  model::ForwardStats before, after;
+  std::vector<double> lp_before = net->token_logprobs(ctx, ids, targets, &before).to_f64_vector();
+  model::DecodeState st = net->make_decode_state({2, 16, 4});
+  net->extend(ctx, st, {0, 1}, {random_tokens(7, cfg.vocab_size, 7), {3}}, DType::f64);
+  net->extend(ctx, st, {0, 1}, {{1}, {2}}, DType::f64);
+  std::vector<double> lp_after = net->token_logprobs(ctx, ids, targets, &after).to_f64_vector();
+  EXPECT_EQ(lp_before, lp_after);
+  ASSERT_EQ(before.moe.size(), after.moe.size());
+  ASSERT_EQ(before.moe.size(), 2u);
+  for (size_t l = 0; l < before.moe.size(); ++l) {
+    EXPECT_EQ(before.moe[l].tokens_per_expert, after.moe[l].tokens_per_expert);
+    EXPECT_EQ(before.moe[l].aux_loss, after.moe[l].aux_loss);
+  }
+}
+
 TEST(HybridDecode, bytes_count_kv_conv_and_ssm_state) {
   model::ModelConfig cfg = every_kind(false);
   model::HybridModel net(cfg, host_backend(), DType::f32);
