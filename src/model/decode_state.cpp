@@ -60,7 +60,16 @@ int64_t DecodeState::length(int64_t slot) const {
 
 bool DecodeState::can_admit(int64_t total_tokens) const {
   if (total_tokens <= 0 || total_tokens > cfg_.max_seq_len) return false;
-  return !uses_kv_blocks_ || ceil_div(total_tokens, cfg_.block_size) <= free_blocks();
+  return blocks_for(total_tokens) <= free_blocks();
+}
+
+int64_t DecodeState::blocks_for(int64_t tokens) const {
+  return uses_kv_blocks_ ? ceil_div(std::max<int64_t>(0, tokens), cfg_.block_size) : 0;
+}
+
+int64_t DecodeState::blocks_held(int64_t slot) const {
+  check_slot(slot, "blocks_held");
+  return static_cast<int64_t>(table_[slot].size());
 }
 
 void DecodeState::release(int64_t slot) {

@@ -66,6 +66,11 @@ class DecodeState {
   // Whether a new sequence of that many tokens (prompt + generation) fits: not longer than
   // max_seq_len and, with attention layers, enough free KV blocks for all of it.
   bool can_admit(int64_t total_tokens) const;
+  // KV blocks that `tokens` positions take, and those the slot holds now: a scheduler that admits
+  // by can_admit(prompt + max_new_tokens) keeps, for each running sequence, its final
+  // blocks_for(...) - blocks_held(slot) in reserve (sequences take blocks as they grow).
+  int64_t blocks_for(int64_t tokens) const;
+  int64_t blocks_held(int64_t slot) const;
   // Frees the slot's blocks, zeroes its Mamba state, length 0. Releasing an empty slot is a no-op.
   void release(int64_t slot);
   int64_t bytes() const;  // device memory held by the layers' tensors

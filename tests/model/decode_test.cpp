@@ -170,6 +170,9 @@ TEST(HybridDecode, running_out_of_blocks_is_refused) {
   EXPECT_FALSE(st.can_admit(17));  // over max_seq_len
   net->extend(ctx, st, {0}, {random_tokens(9, cfg.vocab_size, 1)}, DType::f64);  // 3 blocks
   EXPECT_EQ(st.free_blocks(), 2);
+  EXPECT_EQ(st.blocks_held(0), 3);
+  EXPECT_EQ(st.blocks_held(1), 0);
+  EXPECT_EQ(st.blocks_for(9), 3);
   EXPECT_TRUE(st.can_admit(8));
   EXPECT_FALSE(st.can_admit(9));
   // A prompt needing 3 blocks is refused, and nothing changes.
