@@ -1,6 +1,8 @@
 #include "model/attention_mixer.h"
 
 #include "ops/attention.h"
+#include "ops/attention_decode.h"
+#include "ops/kv_cache_decode.h"
 #include "ops/rope.h"
 
 namespace nemotron::model {
@@ -82,6 +84,45 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
   k_proj_.backward(ctx, s.u, dk.view({B, T, nkv_ * hd_}), &du, true);
   v_proj_.backward(ctx, s.u, dv.view({B, T, nkv_ * hd_}), &du, true);
   return du;
+}
+
+namespace {
+
+struct AttentionDecodeState : LayerDecodeState {
+  Tensor k, v;  // [num_blocks, block_size, nkv, hd]
+  void release(int64_t) override {}  // the blocks are DecodeState's; stale rows are never read
+  int64_t bytes() const override { return static_cast<int64_t>(k.nbytes() + v.nbytes()); }
+};
+
+}  // namespace
+
+std::unique_ptr<LayerDecodeState> AttentionMixer::make_decode_state(const DecodeConfig& cfg, Backend& backend,
+                                                                    DType dtype) const {
+  auto s = std::make_unique<AttentionDecodeState>();
+  const Shape pool{cfg.resolved_num_blocks(), cfg.block_size, nkv_, hd_};
+  s->k = Tensor::zeros(pool, dtype, backend);
+  s->v = Tensor::zeros(pool, dtype, backend);
+  return s;
+}
+
+Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) {
+  auto* s = dynamic_cast<AttentionDecodeState*>(state);
+  NM_CHECK(s, "attention extend: needs this layer's decode state");
+  const int64_t N = batch.total_tokens;
+  NM_CHECK(u.numel() == N * H_, "attention extend: expected u [1, {}, {}], got {}", N, H_, u.shape().str());
+  Tensor q = q_proj_.forward(ctx, u).view({1, N, nq_, hd_});
+  Tensor k = k_proj_.forward(ctx, u).view({1, N, nkv_, hd_});
+  Tensor v = v_proj_.forward(ctx, u).view({1, N, nkv_, hd_});
+  if (rope_) {
+    ops::rope_forward(ctx, q, rope_theta_, q, 0, batch.position_ids);
+    ops::rope_forward(ctx, k, rope_theta_, k, 0, batch.position_ids);
+  }
+  ops::kv_cache_write_decode(ctx, k.view({N, nkv_, hd_}), batch.slot_mapping, s->k);
+  ops::kv_cache_write_decode(ctx, v.view({N, nkv_, hd_}), batch.slot_mapping, s->v);
+  Tensor o = ctx.empty({N, nq_, hd_}, u.dtype());
+  ops::attention_decode_forward(ctx, q.view({N, nq_, hd_}), s->k, s->v,
+                                {batch.block_table, batch.cu_seqlens, batch.context_lens}, o);
+  return o_proj_.forward(ctx, o.view({1, N, nq_ * hd_}));
 }
 
 double AttentionMixer::forward_flops_per_token(int64_t T) const {

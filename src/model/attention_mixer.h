@@ -34,6 +34,13 @@ class AttentionMixer : public Mixer {
   // average (T + 1) / 2, and QK^T and PV each cost 2 hd per (query head, key):
   //   2 H hd (2 nq + 2 nkv) + 4 nq hd (T + 1) / 2.
   double forward_flops_per_token(int64_t T) const override;
+  // Paged KV pools [num_blocks, block_size, nkv, hd] for K and V (model/decode_state.h).
+  std::unique_ptr<LayerDecodeState> make_decode_state(const DecodeConfig& cfg, Backend& backend,
+                                                      DType dtype) const override;
+  // q/k/v of the new tokens (RoPE at their positions when used), their K and V written into the
+  // slots' blocks, then attention of the new queries over each sequence's cache
+  // (ops/kv_cache_decode.h, ops/attention_decode.h), o_proj.
+  Tensor extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) override;
 
  private:
   int64_t H_, nq_, nkv_, hd_;

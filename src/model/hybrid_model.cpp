@@ -4,6 +4,7 @@
 
 #include "model/finite_check.h"
 #include "model/mixer_factory.h"
+#include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -148,6 +149,84 @@ Tensor HybridModel::logits(Context& ctx, const Tensor& ids, const SequenceLayout
   Tensor o2 = out.view({N, V});
   ops::linear_forward(ctx, h, head_weight().value, o2);
   return out;
+}
+
+DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
+  cfg.validate();
+  std::vector<std::unique_ptr<LayerDecodeState>> layers;
+  bool attention = false;
+  for (const auto& m : mixers_) {
+    layers.push_back(m->make_decode_state(cfg, store_.backend(), store_.dtype()));
+    attention = attention || m->kind() == LayerKind::attention;
+  }
+  return DecodeState(cfg, std::move(layers), attention);
+}
+
+// The forward() loop on the packed new tokens [1, Ntot, H] of all sequences, each stateful mixer
+// continuing its slots; then the head on each sequence's last row only.
+Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<int64_t>& slots,
+                           const std::vector<std::vector<int32_t>>& tokens, DType logits_dtype) {
+  NM_CHECK(state.num_layers() == mixers_.size(), "extend: a decode state of {} layers for a model of {}",
+           state.num_layers(), mixers_.size());
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  std::vector<int64_t> counts;
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    counts.push_back(static_cast<int64_t>(tokens[i].size()));
+    for (int32_t t : tokens[i]) {
+      if (t < 0 || t >= V)
+        throw InputError(fmt::format("extend: token id {} for slot {} outside the vocabulary [0, {})", t,
+                                     i < slots.size() ? slots[i] : -1, V));
+      ids.push_back(t);
+    }
+  }
+  DecodeBatch batch = state.begin(*ctx.backend, slots, counts);
+  const int64_t N = batch.total_tokens, S = batch.size();
+  const DType dt = store_.dtype();
+  Tensor ids_t = Tensor::from_vector<int32_t>({1, N}, ids);
+  if (!ctx.backend->device().is_cpu()) ids_t = ids_t.to(*ctx.backend);
+  Tensor x = ctx.empty({1, N, H}, dt);
+  ops::embedding_forward(ctx, ids_t, embed_->value, x);
+  Tensor out;
+  for (size_t i = 0; i < mixers_.size(); ++i) {
+    Tensor h = ctx.empty({1, N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
+    if (out.defined()) {
+      Tensor sum = ctx.empty({1, N, H}, dt);
+      ops::add_rmsnorm_forward(ctx, x, out, layer_norms_[i]->value, cfg_.layer_norm_epsilon, sum, h, rstd);
+      x = sum;
+    } else {
+      ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
+    }
+    out = mixers_[i]->extend(ctx, h, state.layer(i), batch);
+  }
+  // Each sequence's last row: x + out there, device-side copies (no host round trip).
+  Tensor last_x = ctx.empty({S, H}, dt), last_out = ctx.empty({S, H}, dt);
+  Tensor xf = x.view({N, H}), of = out.defined() ? out.view({N, H}) : Tensor();
+  for (int64_t i = 0; i < S; ++i) {
+    const int64_t r = batch.cu[i + 1] - 1;
+    Tensor dst = last_x.slice(i, i + 1);
+    dst.copy_from(xf.slice(r, r + 1));
+    if (of.defined()) {
+      Tensor dst_o = last_out.slice(i, i + 1);
+      dst_o.copy_from(of.slice(r, r + 1));
+    }
+  }
+  if (of.defined()) {
+    Tensor sum = ctx.empty({S, H}, dt);
+    ops::add(ctx, last_x, last_out, sum);
+    last_x = sum;
+  }
+  Tensor h = ctx.empty({S, H}, dt), rstd = ctx.empty({S}, stat_dtype(dt));
+  ops::rmsnorm_forward(ctx, last_x, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
+  Tensor logits = (dt == logits_dtype) ? Tensor::empty({S, V}, dt, *ctx.backend) : ctx.empty({S, V}, dt);
+  ops::linear_forward(ctx, h, head_weight().value, logits);
+  if (dt != logits_dtype) {
+    Tensor cast = Tensor::empty({S, V}, logits_dtype, *ctx.backend);
+    ops::cast(ctx, logits, cast);
+    logits = cast;
+  }
+  state.commit(batch);
+  return logits;
 }
 
 void HybridModel::backward(Context& ctx, Activations& act, Tensor& dx) {

@@ -82,6 +82,20 @@ class HybridModel {
   // Logits [B, T, V] (nothing is kept for a backward pass).
   Tensor logits(Context& ctx, const Tensor& input_ids, const SequenceLayout& layout = {});
 
+  // Incremental decoding (model/decode_state.h): the per-sequence state of `cfg.max_slots`
+  // sequences on this model's backend (KV in the model's dtype, SSM states in its stat_dtype).
+  DecodeState make_decode_state(const DecodeConfig& cfg);
+  // Appends tokens[i] to slot slots[i]'s sequence (prefill: many tokens, decode: one each; a slot
+  // at length 0 starts a new sequence; slots distinct) and returns logits [S, V] in
+  // `logits_dtype` (float32 by default; float64 for the exactness tests) on ctx's device, at each
+  // slot's last appended token: per token what logits() gives at that position of the whole
+  // sequence. Inference only, nothing kept for backward; only the last token's rows go through
+  // the head. Token ids are checked (InputError); a call the state refuses (no free KV blocks,
+  // over max_seq_len) throws Error before anything changes. After any other failure the state of
+  // the call's slots is undefined: release them.
+  Tensor extend(Context& ctx, DecodeState& state, const std::vector<int64_t>& slots,
+                const std::vector<std::vector<int32_t>>& tokens, DType logits_dtype = DType::f32);
+
   // Forward FLOPs per token at sequence length T (matmuls + attention), for MFU.
   double forward_flops_per_token(int64_t T) const;
 

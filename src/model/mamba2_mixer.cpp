@@ -4,10 +4,12 @@
 
 #include "ops/bias.h"
 #include "ops/causal_conv1d.h"
+#include "ops/causal_conv1d_decode.h"
 #include "ops/dt_softplus.h"
 #include "ops/gated_rmsnorm.h"
 #include "ops/mamba_a.h"
 #include "ops/matmul.h"
+#include "ops/ssd_decode.h"
 #include "ops/ssd_scan.h"
 
 namespace nemotron::model {
@@ -232,6 +234,72 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
     in_proj_.backward_rows(ctx, s.u, r.begin, r.end, d_part[p], &du, p > 0);
   }
   return du;
+}
+
+namespace {
+
+struct Mamba2DecodeState : LayerDecodeState {
+  Tensor conv[3];  // x, B, C windows [slots, K-1, width]
+  Tensor ssm;      // [slots, nH, P, N]
+  void release(int64_t slot) override {
+    for (Tensor& c : conv) {
+      Tensor w = c.slice(slot, slot + 1);
+      w.zero_();
+    }
+    Tensor s = ssm.slice(slot, slot + 1);
+    s.zero_();
+  }
+  int64_t bytes() const override {
+    return static_cast<int64_t>(conv[0].nbytes() + conv[1].nbytes() + conv[2].nbytes() + ssm.nbytes());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<LayerDecodeState> Mamba2Mixer::make_decode_state(const DecodeConfig& cfg, Backend& backend,
+                                                                 DType dtype) const {
+  auto s = std::make_unique<Mamba2DecodeState>();
+  const int64_t width[3] = {d_, GN_, GN_};
+  for (int p = 0; p < 3; ++p) s->conv[p] = Tensor::zeros({cfg.max_slots, K_ - 1, width[p]}, dtype, backend);
+  s->ssm = Tensor::zeros({cfg.max_slots, nH_, P_, N_}, stat_dtype(dtype), backend);
+  return s;
+}
+
+Tensor Mamba2Mixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) {
+  auto* s = dynamic_cast<Mamba2DecodeState*>(state);
+  NM_CHECK(s, "{}: extend needs this layer's decode state", prefix_);
+  const int64_t T = batch.total_tokens;
+  NM_CHECK(u.numel() == T * H_, "{}: extend expects u [1, {}, {}], got {}", prefix_, T, H_, u.shape().str());
+  const DType dtype = u.dtype();
+  const Tensor u3 = u.view({1, T, H_});
+  const int64_t width[kNumParts] = {d_, d_, GN_, GN_, nH_};
+  Tensor part_out[kNumParts];
+  for (int p = 0; p < kNumParts; ++p) {
+    Rows r = in_rows(static_cast<Part>(p));
+    part_out[p] = ctx.empty({1, T, width[p]}, dtype);
+    in_proj_.forward_rows(ctx, u3, r.begin, r.end, part_out[p]);
+  }
+  Tensor conv_out[3];
+  for (Part p : {kX, kB, kC}) {
+    Rows r = conv_rows(p);
+    Tensor& out = conv_out[p - kX];
+    out = ctx.empty({T, width[p]}, dtype);
+    ops::causal_conv1d_decode(ctx, part_out[p].view({T, width[p]}), conv_w_->value.slice(r.begin, r.end),
+                              conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), s->conv[p - kX], batch.slot_ids,
+                              batch.cu_seqlens, out);
+  }
+  Tensor dt = compute_dt(ctx, part_out[kDt]);
+  ops::SsdDecodeArgs args{conv_out[0].view({T, nH_, P_}), dt.view({T, nH_}), A(ctx, dtype), conv_out[1].view({T, G_, N_}),
+                          conv_out[2].view({T, G_, N_}), D_->value, batch.slot_ids, batch.cu_seqlens};
+  Tensor y = ctx.empty({1, T, d_}, dtype);
+  Tensor y3 = y.view({T, nH_, P_});
+  ops::ssd_decode(ctx, args, s->ssm, y3);
+
+  Tensor normed = ctx.empty({1, T, d_}, dtype), rstd = ctx.empty({T, G_}, stat_dtype(dtype));
+  ops::gated_rmsnorm_forward(ctx, y, part_out[kZ], norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
+  Tensor out = ctx.empty({1, T, H_}, dtype);
+  out_proj_.forward_rows(ctx, normed, 0, H_, out);
+  return out;
 }
 
 double Mamba2Mixer::forward_flops_per_token(int64_t T) const {

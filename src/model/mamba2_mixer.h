@@ -47,6 +47,14 @@ class Mamba2Mixer : public Mixer {
   // nH (Q' P (intra-chunk M x) + P N (state read C S^T) + P N (state write x^T B)). The conv,
   // norm and elementwise work are not matmuls and are not counted.
   double forward_flops_per_token(int64_t T) const override;
+  // Per slot: the x, B and C conv windows [slots, K-1, width] in `dtype` and the SSM state
+  // [slots, nH, P, N] in stat_dtype(dtype), zeroed (model/decode_state.h).
+  std::unique_ptr<LayerDecodeState> make_decode_state(const DecodeConfig& cfg, Backend& backend,
+                                                      DType dtype) const override;
+  // forward() on the new tokens with the conv continued from each slot's window
+  // (ops/causal_conv1d_decode.h) and the SSM recurrence from its state (ops/ssd_decode.h,
+  // token by token, prefill chunks included).
+  Tensor extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) override;
 
  private:
   // Rows [begin, end) of in_proj for one part, in the Hub order z, x, B, C, dt.

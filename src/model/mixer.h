@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/context.h"
+#include "model/decode_state.h"
 #include "model/model_config.h"
 #include "model/param.h"
 
@@ -37,6 +38,24 @@ class Mixer {
   virtual Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
                          const SequenceLayout& layout = {}) = 0;
   virtual Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) = 0;
+  // Incremental decoding (model/decode_state.h). The layer's own state for `cfg` on `backend`
+  // (tensors in `dtype`, recurrent states in its stat_dtype), or null when it keeps none.
+  virtual std::unique_ptr<LayerDecodeState> make_decode_state(const DecodeConfig& cfg, Backend& backend,
+                                                              DType dtype) const {
+    (void)cfg, (void)backend, (void)dtype;
+    return nullptr;
+  }
+  // u [1, Ntot, H]: the new tokens of batch.size() sequences packed back to back (batch.cu) ->
+  // out [1, Ntot, H], each token computed as in forward() over its whole sequence, reading and
+  // advancing `state` (this layer's make_decode_state). Inference: nothing kept for backward.
+  // The default serves mixers that mix no tokens (MLP, MoE: per-token forward); a token-mixing
+  // mixer without its own extend refuses.
+  virtual Tensor extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) {
+    (void)state, (void)batch;
+    if (kind() != LayerKind::mlp && kind() != LayerKind::moe)
+      throw Error(fmt::format("{} mixer: no incremental decoding", layer_kind_name(kind())));
+    return forward(ctx, u, nullptr);
+  }
   // Matmul FLOPs of the forward pass per token at sequence length T (for `model info`, MFU).
   virtual double forward_flops_per_token(int64_t T) const = 0;
 };

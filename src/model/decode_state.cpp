@@ -1,0 +1,175 @@
+#include "model/decode_state.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace nemotron::model {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Tensor upload(Backend& backend, Shape shape, const std::vector<int32_t>& v) {
+  Tensor t = Tensor::from_vector<int32_t>(std::move(shape), v);
+  return backend.device().is_cpu() ? t : t.to(backend);
+}
+
+}  // namespace
+
+void DecodeConfig::validate(const std::string& where) const {
+  auto positive = [&](const char* key, int64_t v) {
+    if (v <= 0) throw InputError(fmt::format("{}.{}: expected a positive integer, got {}", where, key, v));
+  };
+  positive("max_slots", max_slots);
+  positive("max_seq_len", max_seq_len);
+  positive("block_size", block_size);
+  if (num_blocks < 0) throw InputError(fmt::format("{}.num_blocks: expected 0 (automatic) or a positive count, got {}", where, num_blocks));
+}
+
+int64_t DecodeConfig::resolved_num_blocks() const {
+  return num_blocks > 0 ? num_blocks : max_slots * ceil_div(max_seq_len, block_size);
+}
+
+DecodeState::DecodeState(const DecodeConfig& cfg, std::vector<std::unique_ptr<LayerDecodeState>> layers,
+                         bool uses_kv_blocks)
+    : cfg_(cfg), layers_(std::move(layers)), uses_kv_blocks_(uses_kv_blocks) {
+  cfg_.validate();
+  length_.assign(static_cast<size_t>(cfg_.max_slots), 0);
+  table_.resize(static_cast<size_t>(cfg_.max_slots));
+  if (uses_kv_blocks_) {
+    const int64_t n = cfg_.resolved_num_blocks();
+    // Lowest ids on top of the stack: a fresh state hands out blocks 0, 1, 2, ...
+    for (int64_t b = n; b-- > 0;) free_.push_back(static_cast<int32_t>(b));
+  }
+}
+
+DecodeState::DecodeState(DecodeState&&) noexcept = default;
+DecodeState& DecodeState::operator=(DecodeState&&) noexcept = default;
+DecodeState::~DecodeState() = default;
+
+void DecodeState::check_slot(int64_t slot, const char* what) const {
+  if (slot < 0 || slot >= cfg_.max_slots)
+    throw Error(fmt::format("decode state: {}: slot {} outside 0..{}", what, slot, cfg_.max_slots - 1));
+}
+
+int64_t DecodeState::length(int64_t slot) const {
+  check_slot(slot, "length");
+  return length_[slot];
+}
+
+bool DecodeState::can_admit(int64_t total_tokens) const {
+  if (total_tokens <= 0 || total_tokens > cfg_.max_seq_len) return false;
+  return blocks_for(total_tokens) <= free_blocks();
+}
+
+int64_t DecodeState::blocks_for(int64_t tokens) const {
+  return uses_kv_blocks_ ? ceil_div(std::max<int64_t>(0, tokens), cfg_.block_size) : 0;
+}
+
+int64_t DecodeState::blocks_held(int64_t slot) const {
+  check_slot(slot, "blocks_held");
+  return static_cast<int64_t>(table_[slot].size());
+}
+
+void DecodeState::release(int64_t slot) {
+  check_slot(slot, "release");
+  for (auto& l : layers_)
+    if (l) l->release(slot);
+  // Push in reverse so the slot's first block is handed out first again.
+  for (auto it = table_[slot].rbegin(); it != table_[slot].rend(); ++it) free_.push_back(*it);
+  table_[slot].clear();
+  length_[slot] = 0;
+}
+
+int64_t DecodeState::bytes() const {
+  int64_t b = 0;
+  for (const auto& l : layers_)
+    if (l) b += l->bytes();
+  return b;
+}
+
+int64_t DecodeState::bytes_per_sequence(const ModelConfig& cfg, int64_t seq_len, DType dtype) {
+  const int64_t el = static_cast<int64_t>(dtype_size(dtype)), st = static_cast<int64_t>(dtype_size(stat_dtype(dtype)));
+  int64_t b = 0;
+  for (int64_t i = 0; i < cfg.num_layers(); ++i) {
+    switch (cfg.layer_kind(i)) {
+      case LayerKind::attention: b += 2 * seq_len * cfg.num_key_value_heads * cfg.attn_head_dim() * el; break;
+      case LayerKind::mamba: {
+        const int64_t d = cfg.mamba_num_heads * cfg.mamba_head_dim, conv_dim = d + 2 * cfg.n_groups * cfg.ssm_state_size;
+        b += (cfg.conv_kernel - 1) * conv_dim * el + d * cfg.ssm_state_size * st;
+        break;
+      }
+      default: break;
+    }
+  }
+  return b;
+}
+
+DecodeBatch DecodeState::begin(Backend& backend, const std::vector<int64_t>& slots,
+                               const std::vector<int64_t>& new_tokens) {
+  if (slots.empty()) throw Error("decode state: extend needs at least one slot");
+  if (slots.size() != new_tokens.size())
+    throw Error(fmt::format("decode state: {} slots but {} token lists", slots.size(), new_tokens.size()));
+  std::vector<char> seen(static_cast<size_t>(cfg_.max_slots), 0);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    check_slot(slots[i], "extend");
+    if (seen[slots[i]]) throw Error(fmt::format("decode state: slot {} appears twice in one extend call", slots[i]));
+    seen[slots[i]] = 1;
+    if (new_tokens[i] <= 0) throw Error(fmt::format("decode state: slot {}: no tokens to append", slots[i]));
+    if (length_[slots[i]] + new_tokens[i] > cfg_.max_seq_len)
+      throw Error(fmt::format("decode state: slot {}: {} + {} tokens exceed max_seq_len {}", slots[i], length_[slots[i]],
+                              new_tokens[i], cfg_.max_seq_len));
+  }
+  const int64_t bs = cfg_.block_size;
+  if (uses_kv_blocks_) {
+    int64_t need = 0;
+    for (size_t i = 0; i < slots.size(); ++i)
+      need += ceil_div(length_[slots[i]] + new_tokens[i], bs) - static_cast<int64_t>(table_[slots[i]].size());
+    if (need > free_blocks())
+      throw Error(fmt::format("decode state: the call needs {} more KV blocks, {} are free (check can_admit before "
+                              "admitting a sequence)", need, free_blocks()));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      auto& t = table_[slots[i]];
+      while (static_cast<int64_t>(t.size()) < ceil_div(length_[slots[i]] + new_tokens[i], bs)) {
+        t.push_back(free_.back());
+        free_.pop_back();
+      }
+    }
+  }
+  DecodeBatch b;
+  b.slots = slots;
+  b.new_tokens = new_tokens;
+  b.cu.push_back(0);
+  std::vector<int32_t> slot_ids, ctx_lens, mapping, positions;
+  int64_t M = 1;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int64_t s = slots[i], L = length_[s];
+    b.start.push_back(L);
+    b.cu.push_back(static_cast<int32_t>(b.cu.back() + new_tokens[i]));
+    slot_ids.push_back(static_cast<int32_t>(s));
+    ctx_lens.push_back(static_cast<int32_t>(L + new_tokens[i]));
+    M = std::max<int64_t>(M, static_cast<int64_t>(table_[s].size()));
+    for (int64_t p = L; p < L + new_tokens[i]; ++p) {
+      positions.push_back(static_cast<int32_t>(p));
+      mapping.push_back(uses_kv_blocks_ ? static_cast<int32_t>(table_[s][p / bs] * bs + p % bs) : 0);
+    }
+  }
+  b.total_tokens = b.cu.back();
+  std::vector<int32_t> table(slots.size() * static_cast<size_t>(M), 0);
+  for (size_t i = 0; i < slots.size(); ++i) std::copy(table_[slots[i]].begin(), table_[slots[i]].end(), table.begin() + i * M);
+  const int64_t S = b.size();
+  b.slot_ids = upload(backend, {S}, slot_ids);
+  b.cu_seqlens = upload(backend, {S + 1}, b.cu);
+  b.context_lens = upload(backend, {S}, ctx_lens);
+  b.block_table = upload(backend, {S, M}, table);
+  b.slot_mapping = upload(backend, {b.total_tokens}, mapping);
+  b.position_ids = upload(backend, {1, b.total_tokens}, positions);
+  return b;
+}
+
+void DecodeState::commit(const DecodeBatch& batch) {
+  for (int64_t i = 0; i < batch.size(); ++i) length_[batch.slots[i]] += batch.new_tokens[i];
+}
+
+}  // namespace nemotron::model

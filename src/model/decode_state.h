@@ -1,0 +1,101 @@
+// Per-sequence state for incremental decoding (the generation engine's model side): a fixed
+// number of slots, each holding one growing sequence. Per layer: attention keeps a paged KV cache
+// (one pool of blocks [num_blocks, block_size, nkv, hd] for K and one for V; the blocks of a slot
+// are listed in its block table, handed out as the sequence grows and returned by release);
+// Mamba keeps its conv window [slots, K-1, C] and SSM state [slots, nH, P, N] (stat_dtype: float32
+// under bf16); MLP and MoE keep nothing. Block accounting lives here, shared by every attention
+// layer (they all hold the same positions); the tensors live in the layers' LayerDecodeState.
+// HybridModel::make_decode_state builds one; HybridModel::extend feeds it.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/context.h"
+#include "model/model_config.h"
+
+namespace nemotron::model {
+
+struct DecodeConfig {
+  int64_t max_slots = 0;     // sequences held at once
+  int64_t max_seq_len = 0;   // tokens per sequence, prompt and generation
+  int64_t block_size = 16;   // KV cache positions per block
+  int64_t num_blocks = 0;    // KV blocks per attention layer; 0: max_slots * ceil(max_seq_len / block_size)
+  // Throws InputError naming `where`.key when a size is not positive.
+  void validate(const std::string& where = "decode") const;
+  int64_t resolved_num_blocks() const;
+};
+
+// One layer's decoding tensors (attention: KV pools; Mamba: conv windows, SSM states).
+struct LayerDecodeState {
+  virtual ~LayerDecodeState() = default;
+  virtual void release(int64_t slot) = 0;  // forget the slot's sequence (Mamba: zero its state)
+  virtual int64_t bytes() const = 0;
+};
+
+// The sequences of one HybridModel::extend call, as every stateful mixer reads them. Sequence i
+// (slot slots[i]) appends new_tokens[i] tokens after its start[i] cached ones; its new tokens are
+// rows [cu[i], cu[i+1]) of the packed [1, Ntot, H] activations. The tensors (int32, on the
+// compute device, uploaded once per call) feed the ops of ops/*decode*.h.
+struct DecodeBatch {
+  std::vector<int64_t> slots, start, new_tokens;
+  std::vector<int32_t> cu;  // host copy of cu_seqlens
+  int64_t total_tokens = 0;
+  Tensor slot_ids;      // [S]
+  Tensor cu_seqlens;    // [S+1]
+  Tensor context_lens;  // [S], start + new_tokens
+  Tensor block_table;   // [S, M] KV blocks of each sequence (attention layers only)
+  Tensor slot_mapping;  // [Ntot] cache row block * block_size + offset of each new token
+  Tensor position_ids;  // [1, Ntot] position of each new token in its sequence (RoPE)
+  int64_t size() const { return static_cast<int64_t>(slots.size()); }
+};
+
+class DecodeState {
+ public:
+  // `layers`: one entry per model layer, null where the layer keeps nothing; `uses_kv_blocks`:
+  // whether any layer is attention (else no blocks are counted or needed).
+  DecodeState(const DecodeConfig& cfg, std::vector<std::unique_ptr<LayerDecodeState>> layers, bool uses_kv_blocks);
+  DecodeState(DecodeState&&) noexcept;
+  DecodeState& operator=(DecodeState&&) noexcept;
+  ~DecodeState();
+
+  int64_t max_slots() const { return cfg_.max_slots; }
+  int64_t max_seq_len() const { return cfg_.max_seq_len; }
+  int64_t block_size() const { return cfg_.block_size; }
+  int64_t length(int64_t slot) const;  // tokens held
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  // Whether a new sequence of that many tokens (prompt + generation) fits: not longer than
+  // max_seq_len and, with attention layers, enough free KV blocks for all of it.
+  bool can_admit(int64_t total_tokens) const;
+  // KV blocks that `tokens` positions take, and those the slot holds now: a scheduler that admits
+  // by can_admit(prompt + max_new_tokens) keeps, for each running sequence, its final
+  // blocks_for(...) - blocks_held(slot) in reserve (sequences take blocks as they grow).
+  int64_t blocks_for(int64_t tokens) const;
+  int64_t blocks_held(int64_t slot) const;
+  // Frees the slot's blocks, zeroes its Mamba state, length 0. Releasing an empty slot is a no-op.
+  void release(int64_t slot);
+  int64_t bytes() const;  // device memory held by the layers' tensors
+  // KV + conv + SSM bytes of one sequence of seq_len tokens (KV in `dtype`, SSM in its
+  // stat_dtype), for sizing (--dry-run); block rounding not included.
+  static int64_t bytes_per_sequence(const ModelConfig& cfg, int64_t seq_len, DType dtype);
+
+  // For HybridModel::extend: checks the call (distinct slots in range, at least one token each,
+  // within max_seq_len), hands out the KV blocks the new tokens need (all or none: a refusal
+  // throws Error and changes nothing) and uploads the batch tensors to `backend`. Lengths move on
+  // only with commit().
+  DecodeBatch begin(Backend& backend, const std::vector<int64_t>& slots, const std::vector<int64_t>& new_tokens);
+  void commit(const DecodeBatch& batch);
+  LayerDecodeState* layer(size_t i) { return layers_.at(i).get(); }
+  size_t num_layers() const { return layers_.size(); }
+
+ private:
+  void check_slot(int64_t slot, const char* what) const;
+
+  DecodeConfig cfg_;
+  std::vector<std::unique_ptr<LayerDecodeState>> layers_;
+  bool uses_kv_blocks_;
+  std::vector<int64_t> length_;
+  std::vector<std::vector<int32_t>> table_;  // per slot: its blocks in position order
+  std::vector<int32_t> free_;                // free block ids, a stack
+};
+
+}  // namespace nemotron::model
