@@ -11,27 +11,30 @@ namespace {
 
 double finite_or_zero(double v) { return std::isfinite(v) ? v : 0.0; }  // nan_to_num(0, 0, 0)
 
-// calculate_kl: value and d value / d lp (logr = ref - lp).
+// calculate_kl with an importance weight w (NeMo RL's newer loss/utils.py, reference §2.8):
+// logr = clamp(ref - lp, +-in), k1 = -logr, k2 = logr^2/2, k3 = exp(logr) - 1 - logr, value
+// clamp(w * k, +-out). `dw` is d w / d lp (the weight's own gradient, the score-function term);
+// where the input clamp is active the weight is detached (and k is constant), where the output
+// clamp is active nothing passes. Returns the value and d value / d lp.
 struct Kl {
   double value = 0, dlp = 0;
 };
 Kl kl_term(const std::string& type, double lp, double ref, std::optional<double> in_clamp,
-           std::optional<double> out_clamp) {
+           std::optional<double> out_clamp, double w = 1.0, double dw = 0.0) {
   double logr = ref - lp, dlogr = -1.0;
-  if (in_clamp && (logr > *in_clamp || logr < -*in_clamp)) logr = std::clamp(logr, -*in_clamp, *in_clamp), dlogr = 0;
-  Kl k;
-  double dk;
+  if (in_clamp && (logr > *in_clamp || logr < -*in_clamp)) logr = std::clamp(logr, -*in_clamp, *in_clamp), dlogr = 0, dw = 0;
+  double k, dk;
   if (type == "k1") {
-    k.value = -logr, dk = -1.0;
+    k = -logr, dk = -1.0;
   } else if (type == "k2") {
-    k.value = logr * logr / 2, dk = logr;
+    k = logr * logr / 2, dk = logr;
   } else {
-    k.value = std::exp(logr) - 1 - logr, dk = std::exp(logr) - 1;
+    k = std::exp(logr) - 1 - logr, dk = std::exp(logr) - 1;
   }
-  if (out_clamp && (k.value > *out_clamp || k.value < -*out_clamp))
-    k.value = std::clamp(k.value, -*out_clamp, *out_clamp), dk = 0;
-  k.dlp = dk * dlogr;
-  return k;
+  Kl out{w * k, dw * k + w * dk * dlogr};
+  if (out_clamp && (out.value > *out_clamp || out.value < -*out_clamp))
+    out.value = std::clamp(out.value, -*out_clamp, *out_clamp), out.dlp = 0;
+  return out;
 }
 
 }  // namespace
@@ -119,12 +122,14 @@ train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index,
       const double w = cfg_.use_importance_sampling_correction ? w_is : 1.0;
       double total = w * loss, dtotal = w * dloss;
       if (kl_on) {
+        // exp(lp - gen_lp) under the on-policy approximation, else exp(lp - stopgrad(lp)) = 1:
+        // either way d w / d lp = w (NaN/inf -> 0 with no gradient).
         const double kw = cfg_.use_on_policy_kl_approximation ? finite_or_zero(std::exp(lp[n] - gen)) : 1.0;
         const Kl k = kl_term(cfg_.reference_policy_kl_type, lp[n], d.reference_logprobs[n], cfg_.kl_input_clamp_value,
-                             cfg_.kl_output_clamp_value);
-        total += kw * beta * k.value;
-        dtotal += kw * beta * k.dlp;
-        kl_sum += m * kw * k.value;
+                             cfg_.kl_output_clamp_value, kw, kw);
+        total += beta * k.value;
+        dtotal += beta * k.dlp;
+        kl_sum += m * k.value;
       }
       g.loss_sum += weight * total;
       dlp[n] = weight * dtotal;

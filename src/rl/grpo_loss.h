@@ -6,8 +6,10 @@
 //   l = max(-A*ratio, -A*clipped); dual clip (ratio_clip_c = c): where A < 0, l = min(l, -A*c);
 //   w = exp(prev_lp - gen_lp) (NaN/inf -> 0, a constant) when use_importance_sampling_correction;
 //   KL (beta = reference_policy_kl_penalty != 0): logr = clamp(ref_lp - lp, +-kl_input_clamp_value),
-//   k1 = -logr, k2 = logr^2/2, k3 = exp(logr) - 1 - logr, clamped to +-kl_output_clamp_value, times
-//   the constant weight exp(lp - gen_lp) under use_on_policy_kl_approximation (else 1) and beta.
+//   k1 = -logr, k2 = logr^2/2, k3 = exp(logr) - 1 - logr; beta * clamp(v * k, +-kl_output_clamp_value)
+//   with v = exp(lp - gen_lp) under use_on_policy_kl_approximation, else exp(lp - stopgrad(lp))
+//   (value 1): v keeps its gradient (the score-function term, current NeMo RL; older versions
+//   detached it), except where the input clamp is active.
 // token_level_loss: numerator sum M*(w*l + kl), normaliser = valid tokens of the global batch;
 // otherwise per row the token mean (over the token mask, + 1e-8) times the sample mask, normaliser
 // = valid samples of the global batch. NeMo RL adds 1e-8 to the normaliser; we do not (the step

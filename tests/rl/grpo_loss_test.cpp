@@ -109,9 +109,10 @@ TEST(ClippedPGLoss, k3_kl_penalty_with_its_clamps) {
   const double k0 = std::exp(-0.5) - 1 + 0.5, k1 = std::exp(1.0) - 1 - 1, k2 = 10.0;  // output clamp
   EXPECT_NEAR(e.g.loss_sum, 0.1 * (k0 + k1 + k2), 1e-14);
   EXPECT_NEAR(e.g.metrics.at("kl_penalty"), (k0 + k1 + k2) / 3, 1e-14);
-  // d k3 / d lp = -(exp(logr) - 1); nothing through either clamp.
-  EXPECT_NEAR(e.d(0), 0.1 * -(std::exp(-0.5) - 1), 1e-14);
-  EXPECT_NEAR(e.d(1), 0.1 * -(std::exp(1.0) - 1), 1e-14);
+  // d/dlp of exp(lp - stopgrad(lp)) * k3: k3 (the score-function term) - (exp(logr) - 1);
+  // nothing through either clamp.
+  EXPECT_NEAR(e.d(0), 0.1 * (k0 - (std::exp(-0.5) - 1)), 1e-14);
+  EXPECT_NEAR(e.d(1), 0.1 * (k1 - (std::exp(1.0) - 1)), 1e-14);
   EXPECT_EQ(e.d(2), 0.0);
 }
 
@@ -150,10 +151,10 @@ TEST(ClippedPGLoss, token_mult_prob_error_and_importance_weights) {
   EXPECT_NEAR(e.g.metrics.at("approx_entropy"), -(std::exp(0.2) * -1.0 + std::exp(-0.5) * -2.0) / 2, 1e-14);
 }
 
-// Everything on at once (clip-higher, dual clip, IS correction, k3 KL): the returned gradient is
-// the derivative of the returned numerator. (The on-policy KL approximation's weight is a
-// constant in NeMo RL, detached, so there the gradient is not the value's derivative: tested by
-// hand below.)
+// Everything on at once (clip-higher, dual clip, IS correction, k3 KL with the on-policy
+// approximation, whose weight exp(lp - gen_lp) keeps its gradient): the returned gradient is the
+// derivative of the returned numerator. (Without the approximation the weight is the
+// straight-through exp(lp - stopgrad(lp)): tested by hand above.)
 TEST(ClippedPGLoss, gradient_matches_finite_differences) {
   for (bool token_level : {true, false}) {
     LossFnSection c;
@@ -161,6 +162,7 @@ TEST(ClippedPGLoss, gradient_matches_finite_differences) {
     c.ratio_clip_max = 0.28;
     c.ratio_clip_c = 3.0;
     c.use_importance_sampling_correction = true;
+    c.use_on_policy_kl_approximation = true;
     c.token_level_loss = token_level;
     const int64_t B = 3, T = 16, N = B * T;
     Philox rng(7);
@@ -193,8 +195,8 @@ TEST(ClippedPGLoss, gradient_matches_finite_differences) {
   }
 }
 
-// use_on_policy_kl_approximation: the KL term is weighted by exp(lp - gen_lp), held constant.
-TEST(ClippedPGLoss, on_policy_kl_approximation_weight_is_a_constant) {
+// use_on_policy_kl_approximation: the KL term is weighted by v = exp(lp - gen_lp), d v / d lp = v.
+TEST(ClippedPGLoss, on_policy_kl_approximation_weight) {
   LossFnSection c;
   c.reference_policy_kl_penalty = 0.1;
   c.use_on_policy_kl_approximation = true;
@@ -204,7 +206,7 @@ TEST(ClippedPGLoss, on_policy_kl_approximation_weight_is_a_constant) {
   const Eval e = run(loss, batch(1, 1), d, lp);
   const double kw = std::exp(0.3), k3 = std::exp(-0.5) - 1 + 0.5;
   EXPECT_NEAR(e.g.loss_sum, 0.1 * kw * k3, 1e-15);
-  EXPECT_NEAR(e.d(0), 0.1 * kw * -(std::exp(-0.5) - 1), 1e-15);
+  EXPECT_NEAR(e.d(0), 0.1 * kw * (k3 - (std::exp(-0.5) - 1)), 1e-15);
 }
 
 }  // namespace

@@ -121,6 +121,7 @@ TEST(GrpoTrainStep, parameter_gradients_match_finite_differences) {
   c.ratio_clip_max = 0.28;
   c.ratio_clip_c = 3.0;
   c.use_importance_sampling_correction = true;
+  c.use_on_policy_kl_approximation = true;  // its weight keeps its gradient: a true derivative
   ClippedPGLoss loss(c);
   loss.set_data(loss_data_of(s.micro));
   const std::vector<model::Batch> batches = batches_of(s.micro);
