@@ -1,0 +1,48 @@
+// GRPO's advantages as NeMo RL computes them (reference/pipeline-and-rl.md §2.3-2.4;
+// nemo_rl/algorithms/utils.py calculate_baseline_and_std_per_prompt and grpo.py): rows are grouped
+// by identical prompt tokens, each row gets a baseline and a std from its group (leave-one-out by
+// default), A = r - baseline, divided by (std + 1e-6) only where std > 0. Optional reward scaling
+// and shaping come first.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "rl/grpo_config.h"
+
+namespace nemotron::rl {
+
+// Group ids by identical prompt token sequences, numbered in order of first appearance (NeMo RL
+// uniques the padded prompt matrix; duplicate prompts in one batch merge into one group).
+std::vector<int64_t> group_by_prompt(const std::vector<std::vector<int32_t>>& prompts);
+
+struct BaselineStd {
+  std::vector<double> baseline, std;
+};
+
+// Per row: with leave_one_out, b_i = mean of the group's other rewards and std_i their unbiased
+// std, computed as NeMo RL does, sqrt((E[r^2] - E[r]^2) * m / (m - 1)) over the m = n - 1 others,
+// NaN -> 0 (n = 2: 0/0; a negative rounding residue). Without, the group's mean and unbiased std.
+// A group with at most one row gets b = r (zero advantage) and std 0. All rows count (NeMo RL
+// passes an all-ones valid mask: sample masks do not change baselines).
+BaselineStd baseline_and_std_per_prompt(const std::vector<double>& rewards, const std::vector<int64_t>& group,
+                                        bool leave_one_out);
+
+// A_i = r_i - b_i, then with normalize: A_i / (std_i + 1e-6) where std_i > 0.
+std::vector<double> grpo_advantages(const std::vector<double>& rewards, const std::vector<int64_t>& group,
+                                    bool leave_one_out, bool normalize);
+inline std::vector<double> grpo_advantages(const std::vector<double>& rewards, const std::vector<int64_t>& group,
+                                           const GrpoSection& cfg) {
+  return grpo_advantages(rewards, group, cfg.use_leave_one_out_baseline, cfg.normalize_rewards);
+}
+
+// grpo.reward_scaling (when enabled): clamp to [source_min, source_max], map linearly onto
+// [target_min, target_max]. In place.
+void scale_rewards(const RewardScaling& cfg, std::vector<double>& rewards);
+// grpo.reward_shaping (when enabled), in place: truncated rows get r * stop_properly_penalty_coef
+// when that is set; else DAPO's overlong penalty with expected = max_response_length -
+// overlong_buffer_length and l = response length: r += min(0, -(l - expected) /
+// overlong_buffer_length * overlong_buffer_penalty).
+void shape_rewards(const RewardShaping& cfg, std::vector<double>& rewards, const std::vector<int64_t>& response_length,
+                   const std::vector<bool>& truncated);
+
+}  // namespace nemotron::rl

@@ -1,0 +1,178 @@
+#include "rl/grpo_config.h"
+
+#include <fmt/format.h>
+
+#include "core/config_tree.h"
+#include "core/error.h"
+
+namespace nemotron::rl {
+
+namespace {
+
+// True when `key` is written as null in `node` (NeMo RL's None: "off"), as opposed to absent
+// (the default applies); the reader treats both as absent.
+bool explicit_null(const nlohmann::json& node, const std::string& key) {
+  return node.is_object() && node.contains(key) && node.at(key).is_null();
+}
+
+void read_grpo(ConfigReader& root, GrpoSection& g) {
+  ConfigReader& r = root.section("grpo");
+  g.num_prompts_per_step = r.get_positive_int("num_prompts_per_step", g.num_prompts_per_step);
+  g.num_generations_per_prompt = r.get_positive_int("num_generations_per_prompt", g.num_generations_per_prompt);
+  g.max_num_steps = r.get_positive_int("max_num_steps", g.max_num_steps);
+  g.max_num_epochs = r.get_positive_int("max_num_epochs", g.max_num_epochs);
+  g.normalize_rewards = r.get_bool("normalize_rewards", g.normalize_rewards);
+  g.use_leave_one_out_baseline = r.get_bool("use_leave_one_out_baseline", g.use_leave_one_out_baseline);
+  g.overlong_filtering = r.get_bool("overlong_filtering", g.overlong_filtering);
+  g.val_period = r.get_nonnegative_int("val_period", g.val_period);
+  g.val_at_start = r.get_bool("val_at_start", g.val_at_start);
+  g.max_val_samples = r.get_nonnegative_int("max_val_samples", g.max_val_samples);
+  g.val_batch_size = r.get_positive_int("val_batch_size", g.val_batch_size);
+  g.seed = static_cast<uint64_t>(r.get_nonnegative_int("seed", static_cast<int64_t>(g.seed)));
+  r.get_positive_int("max_rollout_turns", 1);  // turns are the environment's business; checked here
+
+  ConfigReader& s = r.section("reward_scaling");
+  RewardScaling& sc = g.reward_scaling;
+  sc.enabled = s.get_bool("enabled", sc.enabled);
+  sc.source_min = s.get_number("source_min", sc.source_min);
+  sc.source_max = s.get_number("source_max", sc.source_max);
+  sc.target_min = s.get_number("target_min", sc.target_min);
+  sc.target_max = s.get_number("target_max", sc.target_max);
+  if (sc.enabled && !(sc.source_max > sc.source_min))
+    s.fail("source_max", fmt::format("{} must exceed source_min {}", sc.source_max, sc.source_min));
+
+  ConfigReader& h = r.section("reward_shaping");
+  RewardShaping& sh = g.reward_shaping;
+  sh.enabled = h.get_bool("enabled", sh.enabled);
+  sh.overlong_buffer_length = h.get_nonnegative_int("overlong_buffer_length", sh.overlong_buffer_length);
+  sh.overlong_buffer_penalty = h.get_number("overlong_buffer_penalty", sh.overlong_buffer_penalty);
+  sh.max_response_length = h.get_nonnegative_int("max_response_length", sh.max_response_length);
+  h.ignore("stop_properly_penalty_coef");
+  if (h.has("stop_properly_penalty_coef")) {
+    const double c = h.get_number("stop_properly_penalty_coef", 1.0);
+    if (!(c >= 0.0 && c <= 1.0)) h.fail("stop_properly_penalty_coef", fmt::format("expected a number in [0, 1], got {}", c));
+    sh.stop_properly_penalty_coef = c;
+  }
+  if (sh.overlong_buffer_penalty < 0) h.fail("overlong_buffer_penalty", "must be >= 0");
+  if (sh.enabled && sh.overlong_buffer_length > 0 && sh.max_response_length <= sh.overlong_buffer_length)
+    h.fail("max_response_length", fmt::format("{} must exceed overlong_buffer_length {}", sh.max_response_length,
+                                              sh.overlong_buffer_length));
+}
+
+void read_loss_fn(ConfigReader& root, const nlohmann::json& node, LossFnSection& l) {
+  ConfigReader& r = root.section("loss_fn");
+  l.reference_policy_kl_penalty = r.get_number("reference_policy_kl_penalty", l.reference_policy_kl_penalty);
+  if (!(l.reference_policy_kl_penalty >= 0))
+    r.fail("reference_policy_kl_penalty", fmt::format("expected a number >= 0, got {}", l.reference_policy_kl_penalty));
+  l.reference_policy_kl_type = r.get_string("reference_policy_kl_type", l.reference_policy_kl_type);
+  if (l.reference_policy_kl_type != "k1" && l.reference_policy_kl_type != "k2" && l.reference_policy_kl_type != "k3")
+    r.fail("reference_policy_kl_type", fmt::format("expected k1, k2 or k3, got \"{}\"", l.reference_policy_kl_type));
+  for (auto [key, slot] : {std::pair{"kl_input_clamp_value", &l.kl_input_clamp_value},
+                           std::pair{"kl_output_clamp_value", &l.kl_output_clamp_value}}) {
+    r.ignore(key);
+    if (explicit_null(node, key)) {
+      *slot = std::nullopt;
+    } else if (r.has(key)) {
+      *slot = r.get_number(key, 0.0);
+      if (!(**slot > 0)) r.fail(key, fmt::format("expected a number > 0 or null (no clamp), got {}", **slot));
+    }
+  }
+  l.ratio_clip_min = r.get_number("ratio_clip_min", l.ratio_clip_min);
+  if (!(l.ratio_clip_min >= 0 && l.ratio_clip_min < 1))
+    r.fail("ratio_clip_min", fmt::format("expected an epsilon in [0, 1) (the ratio is clipped below at 1 - "
+                                         "ratio_clip_min), got {}",
+                                         l.ratio_clip_min));
+  l.ratio_clip_max = r.get_number("ratio_clip_max", l.ratio_clip_max);
+  if (!(l.ratio_clip_max >= 0))
+    r.fail("ratio_clip_max", fmt::format("expected an epsilon >= 0 (the ratio is clipped above at 1 + "
+                                         "ratio_clip_max), got {}",
+                                         l.ratio_clip_max));
+  r.ignore("ratio_clip_c");  // registered even when absent
+  if (r.has("ratio_clip_c")) {
+    const double c = r.get_number("ratio_clip_c", 0.0);
+    if (!(c > 1)) r.fail("ratio_clip_c", fmt::format("the dual-clip bound must exceed 1 (or be null), got {}", c));
+    l.ratio_clip_c = c;
+  }
+  l.use_on_policy_kl_approximation = r.get_bool("use_on_policy_kl_approximation", l.use_on_policy_kl_approximation);
+  l.use_importance_sampling_correction =
+      r.get_bool("use_importance_sampling_correction", l.use_importance_sampling_correction);
+  l.token_level_loss = r.get_bool("token_level_loss", l.token_level_loss);
+}
+
+void read_policy(ConfigReader& root, PolicySection& p) {
+  ConfigReader& r = root.section("policy");
+  p.max_total_sequence_length = r.get_positive_int("max_total_sequence_length", p.max_total_sequence_length);
+  if (p.max_total_sequence_length < 2)
+    r.fail("max_total_sequence_length", "must be >= 2 (a prompt token and a response token)");
+  p.train_global_batch_size = r.get_positive_int("train_global_batch_size", p.train_global_batch_size);
+  p.train_micro_batch_size = r.get_positive_int("train_micro_batch_size", p.train_micro_batch_size);
+  if (p.train_global_batch_size % p.train_micro_batch_size != 0)
+    r.fail("train_global_batch_size", fmt::format("{} is not a multiple of train_micro_batch_size {}",
+                                                  p.train_global_batch_size, p.train_micro_batch_size));
+  p.max_grad_norm = r.get_number("max_grad_norm", p.max_grad_norm);
+  if (!(p.max_grad_norm >= 0)) r.fail("max_grad_norm", fmt::format("expected a number >= 0, got {}", p.max_grad_norm));
+
+  ConfigReader& g = r.section("generation");
+  GenerationSection& gen = p.generation;
+  gen.temperature = g.get_number("temperature", gen.temperature);
+  if (!(gen.temperature > 0)) g.fail("temperature", fmt::format("expected a number > 0, got {}", gen.temperature));
+  gen.top_p = g.get_number("top_p", gen.top_p);
+  if (!(gen.top_p > 0 && gen.top_p <= 1)) g.fail("top_p", fmt::format("expected a number in (0, 1], got {}", gen.top_p));
+  g.ignore("top_k");
+  if (g.has("top_k")) {
+    const int64_t k = g.get_int("top_k", -1);
+    if (k == 0 || k < -1) g.fail("top_k", fmt::format("expected a positive integer, -1 or null (off), got {}", k));
+    if (k > 0) gen.top_k = k;
+  }
+  g.ignore("max_new_tokens");
+  gen.max_new_tokens = g.has("max_new_tokens") ? g.get_positive_int("max_new_tokens", 1) : p.max_total_sequence_length;
+  g.ignore("stop_strings");
+  if (g.has("stop_strings")) {
+    const nlohmann::json& v = g.get_raw("stop_strings");
+    if (!v.is_array()) g.fail("stop_strings", fmt::format("expected a list of strings or null, got {}", describe_value(v)));
+    for (const nlohmann::json& s : v) {
+      if (!s.is_string() || s.get<std::string>().empty())
+        g.fail("stop_strings", fmt::format("expected non-empty strings, got {}", describe_value(s)));
+      gen.stop_strings.push_back(s.get<std::string>());
+    }
+  }
+}
+
+void read_checkpointing(ConfigReader& root, CheckpointingSection& c) {
+  ConfigReader& r = root.section("checkpointing");
+  c.enabled = r.get_bool("enabled", c.enabled);
+  c.checkpoint_dir = r.get_string("checkpoint_dir", c.checkpoint_dir);
+  if (c.enabled && c.checkpoint_dir.empty()) r.fail("checkpoint_dir", "empty (where step_<N>/ directories go)");
+  c.metric_name = r.get_string("metric_name", c.metric_name);
+  c.higher_is_better = r.get_bool("higher_is_better", c.higher_is_better);
+  c.keep_top_k = r.get_positive_int("keep_top_k", c.keep_top_k);
+  c.save_period = r.get_positive_int("save_period", c.save_period);
+}
+
+}  // namespace
+
+GrpoConfig read_grpo_sections(ConfigReader& root, const nlohmann::json& tree) {
+  GrpoConfig c;
+  read_grpo(root, c.grpo);
+  const nlohmann::json none;
+  read_loss_fn(root, tree.is_object() && tree.contains("loss_fn") ? tree.at("loss_fn") : none, c.loss_fn);
+  read_policy(root, c.policy);
+  read_checkpointing(root, c.checkpointing);
+  const int64_t rows = c.rollout_rows();
+  if (rows % c.policy.train_global_batch_size != 0)
+    root.section("policy").fail("train_global_batch_size",
+                                fmt::format("{} does not divide the rollout batch grpo.num_prompts_per_step * "
+                                            "grpo.num_generations_per_prompt = {} (each optimizer step takes a "
+                                            "whole global batch)",
+                                            c.policy.train_global_batch_size, rows));
+  return c;
+}
+
+GrpoConfig read_grpo_config(const nlohmann::json& tree, const std::string& source) {
+  ConfigReader root(tree, source);
+  GrpoConfig c = read_grpo_sections(root, tree);
+  root.check_unknown_keys();
+  return c;
+}
+
+}  // namespace nemotron::rl

@@ -1,0 +1,108 @@
+// GRPO's configuration, with NeMo RL's key names and the defaults of
+// examples/configs/grpo_math_1B.yaml (reference/pipeline-and-rl.md §2.9), read from our config tree
+// (core/config_tree.h) so a bad value is an InputError "<file>: <dotted.key>: <problem>".
+// Sections: grpo:, loss_fn:, policy: (the keys GRPO needs; the model's shape stays in model:) and
+// checkpointing:. Nemotron's RL recipes (nano3/super3 stage2_rl) differ: ratio clips 0.2 / 0.28
+// (DAPO "clip-higher"), KL beta 0, importance-sampling correction and on-policy KL approximation
+// on, micro-batch 1; a recipe sets them explicitly.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace nemotron {
+class ConfigReader;
+}
+
+namespace nemotron::rl {
+
+// grpo.reward_scaling: clamp to [source_min, source_max], map linearly onto [target_min, target_max].
+struct RewardScaling {
+  bool enabled = false;
+  double source_min = 0.0, source_max = 1.0, target_min = 0.0, target_max = 1.0;
+};
+
+// grpo.reward_shaping: DAPO's overlong penalty or a truncation penalty factor.
+struct RewardShaping {
+  bool enabled = false;
+  int64_t overlong_buffer_length = 0;  // 0 = no overlong penalty
+  double overlong_buffer_penalty = 0.0;
+  int64_t max_response_length = 0;
+  std::optional<double> stop_properly_penalty_coef;  // in [0, 1]; truncated rows get reward * c
+};
+
+struct GrpoSection {  // grpo:
+  int64_t num_prompts_per_step = 32;
+  int64_t num_generations_per_prompt = 16;
+  int64_t max_num_steps = 1000000;
+  int64_t max_num_epochs = 1;
+  bool normalize_rewards = true;
+  bool use_leave_one_out_baseline = true;
+  bool overlong_filtering = false;
+  int64_t val_period = 10;  // 0 = no validation
+  bool val_at_start = false;
+  int64_t max_val_samples = 256;
+  int64_t val_batch_size = 256;
+  uint64_t seed = 42;
+  RewardScaling reward_scaling;
+  RewardShaping reward_shaping;
+};
+
+struct LossFnSection {  // loss_fn: (ClippedPGLossFn)
+  double reference_policy_kl_penalty = 0.01;
+  std::string reference_policy_kl_type = "k3";  // k1 | k2 | k3
+  std::optional<double> kl_input_clamp_value = 20.0;   // null = no clamp
+  std::optional<double> kl_output_clamp_value = 10.0;  // null = no clamp
+  double ratio_clip_min = 0.2;  // epsilon below 1 (Nemotron: 0.2)
+  double ratio_clip_max = 0.2;  // epsilon above 1 (Nemotron: 0.28)
+  std::optional<double> ratio_clip_c;  // dual clip, > 1; null = off
+  bool use_on_policy_kl_approximation = false;
+  bool use_importance_sampling_correction = false;
+  bool token_level_loss = true;
+};
+
+struct GenerationSection {  // policy.generation:
+  double temperature = 1.0;
+  double top_p = 1.0;
+  std::optional<int64_t> top_k;  // null = off
+  int64_t max_new_tokens = 0;    // null/absent = policy.max_total_sequence_length
+  std::vector<std::string> stop_strings;
+};
+
+struct PolicySection {  // policy:
+  int64_t max_total_sequence_length = 512;
+  int64_t train_global_batch_size = 512;
+  int64_t train_micro_batch_size = 4;
+  double max_grad_norm = 1.0;
+  GenerationSection generation;
+};
+
+struct CheckpointingSection {  // checkpointing:
+  bool enabled = true;
+  std::string checkpoint_dir = "results/grpo";
+  std::string metric_name = "val:accuracy";
+  bool higher_is_better = true;
+  int64_t keep_top_k = 3;
+  int64_t save_period = 10;
+};
+
+struct GrpoConfig {
+  GrpoSection grpo;
+  LossFnSection loss_fn;
+  PolicySection policy;
+  CheckpointingSection checkpointing;
+  // Rows of one rollout batch: num_prompts_per_step * num_generations_per_prompt.
+  int64_t rollout_rows() const { return grpo.num_prompts_per_step * grpo.num_generations_per_prompt; }
+};
+
+// Reads grpo:, loss_fn:, policy: and checkpointing: through `root` (the stage's reader: the
+// caller reads its other sections and calls root.check_unknown_keys()) and validates them.
+// `tree` is the node `root` reads (to tell a key written as null, "off", from an absent one).
+GrpoConfig read_grpo_sections(ConfigReader& root, const nlohmann::json& tree);
+// A tree holding only those sections (tests, tools): reads, validates, rejects unknown keys.
+GrpoConfig read_grpo_config(const nlohmann::json& tree, const std::string& source);
+
+}  // namespace nemotron::rl

@@ -1,0 +1,67 @@
+// GRPO's loss, NeMo RL's ClippedPGLossFn (reference/pipeline-and-rl.md §2.8;
+// nemo_rl/algorithms/loss_functions.py), as a general-form train::LossFn: the shared training step
+// runs the forward, hands per_token() the current log-probs lp, and back-propagates the returned
+// d numerator / d lp. Per token (M = token mask * sample mask):
+//   ratio = exp(lp - prev_lp), clipped = clamp(ratio, 1 - ratio_clip_min, 1 + ratio_clip_max),
+//   l = max(-A*ratio, -A*clipped); dual clip (ratio_clip_c = c): where A < 0, l = min(l, -A*c);
+//   w = exp(prev_lp - gen_lp) (NaN/inf -> 0, a constant) when use_importance_sampling_correction;
+//   KL (beta = reference_policy_kl_penalty != 0): logr = clamp(ref_lp - lp, +-kl_input_clamp_value),
+//   k1 = -logr, k2 = logr^2/2, k3 = exp(logr) - 1 - logr; beta * clamp(v * k, +-kl_output_clamp_value)
+//   with v = exp(lp - gen_lp) under use_on_policy_kl_approximation, else exp(lp - stopgrad(lp))
+//   (value 1): v keeps its gradient (the score-function term, current NeMo RL; older versions
+//   detached it), except where the input clamp is active.
+// token_level_loss: numerator sum M*(w*l + kl), normaliser = valid tokens of the global batch;
+// otherwise per row the token mean (over the token mask, + 1e-8) times the sample mask, normaliser
+// = valid samples of the global batch. NeMo RL adds 1e-8 to the normaliser; we do not (the step
+// refuses a global batch with nothing to train on instead of taking a zero step).
+// Gradients follow torch's: clamp passes the gradient only inside its bounds, constants get none.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rl/grpo_config.h"
+#include "train/loss.h"
+
+namespace nemotron::rl {
+
+// One micro-batch's per-sample data, every vector [B*T] aligned with the batch's labels (position
+// n holds the values of the token labels[n], i.e. NeMo RL's tensors after the [:, 1:] shift).
+struct GrpoTokenData {
+  std::vector<double> advantages;
+  std::vector<double> prev_logprobs;        // the trainer's log-probs before the update
+  std::vector<double> generation_logprobs;  // the generator's (0 where not generated)
+  std::vector<double> reference_logprobs;   // the frozen initial policy's; empty = none
+  std::vector<double> sample_mask;          // [B]: 0 drops the whole row
+};
+
+class ClippedPGLoss : public train::LossFn {
+ public:
+  explicit ClippedPGLoss(LossFnSection cfg);
+  // The step's per-micro-batch data, in the order the micro-batches are given to TrainStep::run.
+  void set_data(std::vector<GrpoTokenData> micro) { data_ = std::move(micro); }
+  const std::vector<GrpoTokenData>& data() const { return data_; }
+  const LossFnSection& config() const { return cfg_; }
+
+  std::string name() const override { return "loss"; }  // NeMo RL's name in train metrics
+  // Valid tokens (token_level_loss) or valid samples of the global batch; also records both for
+  // the metrics, which are returned already divided (NeMo RL's globally normalised sums: summing
+  // them over the micro-batches gives the global mean).
+  double normaliser(const std::vector<model::Batch>& micro) override;
+  // Metrics: probs_ratio, probs_ratio_clamped, clip_fraction_lower, clip_fraction_upper (tokens
+  // whose ratio fell below 1 - ratio_clip_min / above 1 + ratio_clip_max), kl_penalty (KL / beta),
+  // token_mult_prob_error (mean exp|gen_lp - prev_lp|), gen_kl_error, policy_kl_error,
+  // sampling_importance_ratio, approx_entropy (-mean exp(lp - gen_lp) * lp), all token means;
+  // num_valid_samples (a count).
+  train::TokenLossGrad per_token(Context& ctx, int64_t micro_index, const model::Batch& mb,
+                                 const Tensor& logprobs) override;
+
+ private:
+  LossFnSection cfg_;
+  std::vector<GrpoTokenData> data_;
+  double valid_tokens_ = 0, valid_samples_ = 0;
+};
+
+// Token mask of a batch: 1 where labels >= 0, times loss_mask where there is one. [B*T].
+std::vector<double> grpo_token_mask(const model::Batch& mb);
+
+}  // namespace nemotron::rl

@@ -1,0 +1,97 @@
+// GRPO advantages against values worked out by hand from NeMo RL's formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "rl/grpo_advantages.h"
+
+namespace nemotron::rl {
+namespace {
+
+TEST(GrpoAdvantages, leave_one_out_baseline_and_std) {
+  // One group of four: row 0 (r = 1) sees {0, 0, 1}: b = 1/3, std = sqrt((1/3 - 1/9) * 3/2) = sqrt(1/3).
+  // Row 1 (r = 0) sees {0, 1, 1}: b = 2/3, std = sqrt((2/3 - 4/9) * 3/2) = sqrt(1/3).
+  const std::vector<double> r{1, 0, 0, 1};
+  const std::vector<int64_t> g{0, 0, 0, 0};
+  const BaselineStd bs = baseline_and_std_per_prompt(r, g, true);
+  EXPECT_NEAR(bs.baseline[0], 1.0 / 3, 1e-15);
+  EXPECT_NEAR(bs.baseline[1], 2.0 / 3, 1e-15);
+  EXPECT_NEAR(bs.std[0], std::sqrt(1.0 / 3), 1e-15);
+  const std::vector<double> a = grpo_advantages(r, g, true, true);
+  const double s = std::sqrt(1.0 / 3) + 1e-6;
+  EXPECT_NEAR(a[0], (2.0 / 3) / s, 1e-12);
+  EXPECT_NEAR(a[1], (-2.0 / 3) / s, 1e-12);
+  EXPECT_NEAR(a[3], a[0], 1e-15);
+  // Without normalisation: the raw differences.
+  const std::vector<double> raw = grpo_advantages(r, g, true, false);
+  EXPECT_NEAR(raw[0], 2.0 / 3, 1e-15);
+  EXPECT_NEAR(raw[2], -2.0 / 3, 1e-15);
+}
+
+TEST(GrpoAdvantages, group_mean_and_unbiased_std_without_leave_one_out) {
+  const std::vector<double> a = grpo_advantages({1, 0, 0, 1, 2, 4}, {0, 0, 0, 0, 1, 1}, false, true);
+  const double s = std::sqrt(1.0 / 3) + 1e-6;  // unbiased std of {1, 0, 0, 1}
+  EXPECT_NEAR(a[0], 0.5 / s, 1e-12);
+  EXPECT_NEAR(a[1], -0.5 / s, 1e-12);
+  const double s2 = std::sqrt(2.0) + 1e-6;  // unbiased std of {2, 4}
+  EXPECT_NEAR(a[4], -1.0 / s2, 1e-12);
+  EXPECT_NEAR(a[5], 1.0 / s2, 1e-12);
+}
+
+TEST(GrpoAdvantages, equal_rewards_give_zero) {
+  for (bool loo : {true, false}) {
+    const std::vector<double> a = grpo_advantages({0.5, 0.5, 0.5, 0.5, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1}, loo, true);
+    for (double v : a) EXPECT_EQ(v, 0.0);
+    // Where the group sum rounds, NeMo RL's formula leaves a rounding residue of A (1e-16) and of
+    // std, and the division by (std + 1e-6) only lifts it to ~1e-10: still no learning signal.
+    for (double v : grpo_advantages({0.7, 0.7, 0.7, 0.7}, {0, 0, 0, 0}, loo, true)) EXPECT_LT(std::fabs(v), 1e-9);
+  }
+}
+
+TEST(GrpoAdvantages, one_generation_per_prompt_gives_zero) {
+  // G = 1: every group has one row; the baseline is the row's own reward.
+  const std::vector<double> a = grpo_advantages({1, 0, 0.5}, {0, 1, 2}, true, true);
+  EXPECT_EQ(a, (std::vector<double>{0, 0, 0}));
+}
+
+TEST(GrpoAdvantages, two_generations_leave_one_out_keep_the_raw_difference) {
+  // G = 2: the other row alone is the baseline, its std is 0 * (1/0) = NaN -> 0, so no division.
+  const std::vector<double> a = grpo_advantages({1, 0, 0.25, 0.75}, {0, 0, 1, 1}, true, true);
+  EXPECT_EQ(a, (std::vector<double>{1, -1, -0.5, 0.5}));
+}
+
+TEST(GrpoAdvantages, one_prompt_group_by_prompt_merges_duplicates) {
+  EXPECT_EQ(group_by_prompt({{1, 2}, {1, 2}, {3}, {1, 2}, {3}, {1}}), (std::vector<int64_t>{0, 0, 1, 0, 1, 2}));
+  // One prompt, three generations: rewards {1, 0, 0}; row 0 sees {0, 0}: b = 0, std 0 -> A = 1.
+  // Rows 1 and 2 see {0, 1}: b = 1/2, std = sqrt((1/2 - 1/4) * 2) = sqrt(1/2).
+  const std::vector<double> a = grpo_advantages({1, 0, 0}, group_by_prompt({{5}, {5}, {5}}), true, true);
+  EXPECT_EQ(a[0], 1.0);
+  EXPECT_NEAR(a[1], -0.5 / (std::sqrt(0.5) + 1e-6), 1e-12);
+  EXPECT_EQ(a[1], a[2]);
+}
+
+TEST(GrpoAdvantages, reward_scaling_and_shaping) {
+  RewardScaling sc;
+  sc.enabled = true;
+  sc.source_min = 0, sc.source_max = 1, sc.target_min = -1, sc.target_max = 1;
+  std::vector<double> r{-3, 0, 0.25, 1, 7};
+  scale_rewards(sc, r);
+  EXPECT_EQ(r, (std::vector<double>{-1, -1, -0.5, 1, 1}));
+
+  RewardShaping sh;
+  sh.enabled = true;
+  sh.max_response_length = 20, sh.overlong_buffer_length = 4, sh.overlong_buffer_penalty = 1.0;
+  std::vector<double> s{1, 1, 1};
+  shape_rewards(sh, s, {10, 18, 20}, {false, false, true});  // expected = 16
+  EXPECT_EQ(s, (std::vector<double>{1, 0.5, 0}));
+  sh.stop_properly_penalty_coef = 0.5;
+  std::vector<double> t{1, 1};
+  shape_rewards(sh, t, {30, 30}, {false, true});
+  EXPECT_EQ(t, (std::vector<double>{1, 0.5}));
+  sh.enabled = false;
+  shape_rewards(sh, t, {30, 30}, {true, true});
+  EXPECT_EQ(t, (std::vector<double>{1, 0.5}));
+}
+
+}  // namespace
+}  // namespace nemotron::rl

@@ -1,0 +1,165 @@
+// ClippedPGLoss through the shared training step on a tiny float64 HybridModel: rollouts ->
+// micro-batches -> old / reference log-probs from the model -> TrainStep::run. The parameter
+// gradients it leaves equal central finite differences of the step's loss; on-policy (old =
+// current log-probs, KL off) the loss is -mean(advantage) over the valid tokens and the ratio 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/rng.h"
+#include "rl/grpo_advantages.h"
+#include "rl/grpo_batch.h"
+#include "train/train_fixtures.h"
+#include "train/train_step.h"
+
+namespace nemotron::rl {
+namespace {
+
+model::ModelConfig tiny_model() {
+  // No MoE: top-k routing is piecewise constant and would make finite differences meaningless.
+  return testing::tiny_train_config({"model.hybrid_override_pattern=M*-"}).model;
+}
+
+std::vector<Rollout> rollouts(const model::ModelConfig& cfg, int64_t P, int64_t G, uint64_t seed) {
+  Philox rng(seed);
+  std::vector<Rollout> rows;
+  uint64_t k = 0;
+  for (int64_t p = 0; p < P; ++p) {
+    std::vector<int32_t> prompt;
+    for (int64_t i = 0; i < 3 + p; ++i) prompt.push_back(static_cast<int32_t>(rng.bits(k++) % cfg.vocab_size));
+    for (int64_t g = 0; g < G; ++g) {
+      Rollout r;
+      r.prompt = prompt;
+      const int64_t len = 2 + static_cast<int64_t>(rng.bits(k++) % 6);
+      for (int64_t i = 0; i < len; ++i) {
+        r.response.push_back(static_cast<int32_t>(rng.bits(k++) % cfg.vocab_size));
+        r.generation_logprobs.push_back(0);  // filled from the model below
+      }
+      r.reward = static_cast<double>(rng.bits(k++) % 3) / 2;
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+std::vector<int64_t> groups(const std::vector<Rollout>& rows) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const Rollout& r : rows) prompts.push_back(r.prompt);
+  return group_by_prompt(prompts);
+}
+
+struct Rollouts {
+  std::vector<GrpoMicroBatch> micro;
+  int64_t tokens = 0;
+};
+
+Rollouts prepare(model::HybridModel& net, const model::ModelConfig& cfg, int64_t max_len) {
+  std::vector<Rollout> rows = rollouts(cfg, 3, 4, 11);
+  std::vector<double> rewards;
+  for (const Rollout& r : rows) rewards.push_back(r.reward);
+  const std::vector<double> adv = grpo_advantages(rewards, groups(rows), true, true);
+  GrpoBatchOptions opt;
+  opt.micro_batch_size = 5, opt.max_total_sequence_length = max_len, opt.mask_dtype = DType::f64;
+  GrpoBatchCounts counts;
+  Rollouts s{build_grpo_micro_batches(rows, adv, opt, &counts), 0};
+  s.tokens = counts.loss_tokens;
+  Context ctx{&host_backend(), nullptr, DType::f64};
+  fill_policy_logprobs(ctx, net, s.micro, false);
+  return s;
+}
+
+TEST(GrpoTrainStep, on_policy_loss_is_minus_mean_advantage) {
+  const model::ModelConfig cfg = tiny_model();
+  model::HybridModel net(cfg, host_backend(), DType::f64);
+  net.init(5);
+  Rollouts s = prepare(net, cfg, 10);  // some rows exceed 10 tokens: masked out
+  double adv_sum = 0, tokens = 0;
+  for (GrpoMicroBatch& mb : s.micro) {
+    mb.data.generation_logprobs = mb.data.prev_logprobs;  // the generator agrees with the trainer
+    const std::vector<double> m = grpo_token_mask(mb.batch);
+    const int64_t T = mb.batch.labels.dim(1);
+    for (size_t n = 0; n < m.size(); ++n) {
+      const double w = m[n] * mb.data.sample_mask[n / static_cast<size_t>(T)];
+      adv_sum += w * mb.data.advantages[n], tokens += w;
+    }
+  }
+  EXPECT_EQ(tokens, s.tokens);
+  LossFnSection c;
+  c.reference_policy_kl_penalty = 0;
+  c.use_importance_sampling_correction = true;  // w = 1 on-policy
+  ClippedPGLoss loss(c);
+  loss.set_data(loss_data_of(s.micro));
+  train::AdamW opt(net.params(), {});
+  train::TrainStep step(net, opt, train::StepConfig{1.0, {}});
+  const train::StepResult r = step.run(batches_of(s.micro), loss, 1e-3, 1);
+  EXPECT_EQ(r.normaliser, tokens);
+  EXPECT_NEAR(r.loss, -adv_sum / tokens, 1e-12);
+  EXPECT_NEAR(r.metrics.at("probs_ratio"), 1.0, 1e-12);
+  EXPECT_NEAR(r.metrics.at("token_mult_prob_error"), 1.0, 1e-12);
+  EXPECT_GT(r.grad_norm, 0.0);
+}
+
+TEST(GrpoTrainStep, parameter_gradients_match_finite_differences) {
+  const model::ModelConfig cfg = tiny_model();
+  model::HybridModel net(cfg, host_backend(), DType::f64);
+  net.init(6);
+  Rollouts s = prepare(net, cfg, 64);
+  // Off-policy data: old log-probs away from the current ones (clipping on both sides), the
+  // generator slightly off (IS correction), a reference policy (KL).
+  Philox rng(3);
+  uint64_t k = 0;
+  for (GrpoMicroBatch& mb : s.micro) {
+    mb.data.reference_logprobs = mb.data.prev_logprobs;
+    for (size_t n = 0; n < mb.data.prev_logprobs.size(); ++n) {
+      mb.data.prev_logprobs[n] += 1.2 * (rng.uniform(k++) - 0.5);
+      mb.data.generation_logprobs[n] = mb.data.prev_logprobs[n] + 0.2 * (rng.uniform(k++) - 0.5);
+      mb.data.reference_logprobs[n] += 1.0 * (rng.uniform(k++) - 0.5);
+    }
+  }
+  LossFnSection c;
+  c.reference_policy_kl_penalty = 0.05;
+  c.ratio_clip_max = 0.28;
+  c.ratio_clip_c = 3.0;
+  c.use_importance_sampling_correction = true;
+  c.use_on_policy_kl_approximation = true;  // its weight keeps its gradient: a true derivative
+  ClippedPGLoss loss(c);
+  loss.set_data(loss_data_of(s.micro));
+  const std::vector<model::Batch> batches = batches_of(s.micro);
+
+  train::AdamW opt(net.params(), {});
+  train::TrainStep step(net, opt, train::StepConfig{0.0, {}});  // no gradient clipping
+  // lr 0: the update leaves the weights, so the gradients left in the store belong to them.
+  const train::StepResult r = step.run(batches, loss, 0.0, 1);
+  EXPECT_GT(r.metrics.at("clip_fraction_lower"), 0.0);
+  EXPECT_GT(r.metrics.at("clip_fraction_upper"), 0.0);
+
+  Context ctx{&host_backend(), nullptr, DType::f64};
+  auto step_loss = [&] {
+    double sum = 0;
+    for (size_t i = 0; i < batches.size(); ++i)
+      sum += train::forward_loss(ctx, net, batches[i], loss, static_cast<int64_t>(i));
+    return sum / r.normaliser;
+  };
+  EXPECT_NEAR(step_loss(), r.loss, 1e-12);
+  int checked = 0;
+  for (model::Param* p : net.params().all()) {
+    if (!p->requires_grad) continue;
+    const std::vector<double> grad = p->grad.to_f64_vector();
+    double* v = p->value.data<double>();
+    for (int64_t i : {int64_t{0}, p->value.numel() / 2, p->value.numel() - 1}) {
+      const double keep = v[i], h = 1e-6;
+      v[i] = keep + h;
+      const double up = step_loss();
+      v[i] = keep - h;
+      const double down = step_loss();
+      v[i] = keep;
+      const double fd = (up - down) / (2 * h);
+      EXPECT_NEAR(grad[static_cast<size_t>(i)], fd, 1e-7 + 1e-5 * std::fabs(fd)) << p->name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
+}  // namespace
+}  // namespace nemotron::rl
