@@ -24,5 +24,7 @@ void add_sft_commands(CLI::App& app);
 void add_convert_commands(CLI::App& app);
 // nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]
 void add_compare_command(CLI::App& app);
+// nemotron generate --checkpoint DIR --prompt TEXT | --chat TEXT | --input FILE --output FILE
+void add_generate_command(CLI::App& app);
 
 }  // namespace nemotron::cli
