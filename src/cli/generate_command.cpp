@@ -4,6 +4,7 @@
 // their tokens and per-token log-probs. The model runs through RecomputeStepModel (exact; every
 // step recomputes the whole sequence), on the CPU.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -168,7 +169,8 @@ void run_generate(const GenerateOptions& o) {
   params.stop_token_ids = o.stop_token_ids;
   if (!o.ignore_eos) {
     if (std::optional<int32_t> eos = tok.eos_token_id()) params.stop_token_ids.push_back(*eos);
-    if (rows.front().chat)  // the chat template ends an assistant turn with <|im_end|> (nano3)
+    // The chat templates end an assistant turn with <|im_end|> (nano3).
+    if (std::any_of(rows.begin(), rows.end(), [](const PromptRow& r) { return r.chat; }))
       if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) params.stop_token_ids.push_back(*end);
   }
 

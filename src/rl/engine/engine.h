@@ -43,8 +43,7 @@ struct EngineStats {
   int64_t requests = 0, steps = 0, prefill_tokens = 0, decode_tokens = 0;  // decode = generated tokens
   int64_t peak_running = 0;  // most sequences in one step
   double seconds = 0, model_seconds = 0;  // wall time of run(); of which inside extend
-  double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }
-  double prefill_tokens_per_second() const { return seconds > 0 ? prefill_tokens / seconds : 0; }
+  double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }  // generated
 };
 
 class Engine {
