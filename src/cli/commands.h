@@ -28,5 +28,7 @@ void add_compare_command(CLI::App& app);
 void add_artifacts_commands(CLI::App& app);
 // nemotron report RUN_DIR [--output FILE]: the run's self-contained HTML report (report_command.cpp)
 void add_report_command(CLI::App& app);
+// nemotron generate --checkpoint DIR --prompt TEXT | --chat TEXT | --input FILE --output FILE
+void add_generate_command(CLI::App& app);
 
 }  // namespace nemotron::cli

@@ -1,0 +1,267 @@
+// `nemotron generate`: text from a checkpoint (native, iteration directory or Hugging Face) with
+// the generation engine (rl/engine): one --prompt, one --chat message rendered with the recipe's
+// chat template, or a JSONL file of "prompt"/"messages" rows written back as completions with
+// their tokens and per-token log-probs. The model runs through RecomputeStepModel (exact; every
+// step recomputes the whole sequence), on the CPU.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/parallel.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "data/chat_template.h"
+#include "data/jsonl.h"
+#include "data/tokenizer.h"
+#include "model/hf_checkpoint.h"
+#include "model/hybrid_model.h"
+#include "rl/engine/engine.h"
+#include "rl/engine/recompute_step_model.h"
+#include "train/checkpoint.h"
+
+namespace nemotron::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct GenerateOptions {
+  std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "nano3", dtype = "float32";
+  bool enable_thinking = false, ignore_eos = false;
+  double temperature = 1.0, top_p = 1.0;
+  int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+};
+
+// The model and where its tokenizer.json should be: a Hugging Face directory (config.json) or a
+// native checkpoint (a tracker's parent, an iteration directory, a `convert import` output).
+struct LoadedModel {
+  std::unique_ptr<model::HybridModel> net;
+  std::string source, tokenizer_path;
+  std::vector<std::string> notes;
+};
+
+LoadedModel load_model(const GenerateOptions& o, DType dt) {
+  LoadedModel m;
+  if (!fs::exists(o.checkpoint)) throw InputError(fmt::format("--checkpoint {}: no such directory", o.checkpoint));
+  std::optional<model::HfCheckpoint> ck;
+  if (fs::exists(fs::path(o.checkpoint) / "config.json")) {
+    ck = model::HfCheckpoint::open(o.checkpoint);
+    m.source = o.checkpoint;
+    m.tokenizer_path = (fs::path(o.checkpoint) / "tokenizer.json").string();
+  } else {
+    const std::string dir = train::resolve_checkpoint_dir(o.checkpoint, /*weights_only=*/true);
+    model::ModelConfig cfg = model::load_model_config(dir + "/config.yaml");
+    ck = model::HfCheckpoint::open_weights(dir, cfg, "config.yaml");
+    m.source = dir;
+    m.tokenizer_path = (fs::path(dir) / "tokenizer" / "tokenizer.json").string();
+  }
+  m.net = std::make_unique<model::HybridModel>(ck->config(), host_backend(), dt);
+  ck->load_into(m.net->params());
+  m.notes = ck->notes();
+  for (const std::string& s : ck->skipped()) m.notes.push_back("not used: " + s);
+  if (!o.tokenizer.empty()) m.tokenizer_path = o.tokenizer;
+  if (!fs::exists(m.tokenizer_path))
+    throw InputError(fmt::format(
+        "{}: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's tokenizer/tokenizer.json)",
+        o.tokenizer.empty() ? m.tokenizer_path : o.tokenizer));
+  return m;
+}
+
+// The prompt text of a chat: the messages rendered by the template, then its generation prompt.
+std::string render(data::ChatFormat f, const data::OrderedJson& messages, const data::OrderedJson& tools,
+                   bool enable_thinking, const std::string& where) {
+  data::ChatRenderOptions opt;
+  opt.add_generation_prompt = true;
+  opt.enable_thinking = enable_thinking;
+  try {
+    return data::render_chat(f, messages, tools, opt);
+  } catch (const data::ChatTemplateError& e) {
+    throw InputError(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
+// A row of --input: its prompt text (and whether the template made it: then the tokenizer adds
+// no special tokens, as HF apply_chat_template(tokenize=True) does not).
+struct PromptRow {
+  std::string text;
+  bool chat = false;
+  data::OrderedJson row;
+};
+
+std::vector<PromptRow> read_rows(const GenerateOptions& o, data::ChatFormat f) {
+  std::vector<PromptRow> rows;
+  data::JsonlReader in(o.input);
+  data::OrderedJson row;
+  while (in.next_row(row)) {
+    PromptRow r;
+    if (row.contains("prompt")) {
+      if (!row["prompt"].is_string())
+        throw InputError(fmt::format("{}: \"prompt\": expected a string, got {}", in.where(), row["prompt"].type_name()));
+      r.text = row["prompt"].get<std::string>();
+    } else if (row.contains("messages")) {
+      if (!row["messages"].is_array() || row["messages"].empty())
+        throw InputError(fmt::format("{}: \"messages\": expected a non-empty array of messages", in.where()));
+      r.text = render(f, row["messages"], row.contains("tools") ? row["tools"] : data::OrderedJson(), o.enable_thinking,
+                      in.where());
+      r.chat = true;
+    } else {
+      throw InputError(fmt::format("{}: expected a \"prompt\" string or a \"messages\" array", in.where()));
+    }
+    if (r.text.empty()) throw InputError(fmt::format("{}: empty prompt", in.where()));
+    r.row = std::move(row);
+    rows.push_back(std::move(r));
+  }
+  if (rows.empty()) throw InputError(fmt::format("{}: no rows", o.input));
+  return rows;
+}
+
+void run_generate(const GenerateOptions& o) {
+  const int given = !o.prompt.empty() + !o.chat.empty() + !o.input.empty();
+  if (given != 1) throw InputError("generate: give exactly one of --prompt TEXT, --chat TEXT and --input FILE.jsonl");
+  if (!o.input.empty() && o.output.empty()) throw InputError("--input needs --output FILE.jsonl");
+  if (o.input.empty() && !o.output.empty()) throw InputError("--output goes with --input FILE.jsonl");
+  if (o.max_new_tokens <= 0)
+    throw InputError(fmt::format("--max-new-tokens: expected a positive integer, got {}", o.max_new_tokens));
+  if (o.max_slots <= 0) throw InputError(fmt::format("--max-slots: expected a positive integer, got {}", o.max_slots));
+  if (o.max_seq_len <= 1) throw InputError(fmt::format("--max-seq-len: expected an integer > 1, got {}", o.max_seq_len));
+  std::optional<data::ChatFormat> fmt_opt = data::chat_format_from_name(o.chat_template);
+  if (!fmt_opt)
+    throw InputError(fmt::format("--chat-template: unknown \"{}\" (expected one of {})", o.chat_template,
+                                 data::kChatFormatNames));
+  rl::SamplingParams params;
+  params.temperature = o.temperature;
+  params.top_p = o.top_p;
+  params.top_k = o.top_k;
+  params.max_new_tokens = o.max_new_tokens;
+  params.stop = o.stop;
+  params.seed = o.seed;
+  rl::validate(params, "sampling flags");
+  std::vector<PromptRow> rows;
+  if (!o.input.empty()) {
+    rows = read_rows(o, *fmt_opt);  // bad rows fail before the model loads
+  } else if (!o.chat.empty()) {
+    data::OrderedJson messages = data::OrderedJson::array({{{"role", "user"}, {"content", o.chat}}});
+    rows.push_back({render(*fmt_opt, messages, data::OrderedJson(), o.enable_thinking, "--chat"), true, {}});
+  } else {
+    rows.push_back({o.prompt, false, {}});
+  }
+
+  const DType dt = o.dtype == "float64" ? DType::f64 : DType::f32;
+  LoadedModel m = load_model(o, dt);
+  const data::Tokenizer tok = data::Tokenizer::load(m.tokenizer_path);
+  const model::ModelConfig& cfg = m.net->config();
+  std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %d CPU threads (MTP heads, if any, unused)\n",
+              m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
+              static_cast<long long>(m.net->params().numel()), dtype_name(dt), cpu::num_threads());
+  for (const std::string& n : m.notes) std::printf("note: %s\n", n.c_str());
+
+  params.stop_token_ids = o.stop_token_ids;
+  if (!o.ignore_eos) {
+    if (std::optional<int32_t> eos = tok.eos_token_id()) params.stop_token_ids.push_back(*eos);
+    // The chat templates end an assistant turn with <|im_end|> (nano3).
+    if (std::any_of(rows.begin(), rows.end(), [](const PromptRow& r) { return r.chat; }))
+      if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) params.stop_token_ids.push_back(*end);
+  }
+
+  rl::RecomputeStepModel step(*m.net, Context{&host_backend(), nullptr, dt}, o.max_slots, o.max_seq_len);
+  rl::Engine engine(step, &tok);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where =
+        o.input.empty() ? (o.chat.empty() ? "--prompt" : "--chat") : fmt::format("{}: row {}", o.input, i + 1);
+    rl::Request r;
+    r.prompt = tok.encode(rows[i].text, /*add_special_tokens=*/!rows[i].chat);
+    if (r.prompt.empty()) throw InputError(where + ": the prompt encodes to no tokens");
+    r.params = params;
+    r.id = i;
+    try {
+      engine.add(std::move(r));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", where, e.what()));
+    }
+  }
+
+  std::unique_ptr<ProgressBar> bar;
+  if (!o.input.empty()) bar = std::make_unique<ProgressBar>("generate", static_cast<int64_t>(rows.size()), "prompts");
+  std::vector<rl::Result> results = engine.run([&](const rl::Result& r, const rl::EngineStats&) {
+    if (bar) bar->advance(1, static_cast<int64_t>(r.tokens.size()));
+  });
+  if (bar) bar->finish();
+
+  if (!o.input.empty()) {
+    std::vector<json> out;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const rl::Result& r = results[i];
+      json row = json::parse(rows[i].row.dump());  // the input row's fields, then ours
+      row["completion"] = r.text;
+      row["prompt_tokens"] = r.prompt.size();
+      row["tokens"] = r.tokens;
+      row["logprobs"] = r.logprobs;
+      row["finish_reason"] = rl::finish_reason_name(r.finish);
+      out.push_back(std::move(row));
+    }
+    data::write_jsonl(o.output, out);
+    std::printf("wrote %zu completions to %s\n", out.size(), o.output.c_str());
+  } else {
+    const rl::Result& r = results.front();
+    std::printf("%s\n", r.text.c_str());
+    std::printf("finish_reason: %s, %zu prompt tokens, %zu generated\n", rl::finish_reason_name(r.finish),
+                r.prompt.size(), r.tokens.size());
+  }
+  const rl::EngineStats& s = engine.stats();
+  std::printf("generated %lld tokens for %lld prompts in %.2f s: %.1f tokens/s (prefill %lld tokens), %lld steps, "
+              "batch up to %lld\n",
+              static_cast<long long>(s.decode_tokens), static_cast<long long>(s.requests), s.seconds,
+              s.tokens_per_second(), static_cast<long long>(s.prefill_tokens), static_cast<long long>(s.steps),
+              static_cast<long long>(s.peak_running));
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* c = app.add_subcommand(
+      "generate",
+      "Generate text from a checkpoint (exact recompute at every step, on the CPU; MTP heads, if any, are ignored)");
+  c->add_option("--checkpoint", o->checkpoint,
+                "A native checkpoint (directory with latest_checkpointed_iteration.txt, an iteration directory, a "
+                "`convert import` output) or a Hugging Face directory (config.json + safetensors)")
+      ->required();
+  c->add_option("--tokenizer", o->tokenizer,
+                "tokenizer.json (default: the checkpoint's tokenizer.json or tokenizer/tokenizer.json)");
+  c->add_option("--prompt", o->prompt, "Text to continue (special tokens added as the tokenizer's template says)");
+  c->add_option("--chat", o->chat, "A user message, rendered with --chat-template and its generation prompt");
+  c->add_option("--input", o->input, "JSONL file: one row per prompt, with \"prompt\" (text) or \"messages\" (chat)");
+  c->add_option("--output", o->output,
+                "JSONL file written with each input row plus completion, prompt_tokens, tokens, logprobs, "
+                "finish_reason");
+  c->add_option("--chat-template", o->chat_template, "nano3, nemotron-h or nano-v2")->capture_default_str();
+  c->add_flag("--enable-thinking", o->enable_thinking, "Open a <think> block in the generation prompt (nano3)");
+  c->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
+  c->add_option("--top-p", o->top_p, "Nucleus sampling: keep the smallest set of tokens reaching this probability")
+      ->capture_default_str();
+  c->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  c->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate at most per prompt")->capture_default_str();
+  c->add_option("--seed", o->seed, "Sampling seed (prompt i draws from its own stream: the batch size changes nothing)")
+      ->capture_default_str();
+  c->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it");
+  c->add_option("--stop-token-id", o->stop_token_ids, "Stop token id (repeatable), besides the tokenizer's eos");
+  c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the tokenizer's eos (nor <|im_end|> in chat)");
+  c->add_option("--max-slots,--batch", o->max_slots, "Sequences generated at once (continuous batching)")
+      ->capture_default_str();
+  c->add_option("--max-seq-len", o->max_seq_len, "Prompt plus generated tokens at most")->capture_default_str();
+  c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  c->callback([o] { run_generate(*o); });
+}
+
+}  // namespace nemotron::cli

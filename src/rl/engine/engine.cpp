@@ -1,0 +1,187 @@
+#include "rl/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace nemotron::rl {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::stop_token: return "stop_token";
+    case FinishReason::stop_string: return "stop_string";
+    case FinishReason::length: return "length";
+    case FinishReason::max_seq_len: return "max_seq_len";
+  }
+  return "?";
+}
+
+// A running request: its slot, result so far and the incremental detokenizer's offsets (as in
+// vLLM: text is decoded from `prefix_offset`; what decoded up to `read_offset` is already in
+// result.text; a trailing U+FFFD means an incomplete UTF-8 character, so wait for more tokens).
+struct Engine::Sequence {
+  size_t position = 0;
+  int64_t slot = -1;
+  SamplingParams params;
+  Result result;
+  bool prefilled = false;
+  size_t prefix_offset = 0, read_offset = 0;
+  size_t stop_scan_from = 0;  // stop strings are searched from here in result.text
+};
+
+Engine::Engine(StepModel& model, const data::Tokenizer* tokenizer) : model_(model), tok_(tokenizer) {}
+
+uint64_t Engine::add(Request r) {
+  const uint64_t id = r.id ? *r.id : next_id_;
+  next_id_ = std::max(next_id_, id + 1);
+  const std::string where = fmt::format("request {}", id);
+  validate(r.params, where);
+  if (r.prompt.empty()) throw InputError(where + ": empty prompt (no tokens)");
+  const int64_t V = model_.vocab_size();
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= V) throw InputError(fmt::format("{}: prompt token {} outside the vocabulary [0, {})", where, t, V));
+  if (static_cast<int64_t>(r.prompt.size()) >= model_.max_seq_len())
+    throw InputError(fmt::format("{}: prompt of {} tokens leaves no room to generate (max_seq_len {})", where,
+                                 r.prompt.size(), model_.max_seq_len()));
+  if (!r.params.stop.empty() && !tok_)
+    throw InputError(where + ": stop strings need a tokenizer to detokenize with");
+  r.id = id;
+  queue_.emplace_back(added_++, std::move(r));
+  return id;
+}
+
+void Engine::detokenize(Sequence& s, bool final) {
+  if (!tok_) return;
+  const std::vector<int32_t>& ids = s.result.tokens;
+  std::span<const int32_t> all(ids);
+  const std::string before = tok_->decode(all.subspan(s.prefix_offset, s.read_offset - s.prefix_offset), true);
+  const std::string now = tok_->decode(all.subspan(s.prefix_offset), true);
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  const bool incomplete = now.size() >= 3 && now.compare(now.size() - 3, 3, kReplacement) == 0;
+  if (now.size() > before.size() && (!incomplete || final) && now.compare(0, before.size(), before) == 0) {
+    s.result.text += now.substr(before.size());
+    s.prefix_offset = s.read_offset;
+    s.read_offset = ids.size();
+  } else if (final && now.compare(0, before.size(), before) != 0) {
+    s.result.text += now.substr(std::min(now.size(), before.size()));  // a decoder that is not prefix-stable
+  }
+}
+
+std::optional<FinishReason> Engine::check_finish(Sequence& s) {
+  const SamplingParams& p = s.params;
+  const int32_t last = s.result.tokens.back();
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end())
+    return FinishReason::stop_token;
+  if (!p.stop.empty()) {
+    size_t cut = std::string::npos, longest = 0;
+    for (const std::string& stop : p.stop) {
+      size_t at = s.result.text.find(stop, s.stop_scan_from);
+      if (at != std::string::npos) cut = std::min(cut, at);
+      longest = std::max(longest, stop.size());
+    }
+    if (cut != std::string::npos) {
+      s.result.text.resize(cut);  // vLLM leaves the stop string out of the text
+      return FinishReason::stop_string;
+    }
+    // A stop string completed by later text starts at most longest-1 bytes before the end.
+    s.stop_scan_from = s.result.text.size() >= longest ? s.result.text.size() - longest + 1 : 0;
+  }
+  if (static_cast<int64_t>(s.result.tokens.size()) >= p.max_new_tokens) return FinishReason::length;
+  if (static_cast<int64_t>(s.result.prompt.size() + s.result.tokens.size()) >= model_.max_seq_len())
+    return FinishReason::max_seq_len;
+  return std::nullopt;
+}
+
+std::vector<Result> Engine::run(const FinishCallback& on_finish) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const double seconds_before = stats_.seconds;
+  const int64_t S = model_.max_slots(), V = model_.vocab_size();
+  std::vector<Result> results(added_);
+  std::vector<bool> done(added_, false);
+  std::vector<std::optional<Sequence>> slots(static_cast<size_t>(S));
+  int64_t running = 0;
+  auto finish = [&](Sequence& s, FinishReason why) {
+    if (why != FinishReason::stop_string) detokenize(s, /*final=*/true);  // a stop string's text is already cut
+    s.result.finish = why;
+    model_.release(s.slot);
+    --running;
+    ++stats_.requests;
+    stats_.seconds = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
+    if (on_finish) on_finish(s.result, stats_);
+    done[s.position] = true;
+    results[s.position] = std::move(s.result);
+    slots[static_cast<size_t>(s.slot)].reset();
+  };
+
+  while (!queue_.empty() || running > 0) {
+    // Admit queued requests into free slots, in order, while the model has memory for them. The
+    // model allocates at the first extend, so requests admitted in this pass but not yet extended
+    // are asked for together (`pending` tokens).
+    int64_t pending = 0;
+    for (int64_t slot = 0; slot < S && !queue_.empty(); ++slot) {
+      if (slots[static_cast<size_t>(slot)]) continue;
+      Request& r = queue_.front().second;
+      const int64_t total =
+          std::min<int64_t>(static_cast<int64_t>(r.prompt.size()) + r.params.max_new_tokens, model_.max_seq_len());
+      if (!model_.can_admit(pending + total)) {
+        if (running == 0)
+          throw InputError(fmt::format("request {}: the model has no memory for a sequence of {} tokens even when idle",
+                                       *r.id, total));
+        break;  // wait for a running sequence to finish
+      }
+      pending += total;
+      Sequence s;
+      s.position = queue_.front().first;
+      s.slot = slot;
+      s.params = r.params;
+      s.result.id = *r.id;
+      s.result.prompt = std::move(r.prompt);
+      queue_.pop_front();
+      slots[static_cast<size_t>(slot)] = std::move(s);
+      ++running;
+    }
+    if (running == 0) continue;
+
+    // One step: prefill the new, decode the running.
+    std::vector<int64_t> ids;
+    std::vector<std::vector<int32_t>> tokens;
+    for (auto& s : slots) {
+      if (!s) continue;
+      ids.push_back(s->slot);
+      if (!s->prefilled) {
+        tokens.push_back(s->result.prompt);
+        stats_.prefill_tokens += static_cast<int64_t>(s->result.prompt.size());
+        s->prefilled = true;
+      } else {
+        tokens.push_back({s->result.tokens.back()});
+      }
+    }
+    const auto m0 = Clock::now();
+    std::vector<float> logits = model_.extend(ids, tokens);
+    stats_.model_seconds += std::chrono::duration<double>(Clock::now() - m0).count();
+    NM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(ids.size()) * V,
+             "extend returned {} logits for {} slots of vocabulary {}", logits.size(), ids.size(), V);
+    ++stats_.steps;
+    stats_.peak_running = std::max(stats_.peak_running, static_cast<int64_t>(ids.size()));
+
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Sequence& s = *slots[static_cast<size_t>(ids[i])];
+      SampledToken t = sample_token(logits.data() + i * static_cast<size_t>(V), V, s.params, s.result.id,
+                                    s.result.tokens.size());
+      s.result.tokens.push_back(t.token);
+      s.result.logprobs.push_back(t.logprob);
+      s.result.raw_logprobs.push_back(t.raw_logprob);
+      ++stats_.decode_tokens;
+      if (!s.params.stop.empty()) detokenize(s, false);
+      if (std::optional<FinishReason> why = check_finish(s)) finish(s, *why);
+    }
+  }
+  added_ = 0;
+  stats_.seconds = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
+  for (size_t i = 0; i < done.size(); ++i) NM_CHECK(done[i], "request at position {} never finished", i);
+  return results;
+}
+
+}  // namespace nemotron::rl

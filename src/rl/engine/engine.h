@@ -1,0 +1,76 @@
+// The generation engine: a queue of requests run over a StepModel with continuous batching. Each
+// step makes one extend call: newly admitted prompts are prefilled and every running sequence
+// decodes one token. A sequence that finishes (stop token, stop string, max_new_tokens, the model's
+// max_seq_len) releases its slot at once and the next step refills it from the queue. A request
+// the model has no memory for (can_admit false) waits in the queue until a running one finishes.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "rl/engine/sampler.h"
+#include "rl/engine/step_model.h"
+
+namespace nemotron::rl {
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  // Keys the sampling stream with params.seed; unset: the engine numbers requests 0, 1, 2, ... in
+  // the order they were added.
+  std::optional<uint64_t> id;
+};
+
+enum class FinishReason { stop_token, stop_string, length, max_seq_len };
+// "stop_token", "stop_string", "length" (max_new_tokens), "max_seq_len".
+const char* finish_reason_name(FinishReason r);
+
+struct Result {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> tokens;        // generated, the stop token included
+  std::vector<float> logprobs;        // per token: SampledToken::logprob (GRPO's generation log-probs)
+  std::vector<float> raw_logprobs;    // per token: log_softmax of the unmodified logits
+  FinishReason finish = FinishReason::length;
+  std::string text;  // detokenized, special tokens skipped, cut before a stop string; "" without a tokenizer
+};
+
+struct EngineStats {
+  int64_t requests = 0, steps = 0, prefill_tokens = 0, decode_tokens = 0;  // decode = generated tokens
+  int64_t peak_running = 0;  // most sequences in one step
+  double seconds = 0, model_seconds = 0;  // wall time of run(); of which inside extend
+  double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }  // generated
+};
+
+class Engine {
+ public:
+  // `tokenizer` (may be null: no text, stop strings unsupported) must outlive the engine.
+  Engine(StepModel& model, const data::Tokenizer* tokenizer = nullptr);
+
+  // Queues a request (InputError, naming it, for an empty prompt, a token outside the vocabulary,
+  // a prompt that leaves no room below max_seq_len, bad sampling parameters). Returns its id.
+  uint64_t add(Request r);
+  // Runs until the queue is empty; results in the order the requests were added. `on_finish` is
+  // called as each one finishes (in finishing order), with the stats so far.
+  using FinishCallback = std::function<void(const Result&, const EngineStats&)>;
+  std::vector<Result> run(const FinishCallback& on_finish = {});
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  struct Sequence;
+  void detokenize(Sequence& s, bool final);
+  std::optional<FinishReason> check_finish(Sequence& s);
+
+  StepModel& model_;
+  const data::Tokenizer* tok_;
+  std::deque<std::pair<size_t, Request>> queue_;  // (position in results, request)
+  uint64_t next_id_ = 0;
+  size_t added_ = 0;
+  EngineStats stats_;
+};
+
+}  // namespace nemotron::rl

@@ -1,0 +1,108 @@
+#include "rl/engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace nemotron::rl {
+
+void validate(const SamplingParams& p, const std::string& where) {
+  if (!(std::isfinite(p.temperature) && p.temperature >= 0))
+    throw InputError(fmt::format("{}: temperature: expected a number >= 0 (0 = greedy), got {}", where, p.temperature));
+  if (!(p.top_p > 0 && p.top_p <= 1))
+    throw InputError(fmt::format("{}: top_p: expected a number in (0, 1], got {}", where, p.top_p));
+  if (p.top_k < -1) throw InputError(fmt::format("{}: top_k: expected >= 0 (0 or -1 = off), got {}", where, p.top_k));
+  if (p.max_new_tokens <= 0)
+    throw InputError(fmt::format("{}: max_new_tokens: expected a positive integer, got {}", where, p.max_new_tokens));
+  for (const std::string& s : p.stop)
+    if (s.empty()) throw InputError(fmt::format("{}: stop: an empty stop string", where));
+}
+
+namespace {
+
+// log-sum-exp of logits / temperature (temperature 1: of the raw logits), in double.
+double log_sum_exp(const float* z, int64_t V, double inv_t) {
+  double m = -INFINITY;
+  for (int64_t v = 0; v < V; ++v) m = std::max(m, z[v] * inv_t);
+  double s = 0;
+  for (int64_t v = 0; v < V; ++v) s += std::exp(z[v] * inv_t - m);
+  return m + std::log(s);
+}
+
+int32_t argmax(const float* z, int64_t V) {
+  int64_t best = 0;
+  for (int64_t v = 1; v < V; ++v)
+    if (z[v] > z[best]) best = v;
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+Candidates sampling_candidates(const float* z, int64_t V, const SamplingParams& p) {
+  NM_CHECK(p.temperature > 0, "sampling_candidates needs temperature > 0");
+  const double inv_t = 1.0 / p.temperature;
+  // Sorting all V ids is only needed for top-p; top-k alone needs the k largest.
+  const int64_t k = p.top_k > 0 ? std::min(p.top_k, V) : V;
+  std::vector<int32_t> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  auto before = [z](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+  if (k < V) {
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+    order.resize(static_cast<size_t>(k));
+  } else if (p.top_p < 1) {
+    std::sort(order.begin(), order.end(), before);
+  }
+  double m = -INFINITY;  // the largest kept logit, for a stable exp
+  for (int32_t id : order) m = std::max(m, static_cast<double>(z[id]));
+  std::vector<double> w(order.size());
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i) total += (w[i] = std::exp((z[order[i]] - m) * inv_t));
+  size_t keep = order.size();
+  if (p.top_p < 1) {  // order is sorted here: the shortest prefix reaching p
+    double cum = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      cum += w[i] / total;
+      if (cum >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    total = std::accumulate(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+  }
+  Candidates c;
+  c.ids.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep));
+  c.probs.resize(keep);
+  for (size_t i = 0; i < keep; ++i) c.probs[i] = w[i] / total;
+  return c;
+}
+
+SampledToken sample_token(const float* z, int64_t V, const SamplingParams& p, uint64_t request_id, uint64_t index) {
+  NM_CHECK(V > 0, "sample_token: empty vocabulary");
+  const double raw_lse = log_sum_exp(z, V, 1.0);
+  SampledToken out;
+  if (p.temperature == 0) {
+    out.token = argmax(z, V);
+    out.logprob = out.raw_logprob = static_cast<float>(z[out.token] - raw_lse);
+    return out;
+  }
+  Candidates c = sampling_candidates(z, V, p);
+  const double u = Philox(p.seed, request_id).uniform(index);
+  size_t pick = c.ids.size() - 1;  // rounding can leave the cumulative sum just below u
+  double cum = 0;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    cum += c.probs[i];
+    if (u < cum) {
+      pick = i;
+      break;
+    }
+  }
+  out.token = c.ids[pick];
+  out.logprob = static_cast<float>(std::log(c.probs[pick]));
+  out.raw_logprob = static_cast<float>(z[out.token] - raw_lse);
+  return out;
+}
+
+}  // namespace nemotron::rl

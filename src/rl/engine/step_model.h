@@ -1,0 +1,27 @@
+// What the generation engine drives: a model holding per-slot sequence state. The engine owns
+// scheduling and sampling; a StepModel only turns appended tokens into next-token logits. Two
+// implementations: RecomputeStepModel (exact, recomputes each sequence from scratch) and the
+// cached model (HybridModel::extend over a DecodeState), which is checked against it.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace nemotron::rl {
+
+class StepModel {
+ public:
+  virtual ~StepModel() = default;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_slots() const = 0;
+  virtual int64_t max_seq_len() const = 0;
+  // Whether memory (KV blocks) is free for a new sequence of up to `total_tokens` tokens.
+  virtual bool can_admit(int64_t total_tokens) const = 0;
+  // Appends tokens[i] to slot slots[i] (a slot at length 0 starts a sequence; prefill = many
+  // tokens, decode = one each) and returns float32 logits [S * V] at each slot's last appended
+  // token, row i for slots[i].
+  virtual std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) = 0;
+  // Frees the slot; its next extend starts a new sequence.
+  virtual void release(int64_t slot) = 0;
+};
+
+}  // namespace nemotron::rl

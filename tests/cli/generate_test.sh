@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `nemotron generate` as a user runs it: on the Hugging Face fixture (its own tokenizer.json) and on
+# a native checkpoint made here by two tiny pretraining steps (tokenizer given with --tokenizer):
+# --prompt, --chat, a JSONL file in and out (completions, tokens, log-probs, finish reasons; the
+# same output for any --max-slots at a fixed seed), stop tokens; bad input as one `error:` line,
+# exit 2, nothing written.
+# Usage: generate_test.sh path/to/nemotron
+set -uo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+
+HF=tests/fixtures/hf/dense
+TOK=$HF/tokenizer.json
+
+# --- a Hugging Face directory, greedy --------------------------------------------------------------
+expect_ok "hf prompt, greedy" '^generated 6 tokens for 1 prompts in [0-9.]+ s: [0-9.]+ tokens/s' \
+  "$BIN" generate --checkpoint $HF --prompt "Hello world" --temperature 0 --max-new-tokens 6 --ignore-eos
+grep -Eq '^finish_reason: length, [0-9]+ prompt tokens, 6 generated$' "$TMP/out" || fail "hf prompt: $(cat "$TMP/out")"
+greedy=$(cat "$TMP/out" | grep -v '^generated')
+expect_ok "hf prompt, greedy again" '^finish_reason: length' \
+  "$BIN" generate --checkpoint $HF --prompt "Hello world" --temperature 0 --max-new-tokens 6 --ignore-eos --batch 3
+[[ "$(grep -v '^generated' "$TMP/out")" == "$greedy" ]] || fail "greedy generation is not reproducible"
+expect_ok "generate --help names MTP" 'MTP heads, if any, are ignored' "$BIN" generate --help
+
+# --- a native checkpoint from two pretraining steps ----------------------------------------------
+expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny dataset.mock=true \
+  dataset.seq_length=32 train.global_batch_size=2 train.micro_batch_size=2 train.train_iters=2 train.eval_iters=0 \
+  train.eval_interval=0 scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=0 checkpoint.save="$TMP/ck"
+expect_ok "native chat" '^finish_reason: (length|stop_token), [0-9]+ prompt tokens' \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --chat "What is 2+2?" --max-new-tokens 5 --seed 3
+expect_ok "native iteration dir" '^finish_reason: ' \
+  "$BIN" generate --checkpoint "$TMP/ck/iter_0000002" --tokenizer $TOK --prompt "2+2=" --max-new-tokens 3
+
+cat >"$TMP/in.jsonl" <<'ROWS'
+{"id": "a", "prompt": "1+1="}
+{"id": "b", "messages": [{"role": "user", "content": "Say hi"}]}
+{"id": "c", "prompt": "The answer is"}
+
+{"id": "d", "prompt": "12*3="}
+ROWS
+gen=("$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --max-new-tokens 7 --temperature 0.9 --top-p 0.95
+  --top-k 50 --seed 11)
+expect_ok "jsonl, 2 slots" '^wrote 4 completions to ' "${gen[@]}" --input "$TMP/in.jsonl" --output "$TMP/out2.jsonl" --max-slots 2
+grep -Eq 'tokens/s' "$TMP/out" || fail "jsonl: no tokens/s line"
+[[ $(wc -l <"$TMP/out2.jsonl") -eq 4 ]] || fail "jsonl: expected 4 rows, got $(wc -l <"$TMP/out2.jsonl")"
+python3 - "$TMP/out2.jsonl" <<'PY' || fail "jsonl: rows malformed"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["id"] for r in rows] == ["a", "b", "c", "d"], rows
+for r in rows:
+    assert isinstance(r["completion"], str)
+    assert len(r["tokens"]) == len(r["logprobs"]) >= 1, r
+    assert all(lp <= 0 for lp in r["logprobs"]), r
+    assert r["finish_reason"] in ("length", "stop_token", "stop_string", "max_seq_len"), r
+    assert r["prompt_tokens"] > 0
+    assert r["finish_reason"] != "length" or len(r["tokens"]) == 7, r
+PY
+expect_ok "jsonl, 1 slot" '^wrote 4 completions' "${gen[@]}" --input "$TMP/in.jsonl" --output "$TMP/out1.jsonl" --max-slots 1
+cmp -s "$TMP/out1.jsonl" "$TMP/out2.jsonl" && echo "ok: the same completions for 1 and 2 slots" ||
+  fail "jsonl: --max-slots 1 and 2 differ"
+
+# A stop token: the first token of a free run stops the next one at once.
+first=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["tokens"][0])' "$TMP/out2.jsonl")
+head -1 "$TMP/in.jsonl" >"$TMP/one.jsonl"
+expect_ok "stop token" '^wrote 1 completions' "${gen[@]}" --input "$TMP/one.jsonl" --output "$TMP/stop.jsonl" \
+  --stop-token-id "$first"
+grep -q "\"tokens\":\[$first\]" "$TMP/stop.jsonl" && grep -q '"finish_reason":"stop_token"' "$TMP/stop.jsonl" ||
+  fail "stop token: $(cat "$TMP/stop.jsonl")"
+
+# --- bad input: one line, exit 2, nothing written -------------------------------------------------
+expect_error "missing checkpoint" "--checkpoint $TMP/nope: no such directory" \
+  "$BIN" generate --checkpoint "$TMP/nope" --prompt hi
+expect_error "no tokenizer" \
+  "$TMP/ck/iter_0000002/tokenizer/tokenizer.json: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's tokenizer/tokenizer.json)" \
+  "$BIN" generate --checkpoint "$TMP/ck" --prompt hi
+printf '{"prompt": "ok"}\n{"prompt": \n' >"$TMP/bad.jsonl"
+"$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --input "$TMP/bad.jsonl" --output "$TMP/bad_out.jsonl" \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[[ $rc -eq 2 && $(wc -l <"$TMP/err") -eq 1 ]] && grep -q "^error: $TMP/bad.jsonl:2: " "$TMP/err" &&
+  echo "ok: bad JSONL line" || fail "bad JSONL line: exit $rc: $(cat "$TMP/err")"
+[[ -e "$TMP/bad_out.jsonl" ]] && fail "bad JSONL line: output written"
+printf '{"prompt": ""}\n' >"$TMP/empty.jsonl"
+expect_error "empty prompt in a file" "$TMP/empty.jsonl:1: empty prompt" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --input "$TMP/empty.jsonl" --output "$TMP/e.jsonl"
+printf '{"text": "x"}\n' >"$TMP/nokey.jsonl"
+expect_error "row without prompt" "$TMP/nokey.jsonl:1: expected a \"prompt\" string or a \"messages\" array" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --input "$TMP/nokey.jsonl" --output "$TMP/e.jsonl"
+expect_error "empty --prompt" "generate: give exactly one of --prompt TEXT, --chat TEXT and --input FILE.jsonl" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt ""
+expect_error "max-new-tokens 0" "--max-new-tokens: expected a positive integer, got 0" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --max-new-tokens 0
+expect_error "top-p 0" "sampling flags: top_p: expected a number in (0, 1], got 0" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --top-p 0
+[[ -e "$TMP/e.jsonl" ]] && fail "an output was written for bad input"
+
+finish "generate checks"

@@ -1,0 +1,250 @@
+// The engine over the exact RecomputeStepModel on tiny random hybrid models: greedy equals the
+// argmax continuation computed by hand with logits(); batched (more requests than slots) and
+// one-at-a-time generation agree bit for bit; stop tokens, stop strings, max_new_tokens and
+// max_seq_len end sequences; a request the model has no memory for waits in the queue.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/block_configs.h"
+#include "rl/engine/engine.h"
+#include "rl/engine/recompute_step_model.h"
+#include "test_util.h"
+
+namespace nemotron::rl {
+namespace {
+
+struct Tiny {
+  model::ModelConfig cfg;
+  model::HybridModel net;
+  explicit Tiny(int64_t vocab = 23, const std::string& pattern = "M*-E")
+      : cfg([&] {
+          model::ModelConfig c = testing::hybrid_config(pattern);
+          c.vocab_size = vocab;
+          return c;
+        }()),
+        net(cfg, host_backend(), DType::f32) {
+    net.init(11);
+  }
+  Context ctx() { return Context{&host_backend(), nullptr, DType::f32}; }
+};
+
+// log-softmax row t of logits [1, T, V] for the sequence `ids`.
+std::vector<double> last_logprobs(Tiny& m, const std::vector<int32_t>& ids) {
+  const int64_t T = static_cast<int64_t>(ids.size()), V = m.cfg.vocab_size;
+  Context ctx = m.ctx();
+  Tensor z = m.net.logits(ctx, Tensor::from_vector<int64_t>({1, T}, std::vector<int64_t>(ids.begin(), ids.end())))
+                 .to_host(DType::f64);
+  const double* row = z.data<double>() + (T - 1) * V;
+  double mx = -INFINITY, s = 0;
+  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
+  for (int64_t v = 0; v < V; ++v) s += std::exp(row[v] - mx);
+  std::vector<double> lp(static_cast<size_t>(V));
+  for (int64_t v = 0; v < V; ++v) lp[v] = row[v] - mx - std::log(s);
+  return lp;
+}
+
+std::vector<Request> some_requests(int n, const SamplingParams& base) {
+  std::vector<Request> out;
+  for (int i = 0; i < n; ++i) {
+    Request r;
+    for (int t = 0; t < 2 + (i * 3) % 5; ++t) r.prompt.push_back((i * 7 + t * 5 + 1) % 23);
+    r.params = base;
+    r.params.max_new_tokens = 3 + (i * 5) % 7;
+    r.params.seed = 100 + static_cast<uint64_t>(i % 3);
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<Result> run_all(StepModel& model, const std::vector<Request>& reqs, EngineStats* stats = nullptr) {
+  Engine e(model);
+  for (const Request& r : reqs) e.add(r);
+  std::vector<Result> res = e.run();
+  if (stats) *stats = e.stats();
+  return res;
+}
+
+TEST(Engine, GreedyEqualsTheArgmaxContinuationByHand) {
+  Tiny m;
+  RecomputeStepModel step(m.net, m.ctx(), 2, 32);
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_new_tokens = 6;
+  Request r{{3, 9, 14, 2}, p, {}};
+  std::vector<Result> res = run_all(step, {r});
+  ASSERT_EQ(res.size(), 1u);
+  EXPECT_EQ(res[0].finish, FinishReason::length);
+  std::vector<int32_t> seq = r.prompt;
+  ASSERT_EQ(res[0].tokens.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    std::vector<double> lp = last_logprobs(m, seq);
+    const int32_t best = static_cast<int32_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());
+    EXPECT_EQ(res[0].tokens[i], best) << "token " << i;
+    EXPECT_NEAR(res[0].logprobs[i], lp[best], 1e-5);
+    seq.push_back(best);
+  }
+}
+
+TEST(Engine, SampledLogprobsAreThoseOfTheModelsDistribution) {
+  Tiny m;
+  RecomputeStepModel step(m.net, m.ctx(), 3, 32);
+  SamplingParams p;
+  p.temperature = 1.0;  // no processing: processed = raw = the model's log-softmax
+  p.max_new_tokens = 5;
+  p.seed = 9;
+  Request r{{1, 2, 3}, p, {}};
+  Result res = run_all(step, {r})[0];
+  std::vector<int32_t> seq = r.prompt;
+  for (size_t i = 0; i < res.tokens.size(); ++i) {
+    std::vector<double> lp = last_logprobs(m, seq);
+    EXPECT_NEAR(res.logprobs[i], lp[res.tokens[i]], 1e-5);
+    EXPECT_NEAR(res.raw_logprobs[i], lp[res.tokens[i]], 1e-5);
+    seq.push_back(res.tokens[i]);
+  }
+}
+
+TEST(Engine, BatchedAndOneAtATimeAgreeExactly) {
+  Tiny m;
+  SamplingParams p;
+  p.temperature = 0.9;
+  p.top_p = 0.95;
+  p.top_k = 10;
+  std::vector<Request> reqs = some_requests(9, p);
+  RecomputeStepModel batched(m.net, m.ctx(), 4, 24);  // more requests than slots
+  EngineStats st;
+  std::vector<Result> a = run_all(batched, reqs, &st);
+  EXPECT_EQ(st.peak_running, 4);
+  EXPECT_EQ(st.requests, 9);
+  ASSERT_EQ(a.size(), 9u);
+  int64_t generated = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    RecomputeStepModel alone(m.net, m.ctx(), 1, 24);
+    Request r = reqs[i];
+    r.id = i;  // the id the batched engine gave it
+    Result b = run_all(alone, {r})[0];
+    EXPECT_EQ(a[i].id, i);
+    EXPECT_EQ(a[i].prompt, reqs[i].prompt);
+    EXPECT_EQ(a[i].tokens, b.tokens) << "request " << i;
+    EXPECT_EQ(a[i].logprobs, b.logprobs) << "request " << i;
+    EXPECT_EQ(a[i].finish, FinishReason::length);
+    EXPECT_EQ(static_cast<int64_t>(a[i].tokens.size()), reqs[i].params.max_new_tokens);
+    generated += static_cast<int64_t>(a[i].tokens.size());
+  }
+  EXPECT_EQ(st.decode_tokens, generated);
+}
+
+TEST(Engine, FinishedSlotsAreRefilledAtOnce) {
+  Tiny m;
+  RecomputeStepModel step(m.net, m.ctx(), 2, 24);
+  SamplingParams p;
+  p.temperature = 0;
+  Engine e(step);
+  for (int64_t n : {1, 6, 2, 2}) {  // slot 0 frees after 1 step, is refilled, frees again ...
+    p.max_new_tokens = n;
+    e.add({{1, 2}, p, {}});
+  }
+  std::vector<uint64_t> order;
+  e.run([&](const Result& r, const EngineStats&) { order.push_back(r.id); });
+  // Steps: 1 {0,1} -> 0 ends; 2 {2,1}; 3 {2,1} -> 2 ends; 4 {3,1}; 5 {3,1} -> 3 ends; 6 {1} -> 1 ends.
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 2, 3, 1}));
+  EXPECT_EQ(e.stats().steps, 6);
+}
+
+TEST(Engine, StopTokensAndMaxSeqLen) {
+  Tiny m;
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_new_tokens = 8;
+  RecomputeStepModel step(m.net, m.ctx(), 2, 64);
+  Result free_run = run_all(step, {{{4, 5, 6}, p, {}}})[0];
+  ASSERT_EQ(free_run.tokens.size(), 8u);
+  p.stop_token_ids = {free_run.tokens[2], 999};
+  Result stopped = run_all(step, {{{4, 5, 6}, p, {}}})[0];
+  const size_t first = std::find(free_run.tokens.begin(), free_run.tokens.end(), free_run.tokens[2]) -
+                       free_run.tokens.begin();
+  EXPECT_EQ(stopped.finish, FinishReason::stop_token);
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + first + 1));
+
+  p.stop_token_ids.clear();
+  RecomputeStepModel short_model(m.net, m.ctx(), 2, 6);  // 3 prompt tokens: 3 generated at most
+  Result cut = run_all(short_model, {{{4, 5, 6}, p, {}}})[0];
+  EXPECT_EQ(cut.finish, FinishReason::max_seq_len);
+  EXPECT_EQ(cut.tokens, std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + 3));
+}
+
+TEST(Engine, StopStringsCutTheTextAndEndTheSequence) {
+  data::Tokenizer tok = data::Tokenizer::load(
+      (nemotron::testing::source_root() / "tests" / "fixtures" / "hf" / "dense" / "tokenizer.json").string());
+  Tiny m(tok.vocab_size());
+  RecomputeStepModel step(m.net, m.ctx(), 2, 64);
+  SamplingParams p;
+  p.temperature = 1.0;
+  p.seed = 5;
+  p.max_new_tokens = 24;
+  std::vector<int32_t> prompt = tok.encode("Hello world");
+  Engine free_engine(step, &tok);
+  free_engine.add({prompt, p, {}});
+  Result free_run = free_engine.run()[0];
+  EXPECT_EQ(free_run.text, tok.decode(free_run.tokens, true));
+  ASSERT_GE(free_run.text.size(), 6u) << "the random model's text is too short to cut";
+  const std::string stop = free_run.text.substr(free_run.text.size() / 2, 2);
+  const size_t at = free_run.text.find(stop);
+  p.stop = {stop, "never-in-this-text"};
+  Engine e(step, &tok);
+  e.add({prompt, p, {}});
+  Result r = e.run()[0];
+  EXPECT_EQ(r.finish, FinishReason::stop_string);
+  EXPECT_EQ(r.text, free_run.text.substr(0, at));
+  ASSERT_LE(r.tokens.size(), free_run.tokens.size());
+  EXPECT_EQ(r.tokens, std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + r.tokens.size()));
+  // The last token completed the stop string: without it the text does not hold it yet.
+  std::vector<int32_t> shorter(r.tokens.begin(), r.tokens.end() - 1);
+  EXPECT_EQ(tok.decode(shorter, true).find(stop), std::string::npos);
+  EXPECT_NE(tok.decode(r.tokens, true).find(stop), std::string::npos);
+}
+
+TEST(Engine, RequestsWithoutMemoryWaitInTheQueue) {
+  Tiny m;
+  SamplingParams p;
+  p.temperature = 0.7;
+  p.max_new_tokens = 4;
+  std::vector<Request> reqs;
+  for (int i = 0; i < 5; ++i) reqs.push_back({{i + 1, 2 * i + 1, 3, 4}, p, {}});  // 8 tokens each at most
+  RecomputeStepModel roomy(m.net, m.ctx(), 3, 24);
+  std::vector<Result> want = run_all(roomy, reqs);
+  // The recompute model counts the tokens its slots hold: room for one such sequence at a time,
+  // though three slots are free.
+  RecomputeStepModel tight(m.net, m.ctx(), 3, 24, /*max_total_tokens=*/8);
+  EngineStats st;
+  std::vector<Result> got = run_all(tight, reqs, &st);
+  EXPECT_EQ(st.peak_running, 1);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens);
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs);
+  }
+  // A request that can never fit is an error, not a hang.
+  RecomputeStepModel tiny_pool(m.net, m.ctx(), 3, 24, 4);
+  Engine e(tiny_pool);
+  e.add({{1, 2, 3}, p, {}});
+  EXPECT_THROW(e.run(), InputError);
+}
+
+TEST(Engine, BadRequestsAreInputErrors) {
+  Tiny m;
+  RecomputeStepModel step(m.net, m.ctx(), 2, 8);
+  Engine e(step);
+  SamplingParams p;
+  EXPECT_THROW(e.add({{}, p, {}}), InputError);                         // empty prompt
+  EXPECT_THROW(e.add({{1, 23}, p, {}}), InputError);                    // outside the vocabulary
+  EXPECT_THROW(e.add({{1, 2, 3, 4, 5, 6, 7, 8}, p, {}}), InputError);   // no room below max_seq_len
+  p.max_new_tokens = 0;
+  EXPECT_THROW(e.add({{1}, p, {}}), InputError);
+  p.max_new_tokens = 2;
+  p.stop = {"x"};
+  EXPECT_THROW(e.add({{1}, p, {}}), InputError);  // stop strings without a tokenizer
+}
+
+}  // namespace
+}  // namespace nemotron::rl

@@ -1,0 +1,135 @@
+// The sampler against distributions worked out by hand: greedy, temperature, top-k, top-p (the
+// smallest set reaching p), seeded reproducibility, and empirical frequencies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "rl/engine/sampler.h"
+
+namespace nemotron::rl {
+namespace {
+
+// Softmax of logits / t in double.
+std::vector<double> softmax(const std::vector<float>& z, double t) {
+  double m = -INFINITY, s = 0;
+  for (float v : z) m = std::max(m, v / t);
+  std::vector<double> p;
+  for (float v : z) s += std::exp(v / t - m);
+  for (float v : z) p.push_back(std::exp(v / t - m) / s);
+  return p;
+}
+
+const std::vector<float> kLogits = {1.0f, 3.0f, -1.0f, 2.0f, 0.5f, 3.0f};  // order: 1, 5, 3, 0, 4, 2
+
+TEST(Sampler, GreedyTakesTheArgmaxWithLowestIdOnTiesAndTheRawLogprob) {
+  SamplingParams p;
+  p.temperature = 0;
+  SampledToken t = sample_token(kLogits.data(), 6, p, 0, 0);
+  EXPECT_EQ(t.token, 1);
+  EXPECT_NEAR(t.logprob, std::log(softmax(kLogits, 1)[1]), 1e-6);
+  EXPECT_EQ(t.logprob, t.raw_logprob);
+}
+
+TEST(Sampler, TemperatureScalesTheDistribution) {
+  SamplingParams p;
+  p.temperature = 0.5;
+  Candidates c = sampling_candidates(kLogits.data(), 6, p);
+  std::vector<double> want = softmax(kLogits, 0.5);
+  ASSERT_EQ(c.ids.size(), 6u);
+  for (size_t i = 0; i < c.ids.size(); ++i) EXPECT_NEAR(c.probs[i], want[c.ids[i]], 1e-12) << c.ids[i];
+}
+
+TEST(Sampler, TopKKeepsTheKLargestRenormalized) {
+  SamplingParams p;
+  p.top_k = 3;
+  Candidates c = sampling_candidates(kLogits.data(), 6, p);
+  EXPECT_EQ(c.ids, (std::vector<int32_t>{1, 5, 3}));
+  std::vector<double> s = softmax(kLogits, 1);
+  const double kept = s[1] + s[5] + s[3];
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(c.probs[i], s[c.ids[i]] / kept, 1e-12);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestSetReachingP) {
+  std::vector<double> s = softmax(kLogits, 1);  // sorted: 1, 5 (equal), 3, 0, 4, 2
+  const double two = s[1] + s[5], three = two + s[3];
+  SamplingParams p;
+  p.top_p = two - 1e-9;  // reached by two tokens: keep two
+  EXPECT_EQ(sampling_candidates(kLogits.data(), 6, p).ids, (std::vector<int32_t>{1, 5}));
+  p.top_p = two + 1e-9;  // just above: needs the third
+  EXPECT_EQ(sampling_candidates(kLogits.data(), 6, p).ids, (std::vector<int32_t>{1, 5, 3}));
+  p.top_p = three - 1e-9;
+  Candidates c = sampling_candidates(kLogits.data(), 6, p);
+  EXPECT_EQ(c.ids, (std::vector<int32_t>{1, 5, 3}));
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(c.probs[i], s[c.ids[i]] / three, 1e-12);
+  p.top_p = 1e-6;  // always at least one token
+  EXPECT_EQ(sampling_candidates(kLogits.data(), 6, p).ids, (std::vector<int32_t>{1}));
+}
+
+TEST(Sampler, TopPAppliesAfterTemperatureAndTopK) {
+  SamplingParams p;
+  p.temperature = 2.0;
+  p.top_k = 4;
+  std::vector<double> s = softmax(kLogits, 2.0);
+  const double k4 = s[1] + s[5] + s[3] + s[0];
+  p.top_p = (s[1] + s[5] + s[3]) / k4 + 1e-9;  // needs the fourth of the renormalized top-4
+  EXPECT_EQ(sampling_candidates(kLogits.data(), 6, p).ids, (std::vector<int32_t>{1, 5, 3, 0}));
+  p.top_p = (s[1] + s[5] + s[3]) / k4 - 1e-9;
+  EXPECT_EQ(sampling_candidates(kLogits.data(), 6, p).ids, (std::vector<int32_t>{1, 5, 3}));
+}
+
+TEST(Sampler, SeededDrawsDependOnlyOnSeedRequestAndIndex) {
+  SamplingParams p;
+  p.seed = 42;
+  std::vector<int32_t> a, b, other_request, other_seed;
+  for (uint64_t i = 0; i < 64; ++i) a.push_back(sample_token(kLogits.data(), 6, p, 7, i).token);
+  for (uint64_t i = 64; i-- > 0;) b.insert(b.begin(), sample_token(kLogits.data(), 6, p, 7, i).token);
+  for (uint64_t i = 0; i < 64; ++i) other_request.push_back(sample_token(kLogits.data(), 6, p, 8, i).token);
+  p.seed = 43;
+  for (uint64_t i = 0; i < 64; ++i) other_seed.push_back(sample_token(kLogits.data(), 6, p, 7, i).token);
+  EXPECT_EQ(a, b);  // drawn in reverse order: the same numbers
+  EXPECT_NE(a, other_request);
+  EXPECT_NE(a, other_seed);
+}
+
+TEST(Sampler, FrequenciesMatchTheProcessedDistributionAndLogprobsAreItsLogs) {
+  SamplingParams p;
+  p.temperature = 0.8;
+  p.top_p = 0.9;
+  p.seed = 3;
+  Candidates c = sampling_candidates(kLogits.data(), 6, p);
+  std::map<int32_t, int> count;
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) {
+    SampledToken t = sample_token(kLogits.data(), 6, p, 1, static_cast<uint64_t>(i));
+    ++count[t.token];
+    size_t at = std::find(c.ids.begin(), c.ids.end(), t.token) - c.ids.begin();
+    ASSERT_LT(at, c.ids.size()) << "token " << t.token << " outside the kept set";
+    EXPECT_NEAR(t.logprob, std::log(c.probs[at]), 1e-6);
+    EXPECT_NEAR(t.raw_logprob, std::log(softmax(kLogits, 1)[t.token]), 1e-6);
+  }
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    const double f = static_cast<double>(count[c.ids[i]]) / n, q = c.probs[i];
+    EXPECT_NEAR(f, q, 4 * std::sqrt(q * (1 - q) / n) + 1e-9) << "token " << c.ids[i];
+  }
+}
+
+TEST(Sampler, BadParametersAreInputErrors) {
+  SamplingParams p;
+  p.top_p = 0;
+  EXPECT_THROW(validate(p, "x"), InputError);
+  p = {};
+  p.temperature = -1;
+  EXPECT_THROW(validate(p, "x"), InputError);
+  p = {};
+  p.max_new_tokens = 0;
+  EXPECT_THROW(validate(p, "x"), InputError);
+  p = {};
+  p.stop = {""};
+  EXPECT_THROW(validate(p, "x"), InputError);
+  EXPECT_NO_THROW(validate(SamplingParams{}, "x"));
+}
+
+}  // namespace
+}  // namespace nemotron::rl
