@@ -81,9 +81,10 @@ void attention_decode_forward(Context& ctx, const Tensor& q, const Tensor& k_cac
     require_cuda_decode(meta.context_lens, DType::i32, "context_lens", op);
     require_cuda_decode(meta.block_table, DType::i32, "block_table", op);
     // Sizes from shapes only: the index values stay on the device (no host sync per layer).
-    NM_CHECK(meta.cu_seqlens.rank() == 1 && meta.cu_seqlens.dim(0) >= 2, "{}: cu_seqlens must be int32 [S+1], got {}", op,
+    NM_CHECK(meta.cu_seqlens.rank() == 1 && meta.cu_seqlens.dim(0) >= 1, "{}: cu_seqlens must be int32 [S+1], got {}", op,
              meta.cu_seqlens.describe());
     const int64_t S = meta.cu_seqlens.dim(0) - 1;
+    NM_CHECK(S > 0 || q.dim(0) == 0, "{}: cu_seqlens names no sequence for {} new tokens", op, q.dim(0));
     NM_CHECK(meta.context_lens.numel() == S, "{}: context_lens must be int32 [{}], got {}", op, S, meta.context_lens.describe());
     NM_CHECK(meta.block_table.rank() == 2 && meta.block_table.dim(0) == S, "{}: block_table must be int32 [{}, M], got {}",
              op, S, meta.block_table.describe());

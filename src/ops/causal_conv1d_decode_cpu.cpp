@@ -60,9 +60,10 @@ void causal_conv1d_decode(Context& ctx, const Tensor& x, const Tensor& w, const 
     require_cuda_decode(slot_ids, DType::i32, "slot_ids", op);
     require_cuda_decode(cu_seqlens, DType::i32, "cu_seqlens", op);
     // Sizes from shapes only: the index values stay on the device (no host sync per layer).
-    NM_CHECK(cu_seqlens.rank() == 1 && cu_seqlens.dim(0) >= 2, "{}: cu_seqlens must be int32 [S+1], got {}", op,
+    NM_CHECK(cu_seqlens.rank() == 1 && cu_seqlens.dim(0) >= 1, "{}: cu_seqlens must be int32 [S+1], got {}", op,
              cu_seqlens.describe());
     const int64_t S = cu_seqlens.dim(0) - 1;
+    NM_CHECK(S > 0 || Ntot == 0, "{}: cu_seqlens names no sequence for {} new tokens", op, Ntot);
     NM_CHECK(slot_ids.numel() == S, "{}: slot_ids must be int32 [{}], got {}", op, S, slot_ids.describe());
     CausalConv1dDecodeCudaArgs a;
     a.x = x.raw(), a.w = w.raw(), a.bias = bias.defined() ? bias.raw() : nullptr, a.state = state.raw(), a.y = y.raw();

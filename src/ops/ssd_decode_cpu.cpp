@@ -76,9 +76,10 @@ void ssd_decode(Context& ctx, const SsdDecodeArgs& a, Tensor& state, Tensor& y) 
     require_cuda_decode(a.slot_ids, DType::i32, "slot_ids", op);
     require_cuda_decode(a.cu_seqlens, DType::i32, "cu_seqlens", op);
     // Sizes from shapes only: the index values stay on the device (no host sync per layer).
-    NM_CHECK(a.cu_seqlens.rank() == 1 && a.cu_seqlens.dim(0) >= 2, "{}: cu_seqlens must be int32 [S+1], got {}", op,
+    NM_CHECK(a.cu_seqlens.rank() == 1 && a.cu_seqlens.dim(0) >= 1, "{}: cu_seqlens must be int32 [S+1], got {}", op,
              a.cu_seqlens.describe());
     const int64_t S = a.cu_seqlens.dim(0) - 1;
+    NM_CHECK(S > 0 || Ntot == 0, "{}: cu_seqlens names no sequence for {} new tokens", op, Ntot);
     NM_CHECK(a.slot_ids.numel() == S, "{}: slot_ids must be int32 [{}], got {}", op, S, a.slot_ids.describe());
     SsdDecodeCudaArgs c;
     c.x = a.x.raw(), c.dt = static_cast<const float*>(a.dt.raw()), c.A = static_cast<const float*>(a.A.raw());

@@ -50,8 +50,14 @@ std::vector<int32_t> decode_tokens(int64_t n, int64_t V, uint64_t seed) {
 
 // Slots 3, 0, 2 advance together by `schedule` (tokens per slot per call): prompts of different
 // lengths, then a chunk beside single-token steps; every returned row is compared with the CPU
-// float64 full-sequence logits at that position. Returns the worst relative error.
-double worst_decode_error(const model::ModelConfig& cfg, DType dt, cuda::CudaBackend& gpu) {
+// float64 full-sequence logits at that position. Returns the worst relative error of decoding and,
+// as the yardstick of this dtype's rounding, of the same GPU model's training-style forward over
+// the whole sequences against the same float64 logits.
+struct DecodeErrors {
+  double decode = 0, full = 0;
+};
+
+DecodeErrors decode_errors(const model::ModelConfig& cfg, DType dt, cuda::CudaBackend& gpu) {
   model::HybridModel ref(cfg, host_backend(), DType::f64), net(cfg, gpu, dt);
   fill_params(ref, 7);
   fill_params(net, 7);
@@ -65,13 +71,17 @@ double worst_decode_error(const model::ModelConfig& cfg, DType dt, cuda::CudaBac
     seqs.push_back(decode_tokens(n, cfg.vocab_size, 11 + s));
   }
   std::vector<Tensor> want;
+  DecodeErrors e;
   for (const auto& seq : seqs) {
     const int64_t T = static_cast<int64_t>(seq.size());
-    want.push_back(ref.logits(ref_ctx, Tensor::from_vector<int32_t>({1, T}, seq)).view({T, cfg.vocab_size}));
+    const Tensor ids = Tensor::from_vector<int32_t>({1, T}, seq);
+    want.push_back(ref.logits(ref_ctx, ids).view({T, cfg.vocab_size}));
+    const Tensor full = net.logits(ctx, ids.to(gpu)).view({T, cfg.vocab_size});
+    for (int64_t t = 0; t < T; ++t)
+      e.full = std::max(e.full, relative_error(full.slice(t, t + 1), want.back().slice(t, t + 1)));
   }
   model::DecodeState st = net.make_decode_state({4, 40, 4});
   std::vector<int64_t> done(slots.size(), 0);
-  double worst = 0;
   for (const auto& step : schedule) {
     std::vector<std::vector<int32_t>> toks;
     for (size_t s = 0; s < slots.size(); ++s)
@@ -81,25 +91,28 @@ double worst_decode_error(const model::ModelConfig& cfg, DType dt, cuda::CudaBac
     for (size_t s = 0; s < slots.size(); ++s) {
       done[s] += step[s];
       const double err = relative_error(got.slice(s, s + 1), want[s].slice(done[s] - 1, done[s]));
-      worst = std::max(worst, err);
+      e.decode = std::max(e.decode, err);
     }
   }
-  return worst;
+  return e;
 }
 
 // Every block kind (Mamba, attention with RoPE, MLP, MoE) in float32; in bfloat16 a stack without
-// MoE, whose top-k choice can flip between float64 and bf16 router scores on a toy model.
+// MoE, whose top-k choice can flip between float64 and bf16 router scores on a toy model. Decoding
+// must be as close to float64 as the training forward in the same dtype (a wrong index, block or
+// state gives errors of order 1); the fixed floors keep a lucky forward from making the bound tiny.
 TEST(HybridDecodeCuda, slots_prefill_and_steps_match_cpu_full_logits) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   cuda::CudaBackend gpu(0);
   model::ModelConfig all = hybrid_config("M*-EM*E");
   all.position_embedding_type = "rope", all.rope_theta = 10000.0;
-  const double f32 = worst_decode_error(all, DType::f32, gpu);
-  EXPECT_LT(f32, 1e-4) << "float32, M*-EM*E with RoPE";
+  const DecodeErrors f32 = decode_errors(all, DType::f32, gpu);
+  EXPECT_LT(f32.decode, std::max(4 * f32.full, 1e-4)) << "float32, M*-EM*E with RoPE; training forward " << f32.full;
   model::ModelConfig dense = hybrid_config("M*-M*-");
-  const double bf16 = worst_decode_error(dense, DType::bf16, gpu);
-  EXPECT_LT(bf16, 5e-2) << "bfloat16, M*-M*-";
-  std::printf("decode on CUDA against CPU float64 full logits: float32 %.3g, bfloat16 %.3g\n", f32, bf16);
+  const DecodeErrors bf16 = decode_errors(dense, DType::bf16, gpu);
+  EXPECT_LT(bf16.decode, std::max(4 * bf16.full, 2e-2)) << "bfloat16, M*-M*-; training forward " << bf16.full;
+  std::printf("decode on CUDA against CPU float64 logits (training forward): float32 %.3g (%.3g), bfloat16 %.3g (%.3g)\n",
+              f32.decode, f32.full, bf16.decode, bf16.full);
 }
 #endif
 

@@ -12,6 +12,9 @@
 #include "ops/attention.h"
 #include "ops/attention_decode.h"
 #include "ops/kv_cache_decode.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace nemotron::testing {
 namespace {
@@ -167,6 +170,24 @@ TEST(KvCacheWriteDecode, writes_the_named_rows_only) {
     }
   EXPECT_THROW(ops::kv_cache_write_decode(ctx, src, i32_tensor({6, 0}), cache), Error);
 }
+
+#if NEMOTRON_CUDA
+// On CUDA the index tensors must be on the device with the data (the kernels read them there and
+// the host never does): a host index tensor, or data on the host beside a CUDA cache, is refused
+// with a message naming it.
+TEST(KvCacheWriteDecode, cuda_refuses_tensors_on_another_device) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  Context ctx{&gpu, nullptr, DType::f32};
+  Tensor cache = Tensor::zeros({2, 2, 1, 4}, DType::f32, gpu), src = random_tensor({1, 1, 4}, DType::f32, 1).to(gpu);
+  EXPECT_THROW(ops::kv_cache_write_decode(ctx, src, i32_tensor({1}), cache), Error);
+  EXPECT_THROW(ops::kv_cache_write_decode(ctx, random_tensor({1, 1, 4}, DType::f32, 1), i32_on(ctx, {1}), cache), Error);
+  ops::kv_cache_write_decode(ctx, src, i32_on(ctx, {3}), cache);
+  std::vector<double> c = cache.to_f64_vector(), v = src.to_f64_vector();
+  for (int e = 0; e < 4; ++e) EXPECT_EQ(c[12 + e], v[e]);
+  for (int e = 0; e < 12; ++e) EXPECT_EQ(c[e], 0.0);
+}
+#endif
 
 }  // namespace
 }  // namespace nemotron::testing
