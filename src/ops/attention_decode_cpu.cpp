@@ -76,7 +76,8 @@ void attention_decode_forward(Context& ctx, const Tensor& q, const Tensor& k_cac
              dtype_name(q.dtype()));
     NM_CHECK(hd <= kAttentionDecodeCudaMaxHd, "{} on CUDA: head dim {} over the kernel's {}", op, hd,
              kAttentionDecodeCudaMaxHd);
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&k_cache, &v_cache, &o}) require_cuda_decode(*t, q.dtype(), "every float tensor", op);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&k_cache, &v_cache, &o})
+      require_cuda_decode(*t, q.dtype(), "every float tensor", op);
     require_cuda_decode(meta.cu_seqlens, DType::i32, "cu_seqlens", op);
     require_cuda_decode(meta.context_lens, DType::i32, "context_lens", op);
     require_cuda_decode(meta.block_table, DType::i32, "block_table", op);

@@ -56,7 +56,8 @@ void causal_conv1d_decode(Context& ctx, const Tensor& x, const Tensor& w, const 
              dtype_name(x.dtype()));
     NM_CHECK(K <= kCausalConv1dDecodeCudaMaxK, "{} on CUDA: kernel width {} over the kernel's {}", op, K,
              kCausalConv1dDecodeCudaMaxK);
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&w, &bias, &state, &y}) require_cuda_decode(*t, x.dtype(), "every float tensor", op);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&w, &bias, &state, &y})
+      require_cuda_decode(*t, x.dtype(), "every float tensor", op);
     require_cuda_decode(slot_ids, DType::i32, "slot_ids", op);
     require_cuda_decode(cu_seqlens, DType::i32, "cu_seqlens", op);
     // Sizes from shapes only: the index values stay on the device (no host sync per layer).

@@ -71,8 +71,10 @@ void ssd_decode(Context& ctx, const SsdDecodeArgs& a, Tensor& state, Tensor& y) 
     NM_CHECK(a.x.dtype() == DType::f32 || a.x.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", op,
              dtype_name(a.x.dtype()));
     NM_CHECK(d.N <= kSsdDecodeCudaMaxN, "{} on CUDA: state size {} over the kernel's {}", op, d.N, kSsdDecodeCudaMaxN);
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&a.Bm, &a.Cm, &a.D, &y}) require_cuda_decode(*t, a.x.dtype(), "x, Bm, Cm, D, y", op);
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&a.dt, &a.A, &state}) require_cuda_decode(*t, DType::f32, "dt, A, state", op);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&a.Bm, &a.Cm, &a.D, &y})
+      require_cuda_decode(*t, a.x.dtype(), "x, Bm, Cm, D, y", op);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&a.dt, &a.A, &state})
+      require_cuda_decode(*t, DType::f32, "dt, A, state", op);
     require_cuda_decode(a.slot_ids, DType::i32, "slot_ids", op);
     require_cuda_decode(a.cu_seqlens, DType::i32, "cu_seqlens", op);
     // Sizes from shapes only: the index values stay on the device (no host sync per layer).

@@ -111,7 +111,8 @@ TEST(HybridDecodeCuda, slots_prefill_and_steps_match_cpu_full_logits) {
   model::ModelConfig dense = hybrid_config("M*-M*-");
   const DecodeErrors bf16 = decode_errors(dense, DType::bf16, gpu);
   EXPECT_LT(bf16.decode, std::max(4 * bf16.full, 2e-2)) << "bfloat16, M*-M*-; training forward " << bf16.full;
-  std::printf("decode on CUDA against CPU float64 logits (training forward): float32 %.3g (%.3g), bfloat16 %.3g (%.3g)\n",
+  std::printf("decode on CUDA against CPU float64 logits (training forward): float32 %.3g (%.3g), "
+              "bfloat16 %.3g (%.3g)\n",
               f32.decode, f32.full, bf16.decode, bf16.full);
 }
 #endif

@@ -181,7 +181,8 @@ TEST(KvCacheWriteDecode, cuda_refuses_tensors_on_another_device) {
   Context ctx{&gpu, nullptr, DType::f32};
   Tensor cache = Tensor::zeros({2, 2, 1, 4}, DType::f32, gpu), src = random_tensor({1, 1, 4}, DType::f32, 1).to(gpu);
   EXPECT_THROW(ops::kv_cache_write_decode(ctx, src, i32_tensor({1}), cache), Error);
-  EXPECT_THROW(ops::kv_cache_write_decode(ctx, random_tensor({1, 1, 4}, DType::f32, 1), i32_on(ctx, {1}), cache), Error);
+  const Tensor host_src = random_tensor({1, 1, 4}, DType::f32, 1);
+  EXPECT_THROW(ops::kv_cache_write_decode(ctx, host_src, i32_on(ctx, {1}), cache), Error);
   ops::kv_cache_write_decode(ctx, src, i32_on(ctx, {3}), cache);
   std::vector<double> c = cache.to_f64_vector(), v = src.to_f64_vector();
   for (int e = 0; e < 4; ++e) EXPECT_EQ(c[12 + e], v[e]);

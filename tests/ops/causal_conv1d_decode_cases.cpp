@@ -50,7 +50,8 @@ NM_OP_CASES(causal_conv1d_decode_cases) {
   c.push_back(std::make_unique<ConvDecodeCase>(std::vector<int32_t>{1, 1, 1}, std::vector<int32_t>{2, 0, 3}, 4, 7, 4, false));
   c.push_back(std::make_unique<ConvDecodeCase>(std::vector<int32_t>{2, 9, 0, 1}, std::vector<int32_t>{1, 0, 3, 2}, 4, 12, 4, true));
   c.push_back(std::make_unique<ConvDecodeCase>(std::vector<int32_t>{3, 1}, std::vector<int32_t>{1, 0}, 2, 6, 2, true));
-  c.push_back(std::make_unique<ConvDecodeCase>(std::vector<int32_t>{1, 21, 1}, std::vector<int32_t>{4, 1, 2}, 5, 160, 4, true));
+  c.push_back(
+      std::make_unique<ConvDecodeCase>(std::vector<int32_t>{1, 21, 1}, std::vector<int32_t>{4, 1, 2}, 5, 160, 4, true));
   return c;
 }
 

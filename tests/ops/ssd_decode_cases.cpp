@@ -50,7 +50,8 @@ NM_OP_CASES(ssd_decode_cases) {
   c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{1, 1, 1}, std::vector<int32_t>{3, 0, 2}, 4, 4, 4, 2, 8));
   c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{7, 1, 0, 13}, std::vector<int32_t>{1, 4, 0, 2}, 5, 8, 16, 2, 16));
   // Nemotron-H's state size (N = 128) and a partial lane group (N = 40), decode beside a chunk.
-  c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{1, 16, 1}, std::vector<int32_t>{2, 0, 3}, 4, 4, 32, 2, 128));
+  c.push_back(
+      std::make_unique<SsdDecodeCase>(std::vector<int32_t>{1, 16, 1}, std::vector<int32_t>{2, 0, 3}, 4, 4, 32, 2, 128));
   c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{5, 1}, std::vector<int32_t>{1, 0}, 2, 2, 8, 1, 40));
   return c;
 }
