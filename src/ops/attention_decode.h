@@ -8,7 +8,8 @@
 // where position s of sequence i lies in block block_table[i, s / bs], row s % bs of the caches.
 // Shapes: q, o [Ntot, nq, hd]; k_cache, v_cache [num_blocks, bs, nkv, hd]; block_table [S, M]
 // int32 (M >= ceil(max L_i / bs)); cu_seqlens [S+1], context_lens [S] int32. Forward only (no
-// lse, nothing saved): inference. One float dtype. CPU reference only so far.
+// lse, nothing saved): inference. One float dtype. CUDA (attention_decode_cuda.h): float32 or
+// bfloat16, hd <= 256, the index tensors int32 on the device.
 #pragma once
 #include "core/context.h"
 

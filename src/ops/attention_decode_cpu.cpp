@@ -10,6 +10,11 @@
 #include "core/op_profiler.h"
 #include "ops/decode_support.h"
 #include "ops/dispatch.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/attention_decode_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -65,6 +70,36 @@ void attention_decode_forward(Context& ctx, const Tensor& q, const Tensor& k_cac
            op, hd, nkv, q.shape().str());
   expect_shape(o, q.shape(), op);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&k_cache, &v_cache, &o}) expect_dtype(*t, q.dtype(), op);
+#if NEMOTRON_CUDA
+  if (q.device().is_cuda()) {
+    NM_CHECK(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", op,
+             dtype_name(q.dtype()));
+    NM_CHECK(hd <= kAttentionDecodeCudaMaxHd, "{} on CUDA: head dim {} over the kernel's {}", op, hd,
+             kAttentionDecodeCudaMaxHd);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&k_cache, &v_cache, &o})
+      require_cuda_decode(*t, q.dtype(), "every float tensor", op);
+    require_cuda_decode(meta.cu_seqlens, DType::i32, "cu_seqlens", op);
+    require_cuda_decode(meta.context_lens, DType::i32, "context_lens", op);
+    require_cuda_decode(meta.block_table, DType::i32, "block_table", op);
+    // Sizes from shapes only: the index values stay on the device (no host sync per layer).
+    NM_CHECK(meta.cu_seqlens.rank() == 1 && meta.cu_seqlens.dim(0) >= 1, "{}: cu_seqlens must be int32 [S+1], got {}", op,
+             meta.cu_seqlens.describe());
+    const int64_t S = meta.cu_seqlens.dim(0) - 1;
+    NM_CHECK(S > 0 || q.dim(0) == 0, "{}: cu_seqlens names no sequence for {} new tokens", op, q.dim(0));
+    NM_CHECK(meta.context_lens.numel() == S, "{}: context_lens must be int32 [{}], got {}", op, S, meta.context_lens.describe());
+    NM_CHECK(meta.block_table.rank() == 2 && meta.block_table.dim(0) == S, "{}: block_table must be int32 [{}, M], got {}",
+             op, S, meta.block_table.describe());
+    AttentionDecodeCudaArgs a;
+    a.q = q.raw(), a.k_cache = k_cache.raw(), a.v_cache = v_cache.raw(), a.o = o.raw();
+    a.block_table = static_cast<const int32_t*>(meta.block_table.raw());
+    a.cu_seqlens = static_cast<const int32_t*>(meta.cu_seqlens.raw());
+    a.context_lens = static_cast<const int32_t*>(meta.context_lens.raw());
+    a.Ntot = q.dim(0), a.S = S, a.nq = q.dim(1), a.nkv = nkv, a.hd = hd, a.bs = k_cache.dim(1);
+    a.M = meta.block_table.dim(1), a.num_blocks = k_cache.dim(0), a.bf16 = q.dtype() == DType::bf16;
+    NM_CUDA_CHECK(attention_decode_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
   for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k_cache, &v_cache, &o}) require_cpu_decode(*t, op);
   Dims d{q.dim(0), q.dim(1), nkv, hd, k_cache.dim(1), 0};
   std::vector<int32_t> cu = decode_offsets(meta.cu_seqlens, d.Ntot, op);

@@ -9,7 +9,7 @@
 // padding of a fresh sequence. Shapes: x, y [Ntot, C] (any leading shape with Ntot rows);
 // w [C, K] or [C, 1, K]; bias [C] or undefined; state [slots, K-1, C]; slot_ids [S],
 // cu_seqlens [S+1] int32 (distinct slots). One float dtype. Inference: nothing saved, no backward.
-// CPU reference only so far.
+// CUDA (causal_conv1d_decode_cuda.h): float32 or bfloat16, K <= 4, the index tensors int32 on the device.
 #pragma once
 #include "core/context.h"
 

@@ -10,6 +10,11 @@
 #include "core/op_profiler.h"
 #include "ops/decode_support.h"
 #include "ops/dispatch.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/causal_conv1d_decode_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -44,8 +49,32 @@ void causal_conv1d_decode(Context& ctx, const Tensor& x, const Tensor& w, const 
   expect_shape(y, x.shape(), op);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&w, &state, &y}) expect_dtype(*t, x.dtype(), op);
   if (bias.defined()) expect_dtype(bias, x.dtype(), op);
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &state, &y}) require_cpu_decode(*t, op);
   const int64_t Ntot = x.numel() / C;
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) {
+    NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", op,
+             dtype_name(x.dtype()));
+    NM_CHECK(K <= kCausalConv1dDecodeCudaMaxK, "{} on CUDA: kernel width {} over the kernel's {}", op, K,
+             kCausalConv1dDecodeCudaMaxK);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&w, &bias, &state, &y})
+      require_cuda_decode(*t, x.dtype(), "every float tensor", op);
+    require_cuda_decode(slot_ids, DType::i32, "slot_ids", op);
+    require_cuda_decode(cu_seqlens, DType::i32, "cu_seqlens", op);
+    // Sizes from shapes only: the index values stay on the device (no host sync per layer).
+    NM_CHECK(cu_seqlens.rank() == 1 && cu_seqlens.dim(0) >= 1, "{}: cu_seqlens must be int32 [S+1], got {}", op,
+             cu_seqlens.describe());
+    const int64_t S = cu_seqlens.dim(0) - 1;
+    NM_CHECK(S > 0 || Ntot == 0, "{}: cu_seqlens names no sequence for {} new tokens", op, Ntot);
+    NM_CHECK(slot_ids.numel() == S, "{}: slot_ids must be int32 [{}], got {}", op, S, slot_ids.describe());
+    CausalConv1dDecodeCudaArgs a;
+    a.x = x.raw(), a.w = w.raw(), a.bias = bias.defined() ? bias.raw() : nullptr, a.state = state.raw(), a.y = y.raw();
+    a.slot_ids = static_cast<const int32_t*>(slot_ids.raw()), a.cu_seqlens = static_cast<const int32_t*>(cu_seqlens.raw());
+    a.S = S, a.C = C, a.K = K, a.slots = slots, a.bf16 = x.dtype() == DType::bf16;
+    NM_CUDA_CHECK(causal_conv1d_decode_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &state, &y}) require_cpu_decode(*t, op);
   std::vector<int32_t> cu = decode_offsets(cu_seqlens, Ntot, op);
   const int64_t S = static_cast<int64_t>(cu.size()) - 1;
   std::vector<int32_t> slot = decode_index_vector(slot_ids, S, "slot_ids", op);

@@ -11,10 +11,21 @@
 
 namespace nemotron::ops {
 
-// Throws until the op has a CUDA kernel (the CPU reference is the only one so far).
+// The CPU reference's tensors must all be on the CPU (the entry sends CUDA calls to the kernels
+// before this check, so a CUDA tensor here sits beside CPU ones).
 inline void require_cpu_decode(const Tensor& t, const char* op) {
-  if (t.device().is_cuda()) throw Error(fmt::format("{}: not yet on CUDA (only the CPU reference exists)", op));
+  if (t.device().is_cuda())
+    throw Error(fmt::format("{}: a CUDA tensor beside CPU ones (every tensor of one call must be on one device)", op));
   if (!t.device().is_cpu()) throw Error(fmt::format("{}: no kernel for {} tensors", op, t.device().str()));
+}
+
+// The CUDA path: every tensor (the int32 index tensors too) on the CUDA device, in the given dtype
+// (undefined tensors are optional inputs and pass).
+inline void require_cuda_decode(const Tensor& t, DType dtype, const char* what, const char* op) {
+  if (!t.defined()) return;
+  NM_CHECK(t.device().is_cuda(), "{} on CUDA: {} must be on the CUDA device with the other tensors, got {}", op, what,
+           t.device().str());
+  NM_CHECK(t.dtype() == dtype, "{} on CUDA: {} must be {}, got {}", op, what, dtype_name(dtype), dtype_name(t.dtype()));
 }
 
 // Checks an int32 vector of `n` elements on the CPU and returns its values.

@@ -3,7 +3,8 @@
 // where bs = block_size and slot_mapping[n] = block * bs + offset names the cache row that token
 // n's position maps to through its sequence's block table. Rows not named are left untouched.
 // Shapes: src [Ntot, nkv, hd] (any leading shape with Ntot rows), slot_mapping [Ntot] int32,
-// cache [num_blocks, block_size, nkv, hd], one float dtype. CPU reference only so far.
+// cache [num_blocks, block_size, nkv, hd], one float dtype. CUDA (kv_cache_decode_cuda.h): float32
+// or bfloat16, slot_mapping int32 on the device.
 #pragma once
 #include "core/context.h"
 

@@ -9,7 +9,7 @@
 // Bm, Cm [Ntot, G, N]; state [slots, nH, P, N]; slot_ids [S], cu_seqlens [S+1] int32 (distinct
 // slots). Dtypes as ssd_scan: x, Bm, Cm, D, y in the compute dtype T; dt, A and the state in
 // stat_dtype(T) (the state is float32 under bf16, as mamba_ssm_cache_dtype). Inference only.
-// CPU reference only so far.
+// CUDA (ssd_decode_cuda.h): float32 or bfloat16 (state float32), N <= 256, the index tensors int32 on the device.
 #pragma once
 #include "core/context.h"
 

@@ -9,6 +9,11 @@
 #include "ops/decode_support.h"
 #include "ops/dispatch.h"
 #include "ops/ssd_decode.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/ssd_decode_cuda.h"
+#endif
 
 namespace nemotron::ops {
 
@@ -61,6 +66,32 @@ void ssd_decode(Context& ctx, const SsdDecodeArgs& a, Tensor& state, Tensor& y) 
   expect_shape(y, a.x.shape(), op);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&a.Bm, &a.Cm, &a.D, &y}) expect_dtype(*t, a.x.dtype(), op);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&a.dt, &a.A, &state}) expect_dtype(*t, stat_dtype(a.x.dtype()), op);
+#if NEMOTRON_CUDA
+  if (a.x.device().is_cuda()) {
+    NM_CHECK(a.x.dtype() == DType::f32 || a.x.dtype() == DType::bf16, "{} on CUDA: float32 or bfloat16, got {}", op,
+             dtype_name(a.x.dtype()));
+    NM_CHECK(d.N <= kSsdDecodeCudaMaxN, "{} on CUDA: state size {} over the kernel's {}", op, d.N, kSsdDecodeCudaMaxN);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&a.Bm, &a.Cm, &a.D, &y})
+      require_cuda_decode(*t, a.x.dtype(), "x, Bm, Cm, D, y", op);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&a.dt, &a.A, &state})
+      require_cuda_decode(*t, DType::f32, "dt, A, state", op);
+    require_cuda_decode(a.slot_ids, DType::i32, "slot_ids", op);
+    require_cuda_decode(a.cu_seqlens, DType::i32, "cu_seqlens", op);
+    // Sizes from shapes only: the index values stay on the device (no host sync per layer).
+    NM_CHECK(a.cu_seqlens.rank() == 1 && a.cu_seqlens.dim(0) >= 1, "{}: cu_seqlens must be int32 [S+1], got {}", op,
+             a.cu_seqlens.describe());
+    const int64_t S = a.cu_seqlens.dim(0) - 1;
+    NM_CHECK(S > 0 || Ntot == 0, "{}: cu_seqlens names no sequence for {} new tokens", op, Ntot);
+    NM_CHECK(a.slot_ids.numel() == S, "{}: slot_ids must be int32 [{}], got {}", op, S, a.slot_ids.describe());
+    SsdDecodeCudaArgs c;
+    c.x = a.x.raw(), c.dt = static_cast<const float*>(a.dt.raw()), c.A = static_cast<const float*>(a.A.raw());
+    c.Bm = a.Bm.raw(), c.Cm = a.Cm.raw(), c.D = a.D.raw(), c.state = static_cast<float*>(state.raw()), c.y = y.raw();
+    c.slot_ids = static_cast<const int32_t*>(a.slot_ids.raw()), c.cu_seqlens = static_cast<const int32_t*>(a.cu_seqlens.raw());
+    c.S = S, c.nH = d.nH, c.P = d.P, c.G = d.G, c.N = d.N, c.slots = slots, c.bf16 = a.x.dtype() == DType::bf16;
+    NM_CUDA_CHECK(ssd_decode_cuda(c, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
   for (const Tensor* t : std::initializer_list<const Tensor*>{&a.x, &a.dt, &a.A, &a.Bm, &a.Cm, &a.D, &state, &y}) require_cpu_decode(*t, op);
   std::vector<int32_t> cu = decode_offsets(a.cu_seqlens, Ntot, op);
   const int64_t S = static_cast<int64_t>(cu.size()) - 1;

@@ -12,6 +12,9 @@
 #include "ops/attention.h"
 #include "ops/attention_decode.h"
 #include "ops/kv_cache_decode.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace nemotron::testing {
 namespace {
@@ -54,8 +57,9 @@ class AttentionDecodeCase : public OpCase {
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     int64_t M = 0;
     Tensor table = scattered_table(lens_, bs_, blocks_, &M);
+    if (!ctx.backend->device().is_cpu()) table = table.to(*ctx.backend);
     Tensor o = ctx.empty(in[0].shape(), in[0].dtype());
-    ops::attention_decode_forward(ctx, in[0], in[1], in[2], {table, i32_tensor(offsets_of(counts_)), i32_tensor(lens_)}, o);
+    ops::attention_decode_forward(ctx, in[0], in[1], in[2], {table, i32_on(ctx, offsets_of(counts_)), i32_on(ctx, lens_)}, o);
     return {o};
   }
 
@@ -102,6 +106,43 @@ NM_OP_CASES(attention_decode_cases) {
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 1, 1}, V{9, 1, 16}, 4, 4, 2, 8));
   c.push_back(std::make_unique<AttentionDecodeCase>(V{5, 1, 0, 17}, V{12, 30, 3, 17}, 8, 6, 2, 16));
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 1}, V{70, 33}, 16, 8, 8, 64));
+  // Realistic heads (hd 128, GQA 8:2; hd 40 with a partial last lane group) with decode steps
+  // beside prefill chunks, one a whole prompt.
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 9, 1, 40}, V{37, 9, 130, 40}, 16, 8, 2, 128));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{3, 1}, V{21, 50}, 8, 4, 1, 40));
+  return c;
+}
+
+// kv_cache_write_decode as a harness case: new rows written to scattered cache rows (out of
+// order, across blocks); the output is the whole cache, so untouched rows are compared too.
+class KvCacheWriteCase : public OpCase {
+ public:
+  KvCacheWriteCase(std::vector<int32_t> rows, int64_t blocks, int64_t bs, int64_t nkv, int64_t hd)
+      : rows_(std::move(rows)), blocks_(blocks), bs_(bs), nkv_(nkv), hd_(hd) {}
+  std::string op() const override { return "kv_cache_write_decode"; }
+  std::string params() const override {
+    return fmt::format("rows={},blocks={},bs={},nkv={},hd={}", counts_str(rows_), blocks_, bs_, nkv_, hd_);
+  }
+  bool has_backward() const override { return false; }
+  std::vector<InputSpec> inputs() const override {
+    return {{"src", {static_cast<int64_t>(rows_.size()), nkv_, hd_}, DType::f64, false},
+            {"cache", {blocks_, bs_, nkv_, hd_}, DType::f64, false}};
+  }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    Tensor cache = in[1].clone();
+    ops::kv_cache_write_decode(ctx, in[0], i32_on(ctx, rows_), cache);
+    return {cache};
+  }
+
+ private:
+  std::vector<int32_t> rows_;
+  int64_t blocks_, bs_, nkv_, hd_;
+};
+
+NM_OP_CASES(kv_cache_write_decode_cases) {
+  CaseList c;
+  c.push_back(std::make_unique<KvCacheWriteCase>(std::vector<int32_t>{5}, 3, 2, 1, 2));
+  c.push_back(std::make_unique<KvCacheWriteCase>(std::vector<int32_t>{17, 3, 40, 41, 42, 8, 0}, 6, 8, 2, 128));
   return c;
 }
 
@@ -160,6 +201,25 @@ TEST(KvCacheWriteDecode, writes_the_named_rows_only) {
     }
   EXPECT_THROW(ops::kv_cache_write_decode(ctx, src, i32_tensor({6, 0}), cache), Error);
 }
+
+#if NEMOTRON_CUDA
+// On CUDA the index tensors must be on the device with the data (the kernels read them there and
+// the host never does): a host index tensor, or data on the host beside a CUDA cache, is refused
+// with a message naming it.
+TEST(KvCacheWriteDecode, cuda_refuses_tensors_on_another_device) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  Context ctx{&gpu, nullptr, DType::f32};
+  Tensor cache = Tensor::zeros({2, 2, 1, 4}, DType::f32, gpu), src = random_tensor({1, 1, 4}, DType::f32, 1).to(gpu);
+  EXPECT_THROW(ops::kv_cache_write_decode(ctx, src, i32_tensor({1}), cache), Error);
+  const Tensor host_src = random_tensor({1, 1, 4}, DType::f32, 1);
+  EXPECT_THROW(ops::kv_cache_write_decode(ctx, host_src, i32_on(ctx, {1}), cache), Error);
+  ops::kv_cache_write_decode(ctx, src, i32_on(ctx, {3}), cache);
+  std::vector<double> c = cache.to_f64_vector(), v = src.to_f64_vector();
+  for (int e = 0; e < 4; ++e) EXPECT_EQ(c[12 + e], v[e]);
+  for (int e = 0; e < 12; ++e) EXPECT_EQ(c[e], 0.0);
+}
+#endif
 
 }  // namespace
 }  // namespace nemotron::testing

@@ -32,8 +32,8 @@ class ConvDecodeCase : public OpCase {
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     Tensor state = in[2].clone(), y = ctx.empty(in[0].shape(), in[0].dtype());
-    ops::causal_conv1d_decode(ctx, in[0], in[1], bias_ ? in[3] : Tensor(), state, i32_tensor(slots_),
-                              i32_tensor(offsets_of(counts_)), y);
+    ops::causal_conv1d_decode(ctx, in[0], in[1], bias_ ? in[3] : Tensor(), state, i32_on(ctx, slots_),
+                              i32_on(ctx, offsets_of(counts_)), y);
     return {y, state};
   }
 
@@ -50,6 +50,8 @@ NM_OP_CASES(causal_conv1d_decode_cases) {
   c.push_back(std::make_unique<ConvDecodeCase>(std::vector<int32_t>{1, 1, 1}, std::vector<int32_t>{2, 0, 3}, 4, 7, 4, false));
   c.push_back(std::make_unique<ConvDecodeCase>(std::vector<int32_t>{2, 9, 0, 1}, std::vector<int32_t>{1, 0, 3, 2}, 4, 12, 4, true));
   c.push_back(std::make_unique<ConvDecodeCase>(std::vector<int32_t>{3, 1}, std::vector<int32_t>{1, 0}, 2, 6, 2, true));
+  c.push_back(
+      std::make_unique<ConvDecodeCase>(std::vector<int32_t>{1, 21, 1}, std::vector<int32_t>{4, 1, 2}, 5, 160, 4, true));
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/context.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -11,6 +12,12 @@ namespace nemotron::testing {
 
 inline Tensor i32_tensor(const std::vector<int32_t>& v) {
   return Tensor::from_vector<int32_t>({static_cast<int64_t>(v.size())}, v);
+}
+
+// An index tensor on ctx's device (the CUDA kernels read them there; the host never does).
+inline Tensor i32_on(const Context& ctx, const std::vector<int32_t>& v) {
+  Tensor t = i32_tensor(v);
+  return ctx.backend->device().is_cpu() ? t : t.to(*ctx.backend);
 }
 
 // cu_seqlens [S+1] of per-sequence counts.

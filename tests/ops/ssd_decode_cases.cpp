@@ -33,7 +33,7 @@ class SsdDecodeCase : public OpCase {
             {"state", {num_slots_, nH_, P_, N_}, DType::f64, false, -1, 1, true}};
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    ops::SsdDecodeArgs a{in[0], in[1], in[2], in[3], in[4], in[5], i32_tensor(slots_), i32_tensor(offsets_of(counts_))};
+    ops::SsdDecodeArgs a{in[0], in[1], in[2], in[3], in[4], in[5], i32_on(ctx, slots_), i32_on(ctx, offsets_of(counts_))};
     Tensor state = in[6].clone(), y = ctx.empty(in[0].shape(), in[0].dtype());
     ops::ssd_decode(ctx, a, state, y);
     return {y, state};
@@ -49,6 +49,10 @@ NM_OP_CASES(ssd_decode_cases) {
   c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{1}, std::vector<int32_t>{0}, 1, 2, 3, 1, 4));
   c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{1, 1, 1}, std::vector<int32_t>{3, 0, 2}, 4, 4, 4, 2, 8));
   c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{7, 1, 0, 13}, std::vector<int32_t>{1, 4, 0, 2}, 5, 8, 16, 2, 16));
+  // Nemotron-H's state size (N = 128) and a partial lane group (N = 40), decode beside a chunk.
+  c.push_back(
+      std::make_unique<SsdDecodeCase>(std::vector<int32_t>{1, 16, 1}, std::vector<int32_t>{2, 0, 3}, 4, 4, 32, 2, 128));
+  c.push_back(std::make_unique<SsdDecodeCase>(std::vector<int32_t>{5, 1}, std::vector<int32_t>{1, 0}, 2, 2, 8, 1, 40));
   return c;
 }
 
