@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "model/hf_convert.h"
+#include "train/lora_export.h"
 
 namespace nemotron::cli {
 
@@ -96,6 +97,35 @@ void add_convert_commands(CLI::App& app) {
   c_rt->add_option("--work", rt->work,
                    "Keep the intermediate checkpoint/ and hf/ here (default: a temporary directory)");
   c_rt->callback([rt] { run_roundtrip(*rt); });
+
+  // LoRA (train/lora_export.h): the adapters of a `sft` run with peft: folded into the base, or
+  // written in PEFT's layout.
+  struct LoraOptions {
+    std::string adapter, base, output;
+    bool force = false;
+  };
+  for (const bool merge : {true, false}) {
+    auto lo = std::make_shared<LoraOptions>();
+    CLI::App* c = convert->add_subcommand(
+        merge ? "merge-lora" : "export-lora",
+        merge ? "A LoRA checkpoint + its base -> a native checkpoint of the merged weights W + (alpha/r) B A"
+              : "A LoRA checkpoint -> PEFT's adapter_config.json + adapter_model.safetensors");
+    c->add_option("--adapter", lo->adapter,
+                  "LoRA checkpoint: an iteration directory, or its parent with latest_checkpointed_iteration.txt")
+        ->required();
+    c->add_option("--base", lo->base,
+                  "Base checkpoint (default: the checkpoint.pretrained_checkpoint the adapter's run recorded)");
+    c->add_option("--output", lo->output, merge ? "Checkpoint directory to write" : "PEFT directory to write")
+        ->required();
+    c->add_flag("--force", lo->force, "Replace a non-empty --output");
+    c->callback([lo, merge] {
+      const train::AdapterCheckpoint a = train::open_adapter_checkpoint(lo->adapter, lo->base);
+      if (merge)
+        train::merge_lora_checkpoint(a, lo->output, lo->force, print_line);
+      else
+        train::export_peft_adapter(a, lo->output, lo->force, print_line);
+    });
+  }
 }
 
 }  // namespace nemotron::cli

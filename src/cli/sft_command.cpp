@@ -25,6 +25,7 @@
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "model/hybrid_model.h"
+#include "model/lora.h"
 #include "train/checkpoint.h"
 #include "train/compute_device.h"
 #include "train/sft_config.h"
@@ -95,6 +96,9 @@ int run_sft(const TrainingCommandOptions& o) {
   train::ComputeDevice dev = train::open_compute_device(cfg);
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
+  // LoRA: adapters on the targeted projections, every base weight frozen (before the masters
+  // and the optimizer exist, so neither holds anything for the base).
+  if (cfg.peft) model::attach_lora(net.params(), *cfg.peft, cfg.seed, path);
   net.params().create_masters();
   train::Trainer trainer(cfg, net, *data.train, data.valid.get(),
                         trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint}));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/lora.h"
 #include "ops/bias.h"
 #include "ops/matmul.h"
 
@@ -37,6 +38,7 @@ void Linear::forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate) 
   Tensor x2 = x.view({rows, in_}), y2 = y.view({rows, out_});
   ops::matmul(ctx, x2, false, weight_->value, true, y2, 1.0, accumulate ? 1.0 : 0.0);
   if (bias_) ops::bias_add(ctx, y2, bias_->value);
+  if (weight_->lora) lora_forward(ctx, *weight_->lora, x2, 0, out_, y2);
 }
 
 void Linear::backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx) const {
@@ -50,6 +52,7 @@ void Linear::forward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t 
   const bool all = begin == 0 && end == out_;
   ops::linear_forward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), y);
   if (bias_) ops::bias_add(ctx, y, all ? bias_->value : bias_->value.slice(begin, end));
+  if (weight_->lora) lora_forward(ctx, *weight_->lora, x, begin, end, y);
 }
 
 void Linear::backward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t end, const Tensor& dy, Tensor* dx,
@@ -64,6 +67,7 @@ void Linear::backward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t
     Tensor db = all ? bias_->grad : bias_->grad.slice(begin, end);
     ops::bias_backward(ctx, dy, db);
   }
+  if (weight_->lora) lora_backward(ctx, *weight_->lora, x, begin, end, dy, dx);
 }
 
 double output_init_std(const ModelConfig& cfg) {

@@ -15,6 +15,8 @@
 
 namespace nemotron::model {
 
+struct LoraAdapter;  // model/lora.h
+
 // Mixed precision (Megatron's scheme): a bf16 store keeps `value` in bf16 for compute, `grad` in
 // float32 (grad_dtype) and, once create_masters() ran, a float32 `master` that the optimizer
 // updates and writes back into `value`. Full-precision stores have no master.
@@ -27,6 +29,8 @@ struct Param {
   // False: frozen (ParamStore::set_requires_grad). Blocks then compute no gradient for it and
   // the optimizer neither holds state for it nor touches it.
   bool requires_grad = true;
+  // A LoRA adapter on this weight (model/lora.h): Linear adds its term in forward and backward.
+  std::shared_ptr<const LoraAdapter> lora;
   // The values that are the truth (saved in checkpoints, updated by the optimizer).
   Tensor& truth() { return master.defined() ? master : value; }
   const Tensor& truth() const { return master.defined() ? master : value; }

@@ -14,19 +14,22 @@ void check_loaded_finite(const Tensor& host, const std::string& source, const st
                                  source, name, host.shape().str(), bad));
 }
 
-std::vector<io::NamedTensor> named_weights(const ParamStore& store) {
+std::vector<io::NamedTensor> named_weights(const ParamStore& store, const ParamFilter& only) {
   std::vector<io::NamedTensor> out;
-  for (const Param* p : store.all()) out.push_back({p->name, p->truth()});  // float32 masters of bf16 weights
+  for (const Param* p : store.all())
+    if (!only || only(*p)) out.push_back({p->name, p->truth()});  // float32 masters of bf16 weights
   return out;
 }
 
-void save_weights(const std::string& dir, const ParamStore& store, size_t max_shard_bytes) {
-  io::save_sharded_safetensors(dir, named_weights(store), max_shard_bytes, {{"format", "pt"}});
+void save_weights(const std::string& dir, const ParamStore& store, size_t max_shard_bytes, const ParamFilter& only) {
+  io::save_sharded_safetensors(dir, named_weights(store, only), max_shard_bytes, {{"format", "pt"}});
 }
 
-LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const std::string& source, bool strict) {
+LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const std::string& source, bool strict,
+                        const ParamFilter& only) {
   std::set<std::string> wanted;
   for (Param* p : store.all()) {
+    if (only && !only(*p)) continue;
     wanted.insert(p->name);
     if (!set.contains(p->name))
       throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model needs", source, p->name,

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "model/lora.h"
 #include "model/weights_io.h"
 
 namespace nemotron::train {
@@ -116,7 +117,9 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
   if (ec) throw Error(fmt::format("{}: cannot create: {}", tmp.string(), ec.message()));
 
   stage("model");
-  model::save_weights(tmp.string(), *c.params);
+  // A LoRA run keeps its adapters only: the frozen base is the pretrained checkpoint.
+  model::save_weights(tmp.string(), *c.params, size_t{4} << 30,
+                      model::has_lora(*c.params) ? model::ParamFilter(model::is_lora) : model::ParamFilter());
   if (c.optimizer) {
     stage("optimizer");
     std::vector<io::NamedTensor> moments;
@@ -202,9 +205,28 @@ TrainState read_train_state(const std::string& iter_dir) {
   return s;
 }
 
-void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params) {
+void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params,
+                             const std::string& base_checkpoint) {
   io::SafetensorsSet set = io::SafetensorsSet::open(iter_dir);
-  model::load_weights(set, params, (fs::path(iter_dir) / "model.safetensors").string(), /*strict=*/true);
+  const std::string source = (fs::path(iter_dir) / "model.safetensors").string();
+  if (!model::has_lora(params)) {
+    model::load_weights(set, params, source, /*strict=*/true);
+    return;
+  }
+  bool adapters_here = false;
+  for (const std::string& name : set.names()) adapters_here = adapters_here || model::is_lora_param(name);
+  if (!adapters_here) {  // the pretrained model: the adapters keep their init
+    model::load_weights(set, params, source, /*strict=*/true, model::is_base);
+    return;
+  }
+  if (base_checkpoint.empty())
+    throw InputError(fmt::format("{}: a LoRA checkpoint (adapters only); its base weights come from "
+                                 "checkpoint.pretrained_checkpoint, which is not set",
+                                 source));
+  const std::string base_dir = resolve_checkpoint_dir(base_checkpoint, true);
+  model::load_weights(io::SafetensorsSet::open(base_dir), params, (fs::path(base_dir) / "model.safetensors").string(),
+                      /*strict=*/true, model::is_base);
+  model::load_weights(set, params, source, /*strict=*/true, model::is_lora);
 }
 
 void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,

@@ -3,6 +3,8 @@
 //   <save>/latest_checkpointed_iteration.txt   ASCII iteration (Megatron-LM's tracker)
 //   <save>/iter_0000100/model.safetensors       weights by Hub name (model::save_weights)
 //                       optimizer.safetensors   AdamW moments exp_avg.<name>, exp_avg_sq.<name>
+//                       (a LoRA run: the adapters' tensors and moments only; the frozen base is
+//                       checkpoint.pretrained_checkpoint, recorded in config.yaml)
 //                       config.yaml             the resolved config of the run
 //                       train_state.json        iteration, samples, optimizer steps, data cursor,
 //                                               RNG, scheduler position, format version
@@ -78,7 +80,12 @@ bool has_checkpoint(const std::string& path);
 TrainState read_train_state(const std::string& iter_dir);
 // Fills `params` from iter_dir/model.safetensors. A tensor missing or of another shape is an
 // InputError naming the checkpoint, the tensor and both shapes (nothing on disk is touched).
-void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params);
+// A store with LoRA adapters (model/lora.h): from a checkpoint without adapters (the pretrained
+// model) the base weights load and the adapters keep their init; from a LoRA checkpoint (the
+// adapters only, as save_checkpoint writes them) the adapters load and the base weights come
+// from `base_checkpoint` (checkpoint.pretrained_checkpoint; an InputError when empty).
+void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params,
+                             const std::string& base_checkpoint = "");
 // When iter_dir holds the config.yaml of the run that wrote it: InputError naming the checkpoint,
 // the first model key that differs from `want` and both values (a model of another shape or
 // kind; training-only keys such as recompute_granularity do not count). Without config.yaml

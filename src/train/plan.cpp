@@ -1,5 +1,7 @@
 #include "train/plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/hybrid_model.h"
@@ -85,14 +87,16 @@ std::string host_memory_shortfall(const PretrainConfig& cfg, double have) {
                      human_bytes(m.total()), model::human_count(static_cast<double>(m.params)), human_bytes(have));
 }
 
-MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length) {
+MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length,
+                               int64_t trainable) {
   const model::ModelInfo info = model::model_info(model, seq_length);
   MemoryEstimate m;
-  m.params = info.total_params;
-  const double P = static_cast<double>(info.total_params);
+  m.params = info.total_params + std::max<int64_t>(trainable, 0);
+  m.trainable = trainable;
+  const double P = static_cast<double>(m.params), T = trainable < 0 ? P : static_cast<double>(trainable);
   m.param_bytes = 4 * P;
-  m.grad_bytes = 4 * P;
-  m.moment_bytes = 8 * P;
+  m.grad_bytes = 4 * T;  // a frozen parameter has no gradient and no moments
+  m.moment_bytes = 8 * T;
   double per_token = 2.0 * static_cast<double>(model.hidden_size);  // final norm input and output
   for (int64_t i = 0; i < model.num_layers(); ++i) per_token += saved_per_token(model, model.layer_kind(i));
   const double tokens = static_cast<double>(micro_batch_size) * static_cast<double>(seq_length);
@@ -188,6 +192,12 @@ std::string dry_run_text(const TrainLoopConfig& cfg, const model::ModelConfig& m
                      m.seq_aux_loss() ? fmt::format(" seq_aux_loss coeff {}", m.moe_aux_loss_coeff) : std::string()));
 
   line("--- memory (rough; one process, float32 as on the CPU) ---");
+  if (mem.trainable >= 0)
+    line(fmt::format("  trainable params: {} of {} ({:.2f}%): LoRA adapters; the frozen base has no gradients, masters "
+                     "or moments",
+                     model::human_count(static_cast<double>(mem.trainable)),
+                     model::human_count(static_cast<double>(mem.params)),
+                     100.0 * static_cast<double>(mem.trainable) / static_cast<double>(mem.params)));
   line(fmt::format("  parameters        {:>12}", human_bytes(mem.param_bytes)));
   line(fmt::format("  gradients         {:>12}", human_bytes(mem.grad_bytes)));
   line(fmt::format("  Adam moments      {:>12}", human_bytes(mem.moment_bytes)));
@@ -197,7 +207,8 @@ std::string dry_run_text(const TrainLoopConfig& cfg, const model::ModelConfig& m
     line(fmt::format("  data indices      {:>12}  (sample, shuffle and blend indices of {} samples, in host memory)",
                      human_bytes(mem.index_bytes), model::format_count(mem.indexed_samples)));
   line(fmt::format("  total             {:>12}", human_bytes(mem.total())));
-  line(fmt::format("  on a GPU in bf16 with fp32 master weights and moments (18 B/param), unsharded: {}",
+  line(fmt::format("  on a GPU in bf16 with fp32 master weights and moments (18 B/param{}), unsharded: {}",
+                   mem.trainable >= 0 ? "; 2 B per frozen param" : "",
                    human_bytes(mem.gpu_mixed_precision_total())));
   line("nothing was run (--dry-run)");
   return out;

@@ -13,6 +13,7 @@ namespace nemotron::train {
 
 struct MemoryEstimate {
   int64_t params = 0;
+  int64_t trainable = -1;  // parameters that train (-1: all; LoRA: the adapters, the base frozen)
   double param_bytes = 0, grad_bytes = 0, moment_bytes = 0, activation_bytes = 0;
   // Host memory of the data's sample indices (Megatron's sample, shuffle and blend indices, built
   // in memory at the start): they grow with train_iters x global_batch_size, not with the model.
@@ -21,12 +22,19 @@ struct MemoryEstimate {
   double total() const { return param_bytes + grad_bytes + moment_bytes + activation_bytes + index_bytes; }
   // The same model on a GPU in bf16 with fp32 master weights, grads and moments (Megatron's
   // 18 bytes per parameter, no sharding), activations in bf16.
-  double gpu_mixed_precision_total() const { return 18.0 * static_cast<double>(params) + activation_bytes / 2; }
+  // A frozen parameter costs its bf16 value only (2 bytes).
+  double gpu_mixed_precision_total() const {
+    const double t = static_cast<double>(trainable < 0 ? params : trainable);
+    return 18.0 * t + 2.0 * (static_cast<double>(params) - t) + activation_bytes / 2;
+  }
 };
 
 MemoryEstimate estimate_memory(const PretrainConfig& cfg);
 // The same for a model trained on micro-batches of B x T tokens without data indices (model demo).
-MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length);
+// `trainable` >= 0: only that many parameters train (LoRA adapters on a frozen base), so only
+// they have gradients and moments; `params` then counts base + adapters.
+MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length,
+                               int64_t trainable = -1);
 
 // Why the run would not fit in `host_bytes` of host memory ("" if it fits, or if host_bytes is 0 =
 // unknown): on the CPU everything above, on a GPU the data indices. Says which part is too large

@@ -1,6 +1,7 @@
 #include "train/sft_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/config_tree.h"
 #include "core/error.h"
@@ -35,6 +36,71 @@ void read_dataset(ConfigReader& root, SftConfig& c) {
                                      c.model.max_position_embeddings));
 }
 
+// The model's layer kinds that a LoRA target needs (so a target that names no module fails at
+// read time, --dry-run included; attach_lora checks the built model again).
+bool model_has_target(const model::ModelConfig& m, const std::string& target) {
+  const std::string& p = m.hybrid_override_pattern;
+  const auto has = [&](char c) { return p.find(c) != std::string::npos; };
+  if (target == "linear_qkv" || target == "linear_proj") return has('*');
+  if (target == "in_proj" || target == "out_proj") return has('M');
+  const bool shared = has('E') && m.moe_shared_expert_intermediate_size > 0 && m.n_shared_experts > 0;
+  return has('-') || shared;  // linear_fc1/fc2: a dense MLP or a shared expert
+}
+
+void read_peft(ConfigReader& root, SftConfig& c) {
+  if (!root.has("peft")) {
+    root.ignore("peft");
+    return;
+  }
+  const json& raw = root.get_raw("peft");
+  if (raw.is_string()) {
+    const std::string scheme = raw.get<std::string>();
+    if (scheme == "none") return;
+    if (scheme != "lora") root.fail("peft", fmt::format("expected lora, none or a mapping, got \"{}\"", scheme));
+    c.peft = model::LoraConfig{};
+  } else {
+    if (!raw.is_object()) root.fail("peft", "expected lora, none or a mapping (target_modules, dim, alpha, dropout)");
+    ConfigReader& p = root.section("peft");
+    model::LoraConfig l;
+    const std::string scheme = p.get_string("scheme", "lora");
+    if (scheme != "lora") p.fail("scheme", fmt::format("expected lora, got \"{}\"", scheme));
+    if (p.has("target_modules")) {
+      const json& t = p.get_raw("target_modules");
+      if (!t.is_array() || t.empty()) p.fail("target_modules", "expected a non-empty list of module names");
+      l.target_modules.clear();
+      for (const json& v : t) {
+        if (!v.is_string()) p.fail("target_modules", fmt::format("expected module names, got {}", describe_value(v)));
+        l.target_modules.push_back(v.get<std::string>());
+      }
+    } else {
+      p.ignore("target_modules");
+    }
+    l.dim = p.get_positive_int("dim", l.dim);
+    l.alpha = p.get_number("alpha", l.alpha);
+    if (!(l.alpha > 0)) p.fail("alpha", fmt::format("expected a positive number, got {}", l.alpha));
+    l.dropout = p.get_number("dropout", l.dropout);
+    if (l.dropout != 0.0)
+      p.fail("dropout", fmt::format("{}: adapter dropout is not supported yet; use 0 (Megatron-Bridge's default)",
+                                    l.dropout));
+    c.peft = l;
+  }
+  for (const std::string& t : c.peft->target_modules) {
+    if (t == "experts" || t == "linear_fc1_experts" || t == "linear_fc2_experts")
+      throw_config_error(c.source, "peft.target_modules",
+                         fmt::format("{}: the routed experts run as one grouped GEMM that takes no adapter; target "
+                                     "linear_fc1/linear_fc2 (the dense MLP and the shared expert)",
+                                     t));
+    if (model::lora_hf_modules(t).empty())
+      throw_config_error(c.source, "peft.target_modules",
+                         fmt::format("unknown module \"{}\" (expected some of {})", t,
+                                     fmt::join(model::lora_target_names(), ", ")));
+    if (!model_has_target(c.model, t))
+      throw_config_error(c.source, "peft.target_modules",
+                         fmt::format("{} names no module of this model (pattern {})", t,
+                                     c.model.hybrid_override_pattern));
+  }
+}
+
 }  // namespace
 
 SftConfig read_sft_config(const json& tree, const std::string& source) {
@@ -49,6 +115,10 @@ SftConfig read_sft_config(const json& tree, const std::string& source) {
   c.model = model::read_model_config(root.section("model"));
   read_train_loop_config(root, c);
   read_dataset(root, c);
+  read_peft(root, c);
+  // LoRA freezes the whole base, the MoE correction bias included: its update (a change to a base
+  // tensor that an adapter checkpoint would not hold) is off, the bias routes as loaded.
+  if (c.peft) c.moe.moe_router_enable_expert_bias = false;
   c.seq_length = c.dataset.seq_length;
   c.data_seed = c.dataset.seed;
   root.check_unknown_keys();
@@ -70,7 +140,9 @@ std::string sft_dry_run_text(const SftConfig& cfg, const std::string& recipe, si
       fmt::format("data: packed SFT rows of {} (splits/train, splits/valid), {} tokens per row, seed {}",
                   cfg.dataset.dataset_root, cfg.dataset.seq_length, cfg.dataset.seed);
   return dry_run_text(cfg, cfg.model, data,
-                      estimate_memory(cfg.model, cfg.train.micro_batch_size, cfg.dataset.seq_length), recipe,
+                      estimate_memory(cfg.model, cfg.train.micro_batch_size, cfg.dataset.seq_length,
+                                      cfg.peft ? model::lora_param_count(cfg.model, *cfg.peft) : -1),
+                      recipe,
                       overrides);
 }
 

@@ -10,12 +10,18 @@
 //   dataset.seed           sample order (Bridge's default 1234)
 // The weights come from checkpoint.pretrained_checkpoint (stage 0's checkpoint.save) unless
 // checkpoint.load holds this run's own checkpoint (resume).
+// peft: (Megatron-Bridge's key) turns on LoRA (model/lora.h): `peft: lora` with Bridge's defaults,
+// or a mapping {target_modules: [linear_qkv, linear_proj, linear_fc1, linear_fc2, in_proj,
+// out_proj], dim, alpha, dropout}; absent, null or `none`: full fine-tuning. Under LoRA the whole
+// base is frozen: moe.moe_router_enable_expert_bias is then off (the bias routes as loaded).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "train/train_loop_config.h"
 
@@ -33,6 +39,7 @@ struct SftDatasetSection {  // dataset:
 struct SftConfig : TrainLoopConfig {
   model::ModelConfig model;
   SftDatasetSection dataset;
+  std::optional<model::LoraConfig> peft;  // LoRA on, or full fine-tuning
 };
 
 // Reads and validates a resolved tree (unknown keys are errors; run: and recipe: are ignored).

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "backend/cpu/parallel.h"
+#include "model/lora.h"
 #include "model/model_info.h"
 #include "train/compute_device.h"
 
@@ -82,7 +83,7 @@ void Trainer::restore_from_config() {
 
 void Trainer::restore(const std::string& path, bool finetune) {
   const std::string dir = resolve_checkpoint_dir(path, finetune);
-  load_checkpoint_weights(dir, net_.params());
+  load_checkpoint_weights(dir, net_.params(), cfg_.checkpoint.pretrained_checkpoint);
   resumed_from_ = dir;
   if (finetune) {
     iteration_ = 0, consumed_samples_ = 0, finetuned_ = true;
@@ -192,6 +193,11 @@ TrainResult Trainer::run() {
             : fmt::format("{} on {}", net_.params().has_masters() ? "bf16 compute, fp32 masters"
                                                                    : dtype_name(net_.params().dtype()),
                           backend.name()));
+  const int64_t trainable = net_.params().trainable_numel(), total = net_.params().numel();
+  if (trainable < total)
+    print("trainable params: {} of {} ({:.1f}%){}\n", model::human_count(static_cast<double>(trainable)),
+          model::human_count(static_cast<double>(total)), 100.0 * static_cast<double>(trainable) / static_cast<double>(total),
+          model::has_lora(net_.params()) ? ": LoRA adapters, base frozen" : "");
   print("data: {}\n", train_.describe());
   print("batch: global {} = micro {} x {} accumulation step(s) of {} tokens per sequence: {} tokens per iteration\n",
         t.global_batch_size, t.micro_batch_size, acc, cfg_.seq_length, cfg_.tokens_per_step());

@@ -1,0 +1,199 @@
+#include "model/lora.h"
+
+#include <cmath>
+#include <memory>
+
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "ops/matmul.h"
+
+namespace nemotron::model {
+
+namespace {
+
+// x [..., in] as [rows, in].
+Tensor rows_of(const Tensor& x, int64_t width) { return x.view({x.numel() / width, width}); }
+
+// h = scale * x A^T [rows, r] in x's dtype.
+Tensor project_down(Context& ctx, const LoraAdapter& lora, const Tensor& x2) {
+  Tensor h = ctx.empty(Shape({x2.dim(0), lora.rank}), x2.dtype());
+  ops::matmul(ctx, x2, false, lora.a->value, true, h, lora.scale, 0.0);
+  return h;
+}
+
+const std::string kSuffixA = ".lora_A.weight", kSuffixB = ".lora_B.weight";
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// True when `weight` (a Hub name) is `<...>.mixer.<module>.weight` or, for the MLP modules,
+// `<...>.mixer.shared_experts.<module>.weight` (never a routed expert's `experts.<e>.<module>`).
+bool covers(const std::string& weight, const std::string& module, bool mlp) {
+  if (ends_with(weight, ".mixer." + module + ".weight")) return true;
+  return mlp && ends_with(weight, ".mixer.shared_experts." + module + ".weight");
+}
+
+}  // namespace
+
+void lora_forward(Context& ctx, const LoraAdapter& lora, const Tensor& x, int64_t begin, int64_t end, Tensor& y) {
+  const int64_t in = lora.a->value.dim(1);
+  Tensor x2 = rows_of(x, in), y2 = rows_of(y, end - begin);
+  Tensor h = project_down(ctx, lora, x2);
+  const Tensor& b = lora.b->value;
+  const bool all = begin == 0 && end == b.dim(0);
+  ops::matmul(ctx, h, false, all ? b : b.slice(begin, end), true, y2, 1.0, 1.0);
+}
+
+void lora_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x, int64_t begin, int64_t end,
+                   const Tensor& dy, Tensor* dx) {
+  const int64_t in = lora.a->value.dim(1);
+  Tensor x2 = rows_of(x, in), dy2 = rows_of(dy, end - begin);
+  // h is r columns wide: recomputing it costs a sliver of the base GEMM and keeps nothing.
+  Tensor h = project_down(ctx, lora, x2);
+  const Tensor& b = lora.b->value;
+  const bool all = begin == 0 && end == b.dim(0);
+  const Tensor b_rows = all ? b : b.slice(begin, end);
+  if (lora.b->requires_grad) {
+    Tensor db = all ? lora.b->grad : lora.b->grad.slice(begin, end);
+    ops::matmul(ctx, dy2, true, h, false, db, 1.0, 1.0);
+  }
+  Tensor dh = ctx.empty(Shape({x2.dim(0), lora.rank}), x2.dtype());
+  ops::matmul(ctx, dy2, false, b_rows, false, dh, 1.0, 0.0);
+  if (lora.a->requires_grad) ops::matmul(ctx, dh, true, x2, false, lora.a->grad, lora.scale, 1.0);
+  if (dx) {
+    Tensor dx2 = rows_of(*dx, in);
+    ops::matmul(ctx, dh, false, lora.a->value, false, dx2, lora.scale, 1.0);
+  }
+}
+
+const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> names = {"linear_qkv", "linear_proj", "linear_fc1",
+                                                 "linear_fc2", "in_proj",     "out_proj"};
+  return names;
+}
+
+std::vector<std::string> lora_hf_modules(const std::string& target) {
+  if (target == "linear_qkv") return {"q_proj", "k_proj", "v_proj"};
+  if (target == "linear_proj") return {"o_proj"};
+  if (target == "linear_fc1") return {"gate_proj", "up_proj"};
+  if (target == "linear_fc2") return {"down_proj"};
+  if (target == "in_proj" || target == "out_proj") return {target};
+  return {};
+}
+
+bool is_lora_param(const std::string& name) { return ends_with(name, kSuffixA) || ends_with(name, kSuffixB); }
+
+bool has_lora(const ParamStore& store) {
+  for (const Param* p : store.all())
+    if (is_lora(*p)) return true;
+  return false;
+}
+
+std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, uint64_t seed,
+                                     const std::string& source) {
+  NM_CHECK(cfg.dim > 0, "lora: dim {}", cfg.dim);
+  const std::vector<Param*> base = store.all();  // adding adapters grows the store's list
+  std::vector<bool> wrap(base.size(), false);
+  for (const std::string& target : cfg.target_modules) {
+    if (target == "experts" || target == "linear_fc1_experts" || target == "linear_fc2_experts")
+      throw InputError(fmt::format("{}: peft.target_modules: {}: the routed experts run as one grouped GEMM that takes "
+                                   "no adapter; target linear_fc1/linear_fc2 (the dense MLP and the shared expert)",
+                                   source, target));
+    const std::vector<std::string> modules = lora_hf_modules(target);
+    if (modules.empty())
+      throw InputError(fmt::format("{}: peft.target_modules: unknown module {} (expected some of {})", source, target,
+                                   fmt::join(lora_target_names(), ", ")));
+    const bool mlp = target == "linear_fc1" || target == "linear_fc2";
+    bool found = false;
+    for (size_t i = 0; i < base.size(); ++i)
+      for (const std::string& m : modules)
+        if (base[i]->value.rank() == 2 && covers(base[i]->name, m, mlp)) wrap[i] = found = true;
+    if (!found)
+      throw InputError(fmt::format("{}: peft.target_modules: {} names no module of this model (no {} layer)", source,
+                                   target, fmt::join(modules, "/")));
+  }
+  std::vector<std::string> attached;
+  for (size_t i = 0; i < base.size(); ++i) {
+    Param& w = *base[i];
+    store.set_requires_grad(w, false);
+    if (!wrap[i]) continue;
+    const std::string module = w.name.substr(0, w.name.size() - std::string(".weight").size());
+    const int64_t out = w.value.dim(0), in = w.value.dim(1);
+    auto lora = std::make_shared<LoraAdapter>();
+    lora->a = &store.add(module + kSuffixA, {cfg.dim, in});
+    lora->b = &store.add(module + kSuffixB, {out, cfg.dim});
+    lora->rank = cfg.dim;
+    lora->scale = cfg.scale();
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform(a=sqrt(5)), as PEFT
+    init_uniform(*lora->a, seed, -bound, bound);
+    init_constant(*lora->b, 0.0);
+    w.lora = std::move(lora);
+    attached.push_back(w.name);
+  }
+  return attached;
+}
+
+int64_t lora_param_count(const ModelConfig& m, const LoraConfig& cfg) {
+  const int64_t H = m.hidden_size, r = cfg.dim;
+  const auto wants = [&](const char* t) {
+    for (const std::string& x : cfg.target_modules)
+      if (x == t) return true;
+    return false;
+  };
+  const auto pair = [&](int64_t in, int64_t out) { return r * (in + out); };  // A [r, in] + B [out, r]
+  int64_t n = 0;
+  for (int64_t i = 0; i < m.num_layers(); ++i) {
+    switch (m.layer_kind(i)) {
+      case LayerKind::mamba: {
+        const int64_t d = m.mamba_num_heads * m.mamba_head_dim, gn = m.n_groups * m.ssm_state_size;
+        if (wants("in_proj")) n += pair(H, 2 * d + 2 * gn + m.mamba_num_heads);
+        if (wants("out_proj")) n += pair(d, H);
+        break;
+      }
+      case LayerKind::attention: {
+        const int64_t hd = m.attn_head_dim(), q = m.num_attention_heads * hd, kv = m.num_key_value_heads * hd;
+        if (wants("linear_qkv")) n += pair(H, q) + 2 * pair(H, kv);
+        if (wants("linear_proj")) n += pair(q, H);
+        break;
+      }
+      case LayerKind::mlp: {
+        const int64_t F = m.intermediate_size;
+        if (wants("linear_fc1")) n += (m.gated_mlp() ? 2 : 1) * pair(H, F);
+        if (wants("linear_fc2")) n += pair(F, H);
+        break;
+      }
+      case LayerKind::moe: {
+        const int64_t F = m.moe_shared_expert_intermediate_size * m.n_shared_experts;
+        if (F <= 0) break;
+        if (wants("linear_fc1")) n += pair(H, F);
+        if (wants("linear_fc2")) n += pair(F, H);
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+void merge_lora(ParamStore& store) {
+  for (Param* w : store.all()) {
+    if (!w->lora) continue;
+    const LoraAdapter& l = *w->lora;
+    const int64_t out = w->value.dim(0), in = w->value.dim(1), r = l.rank;
+    Tensor wt = w->truth().to_host(DType::f64);
+    const Tensor a = l.a->truth().to_host(DType::f64), b = l.b->truth().to_host(DType::f64);
+    double* W = wt.data<double>();
+    const double *A = a.data<double>(), *B = b.data<double>();
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < r; ++k) {
+        const double s = l.scale * B[o * r + k];
+        for (int64_t i = 0; i < in; ++i) W[o * in + i] += s * A[k * in + i];
+      }
+    w->truth().copy_from(wt.to_host(w->truth().dtype()));
+    w->refresh_value();
+    w->lora.reset();
+  }
+}
+
+}  // namespace nemotron::model

@@ -1,0 +1,114 @@
+// LoRA adapters beyond their gradient cases (lora_cases.cpp): PEFT names and shapes, which
+// weights each Megatron target covers (never a routed expert), the frozen base, an adapter that
+// starts as the identity (B = 0), the errors for bad targets, and merge_lora giving the logits of
+// base + adapter.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "block_configs.h"
+#include "core/rng.h"
+#include "harness.h"
+#include "model/hybrid_model.h"
+#include "model/lora.h"
+
+namespace nemotron::testing {
+namespace {
+
+model::LoraConfig all_targets(int64_t dim) {
+  model::LoraConfig c;
+  c.target_modules = model::lora_target_names();
+  c.dim = dim;
+  c.alpha = 2.0 * static_cast<double>(dim);
+  return c;
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to_f64_vector(), y = b.to_f64_vector();
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
+  return d;
+}
+
+TEST(Lora, attaches_peft_names_freezes_the_base_and_starts_as_the_identity) {
+  model::HybridModel net(hybrid_config("M*-E"), host_backend(), DType::f64);
+  net.init(3);
+  Context ctx = cpu_context(DType::f64);
+  Tensor ids = Tensor::from_vector<int32_t>({1, 5}, {1, 7, 3, 22, 4});
+  Tensor before = net.logits(ctx, ids);
+  const std::vector<std::string> wrapped = model::attach_lora(net.params(), all_targets(2), 7, "r.yaml");
+  const std::vector<std::string> want = {
+      "backbone.layers.0.mixer.in_proj.weight",  "backbone.layers.0.mixer.out_proj.weight",
+      "backbone.layers.1.mixer.q_proj.weight",   "backbone.layers.1.mixer.k_proj.weight",
+      "backbone.layers.1.mixer.v_proj.weight",   "backbone.layers.1.mixer.o_proj.weight",
+      "backbone.layers.2.mixer.up_proj.weight",  "backbone.layers.2.mixer.down_proj.weight",
+      "backbone.layers.3.mixer.shared_experts.up_proj.weight",
+      "backbone.layers.3.mixer.shared_experts.down_proj.weight"};
+  EXPECT_EQ(wrapped, want);  // no routed expert, no router, no latent projection
+  model::ParamStore& ps = net.params();
+  const int64_t H = 16;
+  EXPECT_EQ(ps.get("backbone.layers.0.mixer.in_proj.lora_A.weight").value.shape(), Shape({2, H}));
+  EXPECT_EQ(ps.get("backbone.layers.0.mixer.in_proj.lora_B.weight").value.shape(),
+            Shape({ps.get("backbone.layers.0.mixer.in_proj.weight").value.dim(0), 2}));
+  int64_t adapters = 0;
+  for (const model::Param* p : ps.all()) {
+    EXPECT_EQ(p->requires_grad, model::is_lora(*p)) << p->name;
+    EXPECT_EQ(p->grad.defined(), model::is_lora(*p)) << p->name;
+    if (model::is_lora(*p)) adapters += p->value.numel();
+  }
+  EXPECT_EQ(ps.trainable_numel(), adapters);
+  EXPECT_EQ(model::lora_param_count(hybrid_config("M*-E"), all_targets(2)), adapters);  // --dry-run's count
+  EXPECT_TRUE(model::has_lora(ps));
+  // A kaiming-uniform, B zero: the model computes what it computed before.
+  const Tensor& a = ps.get("backbone.layers.1.mixer.q_proj.lora_A.weight").value;
+  std::vector<double> av = a.to_f64_vector();
+  EXPECT_GT(*std::max_element(av.begin(), av.end()), 0.0);
+  EXPECT_LE(*std::max_element(av.begin(), av.end()), 1.0 / std::sqrt(16.0));
+  EXPECT_EQ(max_diff(before, net.logits(ctx, ids)), 0.0);
+}
+
+TEST(Lora, bad_targets_are_input_errors_naming_the_key) {
+  auto attach = [](const std::string& pattern, std::vector<std::string> targets) {
+    model::HybridModel net(hybrid_config(pattern), host_backend(), DType::f32);
+    model::LoraConfig c;
+    c.target_modules = std::move(targets);
+    model::attach_lora(net.params(), c, 1, "r.yaml");
+  };
+  auto message = [&](const std::string& pattern, std::vector<std::string> targets) -> std::string {
+    try {
+      attach(pattern, std::move(targets));
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message("M*", {"linear_q"}).find("r.yaml: peft.target_modules: unknown module linear_q"), std::string::npos);
+  EXPECT_NE(message("ME", {"experts"}).find("peft.target_modules: experts: the routed experts"), std::string::npos);
+  EXPECT_NE(message("M-", {"in_proj", "linear_qkv"}).find("linear_qkv names no module of this model"),
+            std::string::npos);
+  EXPECT_EQ(message("M-", {"in_proj", "linear_fc2"}), "");
+}
+
+// W' = W + scale B A: the merged base alone gives base + adapter's logits.
+TEST(Lora, merged_weights_give_the_logits_of_base_plus_adapter) {
+  model::HybridModel net(hybrid_config("M*-E"), host_backend(), DType::f64);
+  net.init(3);
+  model::attach_lora(net.params(), all_targets(3), 7, "r.yaml");
+  for (model::Param* p : net.params().all())
+    if (model::is_lora(*p)) fill_uniform(p->value, Philox(11, model::name_stream(p->name)), -0.3, 0.3);
+  Context ctx = cpu_context(DType::f64);
+  Tensor ids = Tensor::from_vector<int32_t>({2, 4}, {1, 7, 3, 22, 4, 9, 0, 13});
+  Tensor with_adapter = net.logits(ctx, ids);
+  model::HybridModel base(hybrid_config("M*-E"), host_backend(), DType::f64);
+  base.init(3);  // the same base weights, no adapter: the adapter matters
+  EXPECT_GT(max_diff(with_adapter, base.logits(ctx, ids)), 1e-3);
+  model::merge_lora(net.params());
+  for (model::Param* p : net.params().all()) EXPECT_FALSE(p->lora) << p->name;
+  // Only the merged base weights into a model without adapters.
+  for (model::Param* p : base.params().all()) p->value.copy_from(net.params().get(p->name).value);
+  EXPECT_LT(max_diff(with_adapter, base.logits(ctx, ids)), 1e-12);
+}
+
+}  // namespace
+}  // namespace nemotron::testing
