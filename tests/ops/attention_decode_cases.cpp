@@ -68,37 +68,6 @@ class AttentionDecodeCase : public OpCase {
   int64_t bs_, nq_, nkv_, hd_, Ntot_ = 0, blocks_ = 0;
 };
 
-class KvCacheWriteCase : public OpCase {
- public:
-  KvCacheWriteCase(std::vector<int32_t> rows, int64_t blocks, int64_t bs, int64_t nkv, int64_t hd)
-      : rows_(std::move(rows)), blocks_(blocks), bs_(bs), nkv_(nkv), hd_(hd) {}
-  std::string op() const override { return "kv_cache_write_decode"; }
-  std::string params() const override {
-    return fmt::format("rows={},blocks={},bs={},nkv={},hd={}", counts_str(rows_), blocks_, bs_, nkv_, hd_);
-  }
-  bool has_backward() const override { return false; }
-  std::vector<InputSpec> inputs() const override {
-    return {{"src", {static_cast<int64_t>(rows_.size()), nkv_, hd_}, DType::f64, false},
-            {"cache", {blocks_, bs_, nkv_, hd_}, DType::f64, false}};
-  }
-  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    Tensor cache = in[1].clone();
-    ops::kv_cache_write_decode(ctx, in[0], i32_tensor(rows_), cache);
-    return {cache};
-  }
-
- private:
-  std::vector<int32_t> rows_;
-  int64_t blocks_, bs_, nkv_, hd_;
-};
-
-NM_OP_CASES(kv_cache_write_decode_cases) {
-  CaseList c;
-  c.push_back(std::make_unique<KvCacheWriteCase>(std::vector<int32_t>{5}, 2, 4, 2, 8));
-  c.push_back(std::make_unique<KvCacheWriteCase>(std::vector<int32_t>{17, 3, 8, 9, 30}, 4, 8, 2, 16));
-  return c;
-}
-
 NM_OP_CASES(attention_decode_cases) {
   CaseList c;
   using V = std::vector<int32_t>;
@@ -142,6 +111,7 @@ class KvCacheWriteCase : public OpCase {
 NM_OP_CASES(kv_cache_write_decode_cases) {
   CaseList c;
   c.push_back(std::make_unique<KvCacheWriteCase>(std::vector<int32_t>{5}, 3, 2, 1, 2));
+  c.push_back(std::make_unique<KvCacheWriteCase>(std::vector<int32_t>{17, 3, 8, 9, 30}, 4, 8, 2, 16));
   c.push_back(std::make_unique<KvCacheWriteCase>(std::vector<int32_t>{17, 3, 40, 41, 42, 8, 0}, 6, 8, 2, 128));
   return c;
 }

@@ -1,0 +1,39 @@
+// The StepModel the engine runs on: HybridModel::extend over a DecodeState (model/decode_state.h):
+// a paged KV cache for attention layers, the conv window and SSM state for Mamba layers, so each
+// step computes only the new tokens. Its logits equal RecomputeStepModel's (the exact reference)
+// to rounding (tests/rl/cached_step_model_test.cpp). The KV pool holds every slot's full
+// max_seq_len (num_blocks = max_slots * ceil(max_seq_len / block_size)): a running sequence can
+// never run out of blocks, whatever it was admitted with, since the engine does not yet reserve a
+// sequence's growth; paging then still lets blocks go back the moment a sequence finishes.
+#pragma once
+#include <vector>
+
+#include "core/context.h"
+#include "model/decode_state.h"
+#include "model/hybrid_model.h"
+#include "rl/engine/step_model.h"
+
+namespace nemotron::rl {
+
+class CachedStepModel : public StepModel {
+ public:
+  // `ctx` runs the model (its backend is where the weights and the cache live).
+  CachedStepModel(model::HybridModel& model, Context ctx, int64_t max_slots, int64_t max_seq_len,
+                  int64_t block_size = 16);
+
+  int64_t vocab_size() const override { return model_.config().vocab_size; }
+  int64_t max_slots() const override { return state_.max_slots(); }
+  int64_t max_seq_len() const override { return state_.max_seq_len(); }
+  bool can_admit(int64_t total_tokens) const override { return state_.can_admit(total_tokens); }
+  std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override;
+  void release(int64_t slot) override { state_.release(slot); }
+
+  const model::DecodeState& state() const { return state_; }
+
+ private:
+  model::HybridModel& model_;
+  Context ctx_;
+  model::DecodeState state_;
+};
+
+}  // namespace nemotron::rl
