@@ -1,8 +1,9 @@
 // `nemotron generate`: text from a checkpoint (native, iteration directory or Hugging Face) with
 // the generation engine (rl/engine): one --prompt, one --chat message rendered with the recipe's
 // chat template, or a JSONL file of "prompt"/"messages" rows written back as completions with
-// their tokens and per-token log-probs. The model runs through RecomputeStepModel (exact; every
-// step recomputes the whole sequence), on the CPU.
+// their tokens and per-token log-probs. The model runs through CachedStepModel (a paged KV cache
+// and the Mamba states: each step computes only the new tokens), or with --recompute through
+// RecomputeStepModel (the exact reference: every step recomputes the whole sequence), on the CPU.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/hybrid_model.h"
 #include "rl/engine/engine.h"
+#include "rl/engine/cached_step_model.h"
 #include "rl/engine/recompute_step_model.h"
 #include "train/checkpoint.h"
 
@@ -35,7 +37,7 @@ using nlohmann::json;
 
 struct GenerateOptions {
   std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "nano3", dtype = "float32";
-  bool enable_thinking = false, ignore_eos = false;
+  bool enable_thinking = false, ignore_eos = false, recompute = false;
   double temperature = 1.0, top_p = 1.0;
   int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
   uint64_t seed = 0;
@@ -174,8 +176,11 @@ void run_generate(const GenerateOptions& o) {
       if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) params.stop_token_ids.push_back(*end);
   }
 
-  rl::RecomputeStepModel step(*m.net, Context{&host_backend(), nullptr, dt}, o.max_slots, o.max_seq_len);
-  rl::Engine engine(step, &tok);
+  const Context run_ctx{&host_backend(), nullptr, dt};
+  std::unique_ptr<rl::StepModel> step;
+  if (o.recompute) step = std::make_unique<rl::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+  else step = std::make_unique<rl::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+  rl::Engine engine(*step, &tok);
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where =
         o.input.empty() ? (o.chat.empty() ? "--prompt" : "--chat") : fmt::format("{}: row {}", o.input, i + 1);
@@ -232,7 +237,7 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* c = app.add_subcommand(
       "generate",
-      "Generate text from a checkpoint (exact recompute at every step, on the CPU; MTP heads, if any, are ignored)");
+      "Generate text from a checkpoint (KV/SSM cache, continuous batching, on the CPU; MTP heads, if any, are ignored)");
   c->add_option("--checkpoint", o->checkpoint,
                 "A native checkpoint (directory with latest_checkpointed_iteration.txt, an iteration directory, a "
                 "`convert import` output) or a Hugging Face directory (config.json + safetensors)")
@@ -260,6 +265,8 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--max-slots,--batch", o->max_slots, "Sequences generated at once (continuous batching)")
       ->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len, "Prompt plus generated tokens at most")->capture_default_str();
+  c->add_flag("--recompute", o->recompute,
+              "Recompute every sequence from scratch at each step (the exact reference of the cached model; slow)");
   c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
   c->callback([o] { run_generate(*o); });
 }

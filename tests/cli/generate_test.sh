@@ -56,8 +56,31 @@ for r in rows:
     assert r["finish_reason"] != "length" or len(r["tokens"]) == 7, r
 PY
 expect_ok "jsonl, 1 slot" '^wrote 4 completions' "${gen[@]}" --input "$TMP/in.jsonl" --output "$TMP/out1.jsonl" --max-slots 1
-cmp -s "$TMP/out1.jsonl" "$TMP/out2.jsonl" && echo "ok: the same completions for 1 and 2 slots" ||
+# The cached model computes several slots in one call: the same tokens, log-probs equal to
+# float32 rounding. The exact reference (--recompute) runs each slot alone: bit for bit.
+python3 - "$TMP/out1.jsonl" "$TMP/out2.jsonl" <<'PY' && echo "ok: the same completions for 1 and 2 slots" ||
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+for x, y in zip(a, b):
+    assert x["tokens"] == y["tokens"] and x["completion"] == y["completion"], (x, y)
+    assert all(abs(p - q) < 1e-4 for p, q in zip(x["logprobs"], y["logprobs"])), (x["logprobs"], y["logprobs"])
+assert len(a) == len(b) == 4
+PY
   fail "jsonl: --max-slots 1 and 2 differ"
+expect_ok "jsonl, recompute, 2 slots" '^wrote 4 completions' "${gen[@]}" --recompute --input "$TMP/in.jsonl" \
+  --output "$TMP/r2.jsonl" --max-slots 2
+expect_ok "jsonl, recompute, 1 slot" '^wrote 4 completions' "${gen[@]}" --recompute --input "$TMP/in.jsonl" \
+  --output "$TMP/r1.jsonl" --max-slots 1
+cmp -s "$TMP/r1.jsonl" "$TMP/r2.jsonl" && echo "ok: recompute: bit-identical for 1 and 2 slots" ||
+  fail "jsonl: --recompute --max-slots 1 and 2 differ"
+python3 - "$TMP/out1.jsonl" "$TMP/r1.jsonl" <<'PY' && echo "ok: cached equals the exact recompute" ||
+import json, sys
+for x, y in zip(*[[json.loads(l) for l in open(f)] for f in sys.argv[1:3]]):
+    assert x["tokens"] == y["tokens"], (x, y)
+    assert all(abs(p - q) < 1e-4 for p, q in zip(x["logprobs"], y["logprobs"]))
+PY
+  fail "jsonl: the cached model's completions differ from --recompute's"
 
 # A stop token: the first token of a free run stops the next one at once.
 first=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["tokens"][0])' "$TMP/out2.jsonl")
