@@ -23,6 +23,7 @@ int run(int argc, char** argv) {
   add_sft_commands(app);
   add_convert_commands(app);
   add_compare_command(app);
+  add_eval_commands(app);
   add_artifacts_commands(app);
   add_report_command(app);
   add_generate_command(app);

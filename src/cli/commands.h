@@ -24,6 +24,8 @@ void add_sft_commands(CLI::App& app);
 void add_convert_commands(CLI::App& app);
 // nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]
 void add_compare_command(CLI::App& app);
+// nemotron super3|nano3 eval [-c tiny|default|PATH] [key=value ...]  (eval_command.cpp)
+void add_eval_commands(CLI::App& app);
 // nemotron artifacts list|show|lineage [--root DIR]
 void add_artifacts_commands(CLI::App& app);
 // nemotron report RUN_DIR [--output FILE]: the run's self-contained HTML report (report_command.cpp)
