@@ -6,11 +6,14 @@
 // config trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py).
 // usage: cuda_train_step -c bench/configs/hybrid_dense_125m.yaml [--batch 4] [--seq-len 4096]
 //                        [--grad-accum 1] [--steps 10] [--reference] [--results bench/results.jsonl]
-//                        [--peak-tflops X (skip measuring)] [--packed MEAN_LEN]
+//                        [--peak-tflops X (skip measuring)] [--packed MEAN_LEN] [--lora DIM]
 // --packed: SFT's packed rows (reference/data-formats.md §6.8) instead of one sequence per row:
 // sequences of MEAN_LEN/2 .. 3*MEAN_LEN/2 tokens back to back (seq_idx, position_ids restarting,
 // attention and the Mamba state reset at every boundary), the loss on the last 60% of each
 // sequence (the assistant part), so SFT's tokens/s compares with pretraining's on one config.
+// --lora DIM: LoRA adapters of rank DIM (alpha = DIM) on every projection the six Megatron
+// targets cover (linear_qkv, linear_proj, linear_fc1, linear_fc2, in_proj, out_proj), the base
+// frozen: the step time and peak memory of LoRA SFT against full SFT on the same config.
 // Model FLOPs per token: 3 x the forward matmul + attention FLOPs of `model info` (the scan,
 // norms and elementwise work are not counted, as in Megatron's MFU).
 #include <CLI/CLI.hpp>
@@ -28,6 +31,7 @@
 
 #include "core/version.h"
 #include "model/hybrid_model.h"
+#include "model/lora.h"
 #include "model/model_config.h"
 
 #include <cuda_runtime_api.h>
@@ -131,7 +135,7 @@ int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
   int64_t B = 4, T = 4096;
   int steps = 10, accum = 1;
-  int64_t packed = 0;
+  int64_t packed = 0, lora = 0;
   bool reference = false;
   double peak = 0;
   CLI::App app{"CUDA train-step benchmark (bf16, fp32 masters)"};
@@ -145,6 +149,8 @@ int main(int argc, char** argv) {
   app.add_option("--results", results, "append one JSON line with the figures to this file");
   app.add_option("--peak-tflops", peak, "GEMM peak to use instead of measuring it (repeat runs in one session)");
   app.add_option("--packed", packed, "SFT: packed rows of sequences of about this many tokens (0: one per row)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--lora", lora, "LoRA rank on the six Megatron targets, base frozen (0: full training)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
@@ -167,6 +173,12 @@ int main(int argc, char** argv) {
 
     model::HybridModel net(cfg, gpu, DType::bf16);
     net.init(1234);
+    if (lora > 0) {
+      model::LoraConfig lc;
+      lc.target_modules = model::lora_target_names();
+      lc.dim = lora, lc.alpha = static_cast<double>(lora);
+      model::attach_lora(net.params(), lc, 1234, "--lora");
+    }
     net.params().create_masters();
     train::AdamW opt(net.params(), {});
     // The trainer's step (train/train_step.h): masked cross-entropy over the global batch, clip at
@@ -252,6 +264,9 @@ int main(int argc, char** argv) {
       std::printf("packed rows (SFT): %lld sequences of ~%lld tokens in %lld rows; loss on %.0f%% of the tokens\n",
                   static_cast<long long>(sequences), static_cast<long long>(packed), static_cast<long long>(B),
                   100.0 * train::count_loss_tokens(packed_batch(cfg, B, T, packed, 99, &sequences)) / micro_tokens);
+    if (lora > 0)
+      std::printf("LoRA rank %lld on every target: %.2f M trainable of %.1f M parameters\n", static_cast<long long>(lora),
+                  static_cast<double>(net.params().trainable_numel()) / 1e6, static_cast<double>(net.params().numel()) / 1e6);
     std::printf("%s bf16 GEMM peak (8192^3, cuBLASLt): %.1f TFLOP/s\n", peak_measured ? "measured" : "given", peak);
     std::printf("train step: %.2f ms | %.0f tokens/s | %.1f TFLOP/s model | MFU %.1f%% | loss %.4f | grad norm %.3f | "
                 "peak memory %.2f GiB\n",
@@ -281,7 +296,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, ms] : phase) std::printf("  %-62s %9.2f  (%4.1f%%)\n", name.c_str(), ms, 100.0 * ms / step_ms);
 
     nlohmann::json rec = {{"config", config},   {"batch", B},           {"seq_len", T},
-                          {"grad_accum", accum}, {"packed_mean_len", packed}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
+                          {"grad_accum", accum}, {"packed_mean_len", packed}, {"lora_rank", lora}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
                           {"gemm_peak_tflops", peak}, {"mfu", tflops / peak}, {"device", gpu.name()},
                           {"version", NEMOTRON_VERSION},
                           {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}, {"params", net.params().numel()}};
