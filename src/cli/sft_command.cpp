@@ -18,11 +18,13 @@
 
 #include "cli/artifact_refs.h"
 #include "cli/commands.h"
+#include "cli/eval_generation.h"
 #include "cli/recipe_paths.h"
 #include "cli/training_command.h"
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "data/chat_template.h"
+#include "data/jsonl.h"
 #include "data/tokenizer.h"
 #include "model/hybrid_model.h"
 #include "model/lora.h"
@@ -41,26 +43,43 @@ namespace fs = std::filesystem;
 
 
 // The held-out prompts data prep wrote (metadata.json: "heldout", tokenizer_uri, chat_template),
-// or none (a dataset without them: the accuracy is not printed).
-std::vector<train::TeacherForcedExample> heldout_examples(const train::SftConfig& cfg) {
+// or none (a dataset without them: the accuracies are not printed). Each row: the user turn
+// ("messages"), its reference solution ("reference") and final answer ("answer").
+struct Heldout {
+  std::vector<train::TeacherForcedExample> teacher_forced;
+  std::vector<eval::EvalItem> prompts;  // context: the rendered prompt; answer: the final answer
+  std::optional<data::Tokenizer> tok;
+};
+
+Heldout heldout_examples(const train::SftConfig& cfg) {
+  Heldout h;
   const std::string meta_path = cfg.dataset.metadata_path();
   std::ifstream in(meta_path);
   const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
   if (meta.is_discarded() || !meta.contains("heldout") || !meta["heldout"].is_object() || meta["heldout"].empty())
-    return {};
+    return h;
   const std::string tok_path = meta.value("tokenizer_uri", "");
   const auto format = data::chat_format_from_name(meta.value("chat_template", ""));
-  if (tok_path.empty() || !format) return {};
-  const data::Tokenizer tok = data::Tokenizer::load(tok_path);
-  std::vector<train::TeacherForcedExample> out;
+  if (tok_path.empty() || !format) return h;
+  h.tok = data::Tokenizer::load(tok_path);
   for (const auto& [name, rel] : meta["heldout"].items()) {
     if (!rel.is_string()) continue;
+    const std::string file = (fs::path(cfg.dataset.dataset_root) / rel.get<std::string>()).string();
     int64_t skipped = 0;
-    auto ex = train::load_teacher_forced_examples((fs::path(cfg.dataset.dataset_root) / rel.get<std::string>()).string(),
-                                                  tok, *format, cfg.dataset.seq_length, &skipped);
-    out.insert(out.end(), ex.begin(), ex.end());
+    auto ex = train::load_teacher_forced_examples(file, *h.tok, *format, cfg.dataset.seq_length, &skipped);
+    h.teacher_forced.insert(h.teacher_forced.end(), ex.begin(), ex.end());
+    data::JsonlReader reader(file);
+    data::OrderedJson row;
+    while (reader.next_row(row)) {  // rows load_teacher_forced_examples accepted: messages are valid
+      const auto answer = row.find("answer");
+      if (answer == row.end() || !answer->is_string()) continue;
+      eval::EvalItem it;
+      it.context = data::render_chat(*format, row["messages"], nullptr) + data::chat_generation_prompt(*format, false);
+      it.answer = answer->get<std::string>();
+      h.prompts.push_back(std::move(it));
+    }
   }
-  return out;
+  return h;
 }
 
 void print_accuracy(const char* when, const train::TeacherForcedAccuracy& a) {
@@ -92,7 +111,7 @@ int run_sft(const TrainingCommandOptions& o) {
     std::printf("warning: neither checkpoint.pretrained_checkpoint nor checkpoint.load is set: fine-tuning randomly "
                 "initialised weights\n");
   }
-  const std::vector<train::TeacherForcedExample> heldout = heldout_examples(cfg);
+  const Heldout heldout = heldout_examples(cfg);
   train::ComputeDevice dev = train::open_compute_device(cfg);
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
@@ -102,10 +121,24 @@ int run_sft(const TrainingCommandOptions& o) {
   net.params().create_masters();
   train::Trainer trainer(cfg, net, *data.train, data.valid.get(),
                         trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint}));
+  // Exact match: greedy completions through the generation engine, right when their last
+  // "The answer is N." has the reference N (eval's final_answer verifier).
+  eval::TaskSpec gen_task;
+  gen_task.name = "heldout";
+  gen_task.chat = true;
+  gen_task.max_new_tokens = 256;
   auto accuracy = [&] {
-    if (!heldout.empty())
-      print_accuracy(fmt::format("at iteration {}", trainer.iteration()).c_str(),
-                     train::teacher_forced_accuracy(net, heldout, cfg.dataset.seq_length, data.pad_id));
+    if (heldout.teacher_forced.empty()) return;
+    const std::string when = fmt::format("at iteration {}", trainer.iteration());
+    print_accuracy(when.c_str(),
+                   train::teacher_forced_accuracy(net, heldout.teacher_forced, cfg.dataset.seq_length, data.pad_id));
+    if (heldout.prompts.empty()) return;
+    const eval::TaskResult r =
+        eval::score_generation(make_generate_fn(net, *heldout.tok, gen_task, cfg.dataset.seq_length),
+                               answer_verifier("final_answer"), "heldout", heldout.prompts, nullptr, eval::FewShot{}, 1);
+    std::printf("held-out answers, generated (greedy), %s: %.1f%% exactly right (%lld prompts, %.1f s)\n", when.c_str(),
+                100.0 * r.metrics[0].value, static_cast<long long>(r.items), r.seconds);
+    std::fflush(stdout);
   };
   train::TrainResult res;
   const int sig = run_training(trainer, cfg.checkpoint, command_line(o), res, accuracy);
