@@ -151,6 +151,30 @@ Tensor HybridModel::logits(Context& ctx, const Tensor& ids, const SequenceLayout
   return out;
 }
 
+Tensor HybridModel::head_logits(Context& ctx, const Tensor& x, const std::vector<int64_t>& rows, DType logits_dtype) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H, R = static_cast<int64_t>(rows.size());
+  const DType dt = store_.dtype();
+  // Gather the rows with device-side copies (no host round trip).
+  Tensor picked = ctx.empty({R, H}, dt);
+  const Tensor xf = x.view({N, H});
+  for (int64_t i = 0; i < R; ++i) {
+    const int64_t r = rows[static_cast<size_t>(i)];
+    NM_CHECK(r >= 0 && r < N, "head_logits: row {} outside [0, {})", r, N);
+    Tensor dst = picked.slice(i, i + 1);
+    dst.copy_from(xf.slice(r, r + 1));
+  }
+  Tensor h = ctx.empty({R, H}, dt), rstd = ctx.empty({R}, stat_dtype(dt));
+  ops::rmsnorm_forward(ctx, picked, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
+  Tensor logits = (dt == logits_dtype) ? Tensor::empty({R, V}, dt, *ctx.backend) : ctx.empty({R, V}, dt);
+  ops::linear_forward(ctx, h, head_weight().value, logits);
+  if (dt != logits_dtype) {
+    Tensor cast = Tensor::empty({R, V}, logits_dtype, *ctx.backend);
+    ops::cast(ctx, logits, cast);
+    logits = cast;
+  }
+  return logits;
+}
+
 DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
   cfg.validate();
   std::vector<std::unique_ptr<LayerDecodeState>> layers;
@@ -199,32 +223,14 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
     }
     out = mixers_[i]->extend(ctx, h, state.layer(i), batch);
   }
-  // Each sequence's last row: x + out there, device-side copies (no host round trip).
-  Tensor last_x = ctx.empty({S, H}, dt), last_out = ctx.empty({S, H}, dt);
-  Tensor xf = x.view({N, H}), of = out.defined() ? out.view({N, H}) : Tensor();
-  for (int64_t i = 0; i < S; ++i) {
-    const int64_t r = batch.cu[i + 1] - 1;
-    Tensor dst = last_x.slice(i, i + 1);
-    dst.copy_from(xf.slice(r, r + 1));
-    if (of.defined()) {
-      Tensor dst_o = last_out.slice(i, i + 1);
-      dst_o.copy_from(of.slice(r, r + 1));
-    }
+  if (out.defined()) {
+    Tensor sum = ctx.empty({1, N, H}, dt);
+    ops::add(ctx, x, out, sum);
+    x = sum;
   }
-  if (of.defined()) {
-    Tensor sum = ctx.empty({S, H}, dt);
-    ops::add(ctx, last_x, last_out, sum);
-    last_x = sum;
-  }
-  Tensor h = ctx.empty({S, H}, dt), rstd = ctx.empty({S}, stat_dtype(dt));
-  ops::rmsnorm_forward(ctx, last_x, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
-  Tensor logits = (dt == logits_dtype) ? Tensor::empty({S, V}, dt, *ctx.backend) : ctx.empty({S, V}, dt);
-  ops::linear_forward(ctx, h, head_weight().value, logits);
-  if (dt != logits_dtype) {
-    Tensor cast = Tensor::empty({S, V}, logits_dtype, *ctx.backend);
-    ops::cast(ctx, logits, cast);
-    logits = cast;
-  }
+  std::vector<int64_t> last_rows(static_cast<size_t>(S));
+  for (int64_t i = 0; i < S; ++i) last_rows[static_cast<size_t>(i)] = batch.cu[i + 1] - 1;
+  Tensor logits = head_logits(ctx, x, last_rows, logits_dtype);
   state.commit(batch);
   return logits;
 }

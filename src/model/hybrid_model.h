@@ -81,6 +81,10 @@ class HybridModel {
                         const SequenceLayout& layout = {});
   // Logits [B, T, V] (nothing is kept for a backward pass).
   Tensor logits(Context& ctx, const Tensor& input_ids, const SequenceLayout& layout = {});
+  // The final norm and the LM head on chosen rows of forward()'s output x [B, T, H] (flat row
+  // indices into B*T): logits [R, V] in `logits_dtype` on ctx's device. Scoring a few positions
+  // of long rows (log-likelihood eval) this way never materialises [B, T, V].
+  Tensor head_logits(Context& ctx, const Tensor& x, const std::vector<int64_t>& rows, DType logits_dtype = DType::f32);
 
   // Incremental decoding (model/decode_state.h): the per-sequence state of `cfg.max_slots`
   // sequences on this model's backend (KV in the model's dtype, SSM states in its stat_dtype).

@@ -9,6 +9,11 @@
 
 namespace nemotron::train {
 
+namespace {
+// Host logits per head call (float64 once copied): 64 MiB, a few hundred rows of a large vocabulary.
+constexpr int64_t kHeadChunkBytes = int64_t{64} << 20;
+}  // namespace
+
 std::vector<ContinuationScore> score_continuations(model::HybridModel& net, const std::vector<ContinuationRequest>& reqs,
                                                    int64_t row_tokens, int32_t pad_id) {
   const int64_t T = row_tokens, V = net.config().vocab_size;
@@ -43,17 +48,35 @@ std::vector<ContinuationScore> score_continuations(model::HybridModel& net, cons
     model::SequenceLayout layout{Tensor::from_vector<int32_t>({1, T}, seq).to(backend),
                                  Tensor::from_vector<int32_t>({1, T}, pos).to(backend)};
     const Tensor input = Tensor::from_vector<int32_t>({1, T}, ids).to(backend);
-    const std::vector<double> logits = net.logits(ctx, input, layout).to_f64_vector();
+    const Tensor x = net.forward(ctx, input, nullptr, nullptr, layout);
+    // Only the rows that predict a continuation token go through the head, a bounded number at
+    // a time: [T, V] logits never exist at once (a 131k vocabulary makes that gigabytes).
+    struct Scored {
+      size_t request;
+      int32_t target;
+    };
+    std::vector<int64_t> rows;
+    std::vector<Scored> scored;
     for (const auto& [r, start] : placed) {
       const ContinuationRequest& req = reqs[r];
       const auto n = static_cast<int64_t>(req.tokens.size()) - 1;
-      ContinuationScore& s = out[r];
       for (int64_t j = req.prompt_tokens - 1; j < n; ++j) {  // predicts tokens[j + 1], a continuation token
-        const double* z = logits.data() + (start + j) * V;
+        rows.push_back(start + j);
+        scored.push_back({r, req.tokens[static_cast<size_t>(j + 1)]});
+      }
+    }
+    const auto chunk = std::max<int64_t>(1, kHeadChunkBytes / (V * static_cast<int64_t>(sizeof(double))));
+    for (size_t c0 = 0; c0 < rows.size(); c0 += static_cast<size_t>(chunk)) {
+      const size_t c1 = std::min(rows.size(), c0 + static_cast<size_t>(chunk));
+      const std::vector<int64_t> part(rows.begin() + static_cast<std::ptrdiff_t>(c0), rows.begin() + static_cast<std::ptrdiff_t>(c1));
+      const std::vector<double> logits = net.head_logits(ctx, x, part, net.params().dtype()).to_f64_vector();
+      for (size_t k = c0; k < c1; ++k) {
+        const double* z = logits.data() + static_cast<int64_t>(k - c0) * V;
         const double zmax = *std::max_element(z, z + V);
         double sum = 0;
         for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - zmax);
-        const int32_t target = req.tokens[static_cast<size_t>(j + 1)];
+        const int32_t target = scored[k].target;
+        ContinuationScore& s = out[scored[k].request];
         s.logprob += z[target] - zmax - std::log(sum);
         s.greedy_tokens += (std::max_element(z, z + V) - z) == target;
         ++s.tokens;
