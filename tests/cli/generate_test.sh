@@ -115,6 +115,11 @@ expect_error "max-new-tokens 0" "--max-new-tokens: expected a positive integer, 
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --max-new-tokens 0
 expect_error "top-p 0" "sampling flags: top_p: expected a number in (0, 1], got 0" \
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --top-p 0
+expect_error "unknown device" '--device: expected auto, cpu, cuda or cuda:N, got "tpu"' \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --device tpu
+expect_error "bf16 on the CPU" \
+  "--dtype bfloat16: not on cpu (the CPU runs float32 or float64; CUDA float32 or bfloat16)" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --device cpu --dtype bfloat16
 [[ -e "$TMP/e.jsonl" ]] && fail "an output was written for bad input"
 
 finish "generate checks"
