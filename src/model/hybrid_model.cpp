@@ -199,16 +199,21 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
     }
     out = mixers_[i]->extend(ctx, h, state.layer(i), batch);
   }
-  // Each sequence's last row: x + out there, device-side copies (no host round trip).
-  Tensor last_x = ctx.empty({S, H}, dt), last_out = ctx.empty({S, H}, dt);
+  // Each sequence's last row: x + out there. A decode step (one token each) has nothing to pick;
+  // otherwise one gather (the embedding op with rows for ids) rather than a copy per sequence,
+  // which would be 2 S launches per step on a GPU.
   Tensor xf = x.view({N, H}), of = out.defined() ? out.view({N, H}) : Tensor();
-  for (int64_t i = 0; i < S; ++i) {
-    const int64_t r = batch.cu[i + 1] - 1;
-    Tensor dst = last_x.slice(i, i + 1);
-    dst.copy_from(xf.slice(r, r + 1));
+  Tensor last_x = xf, last_out = of;
+  if (N != S) {
+    std::vector<int32_t> rows(static_cast<size_t>(S));
+    for (int64_t i = 0; i < S; ++i) rows[static_cast<size_t>(i)] = batch.cu[i + 1] - 1;
+    Tensor rows_t = Tensor::from_vector<int32_t>({S}, rows);
+    if (!ctx.backend->device().is_cpu()) rows_t = rows_t.to(*ctx.backend);
+    last_x = ctx.empty({S, H}, dt);
+    ops::embedding_forward(ctx, rows_t, xf, last_x);
     if (of.defined()) {
-      Tensor dst_o = last_out.slice(i, i + 1);
-      dst_o.copy_from(of.slice(r, r + 1));
+      last_out = ctx.empty({S, H}, dt);
+      ops::embedding_forward(ctx, rows_t, of, last_out);
     }
   }
   if (of.defined()) {
