@@ -178,7 +178,15 @@ void run_generate(const GenerateOptions& o) {
   const Context run_ctx{dev.backend, nullptr, dt};
   std::unique_ptr<rl::StepModel> step;
   if (o.recompute) step = std::make_unique<rl::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
-  else step = std::make_unique<rl::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+  else {
+    auto cached = std::make_unique<rl::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+    std::printf("cache: %.1f MiB of KV blocks and Mamba states for %lld slots of up to %lld tokens (%.2f MiB per "
+                "full-length sequence)\n",
+                static_cast<double>(cached->state().bytes()) / (1 << 20), static_cast<long long>(o.max_slots),
+                static_cast<long long>(o.max_seq_len),
+                static_cast<double>(model::DecodeState::bytes_per_sequence(cfg, o.max_seq_len, dt)) / (1 << 20));
+    step = std::move(cached);
+  }
   rl::Engine engine(*step, &tok);
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where =
