@@ -11,18 +11,10 @@
 #include <CLI/CLI.hpp>
 
 #include "backend/cpu/parallel.h"
-#include "core/rng.h"
-#include "model/hybrid_model.h"
+#include "bench_models.h"
 
 using namespace nemotron;
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
+using bench::seconds_since;
 
 int main(int argc, char** argv) {
   std::string config = "recipes/nano3/pretrain/tiny.yaml", dtype_name = "float32";
@@ -37,20 +29,15 @@ int main(int argc, char** argv) {
   try {
     model::ModelConfig cfg = model::load_model_config(config);
     DType dtype = dtype_from_name(dtype_name);
-    model::HybridModel net(cfg, host_backend(), dtype);
-    net.init(1234);
+    std::unique_ptr<model::HybridModel> model = bench::make_bench_model(cfg, host_backend(), dtype);
+    model::HybridModel& net = *model;
     Context ctx{&host_backend(), nullptr, dtype};
-    Philox rng(99);
+    const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(slots, prompt, cfg.vocab_size, 99);
     std::vector<int64_t> slot_ids;
-    std::vector<std::vector<int32_t>> prompts;
     std::vector<int32_t> flat;
     for (int64_t s = 0; s < slots; ++s) {
       slot_ids.push_back(s);
-      prompts.emplace_back();
-      for (int64_t t = 0; t < prompt; ++t) {
-        prompts.back().push_back(static_cast<int32_t>(rng.bits(static_cast<uint64_t>(s * prompt + t)) % cfg.vocab_size));
-        flat.push_back(prompts.back().back());
-      }
+      flat.insert(flat.end(), prompts[static_cast<size_t>(s)].begin(), prompts[static_cast<size_t>(s)].end());
     }
     model::DecodeState st = net.make_decode_state({slots, prompt + gen + 1, 16});
     // Warm-up: one short sequence in and out.

@@ -10,8 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backend/cpu/parallel.h"
-#include "core/rng.h"
-#include "model/hybrid_model.h"
+#include "bench_models.h"
 #include "train/adamw.h"
 #include "train/train_step.h"
 
@@ -30,14 +29,13 @@ int main(int argc, char** argv) {
   try {
     model::ModelConfig cfg = model::load_model_config(config);
     DType dtype = dtype_from_name(dtype_name);
-    model::HybridModel net(cfg, host_backend(), dtype);
-    net.init(1234);
+    std::unique_ptr<model::HybridModel> model = bench::make_bench_model(cfg, host_backend(), dtype);
+    model::HybridModel& net = *model;
     train::AdamW opt(net.params(), {});
     train::TrainStep step(net, opt, train::StepConfig{/*clip_grad=*/1.0, {}});
     train::MaskedCrossEntropy ce;
-    Philox rng(99);
-    std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
+    const std::vector<int32_t> ids = bench::random_tokens(B * T, cfg.vocab_size, 99);
+    std::vector<int32_t> labels(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
     model::Batch batch{Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
     int64_t iteration = 0;

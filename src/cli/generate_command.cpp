@@ -3,7 +3,9 @@
 // chat template, or a JSONL file of "prompt"/"messages" rows written back as completions with
 // their tokens and per-token log-probs. The model runs through CachedStepModel (a paged KV cache
 // and the Mamba states: each step computes only the new tokens), or with --recompute through
-// RecomputeStepModel (the exact reference: every step recomputes the whole sequence), on the CPU.
+// RecomputeStepModel (the exact reference: every step recomputes the whole sequence), on the GPU
+// (--device cuda, bf16 by default) or the CPU. The model loads through train::load_inference_model,
+// as eval and serve load theirs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -15,18 +17,19 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/parallel.h"
+#include "core/backend.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "data/chat_template.h"
 #include "data/jsonl.h"
 #include "data/tokenizer.h"
-#include "model/hf_checkpoint.h"
 #include "model/hybrid_model.h"
 #include "rl/engine/engine.h"
 #include "rl/engine/cached_step_model.h"
 #include "rl/engine/recompute_step_model.h"
-#include "train/checkpoint.h"
+#include "train/compute_device.h"
+#include "train/inference_model.h"
 
 namespace nemotron::cli {
 
@@ -36,7 +39,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct GenerateOptions {
-  std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "nano3", dtype = "float32";
+  std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "nano3", dtype = "auto",
+              device = "auto";
   bool enable_thinking = false, ignore_eos = false, recompute = false;
   double temperature = 1.0, top_p = 1.0;
   int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
@@ -45,39 +49,29 @@ struct GenerateOptions {
   std::vector<int32_t> stop_token_ids;
 };
 
-// The model and where its tokenizer.json should be: a Hugging Face directory (config.json) or a
-// native checkpoint (a tracker's parent, an iteration directory, a `convert import` output).
-struct LoadedModel {
-  std::unique_ptr<model::HybridModel> net;
-  std::string source, tokenizer_path;
-  std::vector<std::string> notes;
-};
-
-LoadedModel load_model(const GenerateOptions& o, DType dt) {
-  LoadedModel m;
-  if (!fs::exists(o.checkpoint)) throw InputError(fmt::format("--checkpoint {}: no such directory", o.checkpoint));
-  std::optional<model::HfCheckpoint> ck;
-  if (fs::exists(fs::path(o.checkpoint) / "config.json")) {
-    ck = model::HfCheckpoint::open(o.checkpoint);
-    m.source = o.checkpoint;
-    m.tokenizer_path = (fs::path(o.checkpoint) / "tokenizer.json").string();
-  } else {
-    const std::string dir = train::resolve_checkpoint_dir(o.checkpoint, /*weights_only=*/true);
-    model::ModelConfig cfg = model::load_model_config(dir + "/config.yaml");
-    ck = model::HfCheckpoint::open_weights(dir, cfg, "config.yaml");
-    m.source = dir;
-    m.tokenizer_path = (fs::path(dir) / "tokenizer" / "tokenizer.json").string();
+// The tokenizer: --tokenizer, else the one found beside the weights.
+std::string tokenizer_path(const GenerateOptions& o, const train::InferenceModel& m) {
+  if (!o.tokenizer.empty()) {
+    if (!fs::exists(o.tokenizer)) throw InputError(fmt::format("--tokenizer {}: no such file", o.tokenizer));
+    return o.tokenizer;
   }
-  m.net = std::make_unique<model::HybridModel>(ck->config(), host_backend(), dt);
-  ck->load_into(m.net->params());
-  m.notes = ck->notes();
-  for (const std::string& s : ck->skipped()) m.notes.push_back("not used: " + s);
-  if (!o.tokenizer.empty()) m.tokenizer_path = o.tokenizer;
-  if (!fs::exists(m.tokenizer_path))
-    throw InputError(fmt::format(
-        "{}: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's tokenizer/tokenizer.json)",
-        o.tokenizer.empty() ? m.tokenizer_path : o.tokenizer));
-  return m;
+  if (!m.tokenizer_path.empty()) return m.tokenizer_path;
+  const fs::path expected = m.kind == "hf" ? fs::path(m.source) / "tokenizer.json"
+                                           : fs::path(m.source) / "tokenizer" / "tokenizer.json";
+  throw InputError(fmt::format(
+      "{}: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's tokenizer/tokenizer.json)",
+      expected.string()));
+}
+
+// --dtype on the chosen device: "auto" is the device's default (bf16 on CUDA, float32 on the CPU).
+DType generate_dtype(const std::string& name, const train::ComputeDevice& dev) {
+  const bool cpu = dev.backend->device().is_cpu();
+  if (name == "auto") return dev.dtype;
+  if (name == "float32") return DType::f32;
+  if (name == "float64" && cpu) return DType::f64;
+  if (name == "bfloat16" && !cpu) return DType::bf16;
+  throw InputError(fmt::format("--dtype {}: not on {} (the CPU runs float32 or float64; CUDA float32 or bfloat16)",
+                               name, dev.backend->name()));
 }
 
 // The prompt text of a chat: the messages rendered by the template, then its generation prompt.
@@ -159,13 +153,18 @@ void run_generate(const GenerateOptions& o) {
     rows.push_back({o.prompt, false, {}});
   }
 
-  const DType dt = o.dtype == "float64" ? DType::f64 : DType::f32;
-  LoadedModel m = load_model(o, dt);
-  const data::Tokenizer tok = data::Tokenizer::load(m.tokenizer_path);
+  if (!fs::exists(o.checkpoint)) throw InputError(fmt::format("--checkpoint {}: no such directory", o.checkpoint));
+  train::ComputeDevice dev = train::open_inference_device(o.device, "--device");
+  const DType dt = generate_dtype(o.dtype, dev);
+  train::InferenceModel m = train::load_inference_model(o.checkpoint, *dev.backend, dt);
+  const data::Tokenizer tok = data::Tokenizer::load(tokenizer_path(o, m));
   const model::ModelConfig& cfg = m.net->config();
-  std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %d CPU threads (MTP heads, if any, unused)\n",
+  const std::string where_run = dev.backend->device().is_cpu()
+                                    ? fmt::format("on {} CPU threads", cpu::num_threads())
+                                    : fmt::format("on {}", dev.backend->name());
+  std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s %s (MTP heads, if any, unused)\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(m.net->params().numel()), dtype_name(dt), cpu::num_threads());
+              static_cast<long long>(m.net->params().numel()), dtype_name(dt), where_run.c_str());
   for (const std::string& n : m.notes) std::printf("note: %s\n", n.c_str());
 
   params.stop_token_ids = o.stop_token_ids;
@@ -176,10 +175,18 @@ void run_generate(const GenerateOptions& o) {
       if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) params.stop_token_ids.push_back(*end);
   }
 
-  const Context run_ctx{&host_backend(), nullptr, dt};
+  const Context run_ctx{dev.backend, nullptr, dt};
   std::unique_ptr<rl::StepModel> step;
   if (o.recompute) step = std::make_unique<rl::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
-  else step = std::make_unique<rl::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+  else {
+    auto cached = std::make_unique<rl::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+    std::printf("cache: %.1f MiB of KV blocks and Mamba states for %lld slots of up to %lld tokens (%.2f MiB per "
+                "full-length sequence)\n",
+                static_cast<double>(cached->state().bytes()) / (1 << 20), static_cast<long long>(o.max_slots),
+                static_cast<long long>(o.max_seq_len),
+                static_cast<double>(model::DecodeState::bytes_per_sequence(cfg, o.max_seq_len, dt)) / (1 << 20));
+    step = std::move(cached);
+  }
   rl::Engine engine(*step, &tok);
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where =
@@ -237,7 +244,8 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* c = app.add_subcommand(
       "generate",
-      "Generate text from a checkpoint (KV/SSM cache, continuous batching, on the CPU; MTP heads, if any, are ignored)");
+      "Generate text from a checkpoint (KV/SSM cache, continuous batching, on the GPU or the CPU; MTP heads, if any, "
+      "are ignored)");
   c->add_option("--checkpoint", o->checkpoint,
                 "A native checkpoint (directory with latest_checkpointed_iteration.txt, an iteration directory, a "
                 "`convert import` output) or a Hugging Face directory (config.json + safetensors)")
@@ -267,7 +275,13 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--max-seq-len", o->max_seq_len, "Prompt plus generated tokens at most")->capture_default_str();
   c->add_flag("--recompute", o->recompute,
               "Recompute every sequence from scratch at each step (the exact reference of the cached model; slow)");
-  c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  c->add_option("--device", o->device,
+                "auto (a GPU when this build has CUDA and one is visible, else the CPU), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  c->add_option("--dtype", o->dtype,
+                "Compute dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16 (CUDA), float64 (CPU)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16", "float64"}))
+      ->capture_default_str();
   c->callback([o] { run_generate(*o); });
 }
 

@@ -151,20 +151,27 @@ Tensor HybridModel::logits(Context& ctx, const Tensor& ids, const SequenceLayout
   return out;
 }
 
-Tensor HybridModel::head_logits(Context& ctx, const Tensor& x, const std::vector<int64_t>& rows, DType logits_dtype) {
-  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H, R = static_cast<int64_t>(rows.size());
-  const DType dt = store_.dtype();
-  // Gather the rows with device-side copies (no host round trip).
-  Tensor picked = ctx.empty({R, H}, dt);
-  const Tensor xf = x.view({N, H});
-  for (int64_t i = 0; i < R; ++i) {
-    const int64_t r = rows[static_cast<size_t>(i)];
-    NM_CHECK(r >= 0 && r < N, "head_logits: row {} outside [0, {})", r, N);
-    Tensor dst = picked.slice(i, i + 1);
-    dst.copy_from(xf.slice(r, r + 1));
+// Rows of xf [N, H] by index, one gather on the device (the embedding op with row ids).
+Tensor HybridModel::gather_rows(Context& ctx, const Tensor& xf, const std::vector<int64_t>& rows) {
+  const int64_t N = xf.dim(0), H = xf.dim(1), R = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> ids(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    NM_CHECK(rows[i] >= 0 && rows[i] < N, "gather_rows: row {} outside [0, {})", rows[i], N);
+    ids[i] = static_cast<int32_t>(rows[i]);
   }
+  Tensor ids_t = Tensor::from_vector<int32_t>({R}, ids);
+  if (!ctx.backend->device().is_cpu()) ids_t = ids_t.to(*ctx.backend);
+  Tensor out = ctx.empty({R, H}, xf.dtype());
+  ops::embedding_forward(ctx, ids_t, xf, out);
+  return out;
+}
+
+// The final norm and the LM head on x [R, H]: logits [R, V] in logits_dtype.
+Tensor HybridModel::head_on_rows(Context& ctx, const Tensor& x, DType logits_dtype) {
+  const int64_t V = cfg_.vocab_size, R = x.dim(0), H = x.dim(1);
+  const DType dt = store_.dtype();
   Tensor h = ctx.empty({R, H}, dt), rstd = ctx.empty({R}, stat_dtype(dt));
-  ops::rmsnorm_forward(ctx, picked, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
+  ops::rmsnorm_forward(ctx, x, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
   Tensor logits = (dt == logits_dtype) ? Tensor::empty({R, V}, dt, *ctx.backend) : ctx.empty({R, V}, dt);
   ops::linear_forward(ctx, h, head_weight().value, logits);
   if (dt != logits_dtype) {
@@ -173,6 +180,11 @@ Tensor HybridModel::head_logits(Context& ctx, const Tensor& x, const std::vector
     logits = cast;
   }
   return logits;
+}
+
+Tensor HybridModel::head_logits(Context& ctx, const Tensor& x, const std::vector<int64_t>& rows, DType logits_dtype) {
+  const int64_t H = cfg_.hidden_size;
+  return head_on_rows(ctx, gather_rows(ctx, x.view({x.numel() / H, H}), rows), logits_dtype);
 }
 
 DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
@@ -223,14 +235,23 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
     }
     out = mixers_[i]->extend(ctx, h, state.layer(i), batch);
   }
-  if (out.defined()) {
-    Tensor sum = ctx.empty({1, N, H}, dt);
-    ops::add(ctx, x, out, sum);
-    x = sum;
+  // Each sequence's last row: x + out there. A decode step (one token each) has nothing to pick;
+  // otherwise one gather rather than a copy per sequence, which would be 2 S launches per step
+  // on a GPU.
+  Tensor xf = x.view({N, H}), of = out.defined() ? out.view({N, H}) : Tensor();
+  Tensor last_x = xf, last_out = of;
+  if (N != S) {
+    std::vector<int64_t> rows(static_cast<size_t>(S));
+    for (int64_t i = 0; i < S; ++i) rows[static_cast<size_t>(i)] = batch.cu[i + 1] - 1;
+    last_x = gather_rows(ctx, xf, rows);
+    if (of.defined()) last_out = gather_rows(ctx, of, rows);
   }
-  std::vector<int64_t> last_rows(static_cast<size_t>(S));
-  for (int64_t i = 0; i < S; ++i) last_rows[static_cast<size_t>(i)] = batch.cu[i + 1] - 1;
-  Tensor logits = head_logits(ctx, x, last_rows, logits_dtype);
+  if (of.defined()) {
+    Tensor sum = ctx.empty({S, H}, dt);
+    ops::add(ctx, last_x, last_out, sum);
+    last_x = sum;
+  }
+  Tensor logits = head_on_rows(ctx, last_x, logits_dtype);
   state.commit(batch);
   return logits;
 }

@@ -105,6 +105,8 @@ class HybridModel {
 
  private:
   Param& head_weight();
+  Tensor gather_rows(Context& ctx, const Tensor& xf, const std::vector<int64_t>& rows);
+  Tensor head_on_rows(Context& ctx, const Tensor& x, DType logits_dtype);
   bool recompute() const { return cfg_.recompute_granularity == "full"; }
 
   ModelConfig cfg_;

@@ -2,7 +2,10 @@
 // are built once per (shape, dtypes, alignment) key, since a training step repeats the same few
 // shapes and a heuristic query costs far more than the GEMM launch. Shapes that vary from step to
 // step (MoE expert token counts) reuse the algorithm found for the same power-of-two size bucket,
-// after cuBLASLt confirms that it supports the exact shape.
+// after cuBLASLt confirms that it supports the exact shape. Decoding with continuous batching
+// brings a new M for every batch size and every expert's token count: the cache keeps the most
+// recently used plans (an LRU, core/lru_cache.h), so a stream of new shapes evicts only cold ones
+// and the shapes of every step stay planned (clearing everything at the limit re-planned them all).
 #if NEMOTRON_CUDA
 #include "ops/matmul_cuda.h"
 
@@ -11,6 +14,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/lru_cache.h"
 
 namespace nemotron::ops {
 
@@ -152,21 +156,21 @@ void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, c
         a.batch > 1 ? a.stride_a : 0, a.batch > 1 ? a.stride_b : 0, a.batch > 1 ? a.stride_c : 0,
         alignment(a.a, a.batch, a.stride_a, ab_bytes), alignment(a.b, a.batch, a.stride_b, ab_bytes),
         alignment(a.c, a.batch, a.stride_c, c_bytes), a.bias ? alignment(a.bias, 1, 0, c_bytes) : 0u};
+  // Plans hold a few small cuBLASLt objects each (host memory only); the bucket map holds one
+  // algorithm per power-of-two bucket of (M, N, K).
   static std::mutex mu;
-  static std::unordered_map<Key, std::unique_ptr<Plan>, KeyHash> cache;
-  static std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> bucket_algo;
-  constexpr size_t kMaxPlans = 4096;  // varying shapes must not grow the cache without bound
+  static LruCache<Key, std::unique_ptr<Plan>, KeyHash> cache(4096);
+  static LruCache<Key, cublasLtMatmulAlgo_t, KeyHash> bucket_algo(1024);
   std::lock_guard<std::mutex> lock(mu);  // the bias pointer lives in the shared descriptor
-  auto it = cache.find(k);
-  if (it == cache.end()) {
-    if (cache.size() >= kMaxPlans) cache.clear();
+  std::unique_ptr<Plan>* found = cache.find(k);
+  if (!found) {
     const Key bucket = bucket_of(k);
-    auto known = bucket_algo.find(bucket);
-    auto plan = make_plan(k, workspace_bytes, known == bucket_algo.end() ? nullptr : &known->second);
-    if (known == bucket_algo.end()) bucket_algo.emplace(bucket, plan->algo);
-    it = cache.emplace(k, std::move(plan)).first;
+    const cublasLtMatmulAlgo_t* known = bucket_algo.find(bucket);
+    auto plan = make_plan(k, workspace_bytes, known);
+    if (!known) bucket_algo.insert(bucket, plan->algo);
+    found = &cache.insert(k, std::move(plan));
   }
-  Plan& p = *it->second;
+  Plan& p = **found;
   if (a.bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, a.bias);
   NM_CUBLAS_CHECK(cublasLtMatmul(lt, p.desc, &a.alpha, a.b, p.la, a.a, p.lb, &a.beta, a.c, p.lc, a.c, p.lc, &p.algo,
                                  workspace, workspace_bytes, stream));

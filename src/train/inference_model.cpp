@@ -7,42 +7,87 @@
 #include "core/error.h"
 #include "model/hf_checkpoint.h"
 #include "train/checkpoint.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace nemotron::train {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+bool has_weights(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(fs::path(dir) / "model.safetensors", ec) ||
+         fs::exists(fs::path(dir) / "model.safetensors.index.json", ec);
+}
+
+}  // namespace
+
 InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype) {
   InferenceModel m;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such checkpoint directory", path));
+  std::optional<model::HfCheckpoint> ck;
   if (fs::exists(fs::path(path) / "config.json", ec)) {
-    const model::HfCheckpoint ck = model::HfCheckpoint::open(path);
-    m.net = std::make_unique<model::HybridModel>(ck.config(), backend, dtype);
-    ck.load_into(m.net->params());
+    ck = model::HfCheckpoint::open(path);
     m.source = fs::absolute(path).lexically_normal().string();
     m.kind = "hf";
     if (fs::exists(fs::path(path) / "tokenizer.json", ec)) m.tokenizer_path = (fs::path(path) / "tokenizer.json").string();
-  } else if (has_checkpoint(path)) {
-    const std::string dir = resolve_checkpoint_dir(path);
+  } else if (has_checkpoint(path) || has_weights(path)) {
+    // A tracker's save directory, an iteration directory, or weights alone (`convert import`).
+    const std::string dir = resolve_checkpoint_dir(path, /*weights_only=*/true);
     const fs::path config = fs::path(dir) / "config.yaml";
     if (!fs::exists(config, ec))
       throw InputError(fmt::format("{}: no config.yaml beside the weights: the model's shape is unknown", dir));
-    m.net = std::make_unique<model::HybridModel>(model::load_model_config(config.string()), backend, dtype);
-    load_checkpoint_weights(dir, m.net->params());
+    // The weights by their Hub names (what save_checkpoint and `convert import` write), checked
+    // against config.yaml; MTP heads and other tensors the model does not hold are noted, not fatal.
+    ck = model::HfCheckpoint::open_weights(dir, model::load_model_config(config.string()), config.string());
     m.source = fs::absolute(dir).lexically_normal().string();
     m.kind = "native";
-    m.iteration = read_train_state(dir).iteration;
+    if (fs::exists(fs::path(dir) / "train_state.json", ec)) m.iteration = read_train_state(dir).iteration;
     for (const fs::path& p : {fs::path(dir) / "tokenizer" / "tokenizer.json", fs::path(dir).parent_path() / "tokenizer" / "tokenizer.json"})
       if (m.tokenizer_path.empty() && fs::exists(p, ec)) m.tokenizer_path = p.string();
   } else {
-    throw InputError(fmt::format("{}: neither a native checkpoint (latest_checkpointed_iteration.txt or "
-                                 "train_state.json) nor a Hugging Face directory (config.json)",
+    throw InputError(fmt::format("{}: neither a native checkpoint (latest_checkpointed_iteration.txt, "
+                                 "train_state.json, or model.safetensors with config.yaml) nor a Hugging Face "
+                                 "directory (config.json)",
                                  path));
   }
+  m.net = std::make_unique<model::HybridModel>(ck->config(), backend, dtype);
+  ck->load_into(m.net->params());
+  m.notes = ck->notes();
+  for (const std::string& s : ck->skipped()) m.notes.push_back("not used: " + s);
   for (model::Param* p : m.net->params().all())
     if (p->requires_grad) m.net->params().set_requires_grad(*p, false);
   return m;
+}
+
+ComputeDevice open_inference_device(const std::string& device, const std::string& where) {
+  const bool cuda = device == "cuda" || (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 9 &&
+                                         device.find_first_not_of("0123456789", 5) == std::string::npos);
+  if (device != "auto" && device != "cpu" && !cuda)
+    throw InputError(fmt::format("{}: expected auto, cpu, cuda or cuda:N, got \"{}\"", where, device));
+  ComputeDevice d;
+#if NEMOTRON_CUDA
+  const int n = cuda::device_count();
+  if (device == "cpu" || (device == "auto" && n == 0)) return d;
+  const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+  if (index >= n)
+    throw InputError(fmt::format("{}: {} asked, but {} CUDA device(s) are visible{}", where, device, n,
+                                 n == 0 ? " (no GPU or no driver; use --device cpu)" : ""));
+  d.owned = std::make_unique<cuda::CudaBackend>(index);
+  d.backend = d.owned.get();
+  d.dtype = DType::bf16;
+  return d;
+#else
+  if (cuda)
+    throw InputError(fmt::format("{}: {} asked, but this nemotron was built without CUDA (configure with "
+                                 "-DNEMOTRON_CUDA=ON on a machine with nvcc)",
+                                 where, device));
+  return d;
+#endif
 }
 
 }  // namespace nemotron::train

@@ -1,13 +1,16 @@
-// A model to run, not train: from a native checkpoint (a save directory with its tracker, or an
-// iter_XXXXXXX directory; the model is its config.yaml's model: section) or a Hugging Face
-// directory (config.json + safetensors), loaded onto the given backend in the given dtype with
-// every parameter frozen (no gradient, no master). Eval, generate and serve read models this way.
+// A model to run, not train: from a native checkpoint (a save directory with its tracker, an
+// iter_XXXXXXX directory, or a weights-only directory such as a `convert import` output; the
+// model is its config.yaml's model: section) or a Hugging Face directory (config.json +
+// safetensors), loaded onto the given backend in the given dtype with every parameter frozen (no
+// gradient, no master). Eval, generate and serve read models this way.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/backend.h"
 #include "model/hybrid_model.h"
+#include "train/compute_device.h"
 
 namespace nemotron::train {
 
@@ -15,12 +18,21 @@ struct InferenceModel {
   std::unique_ptr<model::HybridModel> net;
   std::string source;     // the directory the weights came from (the iteration directory, or the HF dir)
   std::string kind;       // "native" or "hf"
-  int64_t iteration = 0;  // native checkpoints: the iteration; HF: 0
-  // A tokenizer.json found beside the weights (the HF dir's, a checkpoint's tokenizer/), or "".
+  int64_t iteration = 0;  // native checkpoints with a train_state.json: the iteration; else 0
+  // A tokenizer.json found beside the weights (the HF dir's, a checkpoint's tokenizer/ or its
+  // save directory's tokenizer/), or "".
   std::string tokenizer_path;
+  // One line per thing worth telling the user: legacy names read, tensors not used (MTP heads).
+  std::vector<std::string> notes;
 };
 
 // InputError naming `path` when it is neither kind, or the weights do not fit the config.
 InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype);
+
+// The backend a model runs on, from a --device value: "cpu", "cuda", "cuda:N", or "auto" (the
+// first GPU when this build has CUDA and the machine shows one, else the CPU). The returned
+// dtype is the device's default for inference (bf16 on CUDA, float32 on the CPU). InputError
+// naming `where` for a value of another form, or a device this build or machine lacks.
+ComputeDevice open_inference_device(const std::string& device, const std::string& where);
 
 }  // namespace nemotron::train

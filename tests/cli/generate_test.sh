@@ -16,10 +16,10 @@ TOK=$HF/tokenizer.json
 expect_ok "hf prompt, greedy" '^generated 6 tokens for 1 prompts in [0-9.]+ s: [0-9.]+ tokens/s' \
   "$BIN" generate --checkpoint $HF --prompt "Hello world" --temperature 0 --max-new-tokens 6 --ignore-eos
 grep -Eq '^finish_reason: length, [0-9]+ prompt tokens, 6 generated$' "$TMP/out" || fail "hf prompt: $(cat "$TMP/out")"
-greedy=$(cat "$TMP/out" | grep -v '^generated')
+greedy=$(grep -Ev '^(generated|cache:) ' "$TMP/out")  # timings; the cache's size follows --batch
 expect_ok "hf prompt, greedy again" '^finish_reason: length' \
   "$BIN" generate --checkpoint $HF --prompt "Hello world" --temperature 0 --max-new-tokens 6 --ignore-eos --batch 3
-[[ "$(grep -v '^generated' "$TMP/out")" == "$greedy" ]] || fail "greedy generation is not reproducible"
+[[ "$(grep -Ev '^(generated|cache:) ' "$TMP/out")" == "$greedy" ]] || fail "greedy generation is not reproducible"
 expect_ok "generate --help names MTP" 'MTP heads, if any, are ignored' "$BIN" generate --help
 
 # --- a native checkpoint from two pretraining steps ----------------------------------------------
@@ -115,6 +115,11 @@ expect_error "max-new-tokens 0" "--max-new-tokens: expected a positive integer, 
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --max-new-tokens 0
 expect_error "top-p 0" "sampling flags: top_p: expected a number in (0, 1], got 0" \
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --top-p 0
+expect_error "unknown device" '--device: expected auto, cpu, cuda or cuda:N, got "tpu"' \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --device tpu
+expect_error "bf16 on the CPU" \
+  "--dtype bfloat16: not on cpu (the CPU runs float32 or float64; CUDA float32 or bfloat16)" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --device cpu --dtype bfloat16
 [[ -e "$TMP/e.jsonl" ]] && fail "an output was written for bad input"
 
 finish "generate checks"

@@ -1,5 +1,10 @@
 #include "rl/engine/cached_step_model.h"
 
+#include <algorithm>
+
+#include "backend/cpu/parallel.h"
+#include "core/dtype.h"
+
 namespace nemotron::rl {
 
 CachedStepModel::CachedStepModel(model::HybridModel& model, Context ctx, int64_t max_slots, int64_t max_seq_len,
@@ -8,10 +13,24 @@ CachedStepModel::CachedStepModel(model::HybridModel& model, Context ctx, int64_t
 
 std::vector<float> CachedStepModel::extend(const std::vector<int64_t>& slots,
                                            const std::vector<std::vector<int32_t>>& tokens) {
-  const Tensor logits = model_.extend(ctx_, state_, slots, tokens);  // [S, V] float32 on the device
+  // A bf16 model's head writes bf16 logits: they come to the host as they are (half the bytes of
+  // a float32 copy: [S, V] is 64 MiB at S = 256, V = 131072) and widen there, exactly.
+  const DType head = model_.params().dtype();
+  const bool narrow = head == DType::bf16 && !ctx_.backend->device().is_cpu();
+  const Tensor logits = model_.extend(ctx_, state_, slots, tokens, narrow ? DType::bf16 : DType::f32);  // [S, V]
   const Tensor host = logits.device().is_cpu() ? logits : logits.to(host_backend());
-  const float* p = host.data<float>();
-  return std::vector<float>(p, p + host.numel());
+  const int64_t n = host.numel();
+  if (!narrow) {
+    const float* p = host.data<float>();
+    return std::vector<float>(p, p + n);
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  const uint16_t* p = static_cast<const uint16_t*>(host.raw());
+  const int64_t rows = logits.dim(0), V = n / std::max<int64_t>(rows, 1);
+  cpu::parallel_for(rows, [&](int64_t r) {
+    for (int64_t v = r * V; v < (r + 1) * V; ++v) out[static_cast<size_t>(v)] = bf16_to_f32(p[v]);
+  }, cpu::grain_for(V));
+  return out;
 }
 
 }  // namespace nemotron::rl

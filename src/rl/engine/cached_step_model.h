@@ -5,6 +5,9 @@
 // max_seq_len (num_blocks = max_slots * ceil(max_seq_len / block_size)): a running sequence can
 // never run out of blocks, whatever it was admitted with, since the engine does not yet reserve a
 // sequence's growth; paging then still lets blocks go back the moment a sequence finishes.
+// On a GPU the weights, cache and states stay on the device: each step uploads the new tokens and
+// the batch's index tensors and brings back only the [S, V] logits of the slots' last tokens
+// (bf16 as the head wrote them, for a bf16 model; widened on the host), one sync per step.
 #pragma once
 #include <vector>
 
@@ -29,6 +32,7 @@ class CachedStepModel : public StepModel {
   void release(int64_t slot) override { state_.release(slot); }
 
   const model::DecodeState& state() const { return state_; }
+  model::DecodeState& state() { return state_; }  // for benchmarks driving HybridModel::extend directly
 
  private:
   model::HybridModel& model_;

@@ -1,0 +1,308 @@
+// Rollout throughput on one GPU (a benchmark, not a test): the generation engine as GRPO runs it
+// (rl::Engine over CachedStepModel: paged KV cache, Mamba conv/SSM state, continuous batching,
+// logits [S, V] to the host once per step, sampling there on all cores) for --batch prompts of
+// --prompt-len random tokens and --new-tokens generated each (EOS ignored: no stop tokens), on the
+// train-step benchmark's configs with random weights, bf16 by default. Prints prefill tokens/s,
+// generated tokens/s, per-step milliseconds, KV + SSM memory per sequence and peak GPU memory;
+// then, so one can judge whether decoding is launch-bound, the decode step's time against the
+// batch size (the model alone and with the logits copy) and one profiled step at the full batch
+// (time inside ops against wall time: the rest is launch gaps and host syncs). Appends one JSON
+// line to --results.
+// usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompt-len 128]
+//                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
+//                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
+//                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_op_profiler.h"
+#include "bench_models.h"
+#include "core/op_profiler.h"
+#include "core/version.h"
+#include "model/decode_state.h"
+#include "rl/engine/cached_step_model.h"
+#include "rl/engine/engine.h"
+
+using namespace nemotron;
+using bench::seconds_since;
+
+namespace {
+
+// The engine's model with each extend call timed (wall clock: the call ends with the logits on
+// the host, so the GPU work is done) and marked prefill when any slot appends more than one token.
+class TimedStepModel : public rl::StepModel {
+ public:
+  explicit TimedStepModel(rl::CachedStepModel& m) : m_(m) {}
+  int64_t vocab_size() const override { return m_.vocab_size(); }
+  int64_t max_slots() const override { return m_.max_slots(); }
+  int64_t max_seq_len() const override { return m_.max_seq_len(); }
+  bool can_admit(int64_t total_tokens) const override { return m_.can_admit(total_tokens); }
+  void release(int64_t slot) override { m_.release(slot); }
+  std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override {
+    bool prefill = false;
+    int64_t n = 0;
+    for (const auto& t : tokens) prefill |= t.size() > 1, n += static_cast<int64_t>(t.size());
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> out = m_.extend(slots, tokens);
+    (prefill ? prefill_s : decode_s).push_back(seconds_since(t0));
+    (prefill ? prefill_tokens : decode_tokens) += n;
+    return out;
+  }
+  std::vector<double> prefill_s, decode_s;
+  int64_t prefill_tokens = 0, decode_tokens = 0;
+
+ private:
+  rl::CachedStepModel& m_;
+};
+
+double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<int64_t> parse_sizes(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at < s.size()) {
+    size_t end = s.find(',', at);
+    if (end == std::string::npos) end = s.size();
+    if (end > at) out.push_back(std::stoll(s.substr(at, end - at)));
+    at = end + 1;
+  }
+  return out;
+}
+
+struct SweepPoint {
+  int64_t batch = 0;
+  double model_ms = 0, with_logits_ms = 0;  // median decode step: the model alone; plus logits to the host
+};
+
+// Decode steps of `b` sequences (after a prefill of `prompt` tokens each): the median of `steps`
+// steps of HybridModel::extend alone (synchronised) and of CachedStepModel::extend (the logits on
+// the host, as the engine gets them).
+SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t prompt, int64_t steps) {
+  const model::ModelConfig& cfg = net.config();
+  rl::CachedStepModel step(net, ctx, b, prompt + 2 * steps + 8);
+  std::vector<int64_t> slots;
+  for (int64_t s = 0; s < b; ++s) slots.push_back(s);
+  step.extend(slots, bench::random_prompts(b, prompt, cfg.vocab_size, 7));
+  const std::vector<std::vector<int32_t>> next(static_cast<size_t>(b), std::vector<int32_t>{1});
+  cudaStream_t stream = cuda::cuda_stream(ctx);
+  std::vector<double> model_s, full_s;
+  model::DecodeState& st = step.state();
+  for (int64_t i = 0; i < steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    net.extend(ctx, st, slots, next);
+    NM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    model_s.push_back(seconds_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    step.extend(slots, next);
+    full_s.push_back(seconds_since(t0));
+  }
+  return {b, 1e3 * median(model_s), 1e3 * median(full_s)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config = "bench/configs/hybrid_dense_125m.yaml", results = "bench/results/rollout.jsonl";
+  std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out;
+  int64_t B = 256, prompt = 128, new_tokens = 512, sweep_steps = 24;
+  double temperature = 1.0;
+  CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
+  app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
+  app.add_option("--batch", B, "prompts generated together (engine slots)")->check(CLI::PositiveNumber);
+  app.add_option("--prompt-len", prompt, "random prompt tokens per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--new-tokens", new_tokens, "tokens generated per prompt (EOS ignored)")->check(CLI::PositiveNumber);
+  app.add_option("--dtype", dtype_name, "bfloat16 or float32")->check(CLI::IsMember({"bfloat16", "float32"}));
+  app.add_option("--temperature", temperature, "sampling temperature (0 = greedy); top-p 1, top-k off");
+  app.add_option("--sweep", sweep, "batch sizes for the decode step-time sweep (comma-separated; empty: none)");
+  app.add_option("--sweep-steps", sweep_steps, "timed decode steps per sweep point")->check(CLI::PositiveNumber);
+  app.add_option("--results", results, "append one JSON line with the figures to this file (empty: none)");
+  app.add_option("--hf-config-out", hf_config_out, "also write the config as a Hugging Face config.json here");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const model::ModelConfig cfg = model::load_model_config(config);
+    if (!hf_config_out.empty()) std::ofstream(hf_config_out) << model::model_config_to_hf_json(cfg).dump(2) << "\n";
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "no CUDA device visible\n");
+      return 2;
+    }
+    const DType dt = dtype_name == "bfloat16" ? DType::bf16 : DType::f32;
+    cuda::CudaBackend gpu(0);
+    Context ctx{&gpu, nullptr, dt};
+    std::unique_ptr<model::HybridModel> model = bench::make_bench_model(cfg, gpu, dt);
+    model::HybridModel& net = *model;
+    const size_t weights_bytes = gpu.bytes_in_use();
+
+    // Warm-up: a few short sequences through the engine (allocator, cuBLASLt plans, kernels).
+    {
+      rl::CachedStepModel warm(net, ctx, 4, prompt + 16);
+      rl::Engine e(warm);
+      for (int i = 0; i < 4; ++i) {
+        rl::Request r;
+        r.prompt = bench::random_tokens(prompt, cfg.vocab_size, 5, static_cast<uint64_t>(i * prompt));
+        r.params.max_new_tokens = 8;
+        e.add(r);
+      }
+      e.run();
+    }
+
+    // The rollout: B requests, all admitted at once (B slots, each holding prompt + new tokens).
+    rl::CachedStepModel cached(net, ctx, B, prompt + new_tokens);
+    TimedStepModel timed(cached);
+    rl::Engine engine(timed);
+    const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(B, prompt, cfg.vocab_size, 99);
+    for (int64_t i = 0; i < B; ++i) {
+      rl::Request r;
+      r.prompt = prompts[static_cast<size_t>(i)];
+      r.params.temperature = temperature;
+      r.params.max_new_tokens = new_tokens;
+      r.params.seed = 1;
+      engine.add(r);
+    }
+    const std::vector<rl::Result> out = engine.run();
+    const rl::EngineStats& s = engine.stats();
+    int64_t generated = 0;
+    for (const rl::Result& r : out) generated += static_cast<int64_t>(r.tokens.size());
+    const double prefill_s = sum(timed.prefill_s), decode_model_s = sum(timed.decode_s);
+    const double decode_wall_s = s.seconds - prefill_s;  // decode steps with sampling and bookkeeping
+    const int64_t decode_steps = static_cast<int64_t>(timed.decode_s.size());
+    const double prefill_tok_s = static_cast<double>(timed.prefill_tokens) / prefill_s;
+    const double gen_tok_s = static_cast<double>(generated) / s.seconds;
+    const double decode_tok_s = static_cast<double>(timed.decode_tokens) / decode_wall_s;
+    const int64_t seq_len = prompt + new_tokens;
+    const double per_seq_bytes = static_cast<double>(model::DecodeState::bytes_per_sequence(cfg, seq_len, dt));
+    const double state_bytes = static_cast<double>(cached.state().bytes());
+    const double peak_gib = static_cast<double>(gpu.peak_bytes()) / (1ull << 30);
+
+    std::printf("device: %s | nemotron %s | config %s | %.1f M params | %s | weights %.2f GiB\n", gpu.name().c_str(),
+                NEMOTRON_VERSION, config.c_str(), static_cast<double>(net.params().numel()) / 1e6, dtype_name.c_str(),
+                static_cast<double>(weights_bytes) / (1ull << 30));
+    std::printf("rollout: %lld prompts x %lld tokens, %lld new tokens each (EOS ignored), temperature %g: %lld tokens "
+                "generated in %.2f s, %lld engine steps\n",
+                static_cast<long long>(B), static_cast<long long>(prompt), static_cast<long long>(new_tokens),
+                temperature, static_cast<long long>(generated), s.seconds, static_cast<long long>(s.steps));
+    std::printf("prefill: %.0f tokens/s (%lld tokens in %.1f ms, logits to the host included)\n", prefill_tok_s,
+                static_cast<long long>(timed.prefill_tokens), 1e3 * prefill_s);
+    std::printf("generated: %.0f tokens/s end to end (prefill included) | decode phase %.0f tokens/s\n", gen_tok_s,
+                decode_tok_s);
+    std::printf("decode step: %.2f ms median model step (extend + logits [%lld, %lld] to the host) | %.2f ms per step "
+                "with sampling and bookkeeping (mean of %lld)\n",
+                1e3 * median(timed.decode_s), static_cast<long long>(B), static_cast<long long>(cfg.vocab_size),
+                1e3 * decode_wall_s / static_cast<double>(std::max<int64_t>(decode_steps, 1)),
+                static_cast<long long>(decode_steps));
+    std::printf("memory: KV + SSM state %.2f MiB per sequence of %lld tokens (%.2f GiB for %lld slots as allocated, "
+                "KV blocks rounded) | peak GPU memory %.2f GiB\n",
+                per_seq_bytes / (1 << 20), static_cast<long long>(seq_len), state_bytes / (1ull << 30),
+                static_cast<long long>(B), peak_gib);
+
+    // Decode step time against the batch size: flat at small batches means launch- or
+    // latency-bound (CUDA graphs would help), growing with the batch means bandwidth/compute-bound.
+    nlohmann::json sweep_json = nlohmann::json::array();
+    const std::vector<int64_t> sizes = parse_sizes(sweep);
+    if (!sizes.empty()) {
+      std::printf("decode step vs batch (%lld-token prompts, median of %lld steps):\n", static_cast<long long>(prompt),
+                  static_cast<long long>(sweep_steps));
+      std::printf("  %6s %12s %16s %14s\n", "batch", "model ms", "+ logits ms", "tokens/s");
+      for (int64_t b : sizes) {
+        const SweepPoint p = sweep_point(net, ctx, b, prompt, sweep_steps);
+        std::printf("  %6lld %12.3f %16.3f %14.0f\n", static_cast<long long>(b), p.model_ms, p.with_logits_ms,
+                    static_cast<double>(b) / (p.with_logits_ms * 1e-3));
+        sweep_json.push_back({{"batch", b}, {"model_ms", p.model_ms}, {"with_logits_ms", p.with_logits_ms}});
+      }
+    }
+
+    // One decode step at the full batch with an event pair per op: the time inside ops against
+    // the step's wall time; the difference is launch gaps, host syncs (MoE token counts, one per
+    // MoE layer) and the per-step uploads of the batch's index tensors.
+    nlohmann::json profile_json;
+    {
+      rl::CachedStepModel step(net, ctx, B, prompt + 16);
+      std::vector<int64_t> slots;
+      for (int64_t i = 0; i < B; ++i) slots.push_back(i);
+      step.extend(slots, bench::random_prompts(B, prompt, cfg.vocab_size, 7));
+      model::DecodeState& st = step.state();
+      const std::vector<std::vector<int32_t>> next(static_cast<size_t>(B), std::vector<int32_t>{1});
+      cuda::CudaOpProfiler profiler;
+      ctx.profiler = &profiler;
+      cuda::OpPhaseTimes ph;
+      double wall_ms = 0;
+      for (int i = 0; i < 2; ++i) {  // the first fills the event pool
+        const auto t0 = std::chrono::steady_clock::now();
+        net.extend(ctx, st, slots, next);
+        NM_CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream(ctx)));
+        wall_ms = 1e3 * seconds_since(t0);
+        ph = profiler.collect();
+      }
+      ctx.profiler = nullptr;
+      int64_t calls = 0;
+      for (OpPhase p : all_op_phases()) calls += ph.calls_of(p);
+      std::printf("one profiled decode step at batch %lld: %.2f ms wall, %.2f ms inside %lld ops (%.0f%%); the rest "
+                  "is launch gaps and host syncs\n",
+                  static_cast<long long>(B), wall_ms, ph.total_ms(), static_cast<long long>(calls),
+                  100.0 * ph.total_ms() / wall_ms);
+      std::printf("  by phase:");
+      for (OpPhase p : all_op_phases())
+        if (ph.calls_of(p) > 0)
+          std::printf(" %s %.2f ms (%lld)", op_phase_name(p), ph.ms_of(p), static_cast<long long>(ph.calls_of(p)));
+      std::printf("\n");
+      profile_json = {{"wall_ms", wall_ms}, {"ops_ms", ph.total_ms()}, {"op_calls", calls}};
+    }
+
+    nlohmann::json rec = {{"config", config},
+                          {"device", gpu.name()},
+                          {"dtype", dtype_name},
+                          {"batch", B},
+                          {"prompt_len", prompt},
+                          {"new_tokens", new_tokens},
+                          {"temperature", temperature},
+                          {"params", net.params().numel()},
+                          {"generated_tokens", generated},
+                          {"seconds", s.seconds},
+                          {"prefill_tokens_per_s", prefill_tok_s},
+                          {"generated_tokens_per_s", gen_tok_s},
+                          {"decode_tokens_per_s", decode_tok_s},
+                          {"decode_step_ms_median", 1e3 * median(timed.decode_s)},
+                          {"decode_step_wall_ms_mean", 1e3 * decode_wall_s / static_cast<double>(std::max<int64_t>(decode_steps, 1))},
+                          {"decode_model_seconds", decode_model_s},
+                          {"state_bytes_per_sequence", per_seq_bytes},
+                          {"state_bytes_allocated", state_bytes},
+                          {"peak_gpu_gib", peak_gib},
+                          {"sweep", sweep_json},
+                          {"profiled_step", profile_json},
+                          {"version", NEMOTRON_VERSION},
+                          {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}};
+    char date[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    rec["date"] = date;
+    // The last line of output, for scripts (bench/run_rollout_comparison.sh).
+    std::printf("%s\n", nlohmann::json({{"nemotron_rollout", rec}}).dump().c_str());
+    if (!results.empty()) std::ofstream(results, std::ios::app) << rec.dump() << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
