@@ -285,6 +285,7 @@ void run_pipeline(const PipelineOptions& o) {
       std::printf("    --force: the previous run moved to %s\n", aside.c_str());
     }
     const std::string before = output_artifact(out_dir);
+    const bool was_done = rec && rec->status == "done";  // read now: the record is updated below
     {
       pipeline::StageRecord& r = state.upsert(s.name);
       r.status = "running", r.command = line, r.fingerprint = fp, r.result = "", r.finished_at = "";
@@ -315,7 +316,7 @@ void run_pipeline(const PipelineOptions& o) {
     const std::string after = output_artifact(out_dir);
     r.status = "done";
     r.outputs = after.empty() ? std::vector<std::string>{} : std::vector<std::string>{after};
-    r.result = s.kind == StageKind::kDataPrep && !o.force && rec && rec->status == "done" && before == after
+    r.result = s.kind == StageKind::kDataPrep && !o.force && was_done && before == after
                    ? "up to date"
                : progress.has_run ? "resumed"
                                   : "ran";
