@@ -83,6 +83,23 @@ TEST(PipelineRecipe, SelectsStagesByFromAndOnly) {
   EXPECT_THROW(select_stages(r, "prep", "eval"), InputError);
 }
 
+TEST(PipelineRecipe, TheShippedTinyRecipesListEveryStage) {
+  for (const char* family : {"super3", "nano3"}) {
+    const std::string path = std::string(NEMOTRON_SOURCE_DIR) + "/recipes/" + family + "/pipeline/tiny.yaml";
+    const PipelineRecipe r = read_pipeline_recipe(load_config_file(path), path);
+    std::vector<std::string> names;
+    for (const StageSpec& s : r.stages) names.push_back(s.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"data_prep_pretrain", "pretrain", "data_prep_sft", "sft", "data_prep_rl",
+                                               "rl", "eval"}))
+        << path;
+    EXPECT_EQ(r.run_dir, std::string("runs/") + family + "/tiny");
+    EXPECT_EQ(r.stages[5].kind, StageKind::kTrain);
+    EXPECT_EQ(r.stages[5].checkpoint_key, "checkpointing.checkpoint_dir");
+    EXPECT_EQ(r.stages[5].iterations_key, "grpo.max_num_steps");
+    EXPECT_EQ(r.stages[6].kind, StageKind::kEval);
+  }
+}
+
 const Fingerprint kFp{json{{"train", {{"train_iters", 300}}}}, {"data:v1"}};
 
 StageRecord record(const std::string& status, const Fingerprint& fp = kFp) {
