@@ -1,6 +1,8 @@
 #include "cli/app.h"
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -13,10 +15,9 @@ namespace {
 constexpr int kUsageErrorExitCode = 2;  // the exit code of every bad input (main.cc: InputError)
 }  // namespace
 
-int run(int argc, char** argv) {
-  CLI::App app{"nemotron: train Nemotron-family models end to end from one native binary"};
-  app.set_version_flag("--version", std::string("nemotron ") + NEMOTRON_VERSION);
-  app.require_subcommand(0, 1);
+namespace {
+
+void add_all_commands(CLI::App& app) {
   add_model_commands(app);
   add_data_prep_commands(app);
   add_pretrain_commands(app);
@@ -27,6 +28,30 @@ int run(int argc, char** argv) {
   add_artifacts_commands(app);
   add_report_command(app);
   add_generate_command(app);
+  add_pipeline_commands(app);
+}
+
+}  // namespace
+
+bool has_command(const std::vector<std::string>& words) {
+  CLI::App app;
+  add_all_commands(app);
+  const CLI::App* at = &app;
+  for (const std::string& w : words) {
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->check_name(w)) next = sub;
+    if (!next) return false;
+    at = next;
+  }
+  return true;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"nemotron: train Nemotron-family models end to end from one native binary"};
+  app.set_version_flag("--version", std::string("nemotron ") + NEMOTRON_VERSION);
+  app.require_subcommand(0, 1);
+  add_all_commands(app);
   // A usage error reads like every other bad input ("error: ..." on stderr) and exits 2, whatever
   // code CLI11 gives it (105-109 by kind); --help and --version print and exit 0.
   app.failure_message([](const CLI::App* root, const CLI::Error& e) {

@@ -32,5 +32,8 @@ void add_artifacts_commands(CLI::App& app);
 void add_report_command(CLI::App& app);
 // nemotron generate --checkpoint DIR --prompt TEXT | --chat TEXT | --input FILE --output FILE
 void add_generate_command(CLI::App& app);
+// nemotron super3|nano3 pipeline [-c tiny|PATH] [--force] [--from STAGE] [--only STAGE,...]
+// (pipeline_command.cpp): every stage in-process through run(), each one as if typed
+void add_pipeline_commands(CLI::App& app);
 
 }  // namespace nemotron::cli

@@ -8,11 +8,13 @@ namespace nemotron::eval {
 
 nlohmann::json results_json(const ModelResults& m, const nlohmann::json& config) {
   nlohmann::json results = nlohmann::json::object(), n = nlohmann::json::object(), times = nlohmann::json::object();
+  nlohmann::json higher = nlohmann::json::object();  // lm-eval's "higher_is_better": {task: {metric: bool}}
   for (const TaskResult& t : m.tasks) {
     nlohmann::json r = {{"alias", t.task}, {"type", task_type_name(t.type)}, {"num_fewshot", t.num_fewshot}};
     for (const MetricValue& v : t.metrics) {
       r[v.name + ",none"] = v.value;
       r[v.name + "_stderr,none"] = v.stderr_;
+      higher[t.task][v.name] = v.higher_is_better;
     }
     results[t.task] = r;
     n[t.task] = {{"original", t.items}, {"effective", t.items}};
@@ -20,7 +22,7 @@ nlohmann::json results_json(const ModelResults& m, const nlohmann::json& config)
   }
   return {{"results", results},           {"n-samples", n},
           {"model", {{"label", m.label}, {"path", m.path}, {"artifact", m.artifact}}},
-          {"task_seconds", times},        {"total_evaluation_time_seconds", m.seconds},
+          {"higher_is_better", higher},  {"task_seconds", times},        {"total_evaluation_time_seconds", m.seconds},
           {"config", config}};
 }
 

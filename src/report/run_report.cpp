@@ -211,6 +211,102 @@ void flatten(const json& v, const std::string& prefix, std::vector<std::pair<std
   }
 }
 
+std::string text_of(const json& o, const char* key) {
+  return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : "";
+}
+
+std::string joined(const json& list) {
+  std::string s;
+  if (list.is_array())
+    for (const json& x : list)
+      if (x.is_string()) s += (s.empty() ? "" : ", ") + x.get<std::string>();
+  return s;
+}
+
+// The artifacts of pipeline.json's "lineage" ({artifact, type, inputs}) as a layered graph: an
+// artifact's column is one past its deepest input's, so raw data sits left and scores right.
+std::string lineage_svg(const json& lineage) {
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<std::string>> inputs;
+  std::map<std::string, std::string> types;
+  for (const json& e : lineage) {
+    const std::string a = text_of(e, "artifact");
+    if (a.empty() || inputs.count(a)) continue;
+    names.push_back(a);
+    types[a] = text_of(e, "type");
+    auto& in = inputs[a];
+    if (e.contains("inputs") && e["inputs"].is_array())
+      for (const json& x : e["inputs"])
+        if (x.is_string()) in.push_back(x.get<std::string>());
+  }
+  for (const std::string& a : std::vector<std::string>(names))  // inputs outside the record: leaves
+    for (const std::string& i : inputs[a])
+      if (!inputs.count(i)) names.push_back(i), inputs[i] = {};
+  if (names.empty()) return "";
+  std::map<std::string, int> layer;
+  for (size_t pass = 0; pass <= names.size(); ++pass)  // longest path; a cycle stops at names.size()
+    for (const std::string& a : names) {
+      int l = 0;
+      for (const std::string& i : inputs[a]) l = std::max(l, layer[i] + 1);
+      layer[a] = l;
+    }
+  std::map<int, std::vector<std::string>> columns;
+  for (const std::string& a : names) columns[layer[a]].push_back(a);
+  constexpr int kColW = 250, kBoxW = 210, kRowH = 46, kBoxH = 34, kPad = 10;
+  size_t rows = 0;
+  for (const auto& [l, v] : columns) rows = std::max(rows, v.size());
+  std::map<std::string, std::pair<int, int>> at;  // top-left of each box
+  for (const auto& [l, v] : columns)
+    for (size_t r = 0; r < v.size(); ++r) at[v[r]] = {kPad + l * kColW, kPad + static_cast<int>(r) * kRowH};
+  const int w = kPad * 2 + static_cast<int>(columns.rbegin()->first) * kColW + kBoxW;
+  const int h = kPad * 2 + static_cast<int>(rows) * kRowH;
+  std::string svg = fmt::format(
+      "<svg class=\"lineage\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n"
+      "<title>artifact lineage</title>\n",
+      w, h);
+  for (const std::string& a : names)
+    for (const std::string& i : inputs[a])
+      svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n", at[i].first + kBoxW,
+                         at[i].second + kBoxH / 2, at[a].first, at[a].second + kBoxH / 2);
+  for (const std::string& a : names) {
+    const auto [x, y] = at[a];
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"4\" fill=\"#eef3fb\" stroke=\"#5878a8\"/>\n"
+        "<text x=\"{}\" y=\"{}\">{}</text>\n<text x=\"{}\" y=\"{}\" fill=\"#666\">{}</text>\n",
+        x, y, kBoxW, kBoxH, x + 6, y + 14, html_escape(a), x + 6, y + 28, html_escape(types[a]));
+  }
+  return svg + "</svg>\n";
+}
+
+// pipeline.json: the stages as the pipeline ran them, the artifacts' lineage, each stage's config.
+std::string pipeline_section(const RunData& run) {
+  std::string h = "<section id=\"pipeline\">\n<h2>pipeline</h2>\n";
+  if (!run.pipeline_warning.empty()) return h + fmt::format("<p class=\"warn\">{}</p>\n</section>\n", html_escape(run.pipeline_warning));
+  const json& p = run.pipeline;
+  h += fmt::format("<p class=\"meta\">recipe {}</p>\n", html_escape(text_of(p, "recipe")));
+  h += "<table class=\"pipeline\">\n<tr><th>stage</th><th>result</th><th>seconds</th><th>outputs</th><th>command</th></tr>\n";
+  for (const json& s : p["stages"]) {
+    std::string seconds = "-";
+    if (s.is_object() && s.contains("seconds") && s["seconds"].is_number())
+      seconds = fmt::format("{:.1f}", s["seconds"].get<double>());
+    std::string result = text_of(s, "result");
+    if (result.empty()) result = text_of(s, "status");
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
+                     html_escape(text_of(s, "name")), html_escape(result), seconds,
+                     html_escape(s.is_object() ? joined(s.value("outputs", json())) : ""), html_escape(text_of(s, "command")));
+  }
+  h += "</table>\n";
+  if (p.contains("lineage") && p["lineage"].is_array()) {
+    const std::string svg = lineage_svg(p["lineage"]);
+    if (!svg.empty()) h += "<h3>lineage</h3>\n<figure class=\"chart\">\n" + svg + "</figure>\n";
+  }
+  for (const json& s : p["stages"])
+    if (s.is_object() && s.contains("config") && !s["config"].is_null())
+      h += fmt::format("<details>\n<summary>{} config</summary>\n<pre>{}</pre>\n</details>\n",
+                       html_escape(text_of(s, "name")), html_escape(s["config"].dump(2)));
+  return h + "</section>\n";
+}
+
 constexpr const char* kStyle = R"(
 body { font-family: sans-serif; margin: 24px; color: #222; background: #fff; max-width: 1500px; }
 h1 { font-size: 22px; } h2 { font-size: 18px; border-bottom: 1px solid #ccc; padding-bottom: 4px; margin-top: 32px; }
@@ -267,7 +363,19 @@ RunData load_run(const std::string& run_dir) {
     }
     run.evals.push_back(std::move(e));
   }
-  if (run.stages.empty() && run.evals.empty())
+  if (fs::exists(root / "pipeline.json", ec)) {
+    std::string text;
+    if (!read_text(root / "pipeline.json", text)) {
+      run.pipeline_warning = "pipeline.json cannot be read";
+    } else {
+      json p = json::parse(text, nullptr, false);
+      if (p.is_discarded() || !p.is_object() || !p.contains("stages") || !p["stages"].is_array())
+        run.pipeline_warning = "pipeline.json is not a pipeline record (a JSON object with stages)";
+      else
+        run.pipeline = std::move(p);
+    }
+  }
+  if (run.stages.empty() && run.evals.empty() && run.pipeline.is_null() && run.pipeline_warning.empty())
     throw InputError(fmt::format(
         "{}: no training stage found (expected metrics.jsonl or checkpoints in it or in its subdirectories, as "
         "in runs/super3/tiny/pretrain) and no results.json",
@@ -288,6 +396,7 @@ std::string render_report(const RunData& run, const std::string& generated_at) {
                    html_escape(run.run_dir), html_escape(generated_at), run.stages.size(),
                    run.evals.empty() ? "" : fmt::format(" and {} results.json", run.evals.size()));
   if (!run.stages.empty()) h += summary_table(run);
+  if (!run.pipeline.is_null() || !run.pipeline_warning.empty()) h += pipeline_section(run);
   for (const StageRun& s : run.stages) {
     h += fmt::format("<section id=\"stage-{0}\">\n<h2>{0}</h2>\n<p class=\"meta\">{1}: {2} metrics record(s)</p>\n",
                      html_escape(s.name), html_escape(s.dir), s.records.size());

@@ -29,12 +29,17 @@ struct RunData {
   std::string run_dir;
   std::vector<StageRun> stages;
   std::vector<EvalResults> evals;
+  // RUN_DIR/pipeline.json when `nemotron <family> pipeline` wrote it (null otherwise): each
+  // stage's command, result, seconds, config and artifacts, and the lineage of those artifacts.
+  nlohmann::json pipeline;
+  std::string pipeline_warning;  // pipeline.json exists but cannot be read
 };
 
 // Reads the stages of `run_dir`: the directory itself when it holds a metrics.jsonl, and each
 // subdirectory holding a metrics.jsonl or checkpoints (known stages first: pretrain, sft, rl,
-// grpo, eval; then the others by name); results.json in it or one level down. InputError when
-// `run_dir` is not a directory or holds no stage and no results.json.
+// grpo, eval; then the others by name); results.json in it or one level down; pipeline.json in it.
+// InputError when `run_dir` is not a directory or holds no stage, no results.json and no
+// pipeline.json.
 RunData load_run(const std::string& run_dir);
 
 // The whole page; `generated_at` is shown as given (the caller's clock).

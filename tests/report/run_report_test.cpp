@@ -124,5 +124,35 @@ TEST(RunReport, no_stage_or_no_directory_is_an_input_error) {
   EXPECT_THROW(load_run((d.path / "file").string()), InputError);
 }
 
+TEST(RunReport, shows_the_pipeline_record_with_lineage_and_configs) {
+  TempDir d;
+  d.write("pretrain/metrics.jsonl", "{\"type\":\"train\",\"iteration\":1,\"lm_loss\":7.0}\n");
+  d.write("pipeline.json", R"({"recipe": "recipes/super3/pipeline/tiny.yaml", "stages": [
+    {"name": "data_prep_pretrain", "result": "up to date", "seconds": 0.4, "outputs": ["tiny-data:v1"],
+     "command": "nemotron super3 data prep pretrain -c tiny", "config": {"output_dir": "runs/<x>"}},
+    {"name": "pretrain", "result": "ran", "seconds": 41.25, "outputs": ["tiny-pretrain:v3"],
+     "command": "nemotron super3 pretrain -c tiny", "config": {"train": {"train_iters": 300}}}],
+    "lineage": [{"artifact": "tiny-pretrain:v3", "type": "model", "inputs": ["tiny-data:v1"]},
+                {"artifact": "tiny-data:v1", "type": "PretrainBlendsArtifact", "inputs": ["raw:v1"]}]})");
+  const RunData run = load_run(d.path.string());
+  ASSERT_TRUE(run.pipeline.is_object());
+  const std::string page = render_report(run, "now");
+  for (const char* want : {"<h2>pipeline</h2>", "<td>up to date</td>", "41.2", "tiny-pretrain:v3",
+                           "<title>artifact lineage</title>", ">raw:v1</text>", ">tiny-data:v1</text>",
+                           "data_prep_pretrain config", "runs/&lt;x&gt;", "&quot;train_iters&quot;: 300"})
+    EXPECT_NE(page.find(want), std::string::npos) << want;
+  // raw data left of the data left of the model: one column per depth
+  for (const char* want : {"<text x=\"16\" y=\"24\">raw:v1</text>", "<text x=\"266\" y=\"24\">tiny-data:v1</text>",
+                           "<text x=\"516\" y=\"24\">tiny-pretrain:v3</text>"})
+    EXPECT_NE(page.find(want), std::string::npos) << want;
+
+  TempDir only_record;  // a pipeline that has run nothing but data prep is still a report
+  only_record.write("pipeline.json", "{\"stages\": []}");
+  EXPECT_NO_THROW(load_run(only_record.path.string()));
+  only_record.write("pipeline.json", "[1, 2]");
+  const RunData bad = load_run(only_record.path.string());
+  EXPECT_NE(render_report(bad, "now").find("not a pipeline record"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace nemotron::report
