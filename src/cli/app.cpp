@@ -21,6 +21,7 @@ int run(int argc, char** argv) {
   add_data_prep_commands(app);
   add_pretrain_commands(app);
   add_sft_commands(app);
+  add_rl_commands(app);
   add_convert_commands(app);
   add_compare_command(app);
   add_eval_commands(app);
