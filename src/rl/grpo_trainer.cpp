@@ -162,7 +162,10 @@ std::string GrpoTrainer::save() {
 
 void GrpoTrainer::record(const json& rec) {
   if (metrics_.is_open()) metrics_.write(rec);
-  if (tensorboard_.is_open()) tensorboard_.add_scalars(rec.value("step", int64_t{0}), train::tensorboard_scalars(rec));
+  if (!tensorboard_.is_open()) return;
+  json scalars = rec;  // the step is the event's step, not a scalar of its own
+  scalars.erase("step");
+  tensorboard_.add_scalars(rec.value("step", int64_t{0}), train::tensorboard_scalars(scalars));
 }
 
 GrpoStepRecord GrpoTrainer::train_step() {

@@ -69,7 +69,7 @@ double RolloutBatch::accuracy() const {
   int64_t n = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i].response.empty() && rows[i].mask_sample) continue;  // over-long prompt, not generated
-    s += rows[i].reward * (finished[i] ? 1.0 : 0.0), ++n;
+    s += rows[i].reward >= 1.0 && finished[i] ? 1.0 : 0.0, ++n;
   }
   return n > 0 ? s / static_cast<double>(n) : 0;
 }

@@ -54,7 +54,9 @@ struct RolloutBatch {
   double engine_setup_seconds = 0;      // the KV/SSM cache's allocation: no weights are copied
   double reward_seconds = 0;
   double mean_reward() const;
-  double accuracy() const;  // mean of reward * is_end (NeMo RL's accuracy), over the generated rows
+  // Share of the generated rows with full reward (1) that ended properly: NeMo RL's accuracy,
+  // mean(reward * is_end), for 0/1 rewards; partial credit (a format reward) does not count.
+  double accuracy() const;
 };
 
 // Generates and scores `prompts` (each G times) with `net` as it is now.

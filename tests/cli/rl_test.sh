@@ -34,7 +34,8 @@ rl=("$BIN" super3 rl -c tiny policy.model_name=runs/tiny/sft
   data.train_jsonl_fpath=runs/tiny/data/rl/train.jsonl data.validation_jsonl_fpath=runs/tiny/data/rl/val.jsonl
   grpo.num_prompts_per_step=2 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=8
   policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
-  grpo.max_num_steps=4 grpo.val_period=2 grpo.max_val_samples=4 checkpointing.save_period=2)
+  grpo.max_num_steps=4 grpo.val_period=2 grpo.max_val_samples=4 checkpointing.save_period=2
+  policy.generation.top_k=)  # unfiltered sampling: the engine and the trainer then agree to rounding
 
 # --- dry run: the plan -------------------------------------------------------------------------
 expect_ok "dry run" '^engine memory \(fp32\): KV \+ SSM state .* per sequence at 96 tokens' "${rl[@]}" --dry-run
