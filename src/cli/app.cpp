@@ -22,6 +22,7 @@ void add_all_commands(CLI::App& app) {
   add_data_prep_commands(app);
   add_pretrain_commands(app);
   add_sft_commands(app);
+  add_rl_commands(app);
   add_convert_commands(app);
   add_compare_command(app);
   add_eval_commands(app);

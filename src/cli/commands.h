@@ -20,6 +20,8 @@ void add_data_prep_commands(CLI::App& app);
 void add_pretrain_commands(CLI::App& app);
 // nemotron <family> sft [-c NAME|PATH] [--dry-run] [key=value ...]
 void add_sft_commands(CLI::App& app);
+// nemotron <family> rl [-c NAME|PATH] [--dry-run] [key=value ...]
+void add_rl_commands(CLI::App& app);
 // nemotron convert import|export|roundtrip: Hugging Face checkpoints in and out
 void add_convert_commands(CLI::App& app);
 // nemotron compare --hf-model DIR --input-ids FILE [--dump OUT] [--grads] [--reference FILE]

@@ -53,7 +53,7 @@ std::vector<EnvResult> ArithmeticSkillEnvironment::score(std::span<const EnvRow>
     r.info["expected_answer"] = expected;
     r.info["extracted_answer"] = got ? nlohmann::json(std::to_string(*got)) : nlohmann::json(nullptr);
     r.info["format_ok"] = format_ok;
-    r.reward = got && *got == want && (format_ok || !require_final_line_) ? 1.0 : 0.0;
+    r.reward = got && *got == want && (format_ok || !require_final_line_) ? 1.0 : format_ok ? format_reward_ : 0.0;
   }
   return out;
 }

@@ -33,7 +33,13 @@ std::string row_expected_answer(const nlohmann::json& row) {
 std::unique_ptr<Environment> make_environment(const std::string& name, ConfigReader& options) {
   std::unique_ptr<Environment> env;
   if (name == "math") env = std::make_unique<MathEnvironment>();
-  else if (name == "arithmetic") env = std::make_unique<ArithmeticSkillEnvironment>(options.get_bool("require_final_line", true));
+  else if (name == "arithmetic") {
+    const bool final_line = options.get_bool("require_final_line", true);
+    const double format_reward = options.get_number("format_reward", 0.0);
+    if (!(format_reward >= 0 && format_reward < 1))
+      options.fail("format_reward", fmt::format("expected a number in [0, 1) (a right answer gets 1), got {}", format_reward));
+    env = std::make_unique<ArithmeticSkillEnvironment>(final_line, format_reward);
+  }
   else if (name == "nemo_gym") env = std::make_unique<NemoGymEnvironment>(options);
   else
     throw InputError(fmt::format("{}: {}: unknown environment \"{}\" (built in: {})", options.source(),

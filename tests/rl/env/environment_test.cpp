@@ -76,6 +76,12 @@ TEST(Environment, arithmetic_skill_wants_the_answer_line_the_sft_data_teaches) {
   // Without require_final_line the number alone counts.
   const auto loose = score("arithmetic", {row}, {"The answer is 42.\nBut maybe 43."}, {{"require_final_line", false}});
   EXPECT_EQ(loose[0].reward, 1.0);
+  // format_reward: partial credit for the taught format with a wrong number, nothing without it.
+  const auto shaped = score("arithmetic", {row, row, row}, {"The answer is 41.", "The answer is 42.", "It is 41."},
+                            {{"format_reward", 0.25}});
+  EXPECT_EQ(shaped[0].reward, 0.25);
+  EXPECT_EQ(shaped[1].reward, 1.0);
+  EXPECT_EQ(shaped[2].reward, 0.0);
   const auto negative = score("arithmetic", {{{"expected_answer", "-5"}}}, {"The answer is -5."});
   EXPECT_EQ(negative[0].reward, 1.0);
   const auto bad = score("arithmetic", {{{"expected_answer", "x"}}}, {"The answer is 5."});

@@ -1,0 +1,112 @@
+// `nemotron <family> rl [-c tiny|default|PATH] [--dry-run] [key=value ...]`: stage 2, GRPO
+// (rl/grpo_trainer.h) on the rows of `data prep rl`, from the SFT stage's checkpoint
+// (policy.model_name; found by default for the tiny recipe), in one process: the generation
+// engine reads the weights the optimizer writes, so there is no refit. A rerun with the same
+// checkpointing.checkpoint_dir resumes its newest checkpoint exactly (weights, moments, step,
+// data cursor). Bad input is one line naming the file and key, exit 2, before anything is written;
+// SIGTERM/SIGINT save at the next step boundary. Each save publishes a model artifact whose
+// inputs are the RL data and the starting checkpoint (lineage rl <- sft <- pretrain <- data).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/artifact_publish.h"
+#include "cli/artifact_refs.h"
+#include "cli/commands.h"
+#include "cli/recipe_paths.h"
+#include "cli/stop_signals.h"
+#include "cli/training_command.h"
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+#include "model/hybrid_model.h"
+#include "rl/grpo_trainer.h"
+#include "rl/rl_config.h"
+#include "train/checkpoint.h"
+#include "train/run_dir.h"
+
+namespace nemotron::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void require_path(const std::string& recipe, const std::string& key, const std::string& path, const std::string& hint) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: {}: {} does not exist; {}", recipe, key, path, hint));
+}
+
+int run_rl(const TrainingCommandOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string path = resolve_recipe(o.family, "rl", o.config);
+  const rl::RlConfig cfg = rl::load_rl_config(path, o.overrides, artifact_ref_resolver());
+  if (o.dry_run) {
+    std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    return 0;
+  }
+  const rl::CheckpointingSection& k = cfg.grpo.checkpointing;
+  const bool resumes = k.enabled && train::has_checkpoint(k.checkpoint_dir);
+  if (!resumes && !cfg.model_name.empty()) {
+    require_path(path, "policy.model_name", cfg.model_name,
+                 fmt::format("run the SFT stage first (`nemotron {} sft -c {}`) or point it at a checkpoint", o.family,
+                             o.config));
+    train::check_checkpoint_model(train::resolve_checkpoint_dir(cfg.model_name, true), cfg.model, path);
+  } else if (!resumes) {
+    std::printf("warning: policy.model_name is empty: GRPO on randomly initialised weights\n");
+  }
+  const std::string prep_hint = fmt::format("run `nemotron {} data prep rl -c {}` first", o.family, o.config);
+  require_path(path, "data.train_jsonl_fpath", cfg.data.train_jsonl_fpath, prep_hint);
+  if (!cfg.data.validation_jsonl_fpath.empty())
+    require_path(path, "data.validation_jsonl_fpath", cfg.data.validation_jsonl_fpath, prep_hint);
+  require_path(path, "policy.tokenizer.name", cfg.tokenizer_path,
+               fmt::format("run `nemotron {} data prep pretrain -c {}` first (it trains the tokenizer)", o.family,
+                           o.config));
+  const data::Tokenizer tok = data::Tokenizer::load(cfg.tokenizer_path);
+  const data::ChatFormat format = *data::chat_format_from_name(cfg.chat_template);
+  std::vector<rl::RlPrompt> train_rows = rl::load_rl_prompts(cfg.data.train_jsonl_fpath, tok, format);
+  std::vector<rl::RlPrompt> val_rows;
+  if (!cfg.data.validation_jsonl_fpath.empty())
+    val_rows = rl::load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, format);
+
+  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  net.init(cfg.grpo.grpo.seed);
+  net.params().create_masters();
+  rl::GrpoTrainerOptions opts;
+  opts.start = start;
+  opts.stop_requested = &StopSignals::requested;
+  if (k.enabled) {
+    std::vector<std::string> inputs{fs::path(cfg.data.train_jsonl_fpath).parent_path().string()};
+    if (!cfg.model_name.empty()) inputs.push_back(cfg.model_name);
+    const std::string save_dir = k.checkpoint_dir;
+    opts.on_saved = [save_dir, inputs](const std::string& dir, int64_t step, const std::string& yaml) {
+      publish_model_artifact(save_dir, dir, step, yaml, inputs);
+    };
+  }
+  rl::GrpoTrainer trainer(cfg, net, tok, std::move(train_rows), std::move(val_rows), opts);
+  trainer.restore();  // reads only
+  // checkpointing.checkpoint_dir belongs to one run at a time (train/run_dir.h), as for the other
+  // stages: a rerun resumes it (load = save), a live run holding it is refused.
+  train::CheckpointSection run_dir;
+  if (k.enabled) run_dir.save = run_dir.load = k.checkpoint_dir;
+  const train::RunDirState seen = train::check_run_dir(run_dir);
+  const train::RunDirLock lock = train::lock_run_dir(run_dir, seen, command_line(o));
+  for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
+  if (!k.enabled) std::printf("warning: checkpointing.enabled is false: this run saves no checkpoint\n");
+  const StopSignals signals;
+  const rl::GrpoRunResult res = trainer.run();
+  return res.stop_reason.empty() ? 0 : StopSignals::signal_number();
+}
+
+}  // namespace
+
+void add_rl_commands(CLI::App& app) {
+  add_training_command(app, "rl",
+                       "GRPO (stage 2) on `data prep rl` rows from the SFT checkpoint: generation and training on "
+                       "the same weights in one process (no refit), checkpoints, exact resume",
+                       run_rl);
+}
+
+}  // namespace nemotron::cli

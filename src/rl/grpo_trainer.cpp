@@ -1,0 +1,433 @@
+#include "rl/grpo_trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "model/model_info.h"
+#include "rl/grpo_advantages.h"
+#include "rl/grpo_batch.h"
+#include "train/checkpoint.h"
+#include "train/train_loop_config.h"
+
+namespace nemotron::rl {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Request ids of the sampling streams: step s (1-based) uses [s * kIdsPerStep, ...), validation
+// at step s the stream block below it with the top bit set, so no two rollouts share a stream.
+constexpr uint64_t kIdsPerStep = uint64_t{1} << 32;
+constexpr uint64_t kValidationBit = uint64_t{1} << 63;
+
+}  // namespace
+
+GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const data::Tokenizer& tok,
+                         std::vector<RlPrompt> train, std::vector<RlPrompt> val, GrpoTrainerOptions opts)
+    : cfg_(cfg),
+      net_(net),
+      tok_(tok),
+      train_(std::move(train)),
+      val_(std::move(val)),
+      opts_(std::move(opts)),
+      opt_(net.params(), train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps,
+                                            cfg.optimizer.weight_decay}),
+      step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}}),
+      loss_(cfg.grpo.loss_fn) {
+  NM_CHECK(!train_.empty(), "no training prompts");
+  order_ = epoch_order(0);
+}
+
+GrpoTrainer::~GrpoTrainer() = default;
+
+template <class... Args>
+void GrpoTrainer::print(fmt::format_string<Args...> f, Args&&... args) {
+  if (!opts_.log) return;
+  const std::string s = fmt::format(f, std::forward<Args>(args)...);
+  std::fputs(s.c_str(), opts_.log);
+  std::fflush(opts_.log);
+}
+
+std::vector<size_t> GrpoTrainer::epoch_order(int64_t epoch) const {
+  std::vector<size_t> order(train_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (!cfg_.data.shuffle) return order;
+  // Fisher-Yates on a counter-based stream of (grpo.seed, epoch): the order is a pure function of both.
+  const Philox rng(cfg_.grpo.grpo.seed, static_cast<uint64_t>(epoch) + 1);
+  for (size_t i = order.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(rng.uniform(i) * static_cast<double>(i));
+    std::swap(order[i - 1], order[std::min(j, i - 1)]);
+  }
+  return order;
+}
+
+json GrpoTrainer::cursor() const {
+  return {{"kind", "grpo_prompts"},
+          {"rows", train_.size()},
+          {"seed", cfg_.grpo.grpo.seed},
+          {"shuffle", cfg_.data.shuffle},
+          {"epoch", epoch_},
+          {"index", index_}};
+}
+
+std::vector<const RlPrompt*> GrpoTrainer::next_prompts() {
+  std::vector<const RlPrompt*> out;
+  const int64_t P = cfg_.grpo.grpo.num_prompts_per_step, N = static_cast<int64_t>(train_.size());
+  while (static_cast<int64_t>(out.size()) < P) {
+    if (index_ >= N) {  // the next epoch, in its own order (a batch may span two epochs)
+      ++epoch_, index_ = 0;
+      order_ = epoch_order(epoch_);
+    }
+    out.push_back(&train_[order_[static_cast<size_t>(index_++)]]);
+  }
+  return out;
+}
+
+void GrpoTrainer::restore() {
+  const CheckpointingSection& k = cfg_.grpo.checkpointing;
+  if (k.enabled && train::has_checkpoint(k.checkpoint_dir)) {
+    const std::string dir = train::resolve_checkpoint_dir(k.checkpoint_dir);
+    train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
+    train::load_checkpoint_weights(dir, net_.params());
+    const train::TrainState st = train::read_train_state(dir);
+    train::load_checkpoint_optimizer(dir, opt_, net_.params(), st.optimizer_steps);
+    const json c = st.data.value("train", json());
+    if (!c.is_object() || c.value("kind", "") != "grpo_prompts")
+      throw InputError(fmt::format("{}/train_state.json: data.train: not a GRPO data cursor (a checkpoint of another "
+                                   "stage in checkpointing.checkpoint_dir?)",
+                                   dir));
+    if (c.value("rows", int64_t{-1}) != static_cast<int64_t>(train_.size()) ||
+        c.value("seed", uint64_t{0}) != cfg_.grpo.grpo.seed || c.value("shuffle", !cfg_.data.shuffle) != cfg_.data.shuffle)
+      throw InputError(fmt::format(
+          "{}/train_state.json: data.train: the cursor is for {} rows, seed {}, shuffle {}; this run has {} rows, "
+          "seed {}, shuffle {} (another data set or grpo.seed: start a new checkpointing.checkpoint_dir)",
+          dir, c.value("rows", int64_t{-1}), c.value("seed", uint64_t{0}), c.value("shuffle", false), train_.size(),
+          cfg_.grpo.grpo.seed, cfg_.data.shuffle));
+    epoch_ = c.value("epoch", int64_t{0});
+    index_ = c.value("index", int64_t{0});
+    order_ = epoch_order(epoch_);
+    step_ = st.iteration;
+    resumed_from_ = dir;
+  } else if (!cfg_.model_name.empty()) {
+    const std::string dir = train::resolve_checkpoint_dir(cfg_.model_name, true);
+    train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
+    train::load_checkpoint_weights(dir, net_.params());
+  }
+  if (cfg_.grpo.loss_fn.reference_policy_kl_penalty > 0) {
+    // The frozen initial policy: the starting weights, also when resuming.
+    reference_ = std::make_unique<model::HybridModel>(cfg_.model, net_.params().backend(), net_.params().dtype());
+    if (cfg_.model_name.empty()) {
+      if (!resumed_from_.empty())
+        throw InputError(fmt::format("{}: loss_fn.reference_policy_kl_penalty > 0 needs policy.model_name (the "
+                                     "reference policy's weights) to resume",
+                                     cfg_.source));
+      // Not resumed: the reference is the policy as it starts.
+      reference_->init(0);
+      const auto& src = net_.params().all();
+      const auto& dst = reference_->params().all();
+      for (size_t i = 0; i < src.size(); ++i) dst[i]->value.copy_from(src[i]->value);
+    } else {
+      train::load_checkpoint_weights(train::resolve_checkpoint_dir(cfg_.model_name, true), reference_->params());
+    }
+  }
+}
+
+std::string GrpoTrainer::save() {
+  const auto t0 = std::chrono::steady_clock::now();
+  train::TrainState st;
+  st.iteration = step_;
+  st.consumed_train_samples = step_ * cfg_.grpo.grpo.num_prompts_per_step;
+  st.optimizer_steps = opt_.steps_taken();
+  st.data = {{"train", cursor()}};
+  st.rng = {{"seed", cfg_.grpo.grpo.seed},
+            {"generator", "philox4x32-10, counter-based: sampling streams keyed by (seed, step, row)"}};
+  st.last_lr = cfg_.optimizer.lr_at(opt_.steps_taken());
+  train::CheckpointContent c{&net_.params(), &opt_, st, train::config_to_yaml(cfg_.tree)};
+  const CheckpointingSection& k = cfg_.grpo.checkpointing;
+  const std::string dir = train::save_checkpoint(k.checkpoint_dir, c, k.keep_top_k);
+  print("  saved checkpoint at step {} to {} ({:.0f} ms)\n", step_, dir, 1e3 * seconds_since(t0));
+  if (opts_.on_saved) opts_.on_saved(dir, step_, c.config_yaml);
+  return dir;
+}
+
+void GrpoTrainer::record(const json& rec) {
+  if (metrics_.is_open()) metrics_.write(rec);
+  if (!tensorboard_.is_open()) return;
+  json scalars = rec;  // the step is the event's step, not a scalar of its own
+  scalars.erase("step");
+  tensorboard_.add_scalars(rec.value("step", int64_t{0}), train::tensorboard_scalars(scalars));
+}
+
+GrpoStepRecord GrpoTrainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const GrpoConfig& g = cfg_.grpo;
+  GrpoStepRecord r;
+  r.step = step_ + 1;
+  const std::vector<const RlPrompt*> prompts = next_prompts();
+
+  RolloutOptions ro;
+  ro.generations = g.grpo.num_generations_per_prompt;
+  ro.sampling.temperature = g.policy.generation.temperature;
+  ro.sampling.top_p = g.policy.generation.top_p;
+  ro.sampling.top_k = g.policy.generation.top_k.value_or(0);
+  ro.sampling.max_new_tokens = g.policy.generation.max_new_tokens;
+  ro.sampling.stop = g.policy.generation.stop_strings;
+  ro.sampling.seed = g.grpo.seed;
+  ro.max_total_sequence_length = g.policy.max_total_sequence_length;
+  ro.max_slots = std::min<int64_t>(g.rollout_rows(), 64);
+  ro.first_request_id = static_cast<uint64_t>(r.step) * kIdsPerStep;
+  ro.progress_label = opts_.progress ? "rollouts" : nullptr;
+  const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
+  r.generation_seconds = rb.generation_seconds + rb.reward_seconds;
+  r.engine_setup_seconds = rb.engine_setup_seconds;
+  r.generated_tokens = rb.generated_tokens;
+  r.overlong_prompts = rb.overlong_prompts;
+  r.failed_rows = rb.failed;
+  r.reward_mean = rb.mean_reward();
+  r.accuracy = rb.accuracy();
+
+  // Advantages on the raw (optionally scaled/shaped) rewards, grouped by prompt tokens.
+  std::vector<double> rewards;
+  std::vector<std::vector<int32_t>> prompt_tokens;
+  std::vector<int64_t> lengths;
+  std::vector<bool> truncated;
+  for (const Rollout& x : rb.rows) {
+    rewards.push_back(x.reward);
+    prompt_tokens.push_back(x.prompt);
+    lengths.push_back(static_cast<int64_t>(x.response.size()));
+    truncated.push_back(x.truncated);
+  }
+  if (g.grpo.reward_scaling.enabled) scale_rewards(g.grpo.reward_scaling, rewards);
+  if (g.grpo.reward_shaping.enabled) shape_rewards(g.grpo.reward_shaping, rewards, lengths, truncated);
+  const std::vector<double> adv = grpo_advantages(rewards, group_by_prompt(prompt_tokens), g.grpo);
+
+  // Training tensors and the trainer's log-probs of the generated tokens (before the update).
+  const auto t_lp = std::chrono::steady_clock::now();
+  GrpoBatchOptions bo;
+  bo.micro_batch_size = g.policy.train_micro_batch_size;
+  bo.max_total_sequence_length = g.policy.max_total_sequence_length;
+  bo.overlong_filtering = g.grpo.overlong_filtering;
+  bo.pad_id = tok_.eos_token_id().value_or(0);
+  bo.mask_dtype = net_.params().dtype();
+  const int64_t per_update = g.policy.train_global_batch_size;
+  const int64_t updates = g.rollout_rows() / per_update;
+  Context& ctx = step_runner_.context();
+  r.lr = cfg_.optimizer.lr_at(opt_.steps_taken() + 1);
+  double loss_sum = 0, kl = 0, clip = 0, mult = 0, grad = 0;
+  for (int64_t u = 0; u < updates; ++u) {
+    const std::vector<Rollout> rows(rb.rows.begin() + u * per_update, rb.rows.begin() + (u + 1) * per_update);
+    const std::vector<double> a(adv.begin() + u * per_update, adv.begin() + (u + 1) * per_update);
+    GrpoBatchCounts counts;
+    std::vector<GrpoMicroBatch> micro = build_grpo_micro_batches(rows, a, bo, &counts);
+    r.masked_rows += counts.overlong + counts.filtered;
+    r.loss_tokens += counts.loss_tokens;
+    fill_policy_logprobs(ctx, net_, micro, false);
+    if (reference_) fill_policy_logprobs(ctx, *reference_, micro, true);
+    for (const GrpoMicroBatch& mb : micro) {
+      const std::vector<double> m = grpo_token_mask(mb.batch);
+      const size_t T = static_cast<size_t>(mb.batch.labels.dim(1));
+      for (size_t n = 0; n < m.size(); ++n)
+        if (m[n] > 0 && mb.data.sample_mask[n / T] > 0)
+          r.max_logprob_error =
+              std::max(r.max_logprob_error, std::fabs(mb.data.generation_logprobs[n] - mb.data.prev_logprobs[n]));
+    }
+    r.logprob_seconds += seconds_since(t_lp);
+    if (counts.loss_tokens == 0) {
+      print("  step {}: update {} of {} has no token to train on (every row masked): no optimizer step\n", r.step,
+            u + 1, updates);
+      continue;
+    }
+    const auto t_train = std::chrono::steady_clock::now();
+    loss_.set_data(loss_data_of(micro));
+    const train::StepResult s = step_runner_.run(batches_of(micro), loss_, cfg_.optimizer.lr_at(opt_.steps_taken() + 1), r.step);
+    r.train_seconds += seconds_since(t_train);
+    loss_sum += s.loss, grad = std::max(grad, s.grad_norm);
+    kl += s.metrics.count("kl_penalty") ? s.metrics.at("kl_penalty") : 0.0;
+    clip += s.metrics.at("clip_fraction_lower") + s.metrics.at("clip_fraction_upper");
+    mult += s.metrics.at("token_mult_prob_error");
+  }
+  const double n = static_cast<double>(updates);
+  r.loss = loss_sum / n, r.kl = kl / n, r.clip_fraction = clip / n, r.token_mult_prob_error = mult / n;
+  r.grad_norm = grad;
+  ++step_;
+  r.total_seconds = seconds_since(t0);
+  return r;
+}
+
+GrpoValRecord GrpoTrainer::validate() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const GrpoConfig& g = cfg_.grpo;
+  GrpoValRecord v;
+  v.step = step_;
+  std::vector<const RlPrompt*> prompts;
+  for (size_t i = 0; i < val_.size() && static_cast<int64_t>(i) < g.grpo.max_val_samples; ++i)
+    prompts.push_back(&val_[i]);
+  if (prompts.empty()) return v;
+  RolloutOptions ro;
+  ro.generations = 1;
+  ro.sampling.temperature = 0;  // greedy
+  ro.sampling.max_new_tokens = g.policy.generation.max_new_tokens;
+  ro.sampling.stop = g.policy.generation.stop_strings;
+  ro.sampling.seed = g.grpo.seed;
+  ro.max_total_sequence_length = g.policy.max_total_sequence_length;
+  ro.max_slots = std::min<int64_t>(g.grpo.val_batch_size, 64);
+  ro.first_request_id = kValidationBit | (static_cast<uint64_t>(step_) * kIdsPerStep);
+  ro.progress_label = opts_.progress ? "validation" : nullptr;
+  const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
+  v.samples = static_cast<int64_t>(prompts.size());
+  v.accuracy = rb.accuracy();
+  v.reward_mean = rb.mean_reward();
+  v.seconds = seconds_since(t0);
+  return v;
+}
+
+GrpoRunResult GrpoTrainer::run() {
+  GrpoRunResult res;
+  const GrpoConfig& g = cfg_.grpo;
+  const CheckpointingSection& k = g.checkpointing;
+  if (k.enabled) {
+    metrics_ = train::MetricsFile((fs::path(k.checkpoint_dir) / "metrics.jsonl").string(), step_ > 0);
+  }
+  const model::ModelConfig& m = net_.config();
+  print("rl {}: {} layers \"{}\", hidden {}, vocab {}, {} parameters ({})\n", cfg_.source, m.num_layers(),
+        m.hybrid_override_pattern, m.hidden_size, m.vocab_size,
+        model::human_count(static_cast<double>(net_.params().numel())), dtype_name(net_.params().dtype()));
+  if (!resumed_from_.empty())
+    print("resumed from {} at step {} (epoch {}, prompt {} of {})\n", resumed_from_, step_, epoch_, index_,
+          train_.size());
+  else
+    print("policy: {}\n", cfg_.model_name.empty() ? std::string("randomly initialised (policy.model_name unset)")
+                                                    : "weights of " + cfg_.model_name);
+  print("data: {} prompts ({}), {} validation prompts; environment \"{}\"\n", train_.size(),
+        cfg_.data.train_jsonl_fpath, val_.size(), cfg_.environment->name());
+  print("grpo: {} prompts x {} generations per step, {} steps, up to {} new tokens, sequences up to {} tokens; "
+        "AdamW lr {:.3g} (warmup {} from {:.3g}), clip {}, ratio clip [{}, {}], KL beta {}\n",
+        g.grpo.num_prompts_per_step, g.grpo.num_generations_per_prompt, g.grpo.max_num_steps,
+        g.policy.generation.max_new_tokens, g.policy.max_total_sequence_length, cfg_.optimizer.lr,
+        cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init, g.policy.max_grad_norm,
+        1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
+  print("refit: none (the engine reads the parameters the optimizer step writes, in place)\n");
+  if (metrics_.is_open()) print("metrics: {}\n", metrics_.path());
+  if (step_ >= g.grpo.max_num_steps) {
+    print("nothing to do: step {} already reaches grpo.max_num_steps {}\n", step_, g.grpo.max_num_steps);
+    res.final_step = step_;
+    return res;
+  }
+  if (k.enabled) tensorboard_ = io::TensorBoardWriter((fs::path(k.checkpoint_dir) / "tb_logs").string());
+
+  auto do_validate = [&] {
+    if (val_.empty()) return;
+    const GrpoValRecord v = validate();
+    res.validations.push_back(v);
+    record({{"type", "validation"}, {"step", v.step}, {"accuracy", v.accuracy}, {"reward", v.reward_mean},
+            {"samples", v.samples}, {"seconds", v.seconds}});
+    print("validation at step {}: accuracy {:.4f} (greedy, {} prompts), mean reward {:.4f}, {:.1f} s\n", v.step,
+          v.accuracy, v.samples, v.reward_mean, v.seconds);
+  };
+  int64_t last_saved = -1, last_validated = -1;
+  auto do_save = [&] {
+    res.last_checkpoint = save();
+    last_saved = step_;
+  };
+  if (g.grpo.val_at_start && step_ == 0) do_validate(), last_validated = 0;
+
+  const int64_t first = step_;
+  bool stopped = false;
+  const int64_t rows = static_cast<int64_t>(train_.size());
+  while (step_ < g.grpo.max_num_steps) {
+    // grpo.max_num_epochs: stop once the next batch would begin past the last epoch.
+    if (epoch_ + (index_ >= rows ? 1 : 0) >= g.grpo.max_num_epochs) {
+      print("stopping at step {}: grpo.max_num_epochs {} done\n", step_, g.grpo.max_num_epochs);
+      break;
+    }
+    const GrpoStepRecord r = train_step();
+    res.steps.push_back(r);
+    record({{"type", "train"},
+            {"step", r.step},
+            {"reward", r.reward_mean},
+            {"accuracy", r.accuracy},
+            {"loss", r.loss},
+            {"grad_norm", r.grad_norm},
+            {"lr", r.lr},
+            {"kl_penalty", r.kl},
+            {"clip_fraction", r.clip_fraction},
+            {"token_mult_prob_error", r.token_mult_prob_error},
+            {"max_logprob_error", r.max_logprob_error},
+            {"generation_seconds", r.generation_seconds},
+            {"logprob_seconds", r.logprob_seconds},
+            {"train_seconds", r.train_seconds},
+            {"step_seconds", r.total_seconds},
+            {"refit_seconds", r.refit_seconds},
+            {"engine_setup_seconds", r.engine_setup_seconds},
+            {"generated_tokens", r.generated_tokens},
+            {"generation_tokens_per_second", r.tokens_per_second()},
+            {"overlong_prompts", r.overlong_prompts},
+            {"masked_rows", r.masked_rows},
+            {"failed_rows", r.failed_rows}});
+    print("step {}/{} | reward {:.4f} | accuracy {:.4f} | loss {:.4e} | kl {:.4e} | clip fraction {:.4f} | "
+          "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s | "
+          "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s (engine "
+          "setup {:.3f} s){}\n",
+          r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction,
+          r.token_mult_prob_error, r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.logprob_seconds,
+          r.train_seconds, r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
+          r.overlong_prompts + r.masked_rows + r.failed_rows > 0
+              ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored", r.overlong_prompts,
+                            r.masked_rows, r.failed_rows)
+              : std::string());
+    if (step_ == first + 1) {
+      res.first_step_seconds = seconds_since(opts_.start);
+      print("time to first step: {:.2f} s from start (model, data, engine and one GRPO step)\n",
+            res.first_step_seconds);
+    }
+    if (g.grpo.val_period > 0 && step_ % g.grpo.val_period == 0) do_validate(), last_validated = step_;
+    if (k.enabled && step_ % k.save_period == 0) do_save();
+    const std::string why = opts_.stop_requested && step_ < g.grpo.max_num_steps ? opts_.stop_requested() : "";
+    if (!why.empty()) {
+      if (k.enabled && last_saved != step_) do_save();
+      res.stop_reason = why;
+      stopped = true;
+      print("{}: {}\n", why,
+            k.enabled ? fmt::format("saved step {} to {}; rerun the same command to resume", step_, res.last_checkpoint)
+                      : fmt::format("stopped at step {}; nothing saved (checkpointing.enabled is false)", step_));
+      break;
+    }
+    if (opts_.stop_after && opts_.stop_after(step_)) {
+      stopped = true;
+      break;
+    }
+  }
+  if (!stopped) {
+    if (g.grpo.val_period > 0 && last_validated != step_) do_validate();
+    if (k.enabled && last_saved != step_ && step_ > first) do_save();
+  }
+  res.final_step = step_;
+  if (!res.steps.empty()) {
+    const GrpoStepRecord &a = res.steps.front(), &b = res.steps.back();
+    double gen = 0, total = 0;
+    int64_t tokens = 0;
+    for (const GrpoStepRecord& s : res.steps) gen += s.generation_seconds, total += s.total_seconds, tokens += s.generated_tokens;
+    print("rl done: {} step(s) ({} -> {}) in {:.1f} s, {:.2f} s per step, {:.0f} generated tokens/s; reward {:.4f} "
+          "(step {}) -> {:.4f} (step {})\n",
+          res.steps.size(), first, step_, total, total / static_cast<double>(res.steps.size()),
+          gen > 0 ? static_cast<double>(tokens) / gen : 0.0, a.reward_mean, a.step, b.reward_mean, b.step);
+  }
+  if (res.validations.size() >= 2)
+    print("validation accuracy {:.4f} (step {}) -> {:.4f} (step {})\n", res.validations.front().accuracy,
+          res.validations.front().step, res.validations.back().accuracy, res.validations.back().step);
+  if (!res.last_checkpoint.empty()) print("checkpoint: {}\n", res.last_checkpoint);
+  record({{"type", "summary"}, {"step", step_}, {"steps", res.steps.size()}, {"checkpoint", res.last_checkpoint}});
+  return res;
+}
+
+}  // namespace nemotron::rl

@@ -1,0 +1,118 @@
+// GRPO in one process (reference/pipeline-and-rl.md §2.1): the policy's parameters are trained and
+// read by the generation engine in place, so a step has no refit. Per step: the next
+// num_prompts_per_step prompts of a seeded per-epoch shuffle, num_generations_per_prompt rollouts
+// each (rollout.h), rewards, GRPO advantages (grpo_advantages.h), micro-batches with the trainer's
+// log-probs of the generated tokens (grpo_batch.h; their gap to the engine's is logged as NeMo
+// RL's token_mult_prob_error), and optionally a frozen reference policy's for the KL penalty, then
+// ClippedPGLoss through the shared training step (train/train_step.h), one optimizer step per
+// train_global_batch_size rows. Validation (greedy, accuracy on the val rows) every val_period
+// steps; checkpoints every save_period steps in the trainer's Megatron layout
+// (<checkpoint_dir>/iter_XXXXXXX, train/checkpoint.h) holding the weights, AdamW moments, the step
+// and the data cursor; every sampling stream is keyed by (grpo.seed, step, row), so a resumed run
+// repeats an uninterrupted one bit for bit on the CPU.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "model/hybrid_model.h"
+#include "rl/grpo_loss.h"
+#include "rl/rl_config.h"
+#include "rl/rollout.h"
+#include "train/adamw.h"
+#include "train/metrics.h"
+#include "train/train_step.h"
+
+namespace nemotron::rl {
+
+struct GrpoStepRecord {
+  int64_t step = 0;
+  double reward_mean = 0, accuracy = 0;
+  double loss = 0, grad_norm = 0, lr = 0;
+  double kl = 0;                     // kl_penalty (KL / beta), 0 without a reference
+  double clip_fraction = 0;          // tokens whose ratio was clipped (below + above)
+  double token_mult_prob_error = 0;  // mean exp|gen_lp - train_lp| over trained tokens (1 = equal)
+  double max_logprob_error = 0;      // max |gen_lp - train_lp| over trained tokens
+  double generation_seconds = 0, logprob_seconds = 0, train_seconds = 0, total_seconds = 0;
+  // Weight transfer to the generator: 0, since the engine reads the tensors the optimizer step
+  // wrote (no copy, no conversion exists in the code path). What does take time before the first
+  // token is the engine's setup, the KV/SSM cache allocation, logged beside it.
+  double refit_seconds = 0;
+  double engine_setup_seconds = 0;
+  int64_t generated_tokens = 0, overlong_prompts = 0, masked_rows = 0, failed_rows = 0, loss_tokens = 0;
+  double tokens_per_second() const { return generation_seconds > 0 ? generated_tokens / generation_seconds : 0; }
+};
+
+struct GrpoValRecord {
+  int64_t step = 0;
+  double accuracy = 0, reward_mean = 0, seconds = 0;
+  int64_t samples = 0;
+};
+
+struct GrpoRunResult {
+  std::vector<GrpoStepRecord> steps;
+  std::vector<GrpoValRecord> validations;
+  std::string last_checkpoint;
+  int64_t final_step = 0;
+  std::string stop_reason;      // what stop_requested answered, when it stopped the run
+  double first_step_seconds = -1;  // from GrpoTrainerOptions::start to the end of this run's first step
+};
+
+struct GrpoTrainerOptions {
+  std::FILE* log = stdout;
+  bool progress = true;  // the rollout progress bar (stderr)
+  std::function<std::string()> stop_requested;  // non-empty: save and stop at the step boundary
+  std::function<bool(int64_t step)> stop_after;  // tests: true stops after that step (no extra save)
+  std::function<void(const std::string& dir, int64_t step, const std::string& config_yaml)> on_saved;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+class GrpoTrainer {
+ public:
+  // `net` must be initialised; restore() then loads the starting or resumed weights.
+  GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const data::Tokenizer& tok, std::vector<RlPrompt> train,
+              std::vector<RlPrompt> val, GrpoTrainerOptions opts = {});
+  ~GrpoTrainer();
+
+  // Resumes from checkpointing.checkpoint_dir when it holds a checkpoint (weights, moments, step,
+  // data cursor); otherwise loads policy.model_name's weights (when set). Builds the reference
+  // policy from policy.model_name when the KL penalty is on. Writes nothing.
+  void restore();
+  GrpoRunResult run();
+
+  GrpoStepRecord train_step();
+  GrpoValRecord validate();
+  int64_t step() const { return step_; }
+  const std::string& resumed_from() const { return resumed_from_; }
+  nlohmann::json cursor() const;
+
+ private:
+  std::vector<const RlPrompt*> next_prompts();
+  std::vector<size_t> epoch_order(int64_t epoch) const;
+  std::string save();
+  void record(const nlohmann::json& rec);
+  template <class... Args>
+  void print(fmt::format_string<Args...> f, Args&&... args);
+
+  const RlConfig& cfg_;
+  model::HybridModel& net_;
+  const data::Tokenizer& tok_;
+  std::vector<RlPrompt> train_, val_;
+  GrpoTrainerOptions opts_;
+  train::AdamW opt_;
+  train::TrainStep step_runner_;
+  ClippedPGLoss loss_;
+  std::unique_ptr<model::HybridModel> reference_;
+  train::MetricsFile metrics_;
+  io::TensorBoardWriter tensorboard_;
+  int64_t step_ = 0, epoch_ = 0, index_ = 0;  // steps done; data cursor: epoch and position in its order
+  std::vector<size_t> order_;
+  std::string resumed_from_;
+};
+
+}  // namespace nemotron::rl

@@ -1,0 +1,157 @@
+#include "rl/rl_config.h"
+
+#include <fmt/format.h>
+
+#include "core/config_tree.h"
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "model/decode_state.h"
+#include "model/model_info.h"
+#include "train/plan.h"
+#include "train/train_loop_config.h"
+
+namespace nemotron::rl {
+
+using nlohmann::json;
+
+double RlOptimizerSection::lr_at(int64_t step) const {
+  if (lr_warmup_iters <= 0 || step >= lr_warmup_iters) return lr;
+  return lr_warmup_init + (lr - lr_warmup_init) * static_cast<double>(step) / static_cast<double>(lr_warmup_iters);
+}
+
+namespace {
+
+void read_policy_extras(ConfigReader& root, RlConfig& c) {
+  ConfigReader& p = root.section("policy");
+  c.model_name = p.get_string("model_name", "");
+  ConfigReader& t = p.section("tokenizer");
+  c.tokenizer_path = t.get_string("name", "");
+  if (c.tokenizer_path.empty()) t.fail("name", "missing (the tokenizer.json the policy was trained with)");
+  c.chat_template = t.get_string("chat_template", c.chat_template);
+  if (!data::chat_format_from_name(c.chat_template))
+    t.fail("chat_template", fmt::format("unknown \"{}\" (expected one of {})", c.chat_template, data::kChatFormatNames));
+
+  ConfigReader& o = p.section("optimizer");
+  RlOptimizerSection& opt = c.optimizer;
+  opt.lr = o.get_number("lr", opt.lr);
+  if (!(opt.lr > 0)) o.fail("lr", fmt::format("expected a number > 0, got {}", opt.lr));
+  opt.weight_decay = o.get_number("weight_decay", opt.weight_decay);
+  if (!(opt.weight_decay >= 0)) o.fail("weight_decay", fmt::format("expected a number >= 0, got {}", opt.weight_decay));
+  const json& betas = o.get_raw("betas");
+  if (!betas.is_null()) {
+    if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number())
+      o.fail("betas", fmt::format("expected [beta1, beta2], got {}", describe_value(betas)));
+    opt.beta1 = betas[0].get<double>(), opt.beta2 = betas[1].get<double>();
+    if (!(opt.beta1 >= 0 && opt.beta1 < 1 && opt.beta2 >= 0 && opt.beta2 < 1))
+      o.fail("betas", fmt::format("expected numbers in [0, 1), got {}", describe_value(betas)));
+  }
+  opt.eps = o.get_number("eps", opt.eps);
+  if (!(opt.eps > 0)) o.fail("eps", fmt::format("expected a number > 0, got {}", opt.eps));
+  opt.lr_warmup_iters = o.get_nonnegative_int("lr_warmup_iters", opt.lr_warmup_iters);
+  opt.lr_warmup_init = o.get_number("lr_warmup_init", opt.lr_warmup_init);
+  if (!(opt.lr_warmup_init >= 0)) o.fail("lr_warmup_init", "expected a number >= 0");
+}
+
+void read_data(ConfigReader& root, RlConfig& c) {
+  ConfigReader& d = root.section("data");
+  c.data.train_jsonl_fpath = d.get_string("train_jsonl_fpath", "");
+  if (c.data.train_jsonl_fpath.empty())
+    d.fail("train_jsonl_fpath", "missing (the train.jsonl of `data prep rl`)");
+  c.data.validation_jsonl_fpath = d.get_string("validation_jsonl_fpath", "");
+  c.data.shuffle = d.get_bool("shuffle", c.data.shuffle);
+}
+
+void check_supported(ConfigReader& root, const RlConfig& c) {
+  // The trainer's log-probs come from the raw logits (temperature 1, nothing filtered); NeMo RL
+  // divides the training logits by the generation temperature. Sampling at another temperature
+  // (or filtered) is then a behaviour policy other than the trained one: allowed only with
+  // loss_fn.use_importance_sampling_correction, whose weight exp(train_lp - gen_lp) corrects for
+  // it; the gap shows in token_mult_prob_error.
+  const GenerationSection& g = c.grpo.policy.generation;
+  ConfigReader& gen = root.section("policy").section("generation");
+  const bool tempered = g.temperature != 1.0 || g.top_p != 1.0 || g.top_k.has_value();
+  if (tempered && !c.grpo.loss_fn.use_importance_sampling_correction)
+    gen.fail(g.temperature != 1.0 ? "temperature" : (g.top_k ? "top_k" : "top_p"),
+             "sampling other than temperature 1.0 without filtering needs "
+             "loss_fn.use_importance_sampling_correction: true (the trainer's log-probs are at temperature 1)");
+  if (c.device != "cpu")
+    root.fail("device", fmt::format("\"{}\": the GRPO loop runs on the CPU only yet (device: cpu)", c.device));
+}
+
+}  // namespace
+
+RlConfig read_rl_config(const json& tree, const std::string& source) {
+  RlConfig c;
+  c.source = source;
+  c.tree = tree;
+  ConfigReader root(c.tree, source);
+  root.ignore("run");
+  root.ignore("recipe");
+  if (!root.has("model")) root.fail("model", "missing (a recipe holds the policy's shape in its model: section)");
+  c.model = model::read_model_config(root.section("model"));
+  c.grpo = read_grpo_sections(root, c.tree);
+  read_policy_extras(root, c);
+  read_data(root, c);
+  c.device = root.get_string("device", c.device);
+  ConfigReader& e = root.section("env");
+  c.env_name = e.get_string("name", c.env_name);
+  c.environment = env::make_environment(c.env_name, e);  // checks env's other keys
+  check_supported(root, c);
+  root.check_unknown_keys();
+  model::validate(c.model, source, "model");
+  if (c.grpo.policy.max_total_sequence_length > c.model.max_position_embeddings)
+    root.section("policy").fail("max_total_sequence_length",
+                                fmt::format("{} exceeds model.max_position_embeddings {}",
+                                            c.grpo.policy.max_total_sequence_length, c.model.max_position_embeddings));
+  return c;
+}
+
+RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides, const RlTreeHook& resolve) {
+  json tree = load_config_file(path);
+  if (!tree.is_object() && !tree.is_null()) throw_config_error(path, "", "expected a mapping of sections");
+  apply_overrides(tree, overrides, path);
+  if (resolve) resolve(tree, path);
+  return read_rl_config(tree, path);
+}
+
+std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size_t overrides) {
+  const GrpoConfig& g = cfg.grpo;
+  const int64_t L = g.policy.max_total_sequence_length;
+  const model::ModelInfo info = model::model_info(cfg.model, L);
+  const int64_t per_seq = model::DecodeState::bytes_per_sequence(cfg.model, L, DType::f32);
+  const int64_t rows = g.rollout_rows();
+  const train::MemoryEstimate mem = train::estimate_memory(cfg.model, g.policy.train_micro_batch_size, L);
+  std::string s = fmt::format("# {} ({} override(s)), resolved:\n{}\n", recipe, overrides, train::config_to_yaml(cfg.tree));
+  s += fmt::format("model: {} layers \"{}\", hidden {}, vocab {}: {} parameters ({} active per token)\n",
+                   cfg.model.num_layers(), cfg.model.hybrid_override_pattern, cfg.model.hidden_size,
+                   cfg.model.vocab_size, model::human_count(static_cast<double>(info.total_params)),
+                   model::human_count(static_cast<double>(info.active_params)));
+  s += fmt::format("start: {}\n", cfg.model_name.empty() ? std::string("randomly initialised weights (policy.model_name unset)")
+                                                         : cfg.model_name);
+  s += fmt::format("data: {} (validation: {}), environment \"{}\"\n", cfg.data.train_jsonl_fpath,
+                   cfg.data.validation_jsonl_fpath.empty() ? "none" : cfg.data.validation_jsonl_fpath, cfg.env_name);
+  s += fmt::format(
+      "plan: {} steps x ({} prompts x {} generations = {} rollouts), up to {} new tokens each, sequences up to {} "
+      "tokens; {} optimizer step(s) per rollout batch (train_global_batch_size {}, micro {})\n",
+      g.grpo.max_num_steps, g.grpo.num_prompts_per_step, g.grpo.num_generations_per_prompt, rows,
+      g.policy.generation.max_new_tokens, L, rows / g.policy.train_global_batch_size, g.policy.train_global_batch_size,
+      g.policy.train_micro_batch_size);
+  s += fmt::format("validation: every {} step(s){}, up to {} prompts, greedy\n", g.grpo.val_period,
+                   g.grpo.val_at_start ? " and at start" : "", g.grpo.max_val_samples);
+  s += fmt::format("checkpoints: {} every {} step(s), keep {}\n",
+                   g.checkpointing.enabled ? g.checkpointing.checkpoint_dir : std::string("off"),
+                   g.checkpointing.save_period, g.checkpointing.keep_top_k);
+  s += fmt::format(
+      "engine memory (fp32): KV + SSM state {} per sequence at {} tokens; {} for the {} rollouts of a step at once\n",
+      train::human_bytes(static_cast<double>(per_seq)), L, train::human_bytes(static_cast<double>(per_seq * rows)), rows);
+  s += fmt::format("training memory (fp32, one micro-batch): {} (weights, gradients, Adam moments, activations); "
+                   "the engine reads the same weights: no second copy\n",
+                   train::human_bytes(mem.total()));
+  if (g.loss_fn.reference_policy_kl_penalty > 0)
+    s += fmt::format("reference policy: a frozen copy of the starting weights ({}) for the {} KL penalty, beta {}\n",
+                     train::human_bytes(mem.param_bytes), g.loss_fn.reference_policy_kl_type,
+                     g.loss_fn.reference_policy_kl_penalty);
+  return s;
+}
+
+}  // namespace nemotron::rl

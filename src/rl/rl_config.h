@@ -1,0 +1,73 @@
+// The RL stage's configuration (`nemotron <family> rl`; recipes/<family>/rl/*.yaml): NeMo RL's GRPO
+// sections with their key names (grpo:, loss_fn:, policy:, checkpointing:; rl/grpo_config.h), plus
+// what one native process needs besides them:
+//   model:                      the policy's shape (the SFT model's; checked against its checkpoint)
+//   policy.model_name           the checkpoint to start from (NeMo RL's key: there a Hugging Face
+//                               name; here a checkpoint directory, e.g. the SFT stage's save dir)
+//   policy.tokenizer.name       tokenizer.json; policy.tokenizer.chat_template: nano3 | nemotron-h | nano-v2
+//   policy.optimizer            AdamW: lr, weight_decay, betas [b1, b2], eps; lr_warmup_iters and
+//                               lr_warmup_init (Megatron's names: linear warmup, then constant, as
+//                               Nemotron's RL recipes schedule it)
+//   data.train_jsonl_fpath, data.validation_jsonl_fpath   NeMo Gym rows (`data prep rl` output);
+//                               data.shuffle (default true: a seeded shuffle per epoch)
+//   env.name                    the environment (rl/env/environment.h); its options beside it
+//   device                      cpu (the only one the GRPO loop runs on yet)
+// Unknown keys are errors naming the file and the dotted key.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "rl/env/environment.h"
+#include "rl/grpo_config.h"
+
+namespace nemotron::rl {
+
+struct RlOptimizerSection {  // policy.optimizer:
+  double lr = 5e-6;
+  double weight_decay = 0.01;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  int64_t lr_warmup_iters = 0;
+  double lr_warmup_init = 0.0;
+  // The rate of optimizer step `step` (1-based): linear from lr_warmup_init to lr over the warmup,
+  // then constant.
+  double lr_at(int64_t step) const;
+};
+
+struct RlDataSection {  // data:
+  std::string train_jsonl_fpath, validation_jsonl_fpath;
+  bool shuffle = true;
+};
+
+struct RlConfig {
+  std::string source;   // the recipe file (prefixes errors)
+  nlohmann::json tree;  // the resolved tree, saved as config.yaml
+  model::ModelConfig model;
+  GrpoConfig grpo;
+  std::string model_name;      // policy.model_name: the starting checkpoint
+  std::string tokenizer_path;  // policy.tokenizer.name
+  std::string chat_template = "nano3";
+  RlOptimizerSection optimizer;
+  RlDataSection data;
+  std::string env_name = "math";
+  std::shared_ptr<env::Environment> environment;  // built (and its options checked) on load
+  std::string device = "cpu";
+};
+
+// Reads and validates a resolved tree (run: and recipe: are ignored).
+RlConfig read_rl_config(const nlohmann::json& tree, const std::string& source);
+// Loads the YAML file, applies the dotted key=value overrides, runs `resolve` (cli's ${art:...}),
+// reads and validates.
+using RlTreeHook = std::function<void(nlohmann::json& tree, const std::string& source)>;
+RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides,
+                        const RlTreeHook& resolve = {});
+
+// What `rl --dry-run` prints: the resolved config, the model's size, the rollout plan, the
+// engine's KV + SSM state per sequence and in all at policy.max_total_sequence_length.
+std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size_t overrides);
+
+}  // namespace nemotron::rl

@@ -1,0 +1,249 @@
+// The GRPO loop (rl/grpo_trainer.h) on a tiny float32 model and the fixture tokenizer, with an
+// environment whose reward is a fixed function of the completion text: the engine's log-probs
+// equal the trainer's (fp32, CPU), a step raises the log-probability of the rewarded completions
+// relative to the others, over-long prompts are masked and counted, and a run stopped halfway and
+// resumed from its checkpoint ends with the same weights and step records, bit for bit, as one
+// that never stopped.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/config_tree.h"
+#include "rl/grpo_advantages.h"
+#include "rl/grpo_batch.h"
+#include "rl/grpo_trainer.h"
+#include "rl/rl_config.h"
+#include "rl/rollout.h"
+#include "test_util.h"
+
+namespace nemotron::rl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Reward 1 when the completion has an even number of bytes: a fixed, text-only function that
+// splits the random model's completions about evenly.
+class ParityEnvironment : public env::Environment {
+ public:
+  const char* name() const override { return "parity"; }
+  std::vector<env::EnvResult> score(std::span<const env::EnvRow> rows) override {
+    std::vector<env::EnvResult> out;
+    for (const env::EnvRow& r : rows) {
+      env::EnvResult e;
+      e.reward = r.completion.size() % 2 == 0 ? 1.0 : 0.0;
+      out.push_back(e);
+    }
+    return out;
+  }
+};
+
+std::string tokenizer_path() {
+  return (nemotron::testing::source_root() / "tests" / "fixtures" / "hf" / "dense" / "tokenizer.json").string();
+}
+
+// A train and a val file of plain questions; returns the folder.
+std::string write_data(const std::string& folder, int rows) {
+  std::string train, val;
+  for (int i = 0; i < rows; ++i) {
+    const std::string row = fmt::format(
+        R"({{"responses_create_params": {{"input": [{{"role": "user", "content": "What is {} + {}?"}}]}}, "expected_answer": "{}"}})",
+        i, 2 * i, 3 * i);
+    (i % 4 == 3 ? val : train) += row + "\n";
+  }
+  nemotron::testing::write_temp(folder, "train.jsonl", train);
+  return fs::path(nemotron::testing::write_temp(folder, "val.jsonl", val)).parent_path().string();
+}
+
+RlConfig make_config(const std::string& data_dir, const std::string& ckpt_dir, int64_t vocab,
+                     const std::vector<std::string>& overrides = {}) {
+  const std::string yaml = fmt::format(R"(
+model:
+  vocab_size: {}
+  hidden_size: 32
+  hybrid_override_pattern: "M*-"
+  max_position_embeddings: 256
+  num_attention_heads: 4
+  num_key_value_heads: 2
+  head_dim: 8
+  intermediate_size: 64
+  mamba_num_heads: 4
+  mamba_head_dim: 8
+  n_groups: 1
+  ssm_state_size: 8
+  conv_kernel: 4
+  chunk_size: 8
+grpo: {{num_prompts_per_step: 3, num_generations_per_prompt: 4, max_num_steps: 4, max_num_epochs: 10, val_period: 0, seed: 7}}
+loss_fn: {{reference_policy_kl_penalty: 0.0, ratio_clip_min: 0.2, ratio_clip_max: 0.28,
+          use_importance_sampling_correction: true}}
+policy:
+  tokenizer: {{name: {}, chat_template: nano3}}
+  max_total_sequence_length: 128
+  train_global_batch_size: 12
+  train_micro_batch_size: 4
+  optimizer: {{lr: 3.0e-3, weight_decay: 0.0}}
+  generation: {{max_new_tokens: 12}}
+data: {{train_jsonl_fpath: {}/train.jsonl, validation_jsonl_fpath: {}/val.jsonl}}
+env: {{name: math}}
+checkpointing: {{enabled: {}, checkpoint_dir: {}, save_period: 2, keep_top_k: 5}}
+)",
+                                       vocab, tokenizer_path(), data_dir, data_dir, !ckpt_dir.empty(),
+                                       ckpt_dir.empty() ? "unused" : ckpt_dir);
+  nlohmann::json tree = parse_yaml_text(yaml, "grpo_trainer_test.yaml");
+  apply_overrides(tree, overrides, "grpo_trainer_test.yaml");
+  RlConfig c = read_rl_config(tree, "grpo_trainer_test.yaml");
+  c.environment = std::make_shared<ParityEnvironment>();
+  return c;
+}
+
+struct Policy {  // a model, its config and its trainer
+  data::Tokenizer tok = data::Tokenizer::load(tokenizer_path());
+  RlConfig cfg;
+  model::HybridModel net;
+  std::unique_ptr<GrpoTrainer> trainer;
+  Policy(const std::string& data_dir, const std::string& ckpt_dir, const std::vector<std::string>& overrides = {},
+      GrpoTrainerOptions opts = {})
+      : cfg(make_config(data_dir, ckpt_dir, tok.vocab_size(), overrides)), net(cfg.model, host_backend(), DType::f32) {
+    net.init(11);
+    const data::ChatFormat f = data::ChatFormat::nano3;
+    opts.log = nullptr;
+    opts.progress = false;
+    trainer = std::make_unique<GrpoTrainer>(cfg, net, tok, load_rl_prompts(cfg.data.train_jsonl_fpath, tok, f),
+                                            load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, f), opts);
+    trainer->restore();
+  }
+};
+
+std::vector<float> weights(model::HybridModel& net) {
+  std::vector<float> w;
+  for (model::Param* p : net.params().all()) {
+    const std::vector<double> v = p->value.to_f64_vector();
+    w.insert(w.end(), v.begin(), v.end());
+  }
+  return w;
+}
+
+TEST(GrpoTrainer, engine_and_trainer_logprobs_agree_in_fp32) {
+  const std::string data = write_data("grpo_trainer_mismatch", 24);
+  fs::remove_all(fs::temp_directory_path() / "grpo_trainer_mismatch_ckpt");
+  Policy run(data, (fs::temp_directory_path() / "grpo_trainer_mismatch_ckpt").string());
+  const GrpoStepRecord r = run.trainer->train_step();
+  EXPECT_GT(r.generated_tokens, 0);
+  EXPECT_GT(r.loss_tokens, 0);
+  // NeMo RL's token_mult_prob_error: mean exp|gen_lp - train_lp|, 1 when they agree.
+  EXPECT_LT(std::fabs(r.token_mult_prob_error - 1.0), 1e-4);
+  EXPECT_LT(r.max_logprob_error, 1e-4);
+  EXPECT_EQ(r.refit_seconds, 0.0);
+  EXPECT_GT(r.grad_norm, 0.0);
+}
+
+TEST(GrpoTrainer, a_step_raises_the_logprob_of_rewarded_completions) {
+  const std::string data = write_data("grpo_trainer_direction", 24);
+  Policy run(data, "");
+  const RlConfig& cfg = run.cfg;
+  std::vector<RlPrompt> prompts = load_rl_prompts(cfg.data.train_jsonl_fpath, run.tok, data::ChatFormat::nano3);
+  std::vector<const RlPrompt*> batch{&prompts[0], &prompts[1], &prompts[2]};
+  RolloutOptions ro;
+  ro.generations = 4;
+  ro.sampling.max_new_tokens = 12;
+  ro.sampling.seed = 3;
+  const RolloutBatch rb = collect_rollouts(run.net, run.tok, *cfg.environment, batch, ro);
+  std::vector<double> rewards;
+  std::vector<std::vector<int32_t>> groups;
+  for (const Rollout& x : rb.rows) rewards.push_back(x.reward), groups.push_back(x.prompt);
+  const std::vector<double> adv = grpo_advantages(rewards, group_by_prompt(groups), true, true);
+  double spread = 0;
+  for (double a : adv) spread += std::fabs(a);
+  ASSERT_GT(spread, 0.0) << "every group got equal rewards: nothing to learn from";
+  GrpoBatchOptions bo;
+  bo.micro_batch_size = 4;
+  bo.max_total_sequence_length = 128;
+  std::vector<GrpoMicroBatch> micro = build_grpo_micro_batches(rb.rows, adv, bo);
+  Context ctx{&host_backend(), nullptr, DType::f32};
+  fill_policy_logprobs(ctx, run.net, micro, false);
+  // The surrogate sum_t A_t * logp_t over the trained tokens, before and after one update.
+  auto surrogate = [&] {
+    std::vector<GrpoMicroBatch> m = micro;
+    fill_policy_logprobs(ctx, run.net, m, false);
+    double s = 0;
+    for (const GrpoMicroBatch& mb : m) {
+      const std::vector<double> mask = grpo_token_mask(mb.batch);
+      for (size_t n = 0; n < mask.size(); ++n) s += mask[n] * mb.data.advantages[n] * mb.data.prev_logprobs[n];
+    }
+    return s;
+  };
+  const double before = surrogate();
+  ClippedPGLoss loss(cfg.grpo.loss_fn);
+  loss.set_data(loss_data_of(micro));
+  train::AdamW opt(run.net.params(), {0.9, 0.999, 1e-8, 0.0});
+  train::TrainStep step(run.net, opt, train::StepConfig{1.0, {}});
+  step.run(batches_of(micro), loss, 1e-3, 1);
+  const double after = surrogate();
+  EXPECT_GT(after, before);
+}
+
+TEST(GrpoTrainer, overlong_prompts_are_masked_and_counted) {
+  const std::string data = write_data("grpo_trainer_overlong", 24);
+  // The rendered prompts are ~40 tokens: a 30-token limit leaves no room for any response.
+  Policy run(data, "", {"policy.max_total_sequence_length=30"});
+  const GrpoStepRecord r = run.trainer->train_step();
+  EXPECT_EQ(r.overlong_prompts, 3);
+  EXPECT_EQ(r.generated_tokens, 0);
+  EXPECT_EQ(r.loss_tokens, 0);
+  EXPECT_EQ(r.masked_rows, 12);
+}
+
+TEST(GrpoTrainer, stopped_and_resumed_run_matches_an_uninterrupted_one_bit_for_bit) {
+  const std::string data = write_data("grpo_trainer_resume", 10);  // 8 train prompts: steps cross epochs
+  const fs::path tmp = fs::temp_directory_path();
+  fs::remove_all(tmp / "grpo_resume_a");
+  fs::remove_all(tmp / "grpo_resume_b");
+  Policy a(data, (tmp / "grpo_resume_a").string());
+  const GrpoRunResult ra = a.trainer->run();
+  ASSERT_EQ(ra.steps.size(), 4u);
+
+  GrpoTrainerOptions stop;
+  stop.stop_after = [](int64_t step) { return step == 2; };
+  GrpoRunResult rb1;
+  {
+    Policy b(data, (tmp / "grpo_resume_b").string(), {}, stop);
+    rb1 = b.trainer->run();
+  }
+  ASSERT_EQ(rb1.steps.size(), 2u);
+  Policy c(data, (tmp / "grpo_resume_b").string());
+  EXPECT_EQ(c.trainer->step(), 2);
+  EXPECT_FALSE(c.trainer->resumed_from().empty());
+  const GrpoRunResult rb2 = c.trainer->run();
+  ASSERT_EQ(rb2.steps.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const GrpoStepRecord &x = ra.steps[2 + i], &y = rb2.steps[i];
+    EXPECT_EQ(x.step, y.step);
+    EXPECT_EQ(x.reward_mean, y.reward_mean);
+    EXPECT_EQ(x.loss, y.loss);
+    EXPECT_EQ(x.grad_norm, y.grad_norm);
+    EXPECT_EQ(x.generated_tokens, y.generated_tokens);
+  }
+  EXPECT_EQ(a.trainer->cursor(), c.trainer->cursor());
+  const std::vector<float> wa = weights(a.net), wc = weights(c.net);
+  ASSERT_EQ(wa.size(), wc.size());
+  EXPECT_TRUE(wa == wc) << "final weights differ";
+  // Something was learned at all (the comparison is not between two untouched models).
+  Policy fresh(data, "");
+  EXPECT_FALSE(weights(fresh.net) == wa);
+}
+
+TEST(GrpoTrainer, resume_refuses_a_cursor_of_another_data_set) {
+  const std::string data = write_data("grpo_trainer_cursor", 10);
+  const fs::path dir = fs::temp_directory_path() / "grpo_cursor_ckpt";
+  fs::remove_all(dir);
+  {
+    Policy a(data, dir.string(), {"grpo.max_num_steps=1"});
+    a.trainer->run();
+  }
+  const std::string err = nemotron::testing::input_error([&] { Policy b(data, dir.string(), {"grpo.seed=8"}); });
+  EXPECT_NE(err.find("data.train"), std::string::npos) << err;
+  EXPECT_NE(err.find("seed 7"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace nemotron::rl
