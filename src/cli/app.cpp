@@ -27,6 +27,7 @@ int run(int argc, char** argv) {
   add_artifacts_commands(app);
   add_report_command(app);
   add_generate_command(app);
+  add_serve_command(app);
   // A usage error reads like every other bad input ("error: ..." on stderr) and exits 2, whatever
   // code CLI11 gives it (105-109 by kind); --help and --version print and exit 0.
   app.failure_message([](const CLI::App* root, const CLI::Error& e) {

@@ -32,5 +32,7 @@ void add_artifacts_commands(CLI::App& app);
 void add_report_command(CLI::App& app);
 // nemotron generate --checkpoint DIR --prompt TEXT | --chat TEXT | --input FILE --output FILE
 void add_generate_command(CLI::App& app);
+// nemotron serve --checkpoint DIR [--host H] [--port N]: OpenAI-compatible server (serve_command.cpp)
+void add_serve_command(CLI::App& app);
 
 }  // namespace nemotron::cli
