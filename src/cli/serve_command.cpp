@@ -59,7 +59,9 @@ int run_serve(const ServeOptions& o) {
                                  tok_path.empty() ? o.checkpoint : tok_path));
   const data::Tokenizer tok = data::Tokenizer::load(tok_path);
   const model::ModelConfig& cfg = m.net->config();
-  const int64_t max_len = o.max_seq_len > 0 ? o.max_seq_len : cfg.max_position_embeddings;
+  // The KV pool holds every slot's whole context (rl/engine/cached_step_model.h): the default
+  // keeps it to generate's 4096 tokens rather than a long-context model's full window.
+  const int64_t max_len = o.max_seq_len > 0 ? o.max_seq_len : std::min<int64_t>(4096, cfg.max_position_embeddings);
 
   serve::ServedModel served;
   served.name = o.served_model_name.empty() ? default_model_name(o.checkpoint) : o.served_model_name;
@@ -130,7 +132,7 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--chat-template", o->chat_template, "nano3, nemotron-h or nano-v2")->capture_default_str();
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len,
-                "Prompt plus generated tokens at most (default: the model's max_position_embeddings)");
+                "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
   c->callback([o] {
     if (int sig = run_serve(*o)) reraise(sig);  // after every destructor: the socket closed

@@ -162,6 +162,19 @@ ChatRequest parse_chat_request(const std::string& body) {
                         "messages");
   }
   r.messages = *m;
+  // Content given as parts (the newer form): the text parts joined by newlines, as vLLM does.
+  for (Json& msg : r.messages) {
+    auto it = msg.find("content");
+    if (it == msg.end() || !it->is_array()) continue;
+    std::string text;
+    for (const Json& part : *it) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        throw bad_request(fmt::format("'messages': only text content parts are supported, got {}", part.dump()),
+                          "messages");
+      text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
+    }
+    *it = text;
+  }
   if (const Json* t = field(j, "tools")) {
     if (!t->is_array()) wrong_type("tools", "an array", *t);
     r.tools = *t;

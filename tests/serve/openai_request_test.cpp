@@ -119,7 +119,12 @@ TEST(OpenAiRequest, ChatFieldsAndErrors) {
   EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})").enable_thinking)
       << "the template's default";
 
+  ChatRequest parts = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})");
+  EXPECT_EQ(parts.messages[0]["content"], "a\nb");
+
   const char* bad[][2] = {
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", "messages"},
       {R"({})", "messages"},
       {R"({"messages": []})", "messages"},
       {R"({"messages": "hi"})", "messages"},
