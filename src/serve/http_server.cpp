@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include <sys/socket.h>
+
 #include "core/error.h"
 #include "serve/job_builder.h"
 #include "serve/openai_request.h"
@@ -78,6 +80,13 @@ OpenAiServer::OpenAiServer(EngineWorker& worker, ServedModel model, ServerOption
       http_(std::make_unique<httplib::Server>()) {
   const int threads = options_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // httplib's default sets SO_REUSEPORT, with which a second server binds a port already served
+  // and the two split its connections: SO_REUSEADDR alone (a restart is not refused for the
+  // closed connections' TIME_WAIT) makes a port in use an error.
+  http_->set_socket_options([](socket_t sock) {  // httplib.h: int on POSIX
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   add_routes();
 }
 

@@ -12,6 +12,9 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$ROOT/tests/cli/serve_lib.sh"
 
+expect_error "no checkpoint" "/nonexistent: no such checkpoint directory" "$BIN" serve --checkpoint /nonexistent
+expect_error "bad port" "--port: expected 0..65535, got 70000" "$BIN" serve --checkpoint tests/fixtures/hf/dense --port 70000
+
 start_server --checkpoint tests/fixtures/hf/dense --served-model-name tiny --max-seq-len 256 --max-slots 4 || {
   finish "serve checks"
 }
@@ -32,6 +35,10 @@ check() {
     { fail "$name: $(tail -1 "$TMP/py"): $(head -c 600 "$TMP/body")"; return; }
   echo "ok: $name"
 }
+
+expect_error "a port in use" \
+  "--host 127.0.0.1 --port $PORT: cannot bind (address in use, or not an address of this machine)" \
+  "$BIN" serve --checkpoint tests/fixtures/hf/dense --port "$PORT"
 
 api GET /v1/health
 check "health" 200 'assert b == {"status": "ok"}'
