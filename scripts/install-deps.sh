@@ -3,7 +3,8 @@
 # when every package is already installed it touches nothing and returns at once. Runs apt as root,
 # through sudo when not root. --tests adds what only the tests use (scripts/test.sh passes it):
 # chromium and python3 render `nemotron report`'s page and check its screenshot
-# (tests/cli/report_browser_test.sh); building and running nemotron never needs them.
+# (tests/cli/report_browser_test.sh); nodejs and npm run the official `openai` npm client against
+# `nemotron serve` (tests/cli/serve_openai_js_test.sh); building and running nemotron never needs them.
 set -euo pipefail
 
 PACKAGES=(
@@ -11,7 +12,7 @@ PACKAGES=(
   libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )
-TEST_PACKAGES=(chromium python3)
+TEST_PACKAGES=(chromium python3 nodejs npm)
 
 case "${1:-}" in
   --tests) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
@@ -26,6 +27,8 @@ fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
+  # NodeSource's nodejs package bundles npm (and conflicts with Debian's): an npm on PATH will do.
+  [[ "$p" == npm ]] && command -v npm >/dev/null 2>&1 && continue
   if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
     missing+=("$p")
   fi
@@ -46,4 +49,4 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"

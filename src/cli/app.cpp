@@ -30,6 +30,7 @@ void add_all_commands(CLI::App& app) {
   add_report_command(app);
   add_generate_command(app);
   add_pipeline_commands(app);
+  add_serve_command(app);
 }
 
 }  // namespace

@@ -37,5 +37,7 @@ void add_generate_command(CLI::App& app);
 // nemotron super3|nano3 pipeline [-c tiny|PATH] [--force] [--from STAGE] [--only STAGE,...]
 // (pipeline_command.cpp): every stage in-process through run(), each one as if typed
 void add_pipeline_commands(CLI::App& app);
+// nemotron serve --checkpoint DIR [--host H] [--port N]: OpenAI-compatible server (serve_command.cpp)
+void add_serve_command(CLI::App& app);
 
 }  // namespace nemotron::cli

@@ -14,6 +14,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::stop_string: return "stop_string";
     case FinishReason::length: return "length";
     case FinishReason::max_seq_len: return "max_seq_len";
+    case FinishReason::cancelled: return "cancelled";
   }
   return "?";
 }
@@ -94,7 +95,7 @@ std::optional<FinishReason> Engine::check_finish(Sequence& s) {
   return std::nullopt;
 }
 
-std::vector<Result> Engine::run(const FinishCallback& on_finish) {
+std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks& hooks) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const double seconds_before = stats_.seconds;
@@ -112,11 +113,17 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish) {
     stats_.seconds = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
     if (on_finish) on_finish(s.result, stats_);
     done[s.position] = true;
-    results[s.position] = std::move(s.result);
+    if (hooks.keep_results) results[s.position] = std::move(s.result);
     slots[static_cast<size_t>(s.slot)].reset();
   };
 
-  while (!queue_.empty() || running > 0) {
+  while (true) {
+    if (hooks.before_step) {
+      hooks.before_step();
+      if (hooks.keep_results) results.resize(added_);  // requests added since the run began
+      done.resize(added_, false);
+    }
+    if (queue_.empty() && running == 0) break;
     // Admit queued requests into free slots, in order, while the model has memory for them. The
     // model allocates at the first extend, so requests admitted in this pass but not yet extended
     // are asked for together (`pending` tokens).
@@ -138,6 +145,7 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish) {
       s.slot = slot;
       s.params = r.params;
       s.result.id = *r.id;
+      s.result.tag = r.tag;
       s.result.prompt = std::move(r.prompt);
       queue_.pop_front();
       slots[static_cast<size_t>(slot)] = std::move(s);
@@ -183,8 +191,11 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish) {
       s.result.logprobs.push_back(t.logprob);
       s.result.raw_logprobs.push_back(t.raw_logprob);
       ++stats_.decode_tokens;
-      if (!s.params.stop.empty()) detokenize(s, false);
-      if (std::optional<FinishReason> why = check_finish(s)) finish(s, *why);
+      if (!s.params.stop.empty() || hooks.on_token) detokenize(s, false);
+      std::optional<FinishReason> why = check_finish(s);
+      const std::span<const float> row(logits.data() + i * static_cast<size_t>(V), static_cast<size_t>(V));
+      if (hooks.on_token && !hooks.on_token(s.result, row) && !why) why = FinishReason::cancelled;
+      if (why) finish(s, *why);
     }
   }
   added_ = 0;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,14 +24,16 @@ struct Request {
   // Keys the sampling stream with params.seed; unset: the engine numbers requests 0, 1, 2, ... in
   // the order they were added.
   std::optional<uint64_t> id;
+  uint64_t tag = 0;  // the caller's, copied to Result::tag (ids may repeat: requests keyed alike draw alike)
 };
 
-enum class FinishReason { stop_token, stop_string, length, max_seq_len };
-// "stop_token", "stop_string", "length" (max_new_tokens), "max_seq_len".
+enum class FinishReason { stop_token, stop_string, length, max_seq_len, cancelled };
+// "stop_token", "stop_string", "length" (max_new_tokens), "max_seq_len", "cancelled" (RunHooks::on_token).
 const char* finish_reason_name(FinishReason r);
 
 struct Result {
   uint64_t id = 0;
+  uint64_t tag = 0;  // Request::tag
   std::vector<int32_t> prompt;
   std::vector<int32_t> tokens;        // generated, the stop token included
   std::vector<float> logprobs;        // per token: SampledToken::logprob (GRPO's generation log-probs)
@@ -46,6 +49,22 @@ struct EngineStats {
   double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }  // generated
 };
 
+// For a caller that feeds a run while it goes and watches each token (the HTTP server, serve/):
+// requests added in before_step join the running batch at the next step (continuous batching
+// across arrivals), and on_token can stream and cancel.
+struct RunHooks {
+  // Called before each step; may add() requests.
+  std::function<void()> before_step;
+  // After each sampled token (the last one too, before on_finish), with the result so far (its
+  // text detokenized up to this token, a stop string cut) and the unmodified logits [V] the token
+  // was drawn from. Returning false cancels the request: it finishes at once with
+  // FinishReason::cancelled (unless this token finished it anyway) and frees its slot.
+  std::function<bool(const Result&, std::span<const float> logits)> on_token;
+  // false: run() keeps no results (the caller takes them in on_finish), so a long-running caller's
+  // memory does not grow with the requests it served.
+  bool keep_results = true;
+};
+
 class Engine {
  public:
   // `tokenizer` (may be null: no text, stop strings unsupported) must outlive the engine.
@@ -57,7 +76,7 @@ class Engine {
   // Runs until the queue is empty; results in the order the requests were added. `on_finish` is
   // called as each one finishes (in finishing order), with the stats so far.
   using FinishCallback = std::function<void(const Result&, const EngineStats&)>;
-  std::vector<Result> run(const FinishCallback& on_finish = {});
+  std::vector<Result> run(const FinishCallback& on_finish = {}, const RunHooks& hooks = {});
   const EngineStats& stats() const { return stats_; }
 
  private:

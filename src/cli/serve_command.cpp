@@ -1,0 +1,142 @@
+// `nemotron serve`: an OpenAI-compatible HTTP server (serve/) over a checkpoint, on the generation
+// engine (rl/engine: continuous batching over the KV/SSM cache) on the CPU. SIGINT or SIGTERM
+// stops it gracefully: no new connections, running generations cancelled, then the process
+// ends by the signal (130 / 143), as the training commands do.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "backend/cpu/parallel.h"
+#include "cli/commands.h"
+#include "cli/stop_signals.h"
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+#include "rl/engine/cached_step_model.h"
+#include "serve/engine_worker.h"
+#include "serve/http_server.h"
+#include "train/inference_model.h"
+
+namespace nemotron::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeOptions {
+  std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "nano3", dtype = "float32";
+  int port = 8000;
+  int64_t max_slots = 8, max_seq_len = 0;
+};
+
+// The name clients send: the checkpoint directory's name (its parent's for an iteration directory).
+std::string default_model_name(const std::string& checkpoint) {
+  fs::path p = fs::absolute(checkpoint).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  if (p.filename().string().rfind("iter_", 0) == 0) p = p.parent_path();
+  return p.filename().string();
+}
+
+int run_serve(const ServeOptions& o) {
+  if (o.port < 0 || o.port > 65535) throw InputError(fmt::format("--port: expected 0..65535, got {}", o.port));
+  if (o.max_slots <= 0) throw InputError(fmt::format("--max-slots: expected a positive integer, got {}", o.max_slots));
+  if (o.max_seq_len < 0 || o.max_seq_len == 1)
+    throw InputError(fmt::format("--max-seq-len: expected an integer > 1, got {}", o.max_seq_len));
+  std::optional<data::ChatFormat> chat_format = data::chat_format_from_name(o.chat_template);
+  if (!chat_format)
+    throw InputError(fmt::format("--chat-template: unknown \"{}\" (expected one of {})", o.chat_template,
+                                 data::kChatFormatNames));
+  const DType dt = o.dtype == "float64" ? DType::f64 : DType::f32;
+  train::InferenceModel m = train::load_inference_model(o.checkpoint, host_backend(), dt);
+  const std::string tok_path = o.tokenizer.empty() ? m.tokenizer_path : o.tokenizer;
+  if (tok_path.empty() || !fs::exists(tok_path))
+    throw InputError(fmt::format("{}: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's "
+                                 "tokenizer/tokenizer.json)",
+                                 tok_path.empty() ? o.checkpoint : tok_path));
+  const data::Tokenizer tok = data::Tokenizer::load(tok_path);
+  const model::ModelConfig& cfg = m.net->config();
+  // The KV pool holds every slot's whole context (rl/engine/cached_step_model.h): the default
+  // keeps it to generate's 4096 tokens rather than a long-context model's full window.
+  const int64_t max_len = o.max_seq_len > 0 ? o.max_seq_len : std::min<int64_t>(4096, cfg.max_position_embeddings);
+
+  serve::ServedModel served;
+  served.name = o.served_model_name.empty() ? default_model_name(o.checkpoint) : o.served_model_name;
+  served.tok = &tok;
+  served.chat_format = *chat_format;
+  served.max_model_len = max_len;
+  served.vocab_size = cfg.vocab_size;
+  if (std::optional<int32_t> eos = tok.eos_token_id()) served.stop_token_ids.push_back(*eos);
+  served.chat_stop_token_ids = served.stop_token_ids;
+  if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) served.chat_stop_token_ids.push_back(*end);
+
+  const Context run_ctx{&host_backend(), nullptr, dt};
+  rl::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
+  serve::EngineWorker worker(step, *m.net, tok);
+  serve::ServerOptions sopt;
+  sopt.host = o.host;
+  sopt.port = o.port;
+  sopt.threads = static_cast<int>(std::max<int64_t>(64, 4 * o.max_slots));
+  serve::OpenAiServer server(worker, served, sopt);
+  const int port = server.bind();
+
+  std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %d CPU threads; %lld slots, context %lld tokens\n",
+              m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
+              static_cast<long long>(m.net->params().numel()), dtype_name(dt), cpu::num_threads(),
+              static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
+  std::printf("serving \"%s\" at http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models, "
+              "/v1/health); Ctrl-C stops\n",
+              served.name.c_str(), o.host.c_str(), port);
+  std::fflush(stdout);
+
+  const StopSignals signals;
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done && StopSignals::signal_number() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (done) return;
+    server.stop();  // no new connections
+    worker.stop();  // running generations end ("abort"), so their handlers return
+  });
+  server.listen();
+  done = true;
+  watcher.join();
+  worker.stop();
+  const serve::WorkerStats st = worker.stats();
+  std::printf("stopped%s: served %lld requests (%lld cancelled), %lld prompt tokens, %lld generated tokens\n",
+              StopSignals::signal_number() ? (" by " + StopSignals::requested().substr(9)).c_str() : "",
+              static_cast<long long>(st.requests), static_cast<long long>(st.cancelled),
+              static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens));
+  std::fflush(stdout);
+  return StopSignals::signal_number();
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* c = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server on a checkpoint (completions, chat, streaming; continuous batching, CPU)");
+  c->add_option("--checkpoint", o->checkpoint,
+                "A native checkpoint (directory with latest_checkpointed_iteration.txt, an iteration directory) or a "
+                "Hugging Face directory (config.json + safetensors)")
+      ->required();
+  c->add_option("--tokenizer", o->tokenizer,
+                "tokenizer.json (default: the checkpoint's tokenizer.json or tokenizer/tokenizer.json)");
+  c->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  c->add_option("--port", o->port, "Port to listen on (0: any free port, printed at start)")->capture_default_str();
+  c->add_option("--served-model-name", o->served_model_name,
+                "The model name clients send (default: the checkpoint directory's name)");
+  c->add_option("--chat-template", o->chat_template, "nano3, nemotron-h or nano-v2")->capture_default_str();
+  c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
+  c->add_option("--max-seq-len", o->max_seq_len,
+                "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
+  c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  c->callback([o] {
+    if (int sig = run_serve(*o)) reraise(sig);  // after every destructor: the socket closed
+  });
+}
+
+}  // namespace nemotron::cli

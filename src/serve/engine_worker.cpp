@@ -1,0 +1,182 @@
+#include "serve/engine_worker.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace nemotron::serve {
+
+GenerationState Generation::wait(size_t seen) const {
+  std::unique_lock lock(m_);
+  cv_.wait(lock, [&] { return s_.finished || s_.tokens.size() > seen; });
+  GenerationState out;
+  seen = std::min(seen, s_.tokens.size());
+  out.tokens.assign(s_.tokens.begin() + static_cast<std::ptrdiff_t>(seen), s_.tokens.end());
+  if (s_.logprobs.size() >= seen)
+    out.logprobs.assign(s_.logprobs.begin() + static_cast<std::ptrdiff_t>(seen), s_.logprobs.end());
+  if (seen == 0) out.prompt_logprobs = s_.prompt_logprobs;
+  out.text = s_.text;
+  out.finished = s_.finished;
+  out.finish = s_.finish;
+  out.error = s_.error;
+  return out;
+}
+
+EngineWorker::EngineWorker(rl::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok)
+    : step_(step), net_(net), tok_(tok), engine_(step, &tok), thread_([this] { loop(); }) {}
+
+EngineWorker::~EngineWorker() { stop(); }
+
+std::shared_ptr<Generation> EngineWorker::submit(GenerationJob job) {
+  auto gen = std::make_shared<Generation>();
+  std::string failure;
+  {
+    std::lock_guard lock(m_);
+    if (!stopping_) {
+      incoming_.push_back({std::move(job), gen});
+      cv_.notify_one();
+      return gen;
+    }
+    failure = failure_;
+  }
+  finish(*gen, rl::FinishReason::cancelled, failure.empty() ? "the server is shutting down" : failure);
+  return gen;
+}
+
+void EngineWorker::stop() {
+  {
+    std::lock_guard lock(m_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+    for (Pending& p : incoming_) p.gen->cancel();
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+WorkerStats EngineWorker::stats() const {
+  std::lock_guard lock(m_);
+  return stats_;
+}
+
+void EngineWorker::finish(Generation& g, rl::FinishReason why, const std::string& error) {
+  {
+    std::lock_guard lock(g.m_);
+    g.s_.finished = true;
+    g.s_.finish = why;
+    g.s_.error = error;
+  }
+  g.cv_.notify_all();
+}
+
+void EngineWorker::admit(Pending p) {
+  Generation& g = *p.gen;
+  if (g.cancelled()) {
+    finish(g, rl::FinishReason::cancelled);
+    std::lock_guard lock(m_);
+    ++stats_.cancelled;
+    return;
+  }
+  {
+    std::lock_guard lock(m_);
+    ++stats_.requests;
+    stats_.prompt_tokens += static_cast<int64_t>(p.job.prompt.size());
+  }
+  try {
+    if (p.job.score_prompt) {
+      std::vector<TokenLogprob> lp = prompt_logprobs(net_, p.job.prompt, std::max<int64_t>(p.job.top_logprobs, 0));
+      std::lock_guard lock(g.m_);
+      g.s_.prompt_logprobs = std::move(lp);
+    }
+    if (p.job.params.max_new_tokens == 0) {
+      finish(g, rl::FinishReason::length);
+      return;
+    }
+    rl::Request r;
+    r.prompt = p.job.prompt;
+    r.params = p.job.params;
+    r.id = p.job.stream_id;
+    r.tag = next_tag_++;
+    engine_.add(std::move(r));
+    running_.emplace(next_tag_ - 1, std::move(p));
+  } catch (const std::exception& e) {  // InputError: the routes check first, so this is a last line
+    finish(g, rl::FinishReason::cancelled, e.what());
+  }
+}
+
+void EngineWorker::loop() {
+  rl::RunHooks hooks;
+  hooks.keep_results = false;
+  hooks.before_step = [&] {
+    std::deque<Pending> batch;
+    {
+      std::lock_guard lock(m_);
+      batch.swap(incoming_);
+    }
+    for (Pending& p : batch) admit(std::move(p));
+  };
+  hooks.on_token = [&](const rl::Result& r, std::span<const float> logits) {
+    auto it = running_.find(r.tag);
+    NM_CHECK(it != running_.end(), "a token for unknown request tag {}", r.tag);
+    Pending& p = it->second;
+    Generation& g = *p.gen;
+    {
+      std::lock_guard lock(g.m_);
+      g.s_.tokens.push_back(r.tokens.back());
+      if (p.job.top_logprobs >= 0) g.s_.logprobs.push_back(token_logprob(logits, r.tokens.back(), p.job.top_logprobs));
+      g.s_.text = r.text;
+    }
+    g.cv_.notify_all();
+    bool stopping;
+    {
+      std::lock_guard lock(m_);
+      ++stats_.generated_tokens;
+      stopping = stopping_;
+    }
+    return !g.cancelled() && !stopping;
+  };
+  auto on_finish = [&](const rl::Result& r, const rl::EngineStats&) {
+    auto it = running_.find(r.tag);
+    NM_CHECK(it != running_.end(), "a result for unknown request tag {}", r.tag);
+    Generation& g = *it->second.gen;
+    {
+      std::lock_guard lock(g.m_);
+      g.s_.text = r.text;  // final: the last characters held back for UTF-8 are in
+    }
+    if (r.finish == rl::FinishReason::cancelled) {
+      std::lock_guard lock(m_);
+      ++stats_.cancelled;
+    }
+    finish(g, r.finish);
+    running_.erase(it);
+  };
+
+  while (true) {
+    {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
+      if (stopping_ && incoming_.empty()) break;
+    }
+    try {
+      engine_.run(on_finish, hooks);
+    } catch (const std::exception& e) {
+      // The engine is left mid-run: fail what it held (the server answers 500) and keep serving.
+      // Its state is unknown after this: fail what it held and whatever comes later (the routes
+      // answer 500), rather than hang them.
+      std::fprintf(stderr, "serve: the generation engine failed: %s\n", e.what());
+      for (auto& [tag, p] : running_) finish(*p.gen, rl::FinishReason::cancelled, e.what());
+      running_.clear();
+      std::lock_guard lock(m_);
+      stopping_ = true;
+      failure_ = fmt::format("the generation engine failed: {}", e.what());
+      break;
+    }
+  }
+  // Whatever arrived while stopping.
+  std::lock_guard lock(m_);
+  for (Pending& p : incoming_)
+    finish(*p.gen, rl::FinishReason::cancelled, failure_.empty() ? "the server is shutting down" : failure_);
+  incoming_.clear();
+}
+
+}  // namespace nemotron::serve

@@ -1,0 +1,104 @@
+// One thread owns the model and the generation engine; HTTP threads hand it jobs and read each
+// job's progress from its Generation. Jobs that arrive while the engine runs join the running
+// batch at its next step (continuous batching across requests); a job's tokens, their log-probs
+// and its text appear as they are generated (for streaming); a cancelled job (its client went
+// away) finishes at the next step and frees its slot without touching the others.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "model/hybrid_model.h"
+#include "rl/engine/engine.h"
+#include "serve/token_logprobs.h"
+
+namespace nemotron::serve {
+
+struct GenerationJob {
+  std::vector<int32_t> prompt;
+  rl::SamplingParams params;    // max_new_tokens 0: only score the prompt (echo)
+  uint64_t stream_id = 0;       // keys the sampling stream with params.seed (rl::Request::id)
+  int64_t top_logprobs = -1;    // < 0: no log-probs; else per generated token with its top-k
+  bool score_prompt = false;    // the prompt tokens' log-probs (with top_logprobs alternatives)
+};
+
+// A job's progress: what the worker has produced so far.
+struct GenerationState {
+  std::vector<int32_t> tokens;             // generated so far
+  std::vector<TokenLogprob> logprobs;      // per generated token, when the job asked
+  std::vector<TokenLogprob> prompt_logprobs;
+  std::string text;                        // detokenized so far (final once finished)
+  bool finished = false;
+  rl::FinishReason finish = rl::FinishReason::length;
+  std::string error;                       // the engine refused the job (finished, no tokens)
+};
+
+class Generation {
+ public:
+  // Blocks until more than `seen` tokens exist or the job finished; returns the state with
+  // tokens and logprobs from `seen` on (the text whole).
+  GenerationState wait(size_t seen) const;
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  friend class EngineWorker;
+  mutable std::mutex m_;
+  mutable std::condition_variable cv_;
+  GenerationState s_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct WorkerStats {
+  int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, cancelled = 0;
+};
+
+class EngineWorker {
+ public:
+  // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
+  EngineWorker(rl::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok);
+  ~EngineWorker();
+  EngineWorker(const EngineWorker&) = delete;
+  EngineWorker& operator=(const EngineWorker&) = delete;
+
+  std::shared_ptr<Generation> submit(GenerationJob job);
+  // Cancels what is queued or running and joins the thread; submit() afterwards finishes jobs at
+  // once with an error.
+  void stop();
+  WorkerStats stats() const;
+
+ private:
+  struct Pending {
+    GenerationJob job;
+    std::shared_ptr<Generation> gen;
+  };
+  void loop();
+  void admit(Pending p);  // on the worker thread, inside the engine's run
+  static void finish(Generation& g, rl::FinishReason why, const std::string& error = "");
+
+  rl::StepModel& step_;
+  model::HybridModel& net_;
+  const data::Tokenizer& tok_;
+  rl::Engine engine_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Pending> incoming_;
+  bool stopping_ = false;
+  std::string failure_;  // set when the engine threw: every later job fails with it
+  WorkerStats stats_;
+  // Worker thread only: running jobs by their rl::Request::tag.
+  std::map<uint64_t, Pending> running_;
+  uint64_t next_tag_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace nemotron::serve

@@ -1,0 +1,126 @@
+#include "serve/job_builder.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "serve/api_error.h"
+
+namespace nemotron::serve {
+
+namespace {
+
+rl::SamplingParams sampling(const SamplingFields& f, int64_t max_tokens, const std::vector<int32_t>& stop_ids) {
+  rl::SamplingParams p;
+  p.temperature = f.temperature;
+  p.top_p = f.top_p;
+  p.top_k = f.top_k < 0 ? 0 : f.top_k;
+  p.max_new_tokens = max_tokens;
+  p.stop = f.stop;
+  if (!f.ignore_eos) p.stop_token_ids = stop_ids;
+  if (f.seed) {
+    p.seed = *f.seed;
+  } else {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    p.seed = rng();
+  }
+  return p;
+}
+
+[[noreturn]] void too_long(const ServedModel& m, int64_t prompt, int64_t max_tokens, const char* what) {
+  throw ApiError(400,
+                 fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in "
+                             "the {}, {} in the completion). Please reduce the length of the {} or completion.",
+                             m.max_model_len, prompt + max_tokens, prompt, what, max_tokens, what),
+                 "invalid_request_error", what == std::string("messages") ? "messages" : "prompt",
+                 "context_length_exceeded");
+}
+
+size_t holdback(const std::vector<std::string>& stop) {
+  size_t longest = 0;
+  for (const std::string& s : stop) longest = std::max(longest, s.size());
+  return longest > 0 ? longest - 1 : 0;
+}
+
+}  // namespace
+
+void check_model(const ServedModel& m, const std::string& requested) {
+  if (!requested.empty() && requested != m.name)
+    throw ApiError(404, fmt::format("The model '{}' does not exist (this server serves '{}').", requested, m.name),
+                   "invalid_request_error", "model", "model_not_found");
+}
+
+PreparedRequest prepare_completion(const ServedModel& m, const CompletionRequest& r) {
+  check_model(m, r.model);
+  PreparedRequest out;
+  out.stop_holdback = holdback(r.stop);
+  const int64_t max_tokens = r.max_tokens.value_or(16);
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    std::vector<int32_t> ids;
+    std::string text;
+    if (const auto* s = std::get_if<std::string>(&r.prompts[i])) {
+      ids = m.tok->encode(*s, /*add_special_tokens=*/true);
+      text = *s;
+      if (ids.empty()) throw bad_request(fmt::format("'prompt': prompt {} encodes to no tokens", i), "prompt");
+    } else {
+      ids = std::get<std::vector<int32_t>>(r.prompts[i]);
+      for (int32_t t : ids)
+        if (t >= m.vocab_size)
+          throw bad_request(fmt::format("'prompt': token id {} is outside the vocabulary [0, {})", t, m.vocab_size),
+                            "prompt");
+      text = m.tok->decode(ids, /*skip_special_tokens=*/false);
+    }
+    const auto n_prompt = static_cast<int64_t>(ids.size());
+    // The engine needs one free position to generate into; echo with max_tokens 0 only scores.
+    if (n_prompt + max_tokens > m.max_model_len || (max_tokens > 0 && n_prompt >= m.max_model_len))
+      too_long(m, n_prompt, max_tokens, "prompt");
+    out.prompt_tokens += n_prompt;
+    for (int64_t j = 0; j < r.n; ++j) {
+      PreparedChoice c;
+      c.index = static_cast<int64_t>(i) * r.n + j;
+      c.prompt_index = static_cast<int64_t>(i);
+      c.prompt_text = text;
+      c.job.prompt = ids;
+      c.job.params = sampling(r, max_tokens, m.stop_token_ids);
+      c.job.stream_id = static_cast<uint64_t>(j);
+      c.job.top_logprobs = r.logprobs ? *r.logprobs : -1;
+      c.job.score_prompt = r.echo && r.logprobs.has_value();
+      out.choices.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
+  check_model(m, r.model);
+  data::ChatRenderOptions opt;
+  opt.add_generation_prompt = true;
+  opt.enable_thinking = r.enable_thinking;
+  std::string text;
+  try {
+    text = data::render_chat(m.chat_format, r.messages, r.tools, opt);
+  } catch (const data::ChatTemplateError& e) {
+    throw bad_request(fmt::format("'messages': {}", e.what()), "messages");
+  }
+  const std::vector<int32_t> ids = m.tok->encode(text, /*add_special_tokens=*/false);
+  if (ids.empty()) throw bad_request("'messages': the rendered conversation encodes to no tokens", "messages");
+  const auto n_prompt = static_cast<int64_t>(ids.size());
+  const int64_t max_tokens = r.max_tokens.value_or(std::max<int64_t>(m.max_model_len - n_prompt, 1));
+  if (n_prompt + max_tokens > m.max_model_len) too_long(m, n_prompt, max_tokens, "messages");
+  PreparedRequest out;
+  out.stop_holdback = holdback(r.stop);
+  out.prompt_tokens = n_prompt;
+  for (int64_t j = 0; j < r.n; ++j) {
+    PreparedChoice c;
+    c.index = j;
+    c.prompt_text = text;
+    c.job.prompt = ids;
+    c.job.params = sampling(r, max_tokens, m.chat_stop_token_ids);
+    c.job.stream_id = static_cast<uint64_t>(j);
+    c.job.top_logprobs = r.logprobs ? r.top_logprobs : -1;
+    out.choices.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace nemotron::serve

@@ -1,0 +1,193 @@
+#include "serve/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "serve/api_error.h"
+
+namespace nemotron::serve {
+
+namespace {
+
+using Json = data::OrderedJson;
+
+Json parse_object(const std::string& body) {
+  Json j;
+  try {
+    j = Json::parse(body);
+  } catch (const Json::parse_error& e) {
+    // nlohmann's message names the byte: "parse error at line 1, column 9: syntax error ..."
+    std::string what = e.what();
+    const size_t at = what.find("parse error");
+    throw bad_request("malformed JSON body: " + (at == std::string::npos ? what : what.substr(at)));
+  }
+  if (!j.is_object()) throw bad_request(fmt::format("the body must be a JSON object, got {}", j.type_name()));
+  return j;
+}
+
+// A field present and not null (OpenAI's clients send null for "not given").
+const Json* field(const Json& j, const char* name) {
+  auto it = j.find(name);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+[[noreturn]] void wrong_type(const char* name, const char* expected, const Json& v) {
+  throw bad_request(fmt::format("'{}': expected {}, got {} {}", name, expected, v.type_name(), v.dump()), name);
+}
+
+bool get_bool(const Json& j, const char* name, bool fallback) {
+  const Json* v = field(j, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) wrong_type(name, "a boolean", *v);
+  return v->get<bool>();
+}
+
+double get_number(const Json& j, const char* name, double fallback, double lo, double hi, bool lo_open = false) {
+  const Json* v = field(j, name);
+  if (!v) return fallback;
+  if (!v->is_number()) wrong_type(name, "a number", *v);
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
+    throw bad_request(fmt::format("'{}': expected a number in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi, v->dump()),
+                      name);
+  return x;
+}
+
+std::optional<int64_t> get_int(const Json& j, const char* name, int64_t lo, int64_t hi) {
+  const Json* v = field(j, name);
+  if (!v) return std::nullopt;
+  // 3.0 is an integer to JSON Schema (and Python's json sends 3.0 for float(3)).
+  const bool integral_float =
+      v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() && std::abs(v->get<double>()) < 9e15;
+  if (!v->is_number_integer() && !integral_float) wrong_type(name, "an integer", *v);
+  const double x = v->get<double>();
+  if (x < static_cast<double>(lo) || x > static_cast<double>(hi))
+    throw bad_request(fmt::format("'{}': expected an integer in [{}, {}], got {}", name, lo, hi, v->dump()), name);
+  return v->is_number_float() ? static_cast<int64_t>(x) : v->get<int64_t>();
+}
+
+void parse_sampling(const Json& j, SamplingFields& s, const char* max_tokens_name, int64_t min_max_tokens) {
+  if (const Json* v = field(j, "model")) {
+    if (!v->is_string()) wrong_type("model", "a string", *v);
+    s.model = v->get<std::string>();
+  }
+  s.max_tokens = get_int(j, max_tokens_name, min_max_tokens, std::numeric_limits<int32_t>::max());
+  s.temperature = get_number(j, "temperature", 1.0, 0.0, 2.0);
+  s.top_p = get_number(j, "top_p", 1.0, 0.0, 1.0, /*lo_open=*/true);
+  s.top_k = get_int(j, "top_k", -1, std::numeric_limits<int32_t>::max()).value_or(0);
+  s.n = get_int(j, "n", 1, kMaxN).value_or(1);
+  if (const Json* v = field(j, "seed")) {
+    if (!v->is_number_integer()) wrong_type("seed", "an integer", *v);
+    s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
+  }
+  if (const Json* v = field(j, "stop")) {
+    if (v->is_string()) {
+      s.stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      for (const Json& e : *v) {
+        if (!e.is_string()) wrong_type("stop", "a string or an array of strings", *v);
+        s.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      wrong_type("stop", "a string or an array of strings", *v);
+    }
+    for (const std::string& x : s.stop)
+      if (x.empty()) throw bad_request("'stop': empty stop string", "stop");
+  }
+  s.stream = get_bool(j, "stream", false);
+  s.ignore_eos = get_bool(j, "ignore_eos", false);
+  if (const Json* v = field(j, "stream_options")) {
+    if (!v->is_object()) wrong_type("stream_options", "an object", *v);
+    if (!s.stream) throw bad_request("'stream_options': only allowed when 'stream' is true", "stream_options");
+    s.include_usage = get_bool(*v, "include_usage", false);
+  }
+}
+
+// A token-id prompt: integers >= 0 (the vocabulary bound is the model's: the routes check it).
+std::vector<int32_t> token_prompt(const Json& a) {
+  std::vector<int32_t> ids;
+  for (const Json& t : a) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      throw bad_request(fmt::format("'prompt': token ids must be non-negative integers, got {}", t.dump()), "prompt");
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const std::string& body) {
+  const Json j = parse_object(body);
+  CompletionRequest r;
+  parse_sampling(j, r, "max_tokens", 0);
+  const Json* p = field(j, "prompt");
+  if (!p) throw bad_request("'prompt' is required", "prompt");
+  const char* expected = "a string, an array of strings, an array of token ids or an array of those";
+  if (p->is_string()) {
+    r.prompts.emplace_back(p->get<std::string>());
+  } else if (p->is_array() && !p->empty() && p->front().is_number()) {
+    r.prompts.emplace_back(token_prompt(*p));
+  } else if (p->is_array() && !p->empty()) {
+    for (const Json& e : *p) {
+      if (e.is_string()) r.prompts.emplace_back(e.get<std::string>());
+      else if (e.is_array()) r.prompts.emplace_back(token_prompt(e));
+      else wrong_type("prompt", expected, *p);
+    }
+  } else {
+    wrong_type("prompt", expected, *p);
+  }
+  for (const Prompt& x : r.prompts)
+    if (std::visit([](const auto& v) { return v.empty(); }, x)) throw bad_request("'prompt': empty prompt", "prompt");
+  r.logprobs = get_int(j, "logprobs", 0, kMaxLogprobs);
+  r.echo = get_bool(j, "echo", false);
+  if (r.max_tokens == 0 && !r.echo)
+    throw bad_request("'max_tokens': 0 is only allowed with 'echo' (to score the prompt)", "max_tokens");
+  if (r.echo && r.stream) throw bad_request("'echo' is not supported with 'stream'", "echo");
+  return r;
+}
+
+ChatRequest parse_chat_request(const std::string& body) {
+  const Json j = parse_object(body);
+  ChatRequest r;
+  // max_completion_tokens is the newer name; max_tokens the older one.
+  parse_sampling(j, r, field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1);
+  const Json* m = field(j, "messages");
+  if (!m) throw bad_request("'messages' is required", "messages");
+  if (!m->is_array() || m->empty()) wrong_type("messages", "a non-empty array of messages", *m);
+  for (const Json& msg : *m) {
+    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
+      throw bad_request(fmt::format("'messages': each message must be an object with a string 'role', got {}", msg.dump()),
+                        "messages");
+  }
+  r.messages = *m;
+  // Content given as parts (the newer form): the text parts joined by newlines, as vLLM does.
+  for (Json& msg : r.messages) {
+    auto it = msg.find("content");
+    if (it == msg.end() || !it->is_array()) continue;
+    std::string text;
+    for (const Json& part : *it) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        throw bad_request(fmt::format("'messages': only text content parts are supported, got {}", part.dump()),
+                          "messages");
+      text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
+    }
+    *it = text;
+  }
+  if (const Json* t = field(j, "tools")) {
+    if (!t->is_array()) wrong_type("tools", "an array", *t);
+    r.tools = *t;
+  }
+  if (const Json* k = field(j, "chat_template_kwargs")) {
+    if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);
+    r.enable_thinking = get_bool(*k, "enable_thinking", r.enable_thinking);
+  }
+  r.logprobs = get_bool(j, "logprobs", false);
+  r.top_logprobs = get_int(j, "top_logprobs", 0, kMaxLogprobs).value_or(0);
+  if (r.top_logprobs > 0 && !r.logprobs)
+    throw bad_request("'top_logprobs': only allowed when 'logprobs' is true", "top_logprobs");
+  return r;
+}
+
+}  // namespace nemotron::serve

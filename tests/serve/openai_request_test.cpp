@@ -1,0 +1,147 @@
+// Request parsing and validation: what each endpoint accepts, and that every malformed body or
+// bad field is a 400 naming the field (never an exception of another kind, which would be a 500).
+#include <gtest/gtest.h>
+
+#include "serve/api_error.h"
+#include "serve/openai_request.h"
+
+namespace nemotron::serve {
+namespace {
+
+// The ApiError a body raises: its status and param ("" if none was thrown: a failure).
+template <class Parse>
+ApiError error_of(Parse parse, const std::string& body) {
+  try {
+    parse(body);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "", "");
+}
+
+TEST(OpenAiRequest, CompletionFieldsAndDefaults) {
+  CompletionRequest r = parse_completion_request(
+      R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "n": 3, "stop": "\n",
+          "seed": 42, "logprobs": 2, "echo": true, "user": "ignored", "top_k": 5})");
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(r.prompts[0]), "hi");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.temperature, 0);
+  EXPECT_EQ(r.top_p, 0.5);
+  EXPECT_EQ(r.top_k, 5);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_EQ(r.logprobs, 2);
+  EXPECT_TRUE(r.echo);
+  EXPECT_FALSE(r.stream);
+
+  CompletionRequest d = parse_completion_request(R"({"prompt": "x", "logprobs": null, "max_tokens": null})");
+  EXPECT_EQ(d.model, "");
+  EXPECT_FALSE(d.max_tokens.has_value());  // the route's default (16)
+  EXPECT_FALSE(d.logprobs.has_value());    // null = not given, as OpenAI's clients send it
+  EXPECT_EQ(d.temperature, 1.0);
+  EXPECT_EQ(d.n, 1);
+}
+
+TEST(OpenAiRequest, PromptForms) {
+  auto prompts = [](const std::string& p) { return parse_completion_request(R"({"prompt": )" + p + "}").prompts; };
+  EXPECT_EQ(prompts(R"(["a", "b"])").size(), 2u);
+  std::vector<Prompt> ids = prompts("[1, 2, 3]");
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(ids[0]), (std::vector<int32_t>{1, 2, 3}));
+  std::vector<Prompt> two = prompts("[[1, 2], [3]]");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(two[1]), std::vector<int32_t>{3});
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "max_tokens": 4.0})").max_tokens, 4);  // 4.0 is an integer
+}
+
+TEST(OpenAiRequest, BadCompletionBodiesAre400sNamingTheField) {
+  struct Case {
+    const char* body;
+    const char* param;
+  } cases[] = {
+      {R"({"prompt": "x")", ""},  // malformed JSON
+      {R"([1, 2])", ""},          // not an object
+      {R"({"max_tokens": 3})", "prompt"},
+      {R"({"prompt": ""})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"prompt": [1, -2]})", "prompt"},
+      {R"({"prompt": ["a", 5]})", "prompt"},
+      {R"({"prompt": "x", "model": 3})", "model"},
+      {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "x", "temperature": 2.5})", "temperature"},
+      {R"({"prompt": "x", "top_p": 0})", "top_p"},
+      {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},  // 0 only with echo
+      {R"({"prompt": "x", "n": 0})", "n"},
+      {R"({"prompt": "x", "n": 1000})", "n"},
+      {R"({"prompt": "x", "stop": 3})", "stop"},
+      {R"({"prompt": "x", "stop": ["a", 1]})", "stop"},
+      {R"({"prompt": "x", "stop": [""]})", "stop"},
+      {R"({"prompt": "x", "seed": "s"})", "seed"},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": true})", "logprobs"},
+      {R"({"prompt": "x", "echo": 1})", "echo"},
+      {R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = error_of(parse_completion_request, c.body);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << ": " << e.what();
+  }
+  ApiError e = error_of(parse_completion_request, R"({"prompt": "x", "temperature": "hot"})");
+  EXPECT_STREQ(e.what(), R"('temperature': expected a number, got string "hot")");
+  EXPECT_NE(std::string(error_of(parse_completion_request, "{\"prompt\"").what()).find("malformed JSON body: parse error"),
+            std::string::npos);
+  // max_tokens 0 with echo scores the prompt (lm-eval's log-likelihood requests).
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "max_tokens": 0, "echo": true, "logprobs": 1})").max_tokens, 0);
+}
+
+TEST(OpenAiRequest, ChatFieldsAndErrors) {
+  ChatRequest r = parse_chat_request(
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 9,
+          "chat_template_kwargs": {"enable_thinking": false}, "logprobs": true, "top_logprobs": 3, "stream": true,
+          "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_FALSE(r.enable_thinking);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_TRUE(r.stream && r.include_usage);
+  EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})").enable_thinking)
+      << "the template's default";
+
+  ChatRequest parts = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})");
+  EXPECT_EQ(parts.messages[0]["content"], "a\nb");
+
+  const char* bad[][2] = {
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", "messages"},
+      {R"({})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [{"content": "hi"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": []})", "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": "no"}})",
+       "enable_thinking"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})", "tools"},
+  };
+  for (const auto& [body, param] : bad) {
+    ApiError e = error_of(parse_chat_request, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body << ": " << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace nemotron::serve

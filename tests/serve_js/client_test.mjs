@@ -1,0 +1,105 @@
+// The official `openai` npm package (v4), which no one here wrote, against `nemotron serve`:
+// completions with logprobs and echo, chat completions, streaming chat, models.list, and errors
+// surfacing as the client's APIError with status 400 and 404. Usage: node client_test.mjs BASE_URL
+// (with NODE_PATH or a node_modules holding openai). Prints "ok: ..." per check; exits 1 on a failure.
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+
+const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0, timeout: 60000 });
+let failures = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    console.log(`ok: ${name}`);
+  } catch (e) {
+    failures++;
+    console.log(`FAIL: ${name}: ${e.stack || e}`);
+  }
+}
+
+await check("models.list", async () => {
+  const ids = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  assert.deepEqual(ids, ["tiny"]);
+});
+
+await check("completions with logprobs", async () => {
+  const r = await client.completions.create({ model: "tiny", prompt: "The answer is", max_tokens: 5, logprobs: 2, temperature: 0 });
+  assert.equal(r.object, "text_completion");
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.tokens.length, r.usage.completion_tokens);
+  assert.ok(lp.token_logprobs.every((x) => x <= 0));
+  assert.ok(lp.top_logprobs.every((t) => Object.keys(t).length >= 1 && Object.keys(t).length <= 2));
+});
+
+await check("completions echo + max_tokens 0 (log-likelihood)", async () => {
+  const r = await client.completions.create({ model: "tiny", prompt: "2+2=4", max_tokens: 0, echo: true, logprobs: 1 });
+  const c = r.choices[0];
+  assert.equal(c.text, "2+2=4");
+  assert.equal(c.logprobs.token_logprobs[0], null);
+  assert.ok(c.logprobs.token_logprobs.slice(1).every((x) => x < 0));
+  assert.equal(r.usage.completion_tokens, 0);
+});
+
+await check("chat completions", async () => {
+  const r = await client.chat.completions.create({
+    model: "tiny",
+    messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "What is 2+2?" }],
+    max_tokens: 6,
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.equal(r.object, "chat.completion");
+  assert.equal(r.choices[0].message.role, "assistant");
+  assert.equal(typeof r.choices[0].message.content, "string");
+  assert.ok(r.usage.prompt_tokens > 0 && r.usage.completion_tokens >= 1);
+});
+
+await check("streaming chat", async () => {
+  const stream = await client.chat.completions.create({
+    model: "tiny",
+    messages: [{ role: "user", content: "Count to five." }],
+    max_tokens: 8,
+    stream: true,
+    stream_options: { include_usage: true },
+    ignore_eos: true,
+  });
+  let text = "", chunks = 0, finish = null, usage = null;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta.content ?? "";
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.ok(chunks >= 3, `${chunks} chunks`);
+  assert.equal(finish, "length");
+  assert.equal(usage.completion_tokens, 8);
+  assert.equal(typeof text, "string");
+});
+
+await check("a bad request is an APIError with status 400", async () => {
+  await assert.rejects(client.completions.create({ model: "tiny", prompt: "x", temperature: 7 }), (e) => {
+    assert.ok(e instanceof OpenAI.APIError, `${e}`);
+    assert.ok(e instanceof OpenAI.BadRequestError);
+    assert.equal(e.status, 400);
+    assert.equal(e.error.param, "temperature");
+    assert.match(e.message, /temperature/);
+    return true;
+  });
+});
+
+await check("an unknown model is an APIError with status 404", async () => {
+  await assert.rejects(client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "hi" }] }), (e) => {
+    assert.ok(e instanceof OpenAI.NotFoundError, `${e}`);
+    assert.equal(e.status, 404);
+    assert.equal(e.code, "model_not_found");
+    return true;
+  });
+});
+
+if (failures) {
+  console.log(`${failures} failure(s)`);
+  process.exit(1);
+}
+console.log("all openai client checks passed");
