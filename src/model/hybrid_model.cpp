@@ -1,6 +1,7 @@
 #include "model/hybrid_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "model/finite_check.h"
 #include "model/mixer_factory.h"
@@ -102,6 +103,9 @@ Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, c
   Tensor xf = x.view({N, H});
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, xf, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
+  // logits / t = W (h / t): the scale goes on h ([N, H]), not on the [N, V] logits.
+  const bool tempered = logit_temperature_ != 1.0;
+  if (tempered) ops::scale_inplace(ctx, h, 1.0 / logit_temperature_);
   Tensor labels = targets.view({N});
   Tensor mask = weights.defined() ? weights.view({N}) : Tensor();
   Tensor dh = dx ? ctx.empty({N, H}, dt) : Tensor();
@@ -123,12 +127,18 @@ Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, c
     }
   }
   if (dx) {
+    if (tempered) ops::scale_inplace(ctx, dh, 1.0 / logit_temperature_);  // d(h / t) / dh
     Tensor dxf = ctx.empty({N, H}, dt);
     Tensor d_norm = grad_sink(ctx, *norm_f_);
     ops::rmsnorm_backward(ctx, xf, norm_f_->value, rstd, dh, dxf, d_norm);
     *dx = dxf.view(x.shape());
   }
   return out;
+}
+
+void HybridModel::set_logit_temperature(double t) {
+  if (!(t > 0) || !std::isfinite(t)) throw InputError(fmt::format("logit temperature {}: expected a finite number > 0", t));
+  logit_temperature_ = t;
 }
 
 Tensor HybridModel::token_logprobs(Context& ctx, const Tensor& ids, const Tensor& targets, ForwardStats* stats,

@@ -75,6 +75,12 @@ class HybridModel {
   // cross-entropy kernel fuses the value and the gradient; any per-token loss with
   // d loss / d log p_n = -scale * w_n goes through it (cross-entropy: w = mask).
   Tensor head(Context& ctx, const Tensor& x, const Tensor& targets, const Tensor& weights, double scale, Tensor* dx);
+  // Log-probs at a sampling temperature: head() (so the loss, its gradient and token_logprobs)
+  // works on logits / t, as NeMo RL's policy does when the generator samples at temperature t
+  // (the engine's processed log-probs are log softmax(z / t)). 1 by default; logits(),
+  // head_logits() and extend() always return the raw logits.
+  void set_logit_temperature(double t);
+  double logit_temperature() const { return logit_temperature_; }
   // Per-token log-probs log p(targets_n | input_ids_<=n) [B*T] in stat_dtype on the device, 0
   // where the target is negative. Inference: nothing kept.
   Tensor token_logprobs(Context& ctx, const Tensor& input_ids, const Tensor& targets, ForwardStats* stats = nullptr,
@@ -110,6 +116,7 @@ class HybridModel {
   bool recompute() const { return cfg_.recompute_granularity == "full"; }
 
   ModelConfig cfg_;
+  double logit_temperature_ = 1.0;
   ParamStore store_;
   std::vector<std::unique_ptr<Mixer>> mixers_;
   std::vector<MoeMixer*> moe_;  // per layer: the MoE mixer, or null
