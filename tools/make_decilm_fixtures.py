@@ -131,15 +131,41 @@ def llama_config(fx, kv_heads=None, intermediate=None):
               num_key_value_heads=kv_heads or fx["heads"], intermediate_size=intermediate or 256,
               num_hidden_layers=len(BLOCKS), hidden_act="silu", rms_norm_eps=1e-5, max_position_embeddings=256,
               attention_bias=False, mlp_bias=False, attention_dropout=0.0, tie_word_embeddings=fx["tied"])
-    # transformers 5 keeps RoPE in rope_parameters (theta inside); 4.x in rope_theta + rope_scaling.
-    try:
-        cfg = LlamaConfig(**kw, rope_parameters=dict(ROPE, rope_theta=ROPE_THETA))
-        if getattr(cfg, "rope_parameters", None) is None:
-            raise TypeError("rope_parameters not kept")
-    except TypeError:
-        cfg = LlamaConfig(**kw, rope_theta=ROPE_THETA, rope_scaling=dict(ROPE))
+    cfg = LlamaConfig(**kw, **rope_kwargs())
     cfg._attn_implementation = "sdpa"
     return cfg
+
+
+_ROPE_KWARGS = None
+
+
+def rope_kwargs():
+    """How this transformers takes llama3 RoPE: 5.x keeps it in rope_parameters (theta inside),
+    4.x in rope_theta + rope_scaling; an unknown keyword is silently kept as an attribute by both,
+    so the spelling is chosen by what LlamaRotaryEmbedding then computes (checked against B.3)."""
+    global _ROPE_KWARGS
+    if _ROPE_KWARGS is not None:
+        return _ROPE_KWARGS
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    head_dim = 8
+    want = llama3_inv_freq(head_dim)
+    tried = []
+    for kw in (dict(rope_parameters=dict(ROPE, rope_theta=ROPE_THETA)),
+               dict(rope_theta=ROPE_THETA, rope_scaling=dict(ROPE))):
+        try:
+            cfg = LlamaConfig(hidden_size=8 * 4, num_attention_heads=4, **kw)
+            got = LlamaRotaryEmbedding(config=cfg).inv_freq.double()
+        except Exception as e:  # noqa: BLE001
+            tried.append(f"{list(kw)}: {type(e).__name__}: {e}")
+            continue
+        if got.shape == want.shape and rel_err(got, want) < 1e-6:
+            _ROPE_KWARGS = kw
+            log(f"  RoPE given to LlamaConfig as {list(kw)}")
+            return kw
+        tried.append(f"{list(kw)}: inv_freq {got.tolist()}")
+    raise RuntimeError(f"no LlamaConfig spelling gives llama3 RoPE {want.tolist()}: {tried}")
 
 
 class Linear(nn.Module):
