@@ -26,14 +26,15 @@ HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype)
     : cfg_(cfg), store_(backend, dtype) {
   validate(cfg_, "model");
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
-  embed_ = &store_.add("backbone.embeddings.weight", {V, H}, true);
-  for (int64_t i = 0; i < cfg_.num_layers(); ++i) {
-    std::string prefix = fmt::format("backbone.layers.{}.", i);
-    layer_norms_.push_back(&store_.add(prefix + "norm.weight", {H}, false));
-    mixers_.push_back(make_mixer(cfg_, cfg_.layer_kind(i), store_, prefix + "mixer.", i));
+  const StackNames names = stack_names(cfg_);
+  embed_ = &store_.add(names.embedding, {V, H}, true);
+  const std::vector<LayerSpec> specs = layer_specs(cfg_);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    layer_norms_.push_back(&store_.add(specs[i].norm, {H}, false));
+    mixers_.push_back(make_mixer(cfg_, specs[i], store_, static_cast<int64_t>(i)));
     moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
   }
-  norm_f_ = &store_.add("backbone.norm_f.weight", {H}, false);
+  norm_f_ = &store_.add(names.final_norm, {H}, false);
   if (!cfg_.tie_word_embeddings) lm_head_ = &store_.add("lm_head.weight", {V, H}, true);
 }
 

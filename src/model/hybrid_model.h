@@ -1,6 +1,7 @@
-// The Nemotron-H stack (reference/architectures.md A.1): embedding, one pre-norm residual layer
-// per pattern symbol (x = x + mixer(rmsnorm(x))), final norm and LM head (tied or untied).
-// Parameters carry the Hub names (`backbone.*`, `lm_head.weight`). The model knows no loss: it
+// The layer stack (reference/architectures.md A.1, B.1): embedding, one pre-norm residual layer
+// per entry of layer_specs(cfg) (x = x + mixer(rmsnorm(x)); a Nemotron-H pattern symbol or a
+// DeciLM sub-block), final norm and LM head (tied or untied). Parameters carry the Hub names
+// (`backbone.*` or DeciLM's `model.*`, and `lm_head.weight`). The model knows no loss: it
 // returns the final hidden states (forward) and takes their gradient (backward); its head turns
 // them into per-token log-probs of given targets, fused with their gradient, over row chunks so
 // a [B*T, V] logits buffer never exists at once. Losses live in train/loss.h.

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "model/layer_spec.h"
 #include "ops/matmul.h"
 
 namespace nemotron::model {
@@ -135,8 +136,8 @@ std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, u
   return attached;
 }
 
-int64_t lora_param_count(const ModelConfig& m, const LoraConfig& cfg) {
-  const int64_t H = m.hidden_size, r = cfg.dim;
+int64_t lora_param_count(const ModelConfig& cfg_all, const LoraConfig& cfg) {
+  const int64_t H = cfg_all.hidden_size, r = cfg.dim;
   const auto wants = [&](const char* t) {
     for (const std::string& x : cfg.target_modules)
       if (x == t) return true;
@@ -144,8 +145,9 @@ int64_t lora_param_count(const ModelConfig& m, const LoraConfig& cfg) {
   };
   const auto pair = [&](int64_t in, int64_t out) { return r * (in + out); };  // A [r, in] + B [out, r]
   int64_t n = 0;
-  for (int64_t i = 0; i < m.num_layers(); ++i) {
-    switch (m.layer_kind(i)) {
+  for (const LayerSpec& spec : layer_specs(cfg_all)) {
+    const ModelConfig m = sized_for(cfg_all, spec);  // this layer's KV heads and FFN width
+    switch (spec.kind) {
       case LayerKind::mamba: {
         const int64_t d = m.mamba_num_heads * m.mamba_head_dim, gn = m.n_groups * m.ssm_state_size;
         if (wants("in_proj")) n += pair(H, 2 * d + 2 * gn + m.mamba_num_heads);
@@ -171,6 +173,7 @@ int64_t lora_param_count(const ModelConfig& m, const LoraConfig& cfg) {
         if (wants("linear_fc2")) n += pair(F, H);
         break;
       }
+      case LayerKind::linear: break;  // DeciLM linear replacements take no adapters
     }
   }
   return n;
