@@ -43,9 +43,11 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
                               const SequenceLayout& layout) {
   NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "attention: expected u [B, T, {}], got {}", H_, u.shape().str());
   const int64_t B = u.dim(0), T = u.dim(1);
-  Tensor q = q_proj_.forward(ctx, u).view({B, T, nq_, hd_});
-  Tensor k = k_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
-  Tensor v = v_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
+  LinearSaved kept[4];  // q, k, v, o
+  LinearSaved* keep = saved ? kept : nullptr;
+  Tensor q = q_proj_.forward(ctx, u, keep ? &kept[0] : nullptr).view({B, T, nq_, hd_});
+  Tensor k = k_proj_.forward(ctx, u, keep ? &kept[1] : nullptr).view({B, T, nkv_, hd_});
+  Tensor v = v_proj_.forward(ctx, u, keep ? &kept[2] : nullptr).view({B, T, nkv_, hd_});
   if (rope_) {
     ops::rope_forward(ctx, q, rope_freq_, q, 0, layout.position_ids);
     ops::rope_forward(ctx, k, rope_freq_, k, 0, layout.position_ids);
@@ -53,7 +55,7 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
   Tensor o = ctx.empty({B, T, nq_, hd_}, u.dtype());
   Tensor lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
   ops::attention_forward(ctx, q, k, v, o, lse, layout.seq_idx);
-  Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}));
+  Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}), keep ? &kept[3] : nullptr);
   if (saved) {
     auto s = std::make_unique<AttentionSaved>();
     s->u = u;
@@ -63,6 +65,10 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
     s->o = o;
     s->lse = lse;
     s->layout = layout;
+    s->q_proj = std::move(kept[0]);
+    s->k_proj = std::move(kept[1]);
+    s->v_proj = std::move(kept[2]);
+    s->o_proj = std::move(kept[3]);
     *saved = std::move(s);
   }
   return out;
@@ -73,7 +79,7 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
   const int64_t B = s.u.dim(0), T = s.u.dim(1);
   const DType dt = dout.dtype();
   Tensor d_o = ctx.empty({B, T, nq_ * hd_}, dt);
-  o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o);
+  o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o, false, &s.o_proj);
   Tensor dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
   ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv, s.layout.seq_idx);
   if (rope_) {
@@ -81,9 +87,9 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
     ops::rope_backward(ctx, dk, rope_freq_, dk, 0, s.layout.position_ids);
   }
   Tensor du = ctx.empty(s.u.shape(), dt);
-  q_proj_.backward(ctx, s.u, dq.view({B, T, nq_ * hd_}), &du);
-  k_proj_.backward(ctx, s.u, dk.view({B, T, nkv_ * hd_}), &du, true);
-  v_proj_.backward(ctx, s.u, dv.view({B, T, nkv_ * hd_}), &du, true);
+  q_proj_.backward(ctx, s.u, dq.view({B, T, nq_ * hd_}), &du, false, &s.q_proj);
+  k_proj_.backward(ctx, s.u, dk.view({B, T, nkv_ * hd_}), &du, true, &s.k_proj);
+  v_proj_.backward(ctx, s.u, dv.view({B, T, nkv_ * hd_}), &du, true, &s.v_proj);
   return du;
 }
 

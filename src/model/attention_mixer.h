@@ -19,6 +19,7 @@ struct AttentionSaved : MixerSaved {
   Tensor o;        // attention output [B, T, nq, hd], the o_proj input
   Tensor lse;      // row log-sum-exp of the scaled scores [B, nq, T]
   SequenceLayout layout;  // packed rows: the forward's seq_idx and position_ids
+  LinearSaved q_proj, k_proj, v_proj, o_proj;  // their adapters' h (LoRA), for the backward
 };
 
 class AttentionMixer : public Mixer {
