@@ -10,7 +10,7 @@ void LinearMixer::init(uint64_t seed) { w_.init(seed, std_); }
 Tensor LinearMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, const SequenceLayout&) {
   Tensor out = w_.forward(ctx, u);
   if (saved) {
-    auto s = std::make_unique<LinearSaved>();
+    auto s = std::make_unique<LinearMixerSaved>();
     s->u = u;
     *saved = std::move(s);
   }
@@ -18,7 +18,7 @@ Tensor LinearMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
 }
 
 Tensor LinearMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tensor& dout) {
-  const auto& s = dynamic_cast<const LinearSaved&>(saved_base);
+  const auto& s = dynamic_cast<const LinearMixerSaved&>(saved_base);
   Tensor du = ctx.empty(s.u.shape(), dout.dtype());
   w_.backward(ctx, s.u, dout, &du);
   return du;

@@ -9,7 +9,7 @@
 
 namespace nemotron::model {
 
-struct LinearSaved : MixerSaved {
+struct LinearMixerSaved : MixerSaved {
   Tensor u;  // input [B, T, H]
 };
 
