@@ -67,9 +67,13 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   int64_t n_group = 1, topk_group = 1;
 
-  // Multi-token prediction (reference/architectures.md A.8): read and reported, not modelled yet.
-  int64_t num_nextn_predict_layers = 0;
+  // Multi-token prediction (reference/architectures.md A.8, model/mtp.h).
+  int64_t num_nextn_predict_layers = 0;     // MTP blocks stored: 1 (reused at every depth) or one per depth
   std::string mtp_hybrid_override_pattern;  // inner pattern of one MTP block, e.g. "*E"
+  // Not HF fields (Megatron's): prediction depths D (0 = num_nextn_predict_layers) and the weight
+  // alpha of L = L_main + alpha / D * sum_k L_k (A.8.3; Megatron-Bridge's Nemotron-H value 0.3).
+  int64_t mtp_num_layers = 0;
+  double mtp_loss_scaling_factor = 0.3;
 
   // Derived helpers.
   int64_t num_layers() const { return static_cast<int64_t>(hybrid_override_pattern.size()); }
@@ -79,6 +83,11 @@ struct ModelConfig {
   int64_t mamba_conv_dim() const { return mamba_d_inner() + 2 * n_groups * ssm_state_size; }
   int64_t mamba_in_proj_dim() const { return 2 * mamba_d_inner() + 2 * n_groups * ssm_state_size + mamba_num_heads; }
   int64_t moe_expert_dim() const { return moe_latent_size > 0 ? moe_latent_size : hidden_size; }
+  // MTP prediction depths D (0 without MTP), and the block depth k (1..D) runs.
+  int64_t mtp_depths() const {
+    return num_nextn_predict_layers <= 0 ? 0 : (mtp_num_layers > 0 ? mtp_num_layers : num_nextn_predict_layers);
+  }
+  int64_t mtp_block_of_depth(int64_t k) const { return num_nextn_predict_layers == 1 ? 0 : k - 1; }
   bool gated_mlp() const { return mlp_hidden_act == "silu" || mlp_hidden_act == "swiglu"; }
 };
 

@@ -24,7 +24,8 @@ for family in super3 nano3; do
   done
 done
 [[ -z "$(ls -A "$TMP/cwd")" ]] || fail "--dry-run wrote files: $(ls -A "$TMP/cwd")"
-expect_ok "super3 default size" '^  parameters +120,6[0-9,]+  \(120\.6[0-9] B\)$' "$BIN" super3 pretrain --dry-run
+expect_ok "super3 default size (with MTP: the published total)" '^  parameters +123,611,033,088  \(123\.61 B\)$' "$BIN" super3 pretrain --dry-run
+grep -Eq '^  of which MTP +2,942,325,248  \(2 depths, loss weight 0\.3\)$' "$TMP/out" || fail "super3 dry-run: no MTP line"
 expect_ok "super3 default schedule" 'anneal after 793729 iterations \| min_lr from iteration 992412 \| last \(993404\): 4\.5000E-06$' "$BIN" super3 pretrain --dry-run
 expect_ok "nano3 default size" '^  parameters +31,577,940,288  \(31\.58 B\)$' "$BIN" nano3 pretrain --dry-run
 expect_ok "dry-run shows overrides" '^  global_batch_size: 64$' "$BIN" super3 pretrain -c tiny --dry-run train.global_batch_size=64
@@ -41,6 +42,10 @@ for f in model.safetensors optimizer.safetensors train_state.json config.yaml; d
 done
 [[ -d "$TMP/a/iter_0000002" ]] || fail "iter_0000002 missing (save_interval 2)"
 [[ $(losses "$TMP/a/metrics.jsonl" | wc -l) -eq 4 ]] || fail "metrics.jsonl: expected 4 train records"
+# super3 trains its multi-token prediction (2 depths): each depth's loss in the log line and the metrics.
+grep -Eq '^ iteration +4/ +4 .*\| lm loss: [0-9.]+E\+00 \| mtp_1 loss: [0-9.]+E\+00 \| mtp_2 loss: [0-9.]+E\+00 \|' "$TMP/out" ||
+  fail "tiny pretrain: no per-depth MTP losses in the log line"
+[[ $(grep -c '"mtp_1_loss":[0-9.e+-]*,"mtp_2_loss":' "$TMP/a/metrics.jsonl") -eq 4 ]] || fail "metrics.jsonl: no MTP losses"
 
 # TensorBoard (logger.tensorboard_dir, default <save>/tb_logs): one event file whose TFRecord frames
 # tile it exactly: the file_version event, then one event per train and validation record.
