@@ -60,7 +60,9 @@ void add_convert_commands(CLI::App& app) {
   auto imp = std::make_shared<model::ImportOptions>();
   auto imp_shard = std::make_shared<std::string>("5GB");
   CLI::App* c_import = convert->add_subcommand(
-      "import", "A Hugging Face nemotron_h directory (config.json + safetensors) -> a native checkpoint");
+      "import",
+      "A Hugging Face nemotron_h or DeciLM (nemotron-nas: config.json with block_configs; its remote code is never "
+      "run) directory (config.json + safetensors) -> a native checkpoint");
   c_import->add_option("--hf-model", imp->hf_dir, "Hugging Face model directory")->required();
   c_import->add_option("--out", imp->out, "Checkpoint directory to write")->required();
   c_import

@@ -23,6 +23,7 @@ struct RecipeFamily {
 };
 inline constexpr RecipeFamily kRecipeFamilies[] = {
     {"super3", "Nemotron 3 Super recipe (hybrid Mamba-Transformer MoE, 120B-A12B)"},
-    {"nano3", "Nemotron 3 Nano recipe (hybrid Mamba-Transformer MoE, 30B-A3B)"}};
+    {"nano3", "Nemotron 3 Nano recipe (hybrid Mamba-Transformer MoE, 30B-A3B)"},
+    {"super49b", "Llama-3.3-Nemotron-Super-49B recipe (DeciLM heterogeneous Llama-3, SFT + GRPO)"}};
 
 }  // namespace nemotron::cli

@@ -10,11 +10,21 @@ namespace nemotron {
 
 struct OpProfiler;
 
+// The randomness of a training forward/backward (LoRA's adapter dropout, model/lora.h). The
+// training step sets it around each micro-batch, keyed by the run's seed, the iteration and the
+// micro-batch's index, so masks are reproducible (exact resume) and a backward regenerates its
+// forward's masks; inactive (evaluation, generation, inference, benchmarks of them) drops nothing.
+struct DropoutKey {
+  bool active = false;
+  uint64_t seed = 0, iteration = 0, micro = 0;
+};
+
 struct Context {
   Backend* backend = &host_backend();
   Workspace* workspace = nullptr;   // activations come from here when set
   DType compute_dtype = DType::f32; // dtype of activations the model creates
   OpProfiler* profiler = nullptr;   // when set, ops report their phases (see OpScope)
+  DropoutKey dropout = {};          // training micro-batches only (see DropoutKey)
 
   // Scratch/activation tensors: from the arena when there is one, else from the backend.
   Tensor empty(Shape shape, DType dtype) const {

@@ -7,13 +7,14 @@
 
 namespace nemotron::model {
 
-AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t)
+AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t,
+                               int64_t num_key_value_heads)
     : H_(cfg.hidden_size),
       nq_(cfg.num_attention_heads),
-      nkv_(cfg.num_key_value_heads),
+      nkv_(num_key_value_heads > 0 ? num_key_value_heads : cfg.num_key_value_heads),
       hd_(0),
       rope_(cfg.position_embedding_type == "rope"),
-      rope_theta_(cfg.rope_theta),
+      rope_freq_(cfg.rope_freq()),
       init_std_(cfg.initializer_range),
       out_std_(output_init_std(cfg)) {
   if (nq_ <= 0) throw InputError(fmt::format("num_attention_heads: expected a positive count, got {}", nq_));
@@ -42,17 +43,19 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
                               const SequenceLayout& layout) {
   NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "attention: expected u [B, T, {}], got {}", H_, u.shape().str());
   const int64_t B = u.dim(0), T = u.dim(1);
-  Tensor q = q_proj_.forward(ctx, u).view({B, T, nq_, hd_});
-  Tensor k = k_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
-  Tensor v = v_proj_.forward(ctx, u).view({B, T, nkv_, hd_});
+  LinearSaved kept[4];  // q, k, v, o
+  LinearSaved* keep = saved ? kept : nullptr;
+  Tensor q = q_proj_.forward(ctx, u, keep ? &kept[0] : nullptr).view({B, T, nq_, hd_});
+  Tensor k = k_proj_.forward(ctx, u, keep ? &kept[1] : nullptr).view({B, T, nkv_, hd_});
+  Tensor v = v_proj_.forward(ctx, u, keep ? &kept[2] : nullptr).view({B, T, nkv_, hd_});
   if (rope_) {
-    ops::rope_forward(ctx, q, rope_theta_, q, 0, layout.position_ids);
-    ops::rope_forward(ctx, k, rope_theta_, k, 0, layout.position_ids);
+    ops::rope_forward(ctx, q, rope_freq_, q, 0, layout.position_ids);
+    ops::rope_forward(ctx, k, rope_freq_, k, 0, layout.position_ids);
   }
   Tensor o = ctx.empty({B, T, nq_, hd_}, u.dtype());
   Tensor lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
   ops::attention_forward(ctx, q, k, v, o, lse, layout.seq_idx);
-  Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}));
+  Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}), keep ? &kept[3] : nullptr);
   if (saved) {
     auto s = std::make_unique<AttentionSaved>();
     s->u = u;
@@ -62,6 +65,10 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
     s->o = o;
     s->lse = lse;
     s->layout = layout;
+    s->q_proj = std::move(kept[0]);
+    s->k_proj = std::move(kept[1]);
+    s->v_proj = std::move(kept[2]);
+    s->o_proj = std::move(kept[3]);
     *saved = std::move(s);
   }
   return out;
@@ -72,17 +79,17 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
   const int64_t B = s.u.dim(0), T = s.u.dim(1);
   const DType dt = dout.dtype();
   Tensor d_o = ctx.empty({B, T, nq_ * hd_}, dt);
-  o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o);
+  o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o, false, &s.o_proj);
   Tensor dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
   ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv, s.layout.seq_idx);
   if (rope_) {
-    ops::rope_backward(ctx, dq, rope_theta_, dq, 0, s.layout.position_ids);
-    ops::rope_backward(ctx, dk, rope_theta_, dk, 0, s.layout.position_ids);
+    ops::rope_backward(ctx, dq, rope_freq_, dq, 0, s.layout.position_ids);
+    ops::rope_backward(ctx, dk, rope_freq_, dk, 0, s.layout.position_ids);
   }
   Tensor du = ctx.empty(s.u.shape(), dt);
-  q_proj_.backward(ctx, s.u, dq.view({B, T, nq_ * hd_}), &du);
-  k_proj_.backward(ctx, s.u, dk.view({B, T, nkv_ * hd_}), &du, true);
-  v_proj_.backward(ctx, s.u, dv.view({B, T, nkv_ * hd_}), &du, true);
+  q_proj_.backward(ctx, s.u, dq.view({B, T, nq_ * hd_}), &du, false, &s.q_proj);
+  k_proj_.backward(ctx, s.u, dk.view({B, T, nkv_ * hd_}), &du, true, &s.k_proj);
+  v_proj_.backward(ctx, s.u, dv.view({B, T, nkv_ * hd_}), &du, true, &s.v_proj);
   return du;
 }
 
@@ -114,8 +121,8 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
   Tensor k = k_proj_.forward(ctx, u).view({1, N, nkv_, hd_});
   Tensor v = v_proj_.forward(ctx, u).view({1, N, nkv_, hd_});
   if (rope_) {
-    ops::rope_forward(ctx, q, rope_theta_, q, 0, batch.position_ids);
-    ops::rope_forward(ctx, k, rope_theta_, k, 0, batch.position_ids);
+    ops::rope_forward(ctx, q, rope_freq_, q, 0, batch.position_ids);
+    ops::rope_forward(ctx, k, rope_freq_, k, 0, batch.position_ids);
   }
   ops::kv_cache_write_decode(ctx, k.view({N, nkv_, hd_}), batch.slot_mapping, s->k);
   ops::kv_cache_write_decode(ctx, v.view({N, nkv_, hd_}), batch.slot_mapping, s->v);

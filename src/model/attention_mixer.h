@@ -9,6 +9,7 @@
 
 #include "model/linear.h"
 #include "model/mixer.h"
+#include "ops/rope_freq.h"
 
 namespace nemotron::model {
 
@@ -18,11 +19,14 @@ struct AttentionSaved : MixerSaved {
   Tensor o;        // attention output [B, T, nq, hd], the o_proj input
   Tensor lse;      // row log-sum-exp of the scaled scores [B, nq, T]
   SequenceLayout layout;  // packed rows: the forward's seq_idx and position_ids
+  LinearSaved q_proj, k_proj, v_proj, o_proj;  // their adapters' h (LoRA), for the backward
 };
 
 class AttentionMixer : public Mixer {
  public:
-  AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+  // num_key_value_heads: this layer's KV-head count (DeciLM: per layer), 0 = the config's.
+  AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
+                 int64_t num_key_value_heads = 0);
 
   LayerKind kind() const override { return LayerKind::attention; }
   // q/k/v ~ N(0, initializer_range), o_proj ~ N(0, initializer_range / sqrt(num_layers)), biases 0.
@@ -45,7 +49,7 @@ class AttentionMixer : public Mixer {
  private:
   int64_t H_, nq_, nkv_, hd_;
   bool rope_;
-  double rope_theta_;
+  ops::RopeFreq rope_freq_;
   double init_std_, out_std_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/layer_spec.h"
 
 namespace nemotron::model {
 
@@ -92,9 +93,9 @@ int64_t DecodeState::bytes() const {
 int64_t DecodeState::bytes_per_sequence(const ModelConfig& cfg, int64_t seq_len, DType dtype) {
   const int64_t el = static_cast<int64_t>(dtype_size(dtype)), st = static_cast<int64_t>(dtype_size(stat_dtype(dtype)));
   int64_t b = 0;
-  for (int64_t i = 0; i < cfg.num_layers(); ++i) {
-    switch (cfg.layer_kind(i)) {
-      case LayerKind::attention: b += 2 * seq_len * cfg.num_key_value_heads * cfg.attn_head_dim() * el; break;
+  for (const LayerSpec& l : layer_specs(cfg)) {
+    switch (l.kind) {
+      case LayerKind::attention: b += 2 * seq_len * l.num_key_value_heads * cfg.attn_head_dim() * el; break;
       case LayerKind::mamba: {
         const int64_t d = cfg.mamba_num_heads * cfg.mamba_head_dim, conv_dim = d + 2 * cfg.n_groups * cfg.ssm_state_size;
         b += (cfg.conv_kernel - 1) * conv_dim * el + d * cfg.ssm_state_size * st;

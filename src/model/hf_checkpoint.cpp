@@ -14,6 +14,7 @@
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "model/hybrid_model.h"
+#include "model/layer_spec.h"
 
 namespace nemotron::model {
 
@@ -62,6 +63,9 @@ bool is_float_st(io::StDtype t) {
 }
 
 std::string describe_pattern(const ModelConfig& c) {
+  if (c.is_decilm())
+    return fmt::format("DeciLM, {} blocks, stack \"{}\", hidden_size {}, vocab_size {}", c.block_configs.size(),
+                       c.hybrid_override_pattern, c.hidden_size, c.vocab_size);
   return fmt::format("pattern \"{}\", hidden_size {}, vocab_size {}", c.hybrid_override_pattern, c.hidden_size,
                      c.vocab_size);
 }
@@ -139,9 +143,12 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
     for (const io::StTensorInfo& t : f.tensors())
       if (ck.set_->contains(t.name) && &ck.set_->info(t.name) == &t) stored[t.name] = {&f, &t};
 
-  // Layout: the prefix of the model's tensors.
+  // Layout: the prefix of the model's tensors. DeciLM checkpoints have one layout, whose Hub names
+  // are model.* (B.4): nothing to rename.
+  const bool decilm = ck.config_.is_decilm();
   std::string a_hub, a_fused;
   for (const auto& [name, s] : stored) {
+    if (decilm) break;
     if (starts_with(name, "backbone.") && a_hub.empty()) a_hub = name;
     if (starts_with(name, "model.") && a_fused.empty()) a_fused = name;
   }
@@ -171,10 +178,10 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
     if (!is_float_st(s.info->dtype))
       throw InputError(fmt::format("{}: tensor \"{}\" is {}, expected a floating-point weight", where, name,
                                    io::st_dtype_name(s.info->dtype)));
-    std::string hub = mtp                             ? name.substr(name.find("mtp."))
-                      : starts_with(name, "model.") ? "backbone." + name.substr(6)
-                                                    : name;
-    if (hub == "backbone.embedding.weight") {
+    std::string hub = mtp                                      ? name.substr(name.find("mtp."))
+                      : !decilm && starts_with(name, "model.") ? "backbone." + name.substr(6)
+                                                               : name;
+    if (!decilm && hub == "backbone.embedding.weight") {
       hub = "backbone.embeddings.weight";
       ck.notes_.push_back(fmt::format("read \"{}\" as backbone.embeddings.weight (legacy spelling)", name));
     }
@@ -186,7 +193,7 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
       found.emplace(n, Found{t, s.info->shape});
     };
     std::span<const uint8_t> bytes = s.file->bytes(*s.info);
-    if (auto fe = fused_expert(hub)) {
+    if (auto fe = decilm ? std::nullopt : fused_expert(hub)) {
       const Shape& sh = s.info->shape;
       if (sh.rank() != 3 || E <= 0 || sh[0] != E)
         throw InputError(
@@ -206,9 +213,10 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
   // (its _tied_weights_keys is empty), so a checkpoint it wrote carries lm_head.weight, and that is
   // what it computes with. The same bytes as the embedding: drop the copy. Different bytes: keep
   // the head and untie, which is what transformers runs.
-  if (ck.config_.tie_word_embeddings && found.count("lm_head.weight") && found.count("backbone.embeddings.weight")) {
+  const std::string embedding = stack_names(ck.config_).embedding;
+  if (ck.config_.tie_word_embeddings && found.count("lm_head.weight") && found.count(embedding)) {
     const HfTensor& head = found.at("lm_head.weight").t;
-    const HfTensor& emb = found.at("backbone.embeddings.weight").t;
+    const HfTensor& emb = found.at(embedding).t;
     if (head.dtype == emb.dtype && head.shape == emb.shape &&
         std::equal(head.bytes.begin(), head.bytes.end(), emb.bytes.begin(), emb.bytes.end())) {
       ck.notes_.push_back("lm_head.weight holds the same bytes as the tied embedding; not needed");
@@ -216,8 +224,9 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
     } else {
       ck.config_.tie_word_embeddings = false;
       ck.notes_.push_back(
-          "config.json ties the embeddings but lm_head.weight differs from backbone.embeddings.weight; transformers "
-          "(which does not tie nemotron_h) computes with lm_head.weight, so it is kept: tie_word_embeddings = false");
+          fmt::format("config.json ties the embeddings but lm_head.weight differs from {}; transformers "
+                      "computes with lm_head.weight, so it is kept: tie_word_embeddings = false",
+                      embedding));
     }
   }
 

@@ -21,6 +21,7 @@
 #include "data/tokenizer.h"
 #include "io/mapped_file.h"
 #include "io/staged_dir.h"
+#include "model/layer_spec.h"
 
 namespace nemotron::model {
 
@@ -265,6 +266,21 @@ std::string checkpoint_config_yaml(const ModelConfig& c, const json& source) {
   y << "# A native nemotron checkpoint's configuration. model: is what `nemotron model info -c` and training read;\n"
        "# source: records where the weights came from.\n";
   y << "model:\n";
+  if (c.is_decilm()) {
+    // The DeciLM config.json's fields (what load_model_config reads back), one block per line.
+    const json j = decilm_config_to_hf_json(c);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "architectures" || it.key() == "block_configs") continue;
+      y << "  " << it.key() << ": " << it.value().dump() << "\n";
+    }
+    y << "  block_configs:\n";
+    for (const json& b : j["block_configs"]) y << "    - " << b.dump() << "\n";
+    if (source.is_object() && !source.empty()) {
+      y << "source:\n";
+      for (auto it = source.begin(); it != source.end(); ++it) y << "  " << it.key() << ": " << it.value().dump() << "\n";
+    }
+    return y.str();
+  }
   str("model_type", c.model_type);
   positive("vocab_size", c.vocab_size);
   positive("hidden_size", c.hidden_size);
@@ -396,7 +412,7 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
     out.push_back({t.name, t.shape, d, [&t, d] { return view_bytes(t.shape, d, t.bytes); }});
   }
   if (ck.config().tie_word_embeddings) {
-    const HfTensor& emb = ck.tensor("backbone.embeddings.weight");
+    const HfTensor& emb = ck.tensor(stack_names(ck.config()).embedding);
     DType d = weight_dtype(emb);
     out.push_back({"lm_head.weight", emb.shape, d, [&emb, d] { return view_bytes(emb.shape, d, emb.bytes); }});
   }
@@ -410,8 +426,10 @@ void export_hf(const ExportOptions& o, const Progress& progress) {
   for (const std::string& n : ck.notes()) progress("note: " + n);
   if (ck.config().tie_word_embeddings)
     progress(
-        "note: tied embeddings: lm_head.weight is written as a copy of backbone.embeddings.weight, because "
-        "transformers' NemotronHForCausalLM does not tie them");
+        fmt::format("note: tied embeddings: lm_head.weight is written as a copy of {}, because transformers' "
+                    "{} does not tie them",
+                    stack_names(ck.config()).embedding,
+                    ck.config().is_decilm() ? "DeciLMForCausalLM" : "NemotronHForCausalLM"));
   std::vector<std::string> written = write_shards(out_dir, o.out, out, o.max_shard_bytes, progress);
 
   json config = model_config_to_hf_json(ck.config());

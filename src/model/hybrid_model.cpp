@@ -1,6 +1,7 @@
 #include "model/hybrid_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "model/finite_check.h"
 #include "model/mixer_factory.h"
@@ -25,10 +26,10 @@ HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype)
     : cfg_(cfg), store_(backend, dtype) {
   validate(cfg_, "model");
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
-  embed_ = &store_.add("backbone.embeddings.weight", {V, H}, true);
-  trunk_ = std::make_unique<LayerStack>(cfg_, cfg_.hybrid_override_pattern, store_,
-                                        [](int64_t i) { return fmt::format("backbone.layers.{}.", i); });
-  norm_f_ = &store_.add("backbone.norm_f.weight", {H}, false);
+  const StackNames names = stack_names(cfg_);
+  embed_ = &store_.add(names.embedding, {V, H}, true);
+  trunk_ = std::make_unique<LayerStack>(cfg_, layer_specs(cfg_), store_);
+  norm_f_ = &store_.add(names.final_norm, {H}, false);
   if (!cfg_.tie_word_embeddings) lm_head_ = &store_.add("lm_head.weight", {V, H}, true);
   for (int64_t b = 0; b < cfg_.num_nextn_predict_layers; ++b)
     mtp_.push_back(std::make_unique<MtpBlock>(cfg_, store_, b));
@@ -65,15 +66,25 @@ Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, c
   Tensor xf = x.view({N, H});
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, xf, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
+  // logits / t = W (h / t): the scale goes on h ([N, H]), not on the [N, V] logits (the main
+  // head only: MTP depths, which GRPO does not train, run lm_head_loss untempered).
+  const bool tempered = logit_temperature_ != 1.0;
+  if (tempered) ops::scale_inplace(ctx, h, 1.0 / logit_temperature_);
   Tensor dh;
   Tensor out = lm_head_loss(ctx, h, targets, weights, scale, dx ? &dh : nullptr);
   if (dx) {
+    if (tempered) ops::scale_inplace(ctx, dh, 1.0 / logit_temperature_);  // d(h / t) / dh
     Tensor dxf = ctx.empty({N, H}, dt);
     Tensor d_norm = grad_sink(ctx, *norm_f_);
     ops::rmsnorm_backward(ctx, xf, norm_f_->value, rstd, dh, dxf, d_norm);
     *dx = dxf.view(x.shape());
   }
   return out;
+}
+
+void HybridModel::set_logit_temperature(double t) {
+  if (!(t > 0) || !std::isfinite(t)) throw InputError(fmt::format("logit temperature {}: expected a finite number > 0", t));
+  logit_temperature_ = t;
 }
 
 Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& targets, const Tensor& weights,

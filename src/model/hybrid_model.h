@@ -1,6 +1,8 @@
-// The Nemotron-H stack (reference/architectures.md A.1): embedding, one pre-norm residual layer
-// per pattern symbol (x = x + mixer(rmsnorm(x))), final norm and LM head (tied or untied).
-// Parameters carry the Hub names (`backbone.*`, `lm_head.weight`). The model knows no loss: it
+// The layer stack (reference/architectures.md A.1, B.1): embedding, one pre-norm residual layer
+// per entry of layer_specs(cfg) (x = x + mixer(rmsnorm(x)); a Nemotron-H pattern symbol or a
+// DeciLM sub-block), final norm and LM head (tied or untied), and Nemotron-H's multi-token
+// prediction blocks (model/mtp.h) when configured. Parameters carry the Hub names (`backbone.*`
+// or DeciLM's `model.*`, `mtp.*`, and `lm_head.weight`). The model knows no loss: it
 // returns the final hidden states (forward) and takes their gradient (backward); its head turns
 // them into per-token log-probs of given targets, fused with their gradient, over row chunks so
 // a [B*T, V] logits buffer never exists at once. Losses live in train/loss.h.
@@ -74,8 +76,14 @@ class HybridModel {
   // cross-entropy kernel fuses the value and the gradient; any per-token loss with
   // d loss / d log p_n = -scale * w_n goes through it (cross-entropy: w = mask).
   Tensor head(Context& ctx, const Tensor& x, const Tensor& targets, const Tensor& weights, double scale, Tensor* dx);
-  // The same after the final norm: the LM head and cross-entropy on normed rows h (MTP depths run
-  // it on their final_layernorm output); with dh, writes d(scale * sum out) / dh.
+  // Log-probs at a sampling temperature: head() (so the loss, its gradient and token_logprobs)
+  // works on logits / t, as NeMo RL's policy does when the generator samples at temperature t
+  // (the engine's processed log-probs are log softmax(z / t)). 1 by default; logits(),
+  // head_logits() and extend() always return the raw logits.
+  void set_logit_temperature(double t);
+  double logit_temperature() const { return logit_temperature_; }
+  // head() after its final norm (and untempered): the LM head and cross-entropy on normed rows h
+  // (MTP depths run it on their final_layernorm output); with dh, writes d(scale * sum out) / dh.
   Tensor lm_head_loss(Context& ctx, const Tensor& h, const Tensor& targets, const Tensor& weights, double scale,
                       Tensor* dh);
 
@@ -125,6 +133,7 @@ class HybridModel {
   bool recompute() const { return cfg_.recompute_granularity == "full"; }
 
   ModelConfig cfg_;
+  double logit_temperature_ = 1.0;
   ParamStore store_;
   Param* embed_ = nullptr;
   std::unique_ptr<LayerStack> trunk_;

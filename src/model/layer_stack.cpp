@@ -7,14 +7,12 @@
 
 namespace nemotron::model {
 
-LayerStack::LayerStack(const ModelConfig& cfg, const std::string& pattern, ParamStore& store,
-                       const std::function<std::string(int64_t)>& prefix, int64_t first_index)
+LayerStack::LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store,
+                       int64_t first_index)
     : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), first_index_(first_index) {
-  for (int64_t i = 0; i < static_cast<int64_t>(pattern.size()); ++i) {
-    const std::string p = prefix(i);
-    norms_.push_back(&store.add(p + "norm.weight", {cfg.hidden_size}, false));
-    mixers_.push_back(make_mixer(cfg, static_cast<LayerKind>(pattern[static_cast<size_t>(i)]), store, p + "mixer.",
-                                 first_index + i));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    norms_.push_back(&store.add(specs[i].norm, {cfg.hidden_size}, false));
+    mixers_.push_back(make_mixer(cfg, specs[i], store, first_index + static_cast<int64_t>(i)));
     moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
   }
 }

@@ -1,13 +1,13 @@
-// A stack of pre-norm residual layers, one per pattern symbol (reference/architectures.md A.1):
-// x = x + mixer_i(rmsnorm_i(x)). The trunk of HybridModel is one; each multi-token-prediction
+// A stack of pre-norm residual layers, one per LayerSpec (model/layer_spec.h; reference/
+// architectures.md A.1, B.1): x = x + mixer_i(rmsnorm_i(x)). The trunk of HybridModel is one; each multi-token-prediction
 // block (model/mtp.h, A.8) holds another over its own inner pattern. The stack neither embeds nor
 // normalises its output: the caller does (final norm, MTP's final_layernorm).
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "model/layer_spec.h"
 #include "model/mixer.h"
 #include "model/moe_mixer.h"
 
@@ -23,11 +23,9 @@ struct LayerSaved {
 
 class LayerStack {
  public:
-  // Layer i of `pattern` registers `prefix(i) + "norm.weight"` and its mixer under
-  // `prefix(i) + "mixer."`; `first_index` numbers the layers in messages (the trunk's 0, an MTP
-  // block's after the trunk's).
-  LayerStack(const ModelConfig& cfg, const std::string& pattern, ParamStore& store,
-             const std::function<std::string(int64_t)>& prefix, int64_t first_index = 0);
+  // Layer i registers specs[i].norm and its mixer under specs[i].prefix; `first_index` numbers
+  // the layers in messages (the trunk's 0, an MTP block's after the trunk's).
+  LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store, int64_t first_index = 0);
   void init(uint64_t seed);
   size_t size() const { return mixers_.size(); }
   LayerKind kind(size_t i) const { return mixers_[i]->kind(); }

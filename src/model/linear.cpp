@@ -21,53 +21,97 @@ void Linear::init(uint64_t seed, double std) {
   if (bias_) init_constant(*bias_, 0.0);
 }
 
-Tensor Linear::forward(Context& ctx, const Tensor& x) const {
+Tensor Linear::forward(Context& ctx, const Tensor& x, LinearSaved* keep) const {
   std::vector<int64_t> dims = x.shape().dims();
   NM_CHECK(!dims.empty() && dims.back() == in_, "linear {}: input {} does not end in {}", weight_->name,
            x.shape().str(), in_);
   dims.back() = out_;
   Tensor y = ctx.empty(Shape(dims), x.dtype());
-  forward(ctx, x, y);
+  forward(ctx, x, y, false, keep);
   return y;
 }
 
-void Linear::forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate) const {
+void Linear::forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate, LinearSaved* keep) const {
   NM_CHECK(x.dim(-1) == in_ && y.dim(-1) == out_ && x.numel() / in_ == y.numel() / out_,
            "linear {}: x {} -> y {}", weight_->name, x.shape().str(), y.shape().str());
   const int64_t rows = x.numel() / in_;
   Tensor x2 = x.view({rows, in_}), y2 = y.view({rows, out_});
   ops::matmul(ctx, x2, false, weight_->value, true, y2, 1.0, accumulate ? 1.0 : 0.0);
   if (bias_) ops::bias_add(ctx, y2, bias_->value);
-  if (weight_->lora) lora_forward(ctx, *weight_->lora, x2, 0, out_, y2);
+  const RowBlock all{0, out_};
+  if (weight_->lora) lora_forward(ctx, x2, {&all, 1}, {&y2, 1}, keep);
 }
 
-void Linear::backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx) const {
-  backward_rows(ctx, x, 0, out_, dy, dx, accumulate_dx);
+void Linear::backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx,
+                      const LinearSaved* kept) const {
+  const RowBlock all{0, out_};
+  backward_rows(ctx, x, {&all, 1}, {&dy, 1}, dx, accumulate_dx, kept);
 }
 
-void Linear::forward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t end, Tensor& y) const {
-  NM_CHECK(0 <= begin && begin < end && end <= out_ && x.dim(-1) == in_ && y.dim(-1) == end - begin,
-           "linear {}: rows [{}, {}) of {} for x {} -> y {}", weight_->name, begin, end, out_, x.shape().str(),
-           y.shape().str());
-  const bool all = begin == 0 && end == out_;
-  ops::linear_forward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), y);
-  if (bias_) ops::bias_add(ctx, y, all ? bias_->value : bias_->value.slice(begin, end));
-  if (weight_->lora) lora_forward(ctx, *weight_->lora, x, begin, end, y);
-}
-
-void Linear::backward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t end, const Tensor& dy, Tensor* dx,
-                           bool accumulate_dx) const {
-  const bool all = begin == 0 && end == out_;
-  Tensor dw;
-  if (weight_->requires_grad) dw = all ? weight_->grad : weight_->grad.slice(begin, end);
-  if (dx || dw.defined())
-    ops::linear_backward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), dy, dx,
-                         dw.defined() ? &dw : nullptr, accumulate_dx);
-  if (bias_ && bias_->requires_grad) {
-    Tensor db = all ? bias_->grad : bias_->grad.slice(begin, end);
-    ops::bias_backward(ctx, dy, db);
+void Linear::forward_rows(Context& ctx, const Tensor& x, std::span<const RowBlock> blocks, std::span<Tensor> ys,
+                          LinearSaved* keep) const {
+  NM_CHECK(!blocks.empty() && blocks.size() == ys.size() && x.dim(-1) == in_, "linear {}: {} blocks, {} outputs, x {}",
+           weight_->name, blocks.size(), ys.size(), x.shape().str());
+  const int64_t rows = x.numel() / in_;
+  std::vector<Tensor> ys2;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto [begin, end] = blocks[i];
+    Tensor& y = ys[i];
+    NM_CHECK(0 <= begin && begin < end && end <= out_ && y.dim(-1) == end - begin && y.numel() == rows * (end - begin),
+             "linear {}: rows [{}, {}) of {} for x {} -> y {}", weight_->name, begin, end, out_, x.shape().str(),
+             y.shape().str());
+    const bool all = begin == 0 && end == out_;
+    ops::linear_forward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), y);
+    if (bias_) ops::bias_add(ctx, y, all ? bias_->value : bias_->value.slice(begin, end));
+    ys2.push_back(y.view({rows, end - begin}));
   }
-  if (weight_->lora) lora_backward(ctx, *weight_->lora, x, begin, end, dy, dx);
+  if (weight_->lora) lora_forward(ctx, x.view({rows, in_}), blocks, ys2, keep);
+}
+
+void Linear::backward_rows(Context& ctx, const Tensor& x, std::span<const RowBlock> blocks,
+                           std::span<const Tensor> dys, Tensor* dx, bool accumulate_dx, const LinearSaved* kept) const {
+  NM_CHECK(!blocks.empty() && blocks.size() == dys.size(), "linear {}: {} blocks, {} gradients", weight_->name,
+           blocks.size(), dys.size());
+  const int64_t rows = x.numel() / in_;
+  std::vector<Tensor> dys2;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto [begin, end] = blocks[i];
+    const bool all = begin == 0 && end == out_;
+    Tensor dw;
+    if (weight_->requires_grad) dw = all ? weight_->grad : weight_->grad.slice(begin, end);
+    // dx: the first block writes it (unless the caller accumulates), the others add.
+    if (dx || dw.defined())
+      ops::linear_backward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), dys[i], dx,
+                           dw.defined() ? &dw : nullptr, accumulate_dx || i > 0);
+    if (bias_ && bias_->requires_grad) {
+      Tensor db = all ? bias_->grad : bias_->grad.slice(begin, end);
+      ops::bias_backward(ctx, dys[i], db);
+    }
+    dys2.push_back(dys[i].view({rows, end - begin}));
+  }
+  if (!weight_->lora) return;
+  Tensor dx2;
+  if (dx) dx2 = dx->view({rows, in_});
+  lora_backward(ctx, x.view({rows, in_}), blocks, dys2, dx ? &dx2 : nullptr, kept);
+}
+
+void Linear::lora_forward(Context& ctx, const Tensor& x2, std::span<const RowBlock> blocks, std::span<Tensor> ys2,
+                          LinearSaved* keep) const {
+  const LoraAdapter& lora = *weight_->lora;
+  Tensor h = lora_down(ctx, lora, x2);  // once for all blocks
+  for (size_t i = 0; i < blocks.size(); ++i) lora_up(ctx, lora, h, blocks[i].begin, blocks[i].end, ys2[i]);
+  if (keep) keep->lora_h = h;
+}
+
+void Linear::lora_backward(Context& ctx, const Tensor& x2, std::span<const RowBlock> blocks,
+                           std::span<const Tensor> dys2, Tensor* dx2, const LinearSaved* kept) const {
+  const LoraAdapter& lora = *weight_->lora;
+  const Tensor h = kept && kept->lora_h.defined() ? kept->lora_h : lora_down(ctx, lora, x2);
+  // dh = sum over blocks of dy_i B_i, then dA and dx once (not once per block).
+  Tensor dh = ctx.empty(Shape({x2.dim(0), lora.rank}), x2.dtype());
+  for (size_t i = 0; i < blocks.size(); ++i)
+    lora_up_backward(ctx, lora, h, blocks[i].begin, blocks[i].end, dys2[i], dh, i > 0);
+  lora_down_backward(ctx, lora, x2, dh, dx2);
 }
 
 double output_init_std(const ModelConfig& cfg) {

@@ -6,6 +6,7 @@
 // Every projection of the model is one of these (Mamba's in_proj/out_proj included), so one
 // adapter wrapper (LoRA) can stand in for any of them.
 #pragma once
+#include <span>
 #include <string>
 
 #include "core/context.h"
@@ -14,6 +15,19 @@
 
 namespace nemotron::model {
 
+// What a Linear's forward keeps for its backward besides its input x (which the caller keeps):
+// its LoRA adapter's h = scale * drop(x) A^T [rows, r] (model/lora.h), so the backward does not
+// compute it again. Empty without an adapter. A backward given none recomputes h (the same
+// dropout mask: the context keys it).
+struct LinearSaved {
+  Tensor lora_h;
+};
+
+// Output rows [begin, end) of W: one block of a fused projection.
+struct RowBlock {
+  int64_t begin = 0, end = 0;
+};
+
 class Linear {
  public:
   Linear() = default;
@@ -21,19 +35,24 @@ class Linear {
 
   // W ~ N(0, std) keyed by (seed, name); b = 0.
   void init(uint64_t seed, double std);
-  // x [..., in] -> a new y [..., out] from ctx.
-  Tensor forward(Context& ctx, const Tensor& x) const;
+  // x [..., in] -> a new y [..., out] from ctx. `keep` (training forwards) receives what the
+  // backward reuses.
+  Tensor forward(Context& ctx, const Tensor& x, LinearSaved* keep = nullptr) const;
   // Into a given y [..., out]; accumulate: y += x W^T (+ b) instead of y =.
-  void forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate = false) const;
-  // dW += dy^T x, db += sum_rows dy; when dx is given: dx = dy W (or dx += dy W).
-  void backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx = false) const;
+  void forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate = false, LinearSaved* keep = nullptr) const;
+  // dW += dy^T x, db += sum_rows dy; when dx is given: dx = dy W (or dx += dy W). `kept`: the
+  // forward's LinearSaved of this x.
+  void backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx = false,
+                const LinearSaved* kept = nullptr) const;
 
-  // The same on output rows [begin, end) of W (and b) only: a fused projection whose outputs are
-  // used as separate tensors (Mamba's in_proj: z, x, B, C, dt) runs one GEMM per row block and
-  // never splits a wide output. y [..., end - begin]; dW[begin:end] += dy^T x.
-  void forward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t end, Tensor& y) const;
-  void backward_rows(Context& ctx, const Tensor& x, int64_t begin, int64_t end, const Tensor& dy, Tensor* dx,
-                     bool accumulate_dx = false) const;
+  // The same on row blocks of W (and b): a fused projection whose outputs are used as separate
+  // tensors (Mamba's in_proj: z, x, B, C, dt) runs one GEMM per block and never splits a wide
+  // output. ys[i] [..., end - begin] of blocks[i]; dW[begin:end] += dys[i]^T x; dx = the sum over
+  // blocks (+= when accumulate_dx). An adapter's h and its dA, dx work run once for all blocks.
+  void forward_rows(Context& ctx, const Tensor& x, std::span<const RowBlock> blocks, std::span<Tensor> ys,
+                    LinearSaved* keep = nullptr) const;
+  void backward_rows(Context& ctx, const Tensor& x, std::span<const RowBlock> blocks, std::span<const Tensor> dys,
+                     Tensor* dx, bool accumulate_dx = false, const LinearSaved* kept = nullptr) const;
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
@@ -43,6 +62,12 @@ class Linear {
   Param* bias() const { return bias_; }
 
  private:
+  // The adapter's term over all blocks (x2 [rows, in], ys2[i] [rows, end - begin]).
+  void lora_forward(Context& ctx, const Tensor& x2, std::span<const RowBlock> blocks, std::span<Tensor> ys2,
+                    LinearSaved* keep) const;
+  void lora_backward(Context& ctx, const Tensor& x2, std::span<const RowBlock> blocks, std::span<const Tensor> dys2,
+                     Tensor* dx2, const LinearSaved* kept) const;
+
   Param* weight_ = nullptr;
   Param* bias_ = nullptr;
   int64_t in_ = 0, out_ = 0;

@@ -2,24 +2,36 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "model/layer_spec.h"
+#include "ops/dropout.h"
 #include "ops/matmul.h"
 
 namespace nemotron::model {
 
 namespace {
 
-// x [..., in] as [rows, in].
-Tensor rows_of(const Tensor& x, int64_t width) { return x.view({x.numel() / width, width}); }
+Tensor b_rows(const LoraAdapter& lora, int64_t begin, int64_t end) {
+  const Tensor& b = lora.b->value;
+  return begin == 0 && end == b.dim(0) ? b : b.slice(begin, end);
+}
 
-// h = scale * x A^T [rows, r] in x's dtype.
-Tensor project_down(Context& ctx, const LoraAdapter& lora, const Tensor& x2) {
-  Tensor h = ctx.empty(Shape({x2.dim(0), lora.rank}), x2.dtype());
-  ops::matmul(ctx, x2, false, lora.a->value, true, h, lora.scale, 0.0);
-  return h;
+// This adapter's mask in a training micro-batch (none when dropout is 0 or outside training):
+// Philox(run seed, stream) with the stream mixing the adapter's name stream with (iteration,
+// micro-batch), so every adapter and micro-batch draws its own mask.
+std::optional<ops::DropoutMask> dropout_mask(const Context& ctx, const LoraAdapter& lora) {
+  if (!(lora.dropout > 0) || !ctx.dropout.active) return std::nullopt;
+  const auto mix = [](uint64_t z) {  // splitmix64's finaliser
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  const uint64_t draw = mix(mix(ctx.dropout.iteration) ^ (ctx.dropout.micro + 0x9E3779B97F4A7C15ull));
+  return ops::DropoutMask{lora.dropout, ctx.dropout.seed, mix(lora.stream ^ draw)};
 }
 
 const std::string kSuffixA = ".lora_A.weight", kSuffixB = ".lora_B.weight";
@@ -37,34 +49,51 @@ bool covers(const std::string& weight, const std::string& module, bool mlp) {
 
 }  // namespace
 
-void lora_forward(Context& ctx, const LoraAdapter& lora, const Tensor& x, int64_t begin, int64_t end, Tensor& y) {
-  const int64_t in = lora.a->value.dim(1);
-  Tensor x2 = rows_of(x, in), y2 = rows_of(y, end - begin);
-  Tensor h = project_down(ctx, lora, x2);
-  const Tensor& b = lora.b->value;
-  const bool all = begin == 0 && end == b.dim(0);
-  ops::matmul(ctx, h, false, all ? b : b.slice(begin, end), true, y2, 1.0, 1.0);
+Tensor lora_down(Context& ctx, const LoraAdapter& lora, const Tensor& x2) {
+  Tensor h = ctx.empty(Shape({x2.dim(0), lora.rank}), x2.dtype());
+  const Tensor* in = &x2;
+  Tensor dropped;
+  if (const auto mask = dropout_mask(ctx, lora)) {
+    dropped = ctx.empty(x2.shape(), x2.dtype());  // only while h is computed
+    ops::dropout_apply(ctx, x2, *mask, dropped);
+    in = &dropped;
+  }
+  ops::matmul(ctx, *in, false, lora.a->value, true, h, lora.scale, 0.0);
+  return h;
 }
 
-void lora_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x, int64_t begin, int64_t end,
-                   const Tensor& dy, Tensor* dx) {
-  const int64_t in = lora.a->value.dim(1);
-  Tensor x2 = rows_of(x, in), dy2 = rows_of(dy, end - begin);
-  // h is r columns wide: recomputing it costs a sliver of the base GEMM and keeps nothing.
-  Tensor h = project_down(ctx, lora, x2);
-  const Tensor& b = lora.b->value;
-  const bool all = begin == 0 && end == b.dim(0);
-  const Tensor b_rows = all ? b : b.slice(begin, end);
+void lora_up(Context& ctx, const LoraAdapter& lora, const Tensor& h, int64_t begin, int64_t end, Tensor& y2) {
+  ops::matmul(ctx, h, false, b_rows(lora, begin, end), true, y2, 1.0, 1.0);
+}
+
+void lora_up_backward(Context& ctx, const LoraAdapter& lora, const Tensor& h, int64_t begin, int64_t end,
+                      const Tensor& dy2, Tensor& dh, bool accumulate) {
   if (lora.b->requires_grad) {
+    const bool all = begin == 0 && end == lora.b->value.dim(0);
     Tensor db = all ? lora.b->grad : lora.b->grad.slice(begin, end);
     ops::matmul(ctx, dy2, true, h, false, db, 1.0, 1.0);
   }
-  Tensor dh = ctx.empty(Shape({x2.dim(0), lora.rank}), x2.dtype());
-  ops::matmul(ctx, dy2, false, b_rows, false, dh, 1.0, 0.0);
-  if (lora.a->requires_grad) ops::matmul(ctx, dh, true, x2, false, lora.a->grad, lora.scale, 1.0);
-  if (dx) {
-    Tensor dx2 = rows_of(*dx, in);
-    ops::matmul(ctx, dh, false, lora.a->value, false, dx2, lora.scale, 1.0);
+  ops::matmul(ctx, dy2, false, b_rows(lora, begin, end), false, dh, 1.0, accumulate ? 1.0 : 0.0);
+}
+
+void lora_down_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x2, const Tensor& dh, Tensor* dx2) {
+  const auto mask = dropout_mask(ctx, lora);
+  if (lora.a->requires_grad) {
+    if (mask) {
+      Tensor dropped = ctx.empty(x2.shape(), x2.dtype());
+      ops::dropout_apply(ctx, x2, *mask, dropped);
+      ops::matmul(ctx, dh, true, dropped, false, lora.a->grad, lora.scale, 1.0);
+    } else {
+      ops::matmul(ctx, dh, true, x2, false, lora.a->grad, lora.scale, 1.0);
+    }
+  }
+  if (!dx2) return;
+  if (mask) {  // d drop(x) / dx is the mask again: dx += drop(scale * dh A)
+    Tensor t = ctx.empty(dx2->shape(), dx2->dtype());
+    ops::matmul(ctx, dh, false, lora.a->value, false, t, lora.scale, 0.0);
+    ops::dropout_apply(ctx, t, *mask, *dx2, /*accumulate=*/true);
+  } else {
+    ops::matmul(ctx, dh, false, lora.a->value, false, *dx2, lora.scale, 1.0);
   }
 }
 
@@ -94,6 +123,7 @@ bool has_lora(const ParamStore& store) {
 std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, uint64_t seed,
                                      const std::string& source) {
   NM_CHECK(cfg.dim > 0, "lora: dim {}", cfg.dim);
+  NM_CHECK(cfg.dropout >= 0 && cfg.dropout < 1, "lora: dropout {}", cfg.dropout);
   const std::vector<Param*> base = store.all();  // adding adapters grows the store's list
   std::vector<bool> wrap(base.size(), false);
   for (const std::string& target : cfg.target_modules) {
@@ -126,6 +156,8 @@ std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, u
     lora->b = &store.add(module + kSuffixB, {out, cfg.dim});
     lora->rank = cfg.dim;
     lora->scale = cfg.scale();
+    lora->dropout = cfg.dropout;
+    lora->stream = name_stream(lora->a->name);
     const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform(a=sqrt(5)), as PEFT
     init_uniform(*lora->a, seed, -bound, bound);
     init_constant(*lora->b, 0.0);
@@ -135,8 +167,8 @@ std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, u
   return attached;
 }
 
-int64_t lora_param_count(const ModelConfig& m, const LoraConfig& cfg) {
-  const int64_t H = m.hidden_size, r = cfg.dim;
+int64_t lora_param_count(const ModelConfig& cfg_all, const LoraConfig& cfg) {
+  const int64_t H = cfg_all.hidden_size, r = cfg.dim;
   const auto wants = [&](const char* t) {
     for (const std::string& x : cfg.target_modules)
       if (x == t) return true;
@@ -144,8 +176,9 @@ int64_t lora_param_count(const ModelConfig& m, const LoraConfig& cfg) {
   };
   const auto pair = [&](int64_t in, int64_t out) { return r * (in + out); };  // A [r, in] + B [out, r]
   int64_t n = 0;
-  for (int64_t i = 0; i < m.num_layers(); ++i) {
-    switch (m.layer_kind(i)) {
+  for (const LayerSpec& spec : layer_specs(cfg_all)) {
+    const ModelConfig m = sized_for(cfg_all, spec);  // this layer's KV heads and FFN width
+    switch (spec.kind) {
       case LayerKind::mamba: {
         const int64_t d = m.mamba_num_heads * m.mamba_head_dim, gn = m.n_groups * m.ssm_state_size;
         if (wants("in_proj")) n += pair(H, 2 * d + 2 * gn + m.mamba_num_heads);
@@ -171,6 +204,7 @@ int64_t lora_param_count(const ModelConfig& m, const LoraConfig& cfg) {
         if (wants("linear_fc2")) n += pair(F, H);
         break;
       }
+      case LayerKind::linear: break;  // DeciLM linear replacements take no adapters
     }
   }
   return n;

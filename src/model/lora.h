@@ -1,6 +1,6 @@
 // LoRA adapters (Hu et al. 2021; Megatron-Bridge's peft: lora, PEFT's LoraConfig) on the model's
-// Linear layers: y = x W^T (+ b) + scale * (x A^T) B^T with A [r, in], B [out, r] and
-// scale = alpha / r. A starts kaiming-uniform (PEFT: U(-1/sqrt(in), 1/sqrt(in))) and B at zero,
+// Linear layers: y = x W^T (+ b) + scale * (drop(x) A^T) B^T with A [r, in], B [out, r],
+// scale = alpha / r, and drop the adapter dropout (training only; identity with dropout 0). A starts kaiming-uniform (PEFT: U(-1/sqrt(in), 1/sqrt(in))) and B at zero,
 // so an attached adapter leaves the model's output unchanged until it trains. The adapter hangs
 // on the base weight's Param (Param::lora), so Linear picks it up in every forward/backward
 // (forward_rows/backward_rows too: B's rows [begin, end)) and no mixer knows about it.
@@ -21,15 +21,25 @@ struct LoraAdapter {
   Param* a = nullptr;  // lora_A [r, in]
   Param* b = nullptr;  // lora_B [out, r]
   int64_t rank = 0;
-  double scale = 1.0;  // alpha / rank
+  double scale = 1.0;    // alpha / rank
+  double dropout = 0.0;  // on the adapter's input, in training only (Context::dropout active)
+  uint64_t stream = 0;   // name_stream of lora_A's name: this adapter's dropout masks
 };
 
-// y[..., end - begin] += scale * (x A^T) B[begin:end]^T.
-void lora_forward(Context& ctx, const LoraAdapter& lora, const Tensor& x, int64_t begin, int64_t end, Tensor& y);
-// With h = scale * x A^T and dh = dy B[begin:end]: dB[begin:end] += dy^T h, dA += scale * dh^T x,
-// and when dx is given dx += scale * dh A (the base Linear wrote or accumulated its part first).
-void lora_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x, int64_t begin, int64_t end,
-                   const Tensor& dy, Tensor* dx);
+// The adapter in pieces, so that a projection computed as row blocks (Mamba's in_proj) and its
+// backward compute the r-wide h = scale * drop(x) A^T once per input, not once per block, and a
+// forward can keep h for its backward. drop(x) = x * m / (1 - p), Megatron-Bridge's pre-adapter
+// dropout (dropout_position "pre"); m is ops/dropout.h's mask keyed by ctx.dropout and the
+// adapter, so the backward regenerates the forward's mask. The base path never sees it.
+// x2 [rows, in] -> h [rows, r].
+Tensor lora_down(Context& ctx, const LoraAdapter& lora, const Tensor& x2);
+// y2 [rows, end - begin] += h B[begin:end]^T.
+void lora_up(Context& ctx, const LoraAdapter& lora, const Tensor& h, int64_t begin, int64_t end, Tensor& y2);
+// dB[begin:end] += dy2^T h; dh = dy2 B[begin:end] (dh += when accumulate: the row blocks' sum).
+void lora_up_backward(Context& ctx, const LoraAdapter& lora, const Tensor& h, int64_t begin, int64_t end,
+                      const Tensor& dy2, Tensor& dh, bool accumulate);
+// dA += scale * dh^T drop(x2) and, when dx2 is given, dx2 += scale * drop'(dh A) (the same mask).
+void lora_down_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x2, const Tensor& dh, Tensor* dx2);
 
 // The peft: section (Megatron-Bridge's LoRA config; its defaults).
 struct LoraConfig {

@@ -72,6 +72,15 @@ Mamba2Mixer::Rows Mamba2Mixer::in_rows(Part part) const {
   return {begin, begin + size[part]};
 }
 
+std::array<RowBlock, Mamba2Mixer::kNumParts> Mamba2Mixer::in_blocks() const {
+  std::array<RowBlock, kNumParts> b;
+  for (int p = 0; p < kNumParts; ++p) {
+    const Rows r = in_rows(static_cast<Part>(p));
+    b[p] = {r.begin, r.end};
+  }
+  return b;
+}
+
 Mamba2Mixer::Rows Mamba2Mixer::conv_rows(Part part) const {
   NM_CHECK(part == kX || part == kB || part == kC, "conv1d covers x, B and C only");
   Rows r = in_rows(part);
@@ -131,11 +140,9 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   // in_proj, one GEMM per part: z, x, B, C, dt (pre-conv for x, B, C).
   const int64_t width[kNumParts] = {d_, d_, GN_, GN_, nH_};
   Tensor part_out[kNumParts];
-  for (int p = 0; p < kNumParts; ++p) {
-    Rows r = in_rows(static_cast<Part>(p));
-    part_out[p] = ctx.empty({B, T, width[p]}, dtype);
-    in_proj_.forward_rows(ctx, u, r.begin, r.end, part_out[p]);
-  }
+  for (int p = 0; p < kNumParts; ++p) part_out[p] = ctx.empty({B, T, width[p]}, dtype);
+  LinearSaved in_kept, out_kept;
+  in_proj_.forward_rows(ctx, u, in_blocks(), part_out, saved ? &in_kept : nullptr);
   Tensor &z = part_out[kZ], &dt_raw = part_out[kDt];
 
   Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
@@ -154,7 +161,8 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, y, z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor out = ctx.empty({B, T, H_}, dtype);
-  out_proj_.forward_rows(ctx, normed, 0, H_, out);
+  const RowBlock all_out{0, H_};
+  out_proj_.forward_rows(ctx, normed, {&all_out, 1}, {&out, 1}, saved ? &out_kept : nullptr);
 
   if (saved) {
     auto s = std::make_unique<Mamba2Saved>();
@@ -167,6 +175,8 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
     s->y = y;
     s->rstd = rstd;
     s->seq_idx = seq_idx;
+    s->in_proj = std::move(in_kept);
+    s->out_proj = std::move(out_kept);
     *saved = std::move(s);
   }
   return out;
@@ -184,7 +194,7 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, s.y, s.z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor d_normed = ctx.empty({B, T, d_}, dtype);
-  out_proj_.backward(ctx, normed, dout, &d_normed);
+  out_proj_.backward(ctx, normed, dout, &d_normed, false, &s.out_proj);
 
   Tensor dy = ctx.empty({B, T, d_}, dtype), dz = ctx.empty({B, T, d_}, dtype);
   Tensor d_norm_w = grad_sink(ctx, *norm_w_);
@@ -229,10 +239,7 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
 
   // in_proj: du = sum over parts of d_part W_part; dW_part += d_part^T u.
   Tensor du = ctx.empty({B, T, H_}, dtype);
-  for (int p = 0; p < kNumParts; ++p) {
-    Rows r = in_rows(static_cast<Part>(p));
-    in_proj_.backward_rows(ctx, s.u, r.begin, r.end, d_part[p], &du, p > 0);
-  }
+  in_proj_.backward_rows(ctx, s.u, in_blocks(), d_part, &du, false, &s.in_proj);
   return du;
 }
 
@@ -274,11 +281,8 @@ Tensor Mamba2Mixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* stat
   const Tensor u3 = u.view({1, T, H_});
   const int64_t width[kNumParts] = {d_, d_, GN_, GN_, nH_};
   Tensor part_out[kNumParts];
-  for (int p = 0; p < kNumParts; ++p) {
-    Rows r = in_rows(static_cast<Part>(p));
-    part_out[p] = ctx.empty({1, T, width[p]}, dtype);
-    in_proj_.forward_rows(ctx, u3, r.begin, r.end, part_out[p]);
-  }
+  for (int p = 0; p < kNumParts; ++p) part_out[p] = ctx.empty({1, T, width[p]}, dtype);
+  in_proj_.forward_rows(ctx, u3, in_blocks(), part_out);
   Tensor conv_out[3];
   for (Part p : {kX, kB, kC}) {
     Rows r = conv_rows(p);
@@ -298,7 +302,8 @@ Tensor Mamba2Mixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* stat
   Tensor normed = ctx.empty({1, T, d_}, dtype), rstd = ctx.empty({T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, y, part_out[kZ], norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
   Tensor out = ctx.empty({1, T, H_}, dtype);
-  out_proj_.forward_rows(ctx, normed, 0, H_, out);
+  const RowBlock all_out{0, H_};
+  out_proj_.forward_rows(ctx, normed, {&all_out, 1}, {&out, 1});  // the single-row GEMV path in decode
   return out;
 }
 

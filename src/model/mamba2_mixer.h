@@ -7,6 +7,7 @@
 // out as separate dense tensors without split copies. Saved activations are per token (no
 // per-chunk matrices); the conv output, dt and the normed output are recomputed in backward.
 #pragma once
+#include <array>
 #include <string>
 
 #include "model/linear.h"
@@ -23,6 +24,7 @@ struct Mamba2Saved : MixerSaved {
   Tensor y;                    // [B, T, d] scan output
   Tensor rstd;                 // [B*T, G] gated-norm statistics
   Tensor seq_idx;              // [B, T] int32 packed-sequence ids of the forward, or undefined
+  LinearSaved in_proj, out_proj;  // their adapters' h (LoRA), for the backward
 };
 
 class Mamba2Mixer : public Mixer {
@@ -64,6 +66,7 @@ class Mamba2Mixer : public Mixer {
   enum Part { kZ, kX, kB, kC, kDt, kNumParts };
   Rows in_rows(Part part) const;
   Rows conv_rows(Part part) const;  // kX, kB, kC: channels of conv1d
+  std::array<RowBlock, kNumParts> in_blocks() const;  // in_rows of every part, in Part order
   Tensor A(Context& ctx, DType dtype) const;  // -exp(A_log) [nH]
   void conv_forward(Context& ctx, Part part, const Tensor& raw, const Tensor& seq_idx, Tensor& out) const;
   Tensor compute_dt(Context& ctx, const Tensor& dt_raw) const;

@@ -1,13 +1,14 @@
-// Builds the mixer of one layer from its pattern symbol (M, *, -, E).
+// Builds the mixer of one layer of the stack from its spec (model/layer_spec.h).
 #pragma once
 #include <memory>
 #include <string>
 
+#include "model/layer_spec.h"
 #include "model/mixer.h"
 
 namespace nemotron::model {
 
-std::unique_ptr<Mixer> make_mixer(const ModelConfig& cfg, LayerKind kind, ParamStore& store, const std::string& prefix,
+std::unique_ptr<Mixer> make_mixer(const ModelConfig& cfg, const LayerSpec& spec, ParamStore& store,
                                   int64_t layer_index);
 
 }  // namespace nemotron::model

@@ -50,22 +50,27 @@ void MlpMixer::forward_into(Context& ctx, const Tensor& x, Tensor& y, std::uniqu
            y.shape().str(), spec_.in_dim);
   const int64_t rows = x.numel() / spec_.in_dim;
   Tensor x2 = x.view({rows, spec_.in_dim});
-  Tensor up = up_.forward(ctx, x2);
+  LinearSaved kept[3];  // up, gate, down
+  LinearSaved* keep = saved ? kept : nullptr;
+  Tensor up = up_.forward(ctx, x2, keep ? &kept[0] : nullptr);
   Tensor act = ctx.empty(up.shape(), up.dtype());
   Tensor gate;
   if (spec_.gated) {
-    gate = gate_.forward(ctx, x2);
+    gate = gate_.forward(ctx, x2, keep ? &kept[1] : nullptr);
     ops::swiglu_forward(ctx, gate, up, act);
   } else {
     ops::relu2_forward(ctx, up, act);
   }
   Tensor y2 = y.view({rows, spec_.in_dim});
-  down_.forward(ctx, act, y2, accumulate);
+  down_.forward(ctx, act, y2, accumulate, keep ? &kept[2] : nullptr);
   if (saved) {
     auto s = std::make_unique<MlpSaved>();
     s->x = x2;
     s->up = up;
     s->gate = gate;
+    s->up_proj = std::move(kept[0]);
+    s->gate_proj = std::move(kept[1]);
+    s->down_proj = std::move(kept[2]);
     *saved = std::move(s);
   }
 }
@@ -83,16 +88,16 @@ void MlpMixer::backward_into(Context& ctx, const MixerSaved& saved_base, const T
   if (spec_.gated) ops::swiglu_forward(ctx, s.gate, s.up, act);
   else ops::relu2_forward(ctx, s.up, act);
   Tensor dact = ctx.empty({rows, F}, dout.dtype());
-  down_.backward(ctx, act, dy, &dact);
+  down_.backward(ctx, act, dy, &dact, false, &s.down_proj);
   Tensor dup = ctx.empty({rows, F}, dout.dtype());
   if (spec_.gated) {
     Tensor dgate = ctx.empty({rows, F}, dout.dtype());
     ops::swiglu_backward(ctx, s.gate, s.up, dact, dgate, dup);
-    gate_.backward(ctx, s.x, dgate, &dx2, accumulate);
-    up_.backward(ctx, s.x, dup, &dx2, true);
+    gate_.backward(ctx, s.x, dgate, &dx2, accumulate, &s.gate_proj);
+    up_.backward(ctx, s.x, dup, &dx2, true, &s.up_proj);
   } else {
     ops::relu2_backward(ctx, s.up, dact, dup);
-    up_.backward(ctx, s.x, dup, &dx2, accumulate);
+    up_.backward(ctx, s.x, dup, &dx2, accumulate, &s.up_proj);
   }
 }
 

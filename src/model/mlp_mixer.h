@@ -26,6 +26,7 @@ struct MlpSaved : MixerSaved {
   Tensor x;     // input [rows, in_dim]
   Tensor up;    // up_proj output [rows, F] (the relu2 input when not gated)
   Tensor gate;  // gate_proj output [rows, F], gated only
+  LinearSaved up_proj, gate_proj, down_proj;  // their adapters' h (LoRA), for the backward
 };
 
 class MlpMixer : public Mixer {

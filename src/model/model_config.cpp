@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::attention: return "attention";
     case LayerKind::mlp: return "mlp";
     case LayerKind::moe: return "moe";
+    case LayerKind::linear: return "linear";
   }
   return "?";
 }
@@ -82,7 +84,70 @@ std::string read_pattern(ConfigReader& r, const std::string& string_key, const s
   return pattern;
 }
 
+// One sub-block of a block_configs entry: no_op / replace_with_linear / normal.
+SubBlock read_sub_block(ConfigReader& r) {
+  const bool no_op = r.get_bool("no_op", false), linear = r.get_bool("replace_with_linear", false);
+  if (no_op && linear) r.fail("no_op", "no_op and replace_with_linear are both true; give at most one");
+  // Fields of other DeciLM variants (attention sinks, windows, sparsity): accepted when off.
+  for (const char* k : {"sparsify", "window_length", "num_sink_tokens"})
+    if (r.has(k)) r.fail(k, "unsupported (only null is accepted: the 49B and 253B models leave it null)");
+  for (const char* k : {"use_prefill_window_in_sink_attention", "unshifted_sink"})
+    if (r.get_bool(k, false)) r.fail(k, "unsupported (only false is accepted)");
+  return no_op ? SubBlock::no_op : linear ? SubBlock::linear : SubBlock::normal;
+}
+
+// DeciLM `block_configs` (B.2): a list of {attention: {...}, ffn: {...}}.
+std::vector<DeciBlock> read_block_configs(ConfigReader& r) {
+  const json& list = r.get_raw("block_configs");
+  if (!list.is_array() || list.empty())
+    r.fail("block_configs", "expected a non-empty list of {attention: ..., ffn: ...}, got " + describe_value(list));
+  std::vector<DeciBlock> blocks;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = fmt::format("{}[{}]", r.key_path("block_configs"), i);
+    if (!list[i].is_object()) throw_config_error(r.source(), at, "expected a mapping, got " + describe_value(list[i]));
+    ConfigReader e(list[i], r.source(), at);
+    DeciBlock b;
+    ConfigReader& a = e.section("attention");
+    b.attention = read_sub_block(a);
+    b.n_heads_in_group = a.get_positive_int("n_heads_in_group", 0);
+    ConfigReader& f = e.section("ffn");
+    b.ffn = read_sub_block(f);
+    b.ffn_mult = f.get_number("ffn_mult", 0.0);
+    e.check_unknown_keys();
+    blocks.push_back(b);
+  }
+  return blocks;
+}
+
+// rope_scaling (B.3): null, or {rope_type: "llama3", factor, low_freq_factor, high_freq_factor,
+// original_max_position_embeddings}.
+void read_rope_scaling(ConfigReader& r, ModelConfig& c) {
+  if (!r.has("rope_scaling")) return;
+  ConfigReader& s = r.section("rope_scaling");
+  const std::string type = s.has("rope_type") ? s.get_string("rope_type", "") : s.get_string("type", "");
+  if (type != "llama3") s.fail("rope_type", fmt::format("supported: \"llama3\", got \"{}\"", type));
+  c.rope_scaling_factor = s.get_number("factor", 0.0);
+  c.rope_low_freq_factor = s.get_number("low_freq_factor", c.rope_low_freq_factor);
+  c.rope_high_freq_factor = s.get_number("high_freq_factor", c.rope_high_freq_factor);
+  c.rope_original_max_position_embeddings =
+      s.get_positive_int("original_max_position_embeddings", c.rope_original_max_position_embeddings);
+  if (!(c.rope_scaling_factor >= 1) || !std::isfinite(c.rope_scaling_factor))
+    s.fail("factor", fmt::format("expected a number >= 1, got {}", c.rope_scaling_factor));
+  if (!(c.rope_low_freq_factor > 0) || !(c.rope_high_freq_factor > c.rope_low_freq_factor))
+    s.fail("high_freq_factor", fmt::format("expected 0 < low_freq_factor < high_freq_factor, got {} and {}",
+                                           c.rope_low_freq_factor, c.rope_high_freq_factor));
+}
+
 }  // namespace
+
+std::string decilm_pattern(const std::vector<DeciBlock>& blocks) {
+  std::string p;
+  for (const DeciBlock& b : blocks) {
+    if (b.attention != SubBlock::no_op) p += b.attention == SubBlock::linear ? 'L' : '*';
+    if (b.ffn != SubBlock::no_op) p += b.ffn == SubBlock::linear ? 'L' : '-';
+  }
+  return p;
+}
 
 ModelConfig read_model_config(ConfigReader& r) {
   ModelConfig c;
@@ -90,9 +155,22 @@ ModelConfig read_model_config(ConfigReader& r) {
   c.vocab_size = r.get_positive_int("vocab_size", c.vocab_size);
   c.hidden_size = r.get_positive_int("hidden_size", c.hidden_size);
 
+  // DeciLM: the stack comes from block_configs; Llama-3 RoPE and SwiGLU are fixed by the family.
+  if (c.is_decilm()) {
+    c.block_configs = read_block_configs(r);
+    c.hybrid_override_pattern = decilm_pattern(c.block_configs);
+    c.num_hidden_layers = r.get_positive_int("num_hidden_layers", 0);
+    c.position_embedding_type = "rope";
+    c.mlp_hidden_act = r.get_string("hidden_act", "silu");
+    read_rope_scaling(r, c);
+    for (const char* k : {"architectures", "auto_map", "torch_dtype", "transformers_version", "bos_token_id",
+                          "eos_token_id", "pad_token_id", "attention_dropout", "pretraining_tp", "use_cache",
+                          "hidden_act"})
+      r.ignore(k);
+  }
   // Pattern: the string first, then the list form of newer transformers.
-  c.hybrid_override_pattern = read_pattern(r, "hybrid_override_pattern", "layers_block_type");
-  if (r.has("num_hidden_layers")) {
+  if (!c.is_decilm()) c.hybrid_override_pattern = read_pattern(r, "hybrid_override_pattern", "layers_block_type");
+  if (!c.is_decilm() && r.has("num_hidden_layers")) {
     int64_t n = r.get_positive_int("num_hidden_layers", 0);
     if (!c.hybrid_override_pattern.empty() && n != c.num_layers())
       r.fail("num_hidden_layers", fmt::format("{} does not match the {} layers of the pattern \"{}\"", n,
@@ -188,6 +266,57 @@ void check_pattern(const std::string& pattern, const std::string& source, const 
   }
 }
 
+// DeciLM (B.2, B.3): the shared sizes, then every block_configs entry, each error naming its
+// entry's key. The stack's layers (layer_spec.h) are built from the config only after this.
+void validate_decilm(const ModelConfig& c, const std::function<void(const std::string&, const std::string&)>& fail) {
+  auto positive = [&](const char* f, int64_t v) {
+    if (v <= 0) fail(f, v == 0 ? "missing (expected a positive integer)" : fmt::format("expected a positive integer, got {}", v));
+  };
+  positive("vocab_size", c.vocab_size);
+  positive("hidden_size", c.hidden_size);
+  positive("num_attention_heads", c.num_attention_heads);
+  if (c.head_dim < 0) fail("head_dim", fmt::format("expected a non-negative integer, got {}", c.head_dim));
+  if (c.head_dim == 0 && c.hidden_size % c.num_attention_heads != 0)
+    fail("num_attention_heads", fmt::format("{} does not divide hidden_size {} (and head_dim is not given)",
+                                            c.num_attention_heads, c.hidden_size));
+  if (c.attn_head_dim() % 2 != 0) fail("head_dim", fmt::format("RoPE needs an even head size, got {}", c.attn_head_dim()));
+  const int64_t n = static_cast<int64_t>(c.block_configs.size());
+  if (c.num_hidden_layers == 0) fail("num_hidden_layers", fmt::format("missing (block_configs has {} entries)", n));
+  if (c.num_hidden_layers != n)
+    fail("block_configs", fmt::format("has {} entries but num_hidden_layers is {} (one entry per layer)", n,
+                                      c.num_hidden_layers));
+  if (n > 4096) fail("block_configs", fmt::format("{} layers is beyond any real model (at most 4096)", n));
+  // Multi-token prediction (A.8) is Nemotron-H's; its blocks are built from a Nemotron-H pattern.
+  if (c.num_nextn_predict_layers > 0 || c.mtp_num_layers > 0)
+    fail(c.num_nextn_predict_layers > 0 ? "num_nextn_predict_layers" : "mtp_num_layers",
+         "multi-token prediction is not part of a nemotron-nas (DeciLM) model; expected 0");
+  if (c.mlp_hidden_act != "silu") fail("hidden_act", fmt::format("supported: silu (SwiGLU), got \"{}\"", c.mlp_hidden_act));
+  if (!(c.layer_norm_epsilon > 0) || !std::isfinite(c.layer_norm_epsilon))
+    fail("rms_norm_eps", fmt::format("expected a positive number, got {}", c.layer_norm_epsilon));
+  if (!(c.rope_theta > 0)) fail("rope_theta", fmt::format("expected a positive number, got {}", c.rope_theta));
+  if (c.max_position_embeddings <= 0) fail("max_position_embeddings", "expected a positive integer");
+  constexpr int64_t kMaxWidth = int64_t{1} << 20;  // the 253B's widest FFN is 425984
+  if (c.vocab_size > (int64_t{1} << 22) || c.hidden_size > (int64_t{1} << 17))
+    fail(c.vocab_size > (int64_t{1} << 22) ? "vocab_size" : "hidden_size", "beyond any real model");
+  for (int64_t i = 0; i < n; ++i) {
+    const DeciBlock& b = c.block_configs[i];
+    const std::string at = fmt::format("block_configs[{}].", i);
+    if (b.attention == SubBlock::normal) {
+      if (b.n_heads_in_group <= 0)
+        fail(at + "attention.n_heads_in_group", "missing (normal attention needs query heads per KV head)");
+      if (c.num_attention_heads % b.n_heads_in_group != 0)
+        fail(at + "attention.n_heads_in_group", fmt::format("{} does not divide num_attention_heads {}",
+                                                            b.n_heads_in_group, c.num_attention_heads));
+    }
+    if (b.ffn == SubBlock::normal) {
+      if (!(b.ffn_mult > 0) || !std::isfinite(b.ffn_mult))
+        fail(at + "ffn.ffn_mult", fmt::format("expected a positive number, got {}", b.ffn_mult));
+      if (b.ffn_mult * static_cast<double>(c.hidden_size) > static_cast<double>(kMaxWidth))
+        fail(at + "ffn.ffn_mult", fmt::format("{} gives an FFN beyond any real model", b.ffn_mult));
+    }
+  }
+}
+
 }  // namespace
 
 void validate(const ModelConfig& c, const std::string& source, const std::string& section) {
@@ -229,8 +358,13 @@ void validate(const ModelConfig& c, const std::string& source, const std::string
   if (c.num_layers() > 4096)
     fail("hybrid_override_pattern", fmt::format("{} layers is beyond any real model (at most 4096)", c.num_layers()));
 
+  if (c.is_decilm()) {
+    validate_decilm(c, fail);
+    return;
+  }
   if (c.model_type != "nemotron_h")
-    fail("model_type", fmt::format("unsupported model type \"{}\" (expected \"nemotron_h\")", c.model_type));
+    fail("model_type",
+         fmt::format("unsupported model type \"{}\" (expected \"nemotron_h\" or \"nemotron-nas\")", c.model_type));
   need_positive("vocab_size", c.vocab_size, "every model has an embedding");
   need_positive("hidden_size", c.hidden_size, "every model has a hidden size");
   if (c.hybrid_override_pattern.empty())
@@ -371,7 +505,48 @@ ModelConfig load_model_config(const std::string& path, const std::vector<std::st
   return model_config_from_json(root.get_raw("model"), path, /*strict=*/true);
 }
 
+json decilm_config_to_hf_json(const ModelConfig& c) {
+  json j;
+  j["architectures"] = json::array({"DeciLMForCausalLM"});
+  j["model_type"] = "nemotron-nas";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = static_cast<int64_t>(c.block_configs.size());
+  j["num_attention_heads"] = c.num_attention_heads;
+  if (c.head_dim > 0) j["head_dim"] = c.head_dim;
+  j["num_key_value_heads"] = nullptr;  // per layer (B.2)
+  j["intermediate_size"] = nullptr;
+  j["hidden_act"] = c.mlp_hidden_act;
+  j["rms_norm_eps"] = std::stod(fmt::format("{}", c.layer_norm_epsilon));
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["initializer_range"] = c.initializer_range;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["mlp_bias"] = c.mlp_bias;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling_factor > 0)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling_factor},
+                         {"low_freq_factor", c.rope_low_freq_factor},
+                         {"high_freq_factor", c.rope_high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_original_max_position_embeddings}};
+  else
+    j["rope_scaling"] = nullptr;
+  json blocks = json::array();
+  for (const DeciBlock& b : c.block_configs) {
+    json a = {{"no_op", b.attention == SubBlock::no_op}, {"replace_with_linear", b.attention == SubBlock::linear},
+              {"n_heads_in_group", b.attention == SubBlock::normal ? json(b.n_heads_in_group) : json(nullptr)},
+              {"sparsify", nullptr}};
+    json f = {{"no_op", b.ffn == SubBlock::no_op}, {"replace_with_linear", b.ffn == SubBlock::linear},
+              {"ffn_mult", b.ffn == SubBlock::normal ? json(b.ffn_mult) : json(nullptr)}, {"sparsify", nullptr}};
+    blocks.push_back({{"attention", a}, {"ffn", f}});
+  }
+  j["block_configs"] = blocks;
+  return j;
+}
+
 json model_config_to_hf_json(const ModelConfig& c) {
+  if (c.is_decilm()) return decilm_config_to_hf_json(c);
   json j;
   // Sizes of layer kinds the pattern does not use stay 0 here; they are left out (transformers
   // then keeps its defaults, which nothing uses).

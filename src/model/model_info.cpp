@@ -2,10 +2,12 @@
 
 #include <array>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/layer_spec.h"
 
 namespace nemotron::model {
 
@@ -35,6 +37,7 @@ int64_t mixer_matrix_params(const ModelConfig& c, LayerKind kind, bool active) {
       if (c.moe_latent_size > 0) p += 2 * c.moe_latent_size * H;
       return p;
     }
+    case LayerKind::linear: return H * H;  // DeciLM replace_with_linear
   }
   return 0;
 }
@@ -58,6 +61,7 @@ int64_t mixer_vector_params(const ModelConfig& c, LayerKind kind) {
       if (c.mlp_bias && shared_width(c) > 0) p += shared_width(c) + H;
       return p;
     }
+    case LayerKind::linear: return 0;
   }
   return 0;
 }
@@ -79,6 +83,7 @@ std::vector<std::pair<std::string, int64_t>> layer_dims(const ModelConfig& c, La
       if (c.moe_latent_size > 0) d.push_back({"latent", c.moe_latent_size});
       return d;
     }
+    case LayerKind::linear: return {{"in", c.hidden_size}, {"out", c.hidden_size}};
   }
   return {};
 }
@@ -126,16 +131,19 @@ ModelInfo model_info(const ModelConfig& c, int64_t seq_len) {
   info.final_norm_params = H;
   int64_t macs = V * H;  // lm_head (a matmul even when tied)
   int64_t active = info.embedding_params + info.lm_head_params + info.final_norm_params;
-  for (int64_t i = 0; i < c.num_layers(); ++i) {
+  const std::vector<LayerSpec> specs = layer_specs(c);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ModelConfig lc = sized_for(c, specs[i]);  // this layer's KV heads and FFN width
     LayerInfo l;
-    l.index = i;
-    l.kind = c.layer_kind(i);
-    l.params = H + mixer_params(c, l.kind);
-    l.active_params = H + mixer_active_params(c, l.kind);
-    l.matmul_macs = mixer_matmul_macs(c, l.kind);
-    if (l.kind == LayerKind::attention) l.attention_flops = attention_flops_per_token(c, seq_len);
+    l.index = static_cast<int64_t>(i);
+    l.block = specs[i].block;
+    l.kind = specs[i].kind;
+    l.params = H + mixer_params(lc, l.kind);
+    l.active_params = H + mixer_active_params(lc, l.kind);
+    l.matmul_macs = mixer_matmul_macs(lc, l.kind);
+    if (l.kind == LayerKind::attention) l.attention_flops = attention_flops_per_token(lc, seq_len);
     l.forward_flops = 2.0 * static_cast<double>(l.matmul_macs) + l.attention_flops;
-    l.dims = layer_dims(c, l.kind);
+    l.dims = layer_dims(lc, l.kind);
     info.layer_params += l.params;
     active += l.active_params;
     macs += l.matmul_macs;
@@ -204,21 +212,15 @@ constexpr const char* kFlopsNote =
     "FLOPs/token = 2 x active matmul MACs (lm_head included) + causal attention 2*heads*head_dim*(T+1) per * "
     "layer; conv, SSM scan, norms and activations not counted; training = 3 x (forward + the MTP depths, if any)";
 
-}  // namespace
+using LineFn = std::function<void(const std::string&)>;
 
-std::string model_info_text(const ModelConfig& c, const ModelInfo& info, const std::string& source) {
-  std::string out;
-  auto line = [&](const std::string& s) { out += s + "\n"; };
-  line(fmt::format("config:   {}", source));
-  line(fmt::format("model:    {}, {} layers, hidden {}, vocab {}, {} lm_head", c.model_type, c.num_layers(),
-                   c.hidden_size, c.vocab_size, c.tie_word_embeddings ? "tied" : "untied"));
-  line(fmt::format("pattern:  {}", c.hybrid_override_pattern));
-  line("");
-
+// Nemotron-H: one row per layer kind present (every layer of a kind has the same size), then
+// every layer five to a row.
+void kind_tables(const ModelInfo& info, const LineFn& line) {
   // One row per layer kind present: count, params per layer, dims.
   line(fmt::format("  {:<3} {:<10} {:>6} {:>14} {:>14}  {}", "sym", "kind", "layers", "params/layer",
                    "active/layer", "dims"));
-  for (LayerKind k : {LayerKind::mamba, LayerKind::attention, LayerKind::mlp, LayerKind::moe}) {
+  for (LayerKind k : {LayerKind::mamba, LayerKind::attention, LayerKind::mlp, LayerKind::moe, LayerKind::linear}) {
     int64_t n = 0;
     const LayerInfo* first = nullptr;
     for (const LayerInfo& l : info.layers)
@@ -238,6 +240,54 @@ std::string model_info_text(const ModelConfig& c, const ModelInfo& info, const s
     if (i % 5 == 4 || i + 1 == info.layers.size()) line(row), row.clear();
   }
   line("");
+
+}
+
+// DeciLM: every block is its own shape, so one row per block (B.5: 80 rows for the 49B).
+void decilm_tables(const ModelConfig& c, const ModelInfo& info, const LineFn& line) {
+  line(fmt::format("blocks:   {} (heads {}, head_dim {}; rope_theta {}{})", c.block_configs.size(),
+                   c.num_attention_heads, c.attn_head_dim(), c.rope_theta,
+                   c.rope_scaling_factor > 0 ? fmt::format(", llama3 scaling x{}", c.rope_scaling_factor) : ""));
+  line("");
+  line(fmt::format("  {:>5}  {:<18} {:<25} {:>14}", "block", "attention", "ffn", "params"));
+  std::vector<int64_t> block_params(c.block_configs.size(), 0);
+  for (const LayerInfo& l : info.layers) block_params[static_cast<size_t>(l.block)] += l.params;
+  auto sub = [](SubBlock k, const std::string& normal) {
+    return k == SubBlock::no_op ? std::string("no_op") : k == SubBlock::linear ? std::string("linear [H, H]") : normal;
+  };
+  for (size_t i = 0; i < c.block_configs.size(); ++i) {
+    const DeciBlock& b = c.block_configs[i];
+    const std::string attn = b.attention == SubBlock::normal
+                                 ? fmt::format("gqa kv_heads={}", c.num_attention_heads / b.n_heads_in_group)
+                                 : "";
+    const std::string ffn =
+        b.ffn == SubBlock::normal
+            ? fmt::format("swiglu F={} ({:g})", decilm_ffn_width(b.ffn_mult, c.hidden_size), b.ffn_mult)
+            : "";
+    line(fmt::format("  {:>5}  {:<18} {:<25} {:>14}", i, sub(b.attention, attn), sub(b.ffn, ffn),
+                     format_count(block_params[i])));
+  }
+  line("");
+}
+
+}  // namespace
+
+std::string model_info_text(const ModelConfig& c, const ModelInfo& info, const std::string& source) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  line(fmt::format("config:   {}", source));
+  const std::string layers = c.is_decilm() ? fmt::format("{} blocks ({} residual sub-layers)", c.block_configs.size(),
+                                                          c.num_layers())
+                                           : fmt::format("{} layers", c.num_layers());
+  line(fmt::format("model:    {}, {}, hidden {}, vocab {}, {} lm_head", c.model_type, layers, c.hidden_size,
+                   c.vocab_size, c.tie_word_embeddings ? "tied" : "untied"));
+  if (c.is_decilm()) {
+    decilm_tables(c, info, line);
+  } else {
+    line(fmt::format("pattern:  {}", c.hybrid_override_pattern));
+    line("");
+    kind_tables(info, line);
+  }
 
   auto count_line = [&](const char* name, int64_t n, const std::string& extra) {
     line(fmt::format("  {:<17} {:>17}  ({}{})", name, format_count(n), human_count(n), extra));
@@ -274,6 +324,7 @@ json model_info_json(const ModelConfig& c, const ModelInfo& info, const std::str
     json dims = json::object();
     for (const auto& [name, v] : l.dims) dims[name] = v;
     layers.push_back({{"index", l.index},
+                      {"block", l.block},
                       {"symbol", std::string(1, static_cast<char>(l.kind))},
                       {"kind", layer_kind_name(l.kind)},
                       {"params", l.params},

@@ -24,6 +24,7 @@ namespace nemotron::model {
 
 struct LayerInfo {
   int64_t index = 0;
+  int64_t block = 0;  // the checkpoint's layer (DeciLM: attention and FFN sub-layers share one)
   LayerKind kind = LayerKind::mamba;
   int64_t params = 0;          // the layer's norm [H] + its mixer's tensors
   int64_t active_params = 0;   // per token (MoE: K of E routed experts)

@@ -62,8 +62,8 @@ MtpBlock::MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b)
   enorm_ = &store.add(name(first) + "enorm.weight", {H_}, false);
   hnorm_ = &store.add(name(first) + "hnorm.weight", {H_}, false);
   eh_proj_ = &store.add(name(first) + "eh_proj.weight", {H_, 2 * H_}, true);
-  stack_ = std::make_unique<LayerStack>(
-      cfg, pattern, store, [&](int64_t i) { return name(first + i); }, cfg.num_layers() + first);
+  stack_ = std::make_unique<LayerStack>(cfg, mtp_layer_specs(cfg, b), store,
+                                        cfg.num_layers() + first);
   final_norm_ = &store.add(name(first + P - 1) + "final_layernorm.weight", {H_}, false);
 }
 

@@ -1,5 +1,5 @@
 // RoPE kernel: one thread per (token, pair i) computes its angle once and rotates that pair in
-// every head. The angle (offset + t) * theta^(-2i/hd) is formed and reduced modulo 2 pi in
+// every head. The angle (offset + t) * f_i (ops/rope_freq.h, plain or llama3-scaled) is formed and reduced modulo 2 pi in
 // float64, so long positions keep float32-exact cos/sin (a float32 angle near t = 4096 would be
 // off by ~1e-4 rad). With position_ids (packed rows) the position of token (b, t) is read from it.
 #include <cuda_bf16.h>
@@ -17,14 +17,14 @@ using vec_io::from_f;
 using vec_io::to_f;
 
 template <class T>
-__global__ void rope_kernel(const T* x, T* y, int64_t BT, int64_t T_, int64_t nh, int64_t hd, double log2_theta,
+__global__ void rope_kernel(const T* x, T* y, int64_t BT, int64_t T_, int64_t nh, int64_t hd, RopeFreq freq,
                             int64_t offset, const int32_t* __restrict__ pos, float sign) {
   const int64_t half = hd / 2;
   const int64_t idx = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
   if (idx >= BT * half) return;
   const int64_t i = idx % half, bt = idx / half, t = bt % T_;
   const int64_t p = pos ? static_cast<int64_t>(pos[bt]) : t;
-  const double a = static_cast<double>(offset + p) * exp2(-2.0 * static_cast<double>(i) / static_cast<double>(hd) * log2_theta);
+  const double a = static_cast<double>(offset + p) * rope_inv_freq(freq, i, hd);
   constexpr double kTwoPi = 6.283185307179586;
   const float r = static_cast<float>(a - kTwoPi * rint(a / kTwoPi));
   float s, c;
@@ -47,7 +47,7 @@ cudaError_t rope_cuda(const RopeCudaArgs& a, cudaStream_t s) {
   auto run = [&](auto zero) {
     using T = decltype(zero);
     rope_kernel<T><<<blocks, kThreads, 0, s>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.B * a.T, a.T, a.nh,
-                                               a.hd, log2(a.theta), a.position_offset, a.position_ids,
+                                               a.hd, a.freq, a.position_offset, a.position_ids,
                                                static_cast<float>(a.sign));
   };
   if (a.bf16) run(__nv_bfloat16{});

@@ -5,13 +5,15 @@
 
 #include <cstdint>
 
+#include "ops/rope_freq.h"
+
 namespace nemotron::ops {
 
 struct RopeCudaArgs {
   const void* x = nullptr;
   void* y = nullptr;
   int64_t B = 0, T = 0, nh = 0, hd = 0;
-  double theta = 10000.0;
+  RopeFreq freq;  // theta and the optional llama3 scaling
   int64_t position_offset = 0;
   const int32_t* position_ids = nullptr;  // [B, T] or null (position of token t = t)
   double sign = 1.0;  // +1 forward, -1 backward (rotation by the negative angle)

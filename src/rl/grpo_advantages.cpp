@@ -31,17 +31,25 @@ BaselineStd baseline_and_std_per_prompt(const std::vector<double>& rewards, cons
       for (size_t i : idx) out.baseline[i] = rewards[i];
       continue;
     }
-    double sum = 0, sum_sq = 0;
-    for (size_t i : idx) sum += rewards[i], sum_sq += rewards[i] * rewards[i];
+    // NeMo RL's b_i and std_i (reference §2.4) with the rewards shifted by one of them first: its
+    // one-pass form (sum_sq / m - b^2) leaves ~1e-17 of rounding where the other rewards are all
+    // equal but not exactly representable (0.2, 0.2, ...), and A / (std + 1e-6) then scales the
+    // advantage by ~1e6 instead of leaving it raw (std = 0). Shifted, equal rewards are exactly 0
+    // apart, so their std is exactly 0. Same value otherwise.
     const double m = static_cast<double>(idx.size()) - (leave_one_out ? 1.0 : 0.0);
     for (size_t i : idx) {
-      const double own = leave_one_out ? rewards[i] : 0.0;
-      const double b = (sum - own) / m, b_sq = (sum_sq - own * own) / m;
-      // m = 1 (two rows, leave-one-out): (0 * inf) = NaN -> 0, as nan_to_num(0) does there.
-      double var = (b_sq - b * b) * (m / (m - 1));
-      double s = std::sqrt(var);
-      if (std::isnan(s)) s = 0.0;
-      out.baseline[i] = b;
+      const size_t ref = leave_one_out && idx[0] == i ? idx[1] : idx[0];
+      double mean_d = 0;
+      for (size_t j : idx)
+        if (!leave_one_out || j != i) mean_d += rewards[j] - rewards[ref];
+      mean_d /= m;
+      double sq = 0;
+      for (size_t j : idx)
+        if (!leave_one_out || j != i) sq += (rewards[j] - rewards[ref] - mean_d) * (rewards[j] - rewards[ref] - mean_d);
+      // m = 1 (two rows, leave-one-out): 0 / 0 = NaN -> 0, as nan_to_num(0) does there.
+      double s = std::sqrt(sq / (m - 1));
+      if (!std::isfinite(s)) s = 0.0;
+      out.baseline[i] = rewards[ref] + mean_d;
       out.std[i] = s;
     }
   }

@@ -46,9 +46,11 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       loss_(cfg.grpo.loss_fn) {
   NM_CHECK(!train_.empty(), "no training prompts");
   order_ = epoch_order(0);
+  // The trained policy is the one the engine samples from: log softmax(logits / temperature).
+  net_.set_logit_temperature(cfg_.grpo.policy.generation.temperature);
 }
 
-GrpoTrainer::~GrpoTrainer() = default;
+GrpoTrainer::~GrpoTrainer() { net_.set_logit_temperature(1.0); }
 
 template <class... Args>
 void GrpoTrainer::print(fmt::format_string<Args...> f, Args&&... args) {
@@ -126,6 +128,7 @@ void GrpoTrainer::restore() {
   if (cfg_.grpo.loss_fn.reference_policy_kl_penalty > 0) {
     // The frozen initial policy: the starting weights, also when resuming.
     reference_ = std::make_unique<model::HybridModel>(cfg_.model, net_.params().backend(), net_.params().dtype());
+    reference_->set_logit_temperature(cfg_.grpo.policy.generation.temperature);
     if (cfg_.model_name.empty()) {
       if (!resumed_from_.empty())
         throw InputError(fmt::format("{}: loss_fn.reference_policy_kl_penalty > 0 needs policy.model_name (the "

@@ -62,18 +62,18 @@ void read_data(ConfigReader& root, RlConfig& c) {
 }
 
 void check_supported(ConfigReader& root, const RlConfig& c) {
-  // The trainer's log-probs come from the raw logits (temperature 1, nothing filtered); NeMo RL
-  // divides the training logits by the generation temperature. Sampling at another temperature
-  // (or filtered) is then a behaviour policy other than the trained one: allowed only with
-  // loss_fn.use_importance_sampling_correction, whose weight exp(train_lp - gen_lp) corrects for
-  // it; the gap shows in token_mult_prob_error.
+  // The trainer's log-probs are log softmax(logits / temperature), as NeMo RL's policy computes
+  // them: the engine's processed log-probs at that temperature, so any temperature is on-policy.
+  // Filtering (top-k / top-p) samples from a truncated distribution the trainer does not model:
+  // allowed only with loss_fn.use_importance_sampling_correction, whose weight
+  // exp(train_lp - gen_lp) corrects for it; the gap shows in token_mult_prob_error.
   const GenerationSection& g = c.grpo.policy.generation;
   ConfigReader& gen = root.section("policy").section("generation");
-  const bool tempered = g.temperature != 1.0 || g.top_p != 1.0 || g.top_k.has_value();
-  if (tempered && !c.grpo.loss_fn.use_importance_sampling_correction)
-    gen.fail(g.temperature != 1.0 ? "temperature" : (g.top_k ? "top_k" : "top_p"),
-             "sampling other than temperature 1.0 without filtering needs "
-             "loss_fn.use_importance_sampling_correction: true (the trainer's log-probs are at temperature 1)");
+  const bool filtered = g.top_p != 1.0 || g.top_k.has_value();
+  if (filtered && !c.grpo.loss_fn.use_importance_sampling_correction)
+    gen.fail(g.top_k ? "top_k" : "top_p",
+             "sampling with top-k or top-p needs loss_fn.use_importance_sampling_correction: true (the trainer's "
+             "log-probs are those of the unfiltered distribution at the sampling temperature)");
   if (c.device != "cpu")
     root.fail("device", fmt::format("\"{}\": the GRPO loop runs on the CPU only yet (device: cpu)", c.device));
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "model/hybrid_model.h"
+#include "model/layer_spec.h"
 #include "model/model_info.h"
 
 namespace nemotron::train {
@@ -39,6 +40,7 @@ double saved_per_token(const model::ModelConfig& c, model::LayerKind kind) {
       if (c.moe_latent_size > 0) v += 2 * de;
       break;
     }
+    case model::LayerKind::linear: break;  // only its input, already counted
   }
   return v;
 }
@@ -98,7 +100,8 @@ MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_ba
   m.grad_bytes = 4 * T;  // a frozen parameter has no gradient and no moments
   m.moment_bytes = 8 * T;
   double per_token = 2.0 * static_cast<double>(model.hidden_size);  // final norm input and output
-  for (int64_t i = 0; i < model.num_layers(); ++i) per_token += saved_per_token(model, model.layer_kind(i));
+  for (const model::LayerSpec& l : model::layer_specs(model))
+    per_token += saved_per_token(model::sized_for(model, l), l.kind);
   const double tokens = static_cast<double>(micro_batch_size) * static_cast<double>(seq_length);
   // Plus one chunk of logits, whose gradient overwrites it in place.
   const double head_rows =

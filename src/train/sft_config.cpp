@@ -79,8 +79,8 @@ void read_peft(ConfigReader& root, SftConfig& c) {
     l.alpha = p.get_number("alpha", l.alpha);
     if (!(l.alpha > 0)) p.fail("alpha", fmt::format("expected a positive number, got {}", l.alpha));
     l.dropout = p.get_number("dropout", l.dropout);
-    if (l.dropout != 0.0)
-      p.fail("dropout", fmt::format("{}: adapter dropout is not supported yet; use 0 (Megatron-Bridge's default)",
+    if (!(l.dropout >= 0.0 && l.dropout < 1.0))
+      p.fail("dropout", fmt::format("expected a probability in [0, 1) (the adapter input's dropout), got {}",
                                     l.dropout));
     c.peft = l;
   }

@@ -141,8 +141,10 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   double mtp_objective = 0;
   for (size_t k = 0; k < micro.size(); ++k) {
     model::ForwardStats stats;
+    ctx_.dropout = {true, cfg_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(k)};
     MicroBatchResult m = forward_backward(ctx_, net_, batch_on(micro[k], backend), loss, static_cast<int64_t>(k),
                                           1.0 / normaliser, &stats, &mtp);
+    ctx_.dropout = {};  // evaluation and whatever else runs on this context drop nothing
     ws_.reset();
     balancer_.add(stats);
     r.loss_sum += m.loss_sum;

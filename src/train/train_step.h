@@ -67,6 +67,7 @@ LossSum cross_entropy_backward(Context& ctx, model::HybridModel& net, const mode
 struct StepConfig {
   double clip_grad = 1.0;  // optimizer.clip_grad: max global norm, 0 = no clipping
   MoeSection moe;          // router load balancing (moe:)
+  uint64_t seed = 0;       // rng.seed: keys the dropout masks of each micro-batch (Context::dropout)
 };
 
 struct StepResult {
@@ -94,7 +95,7 @@ class TrainStep {
   TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg);
 
   // One optimizer step on `micro` (the global batch's micro-batches, on the host or the compute
-  // device) at learning rate lr. `iteration` only names the step in errors. Throws
+  // device) at learning rate lr. `iteration` names the step in errors and keys its dropout masks. Throws
   // InputError when the normaliser is not positive (e.g. no token with a label), Error when the
   // loss or the gradient norm is not finite (before the update: the weights stay as they were).
   StepResult run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration);

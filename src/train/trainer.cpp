@@ -53,7 +53,7 @@ Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSourc
       opts_(std::move(opts)),
       opt_(net.params(), AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
                                      cfg.optimizer.weight_decay}),
-      step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe}),
+      step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed}),
       schedule_(cfg.lr_schedule()) {
   if (valid_) valid_start_ = valid_->state();
 }

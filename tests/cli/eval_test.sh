@@ -25,7 +25,7 @@ python3 - runs/tiny/eval/tiny-base-v1/results.json <<'PY' || fail "results.json 
 import json, sys
 r = json.load(open(sys.argv[1]))
 res = r["results"]
-assert set(res) == {"arithmetic_facts", "arithmetic_chat", "arithmetic_text"}, res
+assert set(res) == {"arithmetic_facts", "arithmetic_chat", "arithmetic_onestep", "arithmetic_text"}, res
 assert 0 <= res["arithmetic_facts"]["acc,none"] <= 1 and res["arithmetic_facts"]["acc_stderr,none"] >= 0
 assert res["arithmetic_text"]["token_perplexity,none"] > 1
 assert r["n-samples"]["arithmetic_facts"]["effective"] == 6

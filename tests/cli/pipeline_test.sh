@@ -64,7 +64,7 @@ grep -Eq '^arithmetic_facts +acc ↑ +[0-9.]+ ± [0-9.]+ +[0-9.]+ ± [0-9.]+$' t
 grep -Eq '^arithmetic_text +token_perplexity ↓ ' table.out || fail "eval table: no perplexity row"
 grep -Eq '^Task +Metric +super3-tiny-pretrain:v[0-9]+ +super3-tiny-sft:v[0-9]+$' table.out ||
   fail "eval table header: $(grep '^Task' table.out)"
-[[ $(grep -Eo '^arithmetic_[a-z]+' table.out | uniq | tr '\n' ' ') == "arithmetic_facts arithmetic_chat arithmetic_text " ]] ||
+[[ $(grep -Eo '^arithmetic_[a-z]+' table.out | uniq | tr '\n' ' ') == "arithmetic_facts arithmetic_chat arithmetic_onestep arithmetic_text " ]] ||
   fail "eval table: tasks not in the config's order"
 [[ -f $R/report.html ]] && grep -q '<h2>pipeline</h2>' $R/report.html && grep -q '<title>artifact lineage</title>' $R/report.html ||
   fail "report: no pipeline section or lineage"

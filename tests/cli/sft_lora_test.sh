@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# `nemotron super3 sft -c tiny_lora` (LoRA: adapters on a frozen base) as a user runs it: the
-# trainable share printed, checkpoints holding the adapters only, an interrupted run resumed with
-# the uninterrupted run's losses bit for bit; `convert merge-lora` giving a checkpoint whose
+# `nemotron super3 sft -c tiny_lora` (LoRA: adapters on a frozen base) as a user runs it, with
+# adapter dropout on (peft.dropout=0.1): the trainable share printed, checkpoints holding the
+# adapters only, dropout changing the training (not the first step's loss: B starts at zero), an
+# interrupted run resumed with the uninterrupted run's losses bit for bit (the masks follow the
+# seed, the iteration and the micro-batch); `convert merge-lora` giving a checkpoint whose
 # teacher-forced accuracy equals the adapter run's, that `convert export` takes; `convert
-# export-lora` writing PEFT's layout; bad targets as one `error:` line, exit 2, nothing written.
+# export-lora` writing PEFT's layout (lora_dropout included); bad targets and a dropout outside
+# [0, 1) as one `error:` line, exit 2, nothing written.
 # Usage: sft_lora_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -23,7 +26,7 @@ expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny outpu
 
 lora=("$BIN" super3 sft -c tiny_lora dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint="$TMP/pre"
   train.global_batch_size=2 train.micro_batch_size=1 train.train_iters=4 train.eval_interval=2 train.eval_iters=1
-  scheduler.lr_warmup_iters=1 checkpoint.save_interval=2 logger.log_interval=1)
+  scheduler.lr_warmup_iters=1 checkpoint.save_interval=2 logger.log_interval=1 peft.dropout=0.1)
 
 # --- a short LoRA run: trainable share, adapters-only checkpoints ----------------------------------
 expect_ok "lora 4 steps" '^ iteration +4/ +4 .*lm loss' "${lora[@]}" checkpoint.save="$TMP/a" checkpoint.load="$TMP/a"
@@ -38,6 +41,14 @@ grep -aq 'exp_avg.backbone.layers.1.mixer.q_proj.lora_B.weight' "$TMP/a/iter_000
 grep -aq 'exp_avg.backbone.embeddings.weight' "$TMP/a/iter_0000004/optimizer.safetensors" &&
   fail "optimizer.safetensors holds moments of the frozen base"
 expect_ok "dry run" 'trainable params: .*LoRA adapters' "${lora[@]}" --dry-run
+
+# --- dropout acts in training: the same run without it trains differently -----------------------
+expect_ok "lora 4 steps, dropout 0" '^ iteration +4/ +4 ' "${lora[@]}" checkpoint.save="$TMP/nd" \
+  checkpoint.load="$TMP/nd" peft.dropout=0
+with=($(losses "$TMP/a/metrics.jsonl")) without=($(losses "$TMP/nd/metrics.jsonl"))
+[[ ${#with[@]} -eq 4 && "${with[0]}" == "${without[0]}" ]] ||
+  fail "step 1 (B = 0: the adapters add nothing yet) differs with dropout: ${with[*]} vs ${without[*]}"
+[[ "${with[*]:1}" != "${without[*]:1}" ]] || fail "dropout 0.1 trained exactly as dropout 0: ${with[*]}"
 
 # --- exact resume: 2 steps, exit, resume to 4 == 4 uninterrupted steps ---------------------------
 expect_ok "exit at 2" '^exiting at iteration 2 ' "${lora[@]}" checkpoint.save="$TMP/part" checkpoint.load="$TMP/part" \
@@ -54,8 +65,7 @@ cmp -s "$TMP/a/iter_0000004/model.safetensors" "$TMP/part/iter_0000004/model.saf
   fail "final adapters differ after resume"
 
 # --- merge-lora: the merged model predicts what base + adapter predicted ---------------------------
-# 20 = 14 in the trunk + 6 in the MTP block ("*E": q, k, v, o and the shared expert's up, down).
-expect_ok "merge-lora" "^wrote $TMP/merged: W' = W \+ 2 B A on 20 weights" "$BIN" convert merge-lora \
+expect_ok "merge-lora" "^wrote $TMP/merged: W' = W \+ 2 B A on 14 weights" "$BIN" convert merge-lora \
   --adapter "$TMP/a" --output "$TMP/merged"
 expect_ok "sft from the merged weights" '^ iteration +1/ +1 ' "$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/sft" \
   checkpoint.pretrained_checkpoint="$TMP/merged" checkpoint.save="$TMP/m" checkpoint.load="$TMP/m" \
@@ -71,6 +81,7 @@ expect_ok "export-lora" "^wrote $TMP/peft: adapter_config.json" "$BIN" convert e
   --output "$TMP/peft"
 grep -q '"peft_type": "LORA"' "$TMP/peft/adapter_config.json" || fail "adapter_config.json: no peft_type LORA"
 grep -q '"r": 16' "$TMP/peft/adapter_config.json" || fail "adapter_config.json: no r"
+grep -q '"lora_dropout": 0.1' "$TMP/peft/adapter_config.json" || fail "adapter_config.json: no lora_dropout 0.1"
 grep -aq 'base_model.model.backbone.layers.0.mixer.in_proj.lora_A.weight' "$TMP/peft/adapter_model.safetensors" ||
   fail "adapter_model.safetensors: no PEFT tensor names"
 
@@ -84,6 +95,12 @@ expect_error "a target with no module in the model" \
 expect_error "routed experts" \
   "recipes/super3/sft/tiny_lora.yaml: peft.target_modules: experts: the routed experts run as one grouped GEMM that takes no adapter; target linear_fc1/linear_fc2 (the dense MLP and the shared expert)" \
   "${lora[@]}" checkpoint.save="$TMP/b" checkpoint.load="$TMP/b" 'peft.target_modules=[experts]'
+expect_error "dropout 1" \
+  "recipes/super3/sft/tiny_lora.yaml: peft.dropout: expected a probability in [0, 1) (the adapter input's dropout), got 1" \
+  "${lora[@]}" checkpoint.save="$TMP/b" checkpoint.load="$TMP/b" peft.dropout=1
+expect_error "dropout below 0" \
+  "recipes/super3/sft/tiny_lora.yaml: peft.dropout: expected a probability in [0, 1) (the adapter input's dropout), got -0.2" \
+  "${lora[@]}" checkpoint.save="$TMP/b" checkpoint.load="$TMP/b" peft.dropout=-0.2
 expect_error "merge-lora of a full fine-tuning checkpoint" \
   "$TMP/m/iter_0000001: not a LoRA checkpoint (its config has no peft: section; a full fine-tuning checkpoint exports directly with \`nemotron convert export\`)" \
   "$BIN" convert merge-lora --adapter "$TMP/m" --output "$TMP/b"

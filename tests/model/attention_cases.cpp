@@ -1,6 +1,7 @@
 // The attention mixer as harness cases: float64 gradient checks of the whole block (du and every
 // parameter) for GQA ratios 2 and 4, with and without RoPE, head_dim != H / nq, with and without
-// biases; and a realistic size (head_dim 128, T = 300) on the backends only.
+// biases, Llama-3 scaled RoPE (DeciLM); and realistic sizes (head_dim 128, T = 300) on the
+// backends only.
 #include "block_configs.h"
 #include "mixer_case.h"
 #include "model/attention_mixer.h"
@@ -48,8 +49,12 @@ class AttentionMixerCase : public MixerCase {
   bool skip(const std::string& name) const { return config().position_embedding_type != "rope" && is_k_bias(name); }
   std::string extra_params() const override {
     const model::ModelConfig& c = config();
-    return fmt::format("H={},nq={},nkv={},hd={},rope={},bias={}", c.hidden_size, c.num_attention_heads,
+    return fmt::format("H={},nq={},nkv={},hd={},rope={}{},bias={}", c.hidden_size, c.num_attention_heads,
                        c.num_key_value_heads, c.head_dim, c.position_embedding_type == "rope" ? 1 : 0,
+                       c.rope_scaling_factor > 0 ? fmt::format(",llama3(theta={},factor={},L={})", c.rope_theta,
+                                                               c.rope_scaling_factor,
+                                                               c.rope_original_max_position_embeddings)
+                                                 : "",
                        c.attention_bias ? 1 : 0);
   }
   bool scale_;
@@ -63,6 +68,14 @@ NM_OP_CASES(attention_mixer_cases) {
   c.push_back(std::make_unique<AttentionMixerCase>(attention_config(8, 8, 2, 3, false, true), 2, 3));
   // Realistic: Nano's attention (no RoPE, GQA 2) at head_dim 128; T = 300 is no multiple of a tile.
   c.push_back(std::make_unique<AttentionMixerCase>(attention_config(256, 4, 2, 128, false, false), 1, 300, true));
+  // Llama-3 RoPE: L = 16 puts hd = 8's pairs in all three bands; then the 49B's RoPE (B.3) on
+  // one KV group of 128-wide heads.
+  model::ModelConfig l3 = attention_config(16, 4, 1, 8, true, false);
+  l3.rope_scaling_factor = 4.0, l3.rope_original_max_position_embeddings = 16;
+  c.push_back(std::make_unique<AttentionMixerCase>(l3, 2, 9));
+  model::ModelConfig s49 = attention_config(256, 8, 1, 128, true, false);
+  s49.rope_theta = 500000.0, s49.rope_scaling_factor = 8.0, s49.rope_original_max_position_embeddings = 8192;
+  c.push_back(std::make_unique<AttentionMixerCase>(s49, 1, 300, true));
   return c;
 }
 

@@ -125,4 +125,34 @@ inline model::ModelConfig hybrid_config(const std::string& pattern) {
   return c;
 }
 
+// --- DeciLM -------------------------------------------------------------------------------------
+
+// A tiny DeciLM config.json with every sub-block kind (B.1, B.2): block 0 GQA with 2 KV heads and
+// SwiGLU, block 1 attention no-op and linear FFN, block 2 linear attention and FFN no-op, block 3
+// MQA (1 KV head) and a wider SwiGLU. H = 16, 4 heads of 4; F = round_up_256(...) = 256 and 512.
+// Llama-3 RoPE with L = 16, so head pair 0 is interpolated and pair 1 divided by the factor.
+inline const char* kTinyDeciLmJson = R"({
+  "architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas",
+  "vocab_size": 23, "hidden_size": 16, "num_hidden_layers": 4, "num_attention_heads": 4,
+  "num_key_value_heads": null, "intermediate_size": null, "hidden_act": "silu",
+  "rms_norm_eps": 1e-5, "tie_word_embeddings": false, "max_position_embeddings": 64,
+  "rope_theta": 10000.0,
+  "rope_scaling": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 16},
+  "block_configs": [
+    {"attention": {"n_heads_in_group": 2, "no_op": false, "replace_with_linear": false, "sparsify": null},
+     "ffn": {"ffn_mult": 1.0, "no_op": false, "replace_with_linear": false, "sparsify": null}},
+    {"attention": {"n_heads_in_group": null, "no_op": true, "replace_with_linear": false},
+     "ffn": {"ffn_mult": null, "no_op": false, "replace_with_linear": true}},
+    {"attention": {"n_heads_in_group": null, "no_op": false, "replace_with_linear": true},
+     "ffn": {"ffn_mult": null, "no_op": true, "replace_with_linear": false}},
+    {"attention": {"n_heads_in_group": 4, "no_op": false, "replace_with_linear": false},
+     "ffn": {"ffn_mult": 48.0, "no_op": false, "replace_with_linear": false}}
+  ]
+})";
+
+inline model::ModelConfig decilm_config() {
+  return model::model_config_from_json(nlohmann::json::parse(kTinyDeciLmJson), "tiny_decilm.json", false);
+}
+
 }  // namespace nemotron::testing

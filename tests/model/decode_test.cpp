@@ -60,8 +60,8 @@ Tensor row(const Tensor& t, int64_t r) { return t.slice(r, r + 1); }
 
 double tolerance(DType dt) { return dt == DType::f64 ? 1e-10 : 2e-5; }
 
-void prefill_then_steps(DType dt, bool rope) {
-  model::ModelConfig cfg = every_kind(rope);
+void prefill_then_steps(DType dt, bool rope, const model::ModelConfig* given = nullptr) {
+  model::ModelConfig cfg = given ? *given : every_kind(rope);
   auto net = random_model(cfg, dt);
   Context ctx = cpu_context(dt);
   const std::vector<int32_t> seq = random_tokens(19, cfg.vocab_size, 3);
@@ -84,6 +84,23 @@ TEST(HybridDecode, prefill_then_steps_match_full_logits_f64) { prefill_then_step
 TEST(HybridDecode, prefill_then_steps_match_full_logits_f32) { prefill_then_steps(DType::f32, false); }
 TEST(HybridDecode, prefill_then_steps_match_full_logits_with_rope_f64) { prefill_then_steps(DType::f64, true); }
 TEST(HybridDecode, prefill_then_steps_match_full_logits_with_rope_f32) { prefill_then_steps(DType::f32, true); }
+
+// DeciLM (B.1): per-layer KV heads, no-op and linear sub-blocks, Llama-3 scaled RoPE, decoded
+// token by token as the full forward computes them.
+TEST(HybridDecode, decilm_prefill_then_steps_match_full_logits_f64) {
+  const model::ModelConfig c = decilm_config();
+  prefill_then_steps(DType::f64, true, &c);
+}
+TEST(HybridDecode, decilm_prefill_then_steps_match_full_logits_f32) {
+  const model::ModelConfig c = decilm_config();
+  prefill_then_steps(DType::f32, true, &c);
+}
+
+// KV bytes per sequence follow each layer's own KV-head count: blocks 0 (2 heads) and 3 (1).
+TEST(HybridDecode, decilm_bytes_count_each_layers_kv_heads) {
+  const model::ModelConfig c = decilm_config();
+  EXPECT_EQ(model::DecodeState::bytes_per_sequence(c, 16, DType::f32), 4 * 2 * 16 * (2 + 1) * 4);
+}
 
 TEST(HybridDecode, default_logits_are_float32) {
   model::ModelConfig cfg = every_kind(false);

@@ -1,5 +1,5 @@
 // The whole model as harness cases: float64 gradient checks of every parameter of a hybrid stack
-// holding all four layer kinds (M, *, -, E), through embedding, pre-norms, residuals, final norm,
+// holding all four layer kinds (M, *, -, E) and of a DeciLM stack (every sub-block kind), through embedding, pre-norms, residuals, final norm,
 // LM head (untied and tied) and the masked cross-entropy; and a realistic size (Nano's MoE at
 // H = 128 in "MEM*E") on the backends only. MoE expert choices are computed once from the
 // unperturbed inputs and held fixed while differencing (top-k is piecewise constant; a choice
@@ -178,6 +178,12 @@ NM_OP_CASES(hybrid_model_cases) {
   c.push_back(std::make_unique<HybridModelCase>("mtp_two_blocks_tied", m2, 2, 8, false));
   // T = 100 over chunks of 64: a ragged last chunk.
   c.push_back(std::make_unique<HybridModelCase>("nano_scale", scale_config(), 2, 100, true, true));
+  // DeciLM (B.1): every sub-block kind (GQA, MQA, linear, no-op; two SwiGLU widths), Llama-3 RoPE,
+  // DeciLM names; untied, then tied.
+  c.push_back(std::make_unique<HybridModelCase>("decilm", decilm_config(), 2, 9, true));
+  model::ModelConfig d = decilm_config();
+  d.tie_word_embeddings = true;
+  c.push_back(std::make_unique<HybridModelCase>("decilm_tied", d, 1, 13, false));
   return c;
 }
 

@@ -1,7 +1,8 @@
 // LoRA adapters beyond their gradient cases (lora_cases.cpp): PEFT names and shapes, which
 // weights each Megatron target covers (never a routed expert), the frozen base, an adapter that
-// starts as the identity (B = 0), the errors for bad targets, and merge_lora giving the logits of
-// base + adapter.
+// starts as the identity (B = 0), the errors for bad targets, merge_lora giving the logits of
+// base + adapter, and adapter dropout: only in training, reproducible from its key, and a
+// backward that recomputes h drawing the forward's mask.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,9 @@
 #include "core/rng.h"
 #include "harness.h"
 #include "model/hybrid_model.h"
+#include "core/op_profiler.h"
+#include "model/linear.h"
+#include "model/mamba2_mixer.h"
 #include "model/lora.h"
 
 namespace nemotron::testing {
@@ -108,6 +112,108 @@ TEST(Lora, merged_weights_give_the_logits_of_base_plus_adapter) {
   // Only the merged base weights into a model without adapters.
   for (model::Param* p : base.params().all()) p->value.copy_from(net.params().get(p->name).value);
   EXPECT_LT(max_diff(with_adapter, base.logits(ctx, ids)), 1e-12);
+}
+
+// A model "M*-E" with every target wrapped, adapters filled with random values (B non-zero).
+std::unique_ptr<model::HybridModel> model_with_adapters(double dropout) {
+  auto net = std::make_unique<model::HybridModel>(hybrid_config("M*-E"), host_backend(), DType::f64);
+  net->init(3);
+  model::LoraConfig c = all_targets(3);
+  c.dropout = dropout;
+  model::attach_lora(net->params(), c, 7, "r.yaml");
+  for (model::Param* p : net->params().all())
+    if (model::is_lora(*p)) fill_uniform(p->value, Philox(11, model::name_stream(p->name)), -0.3, 0.3);
+  return net;
+}
+
+TEST(Lora, dropout_acts_in_training_only_and_follows_its_key) {
+  auto dropped = model_with_adapters(0.5), plain = model_with_adapters(0.0);
+  Context ctx = cpu_context(DType::f64);
+  Tensor ids = Tensor::from_vector<int32_t>({2, 4}, {1, 7, 3, 22, 4, 9, 0, 13});
+  const Tensor eval = plain->logits(ctx, ids);
+  // Evaluation and generation (no training key): dropout changes nothing.
+  EXPECT_EQ(max_diff(dropped->logits(ctx, ids), eval), 0.0);
+  ctx.dropout = {true, 1234, 5, 0};
+  // p = 0 in training: exactly the computation without dropout.
+  EXPECT_EQ(max_diff(plain->logits(ctx, ids), eval), 0.0);
+  // p > 0 in training: adapter inputs dropped, the same mask for the same key, another for another.
+  const Tensor train = dropped->logits(ctx, ids);
+  EXPECT_GT(max_diff(train, eval), 1e-6);
+  EXPECT_EQ(max_diff(dropped->logits(ctx, ids), train), 0.0);
+  ctx.dropout.micro = 1;
+  EXPECT_GT(max_diff(dropped->logits(ctx, ids), train), 1e-6);
+  ctx.dropout = {true, 1234, 6, 0};
+  EXPECT_GT(max_diff(dropped->logits(ctx, ids), train), 1e-6);
+}
+
+// Linear's backward without the forward's h (LinearSaved) recomputes it with the same mask: the
+// gradients equal those of the backward that reuses h.
+TEST(Lora, backward_recomputing_h_draws_the_forwards_mask) {
+  model::ParamStore store(host_backend(), DType::f64);
+  model::Linear lin(store, "backbone.layers.0.mixer.o_proj.", 6, 5, false);
+  lin.init(1, 0.5);
+  model::LoraConfig c;
+  c.target_modules = {"linear_proj"};
+  c.dim = 2;
+  c.dropout = 0.5;
+  model::attach_lora(store, c, 3, "r.yaml");
+  for (model::Param* p : store.all())
+    if (model::is_lora(*p)) fill_uniform(p->value, Philox(2, model::name_stream(p->name)), -0.5, 0.5);
+  Context ctx = cpu_context(DType::f64);
+  ctx.dropout = {true, 9, 1, 0};
+  Tensor x = Tensor::empty({4, 6}, DType::f64), dy = Tensor::empty({4, 5}, DType::f64);
+  fill_uniform(x, Philox(5), -1, 1);
+  fill_uniform(dy, Philox(6), -1, 1);
+  auto grads = [&](bool reuse) {
+    store.zero_grads();
+    model::LinearSaved kept;
+    lin.forward(ctx, x, reuse ? &kept : nullptr);
+    Tensor dx = Tensor::empty({4, 6}, DType::f64);
+    lin.backward(ctx, x, dy, &dx, false, reuse ? &kept : nullptr);
+    std::vector<Tensor> g{dx};
+    for (model::Param* p : store.all())
+      if (p->requires_grad) g.push_back(p->grad.clone());
+    return g;
+  };
+  const std::vector<Tensor> reused = grads(true), recomputed = grads(false);
+  ASSERT_EQ(reused.size(), 3u);  // dx, dA, dB
+  for (size_t i = 0; i < reused.size(); ++i) EXPECT_LT(max_diff(reused[i], recomputed[i]), 1e-14) << i;
+}
+
+// Counts the GEMM ops a forward + backward issues.
+struct GemmCounter : OpProfiler {
+  int64_t gemms = 0;
+  void begin(Context&, OpPhase phase, const char*) override { gemms += phase == OpPhase::gemm; }
+  void end(Context&) override {}
+};
+
+int64_t mamba_step_gemms(bool adapters) {
+  model::ParamStore store(host_backend(), DType::f64);
+  model::Mamba2Mixer mixer(mamba_config(8, 4, 3, 2, 5, 4, 4, true, false), store, kMambaPrefix, 0);
+  mixer.init(1);
+  if (adapters) {
+    model::LoraConfig c;
+    c.target_modules = {"in_proj", "out_proj"};
+    c.dim = 2;
+    model::attach_lora(store, c, 3, "r.yaml");
+  }
+  Context ctx = cpu_context(DType::f64);
+  GemmCounter counter;
+  ctx.profiler = &counter;
+  Tensor u = Tensor::empty({2, 7, 8}, DType::f64);
+  fill_uniform(u, Philox(4), -1, 1);
+  std::unique_ptr<model::MixerSaved> saved;
+  Tensor out = mixer.forward(ctx, u, &saved);
+  mixer.backward(ctx, *saved, out);
+  return counter.gemms;
+}
+
+// The adapter's r-wide h = x A^T is computed once per projection and kept for the backward, also
+// for in_proj's five row blocks (z, x, B, C, dt): in_proj adds 1 + 5 GEMMs forward (h, then h B_i^T
+// per block) and 5 + 5 + 1 + 1 backward (dB_i, dh += dy_i B_i, dA, dx), out_proj 2 + 4. Computing
+// h per block and again in the backward cost 42 instead of these 24.
+TEST(Lora, adapters_compute_h_once_per_projection) {
+  EXPECT_EQ(mamba_step_gemms(true) - mamba_step_gemms(false), (1 + 5) + (5 + 5 + 1 + 1) + (2 + 4));
 }
 
 }  // namespace

@@ -226,8 +226,11 @@ TEST(ModelConfig, every_validation_error_names_the_field) {
             "t.yaml: model.routed_scaling_factor: expected a positive number, got -1.5");
   EXPECT_EQ(recipe_error(with(base, "time_step_min", 0.5)),
             "t.yaml: model.time_step_min: expected 0 < time_step_min <= time_step_max, got 0.5 and 0.1");
+  EXPECT_EQ(recipe_error(with(base, "model_type", "llama")),
+            "t.yaml: model.model_type: unsupported model type \"llama\" (expected \"nemotron_h\" or \"nemotron-nas\")");
+  // A DeciLM model_type reads block_configs instead of the pattern (decilm_config_test.cpp).
   EXPECT_EQ(recipe_error(with(base, "model_type", "nemotron-nas")),
-            "t.yaml: model.model_type: unsupported model type \"nemotron-nas\" (expected \"nemotron_h\")");
+            "t.yaml: model.block_configs: expected a non-empty list of {attention: ..., ffn: ...}, got null");
   EXPECT_EQ(recipe_error(with(base, "mlp_hidden_act", "gelu")),
             "t.yaml: model.mlp_hidden_act: unknown activation \"gelu\" (expected relu2, silu or swiglu)");
   EXPECT_EQ(recipe_error(with(base, "mamba_hidden_act", "relu")),

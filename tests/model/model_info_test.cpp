@@ -148,15 +148,24 @@ TEST(ModelInfo, super_with_its_mtp_block_is_the_card_total) {
                    3.0 * (recipe.forward_flops_per_token + recipe.mtp_forward_flops_per_token));
 }
 
-TEST(ModelInfo, counts_match_the_listed_hub_tensors_with_every_option) {
+// The tiny recipe (M*M-ME, no MTP) with one "*E" MTP block run at 2 depths, as super3's default trains it.
+namespace {
+ModelConfig tiny_with_mtp() {
   ModelConfig c = load_model_config(repo_path("recipes/super3/pretrain/tiny.yaml"));
+  c.num_nextn_predict_layers = 1, c.mtp_hybrid_override_pattern = "*E", c.mtp_num_layers = 2;
+  return c;
+}
+}  // namespace
+
+TEST(ModelInfo, counts_match_the_listed_hub_tensors_with_every_option) {
+  ModelConfig c = tiny_with_mtp();
   for (int variant = 0; variant < 3; ++variant) {
     if (variant == 1) c.use_bias = c.attention_bias = c.mlp_bias = true, c.use_conv_bias = false;
     if (variant == 2) c.tie_word_embeddings = true, c.moe_latent_size = 0, c.n_shared_experts = 2;
     const auto tensors = hub_tensors(c);
     ModelInfo info = model_info(c, 16);
     EXPECT_EQ(info.total_params, numel_sum(tensors)) << "variant " << variant;
-    EXPECT_GT(info.mtp_params, 0);  // the tiny recipe trains MTP
+    EXPECT_GT(info.mtp_params, 0);
     EXPECT_EQ(info.mtp_params, numel_sum(tensors, "mtp.")) << "variant " << variant;
     for (const LayerInfo& l : info.layers)
       EXPECT_EQ(l.params, numel_sum(tensors, "backbone.layers." + std::to_string(l.index) + "."))
@@ -165,7 +174,7 @@ TEST(ModelInfo, counts_match_the_listed_hub_tensors_with_every_option) {
 }
 
 TEST(ModelInfo, active_params_and_flops_follow_the_documented_formula) {
-  ModelConfig c = load_model_config(repo_path("recipes/super3/pretrain/tiny.yaml"));  // M*M-ME
+  const ModelConfig c = tiny_with_mtp();  // M*M-ME, MTP "*E" at 2 depths
   const int64_t H = 64, V = 1024, T = 100;
   ModelInfo info = model_info(c, T);
   // Active: the MoE layer uses 2 of its 4 routed experts; expert = up [64, 32] + down [32, 64].
@@ -180,7 +189,7 @@ TEST(ModelInfo, active_params_and_flops_follow_the_documented_formula) {
   EXPECT_EQ(info.matmul_flops_per_token, 2.0 * macs);
   EXPECT_EQ(info.attention_flops_per_token, 2.0 * 4 * 16 * (T + 1));  // one * layer
   EXPECT_EQ(info.forward_flops_per_token, 2.0 * macs + 2.0 * 4 * 16 * (T + 1));
-  // The recipe's MTP ("*E" at 2 depths): per depth eh_proj, attention, the MoE and the shared head.
+  // Its MTP ("*E" at 2 depths): per depth eh_proj, attention, the MoE and the shared head.
   const int64_t mtp_macs = 2 * H * H + attn + moe + V * H;
   EXPECT_EQ(info.mtp_forward_flops_per_token, 2.0 * (2.0 * mtp_macs + 2.0 * 4 * 16 * (T + 1)));
   EXPECT_EQ(info.training_flops_per_token, 3 * (info.forward_flops_per_token + info.mtp_forward_flops_per_token));

@@ -70,6 +70,22 @@ TEST(GrpoAdvantages, one_prompt_group_by_prompt_merges_duplicates) {
   EXPECT_EQ(a[1], a[2]);
 }
 
+TEST(GrpoAdvantages, equal_inexact_other_rewards_have_zero_std) {
+  // One right answer (1) among format-only rewards (0.2, not exact in binary): the right row's
+  // others are all 0.2, so its std is 0 and its advantage stays the raw 0.8 (a one-pass variance
+  // left ~1e-17 there and divided 0.8 by ~1e-6: advantages of ~1e5 and a grad norm of 1e5 seen on
+  // the tiny recipe).
+  const std::vector<double> r = {1.0, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2};
+  const std::vector<double> a = grpo_advantages(r, std::vector<int64_t>(8, 0), true, true);
+  EXPECT_NEAR(a[0], 0.8, 1e-15);
+  // Others of a 0.2 row: one 1 and six 0.2: mean 2.2/7, unbiased std over 7 values.
+  const double b = 2.2 / 7, var = ((1 - b) * (1 - b) + 6 * (0.2 - b) * (0.2 - b)) / 6;
+  EXPECT_NEAR(a[1], (0.2 - b) / (std::sqrt(var) + 1e-6), 1e-12);
+  for (double x : a) EXPECT_LT(std::abs(x), 3.0);
+  // And an all-0.2 group: every advantage exactly 0.
+  for (double x : grpo_advantages(std::vector<double>(8, 0.2), std::vector<int64_t>(8, 0), true, true)) EXPECT_EQ(x, 0.0);
+}
+
 TEST(GrpoAdvantages, reward_scaling_and_shaping) {
   RewardScaling sc;
   sc.enabled = true;

@@ -4,8 +4,10 @@
 // current log-probs, KL off) the loss is -mean(advantage) over the valid tokens and the ratio 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "rl/grpo_advantages.h"
 #include "rl/grpo_batch.h"
@@ -99,10 +101,42 @@ TEST(GrpoTrainStep, on_policy_loss_is_minus_mean_advantage) {
   EXPECT_GT(r.grad_norm, 0.0);
 }
 
-TEST(GrpoTrainStep, parameter_gradients_match_finite_differences) {
+// Sampling at temperature t: the trainer's log-probs are log softmax(logits / t), what the
+// engine reports as processed log-probs; logits() stays raw.
+TEST(GrpoTrainStep, logit_temperature_divides_the_logits) {
+  const model::ModelConfig cfg = tiny_model();
+  model::HybridModel net(cfg, host_backend(), DType::f64);
+  net.init(4);
+  const int64_t T = 7, V = cfg.vocab_size;
+  std::vector<int32_t> ids, next;
+  for (int64_t i = 0; i < T + 1; ++i) ids.push_back(static_cast<int32_t>((7 * i + 3) % V));
+  next.assign(ids.begin() + 1, ids.end());
+  ids.pop_back();
+  const Tensor in = Tensor::from_vector<int32_t>({1, T}, ids), tg = Tensor::from_vector<int32_t>({1, T}, next);
+  Context ctx{&host_backend(), nullptr, DType::f64};
+  const std::vector<double> z = net.logits(ctx, in).to_f64_vector();
+  for (double t : {1.0, 0.6, 1.7}) {
+    net.set_logit_temperature(t);
+    const std::vector<double> lp = net.token_logprobs(ctx, in, tg).to_f64_vector();
+    for (int64_t n = 0; n < T; ++n) {
+      const double* row = z.data() + n * V;
+      double m = row[0], sum = 0;
+      for (int64_t v = 0; v < V; ++v) m = std::max(m, row[v] / t);
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] / t - m);
+      EXPECT_NEAR(lp[static_cast<size_t>(n)], row[next[static_cast<size_t>(n)]] / t - m - std::log(sum), 1e-12)
+          << "t " << t << " token " << n;
+    }
+  }
+  EXPECT_THROW(net.set_logit_temperature(0.0), InputError);
+}
+
+class GrpoTrainStepGrad : public ::testing::TestWithParam<double> {};
+
+TEST_P(GrpoTrainStepGrad, parameter_gradients_match_finite_differences) {
   const model::ModelConfig cfg = tiny_model();
   model::HybridModel net(cfg, host_backend(), DType::f64);
   net.init(6);
+  net.set_logit_temperature(GetParam());
   Rollouts s = prepare(net, cfg, 64);
   // Off-policy data: old log-probs away from the current ones (clipping on both sides), the
   // generator slightly off (IS correction), a reference policy (KL).
@@ -160,6 +194,9 @@ TEST(GrpoTrainStep, parameter_gradients_match_finite_differences) {
   }
   EXPECT_GT(checked, 20);
 }
+
+// 1: the raw logits; 0.7: NeMo RL's tempered log-probs (the head's scale enters the gradient).
+INSTANTIATE_TEST_SUITE_P(Temperatures, GrpoTrainStepGrad, ::testing::Values(1.0, 0.7));
 
 }  // namespace
 }  // namespace nemotron::rl
