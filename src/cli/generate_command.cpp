@@ -244,8 +244,9 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* c = app.add_subcommand(
       "generate",
-      "Generate text from a checkpoint (KV/SSM cache, continuous batching, on the GPU or the CPU; MTP heads, if any, "
-      "are ignored)");
+      "Generate text from a checkpoint (KV/SSM cache, continuous batching, on the GPU or the CPU). Multi-token "
+      "prediction (MTP, Nemotron 3 Super) is a training-time head: its blocks are loaded with the checkpoint but "
+      "generation never runs them (one token per step from the main head)");
   c->add_option("--checkpoint", o->checkpoint,
                 "A native checkpoint (directory with latest_checkpointed_iteration.txt, an iteration directory, a "
                 "`convert import` output) or a Hugging Face directory (config.json + safetensors)")

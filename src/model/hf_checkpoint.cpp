@@ -170,14 +170,17 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
   const int64_t E = ck.config_.n_routed_experts;
   for (const auto& [name, s] : stored) {
     const std::string where = (fs::path(s.file->path())).string();
-    if (starts_with(name, "mtp.") || starts_with(name, "model.mtp.") || starts_with(name, "backbone.mtp.")) {
+    const bool mtp = starts_with(name, "mtp.") || starts_with(name, "model.mtp.") || starts_with(name, "backbone.mtp.");
+    if (mtp && ck.config_.num_nextn_predict_layers == 0) {  // a config without MTP: set aside, reported
       ck.skipped_.push_back(name);
       continue;
     }
     if (!is_float_st(s.info->dtype))
       throw InputError(fmt::format("{}: tensor \"{}\" is {}, expected a floating-point weight", where, name,
                                    io::st_dtype_name(s.info->dtype)));
-    std::string hub = !decilm && starts_with(name, "model.") ? "backbone." + name.substr(6) : name;
+    std::string hub = mtp                                      ? name.substr(name.find("mtp."))
+                      : !decilm && starts_with(name, "model.") ? "backbone." + name.substr(6)
+                                                               : name;
     if (!decilm && hub == "backbone.embedding.weight") {
       hub = "backbone.embeddings.weight";
       ck.notes_.push_back(fmt::format("read \"{}\" as backbone.embeddings.weight (legacy spelling)", name));
@@ -265,8 +268,8 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
   }
   if (!ck.skipped_.empty())
     ck.notes_.push_back(
-        fmt::format("skipped {} mtp.* tensor(s), e.g. \"{}\": multi-token prediction is not "
-                    "modelled yet",
+        fmt::format("skipped {} mtp.* tensor(s), e.g. \"{}\": the config has no multi-token prediction "
+                    "(num_nextn_predict_layers 0)",
                     ck.skipped_.size(), ck.skipped_.front()));
   return ck;
 }

@@ -7,7 +7,8 @@
 //     model.embeddings.weight, and per MoE layer two 3-D tensors mixer.experts.up_proj [E, F, d]
 //     and mixer.experts.down_proj [E, d, F] whose slice e is expert e's Hub tensor.
 // Every tensor is checked against the shapes the config implies before anything is read; mtp.*
-// tensors (multi-token prediction, not modelled yet) are set aside and reported. Tensors stay in
+// tensors (multi-token prediction, A.8.2) are part of the model when the config has MTP
+// (num_nextn_predict_layers > 0), else set aside and reported. Tensors stay in
 // the memory-mapped files: a tensor here is a byte range, converted only when asked.
 #pragma once
 #include <memory>
@@ -67,7 +68,7 @@ class HfCheckpoint {
   // The model's tensors, in tensor_specs() order.
   const std::vector<HfTensor>& tensors() const { return tensors_; }
   const HfTensor& tensor(const std::string& name) const;
-  // Tensors left out, with why (mtp.* tensors; a tied head stored anyway).
+  // Tensors left out, with why (mtp.* tensors of a config without MTP; a tied head stored anyway).
   const std::vector<std::string>& skipped() const { return skipped_; }
   // One line per thing worth telling the user (legacy spellings read, an untied head kept, ...).
   const std::vector<std::string>& notes() const { return notes_; }

@@ -324,6 +324,8 @@ std::string checkpoint_config_yaml(const ModelConfig& c, const json& source) {
   positive("topk_group", c.topk_group);
   count("num_nextn_predict_layers", c.num_nextn_predict_layers);
   if (!c.mtp_hybrid_override_pattern.empty()) str("mtp_hybrid_override_pattern", c.mtp_hybrid_override_pattern);
+  count("mtp_num_layers", c.mtp_num_layers);
+  num("mtp_loss_scaling_factor", c.mtp_loss_scaling_factor);
   if (source.is_object() && !source.empty()) {
     y << "source:\n";  // JSON values are YAML flow values
     for (auto it = source.begin(); it != source.end(); ++it) y << "  " << it.key() << ": " << it.value().dump() << "\n";
@@ -514,8 +516,8 @@ RoundtripReport compare_hf_dirs(const std::string& original, const std::string& 
   if (!same_tok.empty()) r.notes.push_back(fmt::format("tokenizer files identical: {}", join(same_tok, ", ")));
   if (!a.skipped().empty()) {
     r.notes.push_back(
-        fmt::format("DIFFERENT: {} mtp.* tensor(s) of the original are not carried (multi-token "
-                    "prediction is not modelled yet), e.g. \"{}\"",
+        fmt::format("DIFFERENT: {} mtp.* tensor(s) of the original are not carried (its config has no "
+                    "multi-token prediction: num_nextn_predict_layers 0), e.g. \"{}\"",
                     a.skipped().size(), a.skipped().front()));
     r.differences += static_cast<int>(a.skipped().size());
   }

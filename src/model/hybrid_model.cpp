@@ -28,14 +28,11 @@ HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype)
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
   const StackNames names = stack_names(cfg_);
   embed_ = &store_.add(names.embedding, {V, H}, true);
-  const std::vector<LayerSpec> specs = layer_specs(cfg_);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    layer_norms_.push_back(&store_.add(specs[i].norm, {H}, false));
-    mixers_.push_back(make_mixer(cfg_, specs[i], store_, static_cast<int64_t>(i)));
-    moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
-  }
+  trunk_ = std::make_unique<LayerStack>(cfg_, layer_specs(cfg_), store_);
   norm_f_ = &store_.add(names.final_norm, {H}, false);
   if (!cfg_.tie_word_embeddings) lm_head_ = &store_.add("lm_head.weight", {V, H}, true);
+  for (int64_t b = 0; b < cfg_.num_nextn_predict_layers; ++b)
+    mtp_.push_back(std::make_unique<MtpBlock>(cfg_, store_, b));
 }
 
 HybridModel::~HybridModel() = default;
@@ -45,88 +42,36 @@ Param& HybridModel::head_weight() { return lm_head_ ? *lm_head_ : *embed_; }
 void HybridModel::init(uint64_t seed) {
   init_normal(*embed_, seed, cfg_.initializer_range);
   if (lm_head_) init_normal(*lm_head_, seed, cfg_.initializer_range);
-  for (Param* p : layer_norms_) init_constant(*p, 1.0);
+  trunk_->init(seed);
   init_constant(*norm_f_, 1.0);
-  for (auto& m : mixers_) m->init(seed);
+  for (auto& b : mtp_) b->init(seed);
 }
 
-// Layer i's pre-norm also adds layer i-1's output to the residual stream (one fused pass); the
-// last layer's output is added after the loop.
 Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, ForwardStats* stats,
                             const SequenceLayout& layout) {
   NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
-  std::vector<Activations::Layer>* saved = act ? &act->layers : nullptr;
   if (act) act->input_ids = ids, act->layout = layout;
   if (stats) stats->moe.clear();
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
-  DType dt = store_.dtype();
-  Tensor x = ctx.empty({B, T, H}, dt);
+  Tensor x = ctx.empty({B, T, H}, store_.dtype());
   ops::embedding_forward(ctx, ids, embed_->value, x);
   check_finite(x, "embedding output");
-  if (saved) saved->resize(mixers_.size());
-  Tensor out;  // the previous layer's mixer output, not yet added to x
-  for (size_t i = 0; i < mixers_.size(); ++i) {
-    Tensor h = ctx.empty({B, T, H}, dt), rstd = ctx.empty({B * T}, stat_dtype(dt));
-    if (out.defined()) {
-      Tensor sum = ctx.empty({B, T, H}, dt);
-      ops::add_rmsnorm_forward(ctx, x, out, layer_norms_[i]->value, cfg_.layer_norm_epsilon, sum, h, rstd);
-      x = sum;
-    } else {
-      ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
-    }
-    // Full recomputation keeps only x_in and rstd here; backward reruns the mixer's forward.
-    const bool keep = saved && !recompute();
-    check_finite(h, "layer {} normed input", i);
-    std::unique_ptr<MixerSaved>* ms = keep ? &(*saved)[i].mixer : nullptr;
-    if (stats && moe_[i]) {
-      stats->moe.emplace_back();
-      out = moe_[i]->forward(ctx, h, ms, &stats->moe.back());
-    } else {
-      out = mixers_[i]->forward(ctx, h, ms, layout);
-    }
-    check_finite(out, "layer {} ({}) output", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i))));
-    if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
-  }
-  if (out.defined()) {
-    Tensor next = ctx.empty({B, T, H}, dt);
-    ops::add(ctx, x, out, next);
-    x = next;
-  }
-  return x;
+  return trunk_->forward(ctx, x, act ? &act->layers : nullptr, stats ? &stats->moe : nullptr, layout, recompute());
 }
 
 Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, const Tensor& weights, double scale,
                          Tensor* dx) {
-  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
+  const int64_t H = cfg_.hidden_size, N = x.numel() / H;
   DType dt = store_.dtype();
-  NM_CHECK(targets.numel() == N, "targets {} for {} tokens", targets.shape().str(), N);
-  NM_CHECK(!weights.defined() || weights.numel() == N, "weights {} for {} tokens", weights.shape().str(), N);
   Tensor xf = x.view({N, H});
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, xf, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
-  // logits / t = W (h / t): the scale goes on h ([N, H]), not on the [N, V] logits.
+  // logits / t = W (h / t): the scale goes on h ([N, H]), not on the [N, V] logits (the main
+  // head only: MTP depths, which GRPO does not train, run lm_head_loss untempered).
   const bool tempered = logit_temperature_ != 1.0;
   if (tempered) ops::scale_inplace(ctx, h, 1.0 / logit_temperature_);
-  Tensor labels = targets.view({N});
-  Tensor mask = weights.defined() ? weights.view({N}) : Tensor();
-  Tensor dh = dx ? ctx.empty({N, H}, dt) : Tensor();
-  Param& W = head_weight();
-  Tensor* dW = W.requires_grad ? &W.grad : nullptr;
-  // Per-token values stay on the device until the caller reads them: one read instead of one per chunk.
-  Tensor out = ctx.empty({N}, stat_dtype(dt));
-  const int64_t chunk = head_rows_per_chunk(V, dt, N);
-  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-    int64_t r1 = std::min(N, r0 + chunk), n = r1 - r0;
-    Tensor hc = h.slice(r0, r1);
-    Tensor logits = ctx.empty({n, V}, dt), lc = out.slice(r0, r1);
-    ops::linear_forward(ctx, hc, W.value, logits);
-    Tensor mc = mask.defined() ? mask.slice(r0, r1) : Tensor();
-    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, scale, lc, dx ? &logits : nullptr);
-    if (dx) {
-      Tensor dhc = dh.slice(r0, r1);
-      ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
-    }
-  }
+  Tensor dh;
+  Tensor out = lm_head_loss(ctx, h, targets, weights, scale, dx ? &dh : nullptr);
   if (dx) {
     if (tempered) ops::scale_inplace(ctx, dh, 1.0 / logit_temperature_);  // d(h / t) / dh
     Tensor dxf = ctx.empty({N, H}, dt);
@@ -140,6 +85,83 @@ Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, c
 void HybridModel::set_logit_temperature(double t) {
   if (!(t > 0) || !std::isfinite(t)) throw InputError(fmt::format("logit temperature {}: expected a finite number > 0", t));
   logit_temperature_ = t;
+}
+
+Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& targets, const Tensor& weights,
+                                 double scale, Tensor* dhout) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = hin.numel() / H;
+  DType dt = store_.dtype();
+  NM_CHECK(targets.numel() == N, "targets {} for {} tokens", targets.shape().str(), N);
+  NM_CHECK(!weights.defined() || weights.numel() == N, "weights {} for {} tokens", weights.shape().str(), N);
+  Tensor h = hin.view({N, H});
+  Tensor labels = targets.view({N});
+  Tensor mask = weights.defined() ? weights.view({N}) : Tensor();
+  Tensor dh = dhout ? ctx.empty({N, H}, dt) : Tensor();
+  Param& W = head_weight();
+  Tensor* dW = W.requires_grad ? &W.grad : nullptr;
+  // Per-token values stay on the device until the caller reads them: one read instead of one per chunk.
+  Tensor out = ctx.empty({N}, stat_dtype(dt));
+  const int64_t chunk = head_rows_per_chunk(V, dt, N);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    int64_t r1 = std::min(N, r0 + chunk), n = r1 - r0;
+    Tensor hc = h.slice(r0, r1);
+    Tensor logits = ctx.empty({n, V}, dt), lc = out.slice(r0, r1);
+    ops::linear_forward(ctx, hc, W.value, logits);
+    Tensor mc = mask.defined() ? mask.slice(r0, r1) : Tensor();
+    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, scale, lc, dhout ? &logits : nullptr);
+    if (dhout) {
+      Tensor dhc = dh.slice(r0, r1);
+      ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
+    }
+  }
+  if (dhout) *dhout = dh;
+  return out;
+}
+
+// Forward every depth first (depth k's output is depth k+1's input), each depth's head loss with
+// its gradient at once; then back from depth D, each depth's input gradient joining the head
+// gradient of the depth below; depth 1's reaches the trunk through norm_f.
+std::vector<double> HybridModel::mtp_loss(Context& ctx, const Tensor& x, const Batch& mb, const Tensor& weights,
+                                          const std::vector<double>& scales, Tensor* dx) {
+  const int64_t D = mtp_depths(), H = cfg_.hidden_size, N = x.numel() / H;
+  NM_CHECK(D > 0, "mtp_loss: the model has no MTP block");
+  NM_CHECK(static_cast<int64_t>(scales.size()) == D, "mtp_loss: {} scales for {} depths", scales.size(), D);
+  const DType dt = store_.dtype();
+  const SequenceLayout layout = mb.layout();
+  Tensor xf = x.view({N, H});
+  Tensor h = ctx.empty(x.shape(), dt), rstd0 = ctx.empty({N}, stat_dtype(dt));
+  Tensor hf = h.view({N, H});
+  ops::rmsnorm_forward(ctx, xf, norm_f_->value, cfg_.layer_norm_epsilon, hf, rstd0);
+  std::vector<MtpDepthSaved> saved(dx ? static_cast<size_t>(D) : 0);
+  std::vector<Tensor> dh_head(static_cast<size_t>(D));
+  std::vector<Tensor> values;
+  for (int64_t k = 1; k <= D; ++k) {
+    MtpTargets tg = mtp_targets(mb, weights, k, *ctx.backend);
+    MtpBlock& block = *mtp_[static_cast<size_t>(cfg_.mtp_block_of_depth(k))];
+    h = block.forward(ctx, h, tg.ids, *embed_, dx ? &saved[static_cast<size_t>(k - 1)] : nullptr, layout, recompute());
+    check_finite(h, "MTP depth {} output", k);
+    values.push_back(lm_head_loss(ctx, h, tg.labels, tg.weights, scales[static_cast<size_t>(k - 1)],
+                                  dx ? &dh_head[static_cast<size_t>(k - 1)] : nullptr));
+  }
+  if (dx) {
+    Tensor dh;
+    for (int64_t k = D; k >= 1; --k) {
+      Tensor g = dh_head[static_cast<size_t>(k - 1)].view(x.shape());
+      if (dh.defined()) ops::add_inplace(ctx, g, dh);
+      MtpBlock& block = *mtp_[static_cast<size_t>(cfg_.mtp_block_of_depth(k))];
+      dh = block.backward(ctx, saved[static_cast<size_t>(k - 1)], g, *embed_, layout);
+    }
+    Tensor dxf = dx->view({N, H});
+    Tensor d_norm = grad_sink(ctx, *norm_f_);
+    ops::rmsnorm_backward(ctx, xf, norm_f_->value, rstd0, dh.view({N, H}), dxf, d_norm, &dxf);
+  }
+  std::vector<double> sums;
+  for (const Tensor& v : values) {
+    double s = 0;
+    for (double e : v.to_f64_vector()) s += e;
+    sums.push_back(s);
+  }
+  return sums;
 }
 
 Tensor HybridModel::token_logprobs(Context& ctx, const Tensor& ids, const Tensor& targets, ForwardStats* stats,
@@ -202,7 +224,7 @@ DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
   cfg.validate();
   std::vector<std::unique_ptr<LayerDecodeState>> layers;
   bool attention = false;
-  for (const auto& m : mixers_) {
+  for (const auto& m : trunk_->mixers()) {
     layers.push_back(m->make_decode_state(cfg, store_.backend(), store_.dtype()));
     attention = attention || m->kind() == LayerKind::attention;
   }
@@ -213,8 +235,8 @@ DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
 // continuing its slots; then the head on each sequence's last row only.
 Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<int64_t>& slots,
                            const std::vector<std::vector<int32_t>>& tokens, DType logits_dtype) {
-  NM_CHECK(state.num_layers() == mixers_.size(), "extend: a decode state of {} layers for a model of {}",
-           state.num_layers(), mixers_.size());
+  NM_CHECK(state.num_layers() == trunk_->size(), "extend: a decode state of {} layers for a model of {}",
+           state.num_layers(), trunk_->size());
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   std::vector<int64_t> counts;
   std::vector<int32_t> ids;
@@ -235,16 +257,18 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
   Tensor x = ctx.empty({1, N, H}, dt);
   ops::embedding_forward(ctx, ids_t, embed_->value, x);
   Tensor out;
-  for (size_t i = 0; i < mixers_.size(); ++i) {
+  const auto& mixers = trunk_->mixers();
+  const auto& norms = trunk_->norms();
+  for (size_t i = 0; i < mixers.size(); ++i) {
     Tensor h = ctx.empty({1, N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
     if (out.defined()) {
       Tensor sum = ctx.empty({1, N, H}, dt);
-      ops::add_rmsnorm_forward(ctx, x, out, layer_norms_[i]->value, cfg_.layer_norm_epsilon, sum, h, rstd);
+      ops::add_rmsnorm_forward(ctx, x, out, norms[i]->value, cfg_.layer_norm_epsilon, sum, h, rstd);
       x = sum;
     } else {
-      ops::rmsnorm_forward(ctx, x, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
+      ops::rmsnorm_forward(ctx, x, norms[i]->value, cfg_.layer_norm_epsilon, h, rstd);
     }
-    out = mixers_[i]->extend(ctx, h, state.layer(i), batch);
+    out = mixers[i]->extend(ctx, h, state.layer(i), batch);
   }
   // Each sequence's last row: x + out there. A decode step (one token each) has nothing to pick;
   // otherwise one gather rather than a copy per sequence, which would be 2 S launches per step
@@ -268,36 +292,19 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
 }
 
 void HybridModel::backward(Context& ctx, Activations& act, Tensor& dx) {
-  std::vector<Activations::Layer>& saved = act.layers;
-  NM_CHECK(saved.size() == mixers_.size(), "backward: activations of {} layers for a model of {}", saved.size(),
-           mixers_.size());
-  const int64_t H = cfg_.hidden_size;
-  for (size_t i = mixers_.size(); i-- > 0;) {
-    Activations::Layer& s = saved[i];
-    if (!s.mixer) {  // recompute: the normed input, then the mixer's forward with its saved state
-      const int64_t N = s.x_in.numel() / H;
-      Tensor h = ctx.empty(s.x_in.shape(), s.x_in.dtype()), rstd = ctx.empty({N}, stat_dtype(s.x_in.dtype()));
-      ops::rmsnorm_forward(ctx, s.x_in, layer_norms_[i]->value, cfg_.layer_norm_epsilon, h, rstd);
-      mixers_[i]->forward(ctx, h, &s.mixer, act.layout);
-    }
-    check_finite(dx, "layer {} output gradient", i);
-    Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
-    check_finite(du, "layer {} ({}) input gradient", i, layer_kind_name(cfg_.layer_kind(static_cast<int64_t>(i))));
-    s.mixer.reset();
-    const int64_t N = s.x_in.numel() / H;
-    // The residual join, fused and in place: dx_in = dx_out + d(norm branch).
-    Tensor dx2 = dx.view({N, H});
-    Tensor d_norm = grad_sink(ctx, *layer_norms_[i]);
-    ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), layer_norms_[i]->value, s.rstd, du.view({N, H}), dx2, d_norm,
-                          &dx2);
-  }
+  trunk_->backward(ctx, act.layers, dx, act.layout);
   if (embed_->requires_grad) ops::embedding_backward(ctx, act.input_ids, dx, embed_->grad);
-  act.layers.clear();
 }
 
 double HybridModel::forward_flops_per_token(int64_t T) const {
   double f = 2.0 * static_cast<double>(cfg_.hidden_size) * static_cast<double>(cfg_.vocab_size);  // LM head
-  for (const auto& m : mixers_) f += m->forward_flops_per_token(T);
+  for (const auto& m : trunk_->mixers()) f += m->forward_flops_per_token(T);
+  // Training runs the MTP depths too: per depth eh_proj (2H -> H), the block's mixers, the head.
+  for (int64_t k = 1; k <= mtp_depths(); ++k) {
+    const MtpBlock& b = *mtp_[static_cast<size_t>(cfg_.mtp_block_of_depth(k))];
+    f += 2.0 * static_cast<double>(cfg_.hidden_size) * static_cast<double>(cfg_.vocab_size + 2 * cfg_.hidden_size);
+    for (const auto& m : b.stack().mixers()) f += m->forward_flops_per_token(T);
+  }
   return f;
 }
 

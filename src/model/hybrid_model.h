@@ -1,7 +1,8 @@
 // The layer stack (reference/architectures.md A.1, B.1): embedding, one pre-norm residual layer
 // per entry of layer_specs(cfg) (x = x + mixer(rmsnorm(x)); a Nemotron-H pattern symbol or a
-// DeciLM sub-block), final norm and LM head (tied or untied). Parameters carry the Hub names
-// (`backbone.*` or DeciLM's `model.*`, and `lm_head.weight`). The model knows no loss: it
+// DeciLM sub-block), final norm and LM head (tied or untied), and Nemotron-H's multi-token
+// prediction blocks (model/mtp.h) when configured. Parameters carry the Hub names (`backbone.*`
+// or DeciLM's `model.*`, `mtp.*`, and `lm_head.weight`). The model knows no loss: it
 // returns the final hidden states (forward) and takes their gradient (backward); its head turns
 // them into per-token log-probs of given targets, fused with their gradient, over row chunks so
 // a [B*T, V] logits buffer never exists at once. Losses live in train/loss.h.
@@ -9,8 +10,10 @@
 #include <memory>
 #include <vector>
 
+#include "model/layer_stack.h"
 #include "model/mixer.h"
 #include "model/moe_mixer.h"
+#include "model/mtp.h"
 
 namespace nemotron::model {
 
@@ -34,11 +37,7 @@ struct ForwardStats {
 // What a training forward keeps for backward(): per layer its input and pre-norm statistics and
 // the mixer's saved activations (none under full recomputation: backward reruns the mixer).
 struct Activations {
-  struct Layer {
-    Tensor x_in;  // residual stream entering the layer
-    Tensor rstd;  // of the pre-norm
-    std::unique_ptr<MixerSaved> mixer;
-  };
+  using Layer = LayerSaved;
   Tensor input_ids;
   SequenceLayout layout;  // of the forward (a recomputed mixer forward needs it again)
   std::vector<Layer> layers;
@@ -53,7 +52,8 @@ class HybridModel {
   ~HybridModel();
   const ModelConfig& config() const { return cfg_; }
   ParamStore& params() { return store_; }
-  const std::vector<std::unique_ptr<Mixer>>& mixers() const { return mixers_; }
+  // The trunk's mixers (MTP blocks' are in mtp_blocks()).
+  const std::vector<std::unique_ptr<Mixer>>& mixers() const { return trunk_->mixers(); }
   void init(uint64_t seed);
 
   // The trunk: embedding and every layer -> the final residual stream x [B, T, H] (before the
@@ -82,6 +82,21 @@ class HybridModel {
   // head_logits() and extend() always return the raw logits.
   void set_logit_temperature(double t);
   double logit_temperature() const { return logit_temperature_; }
+  // head() after its final norm (and untempered): the LM head and cross-entropy on normed rows h
+  // (MTP depths run it on their final_layernorm output); with dh, writes d(scale * sum out) / dh.
+  Tensor lm_head_loss(Context& ctx, const Tensor& h, const Tensor& targets, const Tensor& weights, double scale,
+                      Tensor* dh);
+
+  // Multi-token prediction (model/mtp.h, A.8): its depths D (0 without MTP) and blocks.
+  int64_t mtp_depths() const { return cfg_.mtp_depths(); }
+  const std::vector<std::unique_ptr<MtpBlock>>& mtp_blocks() const { return mtp_; }
+  // The D depths on forward()'s output x (the layout of mb), with mb's labels and per-token
+  // weights `weights` (undefined: 1) rolled per depth (mtp_targets): returns per depth k the sum
+  // sum_n w_k,n * -log p_k(label_k,n) (host). With dx: the gradient of sum_k scales[k-1] * sum_k
+  // accumulates into the parameters (MTP blocks, the shared embedding and head, norm_f) and is
+  // ADDED into *dx (which holds the main head's gradient), for backward() to carry into the trunk.
+  std::vector<double> mtp_loss(Context& ctx, const Tensor& x, const Batch& mb, const Tensor& weights,
+                               const std::vector<double>& scales, Tensor* dx);
   // Per-token log-probs log p(targets_n | input_ids_<=n) [B*T] in stat_dtype on the device, 0
   // where the target is negative. Inference: nothing kept.
   Tensor token_logprobs(Context& ctx, const Tensor& input_ids, const Tensor& targets, ForwardStats* stats = nullptr,
@@ -107,7 +122,8 @@ class HybridModel {
   Tensor extend(Context& ctx, DecodeState& state, const std::vector<int64_t>& slots,
                 const std::vector<std::vector<int32_t>>& tokens, DType logits_dtype = DType::f32);
 
-  // Forward FLOPs per token at sequence length T (matmuls + attention), for MFU.
+  // Forward FLOPs per token at sequence length T (matmuls + attention), for MFU; with MTP, its
+  // depths' too (a training step runs them).
   double forward_flops_per_token(int64_t T) const;
 
  private:
@@ -119,12 +135,11 @@ class HybridModel {
   ModelConfig cfg_;
   double logit_temperature_ = 1.0;
   ParamStore store_;
-  std::vector<std::unique_ptr<Mixer>> mixers_;
-  std::vector<MoeMixer*> moe_;  // per layer: the MoE mixer, or null
   Param* embed_ = nullptr;
+  std::unique_ptr<LayerStack> trunk_;
   Param* norm_f_ = nullptr;
   Param* lm_head_ = nullptr;  // null when tied to the embedding
-  std::vector<Param*> layer_norms_;
+  std::vector<std::unique_ptr<MtpBlock>> mtp_;
 };
 
 }  // namespace nemotron::model

@@ -49,4 +49,17 @@ std::vector<LayerSpec> layer_specs(const ModelConfig& cfg) {
   return out;
 }
 
+std::vector<LayerSpec> mtp_layer_specs(const ModelConfig& cfg, int64_t b) {
+  const std::string& pattern = cfg.mtp_hybrid_override_pattern;
+  const auto P = static_cast<int64_t>(pattern.size());
+  std::vector<LayerSpec> out;
+  for (int64_t i = 0; i < P; ++i) {
+    const int64_t j = b * P + i;
+    const std::string p = fmt::format("mtp.layers.{}.", j);
+    out.push_back({static_cast<LayerKind>(pattern[static_cast<size_t>(i)]), p + "norm.weight", p + "mixer.", "",
+                   cfg.num_key_value_heads, cfg.intermediate_size, j});
+  }
+  return out;
+}
+
 }  // namespace nemotron::model

@@ -6,6 +6,8 @@
 //     `self_attn.*`, its own KV-head count, or the [H, H] `self_attn.linear_attn`) and an FFN
 //     sub-layer (`post_attention_layernorm.weight`, SwiGLU `mlp.*` of its own width, or
 //     `mlp.linear_mlp`); a no-op sub-block adds no layer (no norm, no residual add).
+//   MTP block b (Nemotron-H, A.8.2): one layer per symbol i of the inner pattern (length P),
+//     `mtp.layers.{b*P+i}.norm.weight` + `.mixer.*`.
 #pragma once
 #include <string>
 #include <vector>
@@ -31,6 +33,8 @@ struct StackNames {
 };
 
 std::vector<LayerSpec> layer_specs(const ModelConfig& cfg);
+// The inner layers of multi-token-prediction block `b` (model/mtp.h); `block` is b*P+i.
+std::vector<LayerSpec> mtp_layer_specs(const ModelConfig& cfg, int64_t b);
 StackNames stack_names(const ModelConfig& cfg);
 
 // `cfg` with this layer's own sizes in the global fields (num_key_value_heads,

@@ -245,6 +245,8 @@ ModelConfig read_model_config(ConfigReader& r) {
   // MTP.
   c.num_nextn_predict_layers = r.get_nonnegative_int("num_nextn_predict_layers", c.num_nextn_predict_layers);
   c.mtp_hybrid_override_pattern = read_pattern(r, "mtp_hybrid_override_pattern", "mtp_layers_block_type");
+  c.mtp_num_layers = r.get_nonnegative_int("mtp_num_layers", c.mtp_num_layers);
+  c.mtp_loss_scaling_factor = r.get_number("mtp_loss_scaling_factor", c.mtp_loss_scaling_factor);
   return c;
 }
 
@@ -284,6 +286,10 @@ void validate_decilm(const ModelConfig& c, const std::function<void(const std::s
     fail("block_configs", fmt::format("has {} entries but num_hidden_layers is {} (one entry per layer)", n,
                                       c.num_hidden_layers));
   if (n > 4096) fail("block_configs", fmt::format("{} layers is beyond any real model (at most 4096)", n));
+  // Multi-token prediction (A.8) is Nemotron-H's; its blocks are built from a Nemotron-H pattern.
+  if (c.num_nextn_predict_layers > 0 || c.mtp_num_layers > 0)
+    fail(c.num_nextn_predict_layers > 0 ? "num_nextn_predict_layers" : "mtp_num_layers",
+         "multi-token prediction is not part of a nemotron-nas (DeciLM) model; expected 0");
   if (c.mlp_hidden_act != "silu") fail("hidden_act", fmt::format("supported: silu (SwiGLU), got \"{}\"", c.mlp_hidden_act));
   if (!(c.layer_norm_epsilon > 0) || !std::isfinite(c.layer_norm_epsilon))
     fail("rms_norm_eps", fmt::format("expected a positive number, got {}", c.layer_norm_epsilon));
@@ -346,7 +352,8 @@ void validate(const ModelConfig& c, const std::string& source, const std::string
   for (auto [f, v] : {std::pair<const char*, int64_t>{"n_routed_experts", c.n_routed_experts},
                       {"num_experts_per_tok", c.num_experts_per_tok}, {"n_shared_experts", c.n_shared_experts},
                       {"n_group", c.n_group}, {"topk_group", c.topk_group},
-                      {"num_nextn_predict_layers", c.num_nextn_predict_layers}})
+                      {"num_nextn_predict_layers", c.num_nextn_predict_layers},
+                      {"mtp_num_layers", c.mtp_num_layers}})
     need_at_most(f, v, 4096);
   if (c.num_layers() > 4096)
     fail("hybrid_override_pattern", fmt::format("{} layers is beyond any real model (at most 4096)", c.num_layers()));
@@ -373,6 +380,19 @@ void validate(const ModelConfig& c, const std::string& source, const std::string
                        c.num_nextn_predict_layers));
     check_pattern(c.mtp_hybrid_override_pattern, source, key("mtp_hybrid_override_pattern"));
     kinds += c.mtp_hybrid_override_pattern;
+    need_nonnegative("mtp_num_layers", c.mtp_num_layers);
+    if (c.num_nextn_predict_layers > 1 && c.mtp_num_layers > 0 && c.mtp_num_layers != c.num_nextn_predict_layers)
+      fail("mtp_num_layers",
+           fmt::format("{} depths for {} MTP blocks (num_nextn_predict_layers); expected one block reused at every "
+                       "depth (num_nextn_predict_layers: 1) or one block per depth",
+                       c.mtp_num_layers, c.num_nextn_predict_layers));
+    if (!(c.mtp_loss_scaling_factor >= 0) || !std::isfinite(c.mtp_loss_scaling_factor))
+      fail("mtp_loss_scaling_factor",
+           fmt::format("expected a non-negative number, got {}", c.mtp_loss_scaling_factor));
+  } else if (c.mtp_num_layers > 0) {
+    fail("mtp_num_layers", fmt::format("is {} but num_nextn_predict_layers is 0 (no MTP block to run; set "
+                                       "num_nextn_predict_layers: 1 and mtp_hybrid_override_pattern)",
+                                       c.mtp_num_layers));
   }
   auto has = [&](LayerKind k) { return kinds.find(static_cast<char>(k)) != std::string::npos; };
 

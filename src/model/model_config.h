@@ -92,9 +92,13 @@ struct ModelConfig {
   std::vector<DeciBlock> block_configs;
   int64_t num_hidden_layers = 0;  // as given in the file (0 = absent); checked against block_configs
 
-  // Multi-token prediction (reference/architectures.md A.8): read and reported, not modelled yet.
-  int64_t num_nextn_predict_layers = 0;
+  // Multi-token prediction (reference/architectures.md A.8, model/mtp.h).
+  int64_t num_nextn_predict_layers = 0;     // MTP blocks stored: 1 (reused at every depth) or one per depth
   std::string mtp_hybrid_override_pattern;  // inner pattern of one MTP block, e.g. "*E"
+  // Not HF fields (Megatron's): prediction depths D (0 = num_nextn_predict_layers) and the weight
+  // alpha of L = L_main + alpha / D * sum_k L_k (A.8.3; Megatron-Bridge's Nemotron-H value 0.3).
+  int64_t mtp_num_layers = 0;
+  double mtp_loss_scaling_factor = 0.3;
 
   // Derived helpers.
   bool is_decilm() const { return model_type == "nemotron-nas"; }
@@ -109,6 +113,11 @@ struct ModelConfig {
     return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
             static_cast<double>(rope_original_max_position_embeddings)};
   }
+  // MTP prediction depths D (0 without MTP), and the block depth k (1..D) runs.
+  int64_t mtp_depths() const {
+    return num_nextn_predict_layers <= 0 ? 0 : (mtp_num_layers > 0 ? mtp_num_layers : num_nextn_predict_layers);
+  }
+  int64_t mtp_block_of_depth(int64_t k) const { return num_nextn_predict_layers == 1 ? 0 : k - 1; }
   bool gated_mlp() const { return mlp_hidden_act == "silu" || mlp_hidden_act == "swiglu"; }
 };
 

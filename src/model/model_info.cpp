@@ -150,12 +150,27 @@ ModelInfo model_info(const ModelConfig& c, int64_t seq_len) {
     info.attention_flops_per_token += l.attention_flops;
     info.layers.push_back(std::move(l));
   }
-  info.total_params = info.embedding_params + info.lm_head_params + info.final_norm_params + info.layer_params;
-  info.active_params = active;
   info.mtp_params = mtp_params(c);
+  info.total_params =
+      info.embedding_params + info.lm_head_params + info.final_norm_params + info.layer_params + info.mtp_params;
+  info.active_params = active;
   info.matmul_flops_per_token = 2.0 * static_cast<double>(macs);
   info.forward_flops_per_token = info.matmul_flops_per_token + info.attention_flops_per_token;
-  info.training_flops_per_token = 3.0 * info.forward_flops_per_token;
+  if (c.mtp_depths() > 0) {
+    // One depth: enorm, hnorm, eh_proj, the inner layers, final_layernorm; then the shared head.
+    int64_t depth_active = 2 * H + 2 * H * H + H, depth_macs = 2 * H * H + V * H;
+    double depth_attention = 0;
+    for (char s : c.mtp_hybrid_override_pattern) {
+      const LayerKind k = static_cast<LayerKind>(s);
+      depth_active += H + mixer_active_params(c, k);
+      depth_macs += mixer_matmul_macs(c, k);
+      if (k == LayerKind::attention) depth_attention += attention_flops_per_token(c, seq_len);
+    }
+    info.mtp_active_params = depth_active;
+    info.mtp_forward_flops_per_token =
+        static_cast<double>(c.mtp_depths()) * (2.0 * static_cast<double>(depth_macs) + depth_attention);
+  }
+  info.training_flops_per_token = 3.0 * (info.forward_flops_per_token + info.mtp_forward_flops_per_token);
   return info;
 }
 
@@ -186,14 +201,16 @@ std::string human_flops(double f) { return scaled(f, {"FLOP", "KFLOP", "MFLOP", 
 namespace {
 
 std::string mtp_note(const ModelConfig& c, const ModelInfo& info) {
-  return fmt::format("MTP ({} block{} of pattern \"{}\", {} params = {}) is not modelled yet and not counted above",
+  return fmt::format("MTP: {} block{} of pattern \"{}\" ({} params = {}, counted in the total) run at {} depth{} "
+                     "in training (loss weight {} / {}); generation does not run it",
                      c.num_nextn_predict_layers, c.num_nextn_predict_layers == 1 ? "" : "s",
-                     c.mtp_hybrid_override_pattern, format_count(info.mtp_params), human_count(info.mtp_params));
+                     c.mtp_hybrid_override_pattern, format_count(info.mtp_params), human_count(info.mtp_params),
+                     c.mtp_depths(), c.mtp_depths() == 1 ? "" : "s", c.mtp_loss_scaling_factor, c.mtp_depths());
 }
 
 constexpr const char* kFlopsNote =
     "FLOPs/token = 2 x active matmul MACs (lm_head included) + causal attention 2*heads*head_dim*(T+1) per * "
-    "layer; conv, SSM scan, norms and activations not counted; training = 3 x forward";
+    "layer; conv, SSM scan, norms and activations not counted; training = 3 x (forward + the MTP depths, if any)";
 
 using LineFn = std::function<void(const std::string&)>;
 
@@ -280,6 +297,7 @@ std::string model_info_text(const ModelConfig& c, const ModelInfo& info, const s
   count_line("layers", info.layer_params, "");
   count_line("final norm", info.final_norm_params, "");
   count_line("lm_head", info.lm_head_params, c.tie_word_embeddings ? ", tied to the embedding" : "");
+  if (info.mtp_params > 0) count_line("mtp", info.mtp_params, "");
   count_line("total", info.total_params, "");
   std::string routing;
   if (c.hybrid_override_pattern.find('E') != std::string::npos)
@@ -289,7 +307,11 @@ std::string model_info_text(const ModelConfig& c, const ModelInfo& info, const s
   line(fmt::format("compute per token at seq_len {}:", info.seq_len));
   line(fmt::format("  forward   {:>14}  (matmuls {}, attention {})", human_flops(info.forward_flops_per_token),
                    human_flops(info.matmul_flops_per_token), human_flops(info.attention_flops_per_token)));
-  line(fmt::format("  training  {:>14}  (3 x forward)", human_flops(info.training_flops_per_token)));
+  if (info.mtp_params > 0)
+    line(fmt::format("  mtp       {:>14}  ({} depth{}, training only)", human_flops(info.mtp_forward_flops_per_token),
+                     c.mtp_depths(), c.mtp_depths() == 1 ? "" : "s"));
+  line(fmt::format("  training  {:>14}  (3 x {})", human_flops(info.training_flops_per_token),
+                   info.mtp_params > 0 ? "(forward + mtp)" : "forward"));
   line("");
   if (info.mtp_params > 0) line("note: " + mtp_note(c, info));
   line("note: " + std::string(kFlopsNote));
@@ -328,14 +350,16 @@ json model_info_json(const ModelConfig& c, const ModelInfo& info, const std::str
             {"layers", info.layer_params},
             {"final_norm", info.final_norm_params},
             {"lm_head", info.lm_head_params},
+            {"mtp", info.mtp_params},
             {"total", info.total_params},
             {"active_per_token", info.active_params},
-            {"mtp_not_counted", info.mtp_params}}},
+            {"mtp_active_per_token", info.mtp_active_params}}},
           {"flops_per_token",
            {{"seq_len", info.seq_len},
             {"matmul", info.matmul_flops_per_token},
             {"attention", info.attention_flops_per_token},
             {"forward", info.forward_flops_per_token},
+            {"mtp", info.mtp_forward_flops_per_token},
             {"training", info.training_flops_per_token}}},
           {"notes", notes}};
 }

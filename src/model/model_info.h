@@ -38,11 +38,14 @@ struct ModelInfo {
   int64_t seq_len = 0;
   std::vector<LayerInfo> layers;
   int64_t embedding_params = 0, lm_head_params = 0, final_norm_params = 0, layer_params = 0;
-  int64_t total_params = 0;   // without MTP
-  int64_t active_params = 0;  // per token, without MTP
-  int64_t mtp_params = 0;     // MTP blocks (A.8.2): not modelled yet, NOT included in total_params
+  int64_t total_params = 0;   // with the MTP blocks (the published totals of A.10 count them)
+  int64_t active_params = 0;  // per token through the trunk and head (what generation runs), without MTP
+  int64_t mtp_params = 0;     // MTP blocks (A.8.2), included in total_params
+  int64_t mtp_active_params = 0;  // per token of one MTP block (training runs it at each of D depths)
   double matmul_flops_per_token = 0, attention_flops_per_token = 0;
-  double forward_flops_per_token = 0, training_flops_per_token = 0;
+  double forward_flops_per_token = 0;      // trunk and head (generation)
+  double mtp_forward_flops_per_token = 0;  // the D MTP depths (training only; each reruns the shared head)
+  double training_flops_per_token = 0;     // 3 x (forward + MTP)
 };
 
 // Parameter count of one layer's mixer (without its norm), all of it or the part one token uses.

@@ -56,6 +56,8 @@ io::Scalars tensorboard_scalars(const nlohmann::json& record) {
   const bool validation = type == "validation";
   static constexpr std::pair<const char*, const char*> kMegatronTags[] = {
       {"lm_loss", "lm loss"},
+      {"mtp_1_loss", "mtp_1 loss"},
+      {"mtp_2_loss", "mtp_2 loss"},
       {"lr", "learning-rate"},
       {"grad_norm", "grad-norm"},
       {"step_seconds", "iteration-time"},

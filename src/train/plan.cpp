@@ -144,8 +144,8 @@ std::string dry_run_text(const TrainLoopConfig& cfg, const model::ModelConfig& m
   line(fmt::format("  active per token  {:>20}  ({})", model::format_count(info.active_params),
                    model::human_count(static_cast<double>(info.active_params))));
   if (info.mtp_params > 0)
-    line(fmt::format("  (not trained: {} MTP parameters, multi-token prediction is not modelled yet)",
-                     model::format_count(info.mtp_params)));
+    line(fmt::format("  of which MTP      {:>20}  ({} depth{}, loss weight {})", model::format_count(info.mtp_params),
+                     mc.mtp_depths(), mc.mtp_depths() == 1 ? "" : "s", mc.mtp_loss_scaling_factor));
   line(fmt::format("  training compute  {} per token at seq {}", model::human_flops(info.training_flops_per_token),
                    cfg.seq_length));
 

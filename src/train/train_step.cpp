@@ -33,8 +33,26 @@ double sum_on_host(const Tensor& t) {
 
 }  // namespace
 
+MtpWeights mtp_weights(const model::HybridModel& net, const std::vector<model::Batch>& micro, const LossFn& loss,
+                       double normaliser) {
+  MtpWeights w;
+  const int64_t D = net.mtp_depths();
+  Tensor c;
+  if (D == 0 || micro.empty() || !loss.linear_weights(micro.front(), &c)) return w;
+  w.tokens.assign(static_cast<size_t>(D), 0.0);
+  for (const model::Batch& mb : micro) {
+    loss.linear_weights(mb, &c);
+    for (int64_t k = 1; k <= D; ++k)
+      w.tokens[static_cast<size_t>(k - 1)] += model::mtp_targets(mb, c, k, host_backend()).tokens;
+  }
+  const double alpha = net.config().mtp_loss_scaling_factor;
+  for (double n : w.tokens) w.weight.push_back(n > 0 ? alpha / static_cast<double>(D) * normaliser / n : 0.0);
+  return w;
+}
+
 MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
-                                  int64_t micro_index, double grad_scale, model::ForwardStats* stats) {
+                                  int64_t micro_index, double grad_scale, model::ForwardStats* stats,
+                                  const MtpWeights* mtp) {
   MicroBatchResult r;
   model::Activations act;
   Tensor x = net.forward(ctx, mb.input_ids, &act, stats, mb.layout());
@@ -43,6 +61,12 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
   if (loss.linear_weights(mb, &c)) {
     // One fused pass: value and gradient of grad_scale * sum_n c_n * -log p_n.
     Tensor values = net.head(ctx, x, mb.labels, c, grad_scale, &dx);
+    if (mtp && mtp->on()) {  // the MTP depths add their gradient into dx before the trunk's backward
+      std::vector<double> scales;
+      for (double w : mtp->weight) scales.push_back(grad_scale * w);
+      r.mtp_sums = net.mtp_loss(ctx, x, mb, c, scales, &dx);
+      for (size_t k = 0; k < r.mtp_sums.size(); ++k) r.mtp_objective += mtp->weight[k] * r.mtp_sums[k];
+    }
     net.backward(ctx, act, dx);
     r.loss_sum = sum_on_host(values);  // read after the backward is queued: one wait per micro-batch
     return r;
@@ -61,10 +85,17 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
 }
 
 double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
-                    int64_t micro_index) {
+                    int64_t micro_index, const MtpWeights* mtp, double* mtp_objective) {
   Tensor x = net.forward(ctx, mb.input_ids, nullptr, nullptr, mb.layout());
   Tensor c;
-  if (loss.linear_weights(mb, &c)) return sum_on_host(net.head(ctx, x, mb.labels, c, 1.0, nullptr));
+  if (loss.linear_weights(mb, &c)) {
+    if (mtp && mtp->on() && mtp_objective) {
+      std::vector<double> sums = net.mtp_loss(ctx, x, mb, c, mtp->weight, nullptr);
+      *mtp_objective = 0;
+      for (size_t k = 0; k < sums.size(); ++k) *mtp_objective += mtp->weight[k] * sums[k];
+    }
+    return sum_on_host(net.head(ctx, x, mb.labels, c, 1.0, nullptr));
+  }
   Tensor logprobs = net.head(ctx, x, mb.labels, Tensor(), 1.0, nullptr);
   ops::scale_inplace(ctx, logprobs, -1.0);
   return loss.per_token(ctx, micro_index, mb, logprobs).loss_sum;
@@ -72,12 +103,19 @@ double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& m
 
 LossSum cross_entropy_loss(Context& ctx, model::HybridModel& net, const model::Batch& batch) {
   MaskedCrossEntropy ce;
-  return {forward_loss(ctx, net, batch, ce), count_loss_tokens(batch)};
+  const double tokens = count_loss_tokens(batch);
+  const MtpWeights mtp = mtp_weights(net, {batch}, ce, tokens);
+  double mtp_objective = 0;
+  const double main = forward_loss(ctx, net, batch, ce, 0, &mtp, &mtp_objective);
+  return {main + mtp_objective, tokens};
 }
 
 LossSum cross_entropy_backward(Context& ctx, model::HybridModel& net, const model::Batch& batch, double grad_scale) {
   MaskedCrossEntropy ce;
-  return {forward_backward(ctx, net, batch, ce, 0, grad_scale).loss_sum, count_loss_tokens(batch)};
+  const double tokens = count_loss_tokens(batch);
+  const MtpWeights mtp = mtp_weights(net, {batch}, ce, tokens);
+  MicroBatchResult r = forward_backward(ctx, net, batch, ce, 0, grad_scale, nullptr, &mtp);
+  return {r.loss_sum + r.mtp_objective, tokens};
 }
 
 TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
@@ -98,24 +136,32 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   StepResult r;
   r.normaliser = normaliser;
   Backend& backend = net_.params().backend();
+  const MtpWeights mtp = mtp_weights(net_, micro, loss, normaliser);
+  std::vector<double> mtp_sums(mtp.weight.size(), 0.0);
+  double mtp_objective = 0;
   for (size_t k = 0; k < micro.size(); ++k) {
     model::ForwardStats stats;
     ctx_.dropout = {true, cfg_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(k)};
     MicroBatchResult m = forward_backward(ctx_, net_, batch_on(micro[k], backend), loss, static_cast<int64_t>(k),
-                                          1.0 / normaliser, &stats);
+                                          1.0 / normaliser, &stats, &mtp);
     ctx_.dropout = {};  // evaluation and whatever else runs on this context drop nothing
     ws_.reset();
     balancer_.add(stats);
     r.loss_sum += m.loss_sum;
     for (const auto& [name, v] : m.metrics) r.metrics[name] += v;
+    for (size_t d = 0; d < m.mtp_sums.size(); ++d) mtp_sums[d] += m.mtp_sums[d];
+    mtp_objective += m.mtp_objective;
   }
   if (grad_hook_) grad_hook_(net_.params());
   r.loss = r.loss_sum / normaliser;
+  for (size_t d = 0; d < mtp_sums.size(); ++d)
+    r.mtp_losses.push_back(mtp.tokens[d] > 0 ? mtp_sums[d] / mtp.tokens[d] : 0.0);
+  r.mtp_loss = mtp_objective / normaliser;
   r.aux_loss = balancer_.step_aux_loss();
   {
     OpScope scope(ctx_, OpPhase::optimizer, "clip_grad_norm+adamw");  // the optimizer runs on the store's context
     r.grad_norm = opt_.clip_grad_norm(cfg_.clip_grad);
-    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+    if (!std::isfinite(r.loss) || !std::isfinite(r.mtp_loss) || !std::isfinite(r.grad_norm))
       throw Error(
           fmt::format("iteration {}: {} {} / grad norm {} is not finite; stopping before the update "
                       "(try a lower optimizer.lr)",

@@ -22,10 +22,25 @@
 
 namespace nemotron::train {
 
+// Multi-token prediction's part of the objective (reference/architectures.md A.8.3): numerator
+// += sum_k weight[k-1] * S_k (S_k: depth k's cross-entropy sum), weight_k = alpha / D *
+// normaliser / tokens_k with tokens_k the global batch's depth-k loss tokens (the labels rolled
+// left by k), so that objective / normaliser = L_main + alpha / D * sum_k L_k, each L_k the
+// depth's own per-token mean (Megatron's calculate_per_token_loss renormalisation). Empty when
+// the model has no MTP or the loss is not linear (GRPO's policy loss trains without MTP).
+struct MtpWeights {
+  std::vector<double> weight, tokens;  // per depth k = 1..D
+  bool on() const { return !weight.empty(); }
+};
+MtpWeights mtp_weights(const model::HybridModel& net, const std::vector<model::Batch>& micro, const LossFn& loss,
+                       double normaliser);
+
 // One micro-batch's part of a step.
 struct MicroBatchResult {
-  double loss_sum = 0;                    // the loss's numerator over this micro-batch
+  double loss_sum = 0;                    // the loss's numerator over this micro-batch (main head)
   std::map<std::string, double> metrics;  // the loss's metrics (general form only)
+  std::vector<double> mtp_sums;           // per MTP depth: its cross-entropy sum (when MTP is on)
+  double mtp_objective = 0;               // sum_k weight_k * mtp_sums[k-1]: MTP's part of the numerator
 };
 
 // One micro-batch through the model with `loss`: forward, the loss, backward; the gradient of
@@ -33,15 +48,19 @@ struct MicroBatchResult {
 // (cross-entropy) take the fused head path: the same kernel calls as a dedicated cross-entropy
 // step. General losses run the head forward, per_token(), then the head backward with the
 // returned d numerator / d log p. `stats` receives the forward's MoE statistics when given.
+// `mtp` on (linear losses only): the MTP depths' loss joins the objective with those weights.
 MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
-                                  int64_t micro_index, double grad_scale, model::ForwardStats* stats = nullptr);
-// Forward only: the loss's numerator over one batch (evaluation).
+                                  int64_t micro_index, double grad_scale, model::ForwardStats* stats = nullptr,
+                                  const MtpWeights* mtp = nullptr);
+// Forward only: the loss's numerator over one batch (evaluation: the main head's loss only).
+// With `mtp` on, *mtp_objective (when given) receives MTP's part of the numerator.
 double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
-                    int64_t micro_index = 0);
+                    int64_t micro_index = 0, const MtpWeights* mtp = nullptr, double* mtp_objective = nullptr);
 
 // Masked cross-entropy of one batch without an optimizer (gradient checks, `compare`, tests):
 // the numerator and the token count; with grad_scale, gradients of grad_scale * numerator
-// accumulate into the model's parameters.
+// accumulate into the model's parameters. With MTP the numerator is the whole objective of
+// A.8.3 (main + MTP weighted as in mtp_weights over this one batch).
 LossSum cross_entropy_loss(Context& ctx, model::HybridModel& net, const model::Batch& batch);
 LossSum cross_entropy_backward(Context& ctx, model::HybridModel& net, const model::Batch& batch, double grad_scale);
 
@@ -60,6 +79,8 @@ struct StepResult {
   double lr = 0;
   double moe_max_load = 0;                // worst layer's max_i c_i / mean(c); 0 without MoE
   std::map<std::string, double> metrics;  // the loss's metric sums over the step
+  std::vector<double> mtp_losses;         // per MTP depth k: L_k, its mean cross-entropy (A.8.3)
+  double mtp_loss = 0;                    // alpha / D * sum_k L_k: what MTP adds to `loss` in the objective
 };
 
 // Called after the backward of the last micro-batch, before the gradient norm, with the store

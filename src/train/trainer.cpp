@@ -132,6 +132,7 @@ StepRecord Trainer::train_step() {
   r.grad_norm = s.grad_norm;
   r.lr = s.lr;
   r.moe_max_load = s.moe_max_load;
+  r.mtp_losses = s.mtp_losses;
   ++iteration_;
   consumed_samples_ += cfg_.train.global_batch_size;
   r.seconds = seconds_since(t0);
@@ -155,6 +156,9 @@ void Trainer::log_step(const StepRecord& r, double elapsed, double mean_step) {
       " iteration {:>8d}/{:>8d} | consumed samples: {:>12d} | elapsed time per iteration (ms): {:.1f} | "
       "learning rate: {:.6E} | global batch size: {:>5d} | lm loss: {:.6E} |",
       r.iteration, total, consumed_samples_, 1e3 * r.seconds, r.lr, cfg_.train.global_batch_size, r.lm_loss);
+  // Megatron's MTP tracker names: "mtp_1 loss", ... (the objective adds alpha / D times their sum).
+  for (size_t k = 0; k < r.mtp_losses.size(); ++k)
+    line += fmt::format(" mtp_{} loss: {:.6E} |", k + 1, r.mtp_losses[k]);
   if (cfg_.moe.seq_aux_loss()) line += fmt::format(" load balancing loss: {:.6E} |", r.aux_loss);
   if (step_.balancer().num_layers() > 0) line += fmt::format(" moe max load: {:.2f} |", r.moe_max_load);
   line += fmt::format(" grad norm: {:.3f} | tokens/s: {:.0f} | elapsed: {} | ETA: {}\n", r.grad_norm,
@@ -256,6 +260,7 @@ TrainResult Trainer::run() {
                 {"tokens_per_second", static_cast<double>(cfg_.tokens_per_step()) / r.seconds}};
     if (cfg_.moe.seq_aux_loss()) rec["load_balancing_loss"] = r.aux_loss;
     if (step_.balancer().num_layers() > 0) rec["moe_max_load"] = r.moe_max_load;
+    for (size_t k = 0; k < r.mtp_losses.size(); ++k) rec[fmt::format("mtp_{}_loss", k + 1)] = r.mtp_losses[k];
     record(rec);
     if (iteration_ % cfg_.logger.log_interval == 0 || iteration_ == t.train_iters) log_step(r, elapsed, mean_step);
     if (valid_ && t.eval_interval > 0 && iteration_ % t.eval_interval == 0) do_eval();

@@ -32,6 +32,7 @@ struct StepRecord {
   double grad_norm = 0;  // before clipping
   double moe_max_load = 0;
   double seconds = 0;
+  std::vector<double> mtp_losses;  // per MTP depth k: its mean cross-entropy L_k (A.8.3); empty without MTP
 };
 
 struct EvalRecord {

@@ -20,8 +20,9 @@ expect_ok "nano 30B total" '^  total +31,577,940,288  \(31\.58 B\)$' \
 expect_ok "nano 30B active" '^  active per token +3,580,076,352  \(3\.58 B; MoE routes 6 of 128 experts\)$' \
   "$BIN" model info -c tests/fixtures/configs/nano3-30b-a3b.json
 expect_ok "8B total" '^  total +8,100,852,736' "$BIN" model info -c tests/fixtures/configs/nemotron-h-8b.json
-expect_ok "super MTP note" '^note: MTP \(1 block of pattern "\*E", 2,942,325,248 params' \
+expect_ok "super MTP note" '^note: MTP: 1 block of pattern "\*E" \(2,942,325,248 params = 2\.94 B, counted in the total\)' \
   "$BIN" model info -c tests/fixtures/configs/super3-120b-a12b.json
+grep -Eq '^  total +123,611,033,088  \(123\.61 B\)$' "$TMP/out" || fail "super total is not the published 123,611,033,088"
 expect_ok "--seq-len" '^compute per token at seq_len 8192:$' \
   "$BIN" model info -c recipes/super3/pretrain/tiny.yaml --seq-len 8192
 expect_ok "--json" '"total": 31577940288' "$BIN" model info -c recipes/nano3/pretrain/default.yaml --json
@@ -40,7 +41,7 @@ expect_error "model demo --seq-len beyond the model" \
   "--seq-len 100000 exceeds model.max_position_embeddings 512 of recipes/super3/pretrain/tiny.yaml" \
   "$BIN" model demo -c recipes/super3/pretrain/tiny.yaml --seq-len 100000
 expect_error "model demo that cannot fit in memory" \
-  "--batch 8 x --seq-len 100000: the demo needs about 22.40 TiB of memory, this machine has $(free -b | awk '/^Mem:/ {printf "%.2f GiB", $2 / 1073741824}')" \
+  "--batch 8 x --seq-len 100000: the demo needs about 22.44 TiB of memory, this machine has $(free -b | awk '/^Mem:/ {printf "%.2f GiB", $2 / 1073741824}')" \
   "$BIN" model demo -c recipes/super3/pretrain/default.yaml --seq-len 100000
 
 # --- broken inputs: exit 2 and one clear line ----------------------------------------------------

@@ -20,7 +20,7 @@ greedy=$(grep -Ev '^(generated|cache:) ' "$TMP/out")  # timings; the cache's siz
 expect_ok "hf prompt, greedy again" '^finish_reason: length' \
   "$BIN" generate --checkpoint $HF --prompt "Hello world" --temperature 0 --max-new-tokens 6 --ignore-eos --batch 3
 [[ "$(grep -Ev '^(generated|cache:) ' "$TMP/out")" == "$greedy" ]] || fail "greedy generation is not reproducible"
-expect_ok "generate --help names MTP" 'MTP heads, if any, are ignored' "$BIN" generate --help
+expect_ok "generate --help names MTP" 'generation never runs them' "$BIN" generate --help
 
 # --- a native checkpoint from two pretraining steps ----------------------------------------------
 expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny dataset.mock=true \

@@ -24,7 +24,8 @@ for family in super3 nano3; do
   done
 done
 [[ -z "$(ls -A "$TMP/cwd")" ]] || fail "--dry-run wrote files: $(ls -A "$TMP/cwd")"
-expect_ok "super3 default size" '^  parameters +120,6[0-9,]+  \(120\.6[0-9] B\)$' "$BIN" super3 pretrain --dry-run
+expect_ok "super3 default size (with MTP: the published total)" '^  parameters +123,611,033,088  \(123\.61 B\)$' "$BIN" super3 pretrain --dry-run
+grep -Eq '^  of which MTP +2,942,325,248  \(2 depths, loss weight 0\.3\)$' "$TMP/out" || fail "super3 dry-run: no MTP line"
 expect_ok "super3 default schedule" 'anneal after 793729 iterations \| min_lr from iteration 992412 \| last \(993404\): 4\.5000E-06$' "$BIN" super3 pretrain --dry-run
 expect_ok "nano3 default size" '^  parameters +31,577,940,288  \(31\.58 B\)$' "$BIN" nano3 pretrain --dry-run
 expect_ok "dry-run shows overrides" '^  global_batch_size: 64$' "$BIN" super3 pretrain -c tiny --dry-run train.global_batch_size=64
@@ -62,6 +63,13 @@ else
   fail "tb_logs: ${tb[*]}: $(tfrecords "${tb[0]}") records, expected $want"
 fi
 grep -q "^tensorboard: ${tb[0]}$" "$TMP/out" || fail "the run does not print its event file"
+
+# Multi-token prediction (off in the tiny recipe, on in default.yaml) by overrides: one "*E" block
+# at 2 depths, each depth's loss in the log line and the metrics.
+expect_ok "tiny pretrain with MTP" '^ iteration +2/ +2 .*\| lm loss: [0-9.]+E\+00 \| mtp_1 loss: [0-9.]+E\+00 \| mtp_2 loss: [0-9.]+E\+00 \|' \
+  "$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=2 checkpoint.save="$TMP/mtp" \
+  model.num_nextn_predict_layers=1 'model.mtp_hybrid_override_pattern="*E"' model.mtp_num_layers=2
+[[ $(grep -c '"mtp_1_loss":[0-9.e+-]*,"mtp_2_loss":' "$TMP/mtp/metrics.jsonl") -eq 2 ]] || fail "metrics.jsonl: no MTP losses"
 expect_ok "tensorboard_dir moves it" '^tensorboard: '"$TMP"'/tbx/events\.out\.tfevents\.' \
   "$BIN" super3 pretrain -c tiny "${small[@]}" train.train_iters=2 checkpoint.save="$TMP/tb-moved" logger.tensorboard_dir="$TMP/tbx"
 [[ ! -e "$TMP/tb-moved/tb_logs" && "$(tfrecords "$TMP"/tbx/events.out.tfevents.*)" == 4 ]] || fail "tensorboard_dir: not moved"
@@ -170,7 +178,7 @@ expect_error "seq_length 1 in a dry run" "$tiny: dataset.seq_length: expected an
 default_mem=$("$BIN" super3 pretrain --dry-run | sed -nE 's/^  total +//p')
 "$BIN" super3 pretrain >"$TMP/out" 2>"$TMP/err"
 rc=$?
-if [[ $rc -eq 2 ]] && grep -Eq "^error: recipes/super3/pretrain/default.yaml: training this model on the CPU needs about $default_mem \(120\.6[0-9] B parameters\), this machine has .*; see the plan with --dry-run, or use -c tiny$" "$TMP/err"; then
+if [[ $rc -eq 2 ]] && grep -Eq "^error: recipes/super3/pretrain/default.yaml: training this model on the CPU needs about $default_mem \(123\.61 B parameters\), this machine has .*; see the plan with --dry-run, or use -c tiny$" "$TMP/err"; then
   echo "ok: default refuses to start on a CPU without the memory"
 else
   fail "default without --dry-run: exit $rc, stderr $(cat "$TMP/err")"

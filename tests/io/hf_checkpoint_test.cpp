@@ -104,6 +104,48 @@ TEST_F(HfCheckpointTest, mtp_tensors_are_skipped_and_reported) {
   EXPECT_EQ(r.differences, 2);
 }
 
+// A config with MTP (num_nextn_predict_layers 1, inner pattern "*E" from the fixture's
+// mtp_layers_block_type): the mtp.layers.* tensors of A.8.2 are part of the model, read, carried
+// by the round trip, and one missing is one error naming it.
+TEST_F(HfCheckpointTest, mtp_tensors_are_read_when_the_config_has_mtp) {
+  auto with_mtp = [&](const std::function<void(std::vector<io::NamedTensor>&)>& drop) {
+    std::string d = edited("moe", [&](std::vector<io::NamedTensor>& ts) {
+      nlohmann::json cfg;
+      std::ifstream(fixture("moe") / "config.json") >> cfg;
+      cfg["num_nextn_predict_layers"] = 1;
+      ModelConfig mc = model_config_from_json(cfg, "config.json", false);
+      HybridModel net(mc, host_backend(), DType::f32);
+      net.init(3);
+      for (const Param* p : net.params().all())
+        if (p->name.starts_with("mtp.")) ts.push_back({p->name, p->value.clone()});
+      drop(ts);
+    });
+    nlohmann::json cfg;
+    std::ifstream(fs::path(d) / "config.json") >> cfg;
+    cfg["num_nextn_predict_layers"] = 1;
+    std::ofstream(fs::path(d) / "config.json") << cfg.dump(2);
+    return d;
+  };
+  std::string d = with_mtp([](auto&) {});
+  HfCheckpoint ck = HfCheckpoint::open(d);
+  EXPECT_TRUE(ck.skipped().empty());
+  int mtp = 0;
+  for (const HfTensor& t : ck.tensors()) mtp += t.name.starts_with("mtp.layers.");
+  EXPECT_GT(mtp, 8);
+  EXPECT_EQ(ck.tensor("mtp.layers.0.eh_proj.weight").shape, Shape({32, 64}));
+  EXPECT_EQ(ck.tensor("mtp.layers.1.final_layernorm.weight").shape, Shape({32}));
+  EXPECT_EQ(ck.tensor("mtp.layers.1.mixer.gate.e_score_correction_bias").shape, Shape({8}));
+  RoundtripReport r = roundtrip(d, (tmp_ / "work").string(), quiet);
+  EXPECT_TRUE(r.lossless()) << roundtrip_table(r);
+
+  std::string missing = with_mtp([](std::vector<io::NamedTensor>& ts) {
+    std::erase_if(ts, [](const io::NamedTensor& t) { return t.name == "mtp.layers.1.final_layernorm.weight"; });
+  });
+  EXPECT_EQ(error_of([&] { HfCheckpoint::open(missing); }),
+            missing + ": missing tensor \"mtp.layers.1.final_layernorm.weight\" (shape [32]) that the model of "
+                      "config.json needs");
+}
+
 TEST_F(HfCheckpointTest, bad_directories_are_one_clear_error) {
   EXPECT_EQ(error_of([&] { HfCheckpoint::open((tmp_ / "nope").string()); }),
             (tmp_ / "nope").string() + ": no such directory");

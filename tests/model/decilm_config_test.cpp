@@ -108,6 +108,10 @@ TEST(DeciLmConfig, bad_input_names_the_key) {
   j = base;
   j["block_configs"] = json::array();
   EXPECT_NE(load_error(j).find("block_configs: expected a non-empty list"), std::string::npos) << load_error(j);
+  j = base;  // MTP blocks are built from a Nemotron-H pattern: a DeciLM model has none
+  j["num_nextn_predict_layers"] = 1;
+  EXPECT_EQ(load_error(j), "config.json: num_nextn_predict_layers: multi-token prediction is not part of a "
+                           "nemotron-nas (DeciLM) model; expected 0");
 }
 
 }  // namespace

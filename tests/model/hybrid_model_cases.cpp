@@ -44,8 +44,11 @@ class HybridModelCase : public BlockCase {
   }
   std::string op() const override { return "hybrid_model"; }
   std::string params() const override {
-    return fmt::format("{},pattern={},B={},T={},chunk={},G={},tied={},mask={}", label_, cfg_.hybrid_override_pattern,
-                       B_, T_, cfg_.chunk_size, cfg_.n_groups, cfg_.tie_word_embeddings, masked_);
+    std::string mtp = cfg_.mtp_depths() > 0 ? fmt::format(",mtp={}x{}/{}", cfg_.mtp_hybrid_override_pattern,
+                                                          cfg_.mtp_depths(), cfg_.num_nextn_predict_layers)
+                                            : "";
+    return fmt::format("{},pattern={},B={},T={},chunk={},G={},tied={},mask={}{}", label_, cfg_.hybrid_override_pattern,
+                       B_, T_, cfg_.chunk_size, cfg_.n_groups, cfg_.tie_word_embeddings, masked_, mtp);
   }
   bool grad_check() const override { return !scale_; }
   // The toy stacks (H = 16, weights of +-0.5) are ill-conditioned: rounding only their inputs to
@@ -159,6 +162,20 @@ NM_OP_CASES(hybrid_model_cases) {
   b.chunk_size = 5;
   b.n_groups = 4, b.mamba_num_heads = 8, b.mamba_head_dim = 3;
   c.push_back(std::make_unique<HybridModelCase>("tied_latent", b, 3, 7, false));
+  // Multi-token prediction (A.8): the objective of A.8.3 (main + alpha / D * sum_k L_k) through the
+  // MTP depths, whose gradients reach the shared embedding (as input and, tied, as head), the
+  // shared head, norm_f and the trunk through hnorm. One block reused at two depths; then one
+  // block per depth with a Mamba layer inside (packed-free rows, so the rolled tail is masked).
+  // The MTP blocks hold no MoE here: a pinned expert choice cannot differ per depth.
+  model::ModelConfig m = hybrid_config("M*E");
+  m.num_nextn_predict_layers = 1, m.mtp_hybrid_override_pattern = "*-", m.mtp_num_layers = 2;
+  m.mtp_loss_scaling_factor = 0.7;  // large, so the MTP terms weigh in the checked gradients
+  c.push_back(std::make_unique<HybridModelCase>("mtp_shared", m, 2, 9, true));
+  model::ModelConfig m2 = hybrid_config("*M");
+  m2.tie_word_embeddings = true;
+  m2.num_nextn_predict_layers = 2, m2.mtp_hybrid_override_pattern = "M-", m2.mtp_num_layers = 2;
+  m2.mtp_loss_scaling_factor = 1.0;
+  c.push_back(std::make_unique<HybridModelCase>("mtp_two_blocks_tied", m2, 2, 8, false));
   // T = 100 over chunks of 64: a ragged last chunk.
   c.push_back(std::make_unique<HybridModelCase>("nano_scale", scale_config(), 2, 100, true, true));
   // DeciLM (B.1): every sub-block kind (GQA, MQA, linear, no-op; two SwiGLU widths), Llama-3 RoPE,

@@ -246,6 +246,29 @@ TEST(ModelConfig, every_validation_error_names_the_field) {
   EXPECT_EQ(recipe_error(with(with(base, "num_nextn_predict_layers", 1), "mtp_hybrid_override_pattern", "*Q")),
             "t.yaml: model.mtp_hybrid_override_pattern: unknown layer symbol 'Q' at position 1 in \"*Q\" "
             "(expected M, *, - or E)");
+  json mtp = with(with(base, "num_nextn_predict_layers", 2), "mtp_hybrid_override_pattern", "*-");
+  EXPECT_EQ(recipe_error(with(mtp, "mtp_num_layers", 3)),
+            "t.yaml: model.mtp_num_layers: 3 depths for 2 MTP blocks (num_nextn_predict_layers); expected one block "
+            "reused at every depth (num_nextn_predict_layers: 1) or one block per depth");
+  EXPECT_EQ(recipe_error(with(mtp, "mtp_loss_scaling_factor", -0.1)),
+            "t.yaml: model.mtp_loss_scaling_factor: expected a non-negative number, got -0.1");
+  EXPECT_EQ(recipe_error(with(base, "mtp_num_layers", 2)),
+            "t.yaml: model.mtp_num_layers: is 2 but num_nextn_predict_layers is 0 (no MTP block to run; set "
+            "num_nextn_predict_layers: 1 and mtp_hybrid_override_pattern)");
+}
+
+TEST(ModelConfig, mtp_depths_default_to_the_blocks_and_one_block_is_reused) {
+  ModelConfig c;
+  EXPECT_EQ(c.mtp_depths(), 0);
+  EXPECT_DOUBLE_EQ(c.mtp_loss_scaling_factor, 0.3);  // Megatron-Bridge's Nemotron-H value (A.8.3)
+  c.num_nextn_predict_layers = 1;
+  EXPECT_EQ(c.mtp_depths(), 1);
+  c.mtp_num_layers = 2;
+  EXPECT_EQ(c.mtp_depths(), 2);
+  EXPECT_EQ(c.mtp_block_of_depth(1), 0);
+  EXPECT_EQ(c.mtp_block_of_depth(2), 0);
+  c.num_nextn_predict_layers = 2;
+  EXPECT_EQ(c.mtp_block_of_depth(2), 1);
 }
 
 TEST(ModelConfig, validate_uses_top_level_keys_for_config_json) {

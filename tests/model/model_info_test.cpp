@@ -23,10 +23,25 @@ std::map<std::string, std::vector<int64_t>> hub_tensors(const ModelConfig& c) {
   std::map<std::string, std::vector<int64_t>> t;
   const int64_t H = c.hidden_size, V = c.vocab_size;
   t["backbone.embeddings.weight"] = {V, H};
-  for (int64_t i = 0; i < c.num_layers(); ++i) {
-    const std::string p = "backbone.layers." + std::to_string(i) + ".";
+  // Every layer by its prefix: the trunk's, then the MTP blocks' inner layers (A.8.2: flattened
+  // mtp.layers.{b * P + i}, with enorm/hnorm/eh_proj on a block's first, final_layernorm on its last).
+  std::vector<std::pair<std::string, LayerKind>> layers;
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    layers.emplace_back("backbone.layers." + std::to_string(i) + ".", c.layer_kind(i));
+  const int64_t P = static_cast<int64_t>(c.mtp_hybrid_override_pattern.size());
+  for (int64_t b = 0; b < c.num_nextn_predict_layers; ++b) {
+    const std::string first = "mtp.layers." + std::to_string(b * P) + ".";
+    t[first + "enorm.weight"] = {H};
+    t[first + "hnorm.weight"] = {H};
+    t[first + "eh_proj.weight"] = {H, 2 * H};
+    t["mtp.layers." + std::to_string(b * P + P - 1) + ".final_layernorm.weight"] = {H};
+    for (int64_t i = 0; i < P; ++i)
+      layers.emplace_back("mtp.layers." + std::to_string(b * P + i) + ".",
+                          static_cast<LayerKind>(c.mtp_hybrid_override_pattern[static_cast<size_t>(i)]));
+  }
+  for (const auto& [p, kind] : layers) {
     t[p + "norm.weight"] = {H};
-    switch (c.layer_kind(i)) {
+    switch (kind) {
       case LayerKind::mamba: {
         const int64_t d = c.mamba_num_heads * c.mamba_head_dim, GN = c.n_groups * c.ssm_state_size;
         t[p + "mixer.in_proj.weight"] = {2 * d + 2 * GN + c.mamba_num_heads, H};
@@ -112,27 +127,46 @@ TEST(ModelInfo, published_totals_of_the_real_configs) {
             31'577'940'288);
 }
 
-TEST(ModelInfo, super_without_mtp_plus_its_mtp_block_is_the_card_total) {
-  // The card's 123,611,033,088 includes one MTP block of pattern *E (A.8.2), which is reported
-  // separately and not counted in the total.
+TEST(ModelInfo, super_with_its_mtp_block_is_the_card_total) {
+  // The card's 123,611,033,088 includes one MTP block of pattern *E (A.8.2, A.10).
   ModelInfo sup = model_info(fixture("super3-120b-a12b.json"), 4096);
-  EXPECT_EQ(sup.total_params, 120'668'707'840);
   EXPECT_EQ(sup.mtp_params, 2'942'325'248);
-  EXPECT_EQ(sup.total_params + sup.mtp_params, 123'611'033'088);
+  EXPECT_EQ(sup.total_params, 123'611'033'088);
+  EXPECT_EQ(sup.total_params - sup.mtp_params, 120'668'707'840);
   EXPECT_EQ(sup.active_params, 12'770'237'440);  // "about 12.77 B without MTP"
-  ModelInfo recipe = model_info(load_model_config(repo_path("recipes/super3/pretrain/default.yaml")), 4096);
-  EXPECT_EQ(recipe.total_params, 120'668'707'840);
-  EXPECT_EQ(recipe.mtp_params, 0);
+  // "about 13.0 B incl. MTP": one MTP block's active part (the head is shared, counted once).
+  EXPECT_NEAR(static_cast<double>(sup.active_params + sup.mtp_active_params), 13.0e9, 0.05e9);
+  // The recipe trains it as the seeds do: the same block, two depths, weight 0.3.
+  ModelConfig rc = load_model_config(repo_path("recipes/super3/pretrain/default.yaml"));
+  ModelInfo recipe = model_info(rc, 4096);
+  EXPECT_EQ(recipe.total_params, 123'611'033'088);
+  EXPECT_EQ(recipe.mtp_params, 2'942'325'248);
+  EXPECT_EQ(rc.mtp_depths(), 2);
+  EXPECT_DOUBLE_EQ(rc.mtp_loss_scaling_factor, 0.3);
+  EXPECT_GT(recipe.mtp_forward_flops_per_token, 0.0);
+  EXPECT_DOUBLE_EQ(recipe.training_flops_per_token,
+                   3.0 * (recipe.forward_flops_per_token + recipe.mtp_forward_flops_per_token));
 }
 
-TEST(ModelInfo, counts_match_the_listed_hub_tensors_with_every_option) {
+// The tiny recipe (M*M-ME, no MTP) with one "*E" MTP block run at 2 depths, as super3's default trains it.
+namespace {
+ModelConfig tiny_with_mtp() {
   ModelConfig c = load_model_config(repo_path("recipes/super3/pretrain/tiny.yaml"));
+  c.num_nextn_predict_layers = 1, c.mtp_hybrid_override_pattern = "*E", c.mtp_num_layers = 2;
+  return c;
+}
+}  // namespace
+
+TEST(ModelInfo, counts_match_the_listed_hub_tensors_with_every_option) {
+  ModelConfig c = tiny_with_mtp();
   for (int variant = 0; variant < 3; ++variant) {
     if (variant == 1) c.use_bias = c.attention_bias = c.mlp_bias = true, c.use_conv_bias = false;
     if (variant == 2) c.tie_word_embeddings = true, c.moe_latent_size = 0, c.n_shared_experts = 2;
     const auto tensors = hub_tensors(c);
     ModelInfo info = model_info(c, 16);
     EXPECT_EQ(info.total_params, numel_sum(tensors)) << "variant " << variant;
+    EXPECT_GT(info.mtp_params, 0);
+    EXPECT_EQ(info.mtp_params, numel_sum(tensors, "mtp.")) << "variant " << variant;
     for (const LayerInfo& l : info.layers)
       EXPECT_EQ(l.params, numel_sum(tensors, "backbone.layers." + std::to_string(l.index) + "."))
           << "variant " << variant << " layer " << l.index;
@@ -140,12 +174,12 @@ TEST(ModelInfo, counts_match_the_listed_hub_tensors_with_every_option) {
 }
 
 TEST(ModelInfo, active_params_and_flops_follow_the_documented_formula) {
-  ModelConfig c = load_model_config(repo_path("recipes/super3/pretrain/tiny.yaml"));  // M*M-ME
+  const ModelConfig c = tiny_with_mtp();  // M*M-ME, MTP "*E" at 2 depths
   const int64_t H = 64, V = 1024, T = 100;
   ModelInfo info = model_info(c, T);
   // Active: the MoE layer uses 2 of its 4 routed experts; expert = up [64, 32] + down [32, 64].
   const int64_t expert = 2 * 64 * 32;
-  EXPECT_EQ(info.total_params - info.active_params, 2 * expert);
+  EXPECT_EQ(info.total_params - info.mtp_params - info.active_params, 2 * expert);
   // Matmul MACs per token, by hand: Mamba in_proj rows 2*128 + 2*2*16 + 8 = 328, out_proj [64, 128].
   const int64_t mamba = 328 * H + H * 128;
   const int64_t attn = (4 * 16 + 2 * 2 * 16) * H + H * 4 * 16;
@@ -155,7 +189,10 @@ TEST(ModelInfo, active_params_and_flops_follow_the_documented_formula) {
   EXPECT_EQ(info.matmul_flops_per_token, 2.0 * macs);
   EXPECT_EQ(info.attention_flops_per_token, 2.0 * 4 * 16 * (T + 1));  // one * layer
   EXPECT_EQ(info.forward_flops_per_token, 2.0 * macs + 2.0 * 4 * 16 * (T + 1));
-  EXPECT_EQ(info.training_flops_per_token, 3 * info.forward_flops_per_token);
+  // Its MTP ("*E" at 2 depths): per depth eh_proj, attention, the MoE and the shared head.
+  const int64_t mtp_macs = 2 * H * H + attn + moe + V * H;
+  EXPECT_EQ(info.mtp_forward_flops_per_token, 2.0 * (2.0 * mtp_macs + 2.0 * 4 * 16 * (T + 1)));
+  EXPECT_EQ(info.training_flops_per_token, 3 * (info.forward_flops_per_token + info.mtp_forward_flops_per_token));
   EXPECT_EQ(info.layers[1].forward_flops, 2.0 * attn + 2.0 * 4 * 16 * (T + 1));
   EXPECT_EQ(info.layers[5].matmul_macs, moe);
 }
@@ -178,14 +215,16 @@ TEST(ModelInfo, text_and_json_reports) {
   std::string text = model_info_text(sup, info, "super.json");
   EXPECT_NE(text.find("config:   super.json"), std::string::npos);
   EXPECT_NE(text.find("88 layers, hidden 4096, vocab 131072"), std::string::npos);
-  EXPECT_NE(text.find("120,668,707,840  (120.67 B)"), std::string::npos);
+  EXPECT_NE(text.find("123,611,033,088  (123.61 B)"), std::string::npos);
+  EXPECT_NE(text.find("\n  mtp                   2,942,325,248  (2.94 B)\n"), std::string::npos) << text;
   EXPECT_NE(text.find("12,770,237,440  (12.77 B; MoE routes 22 of 512 experts)"), std::string::npos);
-  EXPECT_NE(text.find("note: MTP (1 block of pattern \"*E\", 2,942,325,248 params = 2.94 B) is not modelled yet"),
+  EXPECT_NE(text.find("note: MTP: 1 block of pattern \"*E\" (2,942,325,248 params = 2.94 B, counted in the total) "
+                      "run at 1 depth in training"),
             std::string::npos);
   EXPECT_NE(text.find("    87 E    2.87 B"), std::string::npos);  // the last layer is listed
   nlohmann::json j = model_info_json(sup, info, "super.json");
-  EXPECT_EQ(j["params"]["total"], 120'668'707'840);
-  EXPECT_EQ(j["params"]["mtp_not_counted"], 2'942'325'248);
+  EXPECT_EQ(j["params"]["total"], 123'611'033'088);
+  EXPECT_EQ(j["params"]["mtp"], 2'942'325'248);
   EXPECT_EQ(j["layers"].size(), 88u);
   EXPECT_EQ(j["layers"][7]["symbol"], "*");
   EXPECT_EQ(j["layers"][7]["dims"]["kv_heads"], 2);

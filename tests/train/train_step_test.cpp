@@ -40,6 +40,57 @@ class GeneralFormCrossEntropy : public MaskedCrossEntropy {
   std::vector<int64_t> seen;
 };
 
+// MTP (reference/architectures.md A.8.3) in the step: each depth's mean over the global batch's
+// own rolled tokens is reported, `loss` stays the main head's mean, and the objective adds
+// alpha / D * sum_k L_k, whose gradient is what the step applies (checked against
+// cross_entropy_backward on the batch concatenated into one micro-batch: same objective).
+TEST(TrainStep, mtp_depth_losses_are_reported_and_trained) {
+  model::ModelConfig cfg = tiny_train_config().model;
+  cfg.num_nextn_predict_layers = 1, cfg.mtp_hybrid_override_pattern = "*E", cfg.mtp_num_layers = 2;
+  model::HybridModel a(cfg, host_backend(), DType::f64), b(cfg, host_backend(), DType::f64);
+  a.init(3), b.init(3);
+  AdamW oa(a.params(), {});
+  TrainStep sa(a, oa, StepConfig{0.0, {}});
+  MaskedCrossEntropy ce;
+  const model::Batch m0 = batch(cfg, 1, 12, 1), m1 = batch(cfg, 1, 12, 2);
+  // The same rows as one micro-batch of B = 2.
+  auto cat = [](const Tensor& x, const Tensor& y) {
+    std::vector<double> v = x.to_f64_vector(), w = y.to_f64_vector();
+    v.insert(v.end(), w.begin(), w.end());
+    if (x.dtype() == DType::f64) return Tensor::from_vector<double>({2, x.dim(1)}, v);
+    return Tensor::from_vector<int32_t>({2, x.dim(1)}, std::vector<int32_t>(v.begin(), v.end()));
+  };
+  const model::Batch whole{cat(m0.input_ids, m1.input_ids), cat(m0.labels, m1.labels), cat(m0.loss_mask, m1.loss_mask)};
+  Context ctx{&host_backend(), nullptr, DType::f64};
+  Tensor x = b.forward(ctx, whole.input_ids, nullptr);
+  const std::vector<double> sums = b.mtp_loss(ctx, x, whole, whole.loss_mask, {1.0, 1.0}, nullptr);
+  const double main = cross_entropy_loss(ctx, b, whole).loss_sum;  // with MTP: the whole objective
+  b.params().zero_grads();
+  cross_entropy_backward(ctx, b, whole, 1.0 / count_loss_tokens(whole));
+  std::vector<std::vector<double>> want;
+  for (const model::Param* p : b.params().all()) want.push_back(p->requires_grad ? p->grad.to_f64_vector() : std::vector<double>());
+
+  // The step's gradients are taken before its update: read them from the hook.
+  std::vector<std::vector<double>> got;
+  sa.set_grad_hook([&](model::ParamStore& ps) {
+    for (const model::Param* p : ps.all()) got.push_back(p->requires_grad ? p->grad.to_f64_vector() : std::vector<double>());
+  });
+  const StepResult r = sa.run({m0, m1}, ce, 1e-3, 1);
+  ASSERT_EQ(r.mtp_losses.size(), 2u);
+  const double n = count_loss_tokens(whole);
+  for (int k = 1; k <= 2; ++k) {
+    const double tokens = model::mtp_targets(whole, whole.loss_mask, k, host_backend()).tokens;
+    EXPECT_NEAR(r.mtp_losses[static_cast<size_t>(k - 1)], sums[static_cast<size_t>(k - 1)] / tokens, 1e-12);
+  }
+  EXPECT_NEAR(r.mtp_loss, 0.3 / 2 * (r.mtp_losses[0] + r.mtp_losses[1]), 1e-12);
+  EXPECT_NEAR(r.loss + r.mtp_loss, main / n, 1e-12);
+  EXPECT_LT(r.loss, main / n);  // `loss` is the main head's alone
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k)
+    for (size_t i = 0; i < got[k].size(); ++i)
+      ASSERT_NEAR(got[k][i], want[k][i], 1e-12 * (1 + std::fabs(want[k][i]))) << b.params().all()[k]->name;
+}
+
 TEST(TrainStep, general_loss_form_matches_the_fused_cross_entropy) {
   const model::ModelConfig cfg = tiny_train_config().model;
   model::HybridModel a(cfg, host_backend(), DType::f64), b(cfg, host_backend(), DType::f64);

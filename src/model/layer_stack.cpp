@@ -1,0 +1,90 @@
+#include "model/layer_stack.h"
+
+#include "model/finite_check.h"
+#include "model/mixer_factory.h"
+#include "ops/elementwise.h"
+#include "ops/rmsnorm.h"
+
+namespace nemotron::model {
+
+LayerStack::LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store,
+                       int64_t first_index)
+    : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), first_index_(first_index) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    norms_.push_back(&store.add(specs[i].norm, {cfg.hidden_size}, false));
+    mixers_.push_back(make_mixer(cfg, specs[i], store, first_index + static_cast<int64_t>(i)));
+    moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
+  }
+}
+
+void LayerStack::init(uint64_t seed) {
+  for (Param* p : norms_) init_constant(*p, 1.0);
+  for (auto& m : mixers_) m->init(seed);
+}
+
+// Layer i's pre-norm also adds layer i-1's output to the residual stream (one fused pass); the
+// last layer's output is added after the loop.
+Tensor LayerStack::forward(Context& ctx, Tensor x, std::vector<LayerSaved>* saved, std::vector<MoeLayerStats>* stats,
+                           const SequenceLayout& layout, bool recompute) {
+  const Shape shape = x.shape();
+  const int64_t H = H_, N = x.numel() / H;
+  const DType dt = x.dtype();
+  if (saved) saved->resize(mixers_.size());
+  Tensor out;  // the previous layer's mixer output, not yet added to x
+  for (size_t i = 0; i < mixers_.size(); ++i) {
+    const int64_t li = first_index_ + static_cast<int64_t>(i);
+    Tensor h = ctx.empty(shape, dt), rstd = ctx.empty({N}, stat_dtype(dt));
+    if (out.defined()) {
+      Tensor sum = ctx.empty(shape, dt);
+      ops::add_rmsnorm_forward(ctx, x, out, norms_[i]->value, eps_, sum, h, rstd);
+      x = sum;
+    } else {
+      ops::rmsnorm_forward(ctx, x, norms_[i]->value, eps_, h, rstd);
+    }
+    // Full recomputation keeps only x_in and rstd here; backward reruns the mixer's forward.
+    const bool keep = saved && !recompute;
+    check_finite(h, "layer {} normed input", li);
+    std::unique_ptr<MixerSaved>* ms = keep ? &(*saved)[i].mixer : nullptr;
+    if (stats && moe_[i]) {
+      stats->emplace_back();
+      out = moe_[i]->forward(ctx, h, ms, &stats->back());
+    } else {
+      out = mixers_[i]->forward(ctx, h, ms, layout);
+    }
+    check_finite(out, "layer {} ({}) output", li, layer_kind_name(kind(i)));
+    if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
+  }
+  if (out.defined()) {
+    Tensor next = ctx.empty(shape, dt);
+    ops::add(ctx, x, out, next);
+    x = next;
+  }
+  return x;
+}
+
+void LayerStack::backward(Context& ctx, std::vector<LayerSaved>& saved, Tensor& dx, const SequenceLayout& layout) {
+  NM_CHECK(saved.size() == mixers_.size(), "backward: activations of {} layers for a stack of {}", saved.size(),
+           mixers_.size());
+  const int64_t H = H_;
+  for (size_t i = mixers_.size(); i-- > 0;) {
+    const int64_t li = first_index_ + static_cast<int64_t>(i);
+    LayerSaved& s = saved[i];
+    const int64_t N = s.x_in.numel() / H;
+    if (!s.mixer) {  // recompute: the normed input, then the mixer's forward with its saved state
+      Tensor h = ctx.empty(s.x_in.shape(), s.x_in.dtype()), rstd = ctx.empty({N}, stat_dtype(s.x_in.dtype()));
+      ops::rmsnorm_forward(ctx, s.x_in, norms_[i]->value, eps_, h, rstd);
+      mixers_[i]->forward(ctx, h, &s.mixer, layout);
+    }
+    check_finite(dx, "layer {} output gradient", li);
+    Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
+    check_finite(du, "layer {} ({}) input gradient", li, layer_kind_name(kind(i)));
+    s.mixer.reset();
+    // The residual join, fused and in place: dx_in = dx_out + d(norm branch).
+    Tensor dx2 = dx.view({N, H});
+    Tensor d_norm = grad_sink(ctx, *norms_[i]);
+    ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), norms_[i]->value, s.rstd, du.view({N, H}), dx2, d_norm, &dx2);
+  }
+  saved.clear();
+}
+
+}  // namespace nemotron::model
