@@ -4,7 +4,8 @@
 # through sudo when not root. --tests adds what only the tests use (scripts/test.sh passes it):
 # chromium and python3 render `nemotron report`'s page and check its screenshot
 # (tests/cli/report_browser_test.sh); nodejs and npm run the official `openai` npm client against
-# `nemotron serve` (tests/cli/serve_openai_js_test.sh); building and running nemotron never needs them.
+# `nemotron serve` (tests/cli/serve_openai_js_test.sh); curl is the HTTP client of
+# tests/cli/serve_test.sh (Debian's minimal base has none); building and running nemotron never needs them.
 set -euo pipefail
 
 PACKAGES=(
@@ -12,7 +13,7 @@ PACKAGES=(
   libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )
-TEST_PACKAGES=(chromium python3 nodejs npm)
+TEST_PACKAGES=(chromium python3 nodejs npm curl)
 
 case "${1:-}" in
   --tests) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
