@@ -26,6 +26,7 @@ EvalConfig read_eval_config(const nlohmann::json& tree, const std::string& sourc
   if (c.output_dir.empty()) root.fail("output_dir", "required: where results.json goes");
   ConfigReader& ev = root.section("evaluation");
   c.row_tokens = ev.get_positive_int("row_tokens", 512);
+  c.rows_per_forward = ev.get_positive_int("rows_per_forward", 8);
   c.limit_samples = ev.get_nonnegative_int("limit_samples", 0);
   const nlohmann::json& tasks = ev.get_raw("tasks");
   if (!tasks.is_array() || tasks.empty()) ev.fail("tasks", "expected a non-empty list of tasks");

@@ -9,6 +9,7 @@
 //   evaluation:
 //     limit_samples: null
 //     row_tokens: 512                              (tokens per packed scoring row)
+//     rows_per_forward: 8                          (packed rows per scoring forward: the batch)
 //     tasks:
 //       - {name, type: multiple_choice|generate|perplexity, path | generator, format: auto,
 //          num_fewshot: 0, fewshot_path, target_delimiter: " ", fewshot_delimiter: "\n\n",
@@ -49,6 +50,7 @@ struct EvalConfig {
   std::string tokenizer;              // tokenizer.model ("" = beside the checkpoint)
   std::string chat_template = "nano3";
   int64_t row_tokens = 512;
+  int64_t rows_per_forward = 8;
   int64_t limit_samples = 0;
   std::vector<TaskSpec> tasks;
   std::string output_dir;
