@@ -124,6 +124,7 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
   train::TrainLoopConfig dev_cfg;
   dev_cfg.device = cfg.device;
   dev_cfg.source = cfg.source;
+  dev_cfg.mixed_precision = cfg.dtype == "bfloat16" ? "bf16_mixed" : "fp32";  // forward only: no masters
   train::ComputeDevice dev = train::open_compute_device(dev_cfg);
   train::InferenceModel m = train::load_inference_model(cfg.checkpoint_path, *dev.backend, dev.dtype);
   const std::string tok_path = !cfg.tokenizer.empty() ? cfg.tokenizer : m.tokenizer_path;
@@ -135,7 +136,8 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
     throw InputError(fmt::format("{}: chat_template: expected one of {}, got \"{}\"", cfg.source,
                                  data::kChatFormatNames, cfg.chat_template));
   std::printf("model %s: %s (%s%s), %s\n", run.label.c_str(), m.source.c_str(), m.kind.c_str(),
-              m.kind == "native" ? fmt::format(", iteration {}", m.iteration).c_str() : "", dev.describe().c_str());
+              m.kind == "native" ? fmt::format(", iteration {}", m.iteration).c_str() : "",
+              fmt::format("{}, {}", dev.backend->name(), dtype_name(dev.dtype)).c_str());
   std::fflush(stdout);
   train::ContinuationStats scoring;
   eval::LoglikelihoodModel ll{m.net.get(), &tok, cfg.row_tokens, tok.eos_token_id().value_or(0), tok.bos_token_id(),

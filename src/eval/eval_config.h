@@ -3,7 +3,8 @@
 // the model artifact); tasks under evaluation.tasks, each from a JSONL file (path + format) or the
 // bundled generator (eval/bundled_tasks.h); evaluation.limit_samples caps every task.
 //   run: {model: super3-tiny-sft:latest}
-//   deployment: {checkpoint_path: ${art:model,path}, device: cpu}
+//   deployment: {checkpoint_path: ${art:model,path}, device: cpu, dtype: auto}
+//                                                  (auto: bfloat16 on cuda, float32 on cpu)
 //   tokenizer: {model: .../tokenizer.json}        (default: the one beside the checkpoint)
 //   chat_template: nano3                           (for tasks with chat: true)
 //   evaluation:
@@ -47,6 +48,7 @@ struct EvalConfig {
   std::string source;
   std::string checkpoint_path;        // deployment.checkpoint_path
   std::string device = "cpu";         // deployment.device: cpu or cuda
+  std::string dtype = "float32";      // deployment.dtype as resolved: bfloat16 (cuda only) or float32
   std::string tokenizer;              // tokenizer.model ("" = beside the checkpoint)
   std::string chat_template = "nano3";
   int64_t row_tokens = 512;

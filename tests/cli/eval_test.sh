@@ -75,6 +75,8 @@ grep -E '^(mc|ppl) ' "$TMP/out" | diff batched.txt - >/dev/null ||
 expect_error "unknown task type" \
   "tasks.yaml: evaluation.tasks[0].type: expected multiple_choice, generate or perplexity, got \"mcq\"" \
   "$BIN" super3 eval -c tasks.yaml 'evaluation.tasks.0.type=mcq'
+expect_error "bf16 on the host" "tasks.yaml: deployment.dtype: bfloat16 needs device: cuda (the host computes in float32)" \
+  "$BIN" super3 eval -c tasks.yaml deployment.dtype=bfloat16
 expect_error "rows per forward" "tasks.yaml: evaluation.rows_per_forward: expected a positive integer, got 0" \
   "$BIN" super3 eval -c tasks.yaml evaluation.rows_per_forward=0
 printf '%s\n' '{"context": "x", "choices": ["a"], "gold": 4}' >bad.jsonl
