@@ -5,7 +5,7 @@
 // with (one request per choice, packed --row-tokens to a row, --rows-per-forward rows to a forward,
 // the log-softmax at the targets on the GPU), on the train-step benchmark's configs with random
 // weights, bf16 by default. Prints items/s, tokens/s and the per-forward batch for each entry of
-// --sweep (rows per forward); appends one JSON line to --results.
+// --sweep (rows per forward), and the peak GPU memory; appends one JSON line to --results.
 // usage: cuda_eval_loglik -c bench/configs/hybrid_dense_125m.yaml [--items 2000] [--context-len 96]
 //                         [--choice-len 12] [--choices 4] [--row-tokens 2048] [--sweep 1,4,16,32]
 //                         [--dtype bfloat16] [--results bench/results/eval_loglik.jsonl]
@@ -21,8 +21,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench_models.h"
@@ -132,8 +130,9 @@ int main(int argc, char** argv) {
                 config.c_str(), static_cast<double>(net->params().numel()) / 1e6, dtype_name.c_str(), gpu.name().c_str(),
                 static_cast<long long>(n_items), static_cast<long long>(choices), static_cast<long long>(request_tokens),
                 static_cast<long long>(scored_tokens));
-    std::printf("%10s %10s %12s %14s %12s %10s %8s\n", "rows/fwd", "items/s", "tokens/s", "scored tok/s", "tokens/fwd",
-                "forwards", "filled");
+    // acc: the same at every batch but for bf16 near ties (the rows of a forward do not interact).
+    std::printf("%10s %10s %12s %14s %12s %10s %8s %7s\n", "rows/fwd", "items/s", "tokens/s", "scored tok/s", "tokens/fwd",
+                "forwards", "filled", "acc");
     nlohmann::json points = nlohmann::json::array();
     double best_items_s = 0;
     int64_t best_rows = 0;
@@ -143,35 +142,36 @@ int main(int argc, char** argv) {
       // Warm-up: the caching allocator's blocks and the kernels' first launches, at this shape.
       const std::vector<eval::TokenizedChoiceItem> warm(items.begin(), items.begin() + std::min<int64_t>(n_items, 4 * rows * row_tokens / std::max<int64_t>(1, choices * (context_len + choice_len))));
       eval::score_tokenized_choices(m, "warmup", warm);
-      double best = 1e300;
+      double best = 1e300, acc = 0;
       for (int64_t r = 0; r < reps; ++r) {
         st = {};
         const auto t0 = std::chrono::steady_clock::now();
         const eval::TaskResult res = eval::score_tokenized_choices(m, "synthetic", items);
         best = std::min(best, seconds_since(t0));  // ends with every score on the host
         if (res.items != n_items) throw std::runtime_error("scored a different number of items");
+        acc = res.metric("acc")->value;
       }
       const double items_s = static_cast<double>(n_items) / best;
       const double tok_s = static_cast<double>(st.tokens) / best;
       const double per_fwd = static_cast<double>(st.rows * row_tokens) / static_cast<double>(st.forwards);
       const double filled = static_cast<double>(st.tokens) / static_cast<double>(st.rows * row_tokens);
-      std::printf("%10lld %10.1f %12.0f %14.0f %12.0f %10lld %7.1f%%\n", static_cast<long long>(rows), items_s, tok_s,
-                  static_cast<double>(st.scored_tokens) / best, per_fwd, static_cast<long long>(st.forwards), 100 * filled);
+      std::printf("%10lld %10.1f %12.0f %14.0f %12.0f %10lld %7.1f%% %7.4f\n", static_cast<long long>(rows), items_s, tok_s,
+                  static_cast<double>(st.scored_tokens) / best, per_fwd, static_cast<long long>(st.forwards), 100 * filled,
+                  acc);
       std::fflush(stdout);
       points.push_back({{"rows_per_forward", rows}, {"seconds", best}, {"items_per_s", items_s}, {"tokens_per_s", tok_s},
                         {"scored_tokens_per_s", static_cast<double>(st.scored_tokens) / best},
-                        {"tokens_per_forward", per_fwd}, {"forwards", st.forwards}, {"row_fill", filled}});
+                        {"tokens_per_forward", per_fwd}, {"forwards", st.forwards}, {"row_fill", filled}, {"acc", acc}});
       if (items_s > best_items_s) best_items_s = items_s, best_rows = rows;
     }
-    size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
-    std::printf("best: %.1f items/s at %lld rows of %lld tokens per forward\n", best_items_s,
-                static_cast<long long>(best_rows), static_cast<long long>(row_tokens));
+    const double peak_gib = static_cast<double>(gpu.peak_bytes()) / (1ull << 30);
+    std::printf("best: %.1f items/s at %lld rows of %lld tokens per forward | peak GPU memory %.2f GiB\n", best_items_s,
+                static_cast<long long>(best_rows), static_cast<long long>(row_tokens), peak_gib);
     nlohmann::json rec = {{"bench", "cuda_eval_loglik"}, {"config", config}, {"dtype", dtype_name},
                           {"items", n_items}, {"context_len", context_len}, {"choice_len", choice_len},
                           {"choices", choices}, {"row_tokens", row_tokens}, {"request_tokens", request_tokens},
                           {"scored_tokens", scored_tokens}, {"sweep", points}, {"best_items_per_s", best_items_s},
-                          {"best_rows_per_forward", best_rows}, {"device", gpu.name()},
+                          {"best_rows_per_forward", best_rows}, {"peak_gpu_gib", peak_gib}, {"device", gpu.name()},
                           {"params", net->params().numel()}, {"version", NEMOTRON_VERSION},
                           {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}};
     char date[32];
