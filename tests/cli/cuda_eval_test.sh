@@ -3,7 +3,7 @@
 # on the CPU, scored by the tiny eval recipe (multiple choice, two generation tasks through the
 # engine, perplexity) on the CPU in float32 and on the GPU in float32 and bf16, batched
 # (rows_per_forward 8). On the GPU in float32 every metric must equal the CPU's but for summation
-# order: perplexities within 1e-4 relative, and the same acc/pass@1 (a near tie may flip one item:
+# order: perplexities within 1e-3 relative (no TF32, but other summation orders), and the same acc/pass@1 (a near tie may flip one item:
 # at most one per task); in bf16 perplexities within 3% and acc within 10 points. Without a GPU (or
 # a CUDA build) it prints why and exits 77 (ctest: skipped).
 # Usage: cuda_eval_test.sh path/to/nemotron
@@ -44,7 +44,7 @@ for task, m in cpu.items():
     for key, v in m.items():
         if "stderr" in key or not isinstance(v, (int, float)) or key == "alias":
             continue
-        for name, other, ppl_tol, acc_tol in (("float32", f32, 1e-4, 1 / 40 + 1e-9), ("bf16", bf16, 0.03, 0.10)):
+        for name, other, ppl_tol, acc_tol in (("float32", f32, 1e-3, 1 / 40 + 1e-9), ("bf16", bf16, 0.03, 0.10)):
             w = other[task][key]
             if "perplexity" in key or "bits_per_byte" in key:
                 ok = abs(w - v) <= ppl_tol * abs(v)
