@@ -3,7 +3,7 @@
 # on the CPU, scored by the tiny eval recipe (multiple choice, two generation tasks through the
 # engine, perplexity) on the CPU in float32 and on the GPU in float32 and bf16, batched
 # (rows_per_forward 8). On the GPU in float32 every metric must equal the CPU's but for summation
-# order: perplexities within 1e-3 relative (no TF32, but other summation orders), and the same acc/pass@1 (a near tie may flip one item:
+# order: perplexities within 1e-3 relative, and the same acc/pass@1 (a near tie may flip one item:
 # at most one per task); in bf16 perplexities within 3% and acc within 10 points. Without a GPU (or
 # a CUDA build) it prints why and exits 77 (ctest: skipped).
 # Usage: cuda_eval_test.sh path/to/nemotron
