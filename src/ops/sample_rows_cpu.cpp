@@ -88,8 +88,10 @@ std::vector<TokenDraw> sample_rows(Context& ctx, const Tensor& logits, std::span
     const Tensor p = Tensor::from_vector<double>({S, 2}, params).to(*ctx.backend);
     Tensor tokens = ctx.empty({S}, DType::i32), lps = ctx.empty({S, 2}, DType::f32);
     SampleRowsCudaArgs a;
-    a.logits = logits.raw(), a.params = p.data<double>(), a.tokens = tokens.data<int32_t>();
-    a.logprobs = lps.data<float>(), a.S = S, a.V = V, a.elem_size = static_cast<int>(dtype_size(logits.dtype()));
+    // raw(): data<T>() is for host tensors.
+    a.logits = logits.raw(), a.params = static_cast<const double*>(p.raw());
+    a.tokens = static_cast<int32_t*>(tokens.raw()), a.logprobs = static_cast<float*>(lps.raw());
+    a.S = S, a.V = V, a.elem_size = static_cast<int>(dtype_size(logits.dtype()));
     NM_CUDA_CHECK(sample_rows_cuda(a, cuda::cuda_stream(ctx)));
     const Tensor ht = tokens.to(host_backend()), hl = lps.to(host_backend());  // synchronises
     for (int64_t i = 0; i < S; ++i)
