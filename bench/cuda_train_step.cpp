@@ -3,7 +3,8 @@
 // measures itself in the same run, where one step's time goes by op phase (GEMM, attention, SSD
 // scan, MoE routing, elementwise, loss, optimizer: CUDA events around every op of one extra step,
 // core/op_profiler.h; also the costliest ops by name) and by layer kind (each layer timed alone), and, with --reference, the same
-// config trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py).
+// config trained by transformers' NemotronHForCausalLM on the same GPU (tools/bench_transformers.py;
+// Nemotron-H configs only: a DeciLM config, bench/configs/decilm_1b.yaml, is refused with --reference).
 // usage: cuda_train_step -c bench/configs/hybrid_dense_125m.yaml [--batch 4] [--seq-len 4096]
 //                        [--grad-accum 1] [--steps 10] [--reference] [--results bench/results.jsonl]
 //                        [--peak-tflops X (skip measuring)] [--packed MEAN_LEN] [--lora DIM]
@@ -58,6 +59,7 @@ const char* kind_name(model::LayerKind k) {
     case model::LayerKind::attention: return "attention layers";
     case model::LayerKind::mlp: return "mlp layers";
     case model::LayerKind::moe: return "moe layers";
+    case model::LayerKind::linear: return "linear layers (DeciLM replace_with_linear)";
   }
   return "layers";
 }
@@ -164,6 +166,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     model::ModelConfig cfg = model::load_model_config(config);
+    // tools/bench_transformers.py builds NemotronHForCausalLM; DeciLM's transformers class is
+    // remote code (DeciLMForCausalLM), which that script does not load.
+    if (reference && cfg.is_decilm()) {
+      std::fprintf(stderr, "error: --reference: %s is a DeciLM (nemotron-nas) config; tools/bench_transformers.py "
+                           "builds only Nemotron-H (NemotronHForCausalLM). Run without --reference.\n",
+                   config.c_str());
+      return 2;
+    }
     // The reference runs first, while this process holds no GPU memory: transformers' torch Mamba
     // path needs most of an 80 GB card at 4 x 4096 tokens.
     nlohmann::json ref;

@@ -30,3 +30,7 @@ for c in "hybrid_dense_125m --batch 4" "hybrid_moe_1b --batch 2"; do
     [[ ${#peak[@]} -eq 0 && -n $measured ]] && peak=(--peak-tflops "$measured")
   done
 done
+# The ~1B heterogeneous DeciLM (issue 15), without --reference: tools/bench_transformers.py builds
+# only Nemotron-H.
+"$DIR/cuda_train_step" -c bench/configs/decilm_1b.yaml --batch 2 --seq-len 4096 --steps "$STEPS" "${peak[@]}" \
+  --results "$OUT/results.jsonl" 2>&1 | tee -a "$OUT/bench.log"

@@ -51,7 +51,7 @@ Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, F
                             const SequenceLayout& layout) {
   NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
   if (act) act->input_ids = ids, act->layout = layout;
-  if (stats) stats->moe.clear();
+  if (stats) stats->moe.clear(), stats->mtp_moe.clear();
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
   Tensor x = ctx.empty({B, T, H}, store_.dtype());
   ops::embedding_forward(ctx, ids, embed_->value, x);
@@ -122,12 +122,13 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
 // its gradient at once; then back from depth D, each depth's input gradient joining the head
 // gradient of the depth below; depth 1's reaches the trunk through norm_f.
 std::vector<double> HybridModel::mtp_loss(Context& ctx, const Tensor& x, const Batch& mb, const Tensor& weights,
-                                          const std::vector<double>& scales, Tensor* dx) {
+                                          const std::vector<double>& scales, Tensor* dx, ForwardStats* stats) {
   const int64_t D = mtp_depths(), H = cfg_.hidden_size, N = x.numel() / H;
   NM_CHECK(D > 0, "mtp_loss: the model has no MTP block");
   NM_CHECK(static_cast<int64_t>(scales.size()) == D, "mtp_loss: {} scales for {} depths", scales.size(), D);
   const DType dt = store_.dtype();
   const SequenceLayout layout = mb.layout();
+  if (stats) stats->mtp_moe.clear();
   Tensor xf = x.view({N, H});
   Tensor h = ctx.empty(x.shape(), dt), rstd0 = ctx.empty({N}, stat_dtype(dt));
   Tensor hf = h.view({N, H});
@@ -138,7 +139,8 @@ std::vector<double> HybridModel::mtp_loss(Context& ctx, const Tensor& x, const B
   for (int64_t k = 1; k <= D; ++k) {
     MtpTargets tg = mtp_targets(mb, weights, k, *ctx.backend);
     MtpBlock& block = *mtp_[static_cast<size_t>(cfg_.mtp_block_of_depth(k))];
-    h = block.forward(ctx, h, tg.ids, *embed_, dx ? &saved[static_cast<size_t>(k - 1)] : nullptr, layout, recompute());
+    h = block.forward(ctx, h, tg.ids, *embed_, dx ? &saved[static_cast<size_t>(k - 1)] : nullptr, layout, recompute(),
+                      stats ? &stats->mtp_moe : nullptr);
     check_finite(h, "MTP depth {} output", k);
     values.push_back(lm_head_loss(ctx, h, tg.labels, tg.weights, scales[static_cast<size_t>(k - 1)],
                                   dx ? &dh_head[static_cast<size_t>(k - 1)] : nullptr));

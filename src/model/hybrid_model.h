@@ -32,6 +32,9 @@ struct Batch {
 // in layer order (the trainer's load balancing reads these; the mixers keep nothing).
 struct ForwardStats {
   std::vector<MoeLayerStats> moe;
+  // The MTP blocks' MoE layers, filled by mtp_loss: per depth k = 1..D, the MoE layers of depth
+  // k's block in layer order (a block reused at every depth reports once per depth).
+  std::vector<MoeLayerStats> mtp_moe;
 };
 
 // What a training forward keeps for backward(): per layer its input and pre-norm statistics and
@@ -95,8 +98,9 @@ class HybridModel {
   // sum_n w_k,n * -log p_k(label_k,n) (host). With dx: the gradient of sum_k scales[k-1] * sum_k
   // accumulates into the parameters (MTP blocks, the shared embedding and head, norm_f) and is
   // ADDED into *dx (which holds the main head's gradient), for backward() to carry into the trunk.
+  // `stats`, when given, has its mtp_moe replaced by the depths' MoE routing statistics.
   std::vector<double> mtp_loss(Context& ctx, const Tensor& x, const Batch& mb, const Tensor& weights,
-                               const std::vector<double>& scales, Tensor* dx);
+                               const std::vector<double>& scales, Tensor* dx, ForwardStats* stats = nullptr);
   // Per-token log-probs log p(targets_n | input_ids_<=n) [B*T] in stat_dtype on the device, 0
   // where the target is negative. Inference: nothing kept.
   Tensor token_logprobs(Context& ctx, const Tensor& input_ids, const Tensor& targets, ForwardStats* stats = nullptr,

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
 #include "model/finite_check.h"
 #include "model/hybrid_model.h"
 #include "ops/embedding.h"
@@ -76,7 +78,8 @@ void MtpBlock::init(uint64_t seed) {
 }
 
 Tensor MtpBlock::forward(Context& ctx, const Tensor& h_prev, const Tensor& ids, const Param& embed,
-                         MtpDepthSaved* saved, const SequenceLayout& layout, bool recompute) {
+                         MtpDepthSaved* saved, const SequenceLayout& layout, bool recompute,
+                         std::vector<MoeLayerStats>* stats) {
   const Shape shape = h_prev.shape();
   const int64_t N = h_prev.numel() / H_;
   const DType dt = h_prev.dtype(), st = stat_dtype(dt);
@@ -93,7 +96,11 @@ Tensor MtpBlock::forward(Context& ctx, const Tensor& h_prev, const Tensor& ids, 
   Tensor u = ctx.empty({N, H_}, dt);
   ops::linear_forward(ctx, cat, eh_proj_->value, u);
   check_finite(u, "MTP eh_proj output");
-  u = stack_->forward(ctx, u.view(shape), saved ? &saved->layers : nullptr, nullptr, layout, recompute);
+  std::vector<MoeLayerStats> depth_stats;
+  u = stack_->forward(ctx, u.view(shape), saved ? &saved->layers : nullptr, stats ? &depth_stats : nullptr, layout,
+                      recompute);
+  if (stats) stats->insert(stats->end(), std::make_move_iterator(depth_stats.begin()),
+                           std::make_move_iterator(depth_stats.end()));
   Tensor h = ctx.empty(shape, dt), rstd_f = ctx.empty({N}, st);
   ops::rmsnorm_forward(ctx, u, final_norm_->value, eps_, h, rstd_f);
   if (saved) {

@@ -47,9 +47,10 @@ class MtpBlock {
   MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b);
   void init(uint64_t seed);
   // h_prev [B, T, H] (normed), ids [B, T] -> h^k [B, T, H] (after final_layernorm); `saved`
-  // null: nothing kept.
+  // null: nothing kept. `stats`, when given, receives the block's MoE layers' routing statistics
+  // of this depth (appended in layer order), as the trunk's forward reports its own.
   Tensor forward(Context& ctx, const Tensor& h_prev, const Tensor& ids, const Param& embed, MtpDepthSaved* saved,
-                 const SequenceLayout& layout, bool recompute);
+                 const SequenceLayout& layout, bool recompute, std::vector<MoeLayerStats>* stats = nullptr);
   // dh (of forward's output) -> d h_prev; gradients accumulate into this block's parameters and
   // the embedding. Consumes `saved`.
   Tensor backward(Context& ctx, MtpDepthSaved& saved, const Tensor& dh, Param& embed, const SequenceLayout& layout);

@@ -26,6 +26,19 @@ void update_expert_bias(model::Param& bias, const std::vector<int64_t>& counts, 
 MoeBalancer::MoeBalancer(model::HybridModel& net, const MoeSection& cfg) : cfg_(cfg) {
   for (const auto& m : net.mixers())
     if (auto* moe = dynamic_cast<model::MoeMixer*>(m.get())) layers_.push_back(moe);
+  trunk_layers_ = static_cast<int64_t>(layers_.size());
+  std::vector<size_t> first_of_block;  // each MTP block's first index in layers_
+  for (const auto& block : net.mtp_blocks()) {
+    first_of_block.push_back(layers_.size());
+    for (const auto& m : block->stack().mixers())
+      if (auto* moe = dynamic_cast<model::MoeMixer*>(m.get())) layers_.push_back(moe);
+  }
+  // mtp_loss reports depth k's block's MoE layers in order, for k = 1..D.
+  for (int64_t k = 1; k <= net.mtp_depths(); ++k) {
+    const size_t b = static_cast<size_t>(net.config().mtp_block_of_depth(k));
+    const size_t end = b + 1 < first_of_block.size() ? first_of_block[b + 1] : layers_.size();
+    for (size_t l = first_of_block[b]; l < end; ++l) mtp_slots_.push_back(l);
+  }
   counts_.resize(layers_.size());
 }
 
@@ -40,15 +53,20 @@ void MoeBalancer::begin_step(int64_t micro_batches) {
 }
 
 void MoeBalancer::add(const model::ForwardStats& stats) {
-  NM_CHECK(stats.moe.size() == layers_.size(), "moe balancing: statistics of {} MoE layers for a model of {}",
-           stats.moe.size(), layers_.size());
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const auto& c = stats.moe[l].tokens_per_expert;
+  NM_CHECK(static_cast<int64_t>(stats.moe.size()) == trunk_layers_,
+           "moe balancing: statistics of {} MoE layers for a trunk of {}", stats.moe.size(), trunk_layers_);
+  // The MTP depths run only under a loss with linear token weights; without them, none reported.
+  NM_CHECK(stats.mtp_moe.empty() || stats.mtp_moe.size() == mtp_slots_.size(),
+           "moe balancing: statistics of {} MTP MoE forwards for {} expected", stats.mtp_moe.size(), mtp_slots_.size());
+  auto take = [&](size_t l, const model::MoeLayerStats& s) {
+    const auto& c = s.tokens_per_expert;
     NM_CHECK(c.size() == counts_[l].size(), "moe balancing: layer {}: {} counts for {} experts", l, c.size(),
              counts_[l].size());
     for (size_t e = 0; e < c.size(); ++e) counts_[l][e] += c[e];
-    aux_sum_ += stats.moe[l].aux_loss;
-  }
+    aux_sum_ += s.aux_loss;
+  };
+  for (size_t l = 0; l < stats.moe.size(); ++l) take(l, stats.moe[l]);
+  for (size_t j = 0; j < stats.mtp_moe.size(); ++j) take(mtp_slots_[j], stats.mtp_moe[j]);
 }
 
 void MoeBalancer::end_step() {

@@ -2,6 +2,9 @@
 // expert-bias update (tokens each expert received over the step's micro-batches, then
 // b_i += rate * sign(mean(c) - c_i) after the optimizer step) and Megatron's seq_aux_loss, whose
 // gradient the MoE mixers add themselves (MoeMixer::set_seq_aux_loss). One object per model.
+// The MTP blocks' MoE layers (model/mtp.h) take part as the trunk's do: the aux loss of every
+// depth's forward, and a bias update from the tokens of all the depths that ran the layer (a block
+// reused at every depth sums its D forwards, as its weights' gradient does).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -25,8 +28,8 @@ class MoeBalancer {
   // layer's aux loss averaged over the micro-batches); clears the step's counts.
   void begin_step(int64_t micro_batches);
   // After each training forward: adds the expert counts and aux losses that forward reported
-  // (HybridModel::forward's stats). Forwards whose stats are not passed here (evaluation,
-  // rollouts) do not count.
+  // (HybridModel::forward's stats, and mtp_loss's when the step ran the MTP depths). Forwards
+  // whose stats are not passed here (evaluation, rollouts) do not count.
   void add(const model::ForwardStats& stats);
   // After the optimizer step: the expert-bias update, when enabled.
   void end_step();
@@ -37,12 +40,15 @@ class MoeBalancer {
   // layer's max_i c_i / mean(c) (1 = perfectly balanced).
   double step_aux_loss() const { return aux_sum_ / static_cast<double>(micro_batches_ > 0 ? micro_batches_ : 1); }
   double step_max_load() const;
-  // Per layer, tokens per expert in the last step.
+  // Per layer (the trunk's MoE layers, then each MTP block's), tokens per expert in the last step.
   const std::vector<std::vector<int64_t>>& step_counts() const { return counts_; }
 
  private:
   MoeSection cfg_;
-  std::vector<model::MoeMixer*> layers_;
+  std::vector<model::MoeMixer*> layers_;  // the trunk's MoE layers, then each MTP block's
+  int64_t trunk_layers_ = 0;
+  // ForwardStats::mtp_moe entry j belongs to layers_[mtp_slots_[j]] (depth by depth).
+  std::vector<size_t> mtp_slots_;
   std::vector<std::vector<int64_t>> counts_;
   int64_t micro_batches_ = 0;
   double aux_sum_ = 0;

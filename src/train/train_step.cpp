@@ -64,7 +64,7 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
     if (mtp && mtp->on()) {  // the MTP depths add their gradient into dx before the trunk's backward
       std::vector<double> scales;
       for (double w : mtp->weight) scales.push_back(grad_scale * w);
-      r.mtp_sums = net.mtp_loss(ctx, x, mb, c, scales, &dx);
+      r.mtp_sums = net.mtp_loss(ctx, x, mb, c, scales, &dx, stats);
       for (size_t k = 0; k < r.mtp_sums.size(); ++k) r.mtp_objective += mtp->weight[k] * r.mtp_sums[k];
     }
     net.backward(ctx, act, dx);

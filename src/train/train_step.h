@@ -47,7 +47,8 @@ struct MicroBatchResult {
 // grad_scale * numerator accumulates (+=) into the model's parameters. Linear losses
 // (cross-entropy) take the fused head path: the same kernel calls as a dedicated cross-entropy
 // step. General losses run the head forward, per_token(), then the head backward with the
-// returned d numerator / d log p. `stats` receives the forward's MoE statistics when given.
+// returned d numerator / d log p. `stats` receives the forward's MoE statistics when given (the
+// MTP depths' MoE layers' in stats->mtp_moe when they ran).
 // `mtp` on (linear losses only): the MTP depths' loss joins the objective with those weights.
 MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
                                   int64_t micro_index, double grad_scale, model::ForwardStats* stats = nullptr,

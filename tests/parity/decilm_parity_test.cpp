@@ -5,18 +5,15 @@
 // and every parameter's gradient < 1e-3 (Frobenius norms); and each directory survives import +
 // export byte for byte. Until the fixtures are committed the tests skip, saying so.
 #include "test_util.h"
+#include "parity/parity_check.h"
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "io/safetensors.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_convert.h"
-#include "model/hybrid_model.h"
-#include "train/train_step.h"
 
 namespace nemotron::model {
 namespace {
@@ -32,12 +29,6 @@ nlohmann::json decilm_manifest() {
   return nlohmann::json::parse(in);
 }
 
-double rel_err(const std::vector<double>& ours, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ours.size(); ++i) num += (ours[i] - ref[i]) * (ours[i] - ref[i]), den += ref[i] * ref[i];
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 #define SKIP_WITHOUT_DECILM_FIXTURES(m)                                                                       \
   if ((m).is_null())                                                                                          \
   GTEST_SKIP() << decilm_root().string() << " is absent: run tools/make_decilm_fixtures.py on a machine with " \
@@ -50,47 +41,13 @@ TEST(DeciLmParity, logits_loss_and_every_gradient_match_the_llama_block_referenc
   for (const auto& f : m["fixtures"]) {
     const std::string name = f["name"];
     SCOPED_TRACE(name);
-    HfCheckpoint ck = HfCheckpoint::open((decilm_root() / f["dir"].get<std::string>()).string());
-    ASSERT_TRUE(ck.config().is_decilm());
-    io::SafetensorsFile ref = io::SafetensorsFile::open((decilm_root() / f["reference"].get<std::string>()).string());
-    HybridModel net(ck.config(), host_backend(), DType::f64);
-    ck.load_into(net.params());
-    Context ctx{&host_backend(), nullptr, DType::f64};
-    Tensor ids = ref.load("input_ids", DType::i64);
-    const int64_t B = ids.dim(0), T = ids.dim(1);
-
-    Tensor logits = net.logits(ctx, ids);
-    ASSERT_EQ(logits.shape(), ref.find("logits")->shape);
-    const double e_logits = rel_err(logits.to_f64_vector(), ref.load("logits", DType::f64).to_f64_vector());
-    EXPECT_LT(e_logits, 1e-4);
-
-    std::vector<int64_t> labels(static_cast<size_t>(B * T));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) labels[b * T + t] = t + 1 < T ? ids.data<int64_t>()[b * T + t + 1] : -100;
-    Batch batch{ids, Tensor::from_vector<int64_t>({B, T}, labels), Tensor()};
-    net.params().zero_grads();
-    train::LossSum loss = train::cross_entropy_backward(ctx, net, batch, 1.0 / static_cast<double>(B * (T - 1)));
-    const double ref_loss = ref.load("loss", DType::f64).to_f64_vector()[0];
-    EXPECT_LT(std::fabs(loss.mean() - ref_loss) / std::fabs(ref_loss), 1e-6)
-        << "ours " << loss.mean() << ", reference " << ref_loss;
-
-    double worst = 0;
-    std::string worst_name;
-    int compared = 0;
-    for (const Param* p : net.params().all()) {
-      const std::string key = "grad." + p->name;
-      ASSERT_NE(ref.find(key), nullptr) << "the reference has no " << key;
-      ASSERT_EQ(ref.find(key)->shape, p->grad.shape()) << key;
-      const double e = rel_err(p->grad.to_f64_vector(), ref.load(key, DType::f64).to_f64_vector());
-      EXPECT_LT(e, 1e-3) << key;
-      if (e > worst) worst = e, worst_name = p->name;
-      ++compared;
-    }
-    int ref_grads = 0;
-    for (const io::StTensorInfo& t : ref.tensors()) ref_grads += t.name.rfind("grad.", 0) == 0;
-    EXPECT_EQ(compared, ref_grads) << "the reference has gradients of tensors the model does not have";
-    std::printf("[parity] %-12s logits %.2e  gradients: %d, worst %.2e (%s)\n", name.c_str(), e_logits, compared,
-                worst, worst_name.c_str());
+    const std::string dir = (decilm_root() / f["dir"].get<std::string>()).string();
+    ASSERT_TRUE(HfCheckpoint::open(dir).config().is_decilm());
+    testing::ParityErrors e;
+    testing::check_f64_parity(dir, (decilm_root() / f["reference"].get<std::string>()).string(), &e);
+    if (HasFatalFailure()) return;
+    std::printf("[parity] %-12s logits %.2e  loss %.2e  gradients: %d, worst %.2e (%s)\n", name.c_str(), e.logits,
+                e.loss, e.gradients, e.worst_grad, e.worst_grad_name.c_str());
   }
 }
 

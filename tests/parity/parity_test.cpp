@@ -5,12 +5,12 @@
 // fixture directory, the bfloat16 one included, must survive import + export byte for byte.
 // The measured errors are printed so a run shows how close, not only that it passed.
 #include "test_util.h"
+#include "parity/parity_check.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -18,7 +18,6 @@
 #include "model/hf_checkpoint.h"
 #include "model/hf_convert.h"
 #include "model/hybrid_model.h"
-#include "train/train_step.h"
 
 namespace nemotron::model {
 namespace {
@@ -50,66 +49,15 @@ std::vector<FixtureDir> fixture_dirs() {
   return out;
 }
 
-double rel_err(const std::vector<double>& ours, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ours.size(); ++i) num += (ours[i] - ref[i]) * (ours[i] - ref[i]), den += ref[i] * ref[i];
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
-std::vector<int64_t> next_token_labels(const Tensor& ids) {
-  const int64_t B = ids.dim(0), T = ids.dim(1);
-  std::vector<int64_t> labels(static_cast<size_t>(B * T));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) labels[b * T + t] = t + 1 < T ? ids.data<int64_t>()[b * T + t + 1] : -100;
-  return labels;
-}
-
 class Parity : public ::testing::TestWithParam<FixtureDir> {};
 
 TEST_P(Parity, logits_loss_and_every_gradient_match_transformers_in_float64) {
   const FixtureDir& f = GetParam();
-  HfCheckpoint ck = HfCheckpoint::open((fixture_root() / f.dir).string());
-  io::SafetensorsFile ref = io::SafetensorsFile::open((fixture_root() / f.reference).string());
-  HybridModel net(ck.config(), host_backend(), DType::f64);
-  ck.load_into(net.params());
-  Context ctx{&host_backend(), nullptr, DType::f64};
-  Tensor ids = ref.load("input_ids", DType::i64);
-  const int64_t B = ids.dim(0), T = ids.dim(1);
-
-  Tensor logits = net.logits(ctx, ids);
-  ASSERT_EQ(logits.shape(), ref.find("logits")->shape);
-  const double e_logits = rel_err(logits.to_f64_vector(), ref.load("logits", DType::f64).to_f64_vector());
-  EXPECT_LT(e_logits, 1e-4);
-
-  Batch batch{ids, Tensor::from_vector<int64_t>({B, T}, next_token_labels(ids)), Tensor()};
-  net.params().zero_grads();
-  train::LossSum loss = train::cross_entropy_backward(ctx, net, batch, 1.0 / static_cast<double>(B * (T - 1)));
-  const double ref_loss = ref.load("loss", DType::f64).to_f64_vector()[0];
-  const double e_loss = std::fabs(loss.mean() - ref_loss) / std::fabs(ref_loss);
-  EXPECT_LT(e_loss, 1e-6) << "ours " << loss.mean() << ", transformers " << ref_loss;
-
-  double worst = 0;
-  std::string worst_name;
-  int compared = 0;
-  for (const Param* p : net.params().all()) {
-    const std::string key = "grad." + p->name;
-    if (!p->requires_grad) {  // the router's correction bias: a buffer, no gradient on either side
-      EXPECT_EQ(ref.find(key), nullptr) << key;
-      EXPECT_FALSE(p->grad.defined()) << p->name;
-      continue;
-    }
-    ASSERT_NE(ref.find(key), nullptr) << "the reference has no " << key;
-    ASSERT_EQ(ref.find(key)->shape, p->grad.shape()) << key;
-    const double e = rel_err(p->grad.to_f64_vector(), ref.load(key, DType::f64).to_f64_vector());
-    EXPECT_LT(e, 1e-3) << key;
-    if (e > worst) worst = e, worst_name = p->name;
-    ++compared;
-  }
-  int ref_grads = 0;
-  for (const io::StTensorInfo& t : ref.tensors()) ref_grads += t.name.rfind("grad.", 0) == 0;
-  EXPECT_EQ(compared, ref_grads) << "the reference has gradients of tensors the model does not have";
+  testing::ParityErrors e;
+  testing::check_f64_parity((fixture_root() / f.dir).string(), (fixture_root() / f.reference).string(), &e);
+  if (HasFatalFailure()) return;
   std::printf("[parity] %-8s %-5s logits %.2e  loss %.2e  gradients: %d, worst %.2e (%s)\n", f.fixture.c_str(),
-              f.layout.c_str(), e_logits, e_loss, compared, worst, worst_name.c_str());
+              f.layout.c_str(), e.logits, e.loss, e.gradients, e.worst_grad, e.worst_grad_name.c_str());
 }
 
 TEST_P(Parity, float32_compute_stays_within_float32_rounding_of_transformers) {
@@ -120,7 +68,7 @@ TEST_P(Parity, float32_compute_stays_within_float32_rounding_of_transformers) {
   ck.load_into(net.params());
   Context ctx{&host_backend(), nullptr, DType::f32};
   Tensor logits = net.logits(ctx, ref.load("input_ids", DType::i64));
-  const double e = rel_err(logits.to_f64_vector(), ref.load("logits", DType::f64).to_f64_vector());
+  const double e = testing::rel_err(logits.to_f64_vector(), ref.load("logits", DType::f64).to_f64_vector());
   EXPECT_LT(e, 1e-4);
   std::printf("[parity] %-8s %-5s float32 logits %.2e\n", f.fixture.c_str(), f.layout.c_str(), e);
 }

@@ -4,7 +4,9 @@
 // steps, as a rollout does, changes nothing); a batch without a loss token is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/rng.h"
 #include "train/train_step.h"
@@ -89,6 +91,107 @@ TEST(TrainStep, mtp_depth_losses_are_reported_and_trained) {
   for (size_t k = 0; k < got.size(); ++k)
     for (size_t i = 0; i < got[k].size(); ++i)
       ASSERT_NEAR(got[k][i], want[k][i], 1e-12 * (1 + std::fabs(want[k][i]))) << b.params().all()[k]->name;
+}
+
+// The MTP block's MoE layer (inner pattern "*E", one block reused at both depths) is balanced as
+// a trunk MoE layer is: the seq_aux_loss of each depth's forward joins the objective (float64
+// central differences of main + MTP + every aux loss against the step's gradient on the MTP
+// router, the aux part of it clearly visible), and its expert bias moves by the tokens of both
+// depths.
+TEST(TrainStep, mtp_moe_layer_takes_part_in_load_balancing) {
+  model::ModelConfig cfg = tiny_train_config().model;
+  cfg.num_nextn_predict_layers = 1, cfg.mtp_hybrid_override_pattern = "*E", cfg.mtp_num_layers = 2;
+  MoeSection moe = tiny_train_config().moe;  // expert bias at rate 0.01 and seq_aux_loss
+  moe.moe_aux_loss_coeff = 0.5;              // large enough that its gradient stands out
+  const std::string gate = "mtp.layers.1.mixer.gate.weight", bias = "mtp.layers.1.mixer.gate.e_score_correction_bias";
+  const model::Batch mb = batch(cfg, 2, 12, 21);
+  const double n = count_loss_tokens(mb);
+  Context ctx{&host_backend(), nullptr, DType::f64};
+
+  model::HybridModel net(cfg, host_backend(), DType::f64);
+  net.init(5);
+  AdamW opt(net.params(), {});
+  TrainStep step(net, opt, StepConfig{0.0, moe});
+  std::vector<double> grad;
+  step.set_grad_hook([&](model::ParamStore& ps) { grad = ps.get(gate).grad.to_f64_vector(); });
+  MaskedCrossEntropy ce;
+  const StepResult r = step.run({mb}, ce, 1e-3, 1);
+
+  // The objective the step differentiates, on an untrained twin: main mean + alpha / D * sum_k
+  // L_k + the aux loss of every MoE forward (the trunk's layer once, the MTP layer per depth).
+  model::HybridModel f(cfg, host_backend(), DType::f64);
+  f.init(5);
+  MoeBalancer coeffs(f, moe);
+  coeffs.begin_step(1);  // the aux-loss setting on every MoE layer, as the step's
+  model::ForwardStats st;
+  auto objective = [&] {
+    Tensor x = f.forward(ctx, mb.input_ids, nullptr, &st);
+    double j = 0;
+    for (double v : f.head(ctx, x, mb.labels, mb.loss_mask, 1.0, nullptr).to_f64_vector()) j += v / n;
+    const std::vector<double> s = f.mtp_loss(ctx, x, mb, mb.loss_mask, {1.0, 1.0}, nullptr, &st);
+    for (int64_t k = 1; k <= 2; ++k)
+      j += cfg.mtp_loss_scaling_factor / 2 * s[static_cast<size_t>(k - 1)] /
+           model::mtp_targets(mb, mb.loss_mask, k, host_backend()).tokens;
+    for (const auto* v : {&st.moe, &st.mtp_moe})
+      for (const model::MoeLayerStats& m : *v) j += m.aux_loss;
+    return j;
+  };
+  objective();
+  ASSERT_EQ(st.moe.size(), 1u);
+  ASSERT_EQ(st.mtp_moe.size(), 2u);  // the reused block's MoE layer, once per depth
+  double aux = st.moe[0].aux_loss;
+  for (const model::MoeLayerStats& m : st.mtp_moe) {
+    EXPECT_GT(m.aux_loss, 0.0);
+    aux += m.aux_loss;
+  }
+  EXPECT_NEAR(r.aux_loss, aux, 1e-12 * aux);
+
+  // Central differences over every MTP router weight (the expert choice is piecewise constant;
+  // steps of 1e-6 do not flip it here).
+  double* w = f.params().get(gate).value.data<double>();
+  ASSERT_EQ(grad.size(), static_cast<size_t>(f.params().get(gate).value.numel()));
+  double max_err = 0, max_ref = 0;
+  for (size_t i = 0; i < grad.size(); ++i) {
+    const double h = 1e-6, keep = w[i];
+    w[i] = keep + h;
+    const double jp = objective();
+    w[i] = keep - h;
+    const double jm = objective();
+    w[i] = keep;
+    const double num = (jp - jm) / (2 * h);
+    max_err = std::max(max_err, std::fabs(num - grad[i]));
+    max_ref = std::max(max_ref, std::fabs(num));
+  }
+  EXPECT_LT(max_err, 1e-7 * std::max(1.0, max_ref)) << "max |fd - analytic| " << max_err << " of " << max_ref;
+  // The same gradient without any aux loss differs by far more than that: the aux term reached
+  // the MTP router.
+  model::HybridModel g(cfg, host_backend(), DType::f64);
+  g.init(5);
+  g.params().zero_grads();
+  cross_entropy_backward(ctx, g, mb, 1.0 / n);
+  const std::vector<double> plain = g.params().get(gate).grad.to_f64_vector();
+  double aux_part = 0;
+  for (size_t i = 0; i < grad.size(); ++i) aux_part = std::max(aux_part, std::fabs(grad[i] - plain[i]));
+  EXPECT_GT(aux_part, 1e3 * max_err);
+
+  // The bias update: the counts of both depths (2 x B*T tokens x top-2), then rate * sign(mean - c).
+  objective();  // the original weights again
+  const std::vector<int64_t>& counts = step.balancer().step_counts().back();
+  ASSERT_EQ(step.balancer().num_layers(), 2);  // the trunk's MoE layer and the MTP block's
+  std::vector<int64_t> want(counts.size(), 0);
+  for (const model::MoeLayerStats& m : st.mtp_moe)  // the last objective() ran the original weights
+    for (size_t e = 0; e < want.size(); ++e) want[e] += m.tokens_per_expert[e];
+  EXPECT_EQ(counts, want);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  EXPECT_EQ(total, 2 * 2 * 12 * cfg.num_experts_per_tok);
+  const std::vector<double> b = net.params().get(bias).value.to_f64_vector();
+  const double mean = static_cast<double>(total) / static_cast<double>(counts.size());
+  for (size_t e = 0; e < b.size(); ++e) {
+    const double d = mean - static_cast<double>(counts[e]);
+    EXPECT_NEAR(b[e], d > 0 ? 0.01 : d < 0 ? -0.01 : 0.0, 1e-15) << "expert " << e;
+  }
+  EXPECT_NE(b, std::vector<double>(b.size(), 0.0));
 }
 
 TEST(TrainStep, general_loss_form_matches_the_fused_cross_entropy) {
