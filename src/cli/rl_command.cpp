@@ -26,6 +26,7 @@
 #include "rl/grpo_trainer.h"
 #include "rl/rl_config.h"
 #include "train/checkpoint.h"
+#include "train/compute_device.h"
 #include "train/run_dir.h"
 
 namespace nemotron::cli {
@@ -47,6 +48,13 @@ int run_rl(const TrainingCommandOptions& o) {
     std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;
   }
+  // The device first: device=cuda in a build without CUDA, or on a machine without a GPU, is one
+  // line naming the key before anything is read or written.
+  train::TrainLoopConfig dev_cfg;
+  dev_cfg.source = path;
+  dev_cfg.device = cfg.device;
+  dev_cfg.mixed_precision = cfg.mixed_precision;
+  train::ComputeDevice dev = train::open_compute_device(dev_cfg);
   const rl::CheckpointingSection& k = cfg.grpo.checkpointing;
   const bool resumes = k.enabled && train::has_checkpoint(k.checkpoint_dir);
   if (!resumes && !cfg.model_name.empty()) {
@@ -71,9 +79,12 @@ int run_rl(const TrainingCommandOptions& o) {
   if (!cfg.data.validation_jsonl_fpath.empty())
     val_rows = rl::load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, format);
 
-  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  // The policy on the compute device; in bf16 its bf16 values are what the engine reads and what
+  // the optimizer writes back from the fp32 masters: one copy of the weights, no refit.
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.grpo.grpo.seed);
-  net.params().create_masters();
+  net.params().create_masters();  // bf16 weights: fp32 masters (the checkpoint load fills them)
+  std::printf("device: %s\n", dev.describe().c_str());
   rl::GrpoTrainerOptions opts;
   opts.start = start;
   opts.stop_requested = &StopSignals::requested;
