@@ -15,11 +15,12 @@
 //    micro-batch is a difference of order 1);
 //  - the engine's log-probs against the trainer's on the GPU (max |dlogp|, the step's own
 //    mismatch metric): below 1e-3, as on the CPU in float32 (grpo_trainer_test.cpp);
-//  - the weights after the AdamW update: the update w_after - w_before on the GPU within 1e-2
-//    relative (Frobenius) of the CPU's. AdamW's first step is lr * g / (|g| + eps), +-lr for
-//    almost every element whatever its gradient's size, so only elements whose gradient is at the
-//    rounding level (its sign then arbitrary) can differ, by up to 2 lr each; a real fault changes
-//    whole tensors.
+//  - the weights after the AdamW update, element by element: AdamW's first step is
+//    lr * g / (|g| + eps), +-lr for almost every element whatever its gradient's size, so the
+//    updates agree to ~1e-6 lr except where the gradient is at float32's rounding level (its sign
+//    then noise: up to 2 lr apart). An update more than 1e-3 lr apart is allowed only for such a
+//    gradient (|g| <= 1e-4 of the largest) and for at most 0.1% of the elements; a real fault
+//    changes the updates of whole tensors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -210,7 +211,25 @@ TEST(GrpoCuda, a_float32_step_on_the_gpu_matches_the_cpu) {
   for (size_t i = 0; i < cw.size(); ++i)
     for (size_t k = 0; k < cw[i].size(); ++k) cu[i][k] -= before[i][k], gu[i][k] -= before[i][k];
   const double update_gap = relative_gap(gu, cu);
-  EXPECT_LT(update_gap, 1e-2) << "the AdamW update, GPU against CPU";
+  // Element by element: AdamW's first update is lr * g / (|g| + eps), so the two devices' updates
+  // agree to ~1e-6 lr wherever the gradient is above float32's rounding level of its sums, and may
+  // differ only where it is not (|g| <= 1e-4 of the largest gradient element: there its sign and
+  // size are noise); those elements must be rare.
+  double gmax = 0;
+  for (const auto& v : cg)
+    for (double x : v) gmax = std::max(gmax, std::fabs(x));
+  int64_t elements = 0, differing = 0, reported = 0;
+  for (size_t i = 0; i < cu.size(); ++i)
+    for (size_t k = 0; k < cu[i].size(); ++k, ++elements) {
+      const double du = std::fabs(gu[i][k] - cu[i][k]);
+      if (du <= 1e-3 * c.lr) continue;
+      ++differing;
+      const double grad = cg[i].empty() ? 0.0 : cg[i][k];
+      if (std::fabs(grad) > 1e-4 * gmax && reported++ < 10)
+        ADD_FAILURE() << cpu_net.params().all()[i]->name << "[" << k << "]: update " << gu[i][k] << " on the GPU, "
+                      << cu[i][k] << " on the CPU, for a gradient of " << grad << " (largest " << gmax << ")";
+    }
+  EXPECT_LE(differing, elements / 1000) << "of " << elements << " updated elements, " << differing << " differ";
   std::vector<double> cpu_update;
   for (const auto& v : cu) cpu_update.insert(cpu_update.end(), v.begin(), v.end());
   EXPECT_GT(norm(cpu_update), 0.0) << "the step changed nothing";
@@ -222,11 +241,12 @@ TEST(GrpoCuda, a_float32_step_on_the_gpu_matches_the_cpu) {
   EXPECT_GE(g.device_peak_bytes, g.device_bytes_in_use);
   std::printf(
       "GRPO step, CUDA float32 against the CPU: %zu rollout tokens equal; loss %.9g vs %.9g, grad norm %.9g vs %.9g "
-      "(relative %.2e), gradients relative %.2e, AdamW update relative %.2e, GPU engine/trainer max |dlogp| %.2e; "
+      "(relative %.2e), gradients relative %.2e, AdamW update relative %.2e (%lld of %lld elements differ by more than "
+      "1e-3 lr), GPU engine/trainer max |dlogp| %.2e; "
       "GPU memory %.4f MiB in use, weights %.4f MiB\n",
       tokens, g.loss, c.loss, g.grad_norm, c.grad_norm, std::fabs(g.grad_norm - c.grad_norm) / c.grad_norm, grad_gap,
-      update_gap, g.max_logprob_error, static_cast<double>(g.device_bytes_in_use) / (1 << 20),
-      static_cast<double>(g.weight_bytes) / (1 << 20));
+      update_gap, static_cast<long long>(differing), static_cast<long long>(elements), g.max_logprob_error,
+      static_cast<double>(g.device_bytes_in_use) / (1 << 20), static_cast<double>(g.weight_bytes) / (1 << 20));
 }
 #endif
 
