@@ -3,7 +3,9 @@
 // (policy.model_name; found by default for the tiny recipe), in one process: the generation
 // engine reads the weights the optimizer writes, so there is no refit. A rerun with the same
 // checkpointing.checkpoint_dir resumes its newest checkpoint exactly (weights, moments, step,
-// data cursor). Bad input is one line naming the file and key, exit 2, before anything is written;
+// data cursor). device=cuda runs it on the GPU: bf16 weights (mixed_precision=bf16_mixed, the
+// default there; fp32 also works) that the engine reads and the optimizer writes from fp32 masters.
+// Bad input is one line naming the file and key, exit 2, before anything is written;
 // SIGTERM/SIGINT save at the next step boundary. Each save publishes a model artifact whose
 // inputs are the RL data and the starting checkpoint (lineage rl <- sft <- pretrain <- data).
 #include <fmt/format.h>

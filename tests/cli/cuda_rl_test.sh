@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `nemotron super3 rl -c tiny device=cuda` as a user runs it, after a brief tiny chain on the CPU
-# (data prep pretrain -> 2 pretraining steps -> data prep sft -> 1 SFT step -> data prep rl):
+# `nemotron super3 rl -c tiny device=cuda` as a user runs it, after a short tiny chain (data prep
+# pretrain -> 100 pretraining steps on the GPU -> data prep sft -> 150 SFT steps on the GPU -> data
+# prep rl):
 #  - bf16 (the CUDA default: bf16 weights the engine and the trainer share, fp32 masters): 3 GRPO
 #    steps with a line each, refit 0.000 s, the GPU memory line once (in use, the weights' one
 #    copy), its figures in metrics.jsonl, the time to the first step, a checkpoint that then
@@ -23,27 +24,29 @@ if grep -Eq 'CUDA device\(s\) are visible|built without CUDA' <<<"$probe"; then
 fi
 
 expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir=runs/tiny/data/pretrain
-expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny \
-  dataset.per_split_data_args_path=runs/tiny/data/pretrain/blend.json train.train_iters=2 train.eval_iters=0 \
-  train.eval_interval=0 scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=1 checkpoint.save=runs/tiny/pretrain
+# Pretraining and SFT on the GPU, long enough that the policy writes "The answer is N." at times
+# (the arithmetic environment's format reward): rewards then differ within a group, and the GRPO
+# steps below have gradients to apply.
+expect_ok "pretrain 100 steps, cuda" '^ iteration +100/ +100 ' "$BIN" super3 pretrain -c tiny device=cuda \
+  dataset.per_split_data_args_path=runs/tiny/data/pretrain/blend.json train.train_iters=100 train.eval_iters=0 \
+  train.eval_interval=0 checkpoint.save=runs/tiny/pretrain
 expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir=runs/tiny/data/sft \
-  tokenizer.model=runs/tiny/data/pretrain/tokenizer/tokenizer.json sources.0.generator.num_examples=100 heldout_examples=4
-expect_ok "sft 1 step" '^ iteration +1/ +1 ' "$BIN" super3 sft -c tiny dataset.dataset_root=runs/tiny/data/sft \
-  checkpoint.pretrained_checkpoint=runs/tiny/pretrain checkpoint.save=runs/tiny/sft checkpoint.load=runs/tiny/sft \
-  train.global_batch_size=2 train.micro_batch_size=1 train.train_iters=1 train.eval_interval=0 train.eval_iters=0 \
-  scheduler.lr_warmup_iters=0
+  tokenizer.model=runs/tiny/data/pretrain/tokenizer/tokenizer.json sources.0.generator.num_examples=1000 heldout_examples=8
+expect_ok "sft 150 steps, cuda" '^ iteration +150/ +150 ' "$BIN" super3 sft -c tiny device=cuda \
+  dataset.dataset_root=runs/tiny/data/sft checkpoint.pretrained_checkpoint=runs/tiny/pretrain checkpoint.save=runs/tiny/sft \
+  checkpoint.load=runs/tiny/sft train.train_iters=150 train.eval_interval=0 train.eval_iters=0
 expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir=runs/tiny/data/rl \
   sources.0.generator.num_examples=40 val_rows=8
 
 rl=("$BIN" super3 rl -c tiny policy.model_name=runs/tiny/sft
   policy.tokenizer.name=runs/tiny/data/pretrain/tokenizer/tokenizer.json
   data.train_jsonl_fpath=runs/tiny/data/rl/train.jsonl data.validation_jsonl_fpath=runs/tiny/data/rl/val.jsonl
-  grpo.num_prompts_per_step=2 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=8
-  policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
+  grpo.num_prompts_per_step=4 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=16
+  policy.train_micro_batch_size=8 policy.generation.max_new_tokens=32 policy.max_total_sequence_length=128
   grpo.val_period=0 grpo.val_at_start=false grpo.max_val_samples=4 checkpointing.save_period=3)
 
 # --- bf16 on the GPU -------------------------------------------------------------------------------
-expect_ok "dry run, cuda" '^engine memory \(bf16\): .*per sequence at 96 tokens' "${rl[@]}" device=cuda --dry-run
+expect_ok "dry run, cuda" '^engine memory \(bf16\): .*per sequence at 128 tokens' "${rl[@]}" device=cuda --dry-run
 grep -Eq '^training memory on cuda \(bf16 weights, fp32 masters' "$TMP/out" || fail "dry run: no bf16 memory line"
 step_line='^step 3/3 \| reward [0-9.]+ \| accuracy [0-9.]+ \| loss .* \| token_mult_prob_error [0-9.]+ .*\| total [0-9.]+ s \| [0-9]+ gen tokens/s \| refit 0\.000 s'
 expect_ok "rl 3 steps, cuda bf16" "$step_line" "${rl[@]}" device=cuda grpo.max_num_steps=3 \
@@ -77,6 +80,9 @@ done
 awk -v a="$(field "$c" loss)" -v b="$(field "$g" loss)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4) }' ||
   fail "fp32 step 1: loss $(field "$c" loss) on the cpu, $(field "$g" loss) on cuda"
 echo "fp32 step 1: cpu loss $(field "$c" loss) grad norm $(field "$c" grad_norm); cuda loss $(field "$g" loss) grad norm $(field "$g" grad_norm)"
+
+grep -Eq '"grad_norm":[0-9.e+-]*[1-9]' runs/tiny/rl_gpu/metrics.jsonl ||
+  echo "note: every GPU step had gradient 0 (equal rewards within every group): the steps ran but trained nothing"
 
 # --- what to report ------------------------------------------------------------------------------
 grep -E '^(device|gpu memory|time to first step):' "$TMP/gpu_bf16.log"
