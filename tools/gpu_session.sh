@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine session (the device tool): the CUDA kernel and block checks, the tiny recipes on
-# CUDA against the CPU (pretraining; GRPO: tests/cli/cuda_rl_test.sh), and the train-step benchmarks (one micro-batch per optimizer step, then
-# ACCUM micro-batches with the transformers reference). Run from the repository root with the
+# CUDA against the CPU (pretraining; GRPO: tests/cli/cuda_rl_test.sh), and the train-step
+# benchmarks (one micro-batch per optimizer step, then ACCUM micro-batches with the transformers
+# reference). Run from the repository root with the
 # binaries in DIR (built here with -DNEMOTRON_CUDA=ON and bundled with
 # ../shared/device/bundle-libs.sh); logs and results.jsonl go to $OUT (or /tmp).
 # Usage: tools/gpu_session.sh DIR [steps] [accum]
