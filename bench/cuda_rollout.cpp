@@ -1,6 +1,7 @@
 // Rollout throughput on one GPU (a benchmark, not a test): the generation engine as GRPO runs it
 // (rl::Engine over CachedStepModel: paged KV cache, Mamba conv/SSM state, continuous batching,
-// logits [S, V] to the host once per step, sampling there on all cores) for --batch prompts of
+// tokens drawn on the GPU (ops/sample_rows.h) and brought back once per step; --host-sampling: the
+// logits [S, V] to the host instead, sampling there on all cores) for --batch prompts of
 // --prompt-len random tokens and --new-tokens generated each (EOS ignored: no stop tokens), on the
 // train-step benchmark's configs with random weights, bf16 by default. Prints prefill tokens/s,
 // generated tokens/s, per-step milliseconds, KV + SSM memory per sequence and peak GPU memory;
@@ -11,6 +12,7 @@
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
+//                     [--host-sampling]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -42,31 +44,46 @@ using bench::seconds_since;
 
 namespace {
 
-// The engine's model with each extend call timed (wall clock: the call ends with the logits on
-// the host, so the GPU work is done) and marked prefill when any slot appends more than one token.
+// The engine's model with each step timed (wall clock: the call ends with the logits or the drawn
+// tokens on the host, so the GPU work is done) and marked prefill when any slot appends more than
+// one token. `device_sampling` false hides the GPU draw from the engine (the host path).
 class TimedStepModel : public rl::StepModel {
  public:
-  explicit TimedStepModel(rl::CachedStepModel& m) : m_(m) {}
+  TimedStepModel(rl::CachedStepModel& m, bool device_sampling) : m_(m), device_sampling_(device_sampling) {}
   int64_t vocab_size() const override { return m_.vocab_size(); }
   int64_t max_slots() const override { return m_.max_slots(); }
   int64_t max_seq_len() const override { return m_.max_seq_len(); }
   bool can_admit(int64_t total_tokens) const override { return m_.can_admit(total_tokens); }
   void release(int64_t slot) override { m_.release(slot); }
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override {
-    bool prefill = false;
-    int64_t n = 0;
-    for (const auto& t : tokens) prefill |= t.size() > 1, n += static_cast<int64_t>(t.size());
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> out = m_.extend(slots, tokens);
-    (prefill ? prefill_s : decode_s).push_back(seconds_since(t0));
-    (prefill ? prefill_tokens : decode_tokens) += n;
+    record(tokens, t0);
+    return out;
+  }
+  bool samples_on_device() const override { return device_sampling_ && m_.samples_on_device(); }
+  std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
+                                                const std::vector<std::vector<int32_t>>& tokens,
+                                                std::span<const ops::RowSampling> rows) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<ops::TokenDraw> out = m_.extend_and_sample(slots, tokens, rows);
+    record(tokens, t0);
     return out;
   }
   std::vector<double> prefill_s, decode_s;
   int64_t prefill_tokens = 0, decode_tokens = 0;
 
  private:
+  void record(const std::vector<std::vector<int32_t>>& tokens, std::chrono::steady_clock::time_point t0) {
+    const double dt = seconds_since(t0);
+    bool prefill = false;
+    int64_t n = 0;
+    for (const auto& t : tokens) prefill |= t.size() > 1, n += static_cast<int64_t>(t.size());
+    (prefill ? prefill_s : decode_s).push_back(dt);
+    (prefill ? prefill_tokens : decode_tokens) += n;
+  }
   rl::CachedStepModel& m_;
+  bool device_sampling_;
 };
 
 double sum(const std::vector<double>& v) {
@@ -94,32 +111,39 @@ std::vector<int64_t> parse_sizes(const std::string& s) {
 
 struct SweepPoint {
   int64_t batch = 0;
-  double model_ms = 0, with_logits_ms = 0;  // median decode step: the model alone; plus logits to the host
+  // median decode step: the model alone; with the GPU draw (tokens to the host); with the logits
+  // [b, V] to the host instead (before sampling there)
+  double model_ms = 0, sampled_ms = 0, with_logits_ms = 0;
 };
 
 // Decode steps of `b` sequences (after a prefill of `prompt` tokens each): the median of `steps`
-// steps of HybridModel::extend alone (synchronised) and of CachedStepModel::extend (the logits on
-// the host, as the engine gets them).
+// steps of HybridModel::extend alone (synchronised), of CachedStepModel::extend_and_sample
+// (temperature 1: the tokens on the host) and of CachedStepModel::extend (the logits on the host,
+// as the engine's host-sampling path gets them).
 SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t prompt, int64_t steps) {
   const model::ModelConfig& cfg = net.config();
-  rl::CachedStepModel step(net, ctx, b, prompt + 2 * steps + 8);
+  rl::CachedStepModel step(net, ctx, b, prompt + 3 * steps + 8);
   std::vector<int64_t> slots;
   for (int64_t s = 0; s < b; ++s) slots.push_back(s);
   step.extend(slots, bench::random_prompts(b, prompt, cfg.vocab_size, 7));
   const std::vector<std::vector<int32_t>> next(static_cast<size_t>(b), std::vector<int32_t>{1});
   cudaStream_t stream = cuda::cuda_stream(ctx);
-  std::vector<double> model_s, full_s;
+  std::vector<double> model_s, sampled_s, full_s;
   model::DecodeState& st = step.state();
+  const std::vector<ops::RowSampling> rows(static_cast<size_t>(b), ops::RowSampling{1.0, 0.5});
   for (int64_t i = 0; i < steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     net.extend(ctx, st, slots, next);
     NM_CUDA_CHECK(cudaStreamSynchronize(stream));
     model_s.push_back(seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
+    step.extend_and_sample(slots, next, rows);
+    sampled_s.push_back(seconds_since(t0));
+    t0 = std::chrono::steady_clock::now();
     step.extend(slots, next);
     full_s.push_back(seconds_since(t0));
   }
-  return {b, 1e3 * median(model_s), 1e3 * median(full_s)};
+  return {b, 1e3 * median(model_s), 1e3 * median(sampled_s), 1e3 * median(full_s)};
 }
 
 }  // namespace
@@ -129,6 +153,7 @@ int main(int argc, char** argv) {
   std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out;
   int64_t B = 256, prompt = 128, new_tokens = 512, sweep_steps = 24;
   double temperature = 1.0;
+  bool host_sampling = false;
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "prompts generated together (engine slots)")->check(CLI::PositiveNumber);
@@ -139,6 +164,7 @@ int main(int argc, char** argv) {
   app.add_option("--sweep", sweep, "batch sizes for the decode step-time sweep (comma-separated; empty: none)");
   app.add_option("--sweep-steps", sweep_steps, "timed decode steps per sweep point")->check(CLI::PositiveNumber);
   app.add_option("--results", results, "append one JSON line with the figures to this file (empty: none)");
+  app.add_flag("--host-sampling", host_sampling, "bring the logits [S, V] to the host and sample there (the engine's path before GPU sampling)");
   app.add_option("--hf-config-out", hf_config_out, "also write the config as a Hugging Face config.json here");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -170,7 +196,7 @@ int main(int argc, char** argv) {
 
     // The rollout: B requests, all admitted at once (B slots, each holding prompt + new tokens).
     rl::CachedStepModel cached(net, ctx, B, prompt + new_tokens);
-    TimedStepModel timed(cached);
+    TimedStepModel timed(cached, !host_sampling);
     rl::Engine engine(timed);
     const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(B, prompt, cfg.vocab_size, 99);
     for (int64_t i = 0; i < B; ++i) {
@@ -203,13 +229,15 @@ int main(int argc, char** argv) {
                 "generated in %.2f s, %lld engine steps\n",
                 static_cast<long long>(B), static_cast<long long>(prompt), static_cast<long long>(new_tokens),
                 temperature, static_cast<long long>(generated), s.seconds, static_cast<long long>(s.steps));
-    std::printf("prefill: %.0f tokens/s (%lld tokens in %.1f ms, logits to the host included)\n", prefill_tok_s,
+    std::printf("prefill: %.0f tokens/s (%lld tokens in %.1f ms, the first draw included)\n", prefill_tok_s,
                 static_cast<long long>(timed.prefill_tokens), 1e3 * prefill_s);
     std::printf("generated: %.0f tokens/s end to end (prefill included) | decode phase %.0f tokens/s\n", gen_tok_s,
                 decode_tok_s);
-    std::printf("decode step: %.2f ms median model step (extend + logits [%lld, %lld] to the host) | %.2f ms per step "
-                "with sampling and bookkeeping (mean of %lld)\n",
-                1e3 * median(timed.decode_s), static_cast<long long>(B), static_cast<long long>(cfg.vocab_size),
+    std::printf("decode step: %.2f ms median model step (%s) | %.2f ms per step with sampling and bookkeeping "
+                "(mean of %lld)\n",
+                1e3 * median(timed.decode_s),
+                host_sampling ? fmt::format("extend + logits [{}, {}] to the host", B, cfg.vocab_size).c_str()
+                              : "extend + the draw on the GPU, tokens to the host",
                 1e3 * decode_wall_s / static_cast<double>(std::max<int64_t>(decode_steps, 1)),
                 static_cast<long long>(decode_steps));
     std::printf("memory: KV + SSM state %.2f MiB per sequence of %lld tokens (%.2f GiB for %lld slots as allocated, "
@@ -224,12 +252,14 @@ int main(int argc, char** argv) {
     if (!sizes.empty()) {
       std::printf("decode step vs batch (%lld-token prompts, median of %lld steps):\n", static_cast<long long>(prompt),
                   static_cast<long long>(sweep_steps));
-      std::printf("  %6s %12s %16s %14s\n", "batch", "model ms", "+ logits ms", "tokens/s");
+      std::printf("  %6s %12s %16s %16s %14s\n", "batch", "model ms", "+ GPU draw ms", "+ logits ms",
+                  "tokens/s (draw)");
       for (int64_t b : sizes) {
         const SweepPoint p = sweep_point(net, ctx, b, prompt, sweep_steps);
-        std::printf("  %6lld %12.3f %16.3f %14.0f\n", static_cast<long long>(b), p.model_ms, p.with_logits_ms,
-                    static_cast<double>(b) / (p.with_logits_ms * 1e-3));
-        sweep_json.push_back({{"batch", b}, {"model_ms", p.model_ms}, {"with_logits_ms", p.with_logits_ms}});
+        std::printf("  %6lld %12.3f %16.3f %16.3f %14.0f\n", static_cast<long long>(b), p.model_ms, p.sampled_ms,
+                    p.with_logits_ms, static_cast<double>(b) / (p.sampled_ms * 1e-3));
+        sweep_json.push_back({{"batch", b}, {"model_ms", p.model_ms}, {"sampled_ms", p.sampled_ms},
+                              {"with_logits_ms", p.with_logits_ms}});
       }
     }
 
@@ -277,6 +307,7 @@ int main(int argc, char** argv) {
                           {"prompt_len", prompt},
                           {"new_tokens", new_tokens},
                           {"temperature", temperature},
+                          {"sampling", host_sampling ? "host" : "device"},
                           {"params", net.params().numel()},
                           {"generated_tokens", generated},
                           {"seconds", s.seconds},

@@ -124,6 +124,7 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
   train::TrainLoopConfig dev_cfg;
   dev_cfg.device = cfg.device;
   dev_cfg.source = cfg.source;
+  dev_cfg.mixed_precision = cfg.dtype == "bfloat16" ? "bf16_mixed" : "fp32";  // forward only: no masters
   train::ComputeDevice dev = train::open_compute_device(dev_cfg);
   train::InferenceModel m = train::load_inference_model(cfg.checkpoint_path, *dev.backend, dev.dtype);
   const std::string tok_path = !cfg.tokenizer.empty() ? cfg.tokenizer : m.tokenizer_path;
@@ -135,9 +136,12 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
     throw InputError(fmt::format("{}: chat_template: expected one of {}, got \"{}\"", cfg.source,
                                  data::kChatFormatNames, cfg.chat_template));
   std::printf("model %s: %s (%s%s), %s\n", run.label.c_str(), m.source.c_str(), m.kind.c_str(),
-              m.kind == "native" ? fmt::format(", iteration {}", m.iteration).c_str() : "", dev.describe().c_str());
+              m.kind == "native" ? fmt::format(", iteration {}", m.iteration).c_str() : "",
+              fmt::format("{}, {}", dev.backend->name(), dtype_name(dev.dtype)).c_str());
   std::fflush(stdout);
-  eval::LoglikelihoodModel ll{m.net.get(), &tok, cfg.row_tokens, tok.eos_token_id().value_or(0), tok.bos_token_id()};
+  train::ContinuationStats scoring;
+  eval::LoglikelihoodModel ll{m.net.get(), &tok, cfg.row_tokens, tok.eos_token_id().value_or(0), tok.bos_token_id(),
+                              cfg.rows_per_forward, &scoring};
   eval::ModelResults res{run.label, m.source, run.artifact, {}, 0};
   for (size_t ti = 0; ti < cfg.tasks.size(); ++ti) {
     const eval::TaskSpec& t = cfg.tasks[ti];
@@ -167,6 +171,15 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
     std::printf("\n");
     std::fflush(stdout);
     res.tasks.push_back(std::move(r));
+    if (t.type != eval::TaskType::generate && scoring.forwards > 0) {  // how full the scoring forwards ran
+      std::printf("  %-24s %lld forwards of %.1f rows x %lld tokens (%.0f%% filled), %lld tokens scored\n", "",
+                  static_cast<long long>(scoring.forwards),
+                  static_cast<double>(scoring.rows) / static_cast<double>(scoring.forwards),
+                  static_cast<long long>(cfg.row_tokens),
+                  100.0 * static_cast<double>(scoring.tokens) / static_cast<double>(scoring.rows * cfg.row_tokens),
+                  static_cast<long long>(scoring.scored_tokens));
+      scoring = {};
+    }
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -20,12 +20,19 @@ EvalConfig read_eval_config(const nlohmann::json& tree, const std::string& sourc
   if (c.checkpoint_path.empty()) dep.fail("checkpoint_path", "required: the checkpoint or Hugging Face directory to evaluate");
   c.device = dep.get_string("device", "cpu");
   if (c.device != "cpu" && c.device != "cuda") dep.fail("device", fmt::format("expected cpu or cuda, got \"{}\"", c.device));
+  // The weights and activations: bf16 on a GPU as lm-eval's dtype=auto gives for a bf16 checkpoint.
+  c.dtype = dep.get_string("dtype", "auto");
+  if (c.dtype == "auto") c.dtype = c.device == "cuda" ? "bfloat16" : "float32";
+  if (c.dtype != "bfloat16" && c.dtype != "float32")
+    dep.fail("dtype", fmt::format("expected auto, bfloat16 or float32, got \"{}\"", c.dtype));
+  if (c.dtype == "bfloat16" && c.device != "cuda") dep.fail("dtype", "bfloat16 needs device: cuda (the host computes in float32)");
   c.tokenizer = root.section("tokenizer").get_string("model", "");
   c.chat_template = root.get_string("chat_template", "nano3");
   c.output_dir = root.get_string("output_dir", "");
   if (c.output_dir.empty()) root.fail("output_dir", "required: where results.json goes");
   ConfigReader& ev = root.section("evaluation");
   c.row_tokens = ev.get_positive_int("row_tokens", 512);
+  c.rows_per_forward = ev.get_positive_int("rows_per_forward", 8);
   c.limit_samples = ev.get_nonnegative_int("limit_samples", 0);
   const nlohmann::json& tasks = ev.get_raw("tasks");
   if (!tasks.is_array() || tasks.empty()) ev.fail("tasks", "expected a non-empty list of tasks");

@@ -3,12 +3,14 @@
 // the model artifact); tasks under evaluation.tasks, each from a JSONL file (path + format) or the
 // bundled generator (eval/bundled_tasks.h); evaluation.limit_samples caps every task.
 //   run: {model: super3-tiny-sft:latest}
-//   deployment: {checkpoint_path: ${art:model,path}, device: cpu}
+//   deployment: {checkpoint_path: ${art:model,path}, device: cpu, dtype: auto}
+//                                                  (auto: bfloat16 on cuda, float32 on cpu)
 //   tokenizer: {model: .../tokenizer.json}        (default: the one beside the checkpoint)
 //   chat_template: nano3                           (for tasks with chat: true)
 //   evaluation:
 //     limit_samples: null
 //     row_tokens: 512                              (tokens per packed scoring row)
+//     rows_per_forward: 8                          (packed rows per scoring forward: the batch)
 //     tasks:
 //       - {name, type: multiple_choice|generate|perplexity, path | generator, format: auto,
 //          num_fewshot: 0, fewshot_path, target_delimiter: " ", fewshot_delimiter: "\n\n",
@@ -46,9 +48,11 @@ struct EvalConfig {
   std::string source;
   std::string checkpoint_path;        // deployment.checkpoint_path
   std::string device = "cpu";         // deployment.device: cpu or cuda
+  std::string dtype = "float32";      // deployment.dtype as resolved: bfloat16 (cuda only) or float32
   std::string tokenizer;              // tokenizer.model ("" = beside the checkpoint)
   std::string chat_template = "nano3";
   int64_t row_tokens = 512;
+  int64_t rows_per_forward = 8;
   int64_t limit_samples = 0;
   std::vector<TaskSpec> tasks;
   std::string output_dir;

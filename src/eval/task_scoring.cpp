@@ -47,6 +47,12 @@ train::ContinuationRequest request(const LoglikelihoodModel& m, const std::strin
   return r;
 }
 
+// Log-likelihoods only: greedy is not read here, and counting it would copy every scored row's logits.
+std::vector<train::ContinuationScore> score_requests(const LoglikelihoodModel& m,
+                                                     const std::vector<train::ContinuationRequest>& reqs) {
+  return train::score_continuations(*m.net, reqs, {m.row_tokens, m.rows_per_forward, m.pad_id, false}, m.stats);
+}
+
 }  // namespace
 
 const MetricValue* TaskResult::metric(const std::string& n) const {
@@ -67,37 +73,55 @@ std::pair<double, double> mean_and_stderr(const std::vector<double>& x) {
   return {mean, std::sqrt(ss / (n - 1) / n)};
 }
 
-TaskResult score_multiple_choice(const LoglikelihoodModel& m, const std::string& name, const std::vector<EvalItem>& items,
-                                 const std::vector<EvalItem>* fewshot_pool, const FewShot& shots) {
+TaskResult score_tokenized_choices(const LoglikelihoodModel& m, const std::string& name,
+                                   const std::vector<TokenizedChoiceItem>& items, int64_t num_fewshot) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<train::ContinuationRequest> reqs;
   std::vector<size_t> first(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    const std::string ctx = fewshot_context(items[i], static_cast<int64_t>(i), fewshot_pool ? *fewshot_pool : items,
-                                            fewshot_pool == nullptr, shots);
+    NM_CHECK(items[i].choice_bytes.size() == items[i].choices.size(), "item {}: {} lengths for {} choices", i,
+             items[i].choice_bytes.size(), items[i].choices.size());
     first[i] = reqs.size();
-    for (const std::string& c : items[i].choices) reqs.push_back(request(m, ctx, shots.target_delimiter + c));
+    reqs.insert(reqs.end(), items[i].choices.begin(), items[i].choices.end());
   }
-  const std::vector<train::ContinuationScore> scores =
-      train::score_continuations(*m.net, reqs, m.row_tokens, m.pad_id);
+  const std::vector<train::ContinuationScore> scores = score_requests(m, reqs);
   std::vector<double> acc, acc_norm;
   for (size_t i = 0; i < items.size(); ++i) {
     int64_t best = 0, best_norm = 0;
     double best_ll = -INFINITY, best_ll_norm = -INFINITY;
     for (size_t c = 0; c < items[i].choices.size(); ++c) {
       const double ll = scores[first[i] + c].logprob;
-      // acc_norm divides by the choice's length in bytes (lm-eval: len(choice), characters).
-      const double norm = ll / static_cast<double>(std::max<size_t>(1, (shots.target_delimiter + items[i].choices[c]).size()));
+      const double norm = ll / std::max(1.0, items[i].choice_bytes[c]);
       if (ll > best_ll) best_ll = ll, best = static_cast<int64_t>(c);
       if (norm > best_ll_norm) best_ll_norm = norm, best_norm = static_cast<int64_t>(c);
     }
     acc.push_back(best == items[i].gold ? 1.0 : 0.0);
     acc_norm.push_back(best_norm == items[i].gold ? 1.0 : 0.0);
   }
-  TaskResult r{name, TaskType::multiple_choice, static_cast<int64_t>(items.size()), shots.num_fewshot, {}, 0};
+  TaskResult r{name, TaskType::multiple_choice, static_cast<int64_t>(items.size()), num_fewshot, {}, 0};
   auto [a, as] = mean_and_stderr(acc);
   auto [an, ans] = mean_and_stderr(acc_norm);
   r.metrics = {{"acc", a, as, true}, {"acc_norm", an, ans, true}};
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+TaskResult score_multiple_choice(const LoglikelihoodModel& m, const std::string& name, const std::vector<EvalItem>& items,
+                                 const std::vector<EvalItem>* fewshot_pool, const FewShot& shots) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<TokenizedChoiceItem> tokenized(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string ctx = fewshot_context(items[i], static_cast<int64_t>(i), fewshot_pool ? *fewshot_pool : items,
+                                            fewshot_pool == nullptr, shots);
+    tokenized[i].gold = items[i].gold;
+    for (const std::string& c : items[i].choices) {
+      const std::string continuation = shots.target_delimiter + c;
+      tokenized[i].choices.push_back(request(m, ctx, continuation));
+      // acc_norm divides by the choice's length in bytes (lm-eval: len(choice), characters).
+      tokenized[i].choice_bytes.push_back(static_cast<double>(continuation.size()));
+    }
+  }
+  TaskResult r = score_tokenized_choices(m, name, tokenized, shots.num_fewshot);
   r.seconds = seconds_since(t0);
   return r;
 }
@@ -129,8 +153,7 @@ TaskResult score_perplexity(const LoglikelihoodModel& m, const std::string& name
     }
     words.push_back(static_cast<double>(std::max<int64_t>(w, 1)));
   }
-  const std::vector<train::ContinuationScore> scores =
-      train::score_continuations(*m.net, reqs, m.row_tokens, m.pad_id);
+  const std::vector<train::ContinuationScore> scores = score_requests(m, reqs);
   std::vector<double> nll(items.size(), 0.0), tokens(items.size(), 0.0);
   for (size_t i = 0; i < scores.size(); ++i) nll[doc_of[i]] -= scores[i].logprob, tokens[doc_of[i]] += static_cast<double>(scores[i].tokens);
   // Ratio estimators sum(nll) / sum(units) and their delta-method standard errors.

@@ -12,6 +12,7 @@
 #include "data/tokenizer.h"
 #include "eval/eval_task.h"
 #include "model/hybrid_model.h"
+#include "train/continuation_scoring.h"
 
 namespace nemotron::eval {
 
@@ -32,14 +33,29 @@ struct TaskResult {
   const MetricValue* metric(const std::string& name) const;
 };
 
-// The model side of log-likelihood scoring: requests are packed `row_tokens` to a row.
+// The model side of log-likelihood scoring: requests are packed `row_tokens` to a row,
+// `rows_per_forward` rows to a forward (train/continuation_scoring.h).
 struct LoglikelihoodModel {
   model::HybridModel* net = nullptr;
   const data::Tokenizer* tok = nullptr;
   int64_t row_tokens = 2048;
   int32_t pad_id = 0;
   std::optional<int32_t> bos;  // prepended to every request (the tokenizer's, when it has one)
+  int64_t rows_per_forward = 1;
+  train::ContinuationStats* stats = nullptr;  // when set, every scoring call adds its forwards and tokens
 };
+
+// A multiple-choice item as tokens: one scoring request per choice (context, then the choice)
+// and the choice's length in bytes (acc_norm's divisor).
+struct TokenizedChoiceItem {
+  std::vector<train::ContinuationRequest> choices;
+  std::vector<double> choice_bytes;
+  int64_t gold = 0;
+};
+
+// acc and acc_norm of tokenized items (score_multiple_choice's scoring; m.tok is not used).
+TaskResult score_tokenized_choices(const LoglikelihoodModel& m, const std::string& name,
+                                   const std::vector<TokenizedChoiceItem>& items, int64_t num_fewshot = 0);
 
 // acc and acc_norm. The continuation is target_delimiter + choice, tokenized as the tail of
 // context + continuation (lm-eval's split, so a word keeps its leading-space token).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path as a user runs it, for each tiny pretraining recipe: super3 (latent MoE, a dense MLP
-# layer) and nano3 (MoE without latent projections, attention without RoPE).
+# layer), nano3 (MoE without latent projections, attention without RoPE) and super49b (DeciLM:
+# per-layer GQA groups, no-op and linear sublayers, Llama-3 RoPE).
 # `nemotron <recipe> pretrain -c tiny device=cuda` (bf16 compute, fp32 masters) must track the CPU
 # float32 run of the same recipe, seed and data: every iteration's lm loss within bf16 noise of the
 # CPU's (checked: relative gap <= 2% over the first 10 iterations, <= 5% mean over the run, final
@@ -11,7 +12,7 @@ set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
-recipes=(super3 nano3)
+recipes=(super3 nano3 super49b)
 losses() { grep '"type":"train"' "$1" | sed -E 's/.*"lm_loss":([^,}]*).*/\1/'; }
 args=(pretrain -c tiny dataset.mock=true train.train_iters=100 train.eval_interval=0 logger.log_interval=20
   checkpoint.save_interval=0)

@@ -63,11 +63,22 @@ output_dir: runs/tiny/eval_files
 EOF2
 expect_ok "task files" '^mc +acc_norm ↑ ' "$BIN" super3 eval -c tasks.yaml
 grep -Eq '^  gsm +2 items' "$TMP/out" || fail "task files: no gsm line: $(cat "$TMP/out")"
+grep -Eq '^ +[0-9]+ forwards of [0-9.]+ rows x 512 tokens \([0-9]+% filled\), [0-9]+ tokens scored$' "$TMP/out" ||
+  fail "task files: no scoring line: $(cat "$TMP/out")"
+# Packed rows batched per forward (rows_per_forward, 8 by default) score as one row per forward.
+grep -E '^(mc|ppl) ' "$TMP/out" >batched.txt && [[ $(wc -l <batched.txt) -ge 3 ]] || fail "task files: no mc/ppl rows"
+expect_ok "one row per forward" '^mc +acc_norm ↑ ' "$BIN" super3 eval -c tasks.yaml evaluation.rows_per_forward=1
+grep -E '^(mc|ppl) ' "$TMP/out" | diff batched.txt - >/dev/null ||
+  fail "rows_per_forward=1 scored differently: $(grep -E '^(mc|ppl) ' "$TMP/out") vs $(cat batched.txt)"
 
 # Bad input.
 expect_error "unknown task type" \
   "tasks.yaml: evaluation.tasks[0].type: expected multiple_choice, generate or perplexity, got \"mcq\"" \
   "$BIN" super3 eval -c tasks.yaml 'evaluation.tasks.0.type=mcq'
+expect_error "bf16 on the host" "tasks.yaml: deployment.dtype: bfloat16 needs device: cuda (the host computes in float32)" \
+  "$BIN" super3 eval -c tasks.yaml deployment.dtype=bfloat16
+expect_error "rows per forward" "tasks.yaml: evaluation.rows_per_forward: expected a positive integer, got 0" \
+  "$BIN" super3 eval -c tasks.yaml evaluation.rows_per_forward=0
 printf '%s\n' '{"context": "x", "choices": ["a"], "gold": 4}' >bad.jsonl
 expect_error "gold out of range" "bad.jsonl:1: gold: expected an index of the 1 choices, got 4" \
   "$BIN" super3 eval -c tasks.yaml evaluation.tasks.0.path=bad.jsonl

@@ -181,3 +181,63 @@ TEST(EvalScoring, MultipleChoiceAndPerplexityMatchOneRequestAtATime) {
   EXPECT_NEAR(score_perplexity(narrow, "ppl", docs).metric("token_perplexity")->value, std::exp(wnll / wtokens),
               1e-9 * std::exp(wnll / wtokens));
 }
+
+// Several packed rows per forward score each request as if alone: every request's log-likelihood
+// and greedy flag equal the one-request-at-a-time computation, for 1, 2 and 8 rows per forward
+// (the last forward partly filled), and the stats count the forwards and rows.
+TEST(EvalScoring, RowsPerForwardScoreEachRequestAsAlone) {
+  model::HfCheckpoint ck = model::HfCheckpoint::open(kFixture);
+  model::HybridModel net(ck.config(), host_backend(), DType::f64);
+  net.init(42);
+  const int64_t V = net.config().vocab_size;
+  std::vector<train::ContinuationRequest> reqs;
+  for (int i = 0; i < 9; ++i) {
+    train::ContinuationRequest r;
+    const int n = 5 + (i * 3) % 7;
+    for (int j = 0; j < n; ++j) r.tokens.push_back(static_cast<int32_t>((i * 31 + j * 17 + 3) % V));
+    r.prompt_tokens = 1 + i % (n - 1);
+    reqs.push_back(r);
+  }
+  // Greedy is all-or-nothing per request: make one request its own argmax path so the count is
+  // not trivially zero.
+  {
+    train::ContinuationRequest g{{5}, 1};
+    Context ctx{&net.params().backend(), nullptr, net.params().dtype()};
+    for (int j = 0; j < 4; ++j) {
+      const int64_t T = static_cast<int64_t>(g.tokens.size());
+      const std::vector<double> z = net.logits(ctx, Tensor::from_vector<int32_t>({1, T}, g.tokens)).to_f64_vector();
+      g.tokens.push_back(static_cast<int32_t>(std::max_element(z.end() - V, z.end()) - (z.end() - V)));
+    }
+    reqs.push_back(g);
+  }
+  std::vector<double> want;
+  std::vector<bool> want_greedy;
+  for (const auto& r : reqs) {
+    bool g = false;
+    want.push_back(brute_logprob(net, r.tokens, r.prompt_tokens, &g));
+    want_greedy.push_back(g);
+  }
+  ASSERT_TRUE(want_greedy.back());
+  for (int64_t b : {1, 2, 8}) {
+    train::ContinuationStats st;
+    const auto got = train::score_continuations(net, reqs, {16, b, 0, true}, &st);
+    ASSERT_EQ(got.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_NEAR(got[i].logprob, want[i], 1e-10) << "rows_per_forward " << b << " request " << i;
+      EXPECT_EQ(got[i].greedy(), want_greedy[i]) << "rows_per_forward " << b << " request " << i;
+      EXPECT_EQ(got[i].tokens, static_cast<int64_t>(reqs[i].tokens.size()) - reqs[i].prompt_tokens);
+    }
+    EXPECT_EQ(st.forwards, (st.rows + b - 1) / b) << b;
+    EXPECT_GE(st.rows, 4);  // 10 requests of up to 11 inputs in rows of 16
+    int64_t fed = 0, scored = 0;
+    for (const auto& r : reqs) fed += static_cast<int64_t>(r.tokens.size()) - 1, scored += static_cast<int64_t>(r.tokens.size()) - r.prompt_tokens;
+    EXPECT_EQ(st.tokens, fed);
+    EXPECT_EQ(st.scored_tokens, scored);
+    // Without greedy counting the log-likelihoods are the same and greedy_tokens is 0.
+    const auto lite = train::score_continuations(net, reqs, {16, b, 0, false});
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(lite[i].logprob, got[i].logprob);
+      EXPECT_EQ(lite[i].greedy_tokens, 0);
+    }
+  }
+}

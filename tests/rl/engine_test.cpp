@@ -1,12 +1,14 @@
 // The engine over the exact RecomputeStepModel on tiny random hybrid models: greedy equals the
 // argmax continuation computed by hand with logits(); batched (more requests than slots) and
 // one-at-a-time generation agree bit for bit; stop tokens, stop strings, max_new_tokens and
-// max_seq_len end sequences; a request the model has no memory for waits in the queue.
+// max_seq_len end sequences; a request the model has no memory for waits in the queue; a model
+// that draws where its logits are (extend_and_sample, the GPU path) gives the same results.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/sample_rows.h"
 #include "model/block_configs.h"
 #include "rl/engine/engine.h"
 #include "rl/engine/recompute_step_model.h"
@@ -133,6 +135,65 @@ TEST(Engine, BatchedAndOneAtATimeAgreeExactly) {
     generated += static_cast<int64_t>(a[i].tokens.size());
   }
   EXPECT_EQ(st.decode_tokens, generated);
+}
+
+// Draws through extend_and_sample with the CPU reference of ops::sample_rows (on a GPU the kernel
+// runs there instead): only the engine's side of the device path is under test, so every result
+// must equal the host path's to the bit, top-k / top-p rows falling back to it.
+class DrawingStepModel : public StepModel {
+ public:
+  explicit DrawingStepModel(StepModel& m) : m_(m) {}
+  int64_t vocab_size() const override { return m_.vocab_size(); }
+  int64_t max_slots() const override { return m_.max_slots(); }
+  int64_t max_seq_len() const override { return m_.max_seq_len(); }
+  bool can_admit(int64_t n) const override { return m_.can_admit(n); }
+  void release(int64_t slot) override { m_.release(slot); }
+  std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override {
+    ++host_steps;
+    return m_.extend(slots, tokens);
+  }
+  bool samples_on_device() const override { return true; }
+  std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
+                                                const std::vector<std::vector<int32_t>>& tokens,
+                                                std::span<const ops::RowSampling> rows) override {
+    ++device_steps;
+    const std::vector<float> z = m_.extend(slots, tokens);
+    Context ctx{&host_backend(), nullptr, DType::f32};
+    return ops::sample_rows(ctx, Tensor::from_vector<float>({static_cast<int64_t>(slots.size()), vocab_size()}, z), rows);
+  }
+  int host_steps = 0, device_steps = 0;
+
+ private:
+  StepModel& m_;
+};
+
+TEST(Engine, DrawingWhereTheLogitsAreEqualsTheHostPath) {
+  Tiny m;
+  for (double temperature : {0.0, 0.8, 1.0}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    const std::vector<Request> reqs = some_requests(7, p);
+    RecomputeStepModel host(m.net, m.ctx(), 3, 32), inner(m.net, m.ctx(), 3, 32);
+    DrawingStepModel device(inner);
+    const std::vector<Result> want = run_all(host, reqs), got = run_all(device, reqs);
+    EXPECT_GT(device.device_steps, 0);
+    EXPECT_EQ(device.host_steps, 0) << "greedy / temperature-only rows must all be drawn on the device";
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "temperature " << temperature << " request " << i;
+      EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "temperature " << temperature << " request " << i;
+      EXPECT_EQ(got[i].raw_logprobs, want[i].raw_logprobs) << "temperature " << temperature << " request " << i;
+    }
+  }
+  // One top-p request in the batch sends its steps to the host path.
+  SamplingParams p;
+  std::vector<Request> reqs = some_requests(3, p);
+  reqs[1].params.top_p = 0.9;
+  RecomputeStepModel host(m.net, m.ctx(), 3, 32), inner(m.net, m.ctx(), 3, 32);
+  DrawingStepModel device(inner);
+  const std::vector<Result> want = run_all(host, reqs), got = run_all(device, reqs);
+  EXPECT_GT(device.host_steps, 0);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
 }
 
 TEST(Engine, FinishedSlotsAreRefilledAtOnce) {

@@ -33,4 +33,12 @@ std::vector<float> CachedStepModel::extend(const std::vector<int64_t>& slots,
   return out;
 }
 
+std::vector<ops::TokenDraw> CachedStepModel::extend_and_sample(const std::vector<int64_t>& slots,
+                                                               const std::vector<std::vector<int32_t>>& tokens,
+                                                               std::span<const ops::RowSampling> rows) {
+  // The head's dtype as it is (bf16 for a bf16 model): the kernel widens as it reads.
+  const Tensor logits = model_.extend(ctx_, state_, slots, tokens, model_.params().dtype());  // [S, V]
+  return ops::sample_rows(ctx_, logits, rows);
+}
+
 }  // namespace nemotron::rl

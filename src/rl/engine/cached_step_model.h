@@ -7,7 +7,9 @@
 // sequence's growth; paging then still lets blocks go back the moment a sequence finishes.
 // On a GPU the weights, cache and states stay on the device: each step uploads the new tokens and
 // the batch's index tensors and brings back only the [S, V] logits of the slots' last tokens
-// (bf16 as the head wrote them, for a bf16 model; widened on the host), one sync per step.
+// (bf16 as the head wrote them, for a bf16 model; widened on the host), one sync per step; or,
+// for steps the engine samples on the device (greedy or temperature-only rows), only the drawn
+// tokens and their log-probs.
 #pragma once
 #include <vector>
 
@@ -29,6 +31,11 @@ class CachedStepModel : public StepModel {
   int64_t max_seq_len() const override { return state_.max_seq_len(); }
   bool can_admit(int64_t total_tokens) const override { return state_.can_admit(total_tokens); }
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override;
+  // On a GPU: the tokens are drawn there (ops::sample_rows), S tokens and log-probs come back.
+  bool samples_on_device() const override { return !ctx_.backend->device().is_cpu(); }
+  std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
+                                                const std::vector<std::vector<int32_t>>& tokens,
+                                                std::span<const ops::RowSampling> rows) override;
   void release(int64_t slot) override { state_.release(slot); }
 
   const model::DecodeState& state() const { return state_; }

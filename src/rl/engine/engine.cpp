@@ -167,23 +167,39 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
         tokens.push_back({s->result.tokens.back()});
       }
     }
+    // Where the model offers it (a GPU) and every row is greedy or temperature-only, the tokens
+    // are drawn where the logits are and only they come back; otherwise [S, V] logits come to the
+    // host (top-k / top-p sort the vocabulary here; on_token hooks get the logits row).
+    bool on_device = model_.samples_on_device() && !hooks.on_token;
+    for (int64_t slot : ids) on_device = on_device && device_samplable(slots[static_cast<size_t>(slot)]->params);
+    std::vector<SampledToken> drawn(ids.size());
+    std::vector<float> logits;
     const auto m0 = Clock::now();
-    std::vector<float> logits = model_.extend(ids, tokens);
-    stats_.model_seconds += std::chrono::duration<double>(Clock::now() - m0).count();
-    NM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(ids.size()) * V,
-             "extend returned {} logits for {} slots of vocabulary {}", logits.size(), ids.size(), V);
+    if (on_device) {
+      std::vector<ops::RowSampling> rows(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const Sequence& s = *slots[static_cast<size_t>(ids[i])];
+        rows[i] = row_sampling(s.params, s.result.id, s.result.tokens.size());
+      }
+      drawn = model_.extend_and_sample(ids, tokens, rows);
+      NM_CHECK(drawn.size() == ids.size(), "extend_and_sample returned {} tokens for {} slots", drawn.size(), ids.size());
+      stats_.model_seconds += std::chrono::duration<double>(Clock::now() - m0).count();
+    } else {
+      logits = model_.extend(ids, tokens);
+      stats_.model_seconds += std::chrono::duration<double>(Clock::now() - m0).count();
+      NM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(ids.size()) * V,
+               "extend returned {} logits for {} slots of vocabulary {}", logits.size(), ids.size(), V);
+      // Sampling is a pure function of (logits row, params, id, index): the rows are drawn on all
+      // cores (a log-sum-exp over the vocabulary per row: 256 rows of 131072 logits is ~34M exps a
+      // step, which on one core would take longer than the GPU's decode step), then applied in order.
+      cpu::parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t i) {
+        const Sequence& s = *slots[static_cast<size_t>(ids[static_cast<size_t>(i)])];
+        drawn[static_cast<size_t>(i)] = sample_token(logits.data() + static_cast<size_t>(i) * static_cast<size_t>(V), V,
+                                                     s.params, s.result.id, s.result.tokens.size());
+      }, cpu::grain_for(V));
+    }
     ++stats_.steps;
     stats_.peak_running = std::max(stats_.peak_running, static_cast<int64_t>(ids.size()));
-
-    // Sampling is a pure function of (logits row, params, id, index): the rows are drawn on all
-    // cores (a log-sum-exp over the vocabulary per row: 256 rows of 131072 logits is ~34M exps a
-    // step, which on one core would take longer than the GPU's decode step), then applied in order.
-    std::vector<SampledToken> drawn(ids.size());
-    cpu::parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t i) {
-      const Sequence& s = *slots[static_cast<size_t>(ids[static_cast<size_t>(i)])];
-      drawn[static_cast<size_t>(i)] = sample_token(logits.data() + static_cast<size_t>(i) * static_cast<size_t>(V), V,
-                                                   s.params, s.result.id, s.result.tokens.size());
-    }, cpu::grain_for(V));
     for (size_t i = 0; i < ids.size(); ++i) {
       Sequence& s = *slots[static_cast<size_t>(ids[i])];
       const SampledToken& t = drawn[i];
@@ -193,8 +209,10 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       ++stats_.decode_tokens;
       if (!s.params.stop.empty() || hooks.on_token) detokenize(s, false);
       std::optional<FinishReason> why = check_finish(s);
-      const std::span<const float> row(logits.data() + i * static_cast<size_t>(V), static_cast<size_t>(V));
-      if (hooks.on_token && !hooks.on_token(s.result, row) && !why) why = FinishReason::cancelled;
+      if (hooks.on_token) {  // never on the device path: the logits are here
+        const std::span<const float> row(logits.data() + i * static_cast<size_t>(V), static_cast<size_t>(V));
+        if (!hooks.on_token(s.result, row) && !why) why = FinishReason::cancelled;
+      }
       if (why) finish(s, *why);
     }
   }

@@ -32,13 +32,6 @@ double log_sum_exp(const float* z, int64_t V, double inv_t) {
   return m + std::log(s);
 }
 
-int32_t argmax(const float* z, int64_t V) {
-  int64_t best = 0;
-  for (int64_t v = 1; v < V; ++v)
-    if (z[v] > z[best]) best = v;
-  return static_cast<int32_t>(best);
-}
-
 }  // namespace
 
 Candidates sampling_candidates(const float* z, int64_t V, const SamplingParams& p) {
@@ -79,42 +72,20 @@ Candidates sampling_candidates(const float* z, int64_t V, const SamplingParams& 
   return c;
 }
 
+ops::RowSampling row_sampling(const SamplingParams& p, uint64_t request_id, uint64_t index) {
+  return {p.temperature, p.temperature == 0 ? 0.0 : Philox(p.seed, request_id).uniform(index)};
+}
+
 SampledToken sample_token(const float* z, int64_t V, const SamplingParams& p, uint64_t request_id, uint64_t index) {
   NM_CHECK(V > 0, "sample_token: empty vocabulary");
-  SampledToken out;
-  if (p.temperature == 0) {
-    out.token = argmax(z, V);
-    out.logprob = out.raw_logprob = static_cast<float>(z[out.token] - log_sum_exp(z, V, 1.0));
-    return out;
+  // Greedy, and temperature alone (every id a candidate, in id order): the op's row reference,
+  // which the GPU kernel matches (ops/sample_rows.h).
+  if (device_samplable(p)) {
+    const ops::RowSampling r = row_sampling(p, request_id, index);
+    return ops::sample_row(z, V, r.temperature, r.u);
   }
   const double u = Philox(p.seed, request_id).uniform(index);
-  if (p.top_k <= 0 && p.top_p >= 1) {
-    // No top-k, no top-p: the candidates would be every id in id order, so draw from the weights
-    // directly, with no copies of the vocabulary (the same operations in the same order as the
-    // general path below, so the same token and log-probs to the bit). At temperature 1 the
-    // weights' sum is the raw log-sum-exp's as well: one pass over the logits instead of two.
-    const double inv_t = 1.0 / p.temperature;
-    double m = -INFINITY;
-    for (int64_t v = 0; v < V; ++v) m = std::max(m, static_cast<double>(z[v]));
-    double total = 0;
-    for (int64_t v = 0; v < V; ++v) total += std::exp((z[v] - m) * inv_t);
-    int64_t pick = V - 1;
-    double cum = 0, w_pick = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      const double w = std::exp((z[v] - m) * inv_t);
-      cum += w / total;
-      if (u < cum) {
-        pick = v, w_pick = w;
-        break;
-      }
-    }
-    if (pick == V - 1) w_pick = std::exp((z[V - 1] - m) * inv_t);
-    out.token = static_cast<int32_t>(pick);
-    out.logprob = static_cast<float>(std::log(w_pick / total));
-    const double raw_lse = inv_t == 1.0 ? m + std::log(total) : log_sum_exp(z, V, 1.0);
-    out.raw_logprob = static_cast<float>(z[pick] - raw_lse);
-    return out;
-  }
+  SampledToken out;
   Candidates c = sampling_candidates(z, V, p);
   size_t pick = c.ids.size() - 1;  // rounding can leave the cumulative sum just below u
   double cum = 0;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/sample_rows.h"
+
 namespace nemotron::rl {
 
 struct SamplingParams {
@@ -23,17 +25,17 @@ struct SamplingParams {
 // InputError naming `where` when a parameter is out of range.
 void validate(const SamplingParams& p, const std::string& where);
 
-struct SampledToken {
-  int32_t token = 0;
-  // The GRPO generation log-prob (reference/pipeline-and-rl.md §2.7: NeMo RL asks vLLM for
-  // `processed_logprobs`): log p of the token in the distribution it was drawn from, i.e. after
-  // temperature, top-k and top-p, renormalized. Greedy: the unmodified log-softmax (vLLM treats
-  // temperature 0 as 1 for its log-probs).
-  float logprob = 0;
-  // log_softmax(unmodified logits)[token]: what a trainer computes from the raw logits at
-  // temperature 1 (equal to `logprob` at temperature 1 without top-k/top-p).
-  float raw_logprob = 0;
-};
+// The token and its log-probs (fields documented in ops/sample_rows.h: `logprob` is GRPO's
+// generation log-prob after temperature, top-k and top-p; `raw_logprob` the unmodified one).
+using SampledToken = ops::TokenDraw;
+
+// Whether rows under `p` are drawn by ops::sample_rows (greedy, or temperature alone), which runs
+// where the logits are; top-k and top-p sort the vocabulary and run here on the host.
+inline bool device_samplable(const SamplingParams& p) { return p.temperature == 0 || (p.top_k <= 0 && p.top_p >= 1); }
+
+// ops::sample_rows's parameters for token `index` of request `request_id` (the uniform drawn from
+// stream (p.seed, request_id) at `index`).
+ops::RowSampling row_sampling(const SamplingParams& p, uint64_t request_id, uint64_t index);
 
 // Samples from logits[0..V) under `p`, drawing from stream (p.seed, request_id) at `index`.
 SampledToken sample_token(const float* logits, int64_t V, const SamplingParams& p, uint64_t request_id,

@@ -4,7 +4,11 @@
 // cached model (HybridModel::extend over a DecodeState), which is checked against it.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "core/error.h"
+#include "ops/sample_rows.h"
 
 namespace nemotron::rl {
 
@@ -20,6 +24,18 @@ class StepModel {
   // tokens, decode = one each) and returns float32 logits [S * V] at each slot's last appended
   // token, row i for slots[i].
   virtual std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) = 0;
+  // Whether extend_and_sample draws where the logits are (a GPU): the engine then asks it for the
+  // steps whose every row is greedy or temperature-only, and gets S tokens back instead of S x V
+  // logits.
+  virtual bool samples_on_device() const { return false; }
+  // extend(), then row i's next token drawn under rows[i] (ops::sample_rows) from slot slots[i]'s
+  // logits, where they are. Only called when samples_on_device().
+  virtual std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
+                                                        const std::vector<std::vector<int32_t>>& tokens,
+                                                        std::span<const ops::RowSampling> rows) {
+    (void)slots, (void)tokens, (void)rows;
+    throw Error("extend_and_sample: this step model samples on the host only");
+  }
   // Frees the slot; its next extend starts a new sequence.
   virtual void release(int64_t slot) = 0;
 };
