@@ -2,11 +2,13 @@
 // and the reference policy's log-probs, ClippedPGLoss through the shared training step, AdamW) on
 // a tiny float32 model on CUDA against the same step on the CPU from the same weights and prompts
 // (test_cuda; skipped without a GPU). Float32 on both sides, so every difference is rounding:
-//  - the rollouts: the same tokens (the engine samples on the host from float32 logits with a
-//    counter-based stream keyed by request id; GPU and CPU logits differ by ~1e-6, which moves a
-//    sample only if a uniform draw falls that close to a CDF boundary: odds of order 1e-4 over
-//    these ~150 draws, and then deterministically so on a given GPU), engine log-probs within 1e-3
-//    (the bound generation_cuda_cases.cpp uses for the same engine, GPU against CPU);
+//  - the rollouts: the same tokens (every draw is the token where the cumulative probability first
+//    exceeds a uniform from a counter-based stream keyed by request id, the same uniform on both
+//    devices, on the GPU by ops::sample_rows where the logits are; GPU and CPU logits and sums
+//    differ by ~1e-6, which moves a draw only if its uniform falls that close to a boundary of
+//    the cumulative distribution: odds of order 1e-4 over these ~150 draws, and then
+//    deterministically so on a given GPU), engine log-probs within 1e-3 (the bound
+//    generation_cuda_cases.cpp uses for the same engine, GPU against CPU);
 //  - the step record: tokens, rewards, masks equal; the loss within 1e-4 absolute (at the first
 //    step the ratio is 1 and the loss is -mean(w * A) over trained tokens with w = exp(prev_lp -
 //    gen_lp), so it moves by |A| (<= ~2) times the log-prob gaps (< 1e-5 here)); the gradient
