@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine session (the device tool): the CUDA kernel and block checks, the tiny recipes on
-# CUDA against the CPU, and the train-step benchmarks (one micro-batch per optimizer step, then
-# ACCUM micro-batches with the transformers reference). Run from the repository root with the
+# CUDA against the CPU (pretraining; GRPO: tests/cli/cuda_rl_test.sh), and the train-step
+# benchmarks (one micro-batch per optimizer step, then ACCUM micro-batches with the transformers
+# reference). Run from the repository root with the
 # binaries in DIR (built here with -DNEMOTRON_CUDA=ON and bundled with
 # ../shared/device/bundle-libs.sh); logs and results.jsonl go to $OUT (or /tmp).
 # Usage: tools/gpu_session.sh DIR [steps] [accum]
@@ -16,6 +17,8 @@ echo "== test_cuda"
 "$DIR/test_cuda" --gtest_brief=1 2>&1 | tee "$OUT/test_cuda.log" | tail -20
 echo "== cli.cuda_train"
 OMP_WAIT_POLICY=PASSIVE bash tests/cli/cuda_train_test.sh "$DIR/nemotron" 2>&1 | tee "$OUT/cuda_train.log" | tail -12
+echo "== cli.cuda_rl"
+OMP_WAIT_POLICY=PASSIVE bash tests/cli/cuda_rl_test.sh "$DIR/nemotron" 2>&1 | tee "$OUT/cuda_rl.log" | tail -16
 echo "== benchmarks"
 peak=()
 for c in "hybrid_dense_125m --batch 4" "hybrid_moe_1b --batch 2"; do

@@ -3,7 +3,9 @@
 // (policy.model_name; found by default for the tiny recipe), in one process: the generation
 // engine reads the weights the optimizer writes, so there is no refit. A rerun with the same
 // checkpointing.checkpoint_dir resumes its newest checkpoint exactly (weights, moments, step,
-// data cursor). Bad input is one line naming the file and key, exit 2, before anything is written;
+// data cursor). device=cuda runs it on the GPU: bf16 weights (mixed_precision=bf16_mixed, the
+// default there; fp32 also works) that the engine reads and the optimizer writes from fp32 masters.
+// Bad input is one line naming the file and key, exit 2, before anything is written;
 // SIGTERM/SIGINT save at the next step boundary. Each save publishes a model artifact whose
 // inputs are the RL data and the starting checkpoint (lineage rl <- sft <- pretrain <- data).
 #include <fmt/format.h>
@@ -26,6 +28,7 @@
 #include "rl/grpo_trainer.h"
 #include "rl/rl_config.h"
 #include "train/checkpoint.h"
+#include "train/compute_device.h"
 #include "train/run_dir.h"
 
 namespace nemotron::cli {
@@ -47,6 +50,13 @@ int run_rl(const TrainingCommandOptions& o) {
     std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;
   }
+  // The device first: device=cuda in a build without CUDA, or on a machine without a GPU, is one
+  // line naming the key before anything is read or written.
+  train::TrainLoopConfig dev_cfg;
+  dev_cfg.source = path;
+  dev_cfg.device = cfg.device;
+  dev_cfg.mixed_precision = cfg.mixed_precision;
+  train::ComputeDevice dev = train::open_compute_device(dev_cfg);
   const rl::CheckpointingSection& k = cfg.grpo.checkpointing;
   const bool resumes = k.enabled && train::has_checkpoint(k.checkpoint_dir);
   if (!resumes && !cfg.model_name.empty()) {
@@ -71,9 +81,12 @@ int run_rl(const TrainingCommandOptions& o) {
   if (!cfg.data.validation_jsonl_fpath.empty())
     val_rows = rl::load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, format);
 
-  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  // The policy on the compute device; in bf16 its bf16 values are what the engine reads and what
+  // the optimizer writes back from the fp32 masters: one copy of the weights, no refit.
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.grpo.grpo.seed);
-  net.params().create_masters();
+  net.params().create_masters();  // bf16 weights: fp32 masters (the checkpoint load fills them)
+  std::printf("device: %s\n", dev.describe().c_str());
   rl::GrpoTrainerOptions opts;
   opts.start = start;
   opts.stop_requested = &StopSignals::requested;

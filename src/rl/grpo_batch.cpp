@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "train/compute_device.h"
 
 namespace nemotron::rl {
 
@@ -65,8 +66,9 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
 
 void fill_policy_logprobs(Context& ctx, model::HybridModel& net, std::vector<GrpoMicroBatch>& micro, bool reference) {
   for (GrpoMicroBatch& mb : micro) {
-    std::vector<double> lp =
-        net.token_logprobs(ctx, mb.batch.input_ids, mb.batch.labels, nullptr, mb.batch.layout()).to_f64_vector();
+    // The token ids go to the model's device ([B, T] int32: small); the log-probs come back.
+    const model::Batch b = train::batch_on(mb.batch, net.params().backend());
+    std::vector<double> lp = net.token_logprobs(ctx, b.input_ids, b.labels, nullptr, b.layout()).to_f64_vector();
     (reference ? mb.data.reference_logprobs : mb.data.prev_logprobs) = std::move(lp);
   }
 }

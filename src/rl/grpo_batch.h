@@ -53,7 +53,7 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
 
 // Log-probs of the batch's labels under `net` (inference forward), into data.prev_logprobs (the
 // policy before the update) or, with `reference`, data.reference_logprobs (the frozen initial
-// policy). The batches' tensors must be where `net` computes (the host for a CPU model).
+// policy). The batches stay on the host; each is copied to `net`'s device for its forward.
 void fill_policy_logprobs(Context& ctx, model::HybridModel& net, std::vector<GrpoMicroBatch>& micro, bool reference);
 
 // What TrainStep::run and ClippedPGLoss::set_data take.

@@ -30,6 +30,28 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 constexpr uint64_t kIdsPerStep = uint64_t{1} << 32;
 constexpr uint64_t kValidationBit = uint64_t{1} << 63;
 
+constexpr double kGiB = double(1ull << 30);
+
+// Bytes of what a GPU run holds between steps, by kind (the weights once: the engine has no copy).
+struct HeldBytes {
+  int64_t weights = 0, masters = 0, grads = 0, moments = 0, reference = 0;
+};
+
+HeldBytes held_bytes(const model::ParamStore& params, const train::AdamW& opt, model::HybridModel* reference) {
+  HeldBytes h;
+  for (const model::Param* p : params.all()) {
+    h.weights += static_cast<int64_t>(p->value.nbytes());
+    if (p->master.defined()) h.masters += static_cast<int64_t>(p->master.nbytes());
+    if (p->grad.defined()) h.grads += static_cast<int64_t>(p->grad.nbytes());
+  }
+  for (const auto* moments : {&opt.first_moments(), &opt.second_moments()})
+    for (const Tensor& t : *moments)
+      if (t.defined()) h.moments += static_cast<int64_t>(t.nbytes());
+  if (reference)
+    for (const model::Param* p : reference->params().all()) h.reference += static_cast<int64_t>(p->value.nbytes());
+  return h;
+}
+
 }  // namespace
 
 GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const data::Tokenizer& tok,
@@ -263,6 +285,12 @@ GrpoStepRecord GrpoTrainer::train_step() {
   r.loss = loss_sum / n, r.kl = kl / n, r.clip_fraction = clip / n, r.token_mult_prob_error = mult / n;
   r.grad_norm = grad;
   ++step_;
+  r.weight_bytes = held_bytes(net_.params(), opt_, nullptr).weights;
+  const Backend& backend = net_.params().backend();
+  if (!backend.device().is_cpu()) {
+    r.device_bytes_in_use = static_cast<int64_t>(backend.bytes_in_use());
+    r.device_peak_bytes = static_cast<int64_t>(backend.peak_bytes());
+  }
   r.total_seconds = seconds_since(t0);
   return r;
 }
@@ -355,7 +383,8 @@ GrpoRunResult GrpoTrainer::run() {
     }
     const GrpoStepRecord r = train_step();
     res.steps.push_back(r);
-    record({{"type", "train"},
+    const bool on_gpu = !net_.params().backend().device().is_cpu();
+    json rec = {{"type", "train"},
             {"step", r.step},
             {"reward", r.reward_mean},
             {"accuracy", r.accuracy},
@@ -376,7 +405,13 @@ GrpoRunResult GrpoTrainer::run() {
             {"generation_tokens_per_second", r.tokens_per_second()},
             {"overlong_prompts", r.overlong_prompts},
             {"masked_rows", r.masked_rows},
-            {"failed_rows", r.failed_rows}});
+            {"failed_rows", r.failed_rows}};
+    if (on_gpu) {  // the CPU's records stay as they were
+      rec["gpu_memory_in_use_gib"] = static_cast<double>(r.device_bytes_in_use) / kGiB;
+      rec["gpu_memory_peak_gib"] = static_cast<double>(r.device_peak_bytes) / kGiB;
+      rec["weights_gib"] = static_cast<double>(r.weight_bytes) / kGiB;
+    }
+    record(rec);
     print("step {}/{} | reward {:.4f} | accuracy {:.4f} | loss {:.4e} | kl {:.4e} | clip fraction {:.4f} | "
           "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s | "
           "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s (engine "
@@ -392,6 +427,18 @@ GrpoRunResult GrpoTrainer::run() {
       res.first_step_seconds = seconds_since(opts_.start);
       print("time to first step: {:.2f} s from start (model, data, engine and one GRPO step)\n",
             res.first_step_seconds);
+      if (on_gpu) {
+        const HeldBytes h = held_bytes(net_.params(), opt_, reference_.get());
+        print("gpu memory: {:.4g} GiB in use, weights {:.4g} GiB (one copy: the engine reads the trainer's), peak "
+              "{:.4g} GiB; besides the {} weights: fp32 masters {:.4g} GiB, gradients {:.4g} GiB, Adam moments "
+              "{:.4g} GiB{}\n",
+              static_cast<double>(r.device_bytes_in_use) / kGiB, static_cast<double>(r.weight_bytes) / kGiB,
+              static_cast<double>(r.device_peak_bytes) / kGiB, dtype_name(net_.params().dtype()),
+              static_cast<double>(h.masters) / kGiB, static_cast<double>(h.grads) / kGiB,
+              static_cast<double>(h.moments) / kGiB,
+              h.reference > 0 ? fmt::format(", reference policy {:.4g} GiB", static_cast<double>(h.reference) / kGiB)
+                              : std::string());
+      }
     }
     if (g.grpo.val_period > 0 && step_ % g.grpo.val_period == 0) do_validate(), last_validated = step_;
     if (k.enabled && step_ % k.save_period == 0) do_save();

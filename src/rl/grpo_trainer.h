@@ -44,6 +44,12 @@ struct GrpoStepRecord {
   // token is the engine's setup, the KV/SSM cache allocation, logged beside it.
   double refit_seconds = 0;
   double engine_setup_seconds = 0;
+  // The policy's weights as the engine reads them: the compute-dtype values the optimizer step
+  // writes (bf16 on a GPU by default; the fp32 masters are optimizer state, counted apart).
+  int64_t weight_bytes = 0;
+  // On a GPU (0 on the CPU): the device allocator's bytes held by live tensors after the step, and
+  // its peak so far (the rollouts' KV/SSM cache and the training activations included).
+  int64_t device_bytes_in_use = 0, device_peak_bytes = 0;
   int64_t generated_tokens = 0, overlong_prompts = 0, masked_rows = 0, failed_rows = 0, loss_tokens = 0;
   double tokens_per_second() const { return generation_seconds > 0 ? generated_tokens / generation_seconds : 0; }
 };

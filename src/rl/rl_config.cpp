@@ -74,8 +74,6 @@ void check_supported(ConfigReader& root, const RlConfig& c) {
     gen.fail(g.top_k ? "top_k" : "top_p",
              "sampling with top-k or top-p needs loss_fn.use_importance_sampling_correction: true (the trainer's "
              "log-probs are those of the unfiltered distribution at the sampling temperature)");
-  if (c.device != "cpu")
-    root.fail("device", fmt::format("\"{}\": the GRPO loop runs on the CPU only yet (device: cpu)", c.device));
 }
 
 }  // namespace
@@ -92,7 +90,7 @@ RlConfig read_rl_config(const json& tree, const std::string& source) {
   c.grpo = read_grpo_sections(root, c.tree);
   read_policy_extras(root, c);
   read_data(root, c);
-  c.device = root.get_string("device", c.device);
+  train::read_device_keys(root, c.device, c.mixed_precision);  // the other stages' keys and checks
   ConfigReader& e = root.section("env");
   c.env_name = e.get_string("name", c.env_name);
   c.environment = env::make_environment(c.env_name, e);  // checks env's other keys
@@ -118,7 +116,9 @@ std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size
   const GrpoConfig& g = cfg.grpo;
   const int64_t L = g.policy.max_total_sequence_length;
   const model::ModelInfo info = model::model_info(cfg.model, L);
-  const int64_t per_seq = model::DecodeState::bytes_per_sequence(cfg.model, L, DType::f32);
+  const bool bf16 = cfg.mixed_precision == "bf16_mixed";
+  const char* precision = bf16 ? "bf16" : "fp32";
+  const int64_t per_seq = model::DecodeState::bytes_per_sequence(cfg.model, L, bf16 ? DType::bf16 : DType::f32);
   const int64_t rows = g.rollout_rows();
   const train::MemoryEstimate mem = train::estimate_memory(cfg.model, g.policy.train_micro_batch_size, L);
   std::string s = fmt::format("# {} ({} override(s)), resolved:\n{}\n", recipe, overrides, train::config_to_yaml(cfg.tree));
@@ -142,14 +142,20 @@ std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size
                    g.checkpointing.enabled ? g.checkpointing.checkpoint_dir : std::string("off"),
                    g.checkpointing.save_period, g.checkpointing.keep_top_k);
   s += fmt::format(
-      "engine memory (fp32): KV + SSM state {} per sequence at {} tokens; {} for the {} rollouts of a step at once\n",
-      train::human_bytes(static_cast<double>(per_seq)), L, train::human_bytes(static_cast<double>(per_seq * rows)), rows);
-  s += fmt::format("training memory (fp32, one micro-batch): {} (weights, gradients, Adam moments, activations); "
-                   "the engine reads the same weights: no second copy\n",
-                   train::human_bytes(mem.total()));
+      "engine memory ({}): KV + SSM state {} per sequence at {} tokens; {} for the {} rollouts of a step at once\n",
+      precision, train::human_bytes(static_cast<double>(per_seq)), L,
+      train::human_bytes(static_cast<double>(per_seq * rows)), rows);
+  if (bf16)
+    s += fmt::format("training memory on {} (bf16 weights, fp32 masters, gradients and Adam moments, bf16 activations "
+                     "of one micro-batch): {}; the engine reads the same bf16 weights: no second copy\n",
+                     cfg.device, train::human_bytes(mem.gpu_mixed_precision_total()));
+  else
+    s += fmt::format("training memory (fp32, one micro-batch): {} (weights, gradients, Adam moments, activations); "
+                     "the engine reads the same weights: no second copy\n",
+                     train::human_bytes(mem.total()));
   if (g.loss_fn.reference_policy_kl_penalty > 0)
     s += fmt::format("reference policy: a frozen copy of the starting weights ({}) for the {} KL penalty, beta {}\n",
-                     train::human_bytes(mem.param_bytes), g.loss_fn.reference_policy_kl_type,
+                     train::human_bytes(bf16 ? mem.param_bytes / 2 : mem.param_bytes), g.loss_fn.reference_policy_kl_type,
                      g.loss_fn.reference_policy_kl_penalty);
   return s;
 }

@@ -11,7 +11,9 @@
 //   data.train_jsonl_fpath, data.validation_jsonl_fpath   NeMo Gym rows (`data prep rl` output);
 //                               data.shuffle (default true: a seeded shuffle per epoch)
 //   env.name                    the environment (rl/env/environment.h); its options beside it
-//   device                      cpu (the only one the GRPO loop runs on yet)
+//   device, mixed_precision     as for the other stages (train/train_loop_config.h): cpu (fp32), or
+//                               cuda / cuda:N with bf16_mixed (the default there: bf16 weights the
+//                               engine and the trainer share, fp32 masters and moments) or fp32
 // Unknown keys are errors naming the file and the dotted key.
 #pragma once
 #include <cstdint>
@@ -56,6 +58,7 @@ struct RlConfig {
   std::string env_name = "math";
   std::shared_ptr<env::Environment> environment;  // built (and its options checked) on load
   std::string device = "cpu";
+  std::string mixed_precision = "fp32";  // as resolved: "bf16_mixed" (CUDA's default) or "fp32"
 };
 
 // Reads and validates a resolved tree (run: and recipe: are ignored).

@@ -167,17 +167,15 @@ LrSchedule TrainLoopConfig::lr_schedule() const {
 }
 
 int TrainLoopConfig::cuda_index() const {
-  return device.size() > 5 ? std::stoi(device.substr(5)) : 0;  // "cuda:N"; validated by read_device
+  return device.size() > 5 ? std::stoi(device.substr(5)) : 0;  // "cuda:N"; validated by read_device_keys
 }
 
-namespace {
-
-void read_device(ConfigReader& root, TrainLoopConfig& c) {
-  c.device = root.get_string("device", "cpu");
-  const bool cuda = c.device == "cuda" || (c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 &&
-                                           c.device.find_first_not_of("0123456789", 5) == std::string::npos);
-  if (c.device != "cpu" && !cuda) root.fail("device", fmt::format("expected cpu, cuda or cuda:N, got \"{}\"", c.device));
-  if (cuda && c.device.size() > 9) root.fail("device", fmt::format("device index out of range in \"{}\"", c.device));
+void read_device_keys(ConfigReader& root, std::string& device, std::string& mixed_precision) {
+  device = root.get_string("device", "cpu");
+  const bool cuda = device == "cuda" || (device.rfind("cuda:", 0) == 0 && device.size() > 5 &&
+                                         device.find_first_not_of("0123456789", 5) == std::string::npos);
+  if (device != "cpu" && !cuda) root.fail("device", fmt::format("expected cpu, cuda or cuda:N, got \"{}\"", device));
+  if (cuda && device.size() > 9) root.fail("device", fmt::format("device index out of range in \"{}\"", device));
   std::string mp = root.get_string("mixed_precision", "");
   if (mp.empty()) mp = cuda ? "bf16_mixed" : "fp32";
   if (mp != "bf16_mixed" && mp != "fp32")
@@ -185,10 +183,8 @@ void read_device(ConfigReader& root, TrainLoopConfig& c) {
               fmt::format("supported: bf16_mixed (CUDA) or fp32, got \"{}\" (fp16 and fp8 recipes are not implemented)", mp));
   if (mp == "bf16_mixed" && !cuda)
     root.fail("mixed_precision", "bf16_mixed needs device: cuda (the CPU trains in fp32)");
-  c.mixed_precision = mp;
+  mixed_precision = mp;
 }
-
-}  // namespace
 
 void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c) {
   read_train(root, c);
@@ -212,7 +208,7 @@ void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c) {
   }
   c.seed = static_cast<uint64_t>(root.section("rng").get_nonnegative_int("seed", 1234));
   read_moe(root, c);
-  read_device(root, c);
+  read_device_keys(root, c.device, c.mixed_precision);
 }
 
 namespace {

@@ -109,6 +109,9 @@ struct TrainLoopConfig {
 // checkpoint:, logger:, rng:, moe:, device, mixed_precision) of `root` into c. Other sections are
 // the stage's to read; root.check_unknown_keys() is the caller's, after them.
 void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c);
+// Just device: (cpu, cuda, cuda:N) and mixed_precision: (bf16_mixed, the default on CUDA, or fp32)
+// of `root`, validated: for stages whose config is not a TrainLoopConfig (rl).
+void read_device_keys(ConfigReader& root, std::string& device, std::string& mixed_precision);
 
 // The tree as YAML text (what config.yaml and --dry-run show).
 std::string config_to_yaml(const nlohmann::json& tree);

@@ -81,6 +81,12 @@ expect_error "unknown key" \
 expect_error "missing SFT checkpoint" \
   "$recipe: policy.model_name: runs/tiny/nope does not exist; run the SFT stage first (\`nemotron super3 sft -c tiny\`) or point it at a checkpoint" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b policy.model_name=runs/tiny/nope
+expect_error "unknown device" "$recipe: device: expected cpu, cuda or cuda:N, got \"gpu\"" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b device=gpu
+# A GPU this build or machine lacks (the GPU path itself: tests/cli/cuda_rl_test.sh).
+expect_usage_error "cuda:7 unavailable" \
+  "^error: $recipe: device: cuda:7 asked, but (this nemotron was built without CUDA|[0-7] CUDA device\\(s\\) are visible)" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b device=cuda:7
 [[ -e runs/tiny/b ]] && fail "a refused run wrote runs/tiny/b"
 
 finish "rl checks"

@@ -245,5 +245,24 @@ TEST(GrpoTrainer, resume_refuses_a_cursor_of_another_data_set) {
   EXPECT_NE(err.find("seed 7"), std::string::npos) << err;
 }
 
+TEST(GrpoTrainer, device_and_mixed_precision_are_the_other_stages_keys) {
+  const std::string data = write_data("grpo_trainer_device", 8);
+  const int64_t V = data::Tokenizer::load(tokenizer_path()).vocab_size();
+  const RlConfig cpu = make_config(data, "", V);
+  EXPECT_EQ(cpu.device, "cpu");
+  EXPECT_EQ(cpu.mixed_precision, "fp32");
+  const RlConfig gpu = make_config(data, "", V, {"device=cuda"});  // read in any build; opened by the command
+  EXPECT_EQ(gpu.device, "cuda");
+  EXPECT_EQ(gpu.mixed_precision, "bf16_mixed");
+  EXPECT_EQ(make_config(data, "", V, {"device=cuda:1", "mixed_precision=fp32"}).mixed_precision, "fp32");
+  EXPECT_EQ(nemotron::testing::input_error([&] { make_config(data, "", V, {"device=gpu"}); }),
+            "grpo_trainer_test.yaml: device: expected cpu, cuda or cuda:N, got \"gpu\"");
+  EXPECT_EQ(nemotron::testing::input_error([&] { make_config(data, "", V, {"mixed_precision=bf16_mixed"}); }),
+            "grpo_trainer_test.yaml: mixed_precision: bf16_mixed needs device: cuda (the CPU trains in fp32)");
+  const std::string plan = rl_dry_run_text(gpu, "grpo_trainer_test.yaml", 1);
+  EXPECT_NE(plan.find("engine memory (bf16)"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("training memory on cuda (bf16 weights, fp32 masters"), std::string::npos) << plan;
+}
+
 }  // namespace
 }  // namespace nemotron::rl
