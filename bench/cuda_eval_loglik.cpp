@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_io.h"
 #include "backend/cuda/cuda_backend.h"
 #include "bench_models.h"
 #include "core/version.h"
@@ -32,18 +33,6 @@ using namespace nemotron;
 using bench::seconds_since;
 
 namespace {
-
-std::vector<int64_t> parse_sizes(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t at = 0;
-  while (at < s.size()) {
-    size_t end = s.find(',', at);
-    if (end == std::string::npos) end = s.size();
-    if (end > at) out.push_back(std::stoll(s.substr(at, end - at)));
-    at = end + 1;
-  }
-  return out;
-}
 
 // Item i: a context of context_len +- 25% tokens and `choices` choices of choice_len +- 50%, each
 // from its own range of one Philox stream (the same items in every run and in the Python reference,
@@ -136,7 +125,7 @@ int main(int argc, char** argv) {
     nlohmann::json points = nlohmann::json::array();
     double best_items_s = 0;
     int64_t best_rows = 0;
-    for (int64_t rows : parse_sizes(sweep)) {
+    for (int64_t rows : bench::parse_sizes(sweep)) {
       train::ContinuationStats st;
       eval::LoglikelihoodModel m{net.get(), nullptr, row_tokens, 0, std::nullopt, rows, &st};
       // Warm-up: the caching allocator's blocks and the kernels' first launches, at this shape.
@@ -173,12 +162,8 @@ int main(int argc, char** argv) {
                           {"scored_tokens", scored_tokens}, {"sweep", points}, {"best_items_per_s", best_items_s},
                           {"best_rows_per_forward", best_rows}, {"peak_gpu_gib", peak_gib}, {"device", gpu.name()},
                           {"params", net->params().numel()}, {"version", NEMOTRON_VERSION},
-                          {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}};
-    char date[32];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    rec["date"] = date;
-    if (!results.empty()) std::ofstream(results, std::ios::app) << rec.dump() << "\n";
+                          {"commit", bench::commit_or_unknown()}};
+    bench::append_result(results, rec);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -29,6 +29,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench_io.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_op_profiler.h"
@@ -95,18 +96,6 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-std::vector<int64_t> parse_sizes(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t at = 0;
-  while (at < s.size()) {
-    size_t end = s.find(',', at);
-    if (end == std::string::npos) end = s.size();
-    if (end > at) out.push_back(std::stoll(s.substr(at, end - at)));
-    at = end + 1;
-  }
-  return out;
 }
 
 struct SweepPoint {
@@ -248,7 +237,7 @@ int main(int argc, char** argv) {
     // Decode step time against the batch size: flat at small batches means launch- or
     // latency-bound (CUDA graphs would help), growing with the batch means bandwidth/compute-bound.
     nlohmann::json sweep_json = nlohmann::json::array();
-    const std::vector<int64_t> sizes = parse_sizes(sweep);
+    const std::vector<int64_t> sizes = bench::parse_sizes(sweep);
     if (!sizes.empty()) {
       std::printf("decode step vs batch (%lld-token prompts, median of %lld steps):\n", static_cast<long long>(prompt),
                   static_cast<long long>(sweep_steps));
@@ -323,14 +312,11 @@ int main(int argc, char** argv) {
                           {"sweep", sweep_json},
                           {"profiled_step", profile_json},
                           {"version", NEMOTRON_VERSION},
-                          {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}};
-    char date[32];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    rec["date"] = date;
+                          {"commit", bench::commit_or_unknown()}};
+    bench::stamp_date(rec);
     // The last line of output, for scripts (bench/run_rollout_comparison.sh).
     std::printf("%s\n", nlohmann::json({{"nemotron_rollout", rec}}).dump().c_str());
-    if (!results.empty()) std::ofstream(results, std::ios::app) << rec.dump() << "\n";
+    bench::append_line(results, rec);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_io.h"
 #include "core/version.h"
 #include "model/hybrid_model.h"
 #include "model/lora.h"
@@ -315,7 +316,7 @@ int main(int argc, char** argv) {
                           {"grad_accum", accum}, {"packed_mean_len", packed}, {"lora_rank", lora}, {"lora_dropout", lora_dropout}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
                           {"gemm_peak_tflops", peak}, {"mfu", tflops / peak}, {"device", gpu.name()},
                           {"version", NEMOTRON_VERSION},
-                          {"commit", std::getenv("NEMOTRON_COMMIT") ? std::getenv("NEMOTRON_COMMIT") : "unknown"}, {"params", net.params().numel()}};
+                          {"commit", bench::commit_or_unknown()}, {"params", net.params().numel()}};
     nlohmann::json phases = nlohmann::json::object();
     for (OpPhase p : all_op_phases()) phases[op_phase_name(p)] = {{"ms", ph.ms_of(p)}, {"calls", ph.calls_of(p)}};
     phases["unattributed"] = {{"ms", unattributed_ms}};
@@ -337,11 +338,7 @@ int main(int argc, char** argv) {
         std::printf("transformers reference failed: %s\n", ref_failure.c_str());
       }
     }
-    char date[32];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    rec["date"] = date;
-    if (!results.empty()) std::ofstream(results, std::ios::app) << rec.dump() << "\n";
+    bench::append_result(results, rec);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

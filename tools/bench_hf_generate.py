@@ -16,7 +16,7 @@ import time
 
 import torch
 import transformers
-from transformers import NemotronHConfig, NemotronHForCausalLM
+from hf_bench_model import load_bench_model
 
 
 def main():
@@ -28,17 +28,7 @@ def main():
     ap.add_argument("--temperature", type=float, default=1.0)
     a = ap.parse_args()
 
-    with open(a.config) as f:
-        cfg = NemotronHConfig(**json.load(f))
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    model = NemotronHForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16)
-    model.eval()
-    try:
-        import mamba_ssm  # noqa: F401
-        path = "sdpa + mamba_ssm kernels"
-    except ImportError:
-        path = "sdpa + torch Mamba path (no mamba_ssm)"
+    model, path = load_bench_model(a.config, train=False)
 
     sample = a.temperature > 0
     kwargs = dict(do_sample=sample, top_k=0, top_p=1.0, num_beams=1, use_cache=True, pad_token_id=0)
@@ -47,7 +37,7 @@ def main():
 
     def run(batch, new_tokens):
         gen = torch.Generator(device="cuda").manual_seed(0)
-        ids = torch.randint(0, cfg.vocab_size, (batch, a.prompt_len), device="cuda", generator=gen)
+        ids = torch.randint(0, model.config.vocab_size, (batch, a.prompt_len), device="cuda", generator=gen)
         mask = torch.ones_like(ids)
         torch.cuda.synchronize()
         t0 = time.perf_counter()

@@ -14,7 +14,7 @@ import json
 
 import torch
 import transformers
-from transformers import NemotronHConfig, NemotronHForCausalLM
+from hf_bench_model import load_bench_model
 
 
 def main():
@@ -26,22 +26,12 @@ def main():
     ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
     a = ap.parse_args()
 
-    with open(a.config) as f:
-        cfg = NemotronHConfig(**json.load(f))
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    model = NemotronHForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16)
-    model.train()
-    try:
-        import mamba_ssm  # noqa: F401
-        path = "sdpa + mamba_ssm kernels"
-    except ImportError:
-        path = "sdpa + torch Mamba path (no mamba_ssm)"
+    model, path = load_bench_model(a.config, train=True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     batch, accum = a.batch, a.grad_accum
 
     def step():
-        ids = torch.randint(0, cfg.vocab_size, (batch, a.seq_len), device="cuda", generator=gen)
+        ids = torch.randint(0, model.config.vocab_size, (batch, a.seq_len), device="cuda", generator=gen)
         for _ in range(accum):
             out = model(input_ids=ids, labels=ids)
             (out.loss / accum).backward()

@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import NemotronHConfig, NemotronHForCausalLM
+from hf_bench_model import load_bench_model
 
 
 def score(model, reqs, batch):
@@ -56,17 +56,7 @@ def main():
     ap.add_argument("--reps", type=int, default=2, help="timed passes per batch size (the best is reported)")
     a = ap.parse_args()
 
-    with open(a.config) as f:
-        cfg = NemotronHConfig(**json.load(f))
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    model = NemotronHForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16)
-    model.eval()
-    try:
-        import mamba_ssm  # noqa: F401
-        path = "sdpa + mamba_ssm kernels"
-    except ImportError:
-        path = "sdpa + torch Mamba path (no mamba_ssm)"
+    model, path = load_bench_model(a.config, train=False)
     items = [json.loads(line) for line in open(a.items)]
     reqs, first = [], []
     for it in items:

@@ -33,6 +33,7 @@
 #include "rl/grpo_trainer.h"
 #include "rl/rl_config.h"
 #include "rl/rollout.h"
+#include "rl/grpo_test_env.h"
 #include "test_util.h"
 #if NEMOTRON_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -44,25 +45,8 @@ namespace {
 #if NEMOTRON_CUDA
 namespace fs = std::filesystem;
 
-// Reward 1 when the completion has an even number of bytes: a pure function of the text, which
-// splits a random model's completions about evenly (so the advantages are not all 0).
-class ParityEnvironment : public env::Environment {
- public:
-  const char* name() const override { return "parity"; }
-  std::vector<env::EnvResult> score(std::span<const env::EnvRow> rows) override {
-    std::vector<env::EnvResult> out;
-    for (const env::EnvRow& r : rows) {
-      env::EnvResult e;
-      e.reward = r.completion.size() % 2 == 0 ? 1.0 : 0.0;
-      out.push_back(e);
-    }
-    return out;
-  }
-};
-
-std::string tokenizer_path() {
-  return (nemotron::testing::source_root() / "tests" / "fixtures" / "hf" / "dense" / "tokenizer.json").string();
-}
+using grpo_test::ParityEnvironment;
+using grpo_test::fixture_tokenizer_path;
 
 RlConfig make_config(const std::string& train_jsonl, int64_t vocab) {
   // Mamba, attention, MLP; no MoE (a near-tie in top-k routing would let rounding pick another
@@ -100,7 +84,7 @@ checkpointing: {{enabled: false}}
 device: cuda
 mixed_precision: fp32
 )",
-                                       vocab, tokenizer_path(), train_jsonl);
+                                       vocab, fixture_tokenizer_path(), train_jsonl);
   RlConfig c = read_rl_config(parse_yaml_text(yaml, "grpo_step_cuda_test.yaml"), "grpo_step_cuda_test.yaml");
   c.environment = std::make_shared<ParityEnvironment>();
   return c;
@@ -139,7 +123,7 @@ double relative_gap(const std::vector<std::vector<double>>& a, const std::vector
 TEST(GrpoCuda, a_float32_step_on_the_gpu_matches_the_cpu) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   cuda::CudaBackend gpu(0);
-  const data::Tokenizer tok = data::Tokenizer::load(tokenizer_path());
+  const data::Tokenizer tok = data::Tokenizer::load(fixture_tokenizer_path());
   const RlConfig cfg = make_config(write_prompts(6), tok.vocab_size());
   ASSERT_EQ(cfg.device, "cuda");
   ASSERT_EQ(cfg.mixed_precision, "fp32");

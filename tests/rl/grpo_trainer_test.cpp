@@ -15,6 +15,7 @@
 #include "rl/grpo_trainer.h"
 #include "rl/rl_config.h"
 #include "rl/rollout.h"
+#include "rl/grpo_test_env.h"
 #include "test_util.h"
 
 namespace nemotron::rl {
@@ -22,25 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Reward 1 when the completion has an even number of bytes: a fixed, text-only function that
-// splits the random model's completions about evenly.
-class ParityEnvironment : public env::Environment {
- public:
-  const char* name() const override { return "parity"; }
-  std::vector<env::EnvResult> score(std::span<const env::EnvRow> rows) override {
-    std::vector<env::EnvResult> out;
-    for (const env::EnvRow& r : rows) {
-      env::EnvResult e;
-      e.reward = r.completion.size() % 2 == 0 ? 1.0 : 0.0;
-      out.push_back(e);
-    }
-    return out;
-  }
-};
-
-std::string tokenizer_path() {
-  return (nemotron::testing::source_root() / "tests" / "fixtures" / "hf" / "dense" / "tokenizer.json").string();
-}
+using grpo_test::ParityEnvironment;
+using grpo_test::fixture_tokenizer_path;
 
 // A train and a val file of plain questions; returns the folder.
 std::string write_data(const std::string& folder, int rows) {
@@ -87,7 +71,7 @@ data: {{train_jsonl_fpath: {}/train.jsonl, validation_jsonl_fpath: {}/val.jsonl}
 env: {{name: math}}
 checkpointing: {{enabled: {}, checkpoint_dir: {}, save_period: 2, keep_top_k: 5}}
 )",
-                                       vocab, tokenizer_path(), data_dir, data_dir, !ckpt_dir.empty(),
+                                       vocab, fixture_tokenizer_path(), data_dir, data_dir, !ckpt_dir.empty(),
                                        ckpt_dir.empty() ? "unused" : ckpt_dir);
   nlohmann::json tree = parse_yaml_text(yaml, "grpo_trainer_test.yaml");
   apply_overrides(tree, overrides, "grpo_trainer_test.yaml");
@@ -97,7 +81,7 @@ checkpointing: {{enabled: {}, checkpoint_dir: {}, save_period: 2, keep_top_k: 5}
 }
 
 struct Policy {  // a model, its config and its trainer
-  data::Tokenizer tok = data::Tokenizer::load(tokenizer_path());
+  data::Tokenizer tok = data::Tokenizer::load(fixture_tokenizer_path());
   RlConfig cfg;
   model::HybridModel net;
   std::unique_ptr<GrpoTrainer> trainer;
@@ -247,7 +231,7 @@ TEST(GrpoTrainer, resume_refuses_a_cursor_of_another_data_set) {
 
 TEST(GrpoTrainer, device_and_mixed_precision_are_the_other_stages_keys) {
   const std::string data = write_data("grpo_trainer_device", 8);
-  const int64_t V = data::Tokenizer::load(tokenizer_path()).vocab_size();
+  const int64_t V = data::Tokenizer::load(fixture_tokenizer_path()).vocab_size();
   const RlConfig cpu = make_config(data, "", V);
   EXPECT_EQ(cpu.device, "cpu");
   EXPECT_EQ(cpu.mixed_precision, "fp32");
