@@ -12,6 +12,8 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 cd "$TMP"
+# A bundled binary (outside build/, as on the GPU machine) finds no recipes beside it: name them.
+export NEMOTRON_RECIPES=${NEMOTRON_RECIPES:-$ROOT/recipes}
 # The device opens before any model loads: this fails fast without a GPU.
 probe=$("$BIN" super3 eval -c tiny run.model= deployment.checkpoint_path=none deployment.device=cuda \
   output_dir=probe 2>&1)

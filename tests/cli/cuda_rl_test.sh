@@ -15,6 +15,8 @@ set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 cd "$TMP"
+# A bundled binary (outside build/, as on the GPU machine) finds no recipes beside it: name them.
+export NEMOTRON_RECIPES=${NEMOTRON_RECIPES:-$ROOT/recipes}
 
 # The device opens before any file is read: a missing data file is the answer of a working GPU.
 probe=$("$BIN" super3 rl -c tiny device=cuda data.train_jsonl_fpath=nope.jsonl policy.model_name=nope 2>&1)
