@@ -121,11 +121,9 @@ std::string label_dir(const std::string& label) {
 
 eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, std::vector<LoadedTask> tasks) {
   const auto t0 = std::chrono::steady_clock::now();
-  train::TrainLoopConfig dev_cfg;
-  dev_cfg.device = cfg.device;
-  dev_cfg.source = cfg.source;
-  dev_cfg.mixed_precision = cfg.dtype == "bfloat16" ? "bf16_mixed" : "fp32";  // forward only: no masters
-  train::ComputeDevice dev = train::open_compute_device(dev_cfg);
+  // Forward only: bf16_mixed here means bf16 weights, with no masters made.
+  train::ComputeDevice dev =
+      train::open_compute_device(cfg.source, cfg.device, cfg.dtype == "bfloat16" ? "bf16_mixed" : "fp32");
   train::InferenceModel m = train::load_inference_model(cfg.checkpoint_path, *dev.backend, dev.dtype);
   const std::string tok_path = !cfg.tokenizer.empty() ? cfg.tokenizer : m.tokenizer_path;
   if (tok_path.empty())

@@ -52,11 +52,7 @@ int run_rl(const TrainingCommandOptions& o) {
   }
   // The device first: device=cuda in a build without CUDA, or on a machine without a GPU, is one
   // line naming the key before anything is read or written.
-  train::TrainLoopConfig dev_cfg;
-  dev_cfg.source = path;
-  dev_cfg.device = cfg.device;
-  dev_cfg.mixed_precision = cfg.mixed_precision;
-  train::ComputeDevice dev = train::open_compute_device(dev_cfg);
+  train::ComputeDevice dev = train::open_compute_device(path, cfg.device, cfg.mixed_precision);
   const rl::CheckpointingSection& k = cfg.grpo.checkpointing;
   const bool resumes = k.enabled && train::has_checkpoint(k.checkpoint_dir);
   if (!resumes && !cfg.model_name.empty()) {

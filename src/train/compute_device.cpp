@@ -14,22 +14,24 @@ std::string ComputeDevice::describe() const {
                                           : fmt::format("{} throughout", dtype_name(dtype)));
 }
 
-ComputeDevice open_compute_device(const TrainLoopConfig& cfg) {
+ComputeDevice open_compute_device(const std::string& source, const std::string& device,
+                                  const std::string& mixed_precision) {
   ComputeDevice d;
-  if (!cfg.on_cuda()) return d;
+  if (device.rfind("cuda", 0) != 0) return d;
 #if NEMOTRON_CUDA
-  const int n = cuda::device_count();
-  if (cfg.cuda_index() >= n)
-    throw InputError(fmt::format("{}: device: {} asked, but {} CUDA device(s) are visible{}", cfg.source, cfg.device, n,
+  const int n = cuda::device_count(), index = cuda_device_index(device);
+  if (index >= n)
+    throw InputError(fmt::format("{}: device: {} asked, but {} CUDA device(s) are visible{}", source, device, n,
                                  n == 0 ? " (no GPU or no driver; use device=cpu)" : ""));
-  d.owned = std::make_unique<cuda::CudaBackend>(cfg.cuda_index());
+  d.owned = std::make_unique<cuda::CudaBackend>(index);
   d.backend = d.owned.get();
-  d.dtype = cfg.mixed_precision == "bf16_mixed" ? DType::bf16 : DType::f32;
+  d.dtype = mixed_precision == "bf16_mixed" ? DType::bf16 : DType::f32;
   return d;
 #else
+  (void)mixed_precision;
   throw InputError(fmt::format("{}: device: {} asked, but this nemotron was built without CUDA (configure with "
                                "-DNEMOTRON_CUDA=ON on a machine with nvcc)",
-                               cfg.source, cfg.device));
+                               source, device));
 #endif
 }
 

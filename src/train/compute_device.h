@@ -18,8 +18,13 @@ struct ComputeDevice {
   std::string describe() const;  // "cuda:0 (NVIDIA H100 80GB HBM3), bf16 weights + fp32 masters"
 };
 
-// Throws InputError when CUDA is asked of a build without it or of a machine without a GPU.
-ComputeDevice open_compute_device(const TrainLoopConfig& cfg);
+// From the checked `device` and `mixed_precision` keys (read_device_keys); `source` names the config
+// in errors. Throws InputError when CUDA is asked of a build without it or of a machine without a GPU.
+ComputeDevice open_compute_device(const std::string& source, const std::string& device,
+                                  const std::string& mixed_precision);
+inline ComputeDevice open_compute_device(const TrainLoopConfig& cfg) {
+  return open_compute_device(cfg.source, cfg.device, cfg.mixed_precision);
+}
 
 // The batch's tensors on `backend` (a no-op on the host).
 model::Batch batch_on(const model::Batch& batch, Backend& backend);

@@ -166,9 +166,11 @@ LrSchedule TrainLoopConfig::lr_schedule() const {
   return lr_schedule_from_iters(s);
 }
 
-int TrainLoopConfig::cuda_index() const {
+int cuda_device_index(const std::string& device) {
   return device.size() > 5 ? std::stoi(device.substr(5)) : 0;  // "cuda:N"; validated by read_device_keys
 }
+
+int TrainLoopConfig::cuda_index() const { return cuda_device_index(device); }
 
 void read_device_keys(ConfigReader& root, std::string& device, std::string& mixed_precision) {
   device = root.get_string("device", "cpu");

@@ -112,6 +112,8 @@ void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c);
 // Just device: (cpu, cuda, cuda:N) and mixed_precision: (bf16_mixed, the default on CUDA, or fp32)
 // of `root`, validated: for stages whose config is not a TrainLoopConfig (rl).
 void read_device_keys(ConfigReader& root, std::string& device, std::string& mixed_precision);
+// N of a checked "cuda:N" device ("cuda": 0).
+int cuda_device_index(const std::string& device);
 
 // The tree as YAML text (what config.yaml and --dry-run show).
 std::string config_to_yaml(const nlohmann::json& tree);
