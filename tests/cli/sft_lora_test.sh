@@ -65,7 +65,8 @@ cmp -s "$TMP/a/iter_0000004/model.safetensors" "$TMP/part/iter_0000004/model.saf
   fail "final adapters differ after resume"
 
 # --- merge-lora: the merged model predicts what base + adapter predicted ---------------------------
-expect_ok "merge-lora" "^wrote $TMP/merged: W' = W \+ 2 B A on 14 weights" "$BIN" convert merge-lora \
+# 20 adapted weights: 14 in the trunk (M*M-ME) and 6 in the MTP block "*E" (q, k, v, o, shared up/down).
+expect_ok "merge-lora" "^wrote $TMP/merged: W' = W \+ 2 B A on 20 weights" "$BIN" convert merge-lora \
   --adapter "$TMP/a" --output "$TMP/merged"
 expect_ok "sft from the merged weights" '^ iteration +1/ +1 ' "$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/sft" \
   checkpoint.pretrained_checkpoint="$TMP/merged" checkpoint.save="$TMP/m" checkpoint.load="$TMP/m" \

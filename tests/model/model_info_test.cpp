@@ -148,7 +148,8 @@ TEST(ModelInfo, super_with_its_mtp_block_is_the_card_total) {
                    3.0 * (recipe.forward_flops_per_token + recipe.mtp_forward_flops_per_token));
 }
 
-// The tiny recipe (M*M-ME, no MTP) with one "*E" MTP block run at 2 depths, as super3's default trains it.
+// The tiny recipe: M*M-ME with one "*E" MTP block run at 2 depths, as super3 trains it (set here as
+// well, so these cases do not depend on the recipe keeping MTP on).
 namespace {
 ModelConfig tiny_with_mtp() {
   ModelConfig c = load_model_config(repo_path("recipes/super3/pretrain/tiny.yaml"));
