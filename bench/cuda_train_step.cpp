@@ -8,7 +8,7 @@
 // usage: cuda_train_step -c bench/configs/hybrid_dense_125m.yaml [--batch 4] [--seq-len 4096]
 //                        [--grad-accum 1] [--steps 10] [--reference] [--results bench/results.jsonl]
 //                        [--peak-tflops X (skip measuring)] [--packed MEAN_LEN] [--lora DIM]
-//                        [--lora-dropout P]
+//                        [--lora-dropout P] [--lora-targets T1,T2,...]
 // --packed: SFT's packed rows (reference/data-formats.md §6.8) instead of one sequence per row:
 // sequences of MEAN_LEN/2 .. 3*MEAN_LEN/2 tokens back to back (seq_idx, position_ids restarting,
 // attention and the Mamba state reset at every boundary), the loss on the last 60% of each
@@ -17,10 +17,13 @@
 // targets cover (linear_qkv, linear_proj, linear_fc1, linear_fc2, in_proj, out_proj), the base
 // frozen: the step time and peak memory of LoRA SFT against full SFT on the same config.
 // --lora-dropout P: the adapters' input dropout (peft.dropout), to time its mask kernels.
+// --lora-targets: the targets instead of all six (Megatron-Bridge's default peft.target_modules
+// is linear_qkv,linear_proj,linear_fc1,linear_fc2: no adapters on Mamba's projections).
 // Model FLOPs per token: 3 x the forward matmul + attention FLOPs of `model info` (the scan,
 // norms and elementwise work are not counted, as in Megatron's MFU).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -142,6 +145,7 @@ int main(int argc, char** argv) {
   int steps = 10, accum = 1;
   int64_t packed = 0, lora = 0;
   double lora_dropout = 0;
+  std::vector<std::string> lora_targets = model::lora_target_names();
   bool reference = false;
   double peak = 0;
   CLI::App app{"CUDA train-step benchmark (bf16, fp32 masters)"};
@@ -158,6 +162,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--lora", lora, "LoRA rank on the six Megatron targets, base frozen (0: full training)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--lora-targets", lora_targets, "with --lora: the Megatron targets (default: all six)")->delimiter(',');
   app.add_option("--lora-dropout", lora_dropout, "with --lora: dropout on the adapters' input (peft.dropout)")
       ->check(CLI::Range(0.0, 0.99));
   CLI11_PARSE(app, argc, argv);
@@ -191,7 +196,7 @@ int main(int argc, char** argv) {
     net.init(1234);
     if (lora > 0) {
       model::LoraConfig lc;
-      lc.target_modules = model::lora_target_names();
+      lc.target_modules = lora_targets;
       lc.dim = lora, lc.alpha = static_cast<double>(lora), lc.dropout = lora_dropout;
       model::attach_lora(net.params(), lc, 1234, "--lora");
     }
@@ -281,8 +286,8 @@ int main(int argc, char** argv) {
                   static_cast<long long>(sequences), static_cast<long long>(packed), static_cast<long long>(B),
                   100.0 * train::count_loss_tokens(packed_batch(cfg, B, T, packed, 99, &sequences)) / micro_tokens);
     if (lora > 0)
-      std::printf("LoRA rank %lld on every target (dropout %g): %.2f M trainable of %.1f M parameters\n",
-                  static_cast<long long>(lora), lora_dropout, static_cast<double>(net.params().trainable_numel()) / 1e6,
+      std::printf("LoRA rank %lld on %s (dropout %g): %.2f M trainable of %.1f M parameters\n",
+                  static_cast<long long>(lora), fmt::format("{}", fmt::join(lora_targets, ",")).c_str(), lora_dropout, static_cast<double>(net.params().trainable_numel()) / 1e6,
                   static_cast<double>(net.params().numel()) / 1e6);
     std::printf("%s bf16 GEMM peak (8192^3, cuBLASLt): %.1f TFLOP/s\n", peak_measured ? "measured" : "given", peak);
     std::printf("train step: %.2f ms | %.0f tokens/s | %.1f TFLOP/s model | MFU %.1f%% | loss %.4f | grad norm %.3f | "
@@ -313,7 +318,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, ms] : phase) std::printf("  %-62s %9.2f  (%4.1f%%)\n", name.c_str(), ms, 100.0 * ms / step_ms);
 
     nlohmann::json rec = {{"config", config},   {"batch", B},           {"seq_len", T},
-                          {"grad_accum", accum}, {"packed_mean_len", packed}, {"lora_rank", lora}, {"lora_dropout", lora_dropout}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
+                          {"grad_accum", accum}, {"packed_mean_len", packed}, {"lora_rank", lora}, {"lora_targets", lora > 0 ? lora_targets : std::vector<std::string>{}}, {"lora_dropout", lora_dropout}, {"step_ms", step_ms}, {"tokens_per_s", tok_s}, {"model_tflops", tflops},
                           {"gemm_peak_tflops", peak}, {"mfu", tflops / peak}, {"device", gpu.name()},
                           {"version", NEMOTRON_VERSION},
                           {"commit", bench::commit_or_unknown()}, {"params", net.params().numel()}};
