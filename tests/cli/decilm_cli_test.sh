@@ -16,6 +16,10 @@ for f in $R/*/tiny.yaml; do
   case $f in */eval/* | */pipeline/*) continue ;; esac
   expect_ok "model info $f" '^  total +[0-9,]+  \(' "$BIN" model info -c "$f"
 done
+# The rollout bench's Llama-3.1-8B shape (32 uniform DeciLM blocks): Llama-3.1-8B's parameter count.
+expect_ok "llama31_8b bench config total" '^  total +8,030,261,248  \(8\.03 B\)$' "$BIN" model info -c bench/configs/llama31_8b.yaml
+expect_ok "llama31_8b: SwiGLU width 14336, 8 KV heads" '^ +31  gqa kv_heads=8 +swiglu F=14336 \(5\.25\) ' \
+  "$BIN" model info -c bench/configs/llama31_8b.yaml
 expect_ok "sft --dry-run (49B)" 'parameters' "$BIN" super49b sft -c default --dry-run
 expect_ok "rl --dry-run (49B)" '.' "$BIN" super49b rl -c default --dry-run
 
