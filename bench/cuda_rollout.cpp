@@ -14,6 +14,9 @@
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
+// DeciLM configs run too (bench/configs/llama31_8b.yaml: Llama-3.1-8B's shape as 32 uniform blocks;
+// decilm_1b.yaml). --hf-config-out then writes the DeciLM config.json; tools/hf_bench_model.py
+// builds a uniform one as LlamaForCausalLM and refuses a heterogeneous one (no transformers class).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
