@@ -2,18 +2,23 @@
 // (rl::Engine over CachedStepModel: paged KV cache, Mamba conv/SSM state, continuous batching,
 // tokens drawn on the GPU (ops/sample_rows.h) and brought back once per step; --host-sampling: the
 // logits [S, V] to the host instead, sampling there on all cores) for --batch prompts of
-// --prompt-len random tokens and --new-tokens generated each (EOS ignored: no stop tokens), on the
+// --prompt-len random tokens and --new-tokens generated each (EOS ignored: no stop tokens; with
+// --prompts N > --batch, N requests flow through the --batch slots, refilled as sequences end, as
+// vLLM's offline throughput benchmark runs --num-prompts through max_num_seqs), on the
 // train-step benchmark's configs with random weights, bf16 by default. Prints prefill tokens/s,
 // generated tokens/s, per-step milliseconds, KV + SSM memory per sequence and peak GPU memory;
 // then, so one can judge whether decoding is launch-bound, the decode step's time against the
 // batch size (the model alone and with the logits copy) and one profiled step at the full batch
 // (time inside ops against wall time: the rest is launch gaps and host syncs). Appends one JSON
 // line to --results.
-// usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompt-len 128]
+// usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
+// DeciLM configs run too (bench/configs/llama31_8b.yaml: Llama-3.1-8B's shape as 32 uniform blocks;
+// decilm_1b.yaml). --hf-config-out then writes the DeciLM config.json; tools/hf_bench_model.py
+// builds a uniform one as LlamaForCausalLM and refuses a heterogeneous one (no transformers class).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -140,12 +145,14 @@ SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results = "bench/results/rollout.jsonl";
   std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out;
-  int64_t B = 256, prompt = 128, new_tokens = 512, sweep_steps = 24;
+  int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24;
   double temperature = 1.0;
   bool host_sampling = false;
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "prompts generated together (engine slots)")->check(CLI::PositiveNumber);
+  app.add_option("--prompts", num_prompts, "requests in all (default: --batch); more than --batch refill the slots")
+      ->check(CLI::PositiveNumber);
   app.add_option("--prompt-len", prompt, "random prompt tokens per sequence")->check(CLI::PositiveNumber);
   app.add_option("--new-tokens", new_tokens, "tokens generated per prompt (EOS ignored)")->check(CLI::PositiveNumber);
   app.add_option("--dtype", dtype_name, "bfloat16 or float32")->check(CLI::IsMember({"bfloat16", "float32"}));
@@ -168,6 +175,14 @@ int main(int argc, char** argv) {
     Context ctx{&gpu, nullptr, dt};
     std::unique_ptr<model::HybridModel> model = bench::make_bench_model(cfg, gpu, dt);
     model::HybridModel& net = *model;
+    // Generation only: freeze every parameter, as train::load_inference_model does for generate,
+    // eval and serve, dropping the float32 gradients the store allocated (for an 8B in bf16 they
+    // are 32 GB beside 16 GB of weights, and the KV cache needs that room). The reported peak
+    // then starts from the weights.
+    for (model::Param* p : net.params().all())
+      if (p->requires_grad) net.params().set_requires_grad(*p, false);
+    gpu.release_cache();
+    gpu.reset_peak();
     const size_t weights_bytes = gpu.bytes_in_use();
 
     // Warm-up: a few short sequences through the engine (allocator, cuBLASLt plans, kernels).
@@ -183,12 +198,14 @@ int main(int argc, char** argv) {
       e.run();
     }
 
-    // The rollout: B requests, all admitted at once (B slots, each holding prompt + new tokens).
+    // The rollout: N requests through B slots, each holding prompt + new tokens (N = B: all
+    // admitted at once; N > B: a finished slot takes the next request).
+    const int64_t N = num_prompts > 0 ? num_prompts : B;
     rl::CachedStepModel cached(net, ctx, B, prompt + new_tokens);
     TimedStepModel timed(cached, !host_sampling);
     rl::Engine engine(timed);
-    const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(B, prompt, cfg.vocab_size, 99);
-    for (int64_t i = 0; i < B; ++i) {
+    const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(N, prompt, cfg.vocab_size, 99);
+    for (int64_t i = 0; i < N; ++i) {
       rl::Request r;
       r.prompt = prompts[static_cast<size_t>(i)];
       r.params.temperature = temperature;
@@ -214,10 +231,13 @@ int main(int argc, char** argv) {
     std::printf("device: %s | nemotron %s | config %s | %.1f M params | %s | weights %.2f GiB\n", gpu.name().c_str(),
                 NEMOTRON_VERSION, config.c_str(), static_cast<double>(net.params().numel()) / 1e6, dtype_name.c_str(),
                 static_cast<double>(weights_bytes) / (1ull << 30));
-    std::printf("rollout: %lld prompts x %lld tokens, %lld new tokens each (EOS ignored), temperature %g: %lld tokens "
-                "generated in %.2f s, %lld engine steps\n",
-                static_cast<long long>(B), static_cast<long long>(prompt), static_cast<long long>(new_tokens),
-                temperature, static_cast<long long>(generated), s.seconds, static_cast<long long>(s.steps));
+    std::printf("rollout: %lld prompts x %lld tokens through %lld slots, %lld new tokens each (EOS ignored), "
+                "temperature %g: %lld tokens generated in %.2f s, %lld engine steps\n",
+                static_cast<long long>(N), static_cast<long long>(prompt), static_cast<long long>(B),
+                static_cast<long long>(new_tokens), temperature, static_cast<long long>(generated), s.seconds,
+                static_cast<long long>(s.steps));
+    if (N > B)
+      std::printf("  (slots refilled: a step that admits a prompt counts as prefill with the decode tokens beside it)\n");
     std::printf("prefill: %.0f tokens/s (%lld tokens in %.1f ms, the first draw included)\n", prefill_tok_s,
                 static_cast<long long>(timed.prefill_tokens), 1e3 * prefill_s);
     std::printf("generated: %.0f tokens/s end to end (prefill included) | decode phase %.0f tokens/s\n", gen_tok_s,
@@ -293,6 +313,7 @@ int main(int argc, char** argv) {
                           {"device", gpu.name()},
                           {"dtype", dtype_name},
                           {"batch", B},
+                          {"prompts", N},
                           {"prompt_len", prompt},
                           {"new_tokens", new_tokens},
                           {"temperature", temperature},

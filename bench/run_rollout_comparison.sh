@@ -7,6 +7,8 @@
 # $RESULTS (default bench/results/rollout.jsonl); logs go to $OUT (default /tmp).
 # Usage: bench/run_rollout_comparison.sh PATH/TO/cuda_rollout [BATCH=256] [PROMPT_LEN=128] [NEW_TOKENS=512]
 #        CONFIGS="hybrid_dense_125m" bench/run_rollout_comparison.sh ...   (a subset of configs)
+#        CONFIGS="llama31_8b" bench/run_rollout_comparison.sh ...   (Llama-3.1-8B's shape as a uniform
+#          DeciLM; the reference is LlamaForCausalLM.generate, tools/hf_bench_model.py)
 set -uo pipefail
 BIN=${1:?usage: run_rollout_comparison.sh PATH/TO/cuda_rollout [batch] [prompt_len] [new_tokens]}
 BATCH=${2:-256}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The Python reference for bench/cuda_rollout: transformers' `generate` with
 NemotronHForCausalLM (random weights, bf16, SDPA attention; its hybrid cache of KV and Mamba
-conv/SSM states) on the same GPU, for the same config.json (cuda_rollout --hf-config-out), the
+conv/SSM states), or for a uniform DeciLM config (bench/configs/llama31_8b.yaml) the equivalent
+LlamaForCausalLM (tools/hf_bench_model.py), on the same GPU, for the same config.json (cuda_rollout --hf-config-out), the
 same batch of random prompts and new tokens per prompt, EOS ignored (min_new_tokens =
 max_new_tokens), sampling at --temperature with top-k and top-p off (greedy at 0). When the batch
 does not fit the GPU it is halved until it does (reported as "batch", with "batch_asked").

@@ -115,10 +115,12 @@ TEST(HybridDecode, default_logits_are_float32) {
 
 // Three sequences in slots 3, 0, 2 advance together with different chunk sizes per call (prefills
 // of different lengths, a later chunk of several tokens beside single-token steps); every
-// returned row equals the same sequence decoded alone, and the full-sequence logits.
+// returned row equals the same sequence decoded alone, and the full-sequence logits. On the
+// Nemotron-H stack with every block kind and on the DeciLM one (per-block KV heads, RoPE at each
+// sequence's own positions, no-op and linear sub-blocks).
 TEST(HybridDecode, several_slots_in_one_call_equal_each_alone) {
+  for (const model::ModelConfig& cfg : {every_kind(true), decilm_config()})
   for (DType dt : {DType::f64, DType::f32}) {
-    model::ModelConfig cfg = every_kind(true);
     auto net = random_model(cfg, dt);
     Context ctx = cpu_context(dt);
     const std::vector<int64_t> slots{3, 0, 2};
@@ -143,10 +145,10 @@ TEST(HybridDecode, several_slots_in_one_call_equal_each_alone) {
         Tensor one = net->extend(ctx, alone[s], {0}, {toks[s]}, dt);
         done[s] += step[s];
         EXPECT_LT(relative_error(row(got, s), one), dt == DType::f64 ? 1e-12 : 1e-5)
-            << dtype_name(dt) << " slot " << slots[s] << " at length " << done[s];
+            << cfg.model_type << " " << dtype_name(dt) << " slot " << slots[s] << " at length " << done[s];
         Tensor want = full_logits(*net, ctx, std::vector<int32_t>(seqs[s].begin(), seqs[s].begin() + done[s]));
         EXPECT_LT(relative_error(row(got, s), row(want, done[s] - 1)), tolerance(dt))
-            << dtype_name(dt) << " slot " << slots[s] << " at length " << done[s];
+            << cfg.model_type << " " << dtype_name(dt) << " slot " << slots[s] << " at length " << done[s];
       }
     }
     for (size_t s = 0; s < slots.size(); ++s) EXPECT_EQ(together.length(slots[s]), done[s]);

@@ -3,12 +3,14 @@
 // give the same greedy tokens (and log-probs to float32 rounding), and on the GPU batched
 // generation (several slots, prefill beside decode, slots refilled) gives the same tokens as one
 // request at a time, greedy and sampled. A model with every block kind (Mamba, attention with
-// RoPE, MLP, MoE). Compiled into test_model too, where it adds nothing.
+// RoPE, MLP, MoE), and a DeciLM one (every sub-block kind). Compiled into test_model too, where it
+// adds nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "block_configs.h"
 #include "core/rng.h"
@@ -64,12 +66,11 @@ void expect_same_tokens(const std::vector<rl::Result>& want, const std::vector<r
   }
 }
 
-TEST(GenerationCuda, GreedyTokensMatchTheCpuAndBatchedMatchesOneAtATime) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+// `cfg` (vocabulary 61, the prompts' range) on the GPU against the CPU, and batched against one
+// request at a time on the GPU. Returns the greedy tokens generated.
+size_t check_generation(model::ModelConfig cfg, const char* name) {
   cuda::CudaBackend gpu(0);
-  model::ModelConfig cfg = hybrid_config("M*-EM*E");
   cfg.vocab_size = 61;
-  cfg.position_embedding_type = "rope", cfg.rope_theta = 10000.0;
   model::HybridModel cpu_net(cfg, host_backend(), DType::f32), gpu_net(cfg, gpu, DType::f32);
   fill_generation_params(cpu_net, 21);
   fill_generation_params(gpu_net, 21);
@@ -79,16 +80,34 @@ TEST(GenerationCuda, GreedyTokensMatchTheCpuAndBatchedMatchesOneAtATime) {
   rl::CachedStepModel gpu_batched(gpu_net, gpu_ctx, 4, 40, 4), gpu_single(gpu_net, gpu_ctx, 1, 40, 4);
   const std::vector<rl::Result> cpu_greedy = generate(cpu_batched, 0.0);
   const std::vector<rl::Result> gpu_greedy = generate(gpu_batched, 0.0);
-  expect_same_tokens(cpu_greedy, gpu_greedy, "greedy, CUDA float32 against the CPU", 1e-3);
-  expect_same_tokens(gpu_greedy, generate(gpu_single, 0.0), "greedy on CUDA, one at a time against batched", 1e-4);
+  const std::string what = std::string(name) + ": ";
+  expect_same_tokens(cpu_greedy, gpu_greedy, (what + "greedy, CUDA float32 against the CPU").c_str(), 1e-3);
+  expect_same_tokens(gpu_greedy, generate(gpu_single, 0.0), (what + "greedy on CUDA, one at a time against batched").c_str(),
+                     1e-4);
   expect_same_tokens(generate(gpu_batched, 0.9), generate(gpu_single, 0.9),
-                     "temperature 0.9 on CUDA, one at a time against batched", 1e-4);
-  EXPECT_EQ(gpu_batched.state().free_blocks(), 4 * 10) << "every KV block back after the runs";
+                     (what + "temperature 0.9 on CUDA, one at a time against batched").c_str(), 1e-4);
+  EXPECT_EQ(gpu_batched.state().free_blocks(), 4 * 10) << what << "every KV block back after the runs";
 
   size_t generated = 0;
   for (const rl::Result& r : gpu_greedy) generated += r.tokens.size();
-  EXPECT_GT(generated, 50u);
+  EXPECT_GT(generated, 50u) << what;
+  return generated;
+}
+
+TEST(GenerationCuda, GreedyTokensMatchTheCpuAndBatchedMatchesOneAtATime) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  model::ModelConfig cfg = hybrid_config("M*-EM*E");
+  cfg.position_embedding_type = "rope", cfg.rope_theta = 10000.0;
+  const size_t generated = check_generation(cfg, "Nemotron-H");
   std::printf("generation on CUDA float32: %zu greedy tokens over 9 requests equal to the CPU's\n", generated);
+}
+
+// DeciLM (B.1): GQA with per-block KV heads and Llama-3 scaled RoPE at each sequence's positions,
+// no-op and linear attention, no-op and linear FFN, SwiGLU of two widths.
+TEST(GenerationCuda, DeciLmGreedyTokensMatchTheCpuAndBatchedMatchesOneAtATime) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const size_t generated = check_generation(decilm_config(), "DeciLM");
+  std::printf("DeciLM generation on CUDA float32: %zu greedy tokens over 9 requests equal to the CPU's\n", generated);
 }
 #endif
 
