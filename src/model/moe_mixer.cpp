@@ -118,8 +118,18 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   }
   Tensor topk_w = ctx.empty({N, K}, st);
   ops::moe_topk_weights(ctx, router_, scores, topk_idx, topk_w);
-  // The one host synchronisation: the expert GEMMs are sized by the token counts.
-  ops::MoeDispatch dispatch = ops::moe_make_dispatch(ctx, topk_idx, E);
+  // Routed experts' buffers (steps 4-5), expert-major slots.
+  const int64_t S = N * K;
+  Tensor x_lat = fc1_latent_.defined() ? fc1_latent_.forward(ctx, x) : x;
+  Tensor xs = ctx.empty({S, d_e_}, dt), up = ctx.empty({S, F_moe_}, dt), act = ctx.empty({S, F_moe_}, dt),
+         ys = ctx.empty({S, d_e_}, dt);
+  // The one host synchronisation: the expert GEMMs are sized by the token counts. Inference
+  // (decode, scoring) skips it where the grouped GEMM reads the counts on the device; training
+  // keeps the host counts for the backward, the statistics and the range check.
+  const bool counts_on_device = !saved && !stats && !forced_ && !up_[0].bias() && !down_[0].bias() &&
+                                ops::grouped_linear_counted_on_device(xs, values(up_), up) &&
+                                ops::grouped_linear_counted_on_device(act, values(down_), ys);
+  ops::MoeDispatch dispatch = ops::moe_make_dispatch(ctx, topk_idx, E, !counts_on_device);
   if (stats) {
     stats->tokens_per_expert = dispatch.tokens_per_expert;
     stats->selection = topk_idx;
@@ -135,19 +145,19 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   }
 
   // Routed experts on their rows (steps 4-5), expert-major: up, relu2, down as grouped GEMMs.
-  const std::vector<int64_t>& off = dispatch.expert_offset;
-  const int64_t S = dispatch.num_slots();
-  Tensor x_lat = fc1_latent_.defined() ? fc1_latent_.forward(ctx, x) : x;
-  Tensor xs = ctx.empty({S, d_e_}, dt);
   ops::moe_dispatch_forward(ctx, dispatch, x_lat, xs);
-  Tensor up = ctx.empty({S, F_moe_}, dt);
-  ops::grouped_linear_forward(ctx, xs, off, values(up_), up);
-  add_expert_biases(ctx, up_, off, up);
-  Tensor act = ctx.empty({S, F_moe_}, dt);
-  ops::relu2_forward(ctx, up, act);
-  Tensor ys = ctx.empty({S, d_e_}, dt);
-  ops::grouped_linear_forward(ctx, act, off, values(down_), ys);
-  add_expert_biases(ctx, down_, off, ys);
+  if (counts_on_device) {
+    ops::grouped_linear_forward_counted(ctx, xs, dispatch.counts, values(up_), up);
+    ops::relu2_forward(ctx, up, act);
+    ops::grouped_linear_forward_counted(ctx, act, dispatch.counts, values(down_), ys);
+  } else {
+    const std::vector<int64_t>& off = dispatch.expert_offset;
+    ops::grouped_linear_forward(ctx, xs, off, values(up_), up);
+    add_expert_biases(ctx, up_, off, up);
+    ops::relu2_forward(ctx, up, act);
+    ops::grouped_linear_forward(ctx, act, off, values(down_), ys);
+    add_expert_biases(ctx, down_, off, ys);
+  }
 
   // Weighted combine, fc2_latent (step 6), shared expert (step 7).
   Tensor out = ctx.empty({N, H_}, dt);

@@ -12,7 +12,9 @@
 // dW ~355 TFLOP/s (cuBLAS's grouped GEMM: ~270, ~265, and ~165 per expert).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cub/block/block_scan.cuh>
 #include <type_traits>
 #include <vector>
 
@@ -119,14 +121,18 @@ __device__ inline uint64_t operand_desc(uint32_t s, int kk) {
 }
 
 template <bool AK, bool BKm, bool F32Acc>
-__global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const Desc* descs, int count) {
+__global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const Desc* descs, int count,
+                                                                          const int* total_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // A grid sized on the host for the worst case (expert rows counted on the device): past the total, no work.
+  const int tile = blockIdx.x;
+  if (total_tiles && tile >= *total_tiles) return;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
   unsigned char* smem = smem_raw + (base - smem_addr(smem_raw));
 
-  // Which problem and tile: the last problem whose first tile is <= blockIdx.x.
-  const int tile = blockIdx.x;
+  // Which problem and tile: the last problem whose first tile is <= blockIdx.x (an empty problem
+  // shares its first tile with the next one, so it is never the last such).
   int lo = 0, hi = count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -243,8 +249,44 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_wgmma_kernel(const D
 #endif
 }
 
+// The problems of ExpertRowsGemm from the device counts: one block scans the row counts and the
+// tile counts (in chunks of its width, carrying the sums), so no count goes to the host.
+constexpr int kDescThreads = 512;
+
+__global__ void __launch_bounds__(kDescThreads) expert_rows_descs_kernel(ExpertRowsGemm g, Desc* descs, int* total) {
+  using Scan = cub::BlockScan<int, kDescThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ int carry_rows, carry_tiles;
+  if (threadIdx.x == 0) carry_rows = 0, carry_tiles = 0;
+  __syncthreads();
+  const int tiles_n = (g.n + BN - 1) / BN;
+  for (int first = 0; first < g.experts; first += kDescThreads) {
+    const int e = first + static_cast<int>(threadIdx.x);
+    const int m = e < g.experts ? g.counts[e] : 0;
+    int row0 = 0, rows = 0, tile0 = 0, tiles = 0;
+    Scan(scan).ExclusiveSum(m, row0, rows);
+    __syncthreads();  // the scan's storage is reused
+    Scan(scan).ExclusiveSum(((m + BM - 1) / BM) * tiles_n, tile0, tiles);
+    if (e < g.experts) {
+      Desc d;
+      const int64_t r = carry_rows + row0;
+      d.p.a = static_cast<const __nv_bfloat16*>(g.a) + r * g.k;
+      d.p.b = g.b[e];
+      d.p.c = static_cast<__nv_bfloat16*>(g.c) + r * g.n;
+      d.p.m = m, d.p.n = g.n, d.p.k = g.k, d.p.lda = g.k, d.p.ldb = g.k, d.p.ldc = g.n;
+      d.tiles_n = tiles_n;
+      d.tile_begin = carry_tiles + tile0;
+      descs[e] = d;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) carry_rows += rows, carry_tiles += tiles;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *total = carry_tiles;
+}
+
 template <bool AK, bool BKm, bool F32>
-cudaError_t launch(const Desc* dev, int count, int tiles, cudaStream_t st) {
+cudaError_t launch(const Desc* dev, int count, int tiles, cudaStream_t st, const int* total_tiles = nullptr) {
   static bool configured = false;  // the opt-in above 48 KiB of dynamic shared memory, once per instance
   if (!configured) {
     cudaError_t err = cudaFuncSetAttribute(grouped_gemm_wgmma_kernel<AK, BKm, F32>,
@@ -252,7 +294,7 @@ cudaError_t launch(const Desc* dev, int count, int tiles, cudaStream_t st) {
     if (err != cudaSuccess) return err;
     configured = true;
   }
-  grouped_gemm_wgmma_kernel<AK, BKm, F32><<<tiles, kThreads, kSmemBytes, st>>>(dev, count);
+  grouped_gemm_wgmma_kernel<AK, BKm, F32><<<tiles, kThreads, kSmemBytes, st>>>(dev, count, total_tiles);
   return cudaGetLastError();
 }
 
@@ -306,6 +348,23 @@ cudaError_t grouped_gemm_wgmma_bf16_cuda(const GroupedGemmProblem* problems, int
     else err = cudaErrorInvalidValue;  // a layout no caller uses
   }
   cudaError_t free_err = cudaFreeAsync(dev, st);
+  return err != cudaSuccess ? err : free_err;
+}
+
+cudaError_t grouped_gemm_wgmma_bf16_expert_rows_cuda(const ExpertRowsGemm& g, cudaStream_t st) {
+  if (g.experts <= 0 || g.rows <= 0 || g.n <= 0) return cudaSuccess;
+  // Each non-empty expert has at most one partial row tile: at most rows / BM + 1 + min(E, rows) row tiles.
+  const int tiles_n = (g.n + BN - 1) / BN;
+  const int64_t max_tiles = (static_cast<int64_t>(g.rows) / BM + 1 + std::min(g.experts, g.rows)) * tiles_n;
+  if (max_tiles > INT32_MAX) return cudaErrorInvalidValue;
+  Desc* descs = nullptr;  // E problems, then the tile total (Desc holds pointers: the int after them is aligned)
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&descs), g.experts * sizeof(Desc) + sizeof(int), st);
+  if (err != cudaSuccess) return err;
+  int* total = reinterpret_cast<int*>(descs + g.experts);
+  expert_rows_descs_kernel<<<1, kDescThreads, 0, st>>>(g, descs, total);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) err = launch<true, true, false>(descs, g.experts, static_cast<int>(max_tiles), st, total);
+  cudaError_t free_err = cudaFreeAsync(descs, st);
   return err != cudaSuccess ? err : free_err;
 }
 

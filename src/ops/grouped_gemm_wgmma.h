@@ -25,6 +25,21 @@ struct GroupedGemmProblem {
 
 cudaError_t grouped_gemm_wgmma_bf16_cuda(const GroupedGemmProblem* problems, int count, bool a_kmajor,
                                          bool b_kmajor, bool c_f32_accumulate, cudaStream_t stream);
+// The forward with the experts' row counts on the device (no host synchronisation: MoE decode).
+// Expert e owns rows [o_e, o_e + counts[e]) of A and C, o_e the sum of counts[0..e), and the
+// weight b[e]: C_e [counts[e], n] = A_e [., k] B_e^T with B_e [n, k] (A and B K-major, bf16 C,
+// lda = ldb = k, ldc = n). The problems and their tile prefix are built on the device by one
+// small kernel; the grid is sized for the worst case of `rows` rows and the tiles past the real
+// total exit at once. The tiles that run compute exactly what the host-built launch computes.
+struct ExpertRowsGemm {
+  const int32_t* counts = nullptr;  // [experts] on the device; they sum to rows
+  int experts = 0;
+  const void* const* b = nullptr;  // [experts] device array of the weights' device pointers
+  const void* a = nullptr;         // [rows, k]
+  void* c = nullptr;               // [rows, n]
+  int rows = 0, n = 0, k = 0;
+};
+cudaError_t grouped_gemm_wgmma_bf16_expert_rows_cuda(const ExpertRowsGemm& g, cudaStream_t stream);
 // Whether the current device runs it (a Hopper GPU and a binary with sm_90a code).
 bool grouped_gemm_wgmma_supported();
 

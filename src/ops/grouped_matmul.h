@@ -17,6 +17,13 @@ namespace nemotron::ops {
 // x [S, in], offsets [E + 1] (host, offsets[0] = 0, offsets[E] = S), weights E x [out, in] -> y [S, out].
 void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                             const std::vector<Tensor>& weights, Tensor& y);
+// The forward with the experts' row counts on the device (counts [E] int32, summing to S; expert
+// e owns the rows after those of experts 0..e-1): no host synchronisation where
+// grouped_linear_counted_on_device says so (CUDA, bf16, our Hopper kernel); elsewhere the counts
+// are read back and grouped_linear_forward runs. For inference (MoE decode): the sum is trusted.
+bool grouped_linear_counted_on_device(const Tensor& x, const std::vector<Tensor>& weights, const Tensor& y);
+void grouped_linear_forward_counted(Context& ctx, const Tensor& x, const Tensor& counts,
+                                    const std::vector<Tensor>& weights, Tensor& y);
 // dy [S, out] -> dx [S, in] (overwritten; may be undefined to skip), dweights E x [out, in] (+=;
 // empty to skip the weight gradients, e.g. frozen experts).
 void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,

@@ -49,6 +49,38 @@ void grouped_linear_forward(Context& ctx, const Tensor& x, const std::vector<int
   }
 }
 
+bool grouped_linear_counted_on_device(const Tensor& x, const std::vector<Tensor>& weights, const Tensor& y) {
+#if NEMOTRON_CUDA
+  if (x.device().is_cuda()) return grouped_linear_counted_on_device_cuda(x, weights, y);
+#endif
+  (void)x, (void)weights, (void)y;
+  return false;
+}
+
+void grouped_linear_forward_counted(Context& ctx, const Tensor& x, const Tensor& counts,
+                                    const std::vector<Tensor>& weights, Tensor& y) {
+  const int64_t E = static_cast<int64_t>(weights.size());
+  NM_CHECK(counts.rank() == 1 && counts.dim(0) == E, "grouped_linear_forward_counted: counts {} for {} experts",
+           counts.shape().str(), E);
+  expect_dtype(counts, DType::i32, "grouped_linear_forward_counted counts");
+  if (grouped_linear_counted_on_device(x, weights, y)) {
+#if NEMOTRON_CUDA
+    OpScope scope(ctx, OpPhase::gemm, __func__);
+    NM_CHECK(x.rank() == 2 && y.rank() == 2 && y.dim(0) == x.dim(0), "grouped_linear_forward_counted: y {} for x {}",
+             y.shape().str(), x.shape().str());
+    for (const Tensor& w : weights) expect_shape(w, {y.dim(1), x.dim(1)}, "grouped_linear expert weight");
+    profile_gemm_flops(ctx, 2.0 * static_cast<double>(x.dim(0)) * static_cast<double>(x.dim(1) * y.dim(1)));
+    grouped_linear_forward_counted_cuda(ctx, x, counts, weights, y);
+    return;
+#endif
+  }
+  // The reference: the counts on the host as offsets.
+  const Tensor host = counts.to_host(DType::i32);
+  std::vector<int64_t> offsets(1, 0);
+  for (int64_t e = 0; e < E; ++e) offsets.push_back(offsets.back() + host.data<int32_t>()[e]);
+  grouped_linear_forward(ctx, x, offsets, weights, y);
+}
+
 void grouped_linear_backward(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                              const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
                              std::vector<Tensor>& dweights) {

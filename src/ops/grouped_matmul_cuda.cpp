@@ -14,6 +14,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <climits>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "ops/grouped_gemm_wgmma.h"
@@ -151,6 +154,35 @@ void grouped_linear_forward_cuda(Context& ctx, const Tensor& x, const std::vecto
   }
   if (ours) run_ours(ctx, gs, true, true, false, false);
   else run_cublas(ctx, ps, T, T, 0.0f, false);
+}
+
+bool grouped_linear_counted_on_device_cuda(const Tensor& x, const std::vector<Tensor>& weights, const Tensor& y) {
+  if (x.rank() != 2 || y.rank() != 2 || y.dtype() != x.dtype() || x.dim(0) > INT32_MAX) return false;
+  for (const Tensor& w : weights)
+    if (w.dtype() != x.dtype()) return false;
+  return ours_applies(false, x.dtype(), static_cast<int>(std::min<int64_t>(x.dim(1), INT32_MAX)),
+                      static_cast<int>(std::min<int64_t>(y.dim(1), INT32_MAX)), weights, {&x, &y});
+}
+
+void grouped_linear_forward_counted_cuda(Context& ctx, const Tensor& x, const Tensor& counts,
+                                         const std::vector<Tensor>& weights, Tensor& y) {
+  cudaStream_t st = cuda::cuda_stream(ctx);
+  const size_t E = weights.size();
+  std::vector<const void*> ptrs(E);
+  for (size_t e = 0; e < E; ++e) ptrs[e] = weights[e].raw();
+  void** dev = nullptr;
+  NM_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), E * sizeof(void*), st));
+  // From pageable memory: staged before the call returns (no wait for the stream).
+  NM_CUDA_CHECK(cudaMemcpyAsync(dev, ptrs.data(), E * sizeof(void*), cudaMemcpyHostToDevice, st));
+  ExpertRowsGemm g;
+  g.counts = static_cast<const int32_t*>(counts.raw());
+  g.experts = static_cast<int>(E);
+  g.b = dev;
+  g.a = x.raw(), g.c = y.raw();
+  g.rows = as_int(x.dim(0), "rows"), g.n = as_int(y.dim(1), "out"), g.k = as_int(x.dim(1), "in");
+  NM_CUDA_CHECK(grouped_gemm_wgmma_bf16_expert_rows_cuda(g, st));
+  NM_CUDA_CHECK(cudaFreeAsync(dev, st));
+  g_last_path[0] = "ours-wgmma-device-counts";
 }
 
 void grouped_linear_backward_cuda(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,

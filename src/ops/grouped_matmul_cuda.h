@@ -8,6 +8,9 @@ namespace nemotron::ops {
 
 void grouped_linear_forward_cuda(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                                  const std::vector<Tensor>& weights, Tensor& y);
+bool grouped_linear_counted_on_device_cuda(const Tensor& x, const std::vector<Tensor>& weights, const Tensor& y);
+void grouped_linear_forward_counted_cuda(Context& ctx, const Tensor& x, const Tensor& counts,
+                                         const std::vector<Tensor>& weights, Tensor& y);
 void grouped_linear_backward_cuda(Context& ctx, const Tensor& x, const std::vector<int64_t>& offsets,
                                   const std::vector<Tensor>& weights, const Tensor& dy, Tensor& dx,
                                   std::vector<Tensor>& dweights);

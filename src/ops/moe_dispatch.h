@@ -15,16 +15,20 @@ namespace nemotron::ops {
 
 struct MoeDispatch {
   int64_t num_tokens = 0, top_k = 0, num_experts = 0;
-  std::vector<int64_t> tokens_per_expert;  // [E], on the host (it sizes the expert GEMMs)
-  std::vector<int64_t> expert_offset;      // [E + 1], on the host
+  std::vector<int64_t> tokens_per_expert;  // [E], on the host (it sizes the expert GEMMs); empty when
+  std::vector<int64_t> expert_offset;      // [E + 1]  the counts stayed on the device
+  Tensor counts;                           // [E] int32 on ctx's device: tokens_per_expert there
   Tensor slot_token;                       // [N*K] int32 on ctx's device: the token held by each slot
   Tensor slot_of;                          // [N, K] int32 on ctx's device: slot of token n's j-th expert
   int64_t num_slots() const { return num_tokens * top_k; }
 };
 
 // topk_idx [N, K] int32 on ctx's device -> the handle. On CUDA the counts and slots are built on
-// the device and only the E counts come back to the host (one copy, which waits for the stream).
-MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts);
+// the device and only the E counts come back to the host (one copy, which waits for the stream);
+// with counts_to_host false they stay there (no wait, and no check that every entry names an
+// expert in range: for routings our own selection made), for consumers that read `counts` on the
+// device (grouped_linear_forward_counted).
+MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts, bool counts_to_host = true);
 
 // x [N, d] -> xs [N*K, d], xs[slot] = x[slot_token[slot]].
 void moe_dispatch_forward(Context& ctx, const MoeDispatch& m, const Tensor& x, Tensor& xs);

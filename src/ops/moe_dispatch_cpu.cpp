@@ -32,9 +32,10 @@ void set_offsets(MoeDispatch& m) {
 #if NEMOTRON_CUDA
 // Counts and slots on the device; the counts come back to the host in one copy. An expert index
 // out of range is not counted, which the total then reveals.
-void make_dispatch_cuda(Context& ctx, const Tensor& topk_idx, MoeDispatch& m) {
+void make_dispatch_cuda(Context& ctx, const Tensor& topk_idx, MoeDispatch& m, bool counts_to_host) {
   const int64_t S = m.num_slots();
   Tensor counts = Tensor::empty({m.num_experts}, DType::i32, *ctx.backend);
+  m.counts = counts;
   MoeMakeDispatchCudaArgs a;
   a.topk_idx = static_cast<const int32_t*>(topk_idx.raw());
   a.counts = static_cast<int32_t*>(counts.raw());
@@ -44,6 +45,7 @@ void make_dispatch_cuda(Context& ctx, const Tensor& topk_idx, MoeDispatch& m) {
   cudaStream_t st = cuda::cuda_stream(ctx);
   NM_CUDA_CHECK(moe_count_experts_cuda(a, st));
   NM_CUDA_CHECK(moe_place_slots_cuda(a, st));
+  if (!counts_to_host) return;
   Tensor host = counts.to_host(DType::i32);
   const int32_t* c = host.data<int32_t>();
   m.tokens_per_expert.assign(c, c + m.num_experts);
@@ -65,7 +67,7 @@ MoePermuteCudaArgs permute_args(const MoeDispatch& m, const Tensor& rows) {
 
 }  // namespace
 
-MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts) {
+MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts, bool counts_to_host) {
   OpScope scope(ctx, OpPhase::moe_routing, __func__);
   NM_CHECK(topk_idx.rank() == 2, "moe_make_dispatch: topk_idx must be [N, K], got {}", topk_idx.shape().str());
   expect_dtype(topk_idx, DType::i32, "moe_make_dispatch topk_idx");
@@ -80,7 +82,7 @@ MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_
   m.slot_of = Tensor::empty({N, K}, DType::i32, *ctx.backend);
 #if NEMOTRON_CUDA
   if (topk_idx.device().is_cuda()) {
-    make_dispatch_cuda(ctx, topk_idx, m);
+    make_dispatch_cuda(ctx, topk_idx, m, counts_to_host);
     return m;
   }
 #endif
@@ -92,6 +94,9 @@ MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_
     ++m.tokens_per_expert[I[i]];
   }
   set_offsets(m);
+  m.counts = Tensor::empty({num_experts}, DType::i32, *ctx.backend);
+  for (int64_t e = 0; e < num_experts; ++e)
+    m.counts.data<int32_t>()[e] = static_cast<int32_t>(m.tokens_per_expert[static_cast<size_t>(e)]);
   int32_t* st = m.slot_token.data<int32_t>();
   int32_t* so = m.slot_of.data<int32_t>();
   std::vector<int64_t> next(m.expert_offset.begin(), m.expert_offset.end() - 1);

@@ -10,8 +10,11 @@ namespace nemotron::testing {
 namespace {
 
 // Which CUDA implementation a case runs (grouped_matmul_cuda.h): by default our wgmma kernel for
-// bf16 widths that are multiples of 8, `cublas` cuBLAS, so both paths are checked. The CPU ignores it.
-enum class Impl { automatic, cublas };
+// bf16 widths that are multiples of 8, `cublas` cuBLAS, so both paths are checked; `device_counts`
+// runs the forward from the row counts as a device tensor (grouped_linear_forward_counted: our
+// kernel with the problems built on the device; the host-offset form where it does not apply, as
+// on the CPU). The CPU ignores the other two.
+enum class Impl { automatic, cublas, device_counts };
 class ImplScope {
  public:
   explicit ImplScope(Impl impl) {
@@ -38,7 +41,7 @@ class GroupedMatmulCase : public OpCase {
   std::string params() const override {
     std::string r;
     for (int64_t v : rows_) r += (r.empty() ? "" : "/") + std::to_string(v);
-    const char* impl = impl_ == Impl::cublas ? ",impl=cublas" : "";
+    const char* impl = impl_ == Impl::cublas ? ",impl=cublas" : impl_ == Impl::device_counts ? ",counts=device" : "";
     return fmt::format("rows={},in={},out={}{}", r, in_, out_, impl);
   }
   int64_t E() const { return static_cast<int64_t>(rows_.size()); }
@@ -52,7 +55,13 @@ class GroupedMatmulCase : public OpCase {
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
     ImplScope scope(impl_);
     Tensor y = ctx.empty({offsets_.back(), out_}, in[0].dtype());
-    ops::grouped_linear_forward(ctx, in[0], offsets_, weights(in), y);
+    if (impl_ == Impl::device_counts) {
+      Tensor counts = Tensor::empty({E()}, DType::i32, host_backend());
+      for (int64_t e = 0; e < E(); ++e) counts.data<int32_t>()[e] = static_cast<int32_t>(rows_[e]);
+      ops::grouped_linear_forward_counted(ctx, in[0], counts.to(*ctx.backend), weights(in), y);
+    } else {
+      ops::grouped_linear_forward(ctx, in[0], offsets_, weights(in), y);
+    }
     return {y};
   }
   std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
@@ -97,12 +106,17 @@ NM_OP_CASES(grouped_matmul_cases) {
   // Widths that are multiples of 8 run our bf16 kernels (the others cuBLAS): tails in every tile
   // dimension (rows and dW's K not multiples of 128 or 64, K = in or out not a multiple of 64),
   // experts without rows, and an expert of a single row.
-  for (Impl impl : {Impl::automatic, Impl::cublas}) {
+  for (Impl impl : {Impl::automatic, Impl::cublas, Impl::device_counts}) {
     c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{70, 33, 1, 51}, 72, 40, impl));
     c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{0, 130, 7, 257, 0}, 136, 264, impl));
   }
   // Several 128 x 128 tiles and pipeline stages per expert, K tails on every product.
-  c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{300, 0, 129, 1, 200}, 200, 392));
+  for (Impl impl : {Impl::automatic, Impl::device_counts})
+    c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{300, 0, 129, 1, 200}, 200, 392, impl));
+  // Decode-like: many experts, most without rows, the first and the last ones among them.
+  c.push_back(std::make_unique<GroupedMatmulCase>(
+      std::vector<int64_t>{0, 2, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0}, 64, 136,
+      Impl::device_counts));
   // dW with 1, 2, 3 and 4 k-steps of 64 rows (the pipeline's prologue and slot reuse differ with
   // the step count), an M (= out) tile of 8 rows and an N tile of 8.
   c.push_back(std::make_unique<GroupedMatmulCase>(std::vector<int64_t>{64, 100, 1, 129, 250}, 264, 136));
