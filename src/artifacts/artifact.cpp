@@ -35,7 +35,7 @@ ArtifactRef ArtifactRef::parse(const std::string& text, const std::string& sourc
 }
 
 nlohmann::json Artifact::to_json() const {
-  return {{"name", name},         {"version", "v" + std::to_string(version)},
+  return {{"name", name},         {"version", version_label(version)},
           {"type", type},         {"path", path},
           {"created_at", created_at}, {"producer", producer},
           {"metadata", metadata}, {"inputs", inputs},
@@ -81,13 +81,15 @@ Artifact Artifact::from_json(const nlohmann::json& j, const std::string& source)
 nlohmann::json Artifact::field(const std::string& key) const {
   if (key == "path") return path;
   if (key == "name") return name;
-  if (key == "version") return "v" + std::to_string(version);
+  if (key == "version") return version_label(version);
   if (key == "type") return type;
   if (key == "created_at") return created_at;
   if (key == "content_hash") return content_hash;
   if (metadata.contains(key)) return metadata[key];
   return nullptr;
 }
+
+std::string version_label(int64_t version) { return fmt::format("v{}", version); }
 
 std::string now_iso8601() {
   const std::time_t t = std::time(nullptr);
@@ -96,7 +98,7 @@ std::string now_iso8601() {
   char buf[40];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
   std::string s = buf;  // +0000 -> +00:00 (ISO 8601 extended, as Python's isoformat writes)
-  if (s.size() >= 5) s.insert(s.size() - 2, ":");
+  if (s.size() >= 5) s.insert(s.size() - 2, 1, ':');
   return s;
 }
 

@@ -55,6 +55,9 @@ struct Artifact {
   nlohmann::json field(const std::string& key) const;
 };
 
+// A version as references and the store's directories spell it: 3 -> "v3".
+std::string version_label(int64_t version);
+
 // Now, as ISO 8601 with the UTC offset ("2026-11-25T08:15:02+00:00").
 std::string now_iso8601();
 

@@ -115,16 +115,24 @@ std::optional<Artifact> ArtifactStore::find(const ArtifactRef& ref) const {
   return Artifact::from_json(parse_json_text(read_text(m), m.string()), m.string());
 }
 
-std::optional<Artifact> ArtifactStore::latest_at_path(const std::string& path, const std::string& type) const {
-  const std::string want = fs::absolute(path).lexically_normal().string();
-  std::optional<Artifact> best;
-  for (const std::string& n : names()) {
+std::map<std::string, Artifact> ArtifactStore::latest_by_path(const std::string& type) const {
+  std::map<std::string, Artifact> out;
+  for (const std::string& n : names()) {  // sorted: of two created at the same time, the first name
     std::optional<Artifact> a = find({n, "latest"});
     if (!a || (!type.empty() && a->type != type)) continue;
-    if (fs::path(a->path).lexically_normal().string() != want) continue;
-    if (!best || a->created_at > best->created_at) best = std::move(a);
+    const std::string at = fs::path(a->path).lexically_normal().string();
+    auto it = out.find(at);
+    if (it == out.end()) out.emplace(at, std::move(*a));
+    else if (a->created_at > it->second.created_at) it->second = std::move(*a);
   }
-  return best;
+  return out;
+}
+
+std::optional<Artifact> ArtifactStore::latest_at_path(const std::string& path, const std::string& type) const {
+  std::map<std::string, Artifact> at = latest_by_path(type);
+  auto it = at.find(fs::absolute(path).lexically_normal().string());
+  if (it == at.end()) return std::nullopt;
+  return std::move(it->second);
 }
 
 Artifact ArtifactStore::get(const ArtifactRef& ref) const {
@@ -156,7 +164,7 @@ Artifact ArtifactStore::publish(Artifact a) {
     for (const std::string& al : a.aliases) {
       if (!valid_artifact_name(al) || al == "latest" || parse_version(al) > 0)
         throw InputError(fmt::format("artifact {}: \"{}\" cannot be an alias", a.name, al));
-      if (aliases.value(al, "") != "v" + std::to_string(to.version)) aliases[al] = "v" + std::to_string(to.version), changed = true;
+      if (aliases.value(al, "") != version_label(to.version)) aliases[al] = version_label(to.version), changed = true;
     }
     if (changed) write_text(dir / "aliases.json", aliases.dump(2) + "\n");
   };
@@ -173,7 +181,7 @@ Artifact ArtifactStore::publish(Artifact a) {
   int64_t next = 1;
   for (const auto& e : fs::directory_iterator(dir)) next = std::max(next, parse_version(e.path().filename().string()) + 1);
   a.version = next;
-  const fs::path vdir = dir / ("v" + std::to_string(next));
+  const fs::path vdir = dir / version_label(next);
   const fs::path staging = dir / (".v" + std::to_string(next) + ".tmp-" + std::to_string(::getpid()));
   fs::remove_all(staging);
   fs::create_directories(staging);
@@ -187,7 +195,7 @@ Artifact ArtifactStore::publish(Artifact a) {
   write_text(staging / "metadata.json", meta.dump(2) + "\n");
   fs::rename(staging, vdir);
   add_aliases(a);
-  write_text(dir / "latest", "v" + std::to_string(next) + "\n");
+  write_text(dir / "latest", version_label(next) + "\n");
   return a;
 }
 

@@ -10,6 +10,7 @@
 // the previous state.
 #pragma once
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ class ArtifactStore {
   // The newest artifact (of `type`, any when empty) whose latest version lies at `path`: how a
   // stage that reads a plain directory (the tiny recipes' paths) finds the artifact it consumed.
   std::optional<Artifact> latest_at_path(const std::string& path, const std::string& type = "") const;
+  // latest_at_path() for every path at once, keyed by the normalised absolute path: one read of
+  // the store for a caller that looks up many paths.
+  std::map<std::string, Artifact> latest_by_path(const std::string& type = "") const;
   std::vector<std::string> names() const;                 // sorted
   std::vector<Artifact> versions(const std::string& name) const;  // v1, v2, ...
 

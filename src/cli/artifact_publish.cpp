@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -20,13 +21,16 @@ namespace {
 
 std::vector<std::string> inputs_at(const artifacts::ArtifactStore& store, const std::vector<std::string>& paths) {
   std::vector<std::string> out;
+  if (paths.empty()) return out;
+  // One read of the store's manifests, then a lookup per path and ancestor.
+  const std::map<std::string, artifacts::Artifact> at = store.latest_by_path();
   for (const std::string& p : paths) {
     if (p.empty()) continue;
     fs::path q = fs::absolute(p).lexically_normal();
     // A file inside an artifact's directory (a tokenizer.json, an iteration dir) counts as it.
     for (; !q.empty() && q != q.root_path(); q = q.parent_path())
-      if (auto a = store.latest_at_path(q.string())) {
-        out.push_back(a->ref());
+      if (auto it = at.find(q.string()); it != at.end()) {
+        out.push_back(it->second.ref());
         break;
       }
   }

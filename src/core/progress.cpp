@@ -55,7 +55,7 @@ void ProgressBar::draw(bool final) {
   if (total_ > 0) {
     constexpr int kWidth = 24;
     int filled = static_cast<int>(kWidth * std::min<double>(1.0, static_cast<double>(done_) / static_cast<double>(total_)));
-    bar = "[" + std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(kWidth - filled), '.') + "] ";
+    bar.append(1, '[').append(static_cast<size_t>(filled), '#').append(static_cast<size_t>(kWidth - filled), '.').append("] ");
   }
   std::string count = total_ > 0 ? fmt::format("{}/{} {}", done_, total_, unit_) : fmt::format("{} {}", done_, unit_);
   std::string tail;

@@ -45,17 +45,20 @@ TokenDraw sample_row(const float* z, int64_t V, double temperature, double u) {
   for (int64_t v = 0; v < V; ++v) m = std::max(m, static_cast<double>(z[v]));
   double total = 0;
   for (int64_t v = 0; v < V; ++v) total += std::exp((z[v] - m) * inv_t);
-  int64_t pick = V - 1;  // rounding can leave the cumulative sum just below u
-  double cum = 0, w_pick = 0;
+  // Rounding can leave the cumulative sum just below u (u near 1): the draw is then the last id
+  // of non-zero weight, never one of probability 0 (a tail of underflowed weights, log-prob -inf).
+  int64_t pick = -1, last_weighted = 0;
+  double cum = 0, w_pick = 0, w_last = 0;
   for (int64_t v = 0; v < V; ++v) {
     const double w = std::exp((z[v] - m) * inv_t);
+    if (w > 0) last_weighted = v, w_last = w;
     cum += w / total;
     if (u < cum) {
       pick = v, w_pick = w;
       break;
     }
   }
-  if (pick == V - 1) w_pick = std::exp((z[V - 1] - m) * inv_t);
+  if (pick < 0) pick = last_weighted, w_pick = w_last;
   out.token = static_cast<int32_t>(pick);
   out.logprob = static_cast<float>(std::log(w_pick / total));
   const double raw_lse = inv_t == 1.0 ? m + std::log(total) : log_sum_exp(z, V);

@@ -2,10 +2,13 @@
 // [t * chunk, (t + 1) * chunk) of the row, so the cumulative distribution can be walked in id
 // order: (1) the row max (and, greedy, the argmax with the lowest id), (2) each chunk's sum of
 // the tempered weights exp((z - m) / T) (and of exp(z - m) for the raw log-sum-exp when T != 1)
-// in double, (3) thread 0 takes the chunk sums in order into prefix sums, (4) the chunk whose
-// range of the cumulative distribution holds u walks its ids until the sum passes u (an atomicMin
-// keeps the lowest id if rounding lets two neighbouring chunks claim it; none: the last id, as on
-// the CPU). Reads the row three times; at S = 256, V = 131072 in bf16 that is 192 MiB from L2/HBM.
+// in double, (3) thread 0 takes the chunk sums in order into prefix sums P, (4) the one chunk t
+// with P[t] <= u * total < P[t + 1] walks its ids until the sum passes u * total. The prefix sums
+// are non-decreasing, so these half-open ranges are disjoint and cover [0, total): exactly one
+// chunk claims, with no slack and no atomic; u * total can round up to total (u just below 1),
+// and then the last chunk with a non-empty range claims. Its walk re-adds the weights one by one,
+// which can end a rounding step short of target: it then takes its last id of non-zero weight.
+// Reads the row three times; at S = 256, V = 131072 in bf16 that is 192 MiB from L2/HBM.
 #include <cfloat>
 #include <cstdint>
 
@@ -94,20 +97,23 @@ __global__ void sample_rows_kernel(const E* __restrict__ logits, const double* _
     return;
   }
 
-  // (4) the chunk holding u walks its ids.
-  const double start = s_sum[t] / total;
-  const double end = (t + 1 < kThreads ? s_sum[t + 1] : total) / total;
-  if (lo < hi && u >= start - 1e-12 && u < end + 1e-12) {
+  // (4) the chunk whose range [P[t], P[t + 1]) holds target walks its ids.
+  const double target = u * total;
+  const double p0 = s_sum[t], p1 = t + 1 < kThreads ? s_sum[t + 1] : total;
+  if (p0 < p1 && p0 <= target && (target < p1 || (p1 == total && target >= total))) {
     const float inv_tf = static_cast<float>(inv_t);
-    double cum = s_sum[t];
-    const double target = u * total;
+    double cum = p0;
+    int64_t pick = -1, last_weighted = lo;
     for (int64_t v = lo; v < hi; ++v) {
-      cum += expf((load(z, v) - mf) * inv_tf);
+      const float w = expf((load(z, v) - mf) * inv_tf);
+      if (w > 0.0f) last_weighted = v;
+      cum += w;
       if (target < cum) {
-        atomicMin(reinterpret_cast<unsigned long long*>(&s_pick), static_cast<unsigned long long>(v));
+        pick = v;
         break;
       }
     }
+    s_pick = pick >= 0 ? pick : last_weighted;
   }
   __syncthreads();
   if (t == 0) {

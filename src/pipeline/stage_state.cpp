@@ -20,7 +20,7 @@ namespace {
 
 std::string short_value(const json& v) {
   if (v.is_null()) return "(absent)";
-  std::string s = v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump();
+  std::string s = v.is_string() ? fmt::format("\"{}\"", v.get<std::string>()) : v.dump();
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
 

@@ -32,15 +32,22 @@ constexpr uint64_t kValidationBit = uint64_t{1} << 63;
 
 constexpr double kGiB = double(1ull << 30);
 
-// Bytes of what a GPU run holds between steps, by kind (the weights once: the engine has no copy).
+// Bytes of the weights the engine reads (once: it has no copy). Fixed for a run: the optimizer
+// step writes the values in place, in the same dtype and shapes.
+int64_t weight_bytes(const model::ParamStore& params) {
+  int64_t n = 0;
+  for (const model::Param* p : params.all()) n += static_cast<int64_t>(p->value.nbytes());
+  return n;
+}
+
+// Bytes of what a GPU run holds between steps besides the weights, by kind.
 struct HeldBytes {
-  int64_t weights = 0, masters = 0, grads = 0, moments = 0, reference = 0;
+  int64_t masters = 0, grads = 0, moments = 0, reference = 0;
 };
 
 HeldBytes held_bytes(const model::ParamStore& params, const train::AdamW& opt, model::HybridModel* reference) {
   HeldBytes h;
   for (const model::Param* p : params.all()) {
-    h.weights += static_cast<int64_t>(p->value.nbytes());
     if (p->master.defined()) h.masters += static_cast<int64_t>(p->master.nbytes());
     if (p->grad.defined()) h.grads += static_cast<int64_t>(p->grad.nbytes());
   }
@@ -65,7 +72,8 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       opt_(net.params(), train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps,
                                             cfg.optimizer.weight_decay}),
       step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}}),
-      loss_(cfg.grpo.loss_fn) {
+      loss_(cfg.grpo.loss_fn),
+      weight_bytes_(weight_bytes(net.params())) {
   NM_CHECK(!train_.empty(), "no training prompts");
   order_ = epoch_order(0);
   // The trained policy is the one the engine samples from: log softmax(logits / temperature).
@@ -285,7 +293,7 @@ GrpoStepRecord GrpoTrainer::train_step() {
   r.loss = loss_sum / n, r.kl = kl / n, r.clip_fraction = clip / n, r.token_mult_prob_error = mult / n;
   r.grad_norm = grad;
   ++step_;
-  r.weight_bytes = held_bytes(net_.params(), opt_, nullptr).weights;
+  r.weight_bytes = weight_bytes_;
   const Backend& backend = net_.params().backend();
   if (!backend.device().is_cpu()) {
     r.device_bytes_in_use = static_cast<int64_t>(backend.bytes_in_use());

@@ -113,6 +113,7 @@ class GrpoTrainer {
   train::AdamW opt_;
   train::TrainStep step_runner_;
   ClippedPGLoss loss_;
+  const int64_t weight_bytes_;  // GrpoStepRecord::weight_bytes, fixed for the run
   std::unique_ptr<model::HybridModel> reference_;
   train::MetricsFile metrics_;
   io::TensorBoardWriter tensorboard_;

@@ -171,7 +171,8 @@ ChatRequest parse_chat_request(const std::string& body) {
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
         throw bad_request(fmt::format("'messages': only text content parts are supported, got {}", part.dump()),
                           "messages");
-      text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
+      if (!text.empty()) text += '\n';
+      text += part["text"].get<std::string>();
     }
     *it = text;
   }

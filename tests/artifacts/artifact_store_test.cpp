@@ -132,6 +132,30 @@ TEST(ArtifactStore, AliasesLineageAndUnknownInputs) {
   fs::remove_all(root), fs::remove_all(data), fs::remove_all(ckpt);
 }
 
+// What a stage that read plain directories records as its inputs: the newest artifact at a path
+// (of a type, when given), looked up one path at a time or for every path from one read.
+TEST(ArtifactStore, LatestAtPathTakesTheNewestAndLatestByPathAnswersTheSameForEveryPath) {
+  const fs::path root = fresh_dir("by_path"), data = fresh_dir("by_path_data"), other = fresh_dir("by_path_other");
+  write(data / "x", "1");
+  write(other / "y", "2");
+  ArtifactStore store(root);
+  Artifact older = data_artifact(data, "b-older"), newer = data_artifact(data, "a-newer");
+  older.created_at = "2026-11-25T08:00:00+00:00", newer.created_at = "2026-11-25T09:00:00+00:00";
+  newer.type = kModel;
+  store.publish(older), store.publish(newer), store.publish(data_artifact(other, "c-other"));
+  EXPECT_EQ(version_label(12), "v12");
+  EXPECT_EQ(store.latest_at_path(data.string())->name, "a-newer");
+  EXPECT_EQ(store.latest_at_path((data.parent_path() / "sub" / ".." / data.filename()).string())->name, "a-newer");
+  EXPECT_EQ(store.latest_at_path(data.string(), kSftData)->name, "b-older");
+  EXPECT_FALSE(store.latest_at_path((data / "x").string()).has_value());
+  const std::map<std::string, Artifact> all = store.latest_by_path(), sft = store.latest_by_path(kSftData);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all.at(fs::absolute(data).lexically_normal().string()).name, "a-newer");
+  EXPECT_EQ(all.at(fs::absolute(other).lexically_normal().string()).ref(), "c-other:v1");
+  EXPECT_EQ(sft.at(fs::absolute(data).lexically_normal().string()).name, "b-older");
+  fs::remove_all(root), fs::remove_all(data), fs::remove_all(other);
+}
+
 TEST(ArtResolver, ResolvesFieldsKeepsTypesAndNamesTheKeyOnErrors) {
   const fs::path root = fresh_dir("resolver"), data = fresh_dir("resolver_data");
   write(data / "x", "1");

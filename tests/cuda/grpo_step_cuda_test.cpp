@@ -45,57 +45,20 @@ namespace {
 #if NEMOTRON_CUDA
 namespace fs = std::filesystem;
 
-using grpo_test::ParityEnvironment;
 using grpo_test::fixture_tokenizer_path;
 
+// The shared tiny run (grpo_test_env.h) for one step on the GPU in float32, with the KL penalty on
+// so the reference policy's log-probs run on the GPU too.
 RlConfig make_config(const std::string& train_jsonl, int64_t vocab) {
-  // Mamba, attention, MLP; no MoE (a near-tie in top-k routing would let rounding pick another
-  // expert: a legitimate difference this comparison could not tell from a fault). KL on, so the
-  // reference policy's log-probs run on the GPU too.
-  const std::string yaml = fmt::format(R"(
-model:
-  vocab_size: {}
-  hidden_size: 32
-  hybrid_override_pattern: "M*-"
-  max_position_embeddings: 256
-  num_attention_heads: 4
-  num_key_value_heads: 2
-  head_dim: 8
-  intermediate_size: 64
-  mamba_num_heads: 4
-  mamba_head_dim: 8
-  n_groups: 1
-  ssm_state_size: 8
-  conv_kernel: 4
-  chunk_size: 8
-grpo: {{num_prompts_per_step: 3, num_generations_per_prompt: 4, max_num_steps: 1, val_period: 0, seed: 7}}
-loss_fn: {{reference_policy_kl_penalty: 0.05, ratio_clip_min: 0.2, ratio_clip_max: 0.28,
-          use_importance_sampling_correction: true}}
-policy:
-  tokenizer: {{name: {}, chat_template: nano3}}
-  max_total_sequence_length: 128
-  train_global_batch_size: 12
-  train_micro_batch_size: 4
-  optimizer: {{lr: 3.0e-3, weight_decay: 0.0}}
-  generation: {{max_new_tokens: 12}}
-data: {{train_jsonl_fpath: {}}}
-env: {{name: math}}
-checkpointing: {{enabled: false}}
-device: cuda
-mixed_precision: fp32
-)",
-                                       vocab, fixture_tokenizer_path(), train_jsonl);
-  RlConfig c = read_rl_config(parse_yaml_text(yaml, "grpo_step_cuda_test.yaml"), "grpo_step_cuda_test.yaml");
-  c.environment = std::make_shared<ParityEnvironment>();
-  return c;
+  return grpo_test::tiny_grpo_config(
+      vocab, train_jsonl, "",
+      {"grpo.max_num_steps=1", "loss_fn.reference_policy_kl_penalty=0.05", "device=cuda", "mixed_precision=fp32"},
+      "grpo_step_cuda_test.yaml");
 }
 
 std::string write_prompts(int rows) {
   std::string text;
-  for (int i = 0; i < rows; ++i)
-    text += fmt::format(
-        R"({{"responses_create_params": {{"input": [{{"role": "user", "content": "What is {} + {}?"}}]}}, "expected_answer": "{}"}})",
-        i, 2 * i, 3 * i) + "\n";
+  for (int i = 0; i < rows; ++i) text += grpo_test::question_row(i) + "\n";
   return nemotron::testing::write_temp("grpo_step_cuda", "train.jsonl", text);
 }
 

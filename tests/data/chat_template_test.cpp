@@ -166,8 +166,8 @@ TEST(ChatTemplate, mask_of_a_plain_conversation_pinned_token_by_token) {
   ASSERT_EQ(r.sequences.size(), 1u);
   // <|im_start|>system\n<|im_end|>\n <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think></think> | Yo<|im_end|>\n
   const size_t context = 1 + 7 + 1 + 1 + (1 + 5 + 2 + 1 + 1) + (1 + 10 + 15);
-  std::vector<uint8_t> expected(context, 0);
-  expected.insert(expected.end(), 4, 1);  // "Y" "o" <|im_end|> "\n"
+  std::vector<uint8_t> expected(context + 4, 1);  // the last 4: "Y" "o" <|im_end|> "\n"
+  std::fill_n(expected.begin(), context, uint8_t{0});
   EXPECT_EQ(r.sequences[0].loss_mask, expected);
   EXPECT_EQ(r.sequences[0].input_ids[context + 2], 257);  // <|im_end|> is trained
 }

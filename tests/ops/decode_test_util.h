@@ -29,7 +29,10 @@ inline std::vector<int32_t> offsets_of(const std::vector<int32_t>& counts) {
 
 inline std::string counts_str(const std::vector<int32_t>& counts) {
   std::string s;
-  for (size_t i = 0; i < counts.size(); ++i) s += (i ? "/" : "") + std::to_string(counts[i]);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (i) s += '/';
+    s += std::to_string(counts[i]);
+  }
   return s;
 }
 

@@ -40,7 +40,10 @@ class GroupedMatmulCase : public OpCase {
   std::string op() const override { return "grouped_matmul"; }
   std::string params() const override {
     std::string r;
-    for (int64_t v : rows_) r += (r.empty() ? "" : "/") + std::to_string(v);
+    for (int64_t v : rows_) {
+      if (!r.empty()) r += '/';
+      r += std::to_string(v);
+    }
     const char* impl = impl_ == Impl::cublas ? ",impl=cublas" : impl_ == Impl::device_counts ? ",counts=device" : "";
     return fmt::format("rows={},in={},out={}{}", r, in_, out_, impl);
   }

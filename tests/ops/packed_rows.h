@@ -18,7 +18,10 @@ inline std::string layout_str(const PackedLayout& p) {
   std::string s;
   for (size_t b = 0; b < p.size(); ++b) {
     if (b) s += "|";
-    for (size_t k = 0; k < p[b].size(); ++k) s += (k ? "+" : "") + std::to_string(p[b][k]);
+    for (size_t k = 0; k < p[b].size(); ++k) {
+      if (k) s += '+';
+      s += std::to_string(p[b][k]);
+    }
   }
   return s;
 }

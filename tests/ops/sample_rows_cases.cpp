@@ -3,7 +3,8 @@
 // at evenly spread u follow softmax(z / T) (each id's share of u in [0, 1) is its probability),
 // with the log-probs of that distribution. On a GPU: the kernel's tokens equal the CPU
 // reference's and its log-probs agree to float rounding, for float32 and bfloat16 logits, greedy
-// and tempered rows mixed, vocabularies smaller and larger than the block, and ties.
+// and tempered rows mixed, vocabularies smaller and larger than the block, and ties. At u just
+// below 1 the cumulative sum can round short of u: both then draw the last id of non-zero weight.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +86,24 @@ TEST(SampleRows, DrawsFollowTheTemperedSoftmaxAndGreedyTakesTheFirstMaximum) {
   EXPECT_EQ(g.token, 2);  // ids 2 and 3 tie: the lowest
 }
 
+// 7 equal weights, then a tail whose weights underflow to 0. Seven additions of 1/7 end at
+// 1 - 2^-52, below u = 1 - 2^-53: no id passes u, and the draw is id 6 (the last one that can be
+// drawn, log-prob log(1/7)), not the last id of the row (probability 0, log-prob -inf).
+std::vector<float> short_sum_row(int64_t V) {
+  std::vector<float> z(static_cast<size_t>(V), -1.0e4f);
+  for (int64_t v = 0; v < 7; ++v) z[static_cast<size_t>(v)] = 0.0f;
+  return z;
+}
+const double kLastU = std::nextafter(1.0, 0.0);
+
+TEST(SampleRows, AUThatTheSumRoundsShortOfDrawsTheLastIdOfNonZeroWeight) {
+  const std::vector<float> z = short_sum_row(1000);
+  const ops::TokenDraw d = ops::sample_row(z.data(), 1000, 1.0, kLastU);
+  EXPECT_EQ(d.token, 6);
+  EXPECT_NEAR(d.logprob, std::log(1.0 / 7), 1e-6);
+  EXPECT_NEAR(d.raw_logprob, std::log(1.0 / 7), 1e-6);
+}
+
 TEST(SampleRows, BadArgumentsAreRefused) {
   Context ctx{&host_backend(), nullptr, DType::f32};
   const Tensor z = Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
@@ -129,6 +148,21 @@ TEST(SampleRows, CudaKernelEqualsTheCpuReference) {
     }
   }
   EXPECT_EQ(compared, 2 * (37 * 4 + 64));
+}
+
+TEST(SampleRows, CudaKernelDrawsTheLastIdOfNonZeroWeightWhenTheSumRoundsShort) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  Context gctx{&gpu, nullptr, DType::f32};
+  for (int64_t V : {7, 1000, 131072}) {  // one id a chunk, and chunks of 2 and 256 ids
+    const std::vector<float> z = short_sum_row(V);
+    const std::vector<ops::RowSampling> rows{{1.0, kLastU}};
+    const ops::TokenDraw got = ops::sample_rows(gctx, Tensor::from_vector<float>({1, V}, z).to(gpu), rows)[0];
+    const ops::TokenDraw want = ops::sample_row(z.data(), V, 1.0, kLastU);
+    EXPECT_EQ(got.token, want.token) << "V " << V;
+    EXPECT_EQ(got.token, 6) << "V " << V;
+    EXPECT_NEAR(got.logprob, std::log(1.0 / 7), 1e-6) << "V " << V;
+  }
 }
 #endif
 

@@ -23,61 +23,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using grpo_test::ParityEnvironment;
 using grpo_test::fixture_tokenizer_path;
 
 // A train and a val file of plain questions; returns the folder.
 std::string write_data(const std::string& folder, int rows) {
   std::string train, val;
-  for (int i = 0; i < rows; ++i) {
-    const std::string row = fmt::format(
-        R"({{"responses_create_params": {{"input": [{{"role": "user", "content": "What is {} + {}?"}}]}}, "expected_answer": "{}"}})",
-        i, 2 * i, 3 * i);
-    (i % 4 == 3 ? val : train) += row + "\n";
-  }
+  for (int i = 0; i < rows; ++i) (i % 4 == 3 ? val : train) += grpo_test::question_row(i) + "\n";
   nemotron::testing::write_temp(folder, "train.jsonl", train);
   return fs::path(nemotron::testing::write_temp(folder, "val.jsonl", val)).parent_path().string();
 }
 
+// The shared tiny run (grpo_test_env.h); with `ckpt_dir`, checkpoints there every 2 steps.
 RlConfig make_config(const std::string& data_dir, const std::string& ckpt_dir, int64_t vocab,
-                     const std::vector<std::string>& overrides = {}) {
-  const std::string yaml = fmt::format(R"(
-model:
-  vocab_size: {}
-  hidden_size: 32
-  hybrid_override_pattern: "M*-"
-  max_position_embeddings: 256
-  num_attention_heads: 4
-  num_key_value_heads: 2
-  head_dim: 8
-  intermediate_size: 64
-  mamba_num_heads: 4
-  mamba_head_dim: 8
-  n_groups: 1
-  ssm_state_size: 8
-  conv_kernel: 4
-  chunk_size: 8
-grpo: {{num_prompts_per_step: 3, num_generations_per_prompt: 4, max_num_steps: 4, max_num_epochs: 10, val_period: 0, seed: 7}}
-loss_fn: {{reference_policy_kl_penalty: 0.0, ratio_clip_min: 0.2, ratio_clip_max: 0.28,
-          use_importance_sampling_correction: true}}
-policy:
-  tokenizer: {{name: {}, chat_template: nano3}}
-  max_total_sequence_length: 128
-  train_global_batch_size: 12
-  train_micro_batch_size: 4
-  optimizer: {{lr: 3.0e-3, weight_decay: 0.0}}
-  generation: {{max_new_tokens: 12}}
-data: {{train_jsonl_fpath: {}/train.jsonl, validation_jsonl_fpath: {}/val.jsonl}}
-env: {{name: math}}
-checkpointing: {{enabled: {}, checkpoint_dir: {}, save_period: 2, keep_top_k: 5}}
-)",
-                                       vocab, fixture_tokenizer_path(), data_dir, data_dir, !ckpt_dir.empty(),
-                                       ckpt_dir.empty() ? "unused" : ckpt_dir);
-  nlohmann::json tree = parse_yaml_text(yaml, "grpo_trainer_test.yaml");
-  apply_overrides(tree, overrides, "grpo_trainer_test.yaml");
-  RlConfig c = read_rl_config(tree, "grpo_trainer_test.yaml");
-  c.environment = std::make_shared<ParityEnvironment>();
-  return c;
+                     std::vector<std::string> overrides = {}) {
+  if (!ckpt_dir.empty())
+    overrides.insert(overrides.begin(), {"checkpointing.enabled=true", "checkpointing.checkpoint_dir=" + ckpt_dir,
+                                         "checkpointing.save_period=2", "checkpointing.keep_top_k=5"});
+  return grpo_test::tiny_grpo_config(vocab, data_dir + "/train.jsonl", data_dir + "/val.jsonl", overrides,
+                                     "grpo_trainer_test.yaml");
 }
 
 struct Policy {  // a model, its config and its trainer
@@ -119,6 +82,11 @@ TEST(GrpoTrainer, engine_and_trainer_logprobs_agree_in_fp32) {
   EXPECT_LT(r.max_logprob_error, 1e-4);
   EXPECT_EQ(r.refit_seconds, 0.0);
   EXPECT_GT(r.grad_norm, 0.0);
+  // The weights the engine reads: every parameter's float32 values, counted once for the run.
+  int64_t floats = 0;
+  for (const model::Param* p : run.net.params().all()) floats += p->value.numel();
+  EXPECT_EQ(r.weight_bytes, 4 * floats);
+  EXPECT_EQ(run.trainer->train_step().weight_bytes, r.weight_bytes);
 }
 
 TEST(GrpoTrainer, a_step_raises_the_logprob_of_rewarded_completions) {
