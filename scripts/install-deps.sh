@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the build and the tests need on Debian 12 (bookworm), and nothing else. Idempotent:
+# Installs what the build and the tests need on Debian 12 (bookworm), and nothing else (Open MPI:
+# `mpirun -np N nemotron ...` runs data parallelism over CPU processes, and NCCL's bootstrap). Idempotent:
 # when every package is already installed it touches nothing and returns at once. Runs apt as root,
 # through sudo when not root. --tests adds what only the tests use (scripts/test.sh passes it):
 # chromium and python3 render `nemotron report`'s page and check its screenshot
@@ -9,7 +10,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config git ca-certificates libopenmpi-dev openmpi-bin
   libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )

@@ -3,16 +3,34 @@
 #include <cstdio>
 
 #include "cli/app.h"
+#include "cli/distributed.h"
 #include "core/error.h"
+
+namespace {
+
+// One line on standard error; in a run of several ranks, every rank ends with the code (the
+// others may wait in a collective for this one), and an InputError, which every rank of one
+// command hits alike, is printed by rank 0 only.
+int fail(int code, const char* what, bool input_error) {
+  const nemotron::cli::LaunchInfo& l = nemotron::cli::launch_info();
+  if (l.size == 1) {
+    std::fprintf(stderr, "error: %s\n", what);
+    return code;
+  }
+  if (input_error && l.rank == 0) std::fprintf(stderr, "error: %s\n", what);
+  else if (!input_error || l.log_all_ranks) std::fprintf(stderr, "error: rank %d of %d: %s\n", l.rank, l.size, what);
+  nemotron::cli::abort_ranks(code);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
+    nemotron::cli::launch_info();  // MPI first, when a launcher started this process
     return nemotron::cli::run(argc, argv);
   } catch (const nemotron::InputError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    return fail(2, e.what(), true);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return fail(1, e.what(), false);
   }
 }

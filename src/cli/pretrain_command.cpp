@@ -20,6 +20,7 @@
 
 #include "cli/artifact_refs.h"
 #include "cli/commands.h"
+#include "cli/distributed.h"
 #include "cli/host_memory.h"
 #include "cli/recipe_paths.h"
 #include "cli/training_command.h"
@@ -55,6 +56,9 @@ void print_unigram_baseline(const train::PretrainConfig& cfg, const train::Train
 int run_pretrain(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "pretrain", o.config);
   train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides, artifact_ref_resolver());
+  const parallel::RankLayout layout = run_layout(cfg.model, path);
+  train::set_data_parallel_size(cfg, layout.data());
+  cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {
     std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;
@@ -78,7 +82,9 @@ int run_pretrain(const TrainingCommandOptions& o) {
   // The model artifact's input: the data prep output holding the blend (none for mock tokens).
   std::vector<std::string> inputs;
   if (!d.mock && !d.per_split_data_args_path.empty()) inputs.push_back(d.per_split_data_args_path);
-  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), trainer_options(cfg.checkpoint.save, inputs));
+  train::TrainerOptions topts = trainer_options(cfg.checkpoint.save, inputs);
+  topts.groups = make_process_groups(layout, dev.backend);
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), std::move(topts));
   train::TrainResult res;
   const int sig = run_training(trainer, cfg.checkpoint, command_line(o), res);
   print_unigram_baseline(cfg, res);

@@ -18,6 +18,7 @@
 
 #include "cli/artifact_refs.h"
 #include "cli/commands.h"
+#include "cli/distributed.h"
 #include "cli/eval_generation.h"
 #include "cli/recipe_paths.h"
 #include "cli/training_command.h"
@@ -92,6 +93,9 @@ void print_accuracy(const char* when, const train::TeacherForcedAccuracy& a) {
 int run_sft(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "sft", o.config);
   train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
+  const parallel::RankLayout layout = run_layout(cfg.model, path);
+  train::set_data_parallel_size(cfg, layout.data());
+  cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {
     std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;
@@ -119,8 +123,10 @@ int run_sft(const TrainingCommandOptions& o) {
   // and the optimizer exist, so neither holds anything for the base).
   if (cfg.peft) model::attach_lora(net.params(), *cfg.peft, cfg.seed, path);
   net.params().create_masters();
-  train::Trainer trainer(cfg, net, *data.train, data.valid.get(),
-                        trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint}));
+  train::TrainerOptions topts =
+      trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint});
+  topts.groups = make_process_groups(layout, dev.backend);
+  train::Trainer trainer(cfg, net, *data.train, data.valid.get(), std::move(topts));
   // Exact match: greedy completions through the generation engine, right when their last
   // "The answer is N." has the reference N (eval's final_answer verifier).
   eval::TaskSpec gen_task;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/artifact_publish.h"
+#include "cli/distributed.h"
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
 #include "train/run_dir.h"
@@ -56,8 +57,10 @@ int run_training(train::Trainer& trainer, const train::CheckpointSection& checkp
   trainer.restore_from_config();  // reads only; errors leave every file as it was
   // checkpoint.save belongs to one run at a time (train/run_dir.h): refused before anything is
   // written unless this run resumes it, then locked for the whole run.
-  const train::RunDirState seen = train::check_run_dir(checkpoint);
-  const train::RunDirLock lock = train::lock_run_dir(checkpoint, seen, command);
+  // Several ranks: the first checks and holds the directory for the run (the others write
+  // nothing there, and would see the first's lock as another run's).
+  train::RunDirLock lock;
+  if (launch_info().rank == 0) lock = train::lock_run_dir(checkpoint, train::check_run_dir(checkpoint), command);
   for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
   if (checkpoint.save.empty())
     std::printf("warning: checkpoint.save is empty: this run saves no checkpoint (set checkpoint.save=DIR to keep one)\n");

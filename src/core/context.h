@@ -1,6 +1,6 @@
 // What every op and block receives instead of globals: the backend that owns the compute
-// device (and, for CUDA, its stream), the activation arena, the compute dtype, and an optional
-// op profiler (core/op_profiler.h).
+// device (and, for CUDA, its stream), the activation arena, the compute dtype, an optional
+// op profiler (core/op_profiler.h) and the run's process groups (parallel/process_groups.h).
 #pragma once
 #include "core/backend.h"
 #include "core/tensor.h"
@@ -9,6 +9,9 @@
 namespace nemotron {
 
 struct OpProfiler;
+namespace parallel {
+struct ProcessGroups;
+}
 
 // The randomness of a training forward/backward (LoRA's adapter dropout, model/lora.h). The
 // training step sets it around each micro-batch, keyed by the run's seed, the iteration and the
@@ -25,6 +28,9 @@ struct Context {
   DType compute_dtype = DType::f32; // dtype of activations the model creates
   OpProfiler* profiler = nullptr;   // when set, ops report their phases (see OpScope)
   DropoutKey dropout = {};          // training micro-batches only (see DropoutKey)
+  // The run's groups (data, expert, ...); null = one process, every group of size 1. Model code
+  // reads the group it needs (parallel::groups_of) and nothing else of the layout.
+  const parallel::ProcessGroups* groups = nullptr;
 
   // Scratch/activation tensors: from the arena when there is one, else from the backend.
   Tensor empty(Shape shape, DType dtype) const {

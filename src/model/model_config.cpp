@@ -189,6 +189,11 @@ ModelConfig read_model_config(ConfigReader& r) {
                        "Megatron, which our flash-style attention never stores",
                        c.recompute_granularity));
   c.max_position_embeddings = r.get_positive_int("max_position_embeddings", c.max_position_embeddings);
+  // The parallel layout (checked against the world size and the model by parallel::RankLayout).
+  c.parallel.tensor = r.get_positive_int("tensor_model_parallel_size", 1);
+  c.parallel.context = r.get_positive_int("context_parallel_size", 1);
+  c.parallel.expert = r.get_positive_int("expert_model_parallel_size", 1);
+  c.parallel.sequence_parallel = r.get_bool("sequence_parallel", false);
 
   // Attention.
   c.num_attention_heads = r.get_positive_int("num_attention_heads", c.num_attention_heads);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/rope_freq.h"
+#include "parallel/parallel_sizes.h"
 
 namespace nemotron {
 class ConfigReader;
@@ -45,6 +46,10 @@ struct ModelConfig {
   // Training memory (Megatron's model.recompute_granularity): "full" keeps only each layer's input
   // and recomputes its forward just before its backward; "" keeps every activation.
   std::string recompute_granularity;
+  // How the run splits the model over ranks (Megatron-Bridge's model.tensor_model_parallel_size,
+  // context_parallel_size, expert_model_parallel_size, sequence_parallel). Recipes only: a Hugging
+  // Face config.json has none, and nothing in the weights depends on it.
+  parallel::ParallelSizes parallel;
   int64_t max_position_embeddings = 4096;
 
   // Attention (*)

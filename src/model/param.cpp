@@ -1,5 +1,7 @@
 #include "model/param.h"
 
+#include <algorithm>
+
 namespace nemotron::model {
 
 Param& ParamStore::add(const std::string& name, Shape shape, bool weight_decay, bool stat) {
@@ -28,8 +30,41 @@ const Param* ParamStore::find(const std::string& name) const {
 }
 
 void ParamStore::zero_grads() {
+  if (grad_buffer_.defined()) grad_buffer_.zero_();
   for (Param* p : order_)
-    if (p->grad.defined()) p->grad.zero_();
+    if (p->grad.defined() && !in_grad_buffer(*p)) p->grad.zero_();
+}
+
+void ParamStore::make_grads_contiguous(int64_t align, int64_t pad_to) {
+  NM_CHECK(align >= 1 && pad_to >= 1, "make_grads_contiguous({}, {})", align, pad_to);
+  auto round_up = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
+  int64_t total = 0;
+  const DType dt = grad_dtype(dtype_);
+  std::vector<int64_t> offsets(order_.size(), -1);
+  for (size_t i = 0; i < order_.size(); ++i) {
+    Param* p = order_[i];
+    if (!p->grad.defined()) continue;
+    NM_CHECK(p->grad.dtype() == dt, "gradient of {} is {}, the store's are {}", p->name, dtype_name(p->grad.dtype()),
+             dtype_name(dt));
+    offsets[i] = total;
+    total += round_up(p->grad.numel(), align);
+    p->grad = Tensor();  // freed before the buffer is allocated: no second copy at the peak
+  }
+  grad_buffer_ = Tensor();
+  Tensor buf = Tensor::zeros({round_up(std::max<int64_t>(total, 1), pad_to)}, dt, *backend_);
+  for (size_t i = 0; i < order_.size(); ++i) {
+    if (offsets[i] < 0) continue;
+    Param* p = order_[i];
+    p->grad = buf.slice(offsets[i], offsets[i] + p->value.numel()).view(p->value.shape());
+  }
+  grad_buffer_ = buf;
+}
+
+bool ParamStore::in_grad_buffer(const Param& p) const {
+  if (!grad_buffer_.defined() || !p.grad.defined()) return false;
+  const char* b = static_cast<const char*>(grad_buffer_.raw());
+  const char* g = static_cast<const char*>(p.grad.raw());
+  return g >= b && g < b + grad_buffer_.nbytes();
 }
 
 void ParamStore::set_requires_grad(Param& p, bool requires_grad) {

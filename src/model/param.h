@@ -60,6 +60,15 @@ class ParamStore {
   bool has_masters() const;
   int64_t numel() const;
   int64_t trainable_numel() const;  // of the parameters that require a gradient
+  // Moves every gradient into one flat zeroed buffer (Megatron DDP's grad buffer), each
+  // parameter's a view at an offset rounded up to `align` elements, the buffer padded to a
+  // multiple of `pad_to` elements. Gradient values are dropped (call it between steps: a step
+  // zeroes them first anyway), and the old ones are freed first, so memory never holds both. Collectives then run on the buffer (or buckets of it) in place,
+  // and zero_grads() clears it in one pass. A parameter unfrozen later gets a gradient of its own
+  // outside the buffer (in_grad_buffer says which). Call again after freezing or unfreezing.
+  void make_grads_contiguous(int64_t align = 64, int64_t pad_to = 1);
+  const Tensor& grad_buffer() const { return grad_buffer_; }  // undefined until made
+  bool in_grad_buffer(const Param& p) const;
   Backend& backend() const { return *backend_; }
   DType dtype() const { return dtype_; }
 
@@ -67,6 +76,7 @@ class ParamStore {
   Backend* backend_;
   DType dtype_;
   bool masters_ = false;  // create_masters() ran
+  Tensor grad_buffer_;    // make_grads_contiguous()
   std::map<std::string, std::unique_ptr<Param>> by_name_;
   std::vector<Param*> order_;
 };

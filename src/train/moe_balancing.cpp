@@ -69,6 +69,18 @@ void MoeBalancer::add(const model::ForwardStats& stats) {
   for (size_t j = 0; j < stats.mtp_moe.size(); ++j) take(mtp_slots_[j], stats.mtp_moe[j]);
 }
 
+void MoeBalancer::reduce(parallel::Communicator& group) {
+  if (group.size() == 1) return;
+  std::vector<double> v{aux_sum_};
+  for (const auto& c : counts_)
+    for (int64_t n : c) v.push_back(static_cast<double>(n));
+  group.all_reduce_host(v);
+  aux_sum_ = v[0];
+  size_t i = 1;
+  for (auto& c : counts_)
+    for (int64_t& n : c) n = static_cast<int64_t>(v[i++]);
+}
+
 void MoeBalancer::end_step() {
   if (!cfg_.moe_router_enable_expert_bias) return;
   for (size_t l = 0; l < layers_.size(); ++l)

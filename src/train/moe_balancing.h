@@ -11,6 +11,7 @@
 
 #include "model/hybrid_model.h"
 #include "model/moe_mixer.h"
+#include "parallel/communicator.h"
 #include "train/train_loop_config.h"
 
 namespace nemotron::train {
@@ -31,6 +32,9 @@ class MoeBalancer {
   // (HybridModel::forward's stats, and mtp_loss's when the step ran the MTP depths). Forwards
   // whose stats are not passed here (evaluation, rollouts) do not count.
   void add(const model::ForwardStats& stats);
+  // Data parallelism: the step's counts and aux losses summed over the data group, before the
+  // bias update, so every rank updates the biases alike (from the whole global batch).
+  void reduce(parallel::Communicator& group);
   // After the optimizer step: the expert-bias update, when enabled.
   void end_step();
   // Turns the aux loss off for evaluation forwards (begin_step turns it back on).

@@ -260,4 +260,15 @@ std::string config_to_yaml(const json& tree) {
   return std::string(out.c_str()) + "\n";
 }
 
+void set_data_parallel_size(TrainLoopConfig& c, int64_t dp) {
+  NM_CHECK(dp >= 1, "data-parallel size {}", dp);
+  const TrainSection& t = c.train;
+  if (t.global_batch_size % (t.micro_batch_size * dp) != 0)
+    throw_config_error(c.source, "train.global_batch_size",
+                       fmt::format("{} is not a multiple of train.micro_batch_size {} x {} data-parallel ranks = {} "
+                                   "(every rank runs whole micro-batches; change either, or the number of ranks)",
+                                   t.global_batch_size, t.micro_batch_size, dp, t.micro_batch_size * dp));
+  c.train.data_parallel_size = dp;
+}
+
 }  // namespace nemotron::train

@@ -26,7 +26,10 @@ struct TrainSection {             // train:
   int64_t eval_interval = 0;  // 0 = no periodic validation (also accepted under validation:)
   int64_t eval_iters = 0;     // validation steps of global_batch_size sequences each
   int64_t exit_interval = 0;  // 0 = never; else stop (after saving) when iteration % it == 0
-  int64_t accumulation_steps() const { return global_batch_size / micro_batch_size; }
+  // Not a key: the run's data-parallel ranks (set_data_parallel_size). Each runs GBS / (MBS x DP)
+  // micro-batches per step, as in Megatron.
+  int64_t data_parallel_size = 1;
+  int64_t accumulation_steps() const { return global_batch_size / (micro_batch_size * data_parallel_size); }
 };
 
 struct OptimizerSection {  // optimizer: (Megatron names and defaults)
@@ -109,6 +112,9 @@ struct TrainLoopConfig {
 // checkpoint:, logger:, rng:, moe:, device, mixed_precision) of `root` into c. Other sections are
 // the stage's to read; root.check_unknown_keys() is the caller's, after them.
 void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c);
+// The run's data-parallel size (from its rank layout); an InputError naming train.global_batch_size
+// when the global batch does not split into whole micro-batches per rank.
+void set_data_parallel_size(TrainLoopConfig& c, int64_t data_parallel_size);
 // Just device: (cpu, cuda, cuda:N) and mixed_precision: (bf16_mixed, the default on CUDA, or fp32)
 // of `root`, validated: for stages whose config is not a TrainLoopConfig (rl).
 void read_device_keys(ConfigReader& root, std::string& device, std::string& mixed_precision);

@@ -34,7 +34,7 @@ double sum_on_host(const Tensor& t) {
 }  // namespace
 
 MtpWeights mtp_weights(const model::HybridModel& net, const std::vector<model::Batch>& micro, const LossFn& loss,
-                       double normaliser) {
+                       double normaliser, parallel::Communicator* group) {
   MtpWeights w;
   const int64_t D = net.mtp_depths();
   Tensor c;
@@ -45,6 +45,7 @@ MtpWeights mtp_weights(const model::HybridModel& net, const std::vector<model::B
     for (int64_t k = 1; k <= D; ++k)
       w.tokens[static_cast<size_t>(k - 1)] += model::mtp_targets(mb, c, k, host_backend()).tokens;
   }
+  if (group) group->all_reduce_host(w.tokens);
   const double alpha = net.config().mtp_loss_scaling_factor;
   for (double n : w.tokens) w.weight.push_back(n > 0 ? alpha / static_cast<double>(D) * normaliser / n : 0.0);
   return w;
@@ -124,19 +125,24 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
       cfg_(std::move(cfg)),
       balancer_(net, cfg_.moe),
       ws_(net.params().backend()),
-      ctx_{&net.params().backend(), net.params().backend().device().is_cpu() ? &ws_ : nullptr, net.params().dtype()} {}
+      ctx_{&net.params().backend(), net.params().backend().device().is_cpu() ? &ws_ : nullptr, net.params().dtype()} {
+  ctx_.groups = cfg_.groups.get();
+  reducer_ = std::make_unique<GradReducer>(net_.params(), *groups().data);
+}
 
 StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration) {
   NM_CHECK(!micro.empty(), "a training step needs at least one micro-batch");
-  const double normaliser = loss.normaliser(micro);
+  parallel::Communicator& dp = *groups().data;
+  // The global batch is every data-parallel rank's micro-batches: its normaliser is their sum.
+  const double normaliser = dp.all_reduce_host(loss.normaliser(micro));
   if (!(normaliser > 0))
     throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration));
   net_.params().zero_grads();
-  balancer_.begin_step(static_cast<int64_t>(micro.size()));
+  balancer_.begin_step(static_cast<int64_t>(micro.size()) * dp.size());
   StepResult r;
   r.normaliser = normaliser;
   Backend& backend = net_.params().backend();
-  const MtpWeights mtp = mtp_weights(net_, micro, loss, normaliser);
+  const MtpWeights mtp = mtp_weights(net_, micro, loss, normaliser, &dp);
   std::vector<double> mtp_sums(mtp.weight.size(), 0.0);
   double mtp_objective = 0;
   for (size_t k = 0; k < micro.size(); ++k) {
@@ -151,6 +157,21 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
     for (const auto& [name, v] : m.metrics) r.metrics[name] += v;
     for (size_t d = 0; d < m.mtp_sums.size(); ++d) mtp_sums[d] += m.mtp_sums[d];
     mtp_objective += m.mtp_objective;
+  }
+  {
+    OpScope scope(ctx_, OpPhase::optimizer, "data_parallel_grad_reduce");
+    reducer_->all_reduce();
+  }
+  if (dp.size() > 1) {  // the step's sums over the whole global batch
+    std::vector<double> sums{r.loss_sum, mtp_objective};
+    for (double v : mtp_sums) sums.push_back(v);
+    std::vector<std::string> names;
+    for (const auto& [name, v] : r.metrics) names.push_back(name), sums.push_back(v);
+    dp.all_reduce_host(sums);
+    r.loss_sum = sums[0], mtp_objective = sums[1];
+    for (size_t d = 0; d < mtp_sums.size(); ++d) mtp_sums[d] = sums[2 + d];
+    for (size_t i = 0; i < names.size(); ++i) r.metrics[names[i]] = sums[2 + mtp_sums.size() + i];
+    balancer_.reduce(dp);
   }
   if (grad_hook_) grad_hook_(net_.params());
   r.loss = r.loss_sum / normaliser;
@@ -181,6 +202,12 @@ LossSum TrainStep::evaluate(const model::Batch& batch, LossFn& loss) {
   s.token_count = loss.normaliser({batch});
   ws_.reset();
   return s;
+}
+
+LossSum TrainStep::reduce(LossSum local) {
+  std::vector<double> v{local.loss_sum, local.token_count};
+  groups().data->all_reduce_host(v);
+  return {v[0], v[1]};
 }
 
 }  // namespace nemotron::train

@@ -3,8 +3,8 @@
 // (train/loss.h). Order, as Megatron's train_step:
 //   zero grads; normaliser = loss.normaliser(all micro-batches); for each micro-batch: forward
 //   (MoE routing statistics collected explicitly), loss, backward with gradient scale
-//   1 / normaliser; the gradient hook (after the last backward: where data-parallel gradient
-//   reduction goes); global-norm clip; a finite check; AdamW at the given lr; MoE expert-bias
+//   1 / normaliser; the gradients summed over the data-parallel group (data_parallel.h); the
+//   gradient hook; global-norm clip; a finite check; AdamW at the given lr; MoE expert-bias
 //   update from the step's expert counts.
 // The loop around it (logging, evaluation, checkpoints, resume) is the Trainer's (trainer.h).
 // The CPU reduces in a fixed order, so the same inputs give bit-identical results.
@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "core/workspace.h"
+#include "parallel/process_groups.h"
 #include "model/hybrid_model.h"
 #include "train/adamw.h"
+#include "train/data_parallel.h"
 #include "train/loss.h"
 #include "train/moe_balancing.h"
 
@@ -32,8 +34,10 @@ struct MtpWeights {
   std::vector<double> weight, tokens;  // per depth k = 1..D
   bool on() const { return !weight.empty(); }
 };
+// With `group`, the depths' token counts are summed over it (data parallelism: the global batch
+// is every member's micro-batches).
 MtpWeights mtp_weights(const model::HybridModel& net, const std::vector<model::Batch>& micro, const LossFn& loss,
-                       double normaliser);
+                       double normaliser, parallel::Communicator* group = nullptr);
 
 // One micro-batch's part of a step.
 struct MicroBatchResult {
@@ -69,6 +73,10 @@ struct StepConfig {
   double clip_grad = 1.0;  // optimizer.clip_grad: max global norm, 0 = no clipping
   MoeSection moe;          // router load balancing (moe:)
   uint64_t seed = 0;       // rng.seed: keys the dropout masks of each micro-batch (Context::dropout)
+  // The run's process groups (null: one process). With a data group of D ranks, each rank's
+  // run() gets its share of the global batch's micro-batches (DataParallelSource) and the step
+  // reduces the normaliser, the loss sums, the MoE statistics and the gradients over the group.
+  std::shared_ptr<const parallel::ProcessGroups> groups;
 };
 
 struct StepResult {
@@ -102,10 +110,13 @@ class TrainStep {
   StepResult run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration);
   // Forward only, MoE aux loss off: the numerator and normaliser of one batch (evaluation).
   LossSum evaluate(const model::Batch& batch, LossFn& loss);
+  // A rank's evaluation sums -> the whole data group's (the identity on one process).
+  LossSum reduce(LossSum local);
 
   void set_grad_hook(GradHook hook) { grad_hook_ = std::move(hook); }
   // The compute context of every forward/backward (e.g. to attach an op profiler).
   Context& context() { return ctx_; }
+  const parallel::ProcessGroups& groups() const { return parallel::groups_of(ctx_); }
   const MoeBalancer& balancer() const { return balancer_; }
   model::HybridModel& model() { return net_; }
   AdamW& optimizer() { return opt_; }
@@ -117,6 +128,7 @@ class TrainStep {
   MoeBalancer balancer_;
   Workspace ws_;
   Context ctx_;
+  std::unique_ptr<GradReducer> reducer_;  // sums the gradients over the data group
   GradHook grad_hook_;
 };
 

@@ -48,19 +48,26 @@ Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSourc
                  TrainerOptions opts)
     : cfg_(cfg),
       net_(net),
-      train_(train),
-      valid_(valid),
+      groups_(opts.groups ? opts.groups : parallel::ProcessGroups::single()),
+      dp_train_(std::make_unique<DataParallelSource>(train, groups_->data->rank(), groups_->data->size())),
+      dp_valid_(valid ? std::make_unique<DataParallelSource>(*valid, groups_->data->rank(), groups_->data->size())
+                      : nullptr),
+      train_(*dp_train_),
+      valid_(dp_valid_.get()),
       opts_(std::move(opts)),
       opt_(net.params(), AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
                                      cfg.optimizer.weight_decay}),
-      step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed}),
+      step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed, groups_}),
       schedule_(cfg.lr_schedule()) {
+  NM_CHECK(cfg.train.data_parallel_size == groups_->data->size(),
+           "train.data_parallel_size {} for a data group of {} (set_data_parallel_size)", cfg.train.data_parallel_size,
+           groups_->data->size());
   if (valid_) valid_start_ = valid_->state();
 }
 
 template <class... Args>
 void Trainer::print(fmt::format_string<Args...> f, Args&&... args) {
-  if (!opts_.log) return;
+  if (!opts_.log || !groups_->is_first_rank()) return;
   const std::string s = fmt::format(f, std::forward<Args>(args)...);
   std::fputs(s.c_str(), opts_.log);
   std::fflush(opts_.log);
@@ -114,7 +121,13 @@ TrainState Trainer::state() const {
 std::string Trainer::save() {
   auto t0 = std::chrono::steady_clock::now();
   CheckpointContent c{&net_.params(), &opt_, state(), config_to_yaml(cfg_.tree)};
-  std::string dir = save_checkpoint(cfg_.checkpoint.save, c, cfg_.checkpoint.most_recent_k, opts_.save_hook);
+  // Data parallelism keeps the same weights, moments and data cursor on every rank: the first
+  // rank writes them; the others wait until the iteration is committed.
+  std::string dir;
+  if (groups_->is_first_rank())
+    dir = save_checkpoint(cfg_.checkpoint.save, c, cfg_.checkpoint.most_recent_k, opts_.save_hook);
+  groups_->world->barrier();
+  if (!groups_->is_first_rank()) return (fs::path(cfg_.checkpoint.save) / iteration_dir_name(iteration_)).string();
   print("  saved checkpoint at iteration {:7d} to {} ({:.0f} ms)\n", iteration_, dir, 1e3 * seconds_since(t0));
   if (opts_.on_saved) opts_.on_saved(dir, iteration_, c.config_yaml);
   return dir;
@@ -147,7 +160,7 @@ double Trainer::evaluate() {
     sum.loss_sum += l.loss_sum;
     sum.token_count += l.token_count;
   }
-  return sum.mean();
+  return step_.reduce(sum).mean();
 }
 
 void Trainer::log_step(const StepRecord& r, double elapsed, double mean_step) {
@@ -168,6 +181,7 @@ void Trainer::log_step(const StepRecord& r, double elapsed, double mean_step) {
 }
 
 void Trainer::record(const json& rec) {
+  if (!groups_->is_first_rank()) return;
   metrics_.write(rec);
   if (tensorboard_.is_open()) tensorboard_.add_scalars(rec.value("iteration", int64_t{0}), tensorboard_scalars(rec));
 }
@@ -185,7 +199,8 @@ TrainResult Trainer::run() {
   const TrainSection& t = cfg_.train;
   const int64_t acc = t.accumulation_steps();
   const std::string mpath = metrics_path(cfg_);
-  if (!mpath.empty()) metrics_ = MetricsFile(mpath, iteration_ > 0);
+  const bool first_rank = groups_->is_first_rank();
+  if (!mpath.empty() && first_rank) metrics_ = MetricsFile(mpath, iteration_ > 0);
 
   const model::ModelConfig& m = net_.config();
   Backend& backend = net_.params().backend();
@@ -228,7 +243,7 @@ TrainResult Trainer::run() {
   }
   // A new event file per run that trains (a finished run rerun adds none).
   const std::string tbdir = tensorboard_dir(cfg_);
-  if (!tbdir.empty()) tensorboard_ = io::TensorBoardWriter(tbdir);
+  if (!tbdir.empty() && first_rank) tensorboard_ = io::TensorBoardWriter(tbdir);
   if (tensorboard_.is_open()) print("tensorboard: {}\n", tensorboard_.path());
 
   const auto t_start = std::chrono::steady_clock::now();
@@ -274,6 +289,10 @@ TrainResult Trainer::run() {
       break;
     }
     std::string why = opts_.stop_requested && iteration_ < t.train_iters ? opts_.stop_requested() : std::string();
+    // Every rank stops at the same step: a signal seen by one rank (or only some) stops them all.
+    if (groups_->distributed() && opts_.stop_requested &&
+        groups_->world->all_reduce_host(why.empty() ? 0.0 : 1.0, parallel::ReduceOp::max) > 0 && why.empty())
+      why = "stop requested on another rank";
     if (!why.empty()) {
       const bool saving = !cfg_.checkpoint.save.empty();
       if (saving && last_saved != iteration_) do_save();

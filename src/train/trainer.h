@@ -17,6 +17,7 @@
 #include "train/adamw.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/loss.h"
 #include "train/metrics.h"
 #include "train/train_loop_config.h"
@@ -62,6 +63,11 @@ struct TrainerOptions {
   // Called after every successful checkpoint save with the iteration directory, the iteration
   // and the run's resolved config (cli publishes a model artifact there, reference §5.4).
   std::function<void(const std::string& iteration_dir, int64_t iteration, const std::string& config_yaml)> on_saved;
+  // The run's process groups (null: one process). With several data-parallel ranks each takes
+  // its share of every global batch (DataParallelSource); the first rank alone logs, writes
+  // metrics and saves (the weights and optimizer state are the same on every rank), the others
+  // wait for its save; a stop request on any rank stops all at the same step.
+  std::shared_ptr<const parallel::ProcessGroups> groups;
 };
 
 class Trainer {
@@ -103,6 +109,8 @@ class Trainer {
 
   const TrainLoopConfig& cfg_;
   model::HybridModel& net_;
+  std::shared_ptr<const parallel::ProcessGroups> groups_;
+  std::unique_ptr<DataParallelSource> dp_train_, dp_valid_;  // this rank's share of each stream
   BatchSource& train_;
   BatchSource* valid_;
   nlohmann::json valid_start_;  // every evaluation reads the same validation batches

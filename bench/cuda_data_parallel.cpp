@@ -1,0 +1,145 @@
+// Data-parallel weak scaling on one host's GPUs, under a launcher:
+//   mpirun -np 1 build-gpu/bench/cuda_data_parallel -c bench/configs/hybrid_dense_125m.yaml ...
+//   mpirun -np 4 -x NCCL_NVLS_ENABLE ... (same arguments)
+// Each rank trains the same micro-batch shape on its own GPU (rank i takes GPU i of the node) with
+// the trainer's step (train/train_step.h: gradients summed over the data group by NCCL in the
+// step, the normaliser and loss sums over MPI), so the per-GPU work is fixed and the only new cost
+// is the communication. Rank 0 prints and appends one JSON line:
+//  - the bus bandwidth of a plain NCCL all-reduce of --allreduce-mib MiB on this machine (the
+//    ceiling), and of the step's gradient all-reduce alone on the flat gradient buffer;
+//  - the median step, per-GPU tokens/s and MFU against a bf16 GEMM peak measured in this run;
+//  - the gradient reduce's time as a share of the step (it runs after the backward today: no
+//    overlap yet, so the share is the cost).
+// Compare the -np 1 and -np N lines of one session for weak scaling (per-GPU tokens/s ratio).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+
+#include "bench/bench_io.h"
+#include "bench/gemm_peak.h"
+#include "core/version.h"
+#include "model/hybrid_model.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/process_groups.h"
+#include "train/adamw.h"
+#include "train/loss.h"
+#include "train/train_step.h"
+
+using namespace nemotron;
+
+namespace {
+
+model::Batch random_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, uint64_t seed) {
+  Philox rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
+  for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
+  return {Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// Bus bandwidth (NCCL's convention for all-reduce: 2 (n - 1) / n x bytes / time) in GB/s.
+double bus_gbps(double bytes, double ms, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes / (ms * 1e-3) / 1e9 : 0.0; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
+  int64_t B = 4, T = 4096, allreduce_mib = 1024;
+  int steps = 10, accum = 1;
+  CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
+  app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
+  app.add_option("--batch", B, "micro-batch size per GPU");
+  app.add_option("--seq-len", T, "sequence length");
+  app.add_option("--steps", steps, "timed steps (median; after warm-up)");
+  app.add_option("--grad-accum", accum, "micro-batches per GPU per optimizer step")->check(CLI::PositiveNumber);
+  app.add_option("--allreduce-mib", allreduce_mib, "size of the plain NCCL all-reduce that sets the ceiling");
+  app.add_option("--results", results, "append one JSON line with the figures to this file (rank 0)");
+  CLI11_PARSE(app, argc, argv);
+  parallel::MpiRuntime mpi;
+  const int rank = mpi.world_rank(), world = mpi.world_size();
+  try {
+    cuda::CudaBackend gpu(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0));
+    Context ctx{&gpu, nullptr, DType::bf16};
+    std::unique_ptr<parallel::MpiCommunicator> world_comm;
+    if (world > 1) world_comm = std::make_unique<parallel::MpiCommunicator>(MPI_COMM_WORLD);
+    const parallel::RankLayout layout({}, world, {}, "cuda_data_parallel");
+    auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
+    parallel::Communicator& dp = *groups->data;
+    const double peak = measure_gemm_peak_tflops(ctx);
+
+    // The ceiling: a plain all-reduce of allreduce_mib MiB of float32.
+    double plain_ms = 0, plain_bus = 0;
+    if (world > 1) {
+      Tensor big = random_device_tensor(ctx, {allreduce_mib << 18}, DType::f32, 7);
+      plain_ms = median_cuda_ms(ctx, 10, [&] { dp.all_reduce(big); }, 3);
+      plain_bus = bus_gbps(static_cast<double>(big.nbytes()), plain_ms, world);
+    }
+
+    model::ModelConfig cfg = model::load_model_config(config);
+    model::HybridModel net(cfg, gpu, DType::bf16);
+    net.init(1234);
+    net.params().create_masters();
+    train::AdamW opt(net.params(), {});
+    train::TrainStep step(net, opt, train::StepConfig{1.0, {}, 1234, groups});
+    train::MaskedCrossEntropy ce;
+    model::Batch batch = random_batch(cfg, B, T, 99 + static_cast<uint64_t>(rank));
+    batch.input_ids = batch.input_ids.to(gpu);
+    batch.labels = batch.labels.to(gpu);
+    const std::vector<model::Batch> micro(static_cast<size_t>(accum), batch);
+    double loss = 0;
+    int64_t iteration = 0;
+    auto run = [&] { loss = step.run(micro, ce, 1e-4, ++iteration).loss; };
+    run();
+    const double step_ms = median_cuda_ms(ctx, steps, run, 1);
+    // The step's gradient all-reduce alone, on the same buffer.
+    Tensor grads = net.params().grad_buffer();
+    const double grad_ms = world > 1 ? median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2) : 0.0;
+    const double grad_bus = bus_gbps(static_cast<double>(grads.nbytes()), grad_ms, world);
+
+    const double tokens_gpu = static_cast<double>(B * T * accum);
+    const double tok_s_gpu = tokens_gpu / (step_ms * 1e-3);
+    const double tflops_gpu = 3.0 * net.forward_flops_per_token(T) * tok_s_gpu / 1e12;
+    // Every rank's figures, so the slowest GPU is seen.
+    std::vector<double> worst{step_ms};
+    dp.all_reduce_host(worst, parallel::ReduceOp::max);
+    if (rank == 0) {
+      std::printf("device: %s x %d | nemotron %s | config %s | %.1f M params | per GPU: micro-batch %lld x seq %lld, "
+                  "%d per step = %.0f tokens\n",
+                  gpu.name().c_str(), world, NEMOTRON_VERSION, config.c_str(),
+                  static_cast<double>(net.params().numel()) / 1e6, static_cast<long long>(B),
+                  static_cast<long long>(T), accum, tokens_gpu);
+      std::printf("bf16 GEMM peak (rank 0): %.1f TFLOP/s\n", peak);
+      if (world > 1)
+        std::printf("NCCL all-reduce of %lld MiB float32: %.2f ms, bus bandwidth %.1f GB/s (the ceiling)\n",
+                    static_cast<long long>(allreduce_mib), plain_ms, plain_bus);
+      std::printf("train step (median of %d, slowest rank %.2f ms): %.2f ms | %.0f tokens/s per GPU, %.0f in all | "
+                  "MFU %.1f%% | loss %.4f\n",
+                  steps, worst[0], step_ms, tok_s_gpu, tok_s_gpu * world, 100.0 * tflops_gpu / peak, loss);
+      if (world > 1)
+        std::printf("gradient all-reduce (%.1f MiB float32 buffer, alone): %.2f ms = %.1f%% of the step, bus %.1f GB/s "
+                    "= %.0f%% of the plain all-reduce's; not overlapped with the backward yet\n",
+                    static_cast<double>(grads.nbytes()) / (1 << 20), grad_ms, 100.0 * grad_ms / step_ms, grad_bus,
+                    100.0 * grad_bus / plain_bus);
+      nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
+                            {"batch", B}, {"seq_len", T}, {"grad_accum", accum}, {"step_ms", step_ms},
+                            {"slowest_rank_step_ms", worst[0]}, {"tokens_per_s_per_gpu", tok_s_gpu},
+                            {"mfu", tflops_gpu / peak}, {"gemm_peak_tflops", peak},
+                            {"allreduce_mib", allreduce_mib}, {"plain_allreduce_ms", plain_ms},
+                            {"plain_allreduce_bus_gbps", plain_bus}, {"grad_allreduce_ms", grad_ms},
+                            {"grad_buffer_bytes", grads.nbytes()}, {"grad_allreduce_bus_gbps", grad_bus},
+                            {"grad_allreduce_share", grad_ms / step_ms}, {"overlap", "none"},
+                            {"device", gpu.name()}, {"version", NEMOTRON_VERSION},
+                            {"commit", bench::commit_or_unknown()}, {"params", net.params().numel()}};
+      bench::append_result(results, rec);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return 0;
+}

@@ -1,0 +1,98 @@
+#include "cli/distributed.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/config_tree.h"
+#include "core/error.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/rank_layout.h"
+
+namespace nemotron::cli {
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+struct Launch {
+  LaunchInfo info;
+  std::unique_ptr<parallel::MpiRuntime> mpi;
+  std::unique_ptr<parallel::MpiCommunicator> world;
+
+  Launch() {
+    // Open MPI's mpirun sets OMPI_COMM_WORLD_*; srun --mpi=pmix sets PMIX_RANK and SLURM_*.
+    if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+      info.launcher = "mpirun";
+      info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    } else if (std::getenv("PMIX_RANK")) {
+      info.launcher = std::getenv("SLURM_PROCID") ? "srun" : "pmix";
+      info.local_rank = env_int("SLURM_LOCALID", env_int("PMIX_LOCAL_RANK", 0));
+    } else {
+      return;
+    }
+    mpi = std::make_unique<parallel::MpiRuntime>();
+    info.rank = mpi->world_rank();
+    info.size = mpi->world_size();
+    if (info.size > 1) world = std::make_unique<parallel::MpiCommunicator>(MPI_COMM_WORLD);
+    const char* all = std::getenv("NEMOTRON_LOG_ALL_RANKS");
+    info.log_all_ranks = all && std::string(all) == "1";
+    if (info.rank != 0 && !info.log_all_ranks) {
+      std::fflush(stdout);
+      if (!std::freopen("/dev/null", "w", stdout)) std::fprintf(stderr, "rank %d: cannot quiet stdout\n", info.rank);
+    }
+  }
+};
+
+Launch& launch() {
+  static Launch l;
+  return l;
+}
+
+}  // namespace
+
+const LaunchInfo& launch_info() { return launch().info; }
+
+const parallel::MpiCommunicator* world_communicator() { return launch().world.get(); }
+
+std::string rank_device(const std::string& device, const std::string& source) {
+  const LaunchInfo& l = launch_info();
+  if (device.rfind("cuda", 0) != 0 || l.size == 1) return device;
+  if (device != "cuda")
+    throw_config_error(source, "device",
+                       fmt::format("{} pins all {} ranks to one GPU; set device: cuda (rank i of a node takes GPU i)",
+                                   device, l.size));
+  return fmt::format("cuda:{}", l.local_rank);
+}
+
+parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source) {
+  const bool moe = model.hybrid_override_pattern.find('E') != std::string::npos ||
+                   model.mtp_hybrid_override_pattern.find('E') != std::string::npos;
+  parallel::RankLayout layout(model.parallel, launch_info().size, {moe ? model.n_routed_experts : 0}, source);
+  // The groups exist; the MoE layers do not split their experts over them yet. Refuse rather than
+  // train replicated experts under a layout that says otherwise.
+  if (layout.expert() > 1)
+    throw_config_error(source, "model.expert_model_parallel_size",
+                       fmt::format("{}: expert parallelism is not implemented yet in this build (set 1: data "
+                                   "parallelism is)",
+                                   layout.expert()));
+  return layout;
+}
+
+std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,
+                                                                   Backend* backend) {
+  return parallel::ProcessGroups::create(layout, world_communicator(), backend);
+}
+
+void abort_ranks(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace nemotron::cli

@@ -1,0 +1,48 @@
+// The process's place in a multi-process run, as the launcher set it up: `mpirun -np N nemotron
+// ...` (Open MPI) or `srun --mpi=pmix nemotron ...` inside a Slurm allocation. MPI is initialised
+// only when a launcher started this process (its environment says so); a plain `nemotron ...`
+// is one rank of one and never touches MPI.
+// Ranks other than 0 keep their standard output quiet (the log is rank 0's, as Megatron's
+// print_rank_0) unless NEMOTRON_LOG_ALL_RANKS=1; errors go to standard error on every rank.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/backend.h"
+#include "model/model_config.h"
+#include "parallel/process_groups.h"
+
+namespace nemotron::parallel {
+class MpiCommunicator;
+}
+
+namespace nemotron::cli {
+
+struct LaunchInfo {
+  int rank = 0, size = 1, local_rank = 0;
+  std::string launcher;  // "mpirun", "srun" or "" (a single process)
+  bool log_all_ranks = false;  // NEMOTRON_LOG_ALL_RANKS=1: every rank prints (logs and input errors)
+};
+
+// Reads the launcher's environment; initialises MPI on first call when launched. Never throws
+// for a single process.
+const LaunchInfo& launch_info();
+// MPI_COMM_WORLD as a communicator (null for a single process).
+const parallel::MpiCommunicator* world_communicator();
+
+// `device` of a rank: "cuda" under a launcher is "cuda:<local rank>"; an explicit "cuda:N" with
+// more than one rank is refused (every rank would share GPU N), naming `source` and the key.
+std::string rank_device(const std::string& device, const std::string& source);
+
+// The run's layout from the model section's parallel keys and the launcher's world, validated:
+// one line naming the key, before anything starts.
+parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source);
+// Its groups over the world (NCCL on `backend` when it is a GPU; MPI on the host otherwise).
+std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,
+                                                                   Backend* backend);
+
+// Errors in a multi-rank run: print (rank 0 always; other ranks unless the error is an
+// InputError, which every rank of one command hits alike) and end every rank with `code`.
+[[noreturn]] void abort_ranks(int code);
+
+}  // namespace nemotron::cli

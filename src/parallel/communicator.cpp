@@ -1,0 +1,58 @@
+#include "parallel/communicator.h"
+
+#include <numeric>
+
+#include "core/error.h"
+
+namespace nemotron::parallel {
+
+void check_chunked(const Tensor& in, const Tensor& out, int size, const char* what) {
+  NM_CHECK(in.defined() && out.defined(), "{}: undefined tensor", what);
+  NM_CHECK(in.dtype() == out.dtype(), "{}: dtypes {} and {}", what, dtype_name(in.dtype()), dtype_name(out.dtype()));
+  NM_CHECK(in.device() == out.device(), "{}: tensors on {} and {}", what, in.device().str(), out.device().str());
+  const bool gather = std::string(what) == "all_gather";
+  const int64_t small = gather ? in.numel() : out.numel(), big = gather ? out.numel() : in.numel();
+  NM_CHECK(big == small * size, "{}: {} elements for {} members of {} elements", what, big, size, small);
+}
+
+void check_counts(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
+                  const std::vector<int64_t>& recv_counts, int size) {
+  NM_CHECK(in.dtype() == out.dtype(), "all_to_all_v: dtypes {} and {}", dtype_name(in.dtype()),
+           dtype_name(out.dtype()));
+  NM_CHECK(static_cast<int>(send_counts.size()) == size && static_cast<int>(recv_counts.size()) == size,
+           "all_to_all_v: {} send and {} receive counts for {} members", send_counts.size(), recv_counts.size(), size);
+  const int64_t sent = std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0});
+  const int64_t got = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
+  NM_CHECK(sent <= in.numel() && got <= out.numel(), "all_to_all_v: sends {} of {}, receives {} into {}", sent,
+           in.numel(), got, out.numel());
+}
+
+namespace {
+void copy_prefix(const Tensor& in, Tensor& out, int64_t elements) {
+  if (elements == 0) return;
+  Tensor src = in.view({in.numel()}).slice(0, elements), dst = out.view({out.numel()}).slice(0, elements);
+  dst.copy_from(src);
+}
+}  // namespace
+
+void SelfCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp) {
+  check_chunked(in, out, 1, "reduce_scatter");
+  copy_prefix(in, out, in.numel());
+}
+
+void SelfCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  check_chunked(in, out, 1, "all_gather");
+  copy_prefix(in, out, in.numel());
+}
+
+void SelfCommunicator::all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                                    const std::vector<int64_t>& recv_counts) {
+  check_counts(in, send_counts, out, recv_counts, 1);
+  NM_CHECK(send_counts[0] == recv_counts[0], "all_to_all_v: a group of one sends {} and receives {}", send_counts[0],
+           recv_counts[0]);
+  copy_prefix(in, out, send_counts[0]);
+}
+
+void SelfCommunicator::broadcast(Tensor&, int root) { NM_CHECK(root == 0, "broadcast from {} in a group of one", root); }
+
+}  // namespace nemotron::parallel

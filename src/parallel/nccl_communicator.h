@@ -1,0 +1,44 @@
+// Collectives on device tensors over NCCL, queued on the compute stream of the rank's CUDA
+// backend (so they order with the kernels around them without host waits). Host tensors and host
+// values go through the same group's MPI communicator, which also bootstrapped NCCL: group rank
+// 0 makes the unique id, MPI broadcasts it, every member joins with ncclCommInitRank.
+// CUDA builds only (NEMOTRON_CUDA).
+#pragma once
+#include <memory>
+
+#include "parallel/mpi_communicator.h"
+
+struct ncclComm;
+
+namespace nemotron::cuda {
+class CudaBackend;
+}
+
+namespace nemotron::parallel {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  using Communicator::all_reduce_host;  // the one-value form
+  NcclCommunicator(std::unique_ptr<MpiCommunicator> host, cuda::CudaBackend& device);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  std::string kind() const override { return "nccl"; }
+
+  void all_reduce(Tensor& t, ReduceOp op) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                    const std::vector<int64_t>& recv_counts) override;
+  void broadcast(Tensor& t, int root) override;
+  void barrier() override { host_->barrier(); }
+  void all_reduce_host(std::vector<double>& values, ReduceOp op) override { host_->all_reduce_host(values, op); }
+
+ private:
+  std::unique_ptr<MpiCommunicator> host_;
+  cuda::CudaBackend& device_;
+  ncclComm* comm_ = nullptr;
+};
+
+}  // namespace nemotron::parallel
