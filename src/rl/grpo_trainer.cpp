@@ -201,7 +201,7 @@ void GrpoTrainer::record(const json& rec) {
   tensorboard_.add_scalars(rec.value("step", int64_t{0}), train::tensorboard_scalars(scalars));
 }
 
-json GrpoTrainer::note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb) {
+json GrpoTrainer::note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb, bool training) {
   json reasons = json::object();
   if (rb.unscored == 0) return reasons;
   const std::vector<env::UnscoredKind> kinds = env::unscored_by_kind(rb.results);
@@ -216,10 +216,11 @@ json GrpoTrainer::note_unscored(const std::string& what, int64_t step, const Rol
   const CheckpointingSection& k = cfg_.grpo.checkpointing;
   throw Error(fmt::format(
       "{}: the environment \"{}\" could not score {} of {} rows ({:.1f}%), more than env.max_unscored_fraction {} "
-      "allows; first reason ({}): {}. Stopped before training on them: nothing of this step is trained, saved or "
-      "published{}",
+      "allows; first reason ({}): {}. {}{}",
       what, cfg_.environment->name(), rb.unscored, rb.scored_rows, 100.0 * rb.unscored_fraction(), limit,
       kinds.front().kind, kinds.front().example,
+      training ? "Stopped before training on them: nothing of this step is trained, saved or published"
+               : "Stopped: nothing past the last checkpoint is saved or published",
       k.enabled ? fmt::format("; the checkpoints in {} are kept (rerun to resume from the last)", k.checkpoint_dir)
                 : std::string()));
 }
@@ -249,7 +250,7 @@ GrpoStepRecord GrpoTrainer::train_step() {
   r.generated_tokens = rb.generated_tokens;
   r.overlong_prompts = rb.overlong_prompts;
   r.unscored_rows = rb.unscored;
-  r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb);  // throws past the bound
+  r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
   r.reward_mean = rb.mean_reward();
   r.accuracy = rb.accuracy();
 
@@ -351,7 +352,7 @@ GrpoValRecord GrpoTrainer::validate() {
   const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   v.samples = static_cast<int64_t>(prompts.size());
   v.unscored_rows = rb.unscored;
-  note_unscored(fmt::format("validation at step {}", step_), step_, rb);  // throws past the bound
+  note_unscored(fmt::format("validation at step {}", step_), step_, rb, false);  // throws past the bound
   v.accuracy = rb.accuracy();
   v.reward_mean = rb.mean_reward();
   v.seconds = seconds_since(t0);

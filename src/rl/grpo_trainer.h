@@ -108,9 +108,9 @@ class GrpoTrainer {
   std::string save();
   void record(const nlohmann::json& rec);
   // Logs the unscored rows of a rollout batch once per kind of fault ("step 3", "validation at
-  // step 2"); past env.max_unscored_fraction records an "env_fault" and throws Error. Returns
-  // the rows per kind.
-  nlohmann::json note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb);
+  // step 2"); past env.max_unscored_fraction records an "env_fault" and throws Error (`training`:
+  // the rows of a step about to be trained). Returns the rows per kind.
+  nlohmann::json note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb, bool training);
   template <class... Args>
   void print(fmt::format_string<Args...> f, Args&&... args);
 

@@ -242,6 +242,28 @@ TEST(GrpoEnvFaults, past_the_bound_the_run_stops_keeping_its_last_checkpoint_and
   EXPECT_EQ(faults, 1);
 }
 
+TEST(GrpoEnvFaults, a_validation_past_the_bound_stops_the_run_too) {
+  const std::string data = write_data("grpo_env_fault_val");
+  // Step 1 (rollout ids 0-11) is scored; its validation (ids 12-15) gets only malformed replies.
+  FaultGymServer server([](const GymRollout& r) { return r.id >= 12 ? Fault::malformed_json : Fault::none; });
+  FaultRun run(data, {"grpo.max_num_steps=2", "grpo.val_period=1", "grpo.max_val_samples=4", "grpo.val_at_start=false"},
+               gym_environment(server.url()));
+  std::string error;
+  try {
+    run.trainer->run();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error.rfind("validation at step 1: the environment \"nemo_gym\" could not score 4 of 4 rows (100.0%), more "
+                        "than env.max_unscored_fraction 0.05 allows; first reason (malformed reply): POST /verify: the "
+                        "reply is not JSON: ",
+                        0),
+            0u)
+      << error;
+  EXPECT_NE(error.find("Stopped: nothing past the last checkpoint is saved or published"), std::string::npos) << error;
+  EXPECT_EQ(count_lines(run.log_text(), "  validation at step 1: 4 of 4 rows unscored (malformed reply)"), 1);
+}
+
 TEST(GrpoEnvFaults, max_unscored_fraction_is_a_fraction_named_in_its_error) {
   const std::string data = write_data("grpo_env_fault_key");
   const int64_t vocab = data::Tokenizer::load(grpo_test::fixture_tokenizer_path()).vocab_size();
