@@ -21,7 +21,8 @@ std::vector<int64_t> group_by_prompt(const std::vector<std::vector<int32_t>>& pr
 BaselineStd baseline_and_std_per_prompt(const std::vector<double>& rewards, const std::vector<int64_t>& group,
                                         bool leave_one_out, const std::vector<bool>& valid) {
   NM_CHECK(rewards.size() == group.size(), "{} rewards for {} group ids", rewards.size(), group.size());
-  NM_CHECK(valid.empty() || valid.size() == rewards.size(), "{} valid flags for {} rewards", valid.size(), rewards.size());
+  NM_CHECK(valid.empty() || valid.size() == rewards.size(), "{} valid flags for {} rewards", valid.size(),
+           rewards.size());
   const size_t n = rewards.size();
   std::map<int64_t, std::vector<size_t>> rows;  // the valid rows of each group
   BaselineStd out{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};

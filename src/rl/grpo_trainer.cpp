@@ -460,8 +460,8 @@ GrpoRunResult GrpoTrainer::run() {
           r.token_mult_prob_error, r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.logprob_seconds,
           r.train_seconds, r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
           r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
-              ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)", r.overlong_prompts,
-                            r.masked_rows, r.unscored_rows)
+              ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)",
+                            r.overlong_prompts, r.masked_rows, r.unscored_rows)
               : std::string());
     if (step_ == first + 1) {
       res.first_step_seconds = seconds_since(opts_.start);

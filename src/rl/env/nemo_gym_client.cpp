@@ -229,8 +229,10 @@ std::string NemoGymClient::health_error() const {
     set_timeouts(cli, cfg_.timeout_s);
     const std::string path = prefix_ + "/";
     for (int64_t attempt = 0;; ++attempt) {
-      if (attempt > 0)
-        std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.backoff_s * std::ldexp(1.0, static_cast<int>(attempt - 1))));
+      if (attempt > 0) {
+        const double wait_s = cfg_.backoff_s * std::ldexp(1.0, static_cast<int>(attempt - 1));
+        std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+      }
       httplib::Result res = cli.Get(path);
       if (res && res->status < 500) return "";
       error = res ? fmt::format("GET {}: HTTP {}: {}", path, res->status, snippet(res->body))
