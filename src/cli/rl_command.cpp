@@ -8,6 +8,9 @@
 // Bad input is one line naming the file and key, exit 2, before anything is written;
 // SIGTERM/SIGINT save at the next step boundary. Each save publishes a model artifact whose
 // inputs are the RL data and the starting checkpoint (lineage rl <- sft <- pretrain <- data).
+// Environment faults are errors, exit 1: a NeMo Gym server that does not answer before the first
+// step, or a step (or validation) with more unscored rows than env.max_unscored_fraction, which
+// stops the run with its last checkpoint kept and nothing of that step saved or published.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -53,6 +56,9 @@ int run_rl(const TrainingCommandOptions& o) {
   // The device first: device=cuda in a build without CUDA, or on a machine without a GPU, is one
   // line naming the key before anything is read or written.
   train::ComputeDevice dev = train::open_compute_device(path, cfg.device, cfg.mixed_precision);
+  // Then the environment's server(s): one that is down is one line naming its key and URL, exit 1,
+  // before anything is loaded or written, not a run whose every row comes back unscored.
+  cfg.environment->check_health();
   const rl::CheckpointingSection& k = cfg.grpo.checkpointing;
   const bool resumes = k.enabled && train::has_checkpoint(k.checkpoint_dir);
   if (!resumes && !cfg.model_name.empty()) {

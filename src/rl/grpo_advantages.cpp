@@ -19,12 +19,17 @@ std::vector<int64_t> group_by_prompt(const std::vector<std::vector<int32_t>>& pr
 }
 
 BaselineStd baseline_and_std_per_prompt(const std::vector<double>& rewards, const std::vector<int64_t>& group,
-                                        bool leave_one_out) {
+                                        bool leave_one_out, const std::vector<bool>& valid) {
   NM_CHECK(rewards.size() == group.size(), "{} rewards for {} group ids", rewards.size(), group.size());
+  NM_CHECK(valid.empty() || valid.size() == rewards.size(), "{} valid flags for {} rewards", valid.size(),
+           rewards.size());
   const size_t n = rewards.size();
-  std::map<int64_t, std::vector<size_t>> rows;
-  for (size_t i = 0; i < n; ++i) rows[group[i]].push_back(i);
+  std::map<int64_t, std::vector<size_t>> rows;  // the valid rows of each group
   BaselineStd out{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+  for (size_t i = 0; i < n; ++i) {
+    if (valid.empty() || valid[i]) rows[group[i]].push_back(i);
+    else out.baseline[i] = rewards[i];  // an invalid row: zero advantage, in no one's baseline
+  }
   for (const auto& [id, idx] : rows) {
     (void)id;
     if (idx.size() <= 1) {  // nothing to compare with: the row's own reward, zero advantage
@@ -57,8 +62,8 @@ BaselineStd baseline_and_std_per_prompt(const std::vector<double>& rewards, cons
 }
 
 std::vector<double> grpo_advantages(const std::vector<double>& rewards, const std::vector<int64_t>& group,
-                                    bool leave_one_out, bool normalize) {
-  const BaselineStd bs = baseline_and_std_per_prompt(rewards, group, leave_one_out);
+                                    bool leave_one_out, bool normalize, const std::vector<bool>& valid) {
+  const BaselineStd bs = baseline_and_std_per_prompt(rewards, group, leave_one_out, valid);
   std::vector<double> a(rewards.size());
   for (size_t i = 0; i < a.size(); ++i) {
     a[i] = rewards[i] - bs.baseline[i];

@@ -22,17 +22,20 @@ struct BaselineStd {
 // Per row: with leave_one_out, b_i = mean of the group's other rewards and std_i their unbiased
 // std, computed as NeMo RL does, sqrt((E[r^2] - E[r]^2) * m / (m - 1)) over the m = n - 1 others,
 // NaN -> 0 (n = 2: 0/0; a negative rounding residue). Without, the group's mean and unbiased std.
-// A group with at most one row gets b = r (zero advantage) and std 0. All rows count (NeMo RL
-// passes an all-ones valid mask: sample masks do not change baselines).
+// A group with at most one row gets b = r (zero advantage) and std 0. Sample masks do not change
+// baselines (NeMo RL's valid mask is all ones there). `valid` (empty: every row) is NeMo RL's
+// valid_mask: only valid rows enter a group's baseline and std, a group with at most one valid
+// row gets b = r, and an invalid row gets b = r, std 0 (zero advantage). The trainer passes
+// false for the rows the environment could not score, whose reward is unknown.
 BaselineStd baseline_and_std_per_prompt(const std::vector<double>& rewards, const std::vector<int64_t>& group,
-                                        bool leave_one_out);
+                                        bool leave_one_out, const std::vector<bool>& valid = {});
 
 // A_i = r_i - b_i, then with normalize: A_i / (std_i + 1e-6) where std_i > 0.
 std::vector<double> grpo_advantages(const std::vector<double>& rewards, const std::vector<int64_t>& group,
-                                    bool leave_one_out, bool normalize);
+                                    bool leave_one_out, bool normalize, const std::vector<bool>& valid = {});
 inline std::vector<double> grpo_advantages(const std::vector<double>& rewards, const std::vector<int64_t>& group,
-                                           const GrpoSection& cfg) {
-  return grpo_advantages(rewards, group, cfg.use_leave_one_out_baseline, cfg.normalize_rewards);
+                                           const GrpoSection& cfg, const std::vector<bool>& valid = {}) {
+  return grpo_advantages(rewards, group, cfg.use_leave_one_out_baseline, cfg.normalize_rewards, valid);
 }
 
 // grpo.reward_scaling (when enabled): clamp to [source_min, source_max], map linearly onto

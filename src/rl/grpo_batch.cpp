@@ -39,7 +39,10 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
       std::vector<int32_t> seq(ro.prompt);
       seq.insert(seq.end(), ro.response.begin(), ro.response.end());
       double sample = 1.0;
-      if (static_cast<int64_t>(seq.size()) > L) seq.resize(static_cast<size_t>(L)), sample = 0.0, ++c.overlong;
+      const bool over = static_cast<int64_t>(seq.size()) > L;
+      if (over) seq.resize(static_cast<size_t>(L));
+      if (ro.unscored) sample = 0.0, ++c.unscored;
+      else if (over) sample = 0.0, ++c.overlong;
       else if (ro.mask_sample || (opt.overlong_filtering && ro.truncated)) sample = 0.0, ++c.filtered;
       d.sample_mask[b] = sample;
       for (size_t t = 0; t < seq.size(); ++t) {

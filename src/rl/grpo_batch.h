@@ -3,7 +3,8 @@
 // the next tokens and the token mask is 1 exactly where the label is a generated (response) token.
 // A row longer than policy.max_total_sequence_length is cut to it and gets sample mask 0 (NeMo
 // RL's loss_multiplier 0 for an over-long sequence); so does a truncated row under
-// grpo.overlong_filtering and a row the environment flagged. The last micro-batch is filled up to
+// grpo.overlong_filtering, a row the environment flagged and a row it could not score (unscored:
+// its reward is unknown, so it must weigh nothing). The last micro-batch is filled up to
 // train_micro_batch_size with padding rows (no label, sample mask 0). Rows are padded on the right
 // to the micro-batch's longest row.
 #pragma once
@@ -23,6 +24,7 @@ struct Rollout {
   double reward = 0;
   bool truncated = false;    // stopped by max_new_tokens, not by a stop token/string
   bool mask_sample = false;  // the environment asked for the row to be dropped
+  bool unscored = false;     // the environment could not score it: no loss, no baseline
 };
 
 struct GrpoBatchOptions {
@@ -37,6 +39,7 @@ struct GrpoBatchCounts {
   int64_t rows = 0;           // rollouts given
   int64_t overlong = 0;       // cut to max_total_sequence_length, sample mask 0
   int64_t filtered = 0;       // truncated (overlong_filtering) or flagged by the environment
+  int64_t unscored = 0;       // unscored by the environment, sample mask 0
   int64_t padding_rows = 0;   // added to fill the last micro-batch
   int64_t loss_tokens = 0;    // response tokens of rows with sample mask 1
 };

@@ -201,6 +201,30 @@ void GrpoTrainer::record(const json& rec) {
   tensorboard_.add_scalars(rec.value("step", int64_t{0}), train::tensorboard_scalars(scalars));
 }
 
+json GrpoTrainer::note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb, bool training) {
+  json reasons = json::object();
+  if (rb.unscored == 0) return reasons;
+  const std::vector<env::UnscoredKind> kinds = env::unscored_by_kind(rb.results);
+  for (const env::UnscoredKind& k : kinds) {
+    reasons[k.kind] = k.rows;
+    print("  {}: {} of {} rows unscored ({}): {}\n", what, k.rows, rb.scored_rows, k.kind, k.example);
+  }
+  const double limit = cfg_.max_unscored_fraction;
+  if (rb.unscored_fraction() <= limit) return reasons;
+  record({{"type", "env_fault"}, {"step", step}, {"what", what}, {"rows", rb.scored_rows},
+          {"unscored_rows", rb.unscored}, {"unscored_reasons", reasons}});
+  const CheckpointingSection& k = cfg_.grpo.checkpointing;
+  throw Error(fmt::format(
+      "{}: the environment \"{}\" could not score {} of {} rows ({:.1f}%), more than env.max_unscored_fraction {} "
+      "allows; first reason ({}): {}. {}{}",
+      what, cfg_.environment->name(), rb.unscored, rb.scored_rows, 100.0 * rb.unscored_fraction(), limit,
+      kinds.front().kind, kinds.front().example,
+      training ? "Stopped before training on them: nothing of this step is trained, saved or published"
+               : "Stopped: nothing past the last checkpoint is saved or published",
+      k.enabled ? fmt::format("; the checkpoints in {} are kept (rerun to resume from the last)", k.checkpoint_dir)
+                : std::string()));
+}
+
 GrpoStepRecord GrpoTrainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   const GrpoConfig& g = cfg_.grpo;
@@ -225,7 +249,8 @@ GrpoStepRecord GrpoTrainer::train_step() {
   r.engine_setup_seconds = rb.engine_setup_seconds;
   r.generated_tokens = rb.generated_tokens;
   r.overlong_prompts = rb.overlong_prompts;
-  r.failed_rows = rb.failed;
+  r.unscored_rows = rb.unscored;
+  r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
   r.reward_mean = rb.mean_reward();
   r.accuracy = rb.accuracy();
 
@@ -233,16 +258,18 @@ GrpoStepRecord GrpoTrainer::train_step() {
   std::vector<double> rewards;
   std::vector<std::vector<int32_t>> prompt_tokens;
   std::vector<int64_t> lengths;
-  std::vector<bool> truncated;
+  std::vector<bool> truncated, scored;
   for (const Rollout& x : rb.rows) {
     rewards.push_back(x.reward);
     prompt_tokens.push_back(x.prompt);
     lengths.push_back(static_cast<int64_t>(x.response.size()));
     truncated.push_back(x.truncated);
+    scored.push_back(!x.unscored);
   }
   if (g.grpo.reward_scaling.enabled) scale_rewards(g.grpo.reward_scaling, rewards);
   if (g.grpo.reward_shaping.enabled) shape_rewards(g.grpo.reward_shaping, rewards, lengths, truncated);
-  const std::vector<double> adv = grpo_advantages(rewards, group_by_prompt(prompt_tokens), g.grpo);
+  // Unscored rows are in no group's baseline (and get sample mask 0 in the micro-batches).
+  const std::vector<double> adv = grpo_advantages(rewards, group_by_prompt(prompt_tokens), g.grpo, scored);
 
   // Training tensors and the trainer's log-probs of the generated tokens (before the update).
   const auto t_lp = std::chrono::steady_clock::now();
@@ -324,6 +351,8 @@ GrpoValRecord GrpoTrainer::validate() {
   ro.progress_label = opts_.progress ? "validation" : nullptr;
   const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   v.samples = static_cast<int64_t>(prompts.size());
+  v.unscored_rows = rb.unscored;
+  note_unscored(fmt::format("validation at step {}", step_), step_, rb, false);  // throws past the bound
   v.accuracy = rb.accuracy();
   v.reward_mean = rb.mean_reward();
   v.seconds = seconds_since(t0);
@@ -369,9 +398,11 @@ GrpoRunResult GrpoTrainer::run() {
     const GrpoValRecord v = validate();
     res.validations.push_back(v);
     record({{"type", "validation"}, {"step", v.step}, {"accuracy", v.accuracy}, {"reward", v.reward_mean},
-            {"samples", v.samples}, {"seconds", v.seconds}});
-    print("validation at step {}: accuracy {:.4f} (greedy, {} prompts), mean reward {:.4f}, {:.1f} s\n", v.step,
-          v.accuracy, v.samples, v.reward_mean, v.seconds);
+            {"samples", v.samples}, {"unscored_rows", v.unscored_rows}, {"seconds", v.seconds}});
+    print("validation at step {}: accuracy {:.4f} (greedy, {} prompts), mean reward {:.4f}, {:.1f} s{}\n", v.step,
+          v.accuracy, v.samples, v.reward_mean, v.seconds,
+          v.unscored_rows > 0 ? fmt::format(" | {} unscored (left out of accuracy and reward)", v.unscored_rows)
+                              : std::string());
   };
   int64_t last_saved = -1, last_validated = -1;
   auto do_save = [&] {
@@ -413,7 +444,8 @@ GrpoRunResult GrpoTrainer::run() {
             {"generation_tokens_per_second", r.tokens_per_second()},
             {"overlong_prompts", r.overlong_prompts},
             {"masked_rows", r.masked_rows},
-            {"failed_rows", r.failed_rows}};
+            {"unscored_rows", r.unscored_rows}};
+    if (!r.unscored_reasons.empty()) rec["unscored_reasons"] = r.unscored_reasons;
     if (on_gpu) {  // the CPU's records stay as they were
       rec["gpu_memory_in_use_gib"] = static_cast<double>(r.device_bytes_in_use) / kGiB;
       rec["gpu_memory_peak_gib"] = static_cast<double>(r.device_peak_bytes) / kGiB;
@@ -427,9 +459,9 @@ GrpoRunResult GrpoTrainer::run() {
           r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction,
           r.token_mult_prob_error, r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.logprob_seconds,
           r.train_seconds, r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
-          r.overlong_prompts + r.masked_rows + r.failed_rows > 0
-              ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored", r.overlong_prompts,
-                            r.masked_rows, r.failed_rows)
+          r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
+              ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)",
+                            r.overlong_prompts, r.masked_rows, r.unscored_rows)
               : std::string());
     if (step_ == first + 1) {
       res.first_step_seconds = seconds_since(opts_.start);

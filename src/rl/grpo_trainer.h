@@ -50,14 +50,19 @@ struct GrpoStepRecord {
   // On a GPU (0 on the CPU): the device allocator's bytes held by live tensors after the step, and
   // its peak so far (the rollouts' KV/SSM cache and the training activations included).
   int64_t device_bytes_in_use = 0, device_peak_bytes = 0;
-  int64_t generated_tokens = 0, overlong_prompts = 0, masked_rows = 0, failed_rows = 0, loss_tokens = 0;
+  int64_t generated_tokens = 0, overlong_prompts = 0, masked_rows = 0, loss_tokens = 0;
+  // Rows the environment could not score (left out of the loss and the baselines), and how many
+  // of each kind of fault ({"unreachable": 8}; empty when none).
+  int64_t unscored_rows = 0;
+  nlohmann::json unscored_reasons = nlohmann::json::object();
   double tokens_per_second() const { return generation_seconds > 0 ? generated_tokens / generation_seconds : 0; }
 };
 
 struct GrpoValRecord {
   int64_t step = 0;
-  double accuracy = 0, reward_mean = 0, seconds = 0;
+  double accuracy = 0, reward_mean = 0, seconds = 0;  // accuracy and reward over the scored rows
   int64_t samples = 0;
+  int64_t unscored_rows = 0;  // rows the environment could not score
 };
 
 struct GrpoRunResult {
@@ -102,6 +107,10 @@ class GrpoTrainer {
   std::vector<size_t> epoch_order(int64_t epoch) const;
   std::string save();
   void record(const nlohmann::json& rec);
+  // Logs the unscored rows of a rollout batch once per kind of fault ("step 3", "validation at
+  // step 2"); past env.max_unscored_fraction records an "env_fault" and throws Error (`training`:
+  // the rows of a step about to be trained). Returns the rows per kind.
+  nlohmann::json note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb, bool training);
   template <class... Args>
   void print(fmt::format_string<Args...> f, Args&&... args);
 

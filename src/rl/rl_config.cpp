@@ -93,6 +93,11 @@ RlConfig read_rl_config(const json& tree, const std::string& source) {
   train::read_device_keys(root, c.device, c.mixed_precision);  // the other stages' keys and checks
   ConfigReader& e = root.section("env");
   c.env_name = e.get_string("name", c.env_name);
+  c.max_unscored_fraction = e.get_number("max_unscored_fraction", c.max_unscored_fraction);
+  if (!(c.max_unscored_fraction >= 0 && c.max_unscored_fraction <= 1))
+    e.fail("max_unscored_fraction",
+           fmt::format("expected a fraction in [0, 1] of a step's rows the environment may leave unscored, got {}",
+                       c.max_unscored_fraction));
   c.environment = env::make_environment(c.env_name, e);  // checks env's other keys
   check_supported(root, c);
   root.check_unknown_keys();
@@ -128,8 +133,10 @@ std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size
                    model::human_count(static_cast<double>(info.active_params)));
   s += fmt::format("start: {}\n", cfg.model_name.empty() ? std::string("randomly initialised weights (policy.model_name unset)")
                                                          : cfg.model_name);
-  s += fmt::format("data: {} (validation: {}), environment \"{}\"\n", cfg.data.train_jsonl_fpath,
-                   cfg.data.validation_jsonl_fpath.empty() ? "none" : cfg.data.validation_jsonl_fpath, cfg.env_name);
+  s += fmt::format("data: {} (validation: {}), environment \"{}\" (stops past {}% unscored rows in a step)\n",
+                   cfg.data.train_jsonl_fpath,
+                   cfg.data.validation_jsonl_fpath.empty() ? "none" : cfg.data.validation_jsonl_fpath, cfg.env_name,
+                   100 * cfg.max_unscored_fraction);
   s += fmt::format(
       "plan: {} steps x ({} prompts x {} generations = {} rollouts), up to {} new tokens each, sequences up to {} "
       "tokens; {} optimizer step(s) per rollout batch (train_global_batch_size {}, micro {})\n",

@@ -11,6 +11,8 @@
 //   data.train_jsonl_fpath, data.validation_jsonl_fpath   NeMo Gym rows (`data prep rl` output);
 //                               data.shuffle (default true: a seeded shuffle per epoch)
 //   env.name                    the environment (rl/env/environment.h); its options beside it
+//   env.max_unscored_fraction   the share of a step's (or a validation's) rows the environment
+//                               may fail to score before the run stops with an error (0.05)
 //   device, mixed_precision     as for the other stages (train/train_loop_config.h): cpu (fp32), or
 //                               cuda / cuda:N with bf16_mixed (the default there: bf16 weights the
 //                               engine and the trainer share, fp32 masters and moments) or fp32
@@ -57,6 +59,13 @@ struct RlConfig {
   RlDataSection data;
   std::string env_name = "math";
   std::shared_ptr<env::Environment> environment;  // built (and its options checked) on load
+  // Past this share of unscored rows in one step or validation, the run stops with an error
+  // before training on them (nothing of that step is trained, saved or published). 0.05, not 0:
+  // unscored rows are left out of the loss and the baselines, so an occasional verification that
+  // outlives its retries (a judge timing out once in a thousand rows) costs a little signal, not
+  // correctness, and need not kill a long run; a server that is down, erroring or answering
+  // garbage fails nearly every row and stops the run at its first step. 0 allows none; 1 never stops.
+  double max_unscored_fraction = 0.05;
   std::string device = "cpu";
   std::string mixed_precision = "fp32";  // as resolved: "bf16_mixed" (CUDA's default) or "fp32"
 };

@@ -58,17 +58,26 @@ std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Token
   return out;
 }
 
+namespace {
+
+// A row whose reward means something: generated (not an over-long prompt) and scored.
+bool has_reward(const Rollout& r) { return !r.unscored && !(r.response.empty() && r.mask_sample); }
+
+}  // namespace
+
 double RolloutBatch::mean_reward() const {
   double s = 0;
-  for (const Rollout& r : rows) s += r.reward;
-  return rows.empty() ? 0 : s / static_cast<double>(rows.size());
+  int64_t n = 0;
+  for (const Rollout& r : rows)  // over-long prompts count as 0, as they always have
+    if (!r.unscored) s += r.reward, ++n;
+  return n > 0 ? s / static_cast<double>(n) : 0;
 }
 
 double RolloutBatch::accuracy() const {
   double s = 0;
   int64_t n = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].response.empty() && rows[i].mask_sample) continue;  // over-long prompt, not generated
+    if (!has_reward(rows[i])) continue;
     s += rows[i].reward >= 1.0 && finished[i] ? 1.0 : 0.0, ++n;
   }
   return n > 0 ? s / static_cast<double>(n) : 0;
@@ -144,9 +153,12 @@ RolloutBatch collect_rollouts(model::HybridModel& net, const data::Tokenizer& to
   const std::vector<env::EnvResult> scored = env.score(env_rows);
   NM_CHECK(scored.size() == env_rows.size(), "environment {} returned {} results for {} rows", env.name(),
            scored.size(), env_rows.size());
+  b.scored_rows = static_cast<int64_t>(scored.size());
   for (size_t k = 0; k < scored.size(); ++k) {
-    b.rows[row_of[k]].reward = scored[k].reward;
-    if (scored[k].failed) ++b.failed;
+    Rollout& r = b.rows[row_of[k]];
+    r.unscored = scored[k].failed;
+    r.reward = scored[k].reward;  // unscored: whatever the environment left there; nothing reads it
+    b.unscored += r.unscored;
     b.results[row_of[k]] = scored[k];
   }
   b.reward_seconds = seconds_since(t_reward);

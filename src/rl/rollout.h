@@ -5,7 +5,9 @@
 // so nothing is copied before a rollout), the completions scored by the environment.
 // A prompt that leaves no room for a response below policy.max_total_sequence_length is not
 // generated: its rows get an empty response and sample mask 0 (NeMo RL's loss_multiplier 0 for a
-// prompt at or above max_seq_length) and are counted.
+// prompt at or above max_seq_length) and are counted. A row the environment could not score is
+// marked `unscored`: its reward is unknown, so it counts in no reward mean, accuracy, baseline or
+// loss (it is not a reward of 0).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -44,19 +46,25 @@ struct RolloutOptions {
 };
 
 struct RolloutBatch {
-  std::vector<Rollout> rows;             // P*G, reward filled in, sample-masked when over-long
+  std::vector<Rollout> rows;             // P*G, reward filled in (unscored: 0, and marked so)
   std::vector<env::EnvResult> results;   // the environment's answer per row (empty for an over-long prompt)
   std::vector<bool> finished;            // stopped by a stop token/string (NeMo RL's is_end)
   int64_t overlong_prompts = 0;          // prompts not generated (rows masked: overlong_prompts * G)
-  int64_t failed = 0;                    // rows the environment could not score
+  int64_t scored_rows = 0;               // rows sent to the environment (over-long prompts are not)
+  int64_t unscored = 0;                  // of those, rows it could not score (Rollout::unscored)
   int64_t generated_tokens = 0;
   double generation_seconds = 0;         // the engine's run
   double engine_setup_seconds = 0;      // the KV/SSM cache's allocation: no weights are copied
   double reward_seconds = 0;
+  // Over every row but the unscored ones (an over-long prompt's rows count 0); 0 when none.
   double mean_reward() const;
-  // Share of the generated rows with full reward (1) that ended properly: NeMo RL's accuracy,
+  // Share of the scored rows with full reward (1) that ended properly: NeMo RL's accuracy,
   // mean(reward * is_end), for 0/1 rewards; partial credit (a format reward) does not count.
   double accuracy() const;
+  // unscored / scored_rows (0 when nothing was sent), what env.max_unscored_fraction bounds.
+  double unscored_fraction() const {
+    return scored_rows > 0 ? static_cast<double>(unscored) / static_cast<double>(scored_rows) : 0.0;
+  }
 };
 
 // Generates and scores `prompts` (each G times) with `net` as it is now.

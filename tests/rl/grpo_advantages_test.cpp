@@ -109,5 +109,38 @@ TEST(GrpoAdvantages, reward_scaling_and_shaping) {
   EXPECT_EQ(t, (std::vector<double>{1, 0.5}));
 }
 
+// Rows the environment could not score (valid = false) are in no baseline: every other row's
+// advantage equals the one computed with the unscored rows removed from the batch, and the
+// unscored rows get advantage 0 (they are also masked out of the loss).
+TEST(GrpoAdvantages, unscored_rows_are_left_out_of_the_group_baselines) {
+  // Groups: 0 (rows 0-4, row 2 unscored), 1 (rows 5-8, rows 6-8 unscored: one valid row left),
+  // 2 (rows 9-11, all valid); rewards of unscored rows are junk that must not matter.
+  const std::vector<double> r{1, 0, 7, 0.5, 1, 0.25, -3, 1, 9, 0, 1, 1};
+  const std::vector<int64_t> g{0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2};
+  const std::vector<bool> valid{true, true, false, true, true, true, false, false, false, true, true, true};
+  std::vector<double> kept_r;
+  std::vector<int64_t> kept_g;
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < r.size(); ++i)
+    if (valid[i]) kept_r.push_back(r[i]), kept_g.push_back(g[i]), kept.push_back(i);
+  for (const bool loo : {true, false})
+    for (const bool normalize : {true, false}) {
+      const std::vector<double> a = grpo_advantages(r, g, loo, normalize, valid);
+      const std::vector<double> want = grpo_advantages(kept_r, kept_g, loo, normalize);
+      for (size_t k = 0; k < kept.size(); ++k) EXPECT_EQ(a[kept[k]], want[k]) << "row " << kept[k] << " loo " << loo;
+      for (size_t i : {2, 6, 7, 8}) EXPECT_EQ(a[i], 0.0) << "unscored row " << i;
+      // Group 1 keeps one valid row: nothing to compare it with, zero advantage.
+      EXPECT_EQ(a[5], 0.0);
+    }
+  // By hand, leave-one-out, row 0 of group 0 sees {0, 0.5, 1} (not the unscored 7): b = 0.5,
+  // std = 0.5, A = (1 - 0.5) / (0.5 + 1e-6).
+  const BaselineStd bs = baseline_and_std_per_prompt(r, g, true, valid);
+  EXPECT_DOUBLE_EQ(bs.baseline[0], 0.5);
+  EXPECT_DOUBLE_EQ(bs.std[0], 0.5);
+  EXPECT_NEAR(grpo_advantages(r, g, true, true, valid)[0], 0.5 / (0.5 + 1e-6), 1e-12);
+  // Counted as scored zeros (the old behaviour) they would shift the baselines.
+  EXPECT_NE(grpo_advantages(r, g, true, true)[0], grpo_advantages(r, g, true, true, valid)[0]);
+}
+
 }  // namespace
 }  // namespace nemotron::rl

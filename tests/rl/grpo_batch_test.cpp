@@ -55,6 +55,32 @@ TEST(GrpoBatch, response_tokens_only_overlong_masked_and_padding) {
   EXPECT_EQ(f[1].data.sample_mask, (std::vector<double>{0, 0}));
 }
 
+// A row the environment could not score weighs nothing: sample mask 0 (the loss's weight and its
+// normaliser both multiply by it), no loss tokens, counted apart from over-long and filtered rows.
+TEST(GrpoBatch, unscored_rows_get_sample_mask_zero_and_are_counted) {
+  std::vector<Rollout> rows{
+      {{1, 2}, {3, 4}, {-0.3, -0.4}, 1.0},
+      {{1, 2}, {5, 6, 7}, {-0.5, -0.6, -0.7}, 0.0},
+      {{1, 2}, {8}, {-0.8}, 0.0},
+  };
+  rows[1].unscored = true;
+  GrpoBatchOptions opt;
+  opt.micro_batch_size = 4, opt.max_total_sequence_length = 8, opt.mask_dtype = DType::f64;
+  GrpoBatchCounts counts;
+  const std::vector<GrpoMicroBatch> mb = build_grpo_micro_batches(rows, {0.5, 0.0, -0.5}, opt, &counts);
+  ASSERT_EQ(mb.size(), 1u);
+  EXPECT_EQ(mb[0].data.sample_mask, (std::vector<double>{1, 0, 1, 0}));
+  EXPECT_EQ(counts.unscored, 1);
+  EXPECT_EQ(counts.overlong + counts.filtered, 0);
+  EXPECT_EQ(counts.loss_tokens, 3);  // rows 0 and 2 only
+  // Unscored and over-long at once: counted once, as unscored.
+  rows[1].response = {5, 6, 7, 8, 9, 10, 11};
+  rows[1].generation_logprobs.assign(7, -1.0);
+  build_grpo_micro_batches(rows, {0.5, 0.0, -0.5}, opt, &counts);
+  EXPECT_EQ(counts.unscored, 1);
+  EXPECT_EQ(counts.overlong, 0);
+}
+
 TEST(GrpoBatch, mismatched_logprobs_are_refused) {
   GrpoBatchOptions opt;
   EXPECT_THROW(build_grpo_micro_batches({{{1}, {2, 3}, {-1}, 0.0}}, {0.0}, opt), Error);

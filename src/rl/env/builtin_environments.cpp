@@ -16,6 +16,7 @@ std::vector<EnvResult> MathEnvironment::score(std::span<const EnvRow> rows) {
     const std::string expected = rows[i].row ? row_expected_answer(*rows[i].row) : "";
     if (expected.empty()) {
       r.failed = true;
+      r.error_kind = "row without an answer";
       r.info["error"] = "the row has no expected_answer (or ground_truth / answer) to compare with";
       continue;
     }
@@ -39,6 +40,7 @@ std::vector<EnvResult> ArithmeticSkillEnvironment::score(std::span<const EnvRow>
       if (used != expected.size()) throw std::invalid_argument(expected);
     } catch (const std::exception&) {
       r.failed = true;
+      r.error_kind = "answer not an integer";
       r.info["error"] = fmt::format("the row's expected_answer \"{}\" is not an integer", expected);
       continue;
     }

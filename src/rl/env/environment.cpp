@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "rl/env/builtin_environments.h"
@@ -17,6 +19,21 @@ void EnvStats::add(const std::vector<EnvResult>& results) {
     failed += r.failed;
     reward_sum += r.reward;
   }
+}
+
+std::vector<UnscoredKind> unscored_by_kind(std::span<const EnvResult> results) {
+  std::vector<UnscoredKind> out;
+  for (const EnvResult& r : results) {
+    if (!r.failed) continue;
+    const std::string error = r.info.is_object() && r.info.contains("error") && r.info["error"].is_string()
+                                  ? r.info["error"].get<std::string>()
+                                  : std::string("no reason given");
+    const std::string kind = r.error_kind.empty() ? error : r.error_kind;
+    auto it = std::find_if(out.begin(), out.end(), [&](const UnscoredKind& k) { return k.kind == kind; });
+    if (it == out.end()) out.push_back({kind, 1, error});
+    else ++it->rows;
+  }
+  return out;
 }
 
 std::string row_expected_answer(const nlohmann::json& row) {

@@ -58,13 +58,23 @@ void set_timeouts(httplib::Client& cli, double timeout_s) {
 struct Attempt {
   bool ok = false, retryable = true;
   nlohmann::json body;
-  std::string error;
+  std::string error, kind;
 };
 
 std::string snippet(const std::string& body) {
   std::string s = body.substr(0, 200);
   std::replace(s.begin(), s.end(), '\n', ' ');
   return body.size() > 200 ? s + "..." : s;
+}
+
+// The kind of a transport failure (GymVerifyResult::kind).
+std::string kind_of(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection: return "unreachable";
+    case httplib::Error::ConnectionTimeout:
+    case httplib::Error::Read: return "timeout";
+    default: return "transport";
+  }
 }
 
 // httplib's one-word error names, said for a user reading the log.
@@ -87,14 +97,17 @@ Attempt post_once(httplib::Client& cli, const std::string& origin, double timeou
   httplib::Result res = cli.Post(path, headers, body, "application/json");
   if (!res) {
     a.error = fmt::format("POST {}: {}", path, describe(res.error(), origin, timeout_s));
+    a.kind = kind_of(res.error());
     return a;
   }
   jar.update(res->headers);
   if (res->status != 200) {
     a.retryable = res->status >= 500 || res->status == 408 || res->status == 429;
     a.error = fmt::format("POST {}: HTTP {}: {}", path, res->status, snippet(res->body));
+    a.kind = fmt::format("HTTP {}", res->status);
     return a;
   }
+  a.kind = "malformed reply";
   try {
     a.body = nlohmann::json::parse(res->body);
   } catch (const nlohmann::json::exception&) {
@@ -105,6 +118,7 @@ Attempt post_once(httplib::Client& cli, const std::string& origin, double timeou
     a.error = fmt::format("POST {}: expected a JSON object, got {}", path, snippet(res->body));
     return a;
   }
+  a.kind.clear();
   a.ok = true;
   return a;
 }
@@ -169,6 +183,7 @@ GymVerifyResult NemoGymClient::verify(const nlohmann::json& row, const std::stri
         Attempt a = post_once(cli, origin_, cfg_.timeout_s, prefix_ + endpoint, text, jar);
         if (a.ok) return std::move(a.body);
         out.error = a.error;
+        out.kind = a.kind;
         if (!a.retryable || attempt >= cfg_.max_retries) {
           if (attempt > 0) out.error += fmt::format(" (after {} attempts)", attempt + 1);
           return std::nullopt;
@@ -182,23 +197,54 @@ GymVerifyResult NemoGymClient::verify(const nlohmann::json& row, const std::stri
     if (!reply) return out;
     const auto it = reply->find("reward");
     if (it == reply->end() || !it->is_number() || !std::isfinite(it->get<double>())) {
-      out.error = fmt::format("POST /verify: the reply has no numeric \"reward\" (keys: {})",
-                              snippet([&] {
-                                std::string k;
-                                for (const auto& [key, v] : reply->items()) k += (k.empty() ? "" : ", ") + key;
-                                return k;
-                              }()));
+      // A NaN, a string or a null is a fault of the server, never a reward of 0.
+      out.kind = "bad reward";
+      out.error = it == reply->end()
+                      ? fmt::format("POST /verify: the reply has no numeric \"reward\" (keys: {})", snippet([&] {
+                                      std::string k;
+                                      for (const auto& [key, v] : reply->items()) k += (k.empty() ? "" : ", ") + key;
+                                      return k;
+                                    }()))
+                      : fmt::format("POST /verify: \"reward\" is {} ({}); expected a finite number",
+                                    snippet(it->dump()), it->type_name());
       return out;
     }
     out.reward = it->get<double>();
     out.reply = std::move(*reply);
     out.ok = true;
     out.error.clear();
+    out.kind.clear();
   } catch (const std::exception& e) {  // never out of a run: the row is scored as failed
     out.ok = false;
     out.error = std::string("NeMo Gym client: ") + e.what();
+    out.kind = "client error";
   }
   return out;
+}
+
+std::string NemoGymClient::health_error() const {
+  std::string error;
+  try {
+    httplib::Client cli(origin_);
+    set_timeouts(cli, cfg_.timeout_s);
+    const std::string path = prefix_ + "/";
+    for (int64_t attempt = 0;; ++attempt) {
+      if (attempt > 0) {
+        const double wait_s = cfg_.backoff_s * std::ldexp(1.0, static_cast<int>(attempt - 1));
+        std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+      }
+      httplib::Result res = cli.Get(path);
+      if (res && res->status < 500) return "";
+      error = res ? fmt::format("GET {}: HTTP {}: {}", path, res->status, snippet(res->body))
+                  : fmt::format("GET {}: {}", path, describe(res.error(), origin_, cfg_.timeout_s));
+      if (attempt >= cfg_.max_retries) {
+        if (attempt > 0) error += fmt::format(" (after {} attempts)", attempt + 1);
+        return error;
+      }
+    }
+  } catch (const std::exception& e) {
+    return std::string("NeMo Gym client: ") + e.what();
+  }
 }
 
 NemoGymEnvironment::NemoGymEnvironment(ConfigReader& r) {
@@ -217,11 +263,27 @@ NemoGymEnvironment::NemoGymEnvironment(ConfigReader& r) {
   base_.backoff_s = r.get_number("backoff_s", base_.backoff_s);
   max_concurrency_ = r.get_positive_int("max_concurrency", max_concurrency_);
   const std::string where = r.source() + ": " + (r.path().empty() ? std::string("env") : r.path());
+  where_ = where;
   if (!base_.url.empty()) base_.validate(where);
   for (const auto& [name, url] : servers_) {
     NemoGymClientConfig c = base_;
     c.url = url;
     c.validate(where + ".servers." + name);
+  }
+}
+
+void NemoGymEnvironment::check_health() const {
+  std::vector<std::pair<std::string, std::string>> urls;  // key, url
+  if (!base_.url.empty()) urls.emplace_back("url", base_.url);
+  for (const auto& [name, url] : servers_) urls.emplace_back("servers." + name, url);
+  for (const auto& [key, url] : urls) {
+    NemoGymClientConfig cfg = base_;
+    cfg.url = url;
+    const std::string why = NemoGymClient(cfg).health_error();
+    if (!why.empty())
+      throw Error(fmt::format("{}.{}: the NeMo Gym resources server at {} does not answer: {}; start it or fix the "
+                              "URL (checked before the first step; nothing was trained or written)",
+                              where_, key, url, why));
   }
 }
 
@@ -235,6 +297,7 @@ std::vector<EnvResult> NemoGymEnvironment::score(std::span<const EnvRow> rows) {
       EnvResult& r = results[i];
       r.failed = true;
       if (!rows[i].row || !rows[i].row->is_object()) {
+        r.error_kind = "not a NeMo Gym row";
         r.info["error"] = "no dataset row (a NeMo Gym row is a JSON object)";
         continue;
       }
@@ -246,6 +309,7 @@ std::vector<EnvResult> NemoGymEnvironment::score(std::span<const EnvRow> rows) {
         if (it != servers_.end()) url = it->second;
       }
       if (url.empty()) {
+        r.error_kind = "no server for the row";
         r.info["error"] = "no server for this row: its agent_ref.name is not in env.servers and env.url is not set";
         continue;
       }
@@ -255,6 +319,7 @@ std::vector<EnvResult> NemoGymEnvironment::score(std::span<const EnvRow> rows) {
       r.info["attempts"] = v.attempts;
       if (!v.ok) {
         r.info["error"] = v.error;
+        r.error_kind = v.kind;
         continue;
       }
       r.failed = false;

@@ -5,7 +5,9 @@
 // and reads "reward" from the reply. Each request has a timeout and is retried with exponential
 // backoff on connection errors, timeouts, HTTP 5xx/408/429 and replies that are not a JSON object;
 // other 4xx (e.g. Gym's 422 validation errors) fail at once. A failure never throws: it comes back
-// as ok = false with the reason, and the environment scores the row 0 and counts it as failed.
+// as ok = false with the reason and its kind, and the environment returns the row unscored. A
+// reward that is not a finite number (NaN, a string, missing) is such a failure, never a 0.
+// check_health() asks the server once before training (any HTTP reply below 500 is an answer).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -34,6 +36,9 @@ struct GymVerifyResult {
   double reward = 0;
   nlohmann::json reply;  // the /verify reply (row echoed + reward + environment fields) when ok
   std::string error;     // why it failed: "POST /verify: HTTP 500: ..." / "... timed out" / ...
+  // What kind of failure, for a log line per kind: "unreachable", "timeout", "HTTP <status>",
+  // "malformed reply" (not JSON / not an object), "bad reward", "transport", "client error".
+  std::string kind;
   int64_t attempts = 0;  // requests sent, retries included
 };
 
@@ -46,6 +51,10 @@ class NemoGymClient {
   explicit NemoGymClient(NemoGymClientConfig cfg);
   // One rollout: /seed_session then /verify, cookies carried. Thread-safe (no shared state).
   GymVerifyResult verify(const nlohmann::json& row, const std::string& completion, const std::string& response_id) const;
+  // GET <url>/ with the configured timeout and retries: "" when the server answers with any HTTP
+  // status below 500 (a resources server has no route there: 404 is an answer), else the reason
+  // ("cannot connect to http://127.0.0.1:9 (after 4 attempts)", "HTTP 503: ...").
+  std::string health_error() const;
   const NemoGymClientConfig& config() const { return cfg_; }
 
  private:
@@ -61,8 +70,11 @@ class NemoGymEnvironment : public Environment {
   explicit NemoGymEnvironment(ConfigReader& options);
   const char* name() const override { return "nemo_gym"; }
   std::vector<EnvResult> score(std::span<const EnvRow> rows) override;
+  // Every configured server (url and each of servers) answers, or Error naming its key and URL.
+  void check_health() const override;
 
  private:
+  std::string where_;  // "<recipe>: env", prefixing the keys in messages
   NemoGymClientConfig base_;
   std::map<std::string, std::string> servers_;
   int64_t max_concurrency_ = 16;

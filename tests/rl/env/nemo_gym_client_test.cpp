@@ -13,31 +13,12 @@
 #include "core/config_tree.h"
 #include "rl/env/math_verifier.h"
 #include "rl/env/nemo_gym_client.h"
+#include "rl/local_gym_server.h"
 
 namespace nemotron::rl::env {
 namespace {
 
-class LocalServer {
- public:
-  explicit LocalServer(const std::function<void(httplib::Server&)>& routes) {
-    routes(server_);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    EXPECT_GT(port_, 0);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // stop() does nothing to a server not yet running, which would then block join() for ever.
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~LocalServer() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-};
+using gym_test::LocalServer;
 
 constexpr const char* kCookie = "TestMathServer___math";
 
