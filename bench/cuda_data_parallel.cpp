@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "bench/bench_io.h"
-#include "bench/gemm_peak.h"
+#include "bench_io.h"
+#include "gemm_peak.h"
 #include "core/version.h"
 #include "model/hybrid_model.h"
 #include "parallel/mpi_communicator.h"
