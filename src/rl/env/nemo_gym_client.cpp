@@ -14,6 +14,7 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace nemotron::rl::env {
 
@@ -95,10 +96,8 @@ Attempt post_once(httplib::Client& cli, const std::string& origin, double timeou
     a.error = fmt::format("POST {}: HTTP {}: {}", path, res->status, snippet(res->body));
     return a;
   }
-  try {
-    a.body = nlohmann::json::parse(res->body);
-  } catch (const nlohmann::json::exception&) {
-    a.error = fmt::format("POST {}: the reply is not JSON: {}", path, snippet(res->body));
+  if (std::optional<JsonError> e = parse_json_bounded(res->body, a.body)) {
+    a.error = fmt::format("POST {}: the reply is not JSON ({}: {}): {}", path, e->where(), e->reason, snippet(res->body));
     return a;
   }
   if (!a.body.is_object()) {
@@ -207,7 +206,7 @@ NemoGymEnvironment::NemoGymEnvironment(ConfigReader& r) {
   if (!servers.is_null() && !servers.is_object())
     r.fail("servers", "expected a mapping {agent or server name: http://host:port}");
   for (const auto& [name, url] : servers.items()) {
-    if (!url.is_string()) r.fail("servers", fmt::format("{}: expected a URL string, got {}", name, url.dump()));
+    if (!url.is_string()) r.fail("servers", fmt::format("{}: expected a URL string, got {}", name, json_excerpt(url)));
     servers_[name] = url.get<std::string>();
   }
   if (base_.url.empty() && servers_.empty())
