@@ -96,8 +96,10 @@ Attempt post_once(httplib::Client& cli, const std::string& origin, double timeou
     a.error = fmt::format("POST {}: HTTP {}: {}", path, res->status, snippet(res->body));
     return a;
   }
-  if (std::optional<JsonError> e = parse_json_bounded(res->body, a.body)) {
-    a.error = fmt::format("POST {}: the reply is not JSON ({}: {}): {}", path, e->where(), e->reason, snippet(res->body));
+  try {
+    a.body = parse_json<nlohmann::json>(res->body, "the reply");
+  } catch (const InputError&) {
+    a.error = fmt::format("POST {}: the reply is not JSON: {}", path, snippet(res->body));
     return a;
   }
   if (!a.body.is_object()) {
@@ -206,7 +208,7 @@ NemoGymEnvironment::NemoGymEnvironment(ConfigReader& r) {
   if (!servers.is_null() && !servers.is_object())
     r.fail("servers", "expected a mapping {agent or server name: http://host:port}");
   for (const auto& [name, url] : servers.items()) {
-    if (!url.is_string()) r.fail("servers", fmt::format("{}: expected a URL string, got {}", name, json_excerpt(url)));
+    if (!url.is_string()) r.fail("servers", fmt::format("{}: expected a URL string, got {}", name, url.dump()));
     servers_[name] = url.get<std::string>();
   }
   if (base_.url.empty() && servers_.empty())
