@@ -4,6 +4,7 @@
 // ends by the signal (130 / 143), as the training commands do. The API key comes from --api-key
 // or NEMOTRON_API_KEY (read here only: nothing below cli/ reads the environment).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +34,8 @@ struct ServeOptions {
   std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "nano3", dtype = "float32";
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
-  serve::ServerOptions server;  // connection cap, timeouts, body limit, API key, CORS
+  int max_connections = -1;     // -1: 256, or 4 per slot when that is more
+  serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
 
 // The name clients send: the checkpoint directory's name (its parent's for an iteration directory).
@@ -50,8 +52,8 @@ int run_serve(const ServeOptions& o) {
   if (o.max_seq_len < 0 || o.max_seq_len == 1)
     throw InputError(fmt::format("--max-seq-len: expected an integer > 1, got {}", o.max_seq_len));
   const serve::TransportOptions& t = o.server.transport;
-  if (t.max_connections <= 0)
-    throw InputError(fmt::format("--max-connections: expected a positive integer, got {}", t.max_connections));
+  if (o.max_connections != -1 && o.max_connections <= 0)
+    throw InputError(fmt::format("--max-connections: expected a positive integer, got {}", o.max_connections));
   if (o.server.transport.max_request_bytes <= 0)
     throw InputError(fmt::format("--max-request-bytes: expected a positive integer, got {}", o.server.transport.max_request_bytes));
   if (!(t.read_timeout_s > 0)) throw InputError(fmt::format("--read-timeout: expected seconds > 0, got {}", t.read_timeout_s));
@@ -90,6 +92,8 @@ int run_serve(const ServeOptions& o) {
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
+  sopt.transport.max_connections =
+      o.max_connections > 0 ? o.max_connections : static_cast<int>(std::max<int64_t>(256, 4 * o.max_slots));
   serve::OpenAiServer server(worker, served, sopt);
   const int port = server.bind();
 
@@ -149,9 +153,9 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
-  c->add_option("--max-connections", o->server.transport.max_connections,
-                "Connections served at once (one thread each); more are answered 503 at once")
-      ->capture_default_str();
+  c->add_option("--max-connections", o->max_connections,
+                "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
+                "per slot when that is more)");
   c->add_option("--max-request-bytes", o->server.transport.max_request_bytes, "Largest request body; larger ones get 413")
       ->capture_default_str();
   c->add_option("--read-timeout", o->server.transport.read_timeout_s,
