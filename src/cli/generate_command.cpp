@@ -20,6 +20,7 @@
 #include "core/backend.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "core/progress.h"
 #include "data/chat_template.h"
 #include "data/jsonl.h"
@@ -214,7 +215,7 @@ void run_generate(const GenerateOptions& o) {
     std::vector<json> out;
     for (size_t i = 0; i < results.size(); ++i) {
       const rl::Result& r = results[i];
-      json row = json::parse(rows[i].row.dump());  // the input row's fields, then ours
+      json row = parse_json<json>(rows[i].row.dump(), o.input);  // the input row's fields, then ours
       row["completion"] = r.text;
       row["prompt_tokens"] = r.prompt.size();
       row["tokens"] = r.tokens;

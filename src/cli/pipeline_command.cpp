@@ -28,6 +28,7 @@
 #include "cli/recipe_paths.h"
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "pipeline/pipeline_recipe.h"
 #include "pipeline/stage_state.h"
 
@@ -143,7 +144,7 @@ void print_eval_table(const std::string& results_path) {
   std::ifstream in(results_path);
   std::stringstream ss;
   ss << in.rdbuf();
-  const json r = json::parse(ss.str(), nullptr, false);
+  const json r = parse_json_or_discarded<json>(ss.str());
   if (r.is_discarded() || !r.contains("models") || !r["models"].is_array() || r["models"].empty()) {
     std::printf("(no readable results in %s)\n", results_path.c_str());
     return;

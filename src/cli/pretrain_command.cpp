@@ -26,6 +26,7 @@
 #include "cli/training_command.h"
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "model/hybrid_model.h"
 #include "model/model_info.h"
 #include "train/compute_device.h"
@@ -45,7 +46,7 @@ void print_unigram_baseline(const train::PretrainConfig& cfg, const train::Train
   const std::filesystem::path meta = std::filesystem::path(cfg.dataset.per_split_data_args_path).parent_path() / "metadata.json";
   std::ifstream in(meta);
   if (!in) return;
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json j = parse_json_or_discarded<nlohmann::json>(in);
   if (j.is_discarded() || !j.contains("unigram_entropy_nats") || !j["unigram_entropy_nats"].is_number()) return;
   const double baseline = j["unigram_entropy_nats"].get<double>(), val = res.evals.back().lm_loss;
   std::printf("validation loss %.4f vs the unigram baseline %.4f nats of the training tokens (%s): %.2f nats %s\n", val,

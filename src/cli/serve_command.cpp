@@ -1,10 +1,13 @@
 // `nemotron serve`: an OpenAI-compatible HTTP server (serve/) over a checkpoint, on the generation
 // engine (rl/engine: continuous batching over the KV/SSM cache) on the CPU. SIGINT or SIGTERM
 // stops it gracefully: no new connections, running generations cancelled, then the process
-// ends by the signal (130 / 143), as the training commands do.
+// ends by the signal (130 / 143), as the training commands do. The API key comes from --api-key
+// or NEMOTRON_API_KEY (read here only: nothing below cli/ reads the environment).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -31,6 +34,8 @@ struct ServeOptions {
   std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "nano3", dtype = "float32";
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
+  int max_connections = -1;     // -1: 256, or 4 per slot when that is more
+  serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
 
 // The name clients send: the checkpoint directory's name (its parent's for an iteration directory).
@@ -46,6 +51,13 @@ int run_serve(const ServeOptions& o) {
   if (o.max_slots <= 0) throw InputError(fmt::format("--max-slots: expected a positive integer, got {}", o.max_slots));
   if (o.max_seq_len < 0 || o.max_seq_len == 1)
     throw InputError(fmt::format("--max-seq-len: expected an integer > 1, got {}", o.max_seq_len));
+  const serve::TransportOptions& t = o.server.transport;
+  if (o.max_connections != -1 && o.max_connections <= 0)
+    throw InputError(fmt::format("--max-connections: expected a positive integer, got {}", o.max_connections));
+  if (o.server.transport.max_request_bytes <= 0)
+    throw InputError(fmt::format("--max-request-bytes: expected a positive integer, got {}", o.server.transport.max_request_bytes));
+  if (!(t.read_timeout_s > 0)) throw InputError(fmt::format("--read-timeout: expected seconds > 0, got {}", t.read_timeout_s));
+  if (!(t.idle_timeout_s > 0)) throw InputError(fmt::format("--idle-timeout: expected seconds > 0, got {}", t.idle_timeout_s));
   std::optional<data::ChatFormat> chat_format = data::chat_format_from_name(o.chat_template);
   if (!chat_format)
     throw InputError(fmt::format("--chat-template: unknown \"{}\" (expected one of {})", o.chat_template,
@@ -72,14 +84,16 @@ int run_serve(const ServeOptions& o) {
   if (std::optional<int32_t> eos = tok.eos_token_id()) served.stop_token_ids.push_back(*eos);
   served.chat_stop_token_ids = served.stop_token_ids;
   if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) served.chat_stop_token_ids.push_back(*end);
+  served.max_token_bytes = serve::longest_token_bytes(tok);
 
   const Context run_ctx{&host_backend(), nullptr, dt};
   rl::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
   serve::EngineWorker worker(step, *m.net, tok);
-  serve::ServerOptions sopt;
+  serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
-  sopt.threads = static_cast<int>(std::max<int64_t>(64, 4 * o.max_slots));
+  sopt.transport.max_connections =
+      o.max_connections > 0 ? o.max_connections : static_cast<int>(std::max<int64_t>(256, 4 * o.max_slots));
   serve::OpenAiServer server(worker, served, sopt);
   const int port = server.bind();
 
@@ -90,6 +104,11 @@ int run_serve(const ServeOptions& o) {
   std::printf("serving \"%s\" at http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models, "
               "/v1/health); Ctrl-C stops\n",
               served.name.c_str(), o.host.c_str(), port);
+  std::printf("limits: %d connections, request bodies up to %lld bytes, %g s to send a request, %g s idle; %s%s\n",
+              sopt.transport.max_connections, static_cast<long long>(sopt.transport.max_request_bytes),
+              sopt.transport.read_timeout_s, sopt.transport.idle_timeout_s,
+              sopt.api_key.empty() ? "no API key" : "API key required (Authorization: Bearer)",
+              sopt.allowed_origins.empty() ? "" : ", CORS for the allowed origins");
   std::fflush(stdout);
 
   const StopSignals signals;
@@ -134,7 +153,26 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  c->add_option("--max-connections", o->max_connections,
+                "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
+                "per slot when that is more)");
+  c->add_option("--max-request-bytes", o->server.transport.max_request_bytes, "Largest request body; larger ones get 413")
+      ->capture_default_str();
+  c->add_option("--read-timeout", o->server.transport.read_timeout_s,
+                "Seconds a client has to send a request's headers and body")
+      ->capture_default_str();
+  c->add_option("--idle-timeout", o->server.transport.idle_timeout_s,
+                "Seconds a kept-alive connection waits for its next request")
+      ->capture_default_str();
+  c->add_option("--api-key", o->server.api_key,
+                "Require `Authorization: Bearer KEY` on every route but /health (default: $NEMOTRON_API_KEY; none if "
+                "unset)");
+  c->add_option("--allowed-origins", o->server.allowed_origins,
+                "Origins (comma-separated, or *) allowed to call the API from a browser (CORS); default: none")
+      ->delimiter(',');
   c->callback([o] {
+    if (o->server.api_key.empty())
+      if (const char* k = std::getenv("NEMOTRON_API_KEY")) o->server.api_key = k;
     if (int sig = run_serve(*o)) reraise(sig);  // after every destructor: the socket closed
   });
 }

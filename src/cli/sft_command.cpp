@@ -24,6 +24,7 @@
 #include "cli/training_command.h"
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "data/chat_template.h"
 #include "data/jsonl.h"
 #include "data/tokenizer.h"
@@ -56,7 +57,7 @@ Heldout heldout_examples(const train::SftConfig& cfg) {
   Heldout h;
   const std::string meta_path = cfg.dataset.metadata_path();
   std::ifstream in(meta_path);
-  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+  const nlohmann::json meta = parse_json_or_discarded<nlohmann::json>(in);
   if (meta.is_discarded() || !meta.contains("heldout") || !meta["heldout"].is_object() || meta["heldout"].empty())
     return h;
   const std::string tok_path = meta.value("tokenizer_uri", "");

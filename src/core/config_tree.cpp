@@ -14,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace nemotron {
 
@@ -200,14 +201,10 @@ std::string rewrite_python_floats(const std::string& text) {
 }  // namespace
 
 json parse_json_text(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(rewrite_python_floats(text));
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    size_t p = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] " prefix
-    if (p != std::string::npos) what = what.substr(p + 2);
-    throw_config_error(source, "", "JSON " + what);
-  }
+  json out;
+  if (std::optional<JsonError> e = parse_json_bounded(rewrite_python_floats(text), out))
+    throw_config_error(source, "", fmt::format("JSON parse error at {}: {}", e->where(), e->reason));
+  return out;
 }
 
 std::optional<double> json_number(const json& v) {
@@ -325,9 +322,7 @@ std::string describe_value(const json& v) {
     if (std::isnan(d)) return ".nan";
     if (std::isinf(d)) return d > 0 ? ".inf" : "-.inf";
   }
-  std::string s = v.dump();
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
+  return json_excerpt(v, 80);
 }
 
 // ---- ConfigReader -------------------------------------------------------------------------------

@@ -5,23 +5,13 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace nemotron::data {
 
 namespace {
 
-std::string short_value(const nlohmann::json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
-// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: <reason>" ->
-// "column 5: <reason>" (the line is always 1 here; ours is the file's).
-std::string parse_reason(const std::string& what) {
-  const size_t at = what.find("column ");
-  return at == std::string::npos ? what : what.substr(at);
-}
+std::string short_value(const nlohmann::json& v) { return json_excerpt(v, 60); }
 
 }  // namespace
 
@@ -48,13 +38,11 @@ template <class Json>
 bool JsonlReader::next_row_as(Json& row) {
   std::string line;
   if (!next_line(line)) return false;
-  try {
-    row = Json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: invalid JSON at {}", where(), parse_reason(e.what())));
-  }
+  // The column only: the line is always 1 within a row; ours is the file's.
+  if (std::optional<JsonError> e = parse_json_bounded(line, row))
+    throw InputError(fmt::format("{}: invalid JSON at column {}: {}", where(), e->column, e->reason));
   if (!row.is_object())
-    throw InputError(fmt::format("{}: expected a JSON object, got {}", where(), short_value(nlohmann::json(row))));
+    throw InputError(fmt::format("{}: expected a JSON object, got {}", where(), json_excerpt(row, 60)));
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "io/mapped_file.h"
 #include "io/staged_dir.h"
 
@@ -58,8 +59,8 @@ std::optional<nlohmann::json> up_to_date_output(const fs::path& out, const std::
   if (!force && fs::exists(meta_path) && fs::exists(must_exist)) {
     try {
       std::ifstream in(meta_path);
-      nlohmann::json meta = nlohmann::json::parse(in);
-      if (meta.value("fingerprint", "") == fingerprint) return meta;
+      nlohmann::json meta = parse_json_or_discarded<nlohmann::json>(in);
+      if (meta.is_object() && meta.value("fingerprint", "") == fingerprint) return meta;
     } catch (const nlohmann::json::exception&) {
       // unreadable metadata: not up to date; the directory is replaced only with --force
     }

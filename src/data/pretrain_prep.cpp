@@ -13,6 +13,7 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "core/progress.h"
 #include "core/rng.h"
 #include "data/blend.h"
@@ -399,7 +400,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
       {"train_tokens", train_tokens},
       {"unigram_entropy_nats", keep_unigrams ? nlohmann::json(entropy) : nlohmann::json(nullptr)},
       {"sources", per_source},
-      {"config", nlohmann::json::parse(resolved_config)}};
+      {"config", parse_json<nlohmann::json>(resolved_config, "the resolved config")}};
   commit_prep_output(staged, out, meta);
   return res;
 }

@@ -12,6 +12,7 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "core/progress.h"
 #include "data/corpus_skills.h"
 #include "data/jsonl.h"
@@ -250,7 +251,7 @@ RlPrepResult prepare_rl_data(const RlPrepConfig& cfg, const std::string& resolve
                          {"train_rows", res.train},
                          {"val_rows", res.val},
                          {"source_datasets", source_datasets},
-                         {"config", nlohmann::json::parse(resolved_config)}};
+                         {"config", parse_json<nlohmann::json>(resolved_config, "the resolved config")}};
   commit_prep_output(staged, out, meta);
   return res;
 }

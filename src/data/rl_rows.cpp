@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/json_limits.h"
+
 namespace nemotron::data {
 
 namespace {
@@ -67,12 +69,8 @@ std::optional<std::string> text_field(const OrderedJson& row, const std::string&
 // Nemotron stores some answers JSON-encoded ("\"32\""); decoded when it is a JSON string.
 std::string decode_answer(const std::string& a) {
   if (a.size() < 2 || a.front() != '"') return a;
-  try {
-    const OrderedJson v = OrderedJson::parse(a);
-    if (v.is_string()) return v.get<std::string>();
-  } catch (const nlohmann::json::exception&) {
-  }
-  return a;
+  const OrderedJson v = parse_json_or_discarded<OrderedJson>(a);
+  return v.is_string() ? v.get<std::string>() : a;
 }
 
 OrderedJson message(const char* role, const std::string& content) { return {{"role", role}, {"content", content}}; }
@@ -99,8 +97,8 @@ RlRowResult convert_rl_row(OrderedJson row, const RlRowOptions& opts) {
       return drop("placeholder without its data",
                   fmt::format("_hf_placeholder: row {} of {} is not in the row (no question/expected_answer); resolve "
                               "it from the external dataset first",
-                              ph.contains("row") ? ph["row"].dump() : "?",
-                              row.contains("dataset") ? row["dataset"].dump() : "the external dataset"));
+                              ph.contains("row") ? json_excerpt(ph["row"]) : "?",
+                              row.contains("dataset") ? json_excerpt(row["dataset"]) : "the external dataset"));
     std::string full = *question;
     if (ph.contains("question_template") && ph["question_template"].is_string()) {
       std::string t = ph["question_template"].get<std::string>();

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_limits.h"
 #include "data/tokenizer.h"
 
 namespace nemotron::data {
@@ -242,11 +243,11 @@ SftRowResult process_sft_row(const OrderedJson& row, const Tokenizer& tok, const
         return drop(DropReason::bad_tool_call, fmt::format("message {}: tool call {} has no function.arguments", i, j));
       OrderedJson& args = call["function"]["arguments"];
       if (args.is_string()) {
-        try {
-          args = OrderedJson::parse(args.get<std::string>());
-        } catch (const nlohmann::json::exception&) {
-          return drop(DropReason::bad_tool_call, fmt::format("message {}: tool call {}: arguments are not valid JSON", i, j));
-        }
+        OrderedJson parsed;
+        if (std::optional<JsonError> e = parse_json_bounded(args.get_ref<const std::string&>(), parsed))
+          return drop(DropReason::bad_tool_call, fmt::format("message {}: tool call {}: arguments are not valid JSON "
+                                                             "({}: {})", i, j, e->where(), e->reason));
+        args = std::move(parsed);
       }
     }
   }

@@ -15,6 +15,7 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "core/progress.h"
 #include "data/blend.h"
 #include "data/jsonl.h"
@@ -431,7 +432,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
     if (!src.generator || cfg.heldout_examples == 0) continue;
     fs::create_directories(tmp / "heldout");
     std::vector<nlohmann::json> rows;
-    for (const OrderedJson& r : generate_chat_heldout(*src.generator, cfg.heldout_examples)) rows.push_back(nlohmann::json::parse(r.dump()));
+    for (const OrderedJson& r : generate_chat_heldout(*src.generator, cfg.heldout_examples)) rows.push_back(parse_json<nlohmann::json>(r.dump(), "heldout row"));
     const std::string rel = fmt::format("heldout/{}.jsonl", src.name);
     write_jsonl((tmp / rel).string(), rows);
     heldout[src.name] = rel;
@@ -478,7 +479,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       {"packing_efficiency", std::round(1000.0 * res.packing_efficiency) / 10},
       {"splits", splits},
       {"heldout", heldout},
-      {"config", nlohmann::json::parse(resolved_config)}};
+      {"config", parse_json<nlohmann::json>(resolved_config, "the resolved config")}};
   commit_prep_output(staged, out, meta);
   return res;
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_limits.h"
 #include "core/rng.h"
 
 namespace nemotron::data {
@@ -17,12 +18,13 @@ constexpr std::array<const char*, 3> kSystemPrompts = {
     "Answer the question. Finish with the final number."};
 
 const OrderedJson& calculator_tool() {
-  static const OrderedJson tool = OrderedJson::parse(R"({"type": "function", "function": {
+  static const OrderedJson tool = parse_json<OrderedJson>(R"({"type": "function", "function": {
       "name": "calculator",
       "description": "Evaluate an arithmetic expression of integers with +, - and *.",
       "parameters": {"type": "object",
                      "properties": {"expression": {"type": "string", "description": "The expression, e.g. \"17 + 25\"."}},
-                     "required": ["expression"]}}})");
+                     "required": ["expression"]}}})",
+                                                          "the calculator tool");
   return tool;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "data/byte_level.h"
 #include "data/tokenizer_impl.h"
 #include "data/tokenizer_utf8.h"
@@ -72,7 +73,7 @@ ojson type_first(const json& v) {
     for (const json& e : v) a.push_back(type_first(e));
     return a;
   }
-  if (!v.is_object()) return ojson::parse(v.dump());
+  if (!v.is_object()) return parse_json<ojson>(v.dump(), "tokenizer.json");
   ojson o = ojson::object();
   if (auto t = v.find("type"); t != v.end()) o["type"] = type_first(*t);
   for (auto it = v.begin(); it != v.end(); ++it)

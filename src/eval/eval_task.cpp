@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "core/rng.h"
 #include "data/jsonl.h"
 
@@ -58,7 +59,7 @@ int64_t get_index(const nlohmann::json& v, const char* key, size_t n, const std:
            v.get<std::string>().find_first_not_of("0123456789") == std::string::npos)
     g = std::stoll(v.get<std::string>());
   if (g < 0 || g >= static_cast<int64_t>(n))
-    throw InputError(fmt::format("{}: {}: expected an index of the {} choices, got {}", where, key, n, v.dump()));
+    throw InputError(fmt::format("{}: {}: expected an index of the {} choices, got {}", where, key, n, json_excerpt(v)));
   return g;
 }
 

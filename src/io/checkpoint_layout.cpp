@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace nemotron::io {
 
@@ -53,7 +54,7 @@ std::string incomplete_iteration_reason(const std::string& iter_dir) {
   const fs::path state_path = dir / kTrainStateFile;
   if (!fs::is_regular_file(state_path, ec)) return fmt::format("missing {}", kTrainStateFile);
   std::ifstream f(state_path, std::ios::binary);
-  nlohmann::json state = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json state = parse_json_or_discarded<nlohmann::json>(f);
   if (state.is_discarded() || !state.is_object()) return fmt::format("{} is not valid JSON", kTrainStateFile);
   std::vector<std::string> missing, wrong_size;
   auto files = state.find("files");

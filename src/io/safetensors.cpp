@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace nemotron::io {
 
@@ -130,11 +131,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   f.data_start_ = 8 + static_cast<size_t>(n);
   const size_t data_bytes = size - f.data_start_;
   nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(f.file_->data() + 8, f.file_->data() + 8 + n);
-  } catch (const nlohmann::json::exception& e) {
-    bad(path, fmt::format("header is not valid JSON ({})", e.what()));
-  }
+  if (std::optional<JsonError> e = parse_json_bounded(
+          std::string_view(reinterpret_cast<const char*>(f.file_->data()) + 8, static_cast<size_t>(n)), header))
+    bad(path, fmt::format("header is not valid JSON ({}: {})", e->where(), e->reason));
   if (!header.is_object()) bad(path, "header is not a JSON object");
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -240,12 +239,7 @@ SafetensorsSet SafetensorsSet::open(const std::string& path) {
   std::string index = path + "/model.safetensors.index.json";
   if (fs::is_directory(path) && fs::exists(index)) {
     std::ifstream in(index);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: not valid JSON ({})", index, e.what()));
-    }
+    const nlohmann::json j = parse_json<nlohmann::json>(in, index);
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw InputError(fmt::format("{}: weight_map: missing or not an object", index));
     std::map<std::string, std::string> wm;

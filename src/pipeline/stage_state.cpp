@@ -8,6 +8,7 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "io/checkpoint_layout.h"
 #include "io/mapped_file.h"
 
@@ -139,7 +140,7 @@ PipelineState load_state(const std::string& path) {
   if (!in) throw InputError(fmt::format("{}: cannot be read", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, false);
+  const json j = parse_json_or_discarded<json>(ss.str());
   if (j.is_discarded())
     throw InputError(fmt::format("{}: not valid JSON (the pipeline's record; delete it to start the record over)", path));
   return PipelineState::from_json(j, path);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "report/svg_chart.h"
 
 namespace nemotron::report {
@@ -64,7 +65,7 @@ StageRun load_stage(const fs::path& dir, std::string name) {
     while (std::getline(in, line)) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      json r = json::parse(line, nullptr, false);
+      json r = parse_json_or_discarded<json>(line);
       if (r.is_discarded() || !r.is_object()) {
         if (bad++ == 0) first_bad = fmt::format("{}:{}", metrics.string(), n);
         continue;
@@ -358,7 +359,7 @@ RunData load_run(const std::string& run_dir) {
     if (!read_text(p, text)) {
       e.warning = "cannot be read";
     } else {
-      e.results = json::parse(text, nullptr, false);
+      e.results = parse_json_or_discarded<json>(text);
       if (e.results.is_discarded()) e.results = nullptr, e.warning = "not valid JSON";
     }
     run.evals.push_back(std::move(e));
@@ -368,7 +369,7 @@ RunData load_run(const std::string& run_dir) {
     if (!read_text(root / "pipeline.json", text)) {
       run.pipeline_warning = "pipeline.json cannot be read";
     } else {
-      json p = json::parse(text, nullptr, false);
+      json p = parse_json_or_discarded<json>(text);
       if (p.is_discarded() || !p.is_object() || !p.contains("stages") || !p["stages"].is_array())
         run.pipeline_warning = "pipeline.json is not a pipeline record (a JSON object with stages)";
       else

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "core/progress.h"
 #include "data/jsonl.h"
 #include "rl/engine/cached_step_model.h"
@@ -50,7 +51,7 @@ std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Token
     RlPrompt p;
     p.tokens = tok.encode(text, /*add_special_tokens=*/false);
     if (p.tokens.empty()) throw InputError(fmt::format("{}: the prompt encodes to no tokens", where));
-    p.row = json::parse(row.dump());
+    p.row = parse_json<json>(row.dump(), where);
     p.where = where;
     out.push_back(std::move(p));
   }

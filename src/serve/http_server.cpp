@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include <sys/socket.h>
 
@@ -73,13 +75,33 @@ GenerationState wait_finished(Generation& g) {
 
 ApiError engine_error(const std::string& message) { return ApiError(500, message, "server_error"); }
 
+ApiError too_large(int64_t limit, std::optional<uint64_t> bytes = std::nullopt) {
+  return ApiError(413,
+                  fmt::format("the request body is {}more than this server's limit of {} bytes (--max-request-bytes)",
+                              bytes ? fmt::format("{} bytes, ", *bytes) : "", limit),
+                  "invalid_request_error", "", "request_too_large");
+}
+
+bool is_health(const std::string& path) { return path == "/health" || path == "/v1/health"; }
+
+// Compares in time independent of where the strings differ (the key is a secret).
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+// A request whose body will not be read (refused first): the connection must close after the
+// answer, since the unread body would be taken for the next request.
+bool has_body(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") || req.get_header_value<uint64_t>("Content-Length") > 0;
+}
+
 }  // namespace
 
 OpenAiServer::OpenAiServer(EngineWorker& worker, ServedModel model, ServerOptions options)
     : worker_(worker), model_(std::move(model)), options_(std::move(options)), created_(unix_now()),
-      http_(std::make_unique<httplib::Server>()) {
-  const int threads = options_.threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+      http_(std::make_unique<BoundedHttpServer>(options_.transport)) {
   // httplib's default sets SO_REUSEPORT, with which a second server binds a port already served
   // and the two split its connections: SO_REUSEADDR alone (a restart is not refused for the
   // closed connections' TIME_WAIT) makes a port in use an error.
@@ -101,6 +123,7 @@ int OpenAiServer::bind() {
     throw InputError(fmt::format("--host {} --port {}: cannot bind (address in use, or not an address of this machine)",
                                  options_.host, port));
   }
+  http_->widen_listen_queue();
   return port;
 }
 
@@ -108,11 +131,63 @@ void OpenAiServer::listen() { http_->listen_after_bind(); }
 
 void OpenAiServer::stop() { http_->stop(); }
 
+void OpenAiServer::check_body_size(size_t bytes) const {
+  if (static_cast<int64_t>(bytes) > options_.transport.max_request_bytes)  // a chunked body
+    throw too_large(options_.transport.max_request_bytes, bytes);
+}
+
 void OpenAiServer::add_routes() {
   httplib::Server& s = *http_;
-  s.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  // A client that asks before sending a body (curl does past 1 MB) is told 413 instead of
+  // "100 Continue" when the body is over the limit: it never sends it.
+  s.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
+    if (declared <= static_cast<uint64_t>(options_.transport.max_request_bytes)) return 100;
     t_log = RequestLog{Clock::now(), 0};
-    return httplib::Server::HandlerResponse::Unhandled;
+    close_connection_after_response();
+    send_error(res, too_large(options_.transport.max_request_bytes, declared));
+    return 413;
+  });
+  // Before the body is read: CORS, then the API key, then the body's declared size.
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_log = RequestLog{Clock::now(), 0};
+    using R = httplib::Server::HandlerResponse;
+    const std::string origin = req.get_header_value("Origin");
+    if (!origin.empty() && !options_.allowed_origins.empty() &&
+        std::any_of(options_.allowed_origins.begin(), options_.allowed_origins.end(),
+                    [&](const std::string& o) { return o == "*" || o == origin; })) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {  // a preflight: no key is sent with it
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", req.has_header("Access-Control-Request-Headers")
+                                                           ? req.get_header_value("Access-Control-Request-Headers")
+                                                           : std::string("Authorization, Content-Type"));
+        res.set_header("Access-Control-Max-Age", "600");
+        return R::Handled;
+      }
+    }
+    if (!options_.api_key.empty() && !is_health(req.path)) {
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string bearer = "Bearer ";
+      if (auth.compare(0, bearer.size(), bearer) != 0 || !same_secret(auth.substr(bearer.size()), options_.api_key)) {
+        if (has_body(req)) close_connection_after_response();
+        res.set_header("WWW-Authenticate", "Bearer");
+        send_error(res, ApiError(401,
+                                 auth.empty() ? "no API key: send it as the header `Authorization: Bearer <key>`"
+                                              : "incorrect API key in the Authorization header",
+                                 "invalid_request_error", "", "invalid_api_key"));
+        return R::Handled;
+      }
+    }
+    const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
+    if (declared > static_cast<uint64_t>(options_.transport.max_request_bytes)) {
+      close_connection_after_response();
+      send_error(res, too_large(options_.transport.max_request_bytes, declared));
+      return R::Handled;
+    }
+    return R::Unhandled;
   });
   s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     const double secs = std::chrono::duration<double>(Clock::now() - t_log.start).count();
@@ -123,11 +198,15 @@ void OpenAiServer::add_routes() {
   });
   // Anything that reached no route, or that httplib refused itself (a malformed request line),
   // gets the JSON error body too.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (request_over_size_limit()) res.status = 413;  // a chunked body past the limit (httplib says 400)
+    if (res.status == 413) close_connection_after_response();  // the body was not read to its end
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 404)
       send_error(res, ApiError(404, fmt::format("no route {} {}", req.method, req.path), "invalid_request_error", "",
                                "not_found"));
+    else if (res.status == 413)
+      send_error(res, too_large(options_.transport.max_request_bytes));
     else
       send_error(res, ApiError(res.status, fmt::format("{} {}: the request was refused (HTTP {})", req.method, req.path,
                                                        res.status),
@@ -162,6 +241,7 @@ void OpenAiServer::add_routes() {
 
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     try {
+      check_body_size(req.body.size());
       const CompletionRequest r = parse_completion_request(req.body);
       auto prepared = std::make_shared<PreparedRequest>(prepare_completion(model_, r));
       auto gens = std::make_shared<std::vector<std::shared_ptr<Generation>>>(submit_all(worker_, *prepared));
@@ -208,6 +288,7 @@ void OpenAiServer::add_routes() {
 
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     try {
+      check_body_size(req.body.size());
       const ChatRequest r = parse_chat_request(req.body);
       auto prepared = std::make_shared<PreparedRequest>(prepare_chat(model_, r));
       auto gens = std::make_shared<std::vector<std::shared_ptr<Generation>>>(submit_all(worker_, *prepared));

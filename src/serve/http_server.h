@@ -1,25 +1,25 @@
 // The OpenAI-compatible HTTP server: routes /v1/completions, /v1/chat/completions, /v1/models,
 // /v1/health (and /health) onto the engine worker. Every error is OpenAI's JSON error body with
-// its status (400 bad request, 404 unknown model or route, 500 engine failure); the server keeps
-// serving. One access-log line per request on stdout: method, path, status, generated tokens,
-// seconds.
+// its status (400 bad request, 401 without the API key, 404 unknown model or route, 413 body over
+// the limit, 500 engine failure, 503 over the connection cap); the server keeps serving. One
+// access-log line per request on stdout: method, path, status, generated tokens, seconds.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "serve/engine_worker.h"
+#include "serve/http_transport.h"
 #include "serve/served_model.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace nemotron::serve {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (bind() says which)
-  int threads = 64; // HTTP worker threads: concurrent connections served at once
+  TransportOptions transport;             // connection cap, timeouts, body limit (serve/http_transport.h)
+  std::string api_key;                    // non-empty: routes other than /health need `Authorization: Bearer <key>`
+  std::vector<std::string> allowed_origins;  // CORS: origins answered with Access-Control-* ("*": any); empty: none
 };
 
 class OpenAiServer {
@@ -34,11 +34,12 @@ class OpenAiServer {
 
  private:
   void add_routes();
+  void check_body_size(size_t bytes) const;  // ApiError 413 past the limit
   EngineWorker& worker_;
   ServedModel model_;
   ServerOptions options_;
   int64_t created_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<BoundedHttpServer> http_;
 };
 
 }  // namespace nemotron::serve

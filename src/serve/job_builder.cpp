@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 #include "serve/api_error.h"
@@ -36,6 +37,19 @@ rl::SamplingParams sampling(const SamplingFields& f, int64_t max_tokens, const s
                  "context_length_exceeded");
 }
 
+// Refuses a prompt of `bytes` bytes that cannot fit in the context whatever its tokens, before
+// the tokenizer spends seconds and gigabytes on it.
+void check_prompt_bytes(const ServedModel& m, size_t bytes, const char* what) {
+  if (m.max_token_bytes <= 0 || static_cast<int64_t>(bytes) <= m.max_model_len * m.max_token_bytes) return;
+  throw ApiError(400,
+                 fmt::format("This model's maximum context length is {} tokens. However, the {} is {} bytes, more than "
+                             "{} tokens can hold (a token stands for at most {} bytes). Please reduce the length of "
+                             "the {}.",
+                             m.max_model_len, what, bytes, m.max_model_len, m.max_token_bytes, what),
+                 "invalid_request_error", what == std::string("messages") ? "messages" : "prompt",
+                 "context_length_exceeded");
+}
+
 size_t holdback(const std::vector<std::string>& stop) {
   size_t longest = 0;
   for (const std::string& s : stop) longest = std::max(longest, s.size());
@@ -43,6 +57,17 @@ size_t holdback(const std::vector<std::string>& stop) {
 }
 
 }  // namespace
+
+int64_t longest_token_bytes(const data::Tokenizer& tok) {
+  int64_t most = 1;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    const std::optional<std::string> s = tok.id_to_token(id);
+    if (!s) continue;
+    const int32_t one[] = {id};
+    most = std::max<int64_t>(most, static_cast<int64_t>(std::max(s->size(), tok.decode(one).size())));
+  }
+  return most;
+}
 
 void check_model(const ServedModel& m, const std::string& requested) {
   if (!requested.empty() && requested != m.name)
@@ -59,11 +84,13 @@ PreparedRequest prepare_completion(const ServedModel& m, const CompletionRequest
     std::vector<int32_t> ids;
     std::string text;
     if (const auto* s = std::get_if<std::string>(&r.prompts[i])) {
+      check_prompt_bytes(m, s->size(), "prompt");
       ids = m.tok->encode(*s, /*add_special_tokens=*/true);
       text = *s;
       if (ids.empty()) throw bad_request(fmt::format("'prompt': prompt {} encodes to no tokens", i), "prompt");
     } else {
       ids = std::get<std::vector<int32_t>>(r.prompts[i]);
+      if (static_cast<int64_t>(ids.size()) > m.max_model_len) too_long(m, static_cast<int64_t>(ids.size()), max_tokens, "prompt");
       for (int32_t t : ids)
         if (t >= m.vocab_size)
           throw bad_request(fmt::format("'prompt': token id {} is outside the vocabulary [0, {})", t, m.vocab_size),
@@ -102,6 +129,8 @@ PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
   } catch (const data::ChatTemplateError& e) {
     throw bad_request(fmt::format("'messages': {}", e.what()), "messages");
   }
+  // The rendered text, not the messages: a template may drop parts of them (earlier reasoning).
+  check_prompt_bytes(m, text.size(), "messages");
   const std::vector<int32_t> ids = m.tok->encode(text, /*add_special_tokens=*/false);
   if (ids.empty()) throw bad_request("'messages': the rendered conversation encodes to no tokens", "messages");
   const auto n_prompt = static_cast<int64_t>(ids.size());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/json_limits.h"
 #include "serve/api_error.h"
 
 namespace nemotron::serve {
@@ -14,15 +15,11 @@ namespace {
 using Json = data::OrderedJson;
 
 Json parse_object(const std::string& body) {
+  // Nested arrays and objects past kMaxJsonDepth are refused here: every later walk of the
+  // value (copying the messages, rendering the template, quoting it in an error) recurses.
   Json j;
-  try {
-    j = Json::parse(body);
-  } catch (const Json::parse_error& e) {
-    // nlohmann's message names the byte: "parse error at line 1, column 9: syntax error ..."
-    std::string what = e.what();
-    const size_t at = what.find("parse error");
-    throw bad_request("malformed JSON body: " + (at == std::string::npos ? what : what.substr(at)));
-  }
+  if (std::optional<JsonError> e = parse_json_bounded(body, j))
+    throw bad_request(fmt::format("malformed JSON body: parse error at {}: {}", e->where(), e->reason));
   if (!j.is_object()) throw bad_request(fmt::format("the body must be a JSON object, got {}", j.type_name()));
   return j;
 }
@@ -34,7 +31,7 @@ const Json* field(const Json& j, const char* name) {
 }
 
 [[noreturn]] void wrong_type(const char* name, const char* expected, const Json& v) {
-  throw bad_request(fmt::format("'{}': expected {}, got {} {}", name, expected, v.type_name(), v.dump()), name);
+  throw bad_request(fmt::format("'{}': expected {}, got {} {}", name, expected, v.type_name(), json_excerpt(v)), name);
 }
 
 bool get_bool(const Json& j, const char* name, bool fallback) {
@@ -50,7 +47,7 @@ double get_number(const Json& j, const char* name, double fallback, double lo, d
   if (!v->is_number()) wrong_type(name, "a number", *v);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
-    throw bad_request(fmt::format("'{}': expected a number in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi, v->dump()),
+    throw bad_request(fmt::format("'{}': expected a number in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi, json_excerpt(*v)),
                       name);
   return x;
 }
@@ -64,7 +61,7 @@ std::optional<int64_t> get_int(const Json& j, const char* name, int64_t lo, int6
   if (!v->is_number_integer() && !integral_float) wrong_type(name, "an integer", *v);
   const double x = v->get<double>();
   if (x < static_cast<double>(lo) || x > static_cast<double>(hi))
-    throw bad_request(fmt::format("'{}': expected an integer in [{}, {}], got {}", name, lo, hi, v->dump()), name);
+    throw bad_request(fmt::format("'{}': expected an integer in [{}, {}], got {}", name, lo, hi, json_excerpt(*v)), name);
   return v->is_number_float() ? static_cast<int64_t>(x) : v->get<int64_t>();
 }
 
@@ -110,7 +107,7 @@ std::vector<int32_t> token_prompt(const Json& a) {
   std::vector<int32_t> ids;
   for (const Json& t : a) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      throw bad_request(fmt::format("'prompt': token ids must be non-negative integers, got {}", t.dump()), "prompt");
+      throw bad_request(fmt::format("'prompt': token ids must be non-negative integers, got {}", json_excerpt(t)), "prompt");
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return ids;
@@ -158,7 +155,7 @@ ChatRequest parse_chat_request(const std::string& body) {
   if (!m->is_array() || m->empty()) wrong_type("messages", "a non-empty array of messages", *m);
   for (const Json& msg : *m) {
     if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
-      throw bad_request(fmt::format("'messages': each message must be an object with a string 'role', got {}", msg.dump()),
+      throw bad_request(fmt::format("'messages': each message must be an object with a string 'role', got {}", json_excerpt(msg)),
                         "messages");
   }
   r.messages = *m;
@@ -169,7 +166,7 @@ ChatRequest parse_chat_request(const std::string& body) {
     std::string text;
     for (const Json& part : *it) {
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-        throw bad_request(fmt::format("'messages': only text content parts are supported, got {}", part.dump()),
+        throw bad_request(fmt::format("'messages': only text content parts are supported, got {}", json_excerpt(part)),
                           "messages");
       if (!text.empty()) text += '\n';
       text += part["text"].get<std::string>();

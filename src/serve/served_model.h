@@ -18,6 +18,14 @@ struct ServedModel {
   int64_t vocab_size = 0;
   std::vector<int32_t> stop_token_ids;       // completions: the tokenizer's eos
   std::vector<int32_t> chat_stop_token_ids;  // chat: eos and the template's end of turn (<|im_end|>)
+  // The most bytes of text one token stands for (0: unknown). A prompt longer than
+  // max_model_len * max_token_bytes bytes cannot fit, and is refused before it is tokenized.
+  int64_t max_token_bytes = 0;
 };
+
+// max_token_bytes of `tok`: over its vocabulary, the longer of a token's string and its decoded
+// text (a byte-level token's string spells each byte in 1-2 bytes; the tokenizer has no
+// normalizer, so a token covers no more input than that).
+int64_t longest_token_bytes(const data::Tokenizer& tok);
 
 }  // namespace nemotron::serve

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace nemotron::train {
 
@@ -84,7 +85,7 @@ SftDataSources make_sft_data_sources(const SftConfig& cfg) {
                                  cfg.source, d.dataset_root));
   std::ifstream in(meta_path);
   if (!in) throw InputError(fmt::format("{}: missing (dataset.dataset_root is not a `data prep sft` output)", meta_path));
-  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+  const nlohmann::json meta = parse_json_or_discarded<nlohmann::json>(in);
   if (meta.is_discarded() || !meta.is_object()) throw InputError(fmt::format("{}: not a JSON object", meta_path));
   auto int_field = [&](const char* key) {
     if (!meta.contains(key) || !meta[key].is_number_integer())

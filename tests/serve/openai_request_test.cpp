@@ -105,6 +105,24 @@ TEST(OpenAiRequest, BadCompletionBodiesAre400sNamingTheField) {
   EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "max_tokens": 0, "echo": true, "logprobs": 1})").max_tokens, 0);
 }
 
+// 100,000 nested arrays (200 KB; they overflowed the stack: issue 24) in the body, in `stop`,
+// in a message: a 400 naming the depth limit. A wide value is quoted in a short excerpt.
+TEST(OpenAiRequest, DeepJsonIs400AndValuesAreQuotedShort) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& body : {deep, R"({"prompt": "x", "stop": )" + deep + "}",
+                                  R"({"messages": [{"role": "user", "content": )" + deep + "}]}"}) {
+    ApiError e = error_of(parse_chat_request, body);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 256 levels"), std::string::npos) << e.what();
+    e = error_of(parse_completion_request, body);
+    EXPECT_EQ(e.status, 400);
+  }
+  const std::string wide = R"({"prompt": "x", "stop": [[")" + std::string(1'000'000, 'y') + R"("]]})";
+  ApiError e = error_of(parse_completion_request, wide);
+  EXPECT_EQ(e.param, "stop");
+  EXPECT_LT(std::string(e.what()).size(), 200u) << std::string(e.what()).substr(0, 300);
+}
+
 TEST(OpenAiRequest, ChatFieldsAndErrors) {
   ChatRequest r = parse_chat_request(
       R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 9,

@@ -14,6 +14,7 @@
 
 #include "core/config_tree.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace nemotron::rl::env {
 
@@ -109,8 +110,8 @@ Attempt post_once(httplib::Client& cli, const std::string& origin, double timeou
   }
   a.kind = "malformed reply";
   try {
-    a.body = nlohmann::json::parse(res->body);
-  } catch (const nlohmann::json::exception&) {
+    a.body = parse_json<nlohmann::json>(res->body, "the reply");
+  } catch (const InputError&) {
     a.error = fmt::format("POST {}: the reply is not JSON: {}", path, snippet(res->body));
     return a;
   }
