@@ -1,5 +1,5 @@
 // Rollout throughput on one GPU (a benchmark, not a test): the generation engine as GRPO runs it
-// (rl::Engine over CachedStepModel: paged KV cache, Mamba conv/SSM state, continuous batching,
+// (engine::Engine over CachedStepModel: paged KV cache, Mamba conv/SSM state, continuous batching,
 // tokens drawn on the GPU (ops/sample_rows.h) and brought back once per step; --host-sampling: the
 // logits [S, V] to the host instead, sampling there on all cores) for --batch prompts of
 // --prompt-len random tokens and --new-tokens generated each (EOS ignored: no stop tokens; with
@@ -41,9 +41,9 @@
 #include "bench_models.h"
 #include "core/op_profiler.h"
 #include "core/version.h"
+#include "engine/cached_step_model.h"
+#include "engine/engine.h"
 #include "model/decode_state.h"
-#include "rl/engine/cached_step_model.h"
-#include "rl/engine/engine.h"
 
 using namespace nemotron;
 using bench::seconds_since;
@@ -53,9 +53,9 @@ namespace {
 // The engine's model with each step timed (wall clock: the call ends with the logits or the drawn
 // tokens on the host, so the GPU work is done) and marked prefill when any slot appends more than
 // one token. `device_sampling` false hides the GPU draw from the engine (the host path).
-class TimedStepModel : public rl::StepModel {
+class TimedStepModel : public engine::StepModel {
  public:
-  TimedStepModel(rl::CachedStepModel& m, bool device_sampling) : m_(m), device_sampling_(device_sampling) {}
+  TimedStepModel(engine::CachedStepModel& m, bool device_sampling) : m_(m), device_sampling_(device_sampling) {}
   int64_t vocab_size() const override { return m_.vocab_size(); }
   int64_t max_slots() const override { return m_.max_slots(); }
   int64_t max_seq_len() const override { return m_.max_seq_len(); }
@@ -88,7 +88,7 @@ class TimedStepModel : public rl::StepModel {
     (prefill ? prefill_s : decode_s).push_back(dt);
     (prefill ? prefill_tokens : decode_tokens) += n;
   }
-  rl::CachedStepModel& m_;
+  engine::CachedStepModel& m_;
   bool device_sampling_;
 };
 
@@ -116,7 +116,7 @@ struct SweepPoint {
 // as the engine's host-sampling path gets them).
 SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t prompt, int64_t steps) {
   const model::ModelConfig& cfg = net.config();
-  rl::CachedStepModel step(net, ctx, b, prompt + 3 * steps + 8);
+  engine::CachedStepModel step(net, ctx, b, prompt + 3 * steps + 8);
   std::vector<int64_t> slots;
   for (int64_t s = 0; s < b; ++s) slots.push_back(s);
   step.extend(slots, bench::random_prompts(b, prompt, cfg.vocab_size, 7));
@@ -187,10 +187,10 @@ int main(int argc, char** argv) {
 
     // Warm-up: a few short sequences through the engine (allocator, cuBLASLt plans, kernels).
     {
-      rl::CachedStepModel warm(net, ctx, 4, prompt + 16);
-      rl::Engine e(warm);
+      engine::CachedStepModel warm(net, ctx, 4, prompt + 16);
+      engine::Engine e(warm);
       for (int i = 0; i < 4; ++i) {
-        rl::Request r;
+        engine::Request r;
         r.prompt = bench::random_tokens(prompt, cfg.vocab_size, 5, static_cast<uint64_t>(i * prompt));
         r.params.max_new_tokens = 8;
         e.add(r);
@@ -201,22 +201,22 @@ int main(int argc, char** argv) {
     // The rollout: N requests through B slots, each holding prompt + new tokens (N = B: all
     // admitted at once; N > B: a finished slot takes the next request).
     const int64_t N = num_prompts > 0 ? num_prompts : B;
-    rl::CachedStepModel cached(net, ctx, B, prompt + new_tokens);
+    engine::CachedStepModel cached(net, ctx, B, prompt + new_tokens);
     TimedStepModel timed(cached, !host_sampling);
-    rl::Engine engine(timed);
+    engine::Engine engine(timed);
     const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(N, prompt, cfg.vocab_size, 99);
     for (int64_t i = 0; i < N; ++i) {
-      rl::Request r;
+      engine::Request r;
       r.prompt = prompts[static_cast<size_t>(i)];
       r.params.temperature = temperature;
       r.params.max_new_tokens = new_tokens;
       r.params.seed = 1;
       engine.add(r);
     }
-    const std::vector<rl::Result> out = engine.run();
-    const rl::EngineStats& s = engine.stats();
+    const std::vector<engine::Result> out = engine.run();
+    const engine::EngineStats& s = engine.stats();
     int64_t generated = 0;
-    for (const rl::Result& r : out) generated += static_cast<int64_t>(r.tokens.size());
+    for (const engine::Result& r : out) generated += static_cast<int64_t>(r.tokens.size());
     const double prefill_s = sum(timed.prefill_s), decode_model_s = sum(timed.decode_s);
     const double decode_wall_s = s.seconds - prefill_s;  // decode steps with sampling and bookkeeping
     const int64_t decode_steps = static_cast<int64_t>(timed.decode_s.size());
@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
     // MoE layer) and the per-step uploads of the batch's index tensors.
     nlohmann::json profile_json;
     {
-      rl::CachedStepModel step(net, ctx, B, prompt + 16);
+      engine::CachedStepModel step(net, ctx, B, prompt + 16);
       std::vector<int64_t> slots;
       for (int64_t i = 0; i < B; ++i) slots.push_back(i);
       step.extend(slots, bench::random_prompts(B, prompt, cfg.vocab_size, 7));

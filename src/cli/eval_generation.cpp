@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "data/corpus_skills.h"
-#include "rl/engine/cached_step_model.h"
-#include "rl/engine/engine.h"
+#include "engine/cached_step_model.h"
+#include "engine/engine.h"
 #include "rl/env/math_verifier.h"
 
 namespace nemotron::cli {
@@ -14,9 +14,9 @@ eval::GenerateFn make_generate_fn(model::HybridModel& net, const data::Tokenizer
                                   int64_t max_seq_len) {
   return [&net, &tok, task, max_seq_len](const std::vector<std::string>& prompts, int64_t samples) {
     const Context ctx{&net.params().backend(), nullptr, net.params().dtype()};
-    rl::CachedStepModel step(net, ctx, 16, max_seq_len + task.max_new_tokens);
-    rl::Engine engine(step, &tok);
-    rl::SamplingParams p;
+    engine::CachedStepModel step(net, ctx, 16, max_seq_len + task.max_new_tokens);
+    engine::Engine engine(step, &tok);
+    engine::SamplingParams p;
     p.temperature = task.temperature;
     p.top_p = task.top_p;
     p.max_new_tokens = task.max_new_tokens;
@@ -24,7 +24,7 @@ eval::GenerateFn make_generate_fn(model::HybridModel& net, const data::Tokenizer
     if (task.chat)  // the chat templates end an assistant turn with <|im_end|>
       if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) p.stop_token_ids.push_back(*end);
     for (size_t i = 0; i < prompts.size(); ++i) {
-      rl::Request r;
+      engine::Request r;
       r.prompt = tok.encode(prompts[i], /*add_special_tokens=*/!task.chat);
       if (r.prompt.empty()) throw InputError(fmt::format("{}: item {}: the prompt encodes to no tokens", task.name, i));
       if (static_cast<int64_t>(r.prompt.size()) > max_seq_len)  // keep the end, as lm-eval truncates
@@ -35,7 +35,7 @@ eval::GenerateFn make_generate_fn(model::HybridModel& net, const data::Tokenizer
         engine.add(r);
       }
     }
-    const std::vector<rl::Result> results = engine.run();
+    const std::vector<engine::Result> results = engine.run();
     std::vector<std::vector<std::string>> out(prompts.size());
     for (size_t k = 0; k < results.size(); ++k) out[k / static_cast<size_t>(samples)].push_back(results[k].text);
     return out;

@@ -1,5 +1,5 @@
 // Generation and answer checking for eval's generate tasks: completions from the generation
-// engine (rl/engine) on the model being evaluated, with the task's sampling settings, and the
+// engine (engine/) on the model being evaluated, with the task's sampling settings, and the
 // verifiers by name: final_answer (the tiny recipe's "The answer is N."), math (the RL stage's
 // math verifier: \boxed{}, "#### N", numeric and fraction equivalence).
 #pragma once

@@ -1,5 +1,5 @@
 // `nemotron generate`: text from a checkpoint (native, iteration directory or Hugging Face) with
-// the generation engine (rl/engine): one --prompt, one --chat message rendered with the recipe's
+// the generation engine (engine/): one --prompt, one --chat message rendered with the recipe's
 // chat template, or a JSONL file of "prompt"/"messages" rows written back as completions with
 // their tokens and per-token log-probs. The model runs through CachedStepModel (a paged KV cache
 // and the Mamba states: each step computes only the new tokens), or with --recompute through
@@ -25,10 +25,10 @@
 #include "data/chat_template.h"
 #include "data/jsonl.h"
 #include "data/tokenizer.h"
+#include "engine/cached_step_model.h"
+#include "engine/engine.h"
+#include "engine/recompute_step_model.h"
 #include "model/hybrid_model.h"
-#include "rl/engine/engine.h"
-#include "rl/engine/cached_step_model.h"
-#include "rl/engine/recompute_step_model.h"
 #include "train/compute_device.h"
 #include "train/inference_model.h"
 
@@ -136,14 +136,14 @@ void run_generate(const GenerateOptions& o) {
   if (!fmt_opt)
     throw InputError(fmt::format("--chat-template: unknown \"{}\" (expected one of {})", o.chat_template,
                                  data::kChatFormatNames));
-  rl::SamplingParams params;
+  engine::SamplingParams params;
   params.temperature = o.temperature;
   params.top_p = o.top_p;
   params.top_k = o.top_k;
   params.max_new_tokens = o.max_new_tokens;
   params.stop = o.stop;
   params.seed = o.seed;
-  rl::validate(params, "sampling flags");
+  engine::validate(params, "sampling flags");
   std::vector<PromptRow> rows;
   if (!o.input.empty()) {
     rows = read_rows(o, *fmt_opt);  // bad rows fail before the model loads
@@ -177,10 +177,10 @@ void run_generate(const GenerateOptions& o) {
   }
 
   const Context run_ctx{dev.backend, nullptr, dt};
-  std::unique_ptr<rl::StepModel> step;
-  if (o.recompute) step = std::make_unique<rl::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+  std::unique_ptr<engine::StepModel> step;
+  if (o.recompute) step = std::make_unique<engine::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
   else {
-    auto cached = std::make_unique<rl::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
+    auto cached = std::make_unique<engine::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
     std::printf("cache: %.1f MiB of KV blocks and Mamba states for %lld slots of up to %lld tokens (%.2f MiB per "
                 "full-length sequence)\n",
                 static_cast<double>(cached->state().bytes()) / (1 << 20), static_cast<long long>(o.max_slots),
@@ -188,11 +188,11 @@ void run_generate(const GenerateOptions& o) {
                 static_cast<double>(model::DecodeState::bytes_per_sequence(cfg, o.max_seq_len, dt)) / (1 << 20));
     step = std::move(cached);
   }
-  rl::Engine engine(*step, &tok);
+  engine::Engine engine(*step, &tok);
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where =
         o.input.empty() ? (o.chat.empty() ? "--prompt" : "--chat") : fmt::format("{}: row {}", o.input, i + 1);
-    rl::Request r;
+    engine::Request r;
     r.prompt = tok.encode(rows[i].text, /*add_special_tokens=*/!rows[i].chat);
     if (r.prompt.empty()) throw InputError(where + ": the prompt encodes to no tokens");
     r.params = params;
@@ -206,7 +206,7 @@ void run_generate(const GenerateOptions& o) {
 
   std::unique_ptr<ProgressBar> bar;
   if (!o.input.empty()) bar = std::make_unique<ProgressBar>("generate", static_cast<int64_t>(rows.size()), "prompts");
-  std::vector<rl::Result> results = engine.run([&](const rl::Result& r, const rl::EngineStats&) {
+  std::vector<engine::Result> results = engine.run([&](const engine::Result& r, const engine::EngineStats&) {
     if (bar) bar->advance(1, static_cast<int64_t>(r.tokens.size()));
   });
   if (bar) bar->finish();
@@ -214,24 +214,24 @@ void run_generate(const GenerateOptions& o) {
   if (!o.input.empty()) {
     std::vector<json> out;
     for (size_t i = 0; i < results.size(); ++i) {
-      const rl::Result& r = results[i];
+      const engine::Result& r = results[i];
       json row = parse_json<json>(rows[i].row.dump(), o.input);  // the input row's fields, then ours
       row["completion"] = r.text;
       row["prompt_tokens"] = r.prompt.size();
       row["tokens"] = r.tokens;
       row["logprobs"] = r.logprobs;
-      row["finish_reason"] = rl::finish_reason_name(r.finish);
+      row["finish_reason"] = engine::finish_reason_name(r.finish);
       out.push_back(std::move(row));
     }
     data::write_jsonl(o.output, out);
     std::printf("wrote %zu completions to %s\n", out.size(), o.output.c_str());
   } else {
-    const rl::Result& r = results.front();
+    const engine::Result& r = results.front();
     std::printf("%s\n", r.text.c_str());
-    std::printf("finish_reason: %s, %zu prompt tokens, %zu generated\n", rl::finish_reason_name(r.finish),
+    std::printf("finish_reason: %s, %zu prompt tokens, %zu generated\n", engine::finish_reason_name(r.finish),
                 r.prompt.size(), r.tokens.size());
   }
-  const rl::EngineStats& s = engine.stats();
+  const engine::EngineStats& s = engine.stats();
   std::printf("generated %lld tokens for %lld prompts in %.2f s: %.1f tokens/s (prefill %lld tokens), %lld steps, "
               "batch up to %lld\n",
               static_cast<long long>(s.decode_tokens), static_cast<long long>(s.requests), s.seconds,

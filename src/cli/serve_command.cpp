@@ -1,5 +1,5 @@
 // `nemotron serve`: an OpenAI-compatible HTTP server (serve/) over a checkpoint, on the generation
-// engine (rl/engine: continuous batching over the KV/SSM cache) on the CPU. SIGINT or SIGTERM
+// engine (engine/: continuous batching over the KV/SSM cache) on the CPU. SIGINT or SIGTERM
 // stops it gracefully: no new connections, running generations cancelled, then the process
 // ends by the signal (130 / 143), as the training commands do. The API key comes from --api-key
 // or NEMOTRON_API_KEY (read here only: nothing below cli/ reads the environment).
@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
-#include "rl/engine/cached_step_model.h"
+#include "engine/cached_step_model.h"
 #include "serve/engine_worker.h"
 #include "serve/http_server.h"
 #include "train/inference_model.h"
@@ -71,7 +71,7 @@ int run_serve(const ServeOptions& o) {
                                  tok_path.empty() ? o.checkpoint : tok_path));
   const data::Tokenizer tok = data::Tokenizer::load(tok_path);
   const model::ModelConfig& cfg = m.net->config();
-  // The KV pool holds every slot's whole context (rl/engine/cached_step_model.h): the default
+  // The KV pool holds every slot's whole context (engine/cached_step_model.h): the default
   // keeps it to generate's 4096 tokens rather than a long-context model's full window.
   const int64_t max_len = o.max_seq_len > 0 ? o.max_seq_len : std::min<int64_t>(4096, cfg.max_position_embeddings);
 
@@ -87,7 +87,7 @@ int run_serve(const ServeOptions& o) {
   served.max_token_bytes = serve::longest_token_bytes(tok);
 
   const Context run_ctx{&host_backend(), nullptr, dt};
-  rl::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
+  engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
   serve::EngineWorker worker(step, *m.net, tok);
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;

@@ -1,6 +1,6 @@
 // One next-token draw per row of logits [S, V], where the logits are: greedy (argmax, lowest id on
 // ties) or plain temperature sampling (no top-k / top-p: those sort the vocabulary and stay on the
-// host, rl/engine/sampler.cpp). Row i's draw is the token at which the cumulative probability
+// host, engine/sampler.cpp). Row i's draw is the token at which the cumulative probability
 // first exceeds the uniform u_i the caller drew (from its own counter-based stream, so the result
 // is a pure function of the logits and u_i on any device). The generation engine calls this on
 // the GPU so that a decode step brings back S tokens and log-probs instead of S x V logits.

@@ -59,6 +59,33 @@ HeldBytes held_bytes(const model::ParamStore& params, const train::AdamW& opt, m
   return h;
 }
 
+// GRPO's keys in the loop's options, and the words its lines have always used.
+train::LoopOptions loop_options(const RlConfig& cfg, const train::LoopHooks& hooks) {
+  const GrpoConfig& g = cfg.grpo;
+  const CheckpointingSection& k = g.checkpointing;
+  train::LoopOptions o;
+  o.total = g.grpo.max_num_steps;
+  o.validate_every = g.grpo.val_period;
+  o.validate_at_start = g.grpo.val_at_start;
+  o.validate_at_end = g.grpo.val_period > 0;
+  if (k.enabled) {
+    o.save_dir = k.checkpoint_dir;
+    o.save_every = k.save_period;
+    o.keep_recent = k.keep_top_k;
+    o.metrics_path = (fs::path(k.checkpoint_dir) / "metrics.jsonl").string();
+    o.tensorboard_dir = (fs::path(k.checkpoint_dir) / "tb_logs").string();
+  }
+  o.unit = "step";
+  o.total_key = "grpo.max_num_steps";
+  o.saved_width = 0;
+  o.resume_hint = "rerun the same command to resume";
+  o.nothing_saved = "checkpointing.enabled is false";
+  o.stop_line_last = false;
+  o.announce_tensorboard = false;
+  o.hooks = hooks;
+  return o;
+}
+
 }  // namespace
 
 GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const data::Tokenizer& tok,
@@ -73,22 +100,16 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
                                             cfg.optimizer.weight_decay}),
       step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}}),
       loss_(cfg.grpo.loss_fn),
-      weight_bytes_(weight_bytes(net.params())) {
+      weight_bytes_(weight_bytes(net.params())),
+      loop_(loop_options(cfg, opts_)) {
   NM_CHECK(!train_.empty(), "no training prompts");
+  if (!opts_.writes_logs) opts_.progress = false;
   order_ = epoch_order(0);
   // The trained policy is the one the engine samples from: log softmax(logits / temperature).
   net_.set_logit_temperature(cfg_.grpo.policy.generation.temperature);
 }
 
 GrpoTrainer::~GrpoTrainer() { net_.set_logit_temperature(1.0); }
-
-template <class... Args>
-void GrpoTrainer::print(fmt::format_string<Args...> f, Args&&... args) {
-  if (!opts_.log) return;
-  const std::string s = fmt::format(f, std::forward<Args>(args)...);
-  std::fputs(s.c_str(), opts_.log);
-  std::fflush(opts_.log);
-}
 
 std::vector<size_t> GrpoTrainer::epoch_order(int64_t epoch) const {
   std::vector<size_t> order(train_.size());
@@ -131,8 +152,7 @@ void GrpoTrainer::restore() {
     const std::string dir = train::resolve_checkpoint_dir(k.checkpoint_dir);
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
     train::load_checkpoint_weights(dir, net_.params());
-    const train::TrainState st = train::read_train_state(dir);
-    train::load_checkpoint_optimizer(dir, opt_, net_.params(), st.optimizer_steps);
+    const train::TrainState st = loop_.resume(dir, opt_, net_.params());
     const json c = st.data.value("train", json());
     if (!c.is_object() || c.value("kind", "") != "grpo_prompts")
       throw InputError(fmt::format("{}/train_state.json: data.train: not a GRPO data cursor (a checkpoint of another "
@@ -148,7 +168,6 @@ void GrpoTrainer::restore() {
     epoch_ = c.value("epoch", int64_t{0});
     index_ = c.value("index", int64_t{0});
     order_ = epoch_order(epoch_);
-    step_ = st.iteration;
     resumed_from_ = dir;
   } else if (!cfg_.model_name.empty()) {
     const std::string dir = train::resolve_checkpoint_dir(cfg_.model_name, true);
@@ -175,30 +194,16 @@ void GrpoTrainer::restore() {
   }
 }
 
-std::string GrpoTrainer::save() {
-  const auto t0 = std::chrono::steady_clock::now();
+train::CheckpointContent GrpoTrainer::checkpoint(int64_t step) {
   train::TrainState st;
-  st.iteration = step_;
-  st.consumed_train_samples = step_ * cfg_.grpo.grpo.num_prompts_per_step;
+  st.iteration = step;
+  st.consumed_train_samples = step * cfg_.grpo.grpo.num_prompts_per_step;
   st.optimizer_steps = opt_.steps_taken();
   st.data = {{"train", cursor()}};
   st.rng = {{"seed", cfg_.grpo.grpo.seed},
             {"generator", "philox4x32-10, counter-based: sampling streams keyed by (seed, step, row)"}};
   st.last_lr = cfg_.optimizer.lr_at(opt_.steps_taken());
-  train::CheckpointContent c{&net_.params(), &opt_, st, train::config_to_yaml(cfg_.tree)};
-  const CheckpointingSection& k = cfg_.grpo.checkpointing;
-  const std::string dir = train::save_checkpoint(k.checkpoint_dir, c, k.keep_top_k);
-  print("  saved checkpoint at step {} to {} ({:.0f} ms)\n", step_, dir, 1e3 * seconds_since(t0));
-  if (opts_.on_saved) opts_.on_saved(dir, step_, c.config_yaml);
-  return dir;
-}
-
-void GrpoTrainer::record(const json& rec) {
-  if (metrics_.is_open()) metrics_.write(rec);
-  if (!tensorboard_.is_open()) return;
-  json scalars = rec;  // the step is the event's step, not a scalar of its own
-  scalars.erase("step");
-  tensorboard_.add_scalars(rec.value("step", int64_t{0}), train::tensorboard_scalars(scalars));
+  return {&net_.params(), &opt_, st, train::config_to_yaml(cfg_.tree)};
 }
 
 json GrpoTrainer::note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb, bool training) {
@@ -211,7 +216,7 @@ json GrpoTrainer::note_unscored(const std::string& what, int64_t step, const Rol
   }
   const double limit = cfg_.max_unscored_fraction;
   if (rb.unscored_fraction() <= limit) return reasons;
-  record({{"type", "env_fault"}, {"step", step}, {"what", what}, {"rows", rb.scored_rows},
+  loop_.record({{"type", "env_fault"}, {"step", step}, {"what", what}, {"rows", rb.scored_rows},
           {"unscored_rows", rb.unscored}, {"unscored_reasons", reasons}});
   const CheckpointingSection& k = cfg_.grpo.checkpointing;
   throw Error(fmt::format(
@@ -226,10 +231,15 @@ json GrpoTrainer::note_unscored(const std::string& what, int64_t step, const Rol
 }
 
 GrpoStepRecord GrpoTrainer::train_step() {
+  loop_.step(*this, train::LoopClock{std::chrono::steady_clock::now(), step(), cfg_.grpo.grpo.max_num_steps});
+  return last_step_;
+}
+
+GrpoStepRecord GrpoTrainer::rollout_and_train() {
   const auto t0 = std::chrono::steady_clock::now();
   const GrpoConfig& g = cfg_.grpo;
   GrpoStepRecord r;
-  r.step = step_ + 1;
+  r.step = step() + 1;
   const std::vector<const RlPrompt*> prompts = next_prompts();
 
   RolloutOptions ro;
@@ -319,7 +329,6 @@ GrpoStepRecord GrpoTrainer::train_step() {
   const double n = static_cast<double>(updates);
   r.loss = loss_sum / n, r.kl = kl / n, r.clip_fraction = clip / n, r.token_mult_prob_error = mult / n;
   r.grad_norm = grad;
-  ++step_;
   r.weight_bytes = weight_bytes_;
   const Backend& backend = net_.params().backend();
   if (!backend.device().is_cpu()) {
@@ -334,7 +343,7 @@ GrpoValRecord GrpoTrainer::validate() {
   const auto t0 = std::chrono::steady_clock::now();
   const GrpoConfig& g = cfg_.grpo;
   GrpoValRecord v;
-  v.step = step_;
+  v.step = step();
   std::vector<const RlPrompt*> prompts;
   for (size_t i = 0; i < val_.size() && static_cast<int64_t>(i) < g.grpo.max_val_samples; ++i)
     prompts.push_back(&val_[i]);
@@ -347,176 +356,167 @@ GrpoValRecord GrpoTrainer::validate() {
   ro.sampling.seed = g.grpo.seed;
   ro.max_total_sequence_length = g.policy.max_total_sequence_length;
   ro.max_slots = std::min<int64_t>(g.grpo.val_batch_size, 64);
-  ro.first_request_id = kValidationBit | (static_cast<uint64_t>(step_) * kIdsPerStep);
+  ro.first_request_id = kValidationBit | (static_cast<uint64_t>(step()) * kIdsPerStep);
   ro.progress_label = opts_.progress ? "validation" : nullptr;
   const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   v.samples = static_cast<int64_t>(prompts.size());
   v.unscored_rows = rb.unscored;
-  note_unscored(fmt::format("validation at step {}", step_), step_, rb, false);  // throws past the bound
+  note_unscored(fmt::format("validation at step {}", step()), step(), rb, false);  // throws past the bound
   v.accuracy = rb.accuracy();
   v.reward_mean = rb.mean_reward();
   v.seconds = seconds_since(t0);
   return v;
 }
 
-GrpoRunResult GrpoTrainer::run() {
-  GrpoRunResult res;
+std::string GrpoTrainer::banner() {
   const GrpoConfig& g = cfg_.grpo;
-  const CheckpointingSection& k = g.checkpointing;
-  if (k.enabled) {
-    metrics_ = train::MetricsFile((fs::path(k.checkpoint_dir) / "metrics.jsonl").string(), step_ > 0);
-  }
   const model::ModelConfig& m = net_.config();
-  print("rl {}: {} layers \"{}\", hidden {}, vocab {}, {} parameters ({})\n", cfg_.source, m.num_layers(),
-        m.hybrid_override_pattern, m.hidden_size, m.vocab_size,
-        model::human_count(static_cast<double>(net_.params().numel())), dtype_name(net_.params().dtype()));
+  std::string out = fmt::format("rl {}: {} layers \"{}\", hidden {}, vocab {}, {} parameters ({})\n", cfg_.source,
+                                m.num_layers(), m.hybrid_override_pattern, m.hidden_size, m.vocab_size,
+                                model::human_count(static_cast<double>(net_.params().numel())),
+                                dtype_name(net_.params().dtype()));
   if (!resumed_from_.empty())
-    print("resumed from {} at step {} (epoch {}, prompt {} of {})\n", resumed_from_, step_, epoch_, index_,
-          train_.size());
+    out += fmt::format("resumed from {} at step {} (epoch {}, prompt {} of {})\n", resumed_from_, step(), epoch_,
+                       index_, train_.size());
   else
-    print("policy: {}\n", cfg_.model_name.empty() ? std::string("randomly initialised (policy.model_name unset)")
-                                                    : "weights of " + cfg_.model_name);
-  print("data: {} prompts ({}), {} validation prompts; environment \"{}\"\n", train_.size(),
-        cfg_.data.train_jsonl_fpath, val_.size(), cfg_.environment->name());
-  print("grpo: {} prompts x {} generations per step, {} steps, up to {} new tokens, sequences up to {} tokens; "
-        "AdamW lr {:.3g} (warmup {} from {:.3g}), clip {}, ratio clip [{}, {}], KL beta {}\n",
-        g.grpo.num_prompts_per_step, g.grpo.num_generations_per_prompt, g.grpo.max_num_steps,
-        g.policy.generation.max_new_tokens, g.policy.max_total_sequence_length, cfg_.optimizer.lr,
-        cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init, g.policy.max_grad_norm,
-        1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
-  print("refit: none (the engine reads the parameters the optimizer step writes, in place)\n");
-  if (metrics_.is_open()) print("metrics: {}\n", metrics_.path());
-  if (step_ >= g.grpo.max_num_steps) {
-    print("nothing to do: step {} already reaches grpo.max_num_steps {}\n", step_, g.grpo.max_num_steps);
-    res.final_step = step_;
-    return res;
-  }
-  if (k.enabled) tensorboard_ = io::TensorBoardWriter((fs::path(k.checkpoint_dir) / "tb_logs").string());
+    out += fmt::format("policy: {}\n", cfg_.model_name.empty()
+                                           ? std::string("randomly initialised (policy.model_name unset)")
+                                           : "weights of " + cfg_.model_name);
+  out += fmt::format("data: {} prompts ({}), {} validation prompts; environment \"{}\"\n", train_.size(),
+                     cfg_.data.train_jsonl_fpath, val_.size(), cfg_.environment->name());
+  out += fmt::format(
+      "grpo: {} prompts x {} generations per step, {} steps, up to {} new tokens, sequences up to {} tokens; "
+      "AdamW lr {:.3g} (warmup {} from {:.3g}), clip {}, ratio clip [{}, {}], KL beta {}\n",
+      g.grpo.num_prompts_per_step, g.grpo.num_generations_per_prompt, g.grpo.max_num_steps,
+      g.policy.generation.max_new_tokens, g.policy.max_total_sequence_length, cfg_.optimizer.lr,
+      cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init, g.policy.max_grad_norm,
+      1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
+  out += "refit: none (the engine reads the parameters the optimizer step writes, in place)\n";
+  return out;
+}
 
-  auto do_validate = [&] {
-    if (val_.empty()) return;
-    const GrpoValRecord v = validate();
-    res.validations.push_back(v);
-    record({{"type", "validation"}, {"step", v.step}, {"accuracy", v.accuracy}, {"reward", v.reward_mean},
-            {"samples", v.samples}, {"unscored_rows", v.unscored_rows}, {"seconds", v.seconds}});
-    print("validation at step {}: accuracy {:.4f} (greedy, {} prompts), mean reward {:.4f}, {:.1f} s{}\n", v.step,
-          v.accuracy, v.samples, v.reward_mean, v.seconds,
-          v.unscored_rows > 0 ? fmt::format(" | {} unscored (left out of accuracy and reward)", v.unscored_rows)
-                              : std::string());
-  };
-  int64_t last_saved = -1, last_validated = -1;
-  auto do_save = [&] {
-    res.last_checkpoint = save();
-    last_saved = step_;
-  };
-  if (g.grpo.val_at_start && step_ == 0) do_validate(), last_validated = 0;
-
-  const int64_t first = step_;
-  bool stopped = false;
+// grpo.max_num_epochs: the run ends once the next batch would begin past the last epoch.
+std::string GrpoTrainer::exhausted() {
   const int64_t rows = static_cast<int64_t>(train_.size());
-  while (step_ < g.grpo.max_num_steps) {
-    // grpo.max_num_epochs: stop once the next batch would begin past the last epoch.
-    if (epoch_ + (index_ >= rows ? 1 : 0) >= g.grpo.max_num_epochs) {
-      print("stopping at step {}: grpo.max_num_epochs {} done\n", step_, g.grpo.max_num_epochs);
-      break;
-    }
-    const GrpoStepRecord r = train_step();
-    res.steps.push_back(r);
-    const bool on_gpu = !net_.params().backend().device().is_cpu();
-    json rec = {{"type", "train"},
-            {"step", r.step},
-            {"reward", r.reward_mean},
-            {"accuracy", r.accuracy},
-            {"loss", r.loss},
-            {"grad_norm", r.grad_norm},
-            {"lr", r.lr},
-            {"kl_penalty", r.kl},
-            {"clip_fraction", r.clip_fraction},
-            {"token_mult_prob_error", r.token_mult_prob_error},
-            {"max_logprob_error", r.max_logprob_error},
-            {"generation_seconds", r.generation_seconds},
-            {"logprob_seconds", r.logprob_seconds},
-            {"train_seconds", r.train_seconds},
-            {"step_seconds", r.total_seconds},
-            {"refit_seconds", r.refit_seconds},
-            {"engine_setup_seconds", r.engine_setup_seconds},
-            {"generated_tokens", r.generated_tokens},
-            {"generation_tokens_per_second", r.tokens_per_second()},
-            {"overlong_prompts", r.overlong_prompts},
-            {"masked_rows", r.masked_rows},
-            {"unscored_rows", r.unscored_rows}};
-    if (!r.unscored_reasons.empty()) rec["unscored_reasons"] = r.unscored_reasons;
-    if (on_gpu) {  // the CPU's records stay as they were
-      rec["gpu_memory_in_use_gib"] = static_cast<double>(r.device_bytes_in_use) / kGiB;
-      rec["gpu_memory_peak_gib"] = static_cast<double>(r.device_peak_bytes) / kGiB;
-      rec["weights_gib"] = static_cast<double>(r.weight_bytes) / kGiB;
-    }
-    record(rec);
-    print("step {}/{} | reward {:.4f} | accuracy {:.4f} | loss {:.4e} | kl {:.4e} | clip fraction {:.4f} | "
-          "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s | "
-          "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s (engine "
-          "setup {:.3f} s){}\n",
-          r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction,
-          r.token_mult_prob_error, r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.logprob_seconds,
-          r.train_seconds, r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
-          r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
-              ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)",
-                            r.overlong_prompts, r.masked_rows, r.unscored_rows)
-              : std::string());
-    if (step_ == first + 1) {
-      res.first_step_seconds = seconds_since(opts_.start);
-      print("time to first step: {:.2f} s from start (model, data, engine and one GRPO step)\n",
-            res.first_step_seconds);
-      if (on_gpu) {
-        const HeldBytes h = held_bytes(net_.params(), opt_, reference_.get());
-        print("gpu memory: {:.4g} GiB in use, weights {:.4g} GiB (one copy: the engine reads the trainer's), peak "
-              "{:.4g} GiB; besides the {} weights: fp32 masters {:.4g} GiB, gradients {:.4g} GiB, Adam moments "
-              "{:.4g} GiB{}\n",
-              static_cast<double>(r.device_bytes_in_use) / kGiB, static_cast<double>(r.weight_bytes) / kGiB,
-              static_cast<double>(r.device_peak_bytes) / kGiB, dtype_name(net_.params().dtype()),
-              static_cast<double>(h.masters) / kGiB, static_cast<double>(h.grads) / kGiB,
-              static_cast<double>(h.moments) / kGiB,
-              h.reference > 0 ? fmt::format(", reference policy {:.4g} GiB", static_cast<double>(h.reference) / kGiB)
-                              : std::string());
-      }
-    }
-    if (g.grpo.val_period > 0 && step_ % g.grpo.val_period == 0) do_validate(), last_validated = step_;
-    if (k.enabled && step_ % k.save_period == 0) do_save();
-    const std::string why = opts_.stop_requested && step_ < g.grpo.max_num_steps ? opts_.stop_requested() : "";
-    if (!why.empty()) {
-      if (k.enabled && last_saved != step_) do_save();
-      res.stop_reason = why;
-      stopped = true;
-      print("{}: {}\n", why,
-            k.enabled ? fmt::format("saved step {} to {}; rerun the same command to resume", step_, res.last_checkpoint)
-                      : fmt::format("stopped at step {}; nothing saved (checkpointing.enabled is false)", step_));
-      break;
-    }
-    if (opts_.stop_after && opts_.stop_after(step_)) {
-      stopped = true;
-      break;
+  if (epoch_ + (index_ >= rows ? 1 : 0) < cfg_.grpo.grpo.max_num_epochs) return {};
+  return fmt::format("stopping at step {}: grpo.max_num_epochs {} done\n", step(), cfg_.grpo.grpo.max_num_epochs);
+}
+
+train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& clock) {
+  const GrpoConfig& g = cfg_.grpo;
+  const GrpoStepRecord r = last_step_ = rollout_and_train();
+  NM_CHECK(r.step == step, "GRPO step {} run as step {}", r.step, step);
+  run_.steps.push_back(r);
+  const bool first = step == clock.first_iteration + 1;
+  if (first) run_.first_step_seconds = seconds_since(opts_.start);
+  const bool on_gpu = !net_.params().backend().device().is_cpu();
+  json rec = {{"type", "train"},
+              {"step", r.step},
+              {"reward", r.reward_mean},
+              {"accuracy", r.accuracy},
+              {"loss", r.loss},
+              {"grad_norm", r.grad_norm},
+              {"lr", r.lr},
+              {"kl_penalty", r.kl},
+              {"clip_fraction", r.clip_fraction},
+              {"token_mult_prob_error", r.token_mult_prob_error},
+              {"max_logprob_error", r.max_logprob_error},
+              {"generation_seconds", r.generation_seconds},
+              {"logprob_seconds", r.logprob_seconds},
+              {"train_seconds", r.train_seconds},
+              {"step_seconds", r.total_seconds},
+              {"refit_seconds", r.refit_seconds},
+              {"engine_setup_seconds", r.engine_setup_seconds},
+              {"generated_tokens", r.generated_tokens},
+              {"generation_tokens_per_second", r.tokens_per_second()},
+              {"overlong_prompts", r.overlong_prompts},
+              {"masked_rows", r.masked_rows},
+              {"unscored_rows", r.unscored_rows}};
+  if (!r.unscored_reasons.empty()) rec["unscored_reasons"] = r.unscored_reasons;
+  if (on_gpu) {  // the CPU's records stay as they were
+    rec["gpu_memory_in_use_gib"] = static_cast<double>(r.device_bytes_in_use) / kGiB;
+    rec["gpu_memory_peak_gib"] = static_cast<double>(r.device_peak_bytes) / kGiB;
+    rec["weights_gib"] = static_cast<double>(r.weight_bytes) / kGiB;
+  }
+  std::string line = fmt::format(
+      "step {}/{} | reward {:.4f} | accuracy {:.4f} | loss {:.4e} | kl {:.4e} | clip fraction {:.4f} | "
+      "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s | "
+      "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s (engine "
+      "setup {:.3f} s){}\n",
+      r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction, r.token_mult_prob_error,
+      r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.logprob_seconds, r.train_seconds,
+      r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
+      r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
+          ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)", r.overlong_prompts,
+                        r.masked_rows, r.unscored_rows)
+          : std::string());
+  if (first) {
+    line += fmt::format("time to first step: {:.2f} s from start (model, data, engine and one GRPO step)\n",
+                        run_.first_step_seconds);
+    if (on_gpu) {
+      const HeldBytes h = held_bytes(net_.params(), opt_, reference_.get());
+      line += fmt::format(
+          "gpu memory: {:.4g} GiB in use, weights {:.4g} GiB (one copy: the engine reads the trainer's), peak "
+          "{:.4g} GiB; besides the {} weights: fp32 masters {:.4g} GiB, gradients {:.4g} GiB, Adam moments "
+          "{:.4g} GiB{}\n",
+          static_cast<double>(r.device_bytes_in_use) / kGiB, static_cast<double>(r.weight_bytes) / kGiB,
+          static_cast<double>(r.device_peak_bytes) / kGiB, dtype_name(net_.params().dtype()),
+          static_cast<double>(h.masters) / kGiB, static_cast<double>(h.grads) / kGiB,
+          static_cast<double>(h.moments) / kGiB,
+          h.reference > 0 ? fmt::format(", reference policy {:.4g} GiB", static_cast<double>(h.reference) / kGiB)
+                          : std::string());
     }
   }
-  if (!stopped) {
-    if (g.grpo.val_period > 0 && last_validated != step_) do_validate();
-    if (k.enabled && last_saved != step_ && step_ > first) do_save();
-  }
-  res.final_step = step_;
-  if (!res.steps.empty()) {
-    const GrpoStepRecord &a = res.steps.front(), &b = res.steps.back();
+  return {std::move(rec), std::move(line)};
+}
+
+train::LoopReport GrpoTrainer::run_validation(int64_t) {
+  if (val_.empty()) return {};
+  const GrpoValRecord v = validate();
+  run_.validations.push_back(v);
+  return {json{{"type", "validation"},
+               {"step", v.step},
+               {"accuracy", v.accuracy},
+               {"reward", v.reward_mean},
+               {"samples", v.samples},
+               {"unscored_rows", v.unscored_rows},
+               {"seconds", v.seconds}},
+          fmt::format("validation at step {}: accuracy {:.4f} (greedy, {} prompts), mean reward {:.4f}, {:.1f} s{}\n",
+                      v.step, v.accuracy, v.samples, v.reward_mean, v.seconds,
+                      v.unscored_rows > 0
+                          ? fmt::format(" | {} unscored (left out of accuracy and reward)", v.unscored_rows)
+                          : std::string())};
+}
+
+std::string GrpoTrainer::summary(const train::LoopResult& r, json&) {
+  std::string out;
+  const std::vector<GrpoStepRecord>& steps = run_.steps;
+  if (!steps.empty()) {
+    const GrpoStepRecord &a = steps.front(), &b = steps.back();
     double gen = 0, total = 0;
     int64_t tokens = 0;
-    for (const GrpoStepRecord& s : res.steps) gen += s.generation_seconds, total += s.total_seconds, tokens += s.generated_tokens;
-    print("rl done: {} step(s) ({} -> {}) in {:.1f} s, {:.2f} s per step, {:.0f} generated tokens/s; reward {:.4f} "
-          "(step {}) -> {:.4f} (step {})\n",
-          res.steps.size(), first, step_, total, total / static_cast<double>(res.steps.size()),
-          gen > 0 ? static_cast<double>(tokens) / gen : 0.0, a.reward_mean, a.step, b.reward_mean, b.step);
+    for (const GrpoStepRecord& s : steps) gen += s.generation_seconds, total += s.total_seconds, tokens += s.generated_tokens;
+    out += fmt::format(
+        "rl done: {} step(s) ({} -> {}) in {:.1f} s, {:.2f} s per step, {:.0f} generated tokens/s; reward {:.4f} "
+        "(step {}) -> {:.4f} (step {})\n",
+        steps.size(), r.first_iteration, r.final_iteration, total, total / static_cast<double>(steps.size()),
+        gen > 0 ? static_cast<double>(tokens) / gen : 0.0, a.reward_mean, a.step, b.reward_mean, b.step);
   }
-  if (res.validations.size() >= 2)
-    print("validation accuracy {:.4f} (step {}) -> {:.4f} (step {})\n", res.validations.front().accuracy,
-          res.validations.front().step, res.validations.back().accuracy, res.validations.back().step);
-  if (!res.last_checkpoint.empty()) print("checkpoint: {}\n", res.last_checkpoint);
-  record({{"type", "summary"}, {"step", step_}, {"steps", res.steps.size()}, {"checkpoint", res.last_checkpoint}});
+  const std::vector<GrpoValRecord>& vals = run_.validations;
+  if (vals.size() >= 2)
+    out += fmt::format("validation accuracy {:.4f} (step {}) -> {:.4f} (step {})\n", vals.front().accuracy,
+                       vals.front().step, vals.back().accuracy, vals.back().step);
+  if (!r.last_checkpoint.empty()) out += fmt::format("checkpoint: {}\n", r.last_checkpoint);
+  return out;
+}
+
+GrpoRunResult GrpoTrainer::run() {
+  run_ = {};
+  const train::LoopResult r = loop_.run(*this);
+  GrpoRunResult res = std::move(run_);
+  res.last_checkpoint = r.last_checkpoint;
+  res.final_step = r.final_iteration;
+  res.stop_reason = r.stop_reason;
   return res;
 }
 

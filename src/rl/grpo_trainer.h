@@ -5,8 +5,10 @@
 // log-probs of the generated tokens (grpo_batch.h; their gap to the engine's is logged as NeMo
 // RL's token_mult_prob_error), and optionally a frozen reference policy's for the KL penalty, then
 // ClippedPGLoss through the shared training step (train/train_step.h), one optimizer step per
-// train_global_batch_size rows. Validation (greedy, accuracy on the val rows) every val_period
-// steps; checkpoints every save_period steps in the trainer's Megatron layout
+// train_global_batch_size rows. It is a TrainingJob of the loop every stage shares
+// (train/training_loop.h), which maps grpo.max_num_steps, val_period and checkpointing.* into its
+// options. Validation (greedy, accuracy on the val rows) every val_period steps; checkpoints every
+// save_period steps in the trainer's Megatron layout
 // (<checkpoint_dir>/iter_XXXXXXX, train/checkpoint.h) holding the weights, AdamW moments, the step
 // and the data cursor; every sampling stream is keyed by (grpo.seed, step, row), so a resumed run
 // repeats an uninterrupted one bit for bit on the CPU.
@@ -27,6 +29,7 @@
 #include "train/adamw.h"
 #include "train/metrics.h"
 #include "train/train_step.h"
+#include "train/training_loop.h"
 
 namespace nemotron::rl {
 
@@ -74,16 +77,14 @@ struct GrpoRunResult {
   double first_step_seconds = -1;  // from GrpoTrainerOptions::start to the end of this run's first step
 };
 
-struct GrpoTrainerOptions {
-  std::FILE* log = stdout;
-  bool progress = true;  // the rollout progress bar (stderr)
-  std::function<std::string()> stop_requested;  // non-empty: save and stop at the step boundary
-  std::function<bool(int64_t step)> stop_after;  // tests: true stops after that step (no extra save)
-  std::function<void(const std::string& dir, int64_t step, const std::string& config_yaml)> on_saved;
+// The loop's hooks (log, stop_requested, stop_after, on_saved, the rank seam: train/training_loop.h)
+// and GRPO's own.
+struct GrpoTrainerOptions : train::LoopHooks {
+  bool progress = true;  // the rollout progress bar (stderr; never where writes_logs is false)
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
-class GrpoTrainer {
+class GrpoTrainer : private train::TrainingJob {
  public:
   // `net` must be initialised; restore() then loads the starting or resumed weights.
   GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const data::Tokenizer& tok, std::vector<RlPrompt> train,
@@ -96,23 +97,33 @@ class GrpoTrainer {
   void restore();
   GrpoRunResult run();
 
+  // One step, counted, outside run(): no record, line or save.
   GrpoStepRecord train_step();
   GrpoValRecord validate();
-  int64_t step() const { return step_; }
+  int64_t step() const { return loop_.iteration(); }
   const std::string& resumed_from() const { return resumed_from_; }
   nlohmann::json cursor() const;
 
  private:
+  // TrainingJob
+  std::string banner() override;
+  std::string exhausted() override;
+  train::LoopReport run_step(int64_t step, const train::LoopClock& clock) override;
+  train::LoopReport run_validation(int64_t step) override;
+  train::CheckpointContent checkpoint(int64_t step) override;
+  std::string summary(const train::LoopResult& r, nlohmann::json& record) override;
+
+  GrpoStepRecord rollout_and_train();  // the step train_step() and the loop run
   std::vector<const RlPrompt*> next_prompts();
   std::vector<size_t> epoch_order(int64_t epoch) const;
-  std::string save();
-  void record(const nlohmann::json& rec);
   // Logs the unscored rows of a rollout batch once per kind of fault ("step 3", "validation at
   // step 2"); past env.max_unscored_fraction records an "env_fault" and throws Error (`training`:
   // the rows of a step about to be trained). Returns the rows per kind.
   nlohmann::json note_unscored(const std::string& what, int64_t step, const RolloutBatch& rb, bool training);
   template <class... Args>
-  void print(fmt::format_string<Args...> f, Args&&... args);
+  void print(fmt::format_string<Args...> f, Args&&... args) {
+    loop_.printf(f, std::forward<Args>(args)...);
+  }
 
   const RlConfig& cfg_;
   model::HybridModel& net_;
@@ -124,9 +135,10 @@ class GrpoTrainer {
   ClippedPGLoss loss_;
   const int64_t weight_bytes_;  // GrpoStepRecord::weight_bytes, fixed for the run
   std::unique_ptr<model::HybridModel> reference_;
-  train::MetricsFile metrics_;
-  io::TensorBoardWriter tensorboard_;
-  int64_t step_ = 0, epoch_ = 0, index_ = 0;  // steps done; data cursor: epoch and position in its order
+  train::TrainingLoop loop_;  // counts the steps done
+  int64_t epoch_ = 0, index_ = 0;  // data cursor: epoch and position in its order
+  GrpoStepRecord last_step_;
+  GrpoRunResult run_;  // this run's steps and validations
   std::vector<size_t> order_;
   std::string resumed_from_;
 };

@@ -9,11 +9,18 @@
 #include "core/json_limits.h"
 #include "core/progress.h"
 #include "data/jsonl.h"
-#include "rl/engine/cached_step_model.h"
-#include "rl/engine/engine.h"
+#include "engine/cached_step_model.h"
+#include "engine/engine.h"
 
 namespace nemotron::rl {
 
+using engine::CachedStepModel;
+using engine::Engine;
+using engine::EngineStats;
+using engine::FinishReason;
+using engine::Request;
+using engine::Result;
+using engine::SamplingParams;
 using nlohmann::json;
 
 namespace {

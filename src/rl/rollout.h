@@ -1,7 +1,7 @@
 // Rollout collection for GRPO (reference/pipeline-and-rl.md §2.1 steps 1-3): the RL rows of
 // `data prep rl` rendered as the SFT stage taught the policy to read them (the recipe's chat
 // template, the assistant's generation prompt), each prompt generated G times by the engine
-// (rl/engine: continuous batching over a KV/SSM cache that reads the policy's parameters in place,
+// (engine/: continuous batching over a KV/SSM cache that reads the policy's parameters in place,
 // so nothing is copied before a rollout), the completions scored by the environment.
 // A prompt that leaves no room for a response below policy.max_total_sequence_length is not
 // generated: its rows get an empty response and sample mask 0 (NeMo RL's loss_multiplier 0 for a
@@ -17,8 +17,8 @@
 
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
+#include "engine/sampler.h"
 #include "model/hybrid_model.h"
-#include "rl/engine/sampler.h"
 #include "rl/env/environment.h"
 #include "rl/grpo_batch.h"
 
@@ -38,7 +38,7 @@ std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Token
 
 struct RolloutOptions {
   int64_t generations = 1;            // G per prompt (rows of a prompt are adjacent)
-  SamplingParams sampling;            // temperature, top-p/k, max_new_tokens, stop strings, seed
+  engine::SamplingParams sampling;    // temperature, top-p/k, max_new_tokens, stop strings, seed
   int64_t max_total_sequence_length = 512;
   int64_t max_slots = 64;             // sequences the engine runs at once
   uint64_t first_request_id = 0;      // request ids first_request_id, +1, ...: the sampling streams

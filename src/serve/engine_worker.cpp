@@ -22,7 +22,7 @@ GenerationState Generation::wait(size_t seen) const {
   return out;
 }
 
-EngineWorker::EngineWorker(rl::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok)
+EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok)
     : step_(step), net_(net), tok_(tok), engine_(step, &tok), thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }
@@ -39,7 +39,7 @@ std::shared_ptr<Generation> EngineWorker::submit(GenerationJob job) {
     }
     failure = failure_;
   }
-  finish(*gen, rl::FinishReason::cancelled, failure.empty() ? "the server is shutting down" : failure);
+  finish(*gen, engine::FinishReason::cancelled, failure.empty() ? "the server is shutting down" : failure);
   return gen;
 }
 
@@ -59,7 +59,7 @@ WorkerStats EngineWorker::stats() const {
   return stats_;
 }
 
-void EngineWorker::finish(Generation& g, rl::FinishReason why, const std::string& error) {
+void EngineWorker::finish(Generation& g, engine::FinishReason why, const std::string& error) {
   {
     std::lock_guard lock(g.m_);
     g.s_.finished = true;
@@ -72,7 +72,7 @@ void EngineWorker::finish(Generation& g, rl::FinishReason why, const std::string
 void EngineWorker::admit(Pending p) {
   Generation& g = *p.gen;
   if (g.cancelled()) {
-    finish(g, rl::FinishReason::cancelled);
+    finish(g, engine::FinishReason::cancelled);
     std::lock_guard lock(m_);
     ++stats_.cancelled;
     return;
@@ -89,10 +89,10 @@ void EngineWorker::admit(Pending p) {
       g.s_.prompt_logprobs = std::move(lp);
     }
     if (p.job.params.max_new_tokens == 0) {
-      finish(g, rl::FinishReason::length);
+      finish(g, engine::FinishReason::length);
       return;
     }
-    rl::Request r;
+    engine::Request r;
     r.prompt = p.job.prompt;
     r.params = p.job.params;
     r.id = p.job.stream_id;
@@ -100,12 +100,12 @@ void EngineWorker::admit(Pending p) {
     engine_.add(std::move(r));
     running_.emplace(next_tag_ - 1, std::move(p));
   } catch (const std::exception& e) {  // InputError: the routes check first, so this is a last line
-    finish(g, rl::FinishReason::cancelled, e.what());
+    finish(g, engine::FinishReason::cancelled, e.what());
   }
 }
 
 void EngineWorker::loop() {
-  rl::RunHooks hooks;
+  engine::RunHooks hooks;
   hooks.keep_results = false;
   hooks.before_step = [&] {
     std::deque<Pending> batch;
@@ -115,7 +115,7 @@ void EngineWorker::loop() {
     }
     for (Pending& p : batch) admit(std::move(p));
   };
-  hooks.on_token = [&](const rl::Result& r, std::span<const float> logits) {
+  hooks.on_token = [&](const engine::Result& r, std::span<const float> logits) {
     auto it = running_.find(r.tag);
     NM_CHECK(it != running_.end(), "a token for unknown request tag {}", r.tag);
     Pending& p = it->second;
@@ -135,7 +135,7 @@ void EngineWorker::loop() {
     }
     return !g.cancelled() && !stopping;
   };
-  auto on_finish = [&](const rl::Result& r, const rl::EngineStats&) {
+  auto on_finish = [&](const engine::Result& r, const engine::EngineStats&) {
     auto it = running_.find(r.tag);
     NM_CHECK(it != running_.end(), "a result for unknown request tag {}", r.tag);
     Generation& g = *it->second.gen;
@@ -143,7 +143,7 @@ void EngineWorker::loop() {
       std::lock_guard lock(g.m_);
       g.s_.text = r.text;  // final: the last characters held back for UTF-8 are in
     }
-    if (r.finish == rl::FinishReason::cancelled) {
+    if (r.finish == engine::FinishReason::cancelled) {
       std::lock_guard lock(m_);
       ++stats_.cancelled;
     }
@@ -164,7 +164,7 @@ void EngineWorker::loop() {
       // Its state is unknown after this: fail what it held and whatever comes later (the routes
       // answer 500), rather than hang them.
       std::fprintf(stderr, "serve: the generation engine failed: %s\n", e.what());
-      for (auto& [tag, p] : running_) finish(*p.gen, rl::FinishReason::cancelled, e.what());
+      for (auto& [tag, p] : running_) finish(*p.gen, engine::FinishReason::cancelled, e.what());
       running_.clear();
       std::lock_guard lock(m_);
       stopping_ = true;
@@ -175,7 +175,7 @@ void EngineWorker::loop() {
   // Whatever arrived while stopping.
   std::lock_guard lock(m_);
   for (Pending& p : incoming_)
-    finish(*p.gen, rl::FinishReason::cancelled, failure_.empty() ? "the server is shutting down" : failure_);
+    finish(*p.gen, engine::FinishReason::cancelled, failure_.empty() ? "the server is shutting down" : failure_);
   incoming_.clear();
 }
 

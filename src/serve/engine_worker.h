@@ -17,16 +17,16 @@
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "engine/engine.h"
 #include "model/hybrid_model.h"
-#include "rl/engine/engine.h"
 #include "serve/token_logprobs.h"
 
 namespace nemotron::serve {
 
 struct GenerationJob {
   std::vector<int32_t> prompt;
-  rl::SamplingParams params;    // max_new_tokens 0: only score the prompt (echo)
-  uint64_t stream_id = 0;       // keys the sampling stream with params.seed (rl::Request::id)
+  engine::SamplingParams params;    // max_new_tokens 0: only score the prompt (echo)
+  uint64_t stream_id = 0;       // keys the sampling stream with params.seed (engine::Request::id)
   int64_t top_logprobs = -1;    // < 0: no log-probs; else per generated token with its top-k
   bool score_prompt = false;    // the prompt tokens' log-probs (with top_logprobs alternatives)
 };
@@ -38,7 +38,7 @@ struct GenerationState {
   std::vector<TokenLogprob> prompt_logprobs;
   std::string text;                        // detokenized so far (final once finished)
   bool finished = false;
-  rl::FinishReason finish = rl::FinishReason::length;
+  engine::FinishReason finish = engine::FinishReason::length;
   std::string error;                       // the engine refused the job (finished, no tokens)
 };
 
@@ -65,7 +65,7 @@ struct WorkerStats {
 class EngineWorker {
  public:
   // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
-  EngineWorker(rl::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok);
+  EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok);
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -83,19 +83,19 @@ class EngineWorker {
   };
   void loop();
   void admit(Pending p);  // on the worker thread, inside the engine's run
-  static void finish(Generation& g, rl::FinishReason why, const std::string& error = "");
+  static void finish(Generation& g, engine::FinishReason why, const std::string& error = "");
 
-  rl::StepModel& step_;
+  engine::StepModel& step_;
   model::HybridModel& net_;
   const data::Tokenizer& tok_;
-  rl::Engine engine_;
+  engine::Engine engine_;
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<Pending> incoming_;
   bool stopping_ = false;
   std::string failure_;  // set when the engine threw: every later job fails with it
   WorkerStats stats_;
-  // Worker thread only: running jobs by their rl::Request::tag.
+  // Worker thread only: running jobs by their engine::Request::tag.
   std::map<uint64_t, Pending> running_;
   uint64_t next_tag_ = 0;
   std::thread thread_;

@@ -11,8 +11,8 @@ namespace nemotron::serve {
 
 namespace {
 
-rl::SamplingParams sampling(const SamplingFields& f, int64_t max_tokens, const std::vector<int32_t>& stop_ids) {
-  rl::SamplingParams p;
+engine::SamplingParams sampling(const SamplingFields& f, int64_t max_tokens, const std::vector<int32_t>& stop_ids) {
+  engine::SamplingParams p;
   p.temperature = f.temperature;
   p.top_p = f.top_p;
   p.top_k = f.top_k < 0 ? 0 : f.top_k;

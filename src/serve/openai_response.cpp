@@ -33,13 +33,13 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
-const char* openai_finish_reason(rl::FinishReason r) {
+const char* openai_finish_reason(engine::FinishReason r) {
   switch (r) {
-    case rl::FinishReason::stop_token:
-    case rl::FinishReason::stop_string: return "stop";
-    case rl::FinishReason::length:
-    case rl::FinishReason::max_seq_len: return "length";
-    case rl::FinishReason::cancelled: return "abort";
+    case engine::FinishReason::stop_token:
+    case engine::FinishReason::stop_string: return "stop";
+    case engine::FinishReason::length:
+    case engine::FinishReason::max_seq_len: return "length";
+    case engine::FinishReason::cancelled: return "abort";
   }
   return "stop";
 }

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.h"
-#include "rl/engine/engine.h"
+#include "engine/engine.h"
 #include "serve/api_error.h"
 #include "serve/token_logprobs.h"
 
@@ -26,7 +26,7 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 std::string dump(const json& j);
 
 // "stop" (a stop token or string), "length" (max_tokens or the context), "abort" (cancelled).
-const char* openai_finish_reason(rl::FinishReason r);
+const char* openai_finish_reason(engine::FinishReason r);
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 json models_body(const std::string& model, int64_t created, int64_t max_model_len);

@@ -28,6 +28,29 @@ std::string DataParallelSource::describe() const {
                      size_);
 }
 
+LoopHooks rank_hooks(LoopHooks hooks) {
+  if (!hooks.groups || !hooks.groups->distributed()) return hooks;
+  const std::shared_ptr<const parallel::ProcessGroups> g = hooks.groups;
+  const bool first = g->is_first_rank();
+  hooks.writes_logs = hooks.writes_logs && first;
+  hooks.writes_checkpoints = hooks.writes_checkpoints && first;
+  std::function<void()> inner_barrier = hooks.save_barrier;
+  hooks.save_barrier = [g, inner_barrier] {
+    if (inner_barrier) inner_barrier();
+    g->world->barrier();
+  };
+  if (hooks.stop_requested) {
+    std::function<std::string()> inner = hooks.stop_requested;
+    hooks.stop_requested = [g, inner] {
+      std::string why = inner();
+      const double any = g->world->all_reduce_host(why.empty() ? 0.0 : 1.0, parallel::ReduceOp::max);
+      if (any > 0 && why.empty()) why = "stop requested on another rank";
+      return why;
+    };
+  }
+  return hooks;
+}
+
 GradReducer::GradReducer(model::ParamStore& params, parallel::Communicator& group, int64_t bucket_elements)
     : params_(params), group_(group), bucket_elements_(bucket_elements) {
   NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);

@@ -17,6 +17,7 @@
 #include "model/param.h"
 #include "parallel/communicator.h"
 #include "train/batch_source.h"
+#include "train/training_loop.h"
 
 namespace nemotron::train {
 
@@ -33,6 +34,13 @@ class DataParallelSource final : public BatchSource {
   BatchSource& inner_;
   int rank_, size_;
 };
+
+// The rank's part in the loop (LoopHooks' seam) from hooks.groups: only the first rank writes
+// logs, metrics and checkpoints (data parallelism keeps the same weights, optimizer state and
+// data cursor on every rank); every rank waits at the save barrier until the save is committed;
+// stop_requested answers the same on every rank (a signal seen by any rank stops them all at the
+// same step). Unchanged for one process.
+LoopHooks rank_hooks(LoopHooks hooks);
 
 class GradReducer {
  public:

@@ -1,9 +1,10 @@
-// The training loop of every stage (Megatron's train(): one iteration = one optimizer step on a
-// global batch): draw GBS / MBS micro-batches, run the shared step (train_step.h: forward/backward
-// with the loss handed in, by default the masked cross-entropy normalised over the global batch;
-// clip; AdamW at lr(samples consumed before the step); MoE bias update), then log, validate every
-// eval_interval, save every save_interval, stop at exit_interval. It reads only the shared loop
-// config (train_loop_config.h), so SFT and RL reuse it with their own data and loss.
+// Pretraining and SFT (Megatron's train(): one iteration = one optimizer step on a global
+// batch): a TrainingJob (train/training_loop.h) that draws GBS / MBS micro-batches from a
+// BatchSource and runs the shared step (train_step.h: forward/backward with the loss handed in,
+// by default the masked cross-entropy normalised over the global batch; clip; AdamW at
+// lr(samples consumed before the step); MoE bias update); validation runs eval_iters global
+// batches of the validation source. The loop (logging, validation every eval_interval, saves
+// every save_interval, exit_interval, stop requests, metrics) is TrainingLoop's, shared with GRPO.
 // Everything a step depends on (weights, moments, step count, data cursor, consumed samples,
 // MoE biases) is in the checkpoint, and the CPU kernels reduce in a fixed order, so a run resumed
 // from a checkpoint repeats an uninterrupted run's losses bit for bit.
@@ -22,6 +23,7 @@
 #include "train/metrics.h"
 #include "train/train_loop_config.h"
 #include "train/train_step.h"
+#include "train/training_loop.h"
 
 namespace nemotron::train {
 
@@ -50,27 +52,10 @@ struct TrainResult {
   std::string stop_reason;    // what stop_requested answered, when it stopped the run
 };
 
-struct TrainerOptions {
-  std::FILE* log = stdout;  // progress lines; null = silent
-  SaveStageHook save_hook;  // crash injection for tests
-  // Asked after every step (after its checkpoint, if any): true stops the run there, like a
-  // kill between steps (tests).
-  std::function<bool(int64_t iteration)> stop_after;
-  // Asked at every step boundary: a non-empty answer (the reason, e.g. "received SIGTERM") saves
-  // a checkpoint there and ends the run with a line saying where to resume (Megatron's
-  // exit-signal-handler). cli answers it from its signal handlers.
-  std::function<std::string()> stop_requested;
-  // Called after every successful checkpoint save with the iteration directory, the iteration
-  // and the run's resolved config (cli publishes a model artifact there, reference §5.4).
-  std::function<void(const std::string& iteration_dir, int64_t iteration, const std::string& config_yaml)> on_saved;
-  // The run's process groups (null: one process). With several data-parallel ranks each takes
-  // its share of every global batch (DataParallelSource); the first rank alone logs, writes
-  // metrics and saves (the weights and optimizer state are the same on every rank), the others
-  // wait for its save; a stop request on any rank stops all at the same step.
-  std::shared_ptr<const parallel::ProcessGroups> groups;
-};
+// log, save_hook, stop_after, stop_requested, on_saved and the rank seam (train/training_loop.h).
+using TrainerOptions = LoopHooks;
 
-class Trainer {
+class Trainer : private TrainingJob {
  public:
   // `valid` may be null (no validation). The model must be initialised (or loaded) by the caller;
   // parameters it froze (requires_grad false) get no optimizer state.
@@ -90,22 +75,25 @@ class Trainer {
 
   TrainResult run();
 
-  int64_t iteration() const { return iteration_; }
+  int64_t iteration() const { return loop_.iteration(); }
   int64_t consumed_samples() const { return consumed_samples_; }
   AdamW& optimizer() { return opt_; }
   TrainStep& step() { return step_; }
 
  private:
-  StepRecord train_step();
+  // TrainingJob
+  std::string banner() override;
+  LoopReport run_step(int64_t iteration, const LoopClock& clock) override;
+  LoopReport run_validation(int64_t iteration) override;
+  CheckpointContent checkpoint(int64_t iteration) override;
+  std::string summary(const LoopResult& r, nlohmann::json& record) override;
+
   double evaluate();
-  std::string save();
-  TrainState state() const;
-  void log_step(const StepRecord& r, double elapsed, double mean_step);
-  void log_eval(const EvalRecord& e);
-  // One metrics record: a metrics.jsonl line and its TensorBoard scalars.
-  void record(const nlohmann::json& rec);
+  std::string step_line(const StepRecord& r, double elapsed, double mean_step) const;
   template <class... Args>
-  void print(fmt::format_string<Args...> f, Args&&... args);
+  void print(fmt::format_string<Args...> f, Args&&... args) {
+    loop_.printf(f, std::forward<Args>(args)...);
+  }
 
   const TrainLoopConfig& cfg_;
   model::HybridModel& net_;
@@ -114,15 +102,15 @@ class Trainer {
   BatchSource& train_;
   BatchSource* valid_;
   nlohmann::json valid_start_;  // every evaluation reads the same validation batches
-  TrainerOptions opts_;
   AdamW opt_;
   TrainStep step_;
   MaskedCrossEntropy default_loss_;
   LossFn* loss_ = &default_loss_;
   LrSchedule schedule_;
-  MetricsFile metrics_;
-  io::TensorBoardWriter tensorboard_;
-  int64_t iteration_ = 0, consumed_samples_ = 0;
+  TrainingLoop loop_;
+  int64_t consumed_samples_ = 0;
+  std::vector<StepRecord> steps_;  // this run's
+  std::vector<EvalRecord> evals_;
   std::string resumed_from_;
   bool finetuned_ = false;
 };

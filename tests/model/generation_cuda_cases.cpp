@@ -1,5 +1,5 @@
 // The generation engine on CUDA (test_cuda; skipped without a GPU): the same requests through
-// rl::Engine over CachedStepModel on a GPU model and on a CPU model with the same float32 weights
+// engine::Engine over CachedStepModel on a GPU model and on a CPU model with the same float32 weights
 // give the same greedy tokens (and log-probs to float32 rounding), and on the GPU batched
 // generation (several slots, prefill beside decode, slots refilled) gives the same tokens as one
 // request at a time, greedy and sampled. A model with every block kind (Mamba, attention with
@@ -15,9 +15,9 @@
 #include "block_configs.h"
 #include "core/rng.h"
 #include "harness.h"
+#include "engine/cached_step_model.h"
+#include "engine/engine.h"
 #include "model/hybrid_model.h"
-#include "rl/engine/cached_step_model.h"
-#include "rl/engine/engine.h"
 #if NEMOTRON_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -42,10 +42,10 @@ void fill_generation_params(model::HybridModel& net, uint64_t seed) {
   }
 }
 
-std::vector<rl::Result> generate(rl::StepModel& model, double temperature) {
-  rl::Engine e(model);
+std::vector<engine::Result> generate(engine::StepModel& model, double temperature) {
+  engine::Engine e(model);
   for (int i = 0; i < 9; ++i) {
-    rl::Request r;
+    engine::Request r;
     for (int t = 0; t < 3 + (i * 5) % 11; ++t) r.prompt.push_back((i * 13 + t * 7 + 2) % 61);
     r.params.temperature = temperature;
     r.params.max_new_tokens = 6 + (i * 7) % 11;
@@ -55,7 +55,7 @@ std::vector<rl::Result> generate(rl::StepModel& model, double temperature) {
   return e.run();
 }
 
-void expect_same_tokens(const std::vector<rl::Result>& want, const std::vector<rl::Result>& got, const char* what,
+void expect_same_tokens(const std::vector<engine::Result>& want, const std::vector<engine::Result>& got, const char* what,
                         double logprob_tol) {
   ASSERT_EQ(want.size(), got.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -76,10 +76,10 @@ size_t check_generation(model::ModelConfig cfg, const char* name) {
   fill_generation_params(gpu_net, 21);
   const Context cpu_ctx{&host_backend(), nullptr, DType::f32}, gpu_ctx{&gpu, nullptr, DType::f32};
 
-  rl::CachedStepModel cpu_batched(cpu_net, cpu_ctx, 4, 40, 4);
-  rl::CachedStepModel gpu_batched(gpu_net, gpu_ctx, 4, 40, 4), gpu_single(gpu_net, gpu_ctx, 1, 40, 4);
-  const std::vector<rl::Result> cpu_greedy = generate(cpu_batched, 0.0);
-  const std::vector<rl::Result> gpu_greedy = generate(gpu_batched, 0.0);
+  engine::CachedStepModel cpu_batched(cpu_net, cpu_ctx, 4, 40, 4);
+  engine::CachedStepModel gpu_batched(gpu_net, gpu_ctx, 4, 40, 4), gpu_single(gpu_net, gpu_ctx, 1, 40, 4);
+  const std::vector<engine::Result> cpu_greedy = generate(cpu_batched, 0.0);
+  const std::vector<engine::Result> gpu_greedy = generate(gpu_batched, 0.0);
   const std::string what = std::string(name) + ": ";
   expect_same_tokens(cpu_greedy, gpu_greedy, (what + "greedy, CUDA float32 against the CPU").c_str(), 1e-3);
   expect_same_tokens(gpu_greedy, generate(gpu_single, 0.0), (what + "greedy on CUDA, one at a time against batched").c_str(),
@@ -89,7 +89,7 @@ size_t check_generation(model::ModelConfig cfg, const char* name) {
   EXPECT_EQ(gpu_batched.state().free_blocks(), 4 * 10) << what << "every KV block back after the runs";
 
   size_t generated = 0;
-  for (const rl::Result& r : gpu_greedy) generated += r.tokens.size();
+  for (const engine::Result& r : gpu_greedy) generated += r.tokens.size();
   EXPECT_GT(generated, 50u) << what;
   return generated;
 }

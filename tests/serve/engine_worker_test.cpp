@@ -1,4 +1,4 @@
-// The engine as the server drives it (rl::RunHooks) and the worker thread around it, over the exact
+// The engine as the server drives it (engine::RunHooks) and the worker thread around it, over the exact
 // RecomputeStepModel on a tiny random hybrid model: requests that arrive mid-run (before_step) get
 // the tokens they get alone; a request cancelled from on_token stops at once and leaves the others'
 // tokens unchanged; the worker serves jobs submitted from many threads, streams them, cancels one
@@ -8,9 +8,9 @@
 #include <cmath>
 #include <thread>
 
+#include "engine/engine.h"
+#include "engine/recompute_step_model.h"
 #include "model/block_configs.h"
-#include "rl/engine/engine.h"
-#include "rl/engine/recompute_step_model.h"
 #include "serve/engine_worker.h"
 
 namespace nemotron::serve {
@@ -31,8 +31,8 @@ struct Tiny {
   Context ctx() { return Context{&host_backend(), nullptr, DType::f32}; }
 };
 
-rl::Request request(int i, int64_t max_new) {
-  rl::Request r;
+engine::Request request(int i, int64_t max_new) {
+  engine::Request r;
   for (int t = 0; t < 2 + i % 3; ++t) r.prompt.push_back((i * 5 + t * 3 + 1) % 23);
   r.params.temperature = 0.9;
   r.params.max_new_tokens = max_new;
@@ -46,17 +46,17 @@ TEST(EngineHooks, RequestsAddedMidRunGetTheirOwnTokens) {
   Tiny m;
   std::vector<std::vector<int32_t>> alone;
   for (int i = 0; i < 4; ++i) {
-    rl::RecomputeStepModel step(m.net, m.ctx(), 1, 32);
-    rl::Engine e(step);
+    engine::RecomputeStepModel step(m.net, m.ctx(), 1, 32);
+    engine::Engine e(step);
     e.add(request(i, 5 + i));
     alone.push_back(e.run().front().tokens);
   }
-  rl::RecomputeStepModel step(m.net, m.ctx(), 2, 32);  // fewer slots than requests
-  rl::Engine e(step);
+  engine::RecomputeStepModel step(m.net, m.ctx(), 2, 32);  // fewer slots than requests
+  engine::Engine e(step);
   e.add(request(0, 5));
   int steps = 0;
   std::map<uint64_t, std::vector<int32_t>> got;
-  rl::RunHooks hooks;
+  engine::RunHooks hooks;
   hooks.keep_results = false;
   hooks.before_step = [&] {
     if (++steps == 3) e.add(request(1, 6));  // while request 0 runs
@@ -66,13 +66,13 @@ TEST(EngineHooks, RequestsAddedMidRunGetTheirOwnTokens) {
     }
   };
   int tokens_seen = 0;
-  hooks.on_token = [&](const rl::Result& r, std::span<const float> logits) {
+  hooks.on_token = [&](const engine::Result& r, std::span<const float> logits) {
     EXPECT_EQ(logits.size(), 23u);
     ++tokens_seen;
     return true;
   };
-  std::vector<rl::Result> kept = e.run([&](const rl::Result& r, const rl::EngineStats&) { got[r.tag] = r.tokens; }, hooks);
-  EXPECT_TRUE(kept.empty() || std::all_of(kept.begin(), kept.end(), [](const rl::Result& r) { return r.tokens.empty(); }));
+  std::vector<engine::Result> kept = e.run([&](const engine::Result& r, const engine::EngineStats&) { got[r.tag] = r.tokens; }, hooks);
+  EXPECT_TRUE(kept.empty() || std::all_of(kept.begin(), kept.end(), [](const engine::Result& r) { return r.tokens.empty(); }));
   ASSERT_EQ(got.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(got[100 + i], alone[static_cast<size_t>(i)]) << "request " << i;
   EXPECT_EQ(tokens_seen, 5 + 6 + 7 + 8);
@@ -81,20 +81,20 @@ TEST(EngineHooks, RequestsAddedMidRunGetTheirOwnTokens) {
 TEST(EngineHooks, CancellingOneLeavesTheOthers) {
   Tiny m;
   auto run = [&](bool cancel) {
-    rl::RecomputeStepModel step(m.net, m.ctx(), 3, 32);
-    rl::Engine e(step);
+    engine::RecomputeStepModel step(m.net, m.ctx(), 3, 32);
+    engine::Engine e(step);
     for (int i = 0; i < 3; ++i) e.add(request(i, 8));
-    rl::RunHooks hooks;
-    hooks.on_token = [&](const rl::Result& r, std::span<const float>) { return !(cancel && r.tag == 101 && r.tokens.size() == 2); };
+    engine::RunHooks hooks;
+    hooks.on_token = [&](const engine::Result& r, std::span<const float>) { return !(cancel && r.tag == 101 && r.tokens.size() == 2); };
     return e.run({}, hooks);
   };
-  const std::vector<rl::Result> full = run(false), cut = run(true);
-  EXPECT_EQ(cut[1].finish, rl::FinishReason::cancelled);
+  const std::vector<engine::Result> full = run(false), cut = run(true);
+  EXPECT_EQ(cut[1].finish, engine::FinishReason::cancelled);
   EXPECT_EQ(cut[1].tokens.size(), 2u);
   EXPECT_EQ(std::vector<int32_t>(full[1].tokens.begin(), full[1].tokens.begin() + 2), cut[1].tokens);
   EXPECT_EQ(cut[0].tokens, full[0].tokens);
   EXPECT_EQ(cut[2].tokens, full[2].tokens);
-  EXPECT_STREQ(rl::finish_reason_name(rl::FinishReason::cancelled), "cancelled");
+  EXPECT_STREQ(engine::finish_reason_name(engine::FinishReason::cancelled), "cancelled");
 }
 
 GenerationState wait_all(Generation& g) {
@@ -116,18 +116,18 @@ TEST(EngineWorker, ServesManyThreadsCancelsAndScoresPrompts) {
   const data::Tokenizer tok = data::Tokenizer::load(std::string(NEMOTRON_SOURCE_DIR) + "/tests/fixtures/hf/dense/tokenizer.json");
   std::vector<std::vector<int32_t>> alone;
   for (int i = 0; i < 6; ++i) {
-    rl::RecomputeStepModel step(m.net, m.ctx(), 1, 32);
-    rl::Engine e(step);
+    engine::RecomputeStepModel step(m.net, m.ctx(), 1, 32);
+    engine::Engine e(step);
     e.add(request(i, 6));
     alone.push_back(e.run().front().tokens);
   }
-  rl::RecomputeStepModel step(m.net, m.ctx(), 3, 400);
+  engine::RecomputeStepModel step(m.net, m.ctx(), 3, 400);
   EngineWorker worker(step, m.net, tok);
   std::vector<GenerationState> got(6);
   std::vector<std::thread> clients;
   for (int i = 0; i < 6; ++i)
     clients.emplace_back([&, i] {
-      rl::Request r = request(i, 6);
+      engine::Request r = request(i, 6);
       GenerationJob job{r.prompt, r.params, *r.id, /*top_logprobs=*/2, /*score_prompt=*/false};
       got[static_cast<size_t>(i)] = wait_all(*worker.submit(job));
     });
@@ -141,21 +141,21 @@ TEST(EngineWorker, ServesManyThreadsCancelsAndScoresPrompts) {
   // A job cancelled at its first token ends "cancelled" long before its 390 tokens (the exact
   // model recomputes the whole sequence at each step: hundreds of steps take far longer than the
   // cancel takes to arrive).
-  rl::Request long_one = request(1, 390);
+  engine::Request long_one = request(1, 390);
   std::shared_ptr<Generation> g = worker.submit({long_one.prompt, long_one.params, 1, -1, false});
   g->wait(0);
   g->cancel();
   GenerationState c = wait_all(*g);
-  EXPECT_EQ(c.finish, rl::FinishReason::cancelled);
+  EXPECT_EQ(c.finish, engine::FinishReason::cancelled);
   EXPECT_LT(c.tokens.size(), 390u);
 
   // Echo: scoring prompt + the greedy token gives that token the log-prob generation reported.
-  rl::Request greedy = request(2, 1);
+  engine::Request greedy = request(2, 1);
   greedy.params.temperature = 0;
   GenerationState gen = wait_all(*worker.submit({greedy.prompt, greedy.params, 2, 0, false}));
   std::vector<int32_t> scored = greedy.prompt;
   scored.push_back(gen.tokens[0]);
-  rl::SamplingParams none = greedy.params;
+  engine::SamplingParams none = greedy.params;
   none.max_new_tokens = 0;
   GenerationState echo = wait_all(*worker.submit({scored, none, 3, 1, true}));
   ASSERT_EQ(echo.prompt_logprobs.size(), scored.size());

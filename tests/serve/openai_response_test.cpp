@@ -90,11 +90,11 @@ TEST(OpenAiResponse, ChatLogprobsAndChunks) {
 }
 
 TEST(OpenAiResponse, FinishReasons) {
-  EXPECT_STREQ(openai_finish_reason(rl::FinishReason::stop_token), "stop");
-  EXPECT_STREQ(openai_finish_reason(rl::FinishReason::stop_string), "stop");
-  EXPECT_STREQ(openai_finish_reason(rl::FinishReason::length), "length");
-  EXPECT_STREQ(openai_finish_reason(rl::FinishReason::max_seq_len), "length");
-  EXPECT_STREQ(openai_finish_reason(rl::FinishReason::cancelled), "abort");
+  EXPECT_STREQ(openai_finish_reason(engine::FinishReason::stop_token), "stop");
+  EXPECT_STREQ(openai_finish_reason(engine::FinishReason::stop_string), "stop");
+  EXPECT_STREQ(openai_finish_reason(engine::FinishReason::length), "length");
+  EXPECT_STREQ(openai_finish_reason(engine::FinishReason::max_seq_len), "length");
+  EXPECT_STREQ(openai_finish_reason(engine::FinishReason::cancelled), "abort");
 }
 
 TEST(JobBuilder, ModelNameContextAndChoices) {

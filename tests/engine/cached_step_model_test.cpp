@@ -9,13 +9,13 @@
 
 #include <cmath>
 
-#include "rl/engine/cached_step_model.h"
-#include "rl/engine/engine.h"
-#include "rl/engine/recompute_step_model.h"
+#include "engine/cached_step_model.h"
+#include "engine/engine.h"
+#include "engine/recompute_step_model.h"
 #include "model/block_configs.h"
 #include "test_util.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 namespace {
 
 std::vector<Result> generate(StepModel& model, int n, double temperature) {
@@ -95,4 +95,4 @@ TEST(CachedStepModel, DeciLmBatchedAndOneAtATimeGiveTheSameTokens) {
 }
 
 }  // namespace
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

@@ -1,4 +1,4 @@
-#include "rl/engine/sampler.h"
+#include "engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 void validate(const SamplingParams& p, const std::string& where) {
   if (!(std::isfinite(p.temperature) && p.temperature >= 0))
@@ -102,4 +102,4 @@ SampledToken sample_token(const float* z, int64_t V, const SamplingParams& p, ui
   return out;
 }
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

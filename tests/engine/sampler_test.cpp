@@ -6,9 +6,9 @@
 #include <map>
 
 #include "core/error.h"
-#include "rl/engine/sampler.h"
+#include "engine/sampler.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 namespace {
 
 // Softmax of logits / t in double.
@@ -150,4 +150,4 @@ TEST(Sampler, BadParametersAreInputErrors) {
 }
 
 }  // namespace
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "core/context.h"
+#include "engine/step_model.h"
 #include "model/hybrid_model.h"
-#include "rl/engine/step_model.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 class RecomputeStepModel : public StepModel {
  public:
@@ -34,4 +34,4 @@ class RecomputeStepModel : public StepModel {
   std::vector<std::vector<int32_t>> seqs_;
 };
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

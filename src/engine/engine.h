@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "rl/engine/sampler.h"
-#include "rl/engine/step_model.h"
+#include "engine/sampler.h"
+#include "engine/step_model.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 struct Request {
   std::vector<int32_t> prompt;
@@ -92,4 +92,4 @@ class Engine {
   EngineStats stats_;
 };
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

@@ -1,7 +1,7 @@
 // The StepModel the engine runs on: HybridModel::extend over a DecodeState (model/decode_state.h):
 // a paged KV cache for attention layers, the conv window and SSM state for Mamba layers, so each
 // step computes only the new tokens. Its logits equal RecomputeStepModel's (the exact reference)
-// to rounding (tests/rl/cached_step_model_test.cpp). The KV pool holds every slot's full
+// to rounding (tests/engine/cached_step_model_test.cpp). The KV pool holds every slot's full
 // max_seq_len (num_blocks = max_slots * ceil(max_seq_len / block_size)): a running sequence can
 // never run out of blocks, whatever it was admitted with, since the engine does not yet reserve a
 // sequence's growth; paging then still lets blocks go back the moment a sequence finishes.
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "core/context.h"
+#include "engine/step_model.h"
 #include "model/decode_state.h"
 #include "model/hybrid_model.h"
-#include "rl/engine/step_model.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 class CachedStepModel : public StepModel {
  public:
@@ -47,4 +47,4 @@ class CachedStepModel : public StepModel {
   model::DecodeState state_;
 };
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

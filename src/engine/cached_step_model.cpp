@@ -1,11 +1,11 @@
-#include "rl/engine/cached_step_model.h"
+#include "engine/cached_step_model.h"
 
 #include <algorithm>
 
 #include "backend/cpu/parallel.h"
 #include "core/dtype.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 CachedStepModel::CachedStepModel(model::HybridModel& model, Context ctx, int64_t max_slots, int64_t max_seq_len,
                                  int64_t block_size)
@@ -41,4 +41,4 @@ std::vector<ops::TokenDraw> CachedStepModel::extend_and_sample(const std::vector
   return ops::sample_rows(ctx_, logits, rows);
 }
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

@@ -1,4 +1,4 @@
-#include "rl/engine/engine.h"
+#include "engine/engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include "backend/cpu/parallel.h"
 #include "core/error.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
@@ -222,4 +222,4 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
   return results;
 }
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

@@ -8,13 +8,13 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "engine/engine.h"
+#include "engine/recompute_step_model.h"
 #include "ops/sample_rows.h"
 #include "model/block_configs.h"
-#include "rl/engine/engine.h"
-#include "rl/engine/recompute_step_model.h"
 #include "test_util.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 namespace {
 
 struct Tiny {
@@ -308,4 +308,4 @@ TEST(Engine, BadRequestsAreInputErrors) {
 }
 
 }  // namespace
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

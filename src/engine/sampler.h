@@ -10,7 +10,7 @@
 
 #include "ops/sample_rows.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 struct SamplingParams {
   double temperature = 1.0;  // 0 = greedy (argmax, lowest id on ties)
@@ -49,4 +49,4 @@ struct Candidates {
 };
 Candidates sampling_candidates(const float* logits, int64_t V, const SamplingParams& p);
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

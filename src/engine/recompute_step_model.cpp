@@ -1,8 +1,8 @@
-#include "rl/engine/recompute_step_model.h"
+#include "engine/recompute_step_model.h"
 
 #include "core/error.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 RecomputeStepModel::RecomputeStepModel(model::HybridModel& model, Context ctx, int64_t max_slots, int64_t max_seq_len,
                                        int64_t max_total_tokens)
@@ -50,4 +50,4 @@ void RecomputeStepModel::release(int64_t slot) {
   seqs_[static_cast<size_t>(slot)].clear();
 }
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "ops/sample_rows.h"
 
-namespace nemotron::rl {
+namespace nemotron::engine {
 
 class StepModel {
  public:
@@ -40,4 +40,4 @@ class StepModel {
   virtual void release(int64_t slot) = 0;
 };
 
-}  // namespace nemotron::rl
+}  // namespace nemotron::engine
