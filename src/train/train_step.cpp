@@ -134,7 +134,9 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   NM_CHECK(!micro.empty(), "a training step needs at least one micro-batch");
   parallel::Communicator& dp = *groups().data;
   // The global batch is every data-parallel rank's micro-batches: its normaliser is their sum.
-  const double normaliser = dp.all_reduce_host(loss.normaliser(micro));
+  const double local_normaliser = loss.normaliser(micro);
+  loss.reduce_counts(dp);
+  const double normaliser = dp.all_reduce_host(local_normaliser);
   if (!(normaliser > 0))
     throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration));
   net_.params().zero_grads();
