@@ -77,6 +77,12 @@ int run_pretrain(const TrainingCommandOptions& o) {
   if (cfg.train.eval_iters > 0 && !data.valid)
     std::printf("note: the data has no validation split; train.eval_iters is ignored\n");
   train::ComputeDevice dev = train::open_compute_device(cfg);
+  // The planner before the weights exist: a model that cannot fit is one line, not an allocation
+  // failure minutes in.
+  if (const std::string why = train::gpu_memory_shortfall(train::estimate_memory(cfg),
+                                                          static_cast<double>(dev.backend->available_bytes()));
+      !why.empty())
+    throw InputError(fmt::format("{}: {}: {}", path, dev.backend->name(), why));
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
   net.init(cfg.seed);
   net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)

@@ -34,6 +34,9 @@ class Backend {
   virtual void synchronize() = 0;
   virtual size_t bytes_in_use() const = 0;
   virtual size_t peak_bytes() const = 0;
+  // Device memory free for this process to take now, plus what its own cache holds (0: unknown,
+  // e.g. the host): what a planner compares a run's estimate with.
+  virtual size_t available_bytes() const { return 0; }
 };
 
 // The process's host allocator (64-byte aligned), shared by CPU tensors made without a context.

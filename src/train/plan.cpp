@@ -89,6 +89,25 @@ std::string host_memory_shortfall(const PretrainConfig& cfg, double have) {
                      human_bytes(m.total()), model::human_count(static_cast<double>(m.params)), human_bytes(have));
 }
 
+std::string gpu_memory_shortfall(const MemoryEstimate& m, double have, int64_t optimizer_shards) {
+  if (have <= 0) return "";
+  const double P = static_cast<double>(m.params), T = m.trainable < 0 ? P : static_cast<double>(m.trainable);
+  const double weights = 2 * P, grads = 4 * T, optimizer = 12 * T / static_cast<double>(optimizer_shards),
+               activations = m.activation_bytes / 2;
+  const double need = weights + grads + optimizer + activations;
+  if (need <= have) return "";
+  return fmt::format(
+      "does not fit one GPU: about {} per GPU (bf16 weights {}, float32 gradients {}, float32 masters + Adam "
+      "moments {}{}, activations of one micro-batch {}) but {} is available. {}",
+      human_bytes(need), human_bytes(weights), human_bytes(grads), human_bytes(optimizer),
+      optimizer_shards > 1 ? fmt::format(" (split over {} ranks)", optimizer_shards) : std::string(),
+      human_bytes(activations), human_bytes(have),
+      activations > weights + grads + optimizer
+          ? "Lower train.micro_batch_size or dataset.seq_length, or set model.recompute_granularity=full"
+          : "Train on several GPUs with the distributed optimizer (ddp.use_distributed_optimizer: masters and "
+            "moments split over the data-parallel ranks), or use LoRA (peft:), or a smaller model");
+}
+
 MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length,
                                int64_t trainable) {
   const model::ModelInfo info = model::model_info(model, seq_length);

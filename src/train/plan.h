@@ -41,6 +41,13 @@ MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_ba
 // and which keys to lower; the caller prefixes the recipe's path.
 std::string host_memory_shortfall(const PretrainConfig& cfg, double host_bytes);
 
+// Why training would not fit in `device_bytes` of one GPU's memory ("" if it fits, or when
+// device_bytes is 0 = unknown): bf16 weights, float32 gradients, float32 masters and Adam moments
+// (split over `optimizer_shards` data-parallel ranks when the distributed optimizer shards them)
+// and one micro-batch's bf16 activations. Names the part that is too large and the knobs that
+// lower it; the caller prefixes the recipe's path and the device.
+std::string gpu_memory_shortfall(const MemoryEstimate& m, double device_bytes, int64_t optimizer_shards = 1);
+
 // The dry-run report. `recipe` names the file, `overrides` the command line's key=value list.
 std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, size_t overrides);
 // The same for any stage: its loop config, model, one line on its data and its memory estimate.

@@ -87,6 +87,16 @@ void* CudaBackend::allocate_fresh(size_t rounded) {
   return p;
 }
 
+size_t CudaBackend::available_bytes() const {
+  size_t free_b = 0, total_b = 0;
+  cudaSetDevice(index_);
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return free_b + cached_;
+}
+
 void* CudaBackend::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t rounded = round_size(bytes);

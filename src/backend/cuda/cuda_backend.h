@@ -34,6 +34,7 @@ class CudaBackend final : public Backend {
   size_t bytes_in_use() const override { return in_use_; }
   size_t peak_bytes() const override { return peak_; }
   size_t cached_bytes() const { return cached_; }
+  size_t available_bytes() const override;
   // The peak from now on starts at what is in use (benchmarks: the peak of one phase).
   void reset_peak() {
     std::lock_guard<std::mutex> lock(mu_);
