@@ -122,6 +122,8 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
       model::has_lora(*c.params) ? model::ParamFilter(model::is_lora) : model::ParamFilter();
   const auto& all = c.params->all();
   const FullOptimizerState* g = c.gathered.get();
+  NM_CHECK(g || !c.optimizer || !c.optimizer->sharded(),
+           "save_checkpoint: a sharded optimizer's state must be gathered to the writing rank (AdamW::gather_state)");
   if (!g) {
     model::save_weights(tmp.string(), *c.params, size_t{4} << 30, only);
   } else {  // the sharded optimizer's gathered float32 masters in place of the store's bf16 values

@@ -112,7 +112,14 @@ TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
     }
   }
 
-  // A load: full masters while it writes them, each rank's range taken back after.
+  // The reference moves on alone (its state now differs from the shard's), then the sharded
+  // optimizer loads it as from a checkpoint: full masters while the load writes them, each
+  // rank's range taken back after, moments from full tensors, the step count.
+  whole.zero_grads();
+  for (size_t k = 0; k < pb.size(); ++k)
+    if (pb[k]->requires_grad) pb[k]->grad.copy_from(grad_of(*pb[k], k, 0, 5));
+  b.clip_grad_norm(0);
+  b.step(3e-2);
   a.unshard_masters();
   for (size_t k = 0; k < pa.size(); ++k) {
     if (!pa[k]->requires_grad) continue;
@@ -122,9 +129,9 @@ TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
   }
   a.shard_masters();
   for (const model::Param* p : pa) EXPECT_FALSE(p->master.defined()) << p->name;
-  // Moments from full tensors (a checkpoint's): each rank keeps its piece.
-  for (size_t k = 0; k < pa.size(); ++k)
+    for (size_t k = 0; k < pa.size(); ++k)
     if (pa[k]->requires_grad) a.set_moments(k, b.first_moments()[k], b.second_moments()[k]);
+  a.set_steps_taken(b.steps_taken());
   // Now both hold the same state: one more unclipped step agrees bit for bit.
   sharded.zero_grads();
   whole.zero_grads();
