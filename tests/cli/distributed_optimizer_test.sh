@@ -10,6 +10,7 @@
 #  - a checkpoint saved at DP4 (today's format: full tensors, written by rank 0) resumes at DP2
 #    and in one process, and a single-process checkpoint at DP4, each continuing with the losses
 #    and final weights of the uninterrupted single-process run;
+#  - LoRA SFT at DP2 (frozen base replicated, adapters sharded) equals one process;
 #  - on one process the key changes nothing (bit-identical losses); a bad value names the key.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
@@ -143,8 +144,35 @@ if mpi 4 resume4 "${zero[@]}" checkpoint.load="$TMP/dp1/iter_0000004" checkpoint
   same_run "single-process checkpoint resumed at DP4" "$TMP/r4" 6 5
 fi
 
+# LoRA SFT (frozen base replicated, adapters sharded, adapters-only checkpoints) at DP2 against
+# one process: the same losses and adapters.
+expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/prep"
+expect_ok "pretrain 1 step for LoRA" '^ iteration +1/ +1 ' "$BIN" super3 pretrain -c tiny \
+  dataset.per_split_data_args_path="$TMP/prep/blend.json" train.train_iters=1 train.eval_iters=0 train.eval_interval=0 \
+  scheduler.lr_warmup_iters=0 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/pre" logger.tensorboard_dir=null
+expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sft" \
+  tokenizer.model="$TMP/prep/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 heldout_examples=4
+lora=("$BIN" super3 sft -c tiny_lora dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint="$TMP/pre"
+  train.global_batch_size=4 train.micro_batch_size=1 train.train_iters=3 train.eval_interval=0 train.eval_iters=0
+  scheduler.lr_warmup_iters=1 logger.tensorboard_dir=null)
+expect_ok "LoRA one process" '^ iteration +3/ +3 ' "${lora[@]}" checkpoint.save="$TMP/l1" checkpoint.load="$TMP/l1"
+if "${MPIRUN[@]}" -np 2 "${lora[@]}" "${zero[@]}" checkpoint.save="$TMP/l2" checkpoint.load="$TMP/l2" \
+  >"$TMP/out.l2" 2>"$TMP/err.l2"; then
+  memory l2 2
+  losses "$TMP/l2/metrics.jsonl" >"$TMP/l2.losses"
+  losses "$TMP/l1/metrics.jsonl" >"$TMP/l1.losses"
+  if msg=$(close "$TMP/l2.losses" "$TMP/l1.losses" 1e-5); then echo "ok: LoRA DP2: losses equal one process's ($msg)"; else
+    fail "LoRA DP2: losses differ ($msg)"; fi
+  for f in model optimizer; do
+    if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/l2/iter_0000003/$f.safetensors" "$TMP/l1/iter_0000003/$f.safetensors" \
+      5e-5 1e-3); then echo "ok: LoRA DP2: $f.safetensors equals one process's ($msg)"; else fail "LoRA DP2: $f differs: $msg"; fi
+  done
+else
+  fail "LoRA DP2: exit $?: $(tail -5 "$TMP/err.l2")"
+fi
+
 expect_error "a bad value names the key" \
   "recipes/super3/pretrain/tiny.yaml: ddp.use_distributed_optimizer: expected true or false, got \"sometimes\"" \
   "${run[@]}" ddp.use_distributed_optimizer=sometimes
 
-finish "the distributed optimizer at DP2 and DP4 equals one process with 1/D of the state per rank; checkpoints move between DP4, DP2 and one process"
+finish "the distributed optimizer at DP2 and DP4 equals one process with 1/D of the state per rank; checkpoints move between DP4, DP2 and one process; LoRA at DP2"
