@@ -1,8 +1,37 @@
 #include "train/adamw.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
 namespace nemotron::train {
 
+// The rank's range of the flat gradient buffer and the state that lives only for it.
+struct AdamW::Shard {
+  parallel::Communicator* group = nullptr;
+  const void* buffer = nullptr;  // the store's gradient buffer this layout was made over
+  int64_t buffer_numel = 0;      // N: a multiple of 64 D
+  int64_t size = 0;              // S = N / D, the elements a rank owns
+  int64_t lo = 0;                // the rank's first element: rank * S
+  std::vector<int64_t> offset;   // by parameter: its gradient's offset in the buffer; -1 = frozen
+  // Parameter `param`'s flat elements [begin, begin + length) are the shard's [at, at + length).
+  struct Piece {
+    size_t param;
+    int64_t begin, length, at;
+  };
+  std::vector<Piece> pieces;
+  std::vector<int> piece_of;   // by parameter: its piece's index, -1 = none on this rank
+  Tensor grad, master, m, v;   // S float32 elements each; master only for a store with masters
+};
+
 namespace {
+
+constexpr int64_t kShardAlign = 64;  // elements: keeps every piece 16-byte aligned (float4 kernels)
+
+Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
 
 Context store_context(const model::ParamStore& params) {
   return Context{&params.backend(), nullptr, params.dtype()};
@@ -24,13 +53,58 @@ double clip_factor(double norm, double max_norm) { return max_norm > 0 && norm >
 
 }  // namespace
 
-AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg) : params_(&params), cfg_(cfg) {
+AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over)
+    : params_(&params), cfg_(cfg) {
   m_.resize(params.all().size());
   v_.resize(params.all().size());
-  ensure_moments();
+  if (!shard_over || shard_over->size() == 1) {
+    ensure_moments();
+    return;
+  }
+  const int D = shard_over->size();
+  params.make_grads_contiguous(kShardAlign, kShardAlign * D);
+  const Tensor& buf = params.grad_buffer();
+  auto sh = std::make_unique<Shard>();
+  sh->group = shard_over;
+  sh->buffer = buf.raw();
+  sh->buffer_numel = buf.numel();
+  sh->size = buf.numel() / D;
+  sh->lo = static_cast<int64_t>(shard_over->rank()) * sh->size;
+  const auto& all = params.all();
+  sh->offset.assign(all.size(), -1);
+  sh->piece_of.assign(all.size(), -1);
+  Backend& be = params.backend();
+  sh->grad = Tensor::zeros({sh->size}, buf.dtype(), be);
+  sh->m = Tensor::zeros({sh->size}, buf.dtype(), be);
+  sh->v = Tensor::zeros({sh->size}, buf.dtype(), be);
+  for (size_t k = 0; k < all.size(); ++k) {
+    const model::Param& p = *all[k];
+    if (!p.requires_grad) continue;
+    NM_CHECK(params.in_grad_buffer(p), "{}: a trainable gradient outside the flat buffer", p.name);
+    // One dtype for the values' all-gather: a trainable `stat` parameter (float32 in a bf16
+    // store) would need a second one; none trains today (the MoE correction bias is frozen).
+    if (p.value.dtype() != params.dtype())
+      throw InputError(fmt::format("ddp.use_distributed_optimizer: parameter {} trains in {} while the model computes in "
+                                   "{}; the distributed optimizer gathers one dtype (set ddp.use_distributed_optimizer=false)",
+                                   p.name, dtype_name(p.value.dtype()), dtype_name(params.dtype())));
+    const int64_t off = (static_cast<const char*>(p.grad.raw()) - static_cast<const char*>(buf.raw())) /
+                        static_cast<int64_t>(dtype_size(buf.dtype()));
+    sh->offset[k] = off;
+    const int64_t a = std::max(off, sh->lo), b = std::min(off + p.value.numel(), sh->lo + sh->size);
+    if (a >= b) continue;
+    sh->piece_of[k] = static_cast<int>(sh->pieces.size());
+    sh->pieces.push_back({k, a - off, b - a, a - sh->lo});
+    m_[k] = sh->m.slice(a - sh->lo, b - sh->lo);
+    v_[k] = sh->v.slice(a - sh->lo, b - sh->lo);
+  }
+  shard_ = std::move(sh);
+  shard_masters();
 }
 
+AdamW::~AdamW() = default;
+
 void AdamW::ensure_moments() {
+  if (shard_) return;  // every piece has its moments from construction; the layout is checked per step
   const auto& all = params_->all();
   NM_CHECK(all.size() == m_.size(), "AdamW: the store has {} parameters, the optimizer was built for {}", all.size(),
            m_.size());
@@ -60,16 +134,165 @@ ops::AdamWTensors& AdamW::list() {
 void AdamW::step(double lr) {
   ++step_;
   Context ctx = store_context(*params_);
-  ops::adamw_update(ctx, list(),
+  ops::adamw_update(ctx, shard_ ? shard_list() : list(),
                     {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, step_, pending_grad_scale_});
   pending_grad_scale_ = 1;
+  if (shard_) gather_values();
 }
 
 double AdamW::clip_grad_norm(double max_norm) {
   Context ctx = store_context(*params_);
-  const double norm = ops::grad_norm(ctx, list());
+  double norm = 0;
+  if (shard_) {  // sqrt of the sum over ranks of each rank's sum of squares over its pieces
+    const double local = ops::grad_norm(ctx, shard_list());
+    norm = std::sqrt(shard_->group->all_reduce_host(local * local));
+  } else {
+    norm = ops::grad_norm(ctx, list());
+  }
   pending_grad_scale_ = clip_factor(norm, max_norm);
   return norm;
+}
+
+ops::AdamWTensors& AdamW::shard_list() {
+  Shard& sh = *shard_;
+  const auto& all = params_->all();
+  // The layout holds while the trainable set and the gradient buffer are those it was made over.
+  bool same = params_->grad_buffer().defined() && params_->grad_buffer().raw() == sh.buffer;
+  for (size_t k = 0; same && k < all.size(); ++k) {
+    const model::Param& p = *all[k];
+    same = p.requires_grad == (sh.offset[k] >= 0) &&
+           (!p.requires_grad || p.grad.raw() == static_cast<const char*>(sh.buffer) +
+                                                sh.offset[k] * static_cast<int64_t>(dtype_size(p.grad.dtype())));
+  }
+  if (!same)
+    throw Error(
+        "ddp.use_distributed_optimizer: the trainable parameters or their gradient buffer changed after the "
+        "distributed optimizer was laid out (freezing or unfreezing during a run needs "
+        "ddp.use_distributed_optimizer=false)");
+  shard_masters();  // masters made since (create_masters after construction) join the shard
+  if (list_) return *list_;
+  std::vector<ops::AdamWParam> ps;
+  for (const Shard::Piece& pc : sh.pieces) {
+    model::Param& p = *all[pc.param];
+    const int64_t e = pc.at + pc.length;
+    ps.push_back({flat(p.value).slice(pc.begin, pc.begin + pc.length),
+                  sh.master.defined() ? sh.master.slice(pc.at, e) : Tensor(), sh.grad.slice(pc.at, e),
+                  m_[pc.param], v_[pc.param], p.weight_decay});
+  }
+  list_ = std::make_unique<ops::AdamWTensors>(std::move(ps));
+  return *list_;
+}
+
+// Gather into the flat layout and copy out, rather than keeping the values in one contiguous
+// buffer: each parameter keeps its own value tensor, which the loaders, LoRA and the generation
+// engine hold; the price is a temporary N-element buffer in the compute dtype (half the gradient
+// buffer in bf16) and one copy per parameter, small beside a step.
+void AdamW::gather_values() {
+  Shard& sh = *shard_;
+  const auto& all = params_->all();
+  Backend& be = params_->backend();
+  Tensor mine = Tensor::zeros({sh.size}, params_->dtype(), be);
+  for (const Shard::Piece& pc : sh.pieces)
+    mine.slice(pc.at, pc.at + pc.length).copy_from(flat(all[pc.param]->value).slice(pc.begin, pc.begin + pc.length));
+  Tensor every = Tensor::empty({sh.buffer_numel}, params_->dtype(), be);
+  sh.group->all_gather(mine, every);
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (sh.offset[k] < 0) continue;
+    Tensor v = flat(all[k]->value);
+    v.copy_from(every.slice(sh.offset[k], sh.offset[k] + v.numel()));
+  }
+}
+
+void AdamW::set_moments(size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
+  NM_CHECK(k < m_.size(), "set_moments({}) of {} parameters", k, m_.size());
+  if (!shard_) {
+    m_[k].copy_from(exp_avg);
+    v_[k].copy_from(exp_avg_sq);
+    return;
+  }
+  const int i = shard_->piece_of[k];
+  if (i < 0) return;
+  const Shard::Piece& pc = shard_->pieces[static_cast<size_t>(i)];
+  m_[k].copy_from(flat(exp_avg).slice(pc.begin, pc.begin + pc.length));
+  v_[k].copy_from(flat(exp_avg_sq).slice(pc.begin, pc.begin + pc.length));
+}
+
+int AdamW::shard_count() const { return shard_ ? shard_->group->size() : 1; }
+
+Tensor AdamW::shard_grads() const { return shard_ ? shard_->grad : Tensor(); }
+
+bool AdamW::shards_masters() const { return shard_ && shard_->master.defined(); }
+
+int64_t AdamW::state_bytes() const {
+  if (shard_) return (shards_masters() ? 3 : 2) * shard_->size * 4;
+  int64_t n = 0;
+  for (size_t k = 0; k < m_.size(); ++k) {
+    if (m_[k].defined()) n += static_cast<int64_t>(m_[k].nbytes() + v_[k].nbytes());
+    if (params_->all()[k]->master.defined()) n += static_cast<int64_t>(params_->all()[k]->master.nbytes());
+  }
+  return n;
+}
+
+int64_t AdamW::unsharded_state_bytes() const {
+  if (!shard_) return state_bytes();
+  return (shards_masters() ? 3 : 2) * params_->trainable_numel() * 4;
+}
+
+void AdamW::shard_masters() {
+  if (!shard_) return;
+  Shard& sh = *shard_;
+  const auto& all = params_->all();
+  size_t with = 0, trainable = 0;
+  for (size_t k = 0; k < all.size(); ++k)
+    if (sh.offset[k] >= 0) ++trainable, with += all[k]->master.defined() ? 1 : 0;
+  if (with == 0) return;
+  NM_CHECK(with == trainable, "{} of {} trainable parameters have float32 masters", with, trainable);
+  if (!sh.master.defined()) {
+    sh.master = Tensor::zeros({sh.size}, DType::f32, params_->backend());
+    list_.reset();  // the pieces' truth moves to the master shard
+  }
+  for (const Shard::Piece& pc : sh.pieces)
+    sh.master.slice(pc.at, pc.at + pc.length)
+        .copy_from(flat(all[pc.param]->master).slice(pc.begin, pc.begin + pc.length));
+  for (size_t k = 0; k < all.size(); ++k)
+    if (sh.offset[k] >= 0) all[k]->master = Tensor();
+}
+
+void AdamW::unshard_masters() {
+  if (!shards_masters()) return;
+  Shard& sh = *shard_;
+  Tensor every = Tensor::empty({sh.buffer_numel}, DType::f32, params_->backend());
+  sh.group->all_gather(sh.master, every);
+  const auto& all = params_->all();
+  for (size_t k = 0; k < all.size(); ++k) {
+    model::Param* p = all[k];
+    const int64_t off = sh.offset[k];
+    if (off < 0) continue;
+    p->master = Tensor::empty(p->value.shape(), DType::f32, params_->backend());
+    flat(p->master).copy_from(every.slice(off, off + p->value.numel()));
+  }
+}
+
+std::shared_ptr<const FullOptimizerState> AdamW::gather_state(int root) const {
+  if (!shard_) return nullptr;
+  const Shard& sh = *shard_;
+  const auto& all = params_->all();
+  const bool here = sh.group->rank() == root;
+  auto st = std::make_shared<FullOptimizerState>();
+  for (auto* v : {&st->masters, &st->exp_avg, &st->exp_avg_sq}) v->resize(all.size());
+  // One flat buffer at a time through the device, kept on the host of `root` only.
+  auto collect = [&](const Tensor& part, std::vector<Tensor>& out) {
+    Tensor every = Tensor::empty({sh.buffer_numel}, part.dtype(), params_->backend());
+    sh.group->all_gather(part, every);
+    if (!here) return;
+    const Tensor host = every.to(host_backend());
+    for (size_t k = 0; k < all.size(); ++k)
+      if (sh.offset[k] >= 0) out[k] = host.slice(sh.offset[k], sh.offset[k] + all[k]->value.numel()).view(all[k]->value.shape());
+  };
+  if (sh.master.defined()) collect(sh.master, st->masters);
+  collect(sh.m, st->exp_avg);
+  collect(sh.v, st->exp_avg_sq);
+  return here ? st : nullptr;
 }
 
 double clip_grad_norm(model::ParamStore& params, double max_norm) {

@@ -5,12 +5,27 @@
 // parameter in its grad_dtype (float32 in a bf16 store); one unfrozen later starts from zero
 // moments. With float32 masters the update applies to the master and writes the bf16 value in the
 // same pass. The math is ops/adamw.h (one multi-tensor launch on CUDA).
+//
+// The distributed optimizer (Megatron's use_distributed_optimizer, ZeRO-1), built with a data
+// group of D > 1: the store's gradients live in one flat buffer padded to a multiple of 64 D
+// (ParamStore::make_grads_contiguous), and rank r owns the contiguous range [r S, (r+1) S) of it,
+// S = buffer / D. The gradients are reduce-scattered into the rank's range (GradReducer), and the
+// float32 masters and both moments exist for that range only, as three S-element buffers; a
+// parameter's part of the range is a "piece", 1-D views of its value, master, gradient and moments
+// that the same multi-tensor AdamW updates (weight decay per parameter as before). The gradient
+// norm is sqrt(all-reduce of each rank's sum of squares over its pieces); after the update each
+// rank's new values are all-gathered so every rank holds every value. Frozen parameters (the MoE
+// correction bias, which the balancer updates identically on every rank) have no gradient, so
+// they are in no range: replicated, as without sharding. Checkpoints keep the unsharded format:
+// gather_state() collects full masters and moments on the writing rank, set_moments() and
+// shard_masters() take each rank's range of loaded full tensors, so any D loads any other.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "model/param.h"
 #include "ops/adamw.h"
+#include "parallel/communicator.h"
 
 namespace nemotron::train {
 
@@ -21,13 +36,29 @@ struct AdamWConfig {
   double weight_decay = 0.1;
 };
 
+// A checkpoint's view of the distributed optimizer's state: full tensors by parameter index (the
+// store's order), on the host of the gathering rank. masters: the float32 master of each bf16
+// value that trains (undefined otherwise: the value is the truth); moments undefined for frozen
+// parameters.
+struct FullOptimizerState {
+  std::vector<Tensor> masters, exp_avg, exp_avg_sq;
+};
+
 class AdamW {
  public:
-  AdamW(model::ParamStore& params, AdamWConfig cfg);
-  // One update with learning rate `lr` from the gradients currently in the store.
+  // `shard_over`: the data group to shard the state over (the distributed optimizer, see above);
+  // null or a group of one: every rank holds the whole state (today's path, unchanged). With a
+  // group of D > 1 the constructor makes the store's gradients contiguous (padded to 64 D) and
+  // takes the masters' ranges (shard_masters()); every member constructs it.
+  AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over = nullptr);
+  ~AdamW();
+  // One update with learning rate `lr` from the gradients currently in the store (sharded: from
+  // the rank's reduce-scattered range, then the values all-gathered; collective).
   void step(double lr);
   int64_t steps_taken() const { return step_; }
-  // Moments by parameter, in the store's order (for checkpoints); undefined for frozen ones.
+  // Moments by parameter, in the store's order; undefined for frozen ones. Sharded: 1-D views of
+  // the rank's piece of each parameter (undefined where it holds none): checkpoints go through
+  // gather_state() and set_moments() instead.
   const std::vector<Tensor>& first_moments() const { return m_; }
   const std::vector<Tensor>& second_moments() const { return v_; }
   std::vector<Tensor>& first_moments() { return m_; }
@@ -38,11 +69,37 @@ class AdamW {
   void ensure_moments();
   // The global gradient norm over this optimizer's parameters (its multi-tensor list). Clipping,
   // when the norm exceeds max_norm, is applied by the next step() as it reads the gradients (one
-  // pass over them less); the stored gradients stay unscaled.
+  // pass over them less); the stored gradients stay unscaled. Sharded: collective (one scalar
+  // all-reduce of the ranks' sums of squares).
   double clip_grad_norm(double max_norm);
 
+  // Parameter k's moments from full tensors of its shape (a checkpoint's): copied whole, or the
+  // rank's piece of them when sharded.
+  void set_moments(size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq);
+
+  // The distributed optimizer (all no-ops / null without sharding).
+  bool sharded() const { return shard_ != nullptr; }
+  int shard_count() const;
+  // Where the data group's reduce-scatter writes this rank's summed gradients (S elements).
+  Tensor shard_grads() const;
+  // Bytes of float32 masters + moments this rank holds, and what one unsharded process holds.
+  int64_t state_bytes() const;
+  int64_t unsharded_state_bytes() const;
+  bool shards_masters() const;  // the store has float32 masters (a bf16 store), sharded here
+  // Collective: every parameter's full master (as without sharding) in param.master, for a
+  // load of weights into them (load_weights writes the truth); shard_masters() takes the ranges
+  // back and drops the full ones. shard_masters() also adopts masters made after construction.
+  void unshard_masters();
+  void shard_masters();
+  // Collective: the full masters and moments on the data group's rank `root` (host tensors, for
+  // a checkpoint written there); null on the other ranks and without sharding.
+  std::shared_ptr<const FullOptimizerState> gather_state(int root) const;
+
  private:
+  struct Shard;
   ops::AdamWTensors& list();  // built on first use, rebuilt when masters or the frozen set changed
+  ops::AdamWTensors& shard_list();
+  void gather_values();
   model::ParamStore* params_;
   AdamWConfig cfg_;
   std::vector<Tensor> m_, v_;
@@ -50,6 +107,7 @@ class AdamW {
   double pending_grad_scale_ = 1;  // from clip_grad_norm, used by the next step()
   std::unique_ptr<ops::AdamWTensors> list_;
   std::vector<const void*> list_key_;  // the masters and gradients the list was built with
+  std::unique_ptr<Shard> shard_;
 };
 
 // Global L2 norm of the gradients of all parameters that require one; when max_norm > 0 and the norm exceeds it, scales

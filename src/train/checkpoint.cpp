@@ -118,17 +118,31 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
 
   stage("model");
   // A LoRA run keeps its adapters only: the frozen base is the pretrained checkpoint.
-  model::save_weights(tmp.string(), *c.params, size_t{4} << 30,
-                      model::has_lora(*c.params) ? model::ParamFilter(model::is_lora) : model::ParamFilter());
+  const model::ParamFilter only =
+      model::has_lora(*c.params) ? model::ParamFilter(model::is_lora) : model::ParamFilter();
+  const auto& all = c.params->all();
+  const FullOptimizerState* g = c.gathered.get();
+  NM_CHECK(g || !c.optimizer || !c.optimizer->sharded(),
+           "save_checkpoint: a sharded optimizer's state must be gathered to the writing rank (AdamW::gather_state)");
+  if (!g) {
+    model::save_weights(tmp.string(), *c.params, size_t{4} << 30, only);
+  } else {  // the sharded optimizer's gathered float32 masters in place of the store's bf16 values
+    std::vector<io::NamedTensor> weights;
+    for (size_t k = 0; k < all.size(); ++k)
+      if (!only || only(*all[k]))
+        weights.push_back({all[k]->name, g->masters[k].defined() ? g->masters[k] : all[k]->truth()});
+    io::save_sharded_safetensors(tmp.string(), weights, size_t{4} << 30, {{"format", "pt"}});
+  }
   if (c.optimizer) {
     stage("optimizer");
     std::vector<io::NamedTensor> moments;
-    const auto& all = c.params->all();
     for (size_t k = 0; k < all.size(); ++k) {
       if (!all[k]->requires_grad) continue;
-      NM_CHECK(c.optimizer->first_moments()[k].defined(), "no optimizer state for {}", all[k]->name);
-      moments.push_back({"exp_avg." + all[k]->name, c.optimizer->first_moments()[k]});
-      moments.push_back({"exp_avg_sq." + all[k]->name, c.optimizer->second_moments()[k]});
+      const Tensor& m = g ? g->exp_avg[k] : c.optimizer->first_moments()[k];
+      const Tensor& v = g ? g->exp_avg_sq[k] : c.optimizer->second_moments()[k];
+      NM_CHECK(m.defined() && v.defined(), "no optimizer state for {}", all[k]->name);
+      moments.push_back({"exp_avg." + all[k]->name, m});
+      moments.push_back({"exp_avg_sq." + all[k]->name, v});
     }
     io::save_safetensors((tmp / "optimizer.safetensors").string(), moments,
                          {{"format", "nemotron-adamw"}, {"step", std::to_string(c.optimizer->steps_taken())}});
@@ -241,20 +255,21 @@ void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const mo
   const auto& all = params.all();
   for (size_t k = 0; k < all.size(); ++k) {
     if (!all[k]->requires_grad) continue;
-    for (auto [prefix, dst] :
-         {std::pair{"exp_avg.", &opt.first_moments()[k]}, std::pair{"exp_avg_sq.", &opt.second_moments()[k]}}) {
-      const std::string name = prefix + all[k]->name;
+    const Shape& want = all[k]->value.shape();
+    Tensor loaded[2];
+    for (int i = 0; i < 2; ++i) {
+      const std::string name = (i == 0 ? "exp_avg." : "exp_avg_sq.") + all[k]->name;
       const io::StTensorInfo* info = f.find(name);
       if (!info)
-        throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the optimizer needs", path, name,
-                                     dst->shape().str()));
-      if (info->shape != dst->shape())
+        throw InputError(
+            fmt::format("{}: missing tensor \"{}\" (shape {}) that the optimizer needs", path, name, want.str()));
+      if (info->shape != want)
         throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the optimizer expects {}", path, name,
-                                     info->shape.str(), dst->shape().str()));
-      Tensor loaded = f.load(name, dst->dtype());
-      model::check_loaded_finite(loaded, path, name);  // a NaN moment poisons every later step
-      dst->copy_from(loaded);
+                                     info->shape.str(), want.str()));
+      loaded[i] = f.load(name, all[k]->grad.dtype());
+      model::check_loaded_finite(loaded[i], path, name);  // a NaN moment poisons every later step
     }
+    opt.set_moments(k, loaded[0], loaded[1]);
   }
   opt.set_steps_taken(optimizer_steps);
 }

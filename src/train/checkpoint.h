@@ -59,6 +59,9 @@ struct CheckpointContent {
   const AdamW* optimizer = nullptr;  // null: no optimizer.safetensors
   TrainState state;
   std::string config_yaml;
+  // A sharded optimizer's masters and moments, gathered for this save (AdamW::gather_state):
+  // written in place of the store's truth and the optimizer's own moments, in the same format.
+  std::shared_ptr<const FullOptimizerState> gathered;
 };
 
 // Writes <save_dir>/iter_XXXXXXX for content.state.iteration as described above, then prunes to
@@ -92,7 +95,7 @@ void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& par
 // (a weights-only import) nothing is checked here; the weights' shapes still are, on load.
 void check_checkpoint_model(const std::string& iter_dir, const model::ModelConfig& want, const std::string& recipe);
 // Fills the moments of `opt` (every parameter that requires a gradient) from iter_dir/optimizer.safetensors and
-// sets its step count.
+// sets its step count (a sharded optimizer takes its ranges of the full tensors: AdamW::set_moments).
 void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,
                                int64_t optimizer_steps);
 

@@ -72,9 +72,17 @@ int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_
 
 }  // namespace
 
-GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements)
-    : params_(net.params()), group_(group) {
+GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements,
+                         Tensor scatter_into)
+    : params_(net.params()), group_(group), scatter_into_(std::move(scatter_into)) {
   NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
+  if (scatter_into_.defined()) {
+    const Tensor& buf = params_.grad_buffer();
+    NM_CHECK(buf.defined() && buf.numel() == scatter_into_.numel() * group_.size(),
+             "reduce-scatter of a {}-element gradient buffer into {} elements over {} ranks",
+             buf.defined() ? buf.numel() : 0, scatter_into_.numel(), group_.size());
+    return;
+  }
   params_.make_grads_contiguous();
   const Tensor& buf = params_.grad_buffer();
   const int64_t layers = net.config().num_layers();
@@ -112,7 +120,7 @@ GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group,
 
 const std::function<void(int64_t)>* GradReducer::layer_hook() {
   overlapped_ = 0;
-  return group_.size() > 1 ? &hook_ : nullptr;
+  return group_.size() > 1 && !scatter_into_.defined() ? &hook_ : nullptr;
 }
 
 void GradReducer::queue(Bucket& b) {
@@ -122,6 +130,10 @@ void GradReducer::queue(Bucket& b) {
 }
 
 void GradReducer::finish() {
+  if (scatter_into_.defined()) {
+    group_.reduce_scatter(params_.grad_buffer(), scatter_into_, parallel::ReduceOp::sum);
+    return;
+  }
   if (group_.size() > 1) {
     for (Bucket& b : buckets_)
       if (!b.queued) queue(b);

@@ -10,6 +10,10 @@
 //    a read of token ids, small beside a forward/backward.
 //  - GradReducer: gradients in the store's flat buffer (ParamStore::make_grads_contiguous), summed
 //    over the group in buckets of up to bucket_elements (Megatron's bucket_size, 40M), in place.
+//    Or, for the distributed optimizer (train/adamw.h), reduce-scattered: each rank receives the
+//    sum of its contiguous 1/D range of the buffer, in one call over the whole buffer after the
+//    backward (a bucket would have to be a slice of every rank's range; Megatron shards each
+//    bucket instead, the layout to take for overlapping the reduce-scatter with the backward).
 // With a group of one both are the identity: the single-process run is this code, not another.
 #pragma once
 #include <memory>
@@ -52,11 +56,16 @@ LoopHooks rank_hooks(LoopHooks hooks);
 class GradReducer {
  public:
   static constexpr int64_t kDefaultBucketElements = 40'000'000;
-  // Makes `net`'s gradients contiguous (ParamStore::make_grads_contiguous).
-  GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements = kDefaultBucketElements);
-  // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one).
+  // Makes `net`'s gradients contiguous (ParamStore::make_grads_contiguous). With `scatter_into`
+  // (AdamW::shard_grads() of a sharded optimizer, which made the buffer padded to a multiple of
+  // the group size): finish() reduce-scatters the buffer into it instead, and the buffer stays.
+  GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements = kDefaultBucketElements,
+              Tensor scatter_into = Tensor());
+  // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one,
+  // and when reduce-scattering).
   const std::function<void(int64_t layer)>* layer_hook();
-  // After the last backward: queues the buckets not yet queued, and waits for every one.
+  // After the last backward: queues the buckets not yet queued, and waits for every one (or
+  // reduce-scatters this rank's range into scatter_into).
   void finish();
   // All at once, after the backward (no overlap): begin nothing, then finish().
   void all_reduce() { finish(); }
@@ -74,6 +83,7 @@ class GradReducer {
   void queue(Bucket& b);
   model::ParamStore& params_;
   parallel::Communicator& group_;
+  Tensor scatter_into_;
   std::vector<Bucket> buckets_;  // in the order the backward completes them
   std::function<void(int64_t)> hook_;
   int64_t overlapped_ = 0;

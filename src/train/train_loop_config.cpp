@@ -210,6 +210,8 @@ void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c) {
   }
   c.seed = static_cast<uint64_t>(root.section("rng").get_nonnegative_int("seed", 1234));
   read_moe(root, c);
+  c.ddp.use_distributed_optimizer =
+      root.section("ddp").get_bool("use_distributed_optimizer", c.ddp.use_distributed_optimizer);
   read_device_keys(root, c.device, c.mixed_precision);
 }
 

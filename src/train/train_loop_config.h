@@ -80,6 +80,13 @@ struct MoeSection {                            // moe: router load balancing (re
   bool seq_aux_loss() const { return moe_router_load_balancing_type == "seq_aux_loss"; }
 };
 
+struct DdpSection {  // ddp: (Megatron-Bridge's DistributedDataParallelConfig)
+  // The distributed optimizer (ZeRO-1, train/adamw.h): with a data group of D > 1, gradients
+  // reduce-scattered and float32 masters + Adam moments sharded 1/D per rank. False (Megatron-
+  // Bridge's default): every rank all-reduces and holds the whole state. No effect on one rank.
+  bool use_distributed_optimizer = false;
+};
+
 struct TrainLoopConfig {
   std::string source;   // the file it came from (prefixes errors)
   nlohmann::json tree;  // the resolved tree (file + overrides), saved as config.yaml
@@ -89,6 +96,7 @@ struct TrainLoopConfig {
   CheckpointSection checkpoint;
   LoggerSection logger;
   MoeSection moe;
+  DdpSection ddp;
   uint64_t seed = 1234;  // rng.seed: the model's initial weights (and the stage's own streams)
   // Where and in what precision to train (top-level keys). device: cpu (default), cuda, cuda:N.
   // mixed_precision: Megatron-Bridge's key; bf16_mixed (the default on CUDA: bf16 weights and
@@ -109,7 +117,7 @@ struct TrainLoopConfig {
 };
 
 // Reads and validates the shared sections (train:, validation:, optimizer:, scheduler:,
-// checkpoint:, logger:, rng:, moe:, device, mixed_precision) of `root` into c. Other sections are
+// checkpoint:, logger:, rng:, moe:, ddp:, device, mixed_precision) of `root` into c. Other sections are
 // the stage's to read; root.check_unknown_keys() is the caller's, after them.
 void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c);
 // The run's data-parallel size (from its rank layout); an InputError naming train.global_batch_size

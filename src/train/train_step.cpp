@@ -138,7 +138,9 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
       ws_(net.params().backend()),
       ctx_{&net.params().backend(), net.params().backend().device().is_cpu() ? &ws_ : nullptr, net.params().dtype()} {
   ctx_.groups = cfg_.groups.get();
-  reducer_ = std::make_unique<GradReducer>(net_, *groups().data, cfg_.grad_bucket_elements);
+  NM_CHECK(opt_.shard_count() == 1 || opt_.shard_count() == groups().data->size(),
+           "an optimizer sharded over {} ranks in a data group of {}", opt_.shard_count(), groups().data->size());
+  reducer_ = std::make_unique<GradReducer>(net_, *groups().data, cfg_.grad_bucket_elements, opt_.shard_grads());
 }
 
 StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration) {
@@ -176,7 +178,7 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   }
   {
     OpScope scope(ctx_, OpPhase::optimizer, "data_parallel_grad_reduce");
-    reducer_->finish();
+    reducer_->finish();  // all-reduced, or this rank's range reduce-scattered (distributed optimizer)
   }
   if (dp.size() > 1) {  // the step's sums over the whole global batch
     std::vector<double> sums{r.loss_sum, mtp_objective};

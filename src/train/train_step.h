@@ -99,6 +99,8 @@ struct StepResult {
 
 // Called after the backward of the last micro-batch, before the gradient norm, with the store
 // whose gradients are complete on this rank: where data-parallel reduction goes. None by default.
+// With the distributed optimizer the store's gradients are this rank's local sums (the reduced
+// range is in AdamW::shard_grads()).
 using GradHook = std::function<void(model::ParamStore& params)>;
 
 class TrainStep {
@@ -134,7 +136,7 @@ class TrainStep {
   MoeBalancer balancer_;
   Workspace ws_;
   Context ctx_;
-  std::unique_ptr<GradReducer> reducer_;  // sums the gradients over the data group
+  std::unique_ptr<GradReducer> reducer_;  // sums the gradients over the data group (or reduce-scatters them)
   GradHook grad_hook_;
 };
 

@@ -71,8 +71,10 @@ Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSourc
                       : nullptr),
       train_(*dp_train_),
       valid_(dp_valid_.get()),
-      opt_(net.params(), AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
-                                     cfg.optimizer.weight_decay}),
+      opt_(net.params(),
+           AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
+                       cfg.optimizer.weight_decay},
+           cfg.ddp.use_distributed_optimizer ? groups_->data.get() : nullptr),
       step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed, groups_}),
       schedule_(cfg.lr_schedule()),
       loop_(loop_options(cfg, rank_hooks(std::move(opts)))) {
@@ -99,7 +101,9 @@ void Trainer::restore_from_config() {
 
 void Trainer::restore(const std::string& path, bool finetune) {
   const std::string dir = resolve_checkpoint_dir(path, finetune);
+  opt_.unshard_masters();  // distributed optimizer: the load writes full float32 masters (collective)
   load_checkpoint_weights(dir, net_.params(), cfg_.checkpoint.pretrained_checkpoint);
+  opt_.shard_masters();    // ... of which each rank keeps its range
   resumed_from_ = dir;
   if (finetune) {
     loop_.set_iteration(0), consumed_samples_ = 0, finetuned_ = true;
@@ -122,7 +126,9 @@ CheckpointContent Trainer::checkpoint(int64_t iteration) {
            {"data_seed", cfg_.data_seed},
            {"generator", "philox4x32-10, counter-based: the seeds are the whole state"}};
   s.last_lr = iteration > 0 ? schedule_.lr(consumed_samples_ - cfg_.train.global_batch_size) : 0.0;
-  return {&net_.params(), &opt_, s, config_to_yaml(cfg_.tree)};
+  // Distributed optimizer: masters and moments gathered to the data group's first rank, which
+  // writes (LoopHooks::writes_checkpoints); collective, so every rank builds the content.
+  return {&net_.params(), &opt_, s, config_to_yaml(cfg_.tree), opt_.gather_state(0)};
 }
 
 LoopReport Trainer::run_step(int64_t iteration, const LoopClock& clock) {
@@ -232,6 +238,14 @@ std::string Trainer::banner() {
           : std::string(),
       cfg_.optimizer.adam_beta1, cfg_.optimizer.adam_beta2, cfg_.optimizer.adam_eps, cfg_.optimizer.weight_decay,
       cfg_.optimizer.clip_grad);
+  if (opt_.sharded()) {
+    const double mib = 1.0 / (1 << 20);
+    out += fmt::format(
+        "distributed optimizer (ddp.use_distributed_optimizer): fp32 {} 1/{} per rank: {:.2f} MiB of {:.2f} MiB{}\n",
+        opt_.shards_masters() ? "masters + moments" : "moments", opt_.shard_count(),
+        static_cast<double>(opt_.state_bytes()) * mib, static_cast<double>(opt_.unsharded_state_bytes()) * mib,
+        opt_.shards_masters() ? "" : " (float32 weights are their own masters, replicated)");
+  }
   if (!resumed_from_.empty())
     out += fmt::format("{} {} at iteration {} ({} samples consumed)\n",
                        finetuned_ ? "fine-tuning from the weights of" : "resumed from", resumed_from_,

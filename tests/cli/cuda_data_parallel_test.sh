@@ -5,6 +5,7 @@
 # and as `mpirun -np N` with N = 2 and, where there are 4 GPUs, 4. Reports the largest loss and
 # weight gaps; fails past bf16 tolerances (losses 2e-3 relative, weights 2e-2 absolute: one step
 # moves a weight by up to lr = 3e-3, and a bf16 weight near 1 has a 4e-3 ulp).
+# Then the same with ddp.use_distributed_optimizer=true, and its checkpoint resumed on one GPU.
 # Exit 77 (skipped) without 2 GPUs or without a CUDA build.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
@@ -84,4 +85,33 @@ for i, (x, y) in enumerate(zip(a, b)):
     "$TMP/rl2.m" "$TMP/rl1.m" && echo "ok: GRPO on 2 GPUs trains" || fail "GRPO on 2 GPUs: $(cat "$TMP/rl2.m")"
   [[ -f "$TMP/rl2/iter_0000003/model.safetensors" ]] || fail "GRPO on 2 GPUs saved no checkpoint"
 fi
-finish "data parallelism on $gpus GPUs over NCCL against one GPU"
+
+# The distributed optimizer (ddp.use_distributed_optimizer): bf16 values all-gathered, float32
+# masters and moments 1/N per rank; the same tolerances against one GPU. Each run stops at
+# iteration 3 (train.exit_interval saves there; the schedule is the 6-step run's) and its
+# checkpoint (float32 masters gathered to rank 0, today's format) resumes on one GPU to 6.
+for np in 2 4; do
+  [[ $np -le $gpus ]] || continue
+  "${MPIRUN[@]}" -np $np "${run[@]}" ddp.use_distributed_optimizer=true train.exit_interval=3 \
+    checkpoint.save="$TMP/z$np" >"$TMP/outz$np" 2>"$TMP/errz$np"
+  rc=$?
+  if [[ $rc -ne 0 ]]; then fail "distributed optimizer, mpirun -np $np: exit $rc: $(tail -5 "$TMP/errz$np")"; continue; fi
+  grep -E "^distributed optimizer .*: fp32 masters \+ moments 1/$np per rank: " "$TMP/outz$np" ||
+    fail "distributed optimizer DP $np: no 'fp32 masters + moments 1/$np per rank' line"
+  losses "$TMP/z$np/metrics.jsonl" >"$TMP/z$np.l"
+  head -n "$(wc -l <"$TMP/z$np.l")" "$TMP/g1.l" >"$TMP/g1.head"
+  if g=$(gap "$TMP/z$np.l" "$TMP/g1.head" 2e-3); then echo "ok: distributed optimizer DP $np: losses within $g of one GPU's"; else
+    fail "distributed optimizer DP $np losses differ by $g: $(paste -d' ' "$TMP/z$np.l" "$TMP/g1.head" | tr '\n' ';')"; fi
+  python3 -c 'import json,struct,sys
+f = open(sys.argv[1], "rb"); h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+bad = [k for k, v in h.items() if k != "__metadata__" and v["dtype"] != "F32"]
+sys.exit(1 if bad else 0)' "$TMP/z$np/iter_0000003/model.safetensors" &&
+    echo "ok: distributed optimizer DP $np: the checkpoint holds float32 masters" ||
+    fail "distributed optimizer DP $np: the checkpoint's weights are not all float32"
+  if ! "${run[@]}" checkpoint.load="$TMP/z$np" checkpoint.save="$TMP/zr$np" >"$TMP/outzr$np" 2>"$TMP/errzr$np"; then
+    fail "distributed optimizer DP $np checkpoint on one GPU: $(tail -5 "$TMP/errzr$np")"; continue; fi
+  if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/zr$np/iter_0000006/model.safetensors" \
+    "$TMP/g1/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: DP $np checkpoint resumed on one GPU: weights $msg"; else
+    fail "DP $np checkpoint resumed on one GPU: weights $msg"; fi
+done
+finish "data parallelism on $gpus GPUs over NCCL against one GPU, with and without the distributed optimizer; GRPO on 2"
