@@ -12,7 +12,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates libopenmpi-dev openmpi-bin
   libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+  libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libtomlplusplus-dev
 )
 TEST_PACKAGES=(chromium python3 nodejs npm curl)
 
