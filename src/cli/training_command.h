@@ -22,6 +22,11 @@ struct TrainingCommandOptions {
   std::string config = "default";
   bool dry_run = false;
   std::vector<std::string> overrides;
+  // Launch (cli/launch.h): an env.toml profile to run under (--run) or submit (--batch), and the
+  // env file (default: the first env.toml walking up from the current directory).
+  std::string run_profile, batch_profile, env_file;
+  // The world a --dry-run of a launch plans for (0: this process's launcher, as when running).
+  int planned_world_size = 0;
 };
 
 // The command as the run-directory lock records it (who holds checkpoint.save).
