@@ -7,7 +7,8 @@
 # (tests/cli/report_browser_test.sh); nodejs and npm run the official `openai` npm client against
 # `nemotron serve` (tests/cli/serve_openai_js_test.sh); curl is the HTTP client of
 # tests/cli/serve_test.sh (Debian's minimal base has none); slurm-wlm and munge run a real single-node
-# Slurm for tests/cli/slurm_batch_test.sh (scripts/slurm-single-node.sh); building and running nemotron never needs them.
+# Slurm for tests/cli/slurm_batch_test.sh (scripts/slurm-single-node.sh); building and running
+# nemotron never needs them.
 set -euo pipefail
 
 PACKAGES=(

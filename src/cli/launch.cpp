@@ -248,18 +248,22 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
   const std::string banner = fmt::format("{} {}: profile [{}] of {}, executor {}, {} rank{}", option, p.name, p.name,
                                          p.file, p.executor, p.world_size(), p.world_size() == 1 ? "" : "s");
 
+  TrainingCommandOptions planned = o;  // the command itself, at the launch's world size
+  planned.run_profile.clear();
+  planned.batch_profile.clear();
+  planned.planned_world_size = static_cast<int>(p.world_size());
+  planned.dry_run = true;
   if (o.dry_run) {
     std::printf("%s\n%s", banner.c_str(), batch ? fmt::format("{} (not written):\n", script.string()).c_str() : "");
     std::fputs(text.c_str(), stdout);
     std::printf("\n");
     std::fflush(stdout);
-    TrainingCommandOptions planned = o;  // the command's own dry run, at the launch's world size
-    planned.run_profile.clear();
-    planned.batch_profile.clear();
-    planned.planned_world_size = static_cast<int>(p.world_size());
-    run(planned);
+    run(planned);  // its own dry run: config, plan, memory, the rank layout
     return;
   }
+  // The config and the layout checked as the ranks will check them, before anything starts.
+  planned.quiet = true;
+  run(planned);
   if (batch) {
     fs::create_directories(script.parent_path());
     write_atomically(script, text);

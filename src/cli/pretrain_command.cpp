@@ -61,8 +61,10 @@ int run_pretrain(const TrainingCommandOptions& o) {
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {
-    std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
-    if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+    if (!o.quiet) {
+      std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+      if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+    }
     return 0;
   }
   if (const std::string why = train::host_memory_shortfall(cfg, physical_memory_bytes()); !why.empty())

@@ -50,7 +50,7 @@ int run_rl(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "rl", o.config);
   const rl::RlConfig cfg = rl::load_rl_config(path, o.overrides, artifact_ref_resolver());
   if (o.dry_run) {
-    std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    if (!o.quiet) std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
     return 0;
   }
   // The device first: device=cuda in a build without CUDA, or on a machine without a GPU, is one

@@ -98,8 +98,10 @@ int run_sft(const TrainingCommandOptions& o) {
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {
-    std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
-    if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+    if (!o.quiet) {
+      std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+      if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+    }
     return 0;
   }
   const train::CheckpointSection& k = cfg.checkpoint;

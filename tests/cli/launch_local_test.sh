@@ -80,14 +80,21 @@ rc=$?
 if [[ $rc -eq 0 && $(grep -c '^startup-ran-once$' "$TMP/out") -eq 1 ]]; then echo "ok: startup_commands ran once before the ranks"
 else fail "startup_commands: exit $rc, $(grep -c startup-ran-once "$TMP/out") lines: $(tail -3 "$TMP/err")"; fi
 
-# A rank's failure comes back as the command's exit code (2: bad input, found by the ranks).
-"${run[@]}" train.global_batch_size=6 checkpoint.save="$TMP/badrun" --run local2 --env-file "$TMP/env.toml" >"$TMP/out" 2>"$TMP/err"
+# A rank's failure comes back as the command's exit code (2: bad input the ranks find, here data
+# that does not exist: only the ranks open it).
+"${run[@]}" dataset.mock=false dataset.per_split_data_args_path="$TMP/nope/blend.json" checkpoint.save="$TMP/badrun" \
+  --run local2 --env-file "$TMP/env.toml" >"$TMP/out" 2>"$TMP/err"
 rc=$?
-if [[ $rc -eq 2 ]] && grep -q '^error: .*train.global_batch_size: 6 is not a multiple' "$TMP/err"; then
+if [[ $rc -eq 2 ]] && grep -qE '^mpirun -np 2 ' "$TMP/out" && grep -q '^error: .*dataset.per_split_data_args_path: .* does not exist' "$TMP/err"; then
   echo "ok: a failing rank's exit code 2 and error come back through --run"
 else
   fail "failing rank: exit $rc (expected 2): $(grep error "$TMP/err" | head -3)"
 fi
+
+# A layout the ranks would refuse is refused before mpirun starts: one line, exit 2, no stdout.
+expect_error "a bad layout before anything starts" \
+  "recipes/super3/pretrain/tiny.yaml: train.global_batch_size: 6 is not a multiple of train.micro_batch_size 2 x 2 data-parallel ranks = 4 (every rank runs whole micro-batches; change either, or the number of ranks)" \
+  "${run[@]}" train.global_batch_size=6 checkpoint.save="$TMP/badrun" --run local2 --env-file "$TMP/env.toml"
 
 # --dry-run: the command and the rank layout of 2 ranks; nothing runs or is written.
 expect_ok "--dry-run --run local2 prints mpirun and the rank layout" '^rank layout: DP 2 x .* over 2 ranks' \

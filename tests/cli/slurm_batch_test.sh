@@ -7,7 +7,8 @@
 # is one (rank 0's) of 2 data-parallel ranks. Then the job is requeued, as Slurm does after a node
 # failure or preemption: the same script runs again and resumes from the run's latest checkpoint
 # (the run directory would refuse a fresh start). --dry-run prints the script and the layout and
-# writes nothing. Exit 77 (skipped, reason printed) when the cluster cannot be started here.
+# writes nothing; a bad layout is refused before submitting; --run inside an allocation starts the
+# ranks with srun. Exit 77 (skipped, reason printed) when the cluster cannot be started here.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 CLUSTER="$TMP/slurm"
@@ -101,6 +102,26 @@ if scontrol requeue "$id" 2>"$TMP/err"; then
   fi
 else
   fail "scontrol requeue $id: $(cat "$TMP/err")"
+fi
+
+# A layout the ranks would refuse: one line, exit 2, nothing written or submitted.
+expect_error "--batch refuses a bad layout before submitting" \
+  "recipes/super3/pretrain/tiny.yaml: train.global_batch_size: 6 is not a multiple of train.micro_batch_size 2 x 2 data-parallel ranks = 4 (every rank runs whole micro-batches; change either, or the number of ranks)" \
+  "${cmd[@]/checkpoint.save=$RUN/checkpoint.save=$TMP/bad}" train.global_batch_size=6
+[[ -e "$TMP/bad" ]] && fail "--batch with a bad layout wrote $TMP/bad"
+
+# --run inside an allocation (here one sbatch made): srun --mpi=pmix starts the 2 ranks in it.
+run_cmd=("${cmd[@]/checkpoint.save=$RUN/checkpoint.save=$TMP/attached}")
+run_cmd=("${run_cmd[@]/--batch/--run}")
+printf -v wrapped '%q ' "${run_cmd[@]}"
+id2=$(sbatch --parsable -N 1 --ntasks-per-node=2 --cpus-per-task=1 -o "$TMP/attached.out" --wrap "$wrapped")
+state=$(wait_job "$id2" 300)
+if [[ "$state" == COMPLETED && -f "$TMP/attached/iter_0000003/model.safetensors" ]] &&
+  grep -q '^srun --mpi=pmix --nodes=1 --ntasks-per-node=2 ' "$TMP/attached.out" &&
+  grep -q 'data-parallel rank 0 of 2' "$TMP/attached.out"; then
+  echo "ok: --run inside an allocation trains 2 ranks through srun"
+else
+  fail "--run in allocation $id2: state $state: $(tail -5 "$TMP/attached.out")"
 fi
 
 finish "--batch on a real single-node Slurm: 2-rank tiny pretrain ran to the end; a requeue resumes"
