@@ -143,10 +143,12 @@ std::vector<std::string> rank_argv(const TrainingCommandOptions& o, const std::s
   return a;
 }
 
-std::vector<std::string> mpirun_argv(const EnvProfile& p, const std::vector<std::string>& rank, bool root, int cores) {
+std::vector<std::string> mpirun_argv(const EnvProfile& p, const std::vector<std::string>& rank, bool root) {
   std::vector<std::string> a = {"mpirun", "-np", std::to_string(p.nproc_per_node)};
   if (root) a.push_back("--allow-run-as-root");  // Open MPI refuses root without it
-  if (p.nproc_per_node > cores) a.push_back("--oversubscribe");  // else more ranks than cores is refused
+  // Open MPI refuses more ranks than slots, and counts a slot per physical core: a machine with 2
+  // hyperthreads on 1 core has 1. The profile's nproc_per_node is the user's explicit choice.
+  a.push_back("--oversubscribe");
   a.insert(a.end(), rank.begin(), rank.end());
   return a;
 }
@@ -225,7 +227,6 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
   const std::string dir = tree_string(tree, dir_key.substr(0, dir_key.find('.')), dir_key.substr(dir_key.find('.') + 1));
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   std::vector<std::string> rank = rank_argv(o, exe);
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
 
   std::string text;  // what --dry-run prints
   fs::path script;
@@ -241,7 +242,7 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
     text = sbatch_script(p, rank, run_dir, fs::current_path().string(), fmt::format("nemotron-{}-{}", o.family, o.stage));
     script = fs::path(run_dir) / fmt::format("sbatch_{}.sh", timestamp());
   } else if (p.executor == "local") {
-    text = join_quoted(mpirun_argv(p, rank, geteuid() == 0, cores)) + "\n";
+    text = join_quoted(mpirun_argv(p, rank, geteuid() == 0)) + "\n";
   } else {
     text = join_quoted(srun_argv(p, rank)) + "\n";
   }
@@ -280,8 +281,8 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
                                  p.file, p.name, p.nodes, p.ntasks_per_node, p.name));
   std::printf("%s\n%s", banner.c_str(), text.c_str());
   if (p.executor == "local") {
-    share_cores(p.nproc_per_node, cores);
-    exec(with_startup(p, mpirun_argv(p, rank, geteuid() == 0, cores)));
+    share_cores(p.nproc_per_node, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    exec(with_startup(p, mpirun_argv(p, rank, geteuid() == 0)));
   }
   exec(with_startup(p, srun_argv(p, rank)));
 }

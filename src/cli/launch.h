@@ -25,8 +25,8 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
 // The pieces, for tests and --dry-run (no side effects).
 // The command each rank runs: this binary, the family, stage, -c and the overrides.
 std::vector<std::string> rank_argv(const TrainingCommandOptions& o, const std::string& exe);
-// `mpirun ...` for a local profile (`root`: add --allow-run-as-root; `cores`: --oversubscribe past it).
-std::vector<std::string> mpirun_argv(const EnvProfile& p, const std::vector<std::string>& rank, bool root, int cores);
+// `mpirun ...` for a local profile (`root`: add --allow-run-as-root).
+std::vector<std::string> mpirun_argv(const EnvProfile& p, const std::vector<std::string>& rank, bool root);
 // `srun --mpi=pmix ...` for a slurm profile.
 std::vector<std::string> srun_argv(const EnvProfile& p, const std::vector<std::string>& rank);
 // The sbatch script: #SBATCH lines, startup commands, srun. `run_dir` is absolute (the log goes there).

@@ -40,11 +40,11 @@ EnvProfile parse(const std::string& profile, const std::string& text = kEnv) {
 
 TEST(Launch, local_profile_runs_mpirun_with_the_same_command) {
   const std::vector<std::string> rank = {"/bin/nemotron", "super3", "pretrain", "-c", "tiny", "train.train_iters=2"};
-  const auto a = mpirun_argv(parse("local2"), rank, /*root=*/true, /*cores=*/1);
+  const auto a = mpirun_argv(parse("local2"), rank, /*root=*/true);
   const std::vector<std::string> want = {"mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe",
                                          "/bin/nemotron", "super3", "pretrain", "-c", "tiny", "train.train_iters=2"};
   EXPECT_EQ(a, want);
-  EXPECT_EQ(mpirun_argv(parse("local2"), rank, false, 8).size(), rank.size() + 3);  // neither flag
+  EXPECT_EQ(mpirun_argv(parse("local2"), rank, false).size(), rank.size() + 4);  // not as root
 }
 
 TEST(Launch, sbatch_script_has_the_profile_requeue_and_srun) {
