@@ -80,14 +80,25 @@ PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
 
   # 3. The daemons in the foreground (-D) as our background jobs: their ids are ours to stop.
+  # Another slurmctld on this host (the default ports) would answer for ours: refuse to mix them.
+  if scontrol ping 2>/dev/null | grep -q UP; then
+    stop
+    skip "a slurmctld already answers on $host (port 6817); stop it first"
+  fi
   slurmctld -D -i -f "$SLURM_CONF" >>"$state/slurmctld.log" 2>&1 &
   echo $! >"$state/slurmctld.pid"
   for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
-  scontrol ping 2>/dev/null | grep -q UP || { stop; skip "slurmctld did not come up: $(tail -3 "$state/slurmctld.log")"; }
+  if ! scontrol ping 2>/dev/null | grep -q UP || ! kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
+    stop
+    skip "slurmctld did not come up: $(tail -3 "$state/slurmctld.log")"
+  fi
   slurmd -D -f "$SLURM_CONF" >>"$state/slurmd.log" 2>&1 &
   echo $! >"$state/slurmd.pid"
   for _ in $(seq 150); do sinfo -h -o %t 2>/dev/null | grep -qx idle && break; sleep 0.2; done
-  sinfo -h -o %t 2>/dev/null | grep -qx idle || { stop; skip "the node is not idle after 30 s: $(sinfo 2>&1 | tail -2); $(tail -3 "$state/slurmd.log")"; }
+  if ! sinfo -h -o %t 2>/dev/null | grep -qx idle || ! kill -0 "$(cat "$state/slurmd.pid")" 2>/dev/null; then
+    stop
+    skip "the node is not idle after 30 s: $(sinfo 2>&1 | tail -2); $(tail -3 "$state/slurmd.log")"
+  fi
   echo "slurm-single-node: up in $state (node $host, $cpus CPUs); export SLURM_CONF=$SLURM_CONF"
 }
 

@@ -8,14 +8,20 @@
 # failure or preemption: the same script runs again and resumes from the run's latest checkpoint
 # (the run directory would refuse a fresh start). --dry-run prints the script and the layout and
 # writes nothing; a bad layout is refused before submitting; --run inside an allocation starts the
-# ranks with srun. Exit 77 (skipped, reason printed) when the cluster cannot be started here.
+# ranks with srun. Exit 77 (skipped, reason printed) when the cluster cannot be started here;
+# with CI=true that is a failure instead.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 CLUSTER="$TMP/slurm"
 trap 'scripts/slurm-single-node.sh stop "$CLUSTER"; rm -rf "$TMP"' EXIT
 scripts/slurm-single-node.sh start "$CLUSTER"
 rc=$?
-if [[ $rc -ne 0 ]]; then echo "skipped: no single-node Slurm here (exit $rc)"; exit 77; fi
+if [[ $rc -ne 0 ]]; then
+  # In CI (CI=true, root, scripts/install-deps.sh --tests) the cluster must come up: a failure there.
+  if [[ "${CI:-}" == "true" ]]; then echo "FAIL: CI=true: the single-node Slurm did not start (exit $rc)"; exit 1; fi
+  echo "skipped: no single-node Slurm here (exit $rc)"
+  exit 77
+fi
 export SLURM_CONF="$CLUSTER/slurm.conf"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers without ptrace between processes
 
