@@ -6,7 +6,8 @@
 # COMPLETED with exit 0, the checkpoint of the last iteration exists, metrics.jsonl has it, the log
 # is one (rank 0's) of 2 data-parallel ranks. Then the job is requeued, as Slurm does after a node
 # failure or preemption: the same script runs again and resumes from the run's latest checkpoint
-# (the run directory would refuse a fresh start). --dry-run prints the script and the layout and
+# (the run directory would refuse a fresh start); and preempted mid-run by SIGTERM, it saves one
+# iteration and its requeue resumes there. --dry-run prints the script and the layout and
 # writes nothing; a bad layout is refused before submitting; --run inside an allocation starts the
 # ranks with srun. Exit 77 (skipped, reason printed) when the cluster cannot be started here;
 # with CI=true that is a failure instead.
@@ -110,6 +111,42 @@ else
   fail "scontrol requeue $id: $(cat "$TMP/err")"
 fi
 
+# Preempted mid-run (SIGTERM to the job's steps, as Slurm sends before a preemption or the time
+# limit), then requeued: every rank stops at one saved iteration, and the same script resumes from
+# it and trains to the end.
+P="$TMP/preempt"
+pcmd=("${cmd[@]/checkpoint.save=$RUN/checkpoint.save=$P}")
+pcmd=("${pcmd[@]/train.train_iters=3/train.train_iters=40}")
+pcmd=("${pcmd[@]/train.eval_interval=3/train.eval_interval=40}")
+pcmd=("${pcmd[@]/checkpoint.save_interval=3/checkpoint.save_interval=1000}")
+"${pcmd[@]}" >"$TMP/out" 2>"$TMP/err"
+id3=$(sed -n 's/^submitted batch job \([0-9][0-9]*\): .*/\1/p' "$TMP/out")
+plog="$P/slurm-$id3.out"
+for _ in $(seq 240); do grep -qE '^ iteration +5/ +40 ' "$plog" 2>/dev/null && break; sleep 0.5; done
+if [[ -z "$id3" ]] || ! grep -qE '^ iteration +5/ +40 ' "$plog" 2>/dev/null; then
+  fail "preemption: job ${id3:-none} did not reach iteration 5: $(tail -3 "$plog" 2>/dev/null) $(cat "$TMP/err")"
+else
+  scancel --signal=TERM "$id3"
+  state=$(wait_job "$id3" 120)
+  saved=$(cat "$P/latest_checkpointed_iteration.txt" 2>/dev/null)
+  if [[ "$saved" =~ ^[0-9]+$ && $saved -ge 5 && $saved -lt 40 ]]; then
+    echo "ok: SIGTERM stopped job $id3 ($state) with iteration $saved saved"
+    lines_before=$(wc -l <"$plog")
+    scontrol requeue "$id3" && sleep 1 && scontrol update JobId="$id3" StartTime=now 2>/dev/null
+    state=$(wait_job "$id3" 300)
+    rerun=$(tail -n +$((lines_before + 1)) "$plog")
+    printf -v it '%07d' "$saved"
+    if [[ "$state" == COMPLETED && -f "$P/iter_0000040/model.safetensors" ]] &&
+      grep -q "^resumed from $P/iter_$it at iteration $saved" <<<"$rerun"; then
+      echo "ok: the requeued job resumed from iteration $saved and trained to 40"
+    else
+      fail "preempted job $id3 after requeue: state $state; $(grep -E 'resumed|error' <<<"$rerun" | head -3)"
+    fi
+  else
+    fail "SIGTERM: job $id3 ($state) saved [$saved]: $(tail -5 "$plog")"
+  fi
+fi
+
 # A layout the ranks would refuse: one line, exit 2, nothing written or submitted.
 expect_error "--batch refuses a bad layout before submitting" \
   "recipes/super3/pretrain/tiny.yaml: train.global_batch_size: 6 is not a multiple of train.micro_batch_size 2 x 2 data-parallel ranks = 4 (every rank runs whole micro-batches; change either, or the number of ranks)" \
@@ -130,4 +167,4 @@ else
   fail "--run in allocation $id2: state $state: $(tail -5 "$TMP/attached.out")"
 fi
 
-finish "--batch on a real single-node Slurm: 2-rank tiny pretrain ran to the end; a requeue resumes"
+finish "--batch on a real single-node Slurm: 2-rank tiny pretrain ran to the end; requeues resume (after the end, after a SIGTERM mid-run)"
