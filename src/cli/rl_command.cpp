@@ -21,6 +21,7 @@
 #include "cli/artifact_publish.h"
 #include "cli/artifact_refs.h"
 #include "cli/commands.h"
+#include "cli/distributed.h"
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
 #include "cli/training_command.h"
@@ -55,7 +56,8 @@ int run_rl(const TrainingCommandOptions& o) {
   }
   // The device first: device=cuda in a build without CUDA, or on a machine without a GPU, is one
   // line naming the key before anything is read or written.
-  train::ComputeDevice dev = train::open_compute_device(path, cfg.device, cfg.mixed_precision);
+  const parallel::RankLayout layout = run_layout(cfg.model, path);
+  train::ComputeDevice dev = train::open_compute_device(path, rank_device(cfg.device, path), cfg.mixed_precision);
   // Then the environment's server(s): one that is down is one line naming its key and URL, exit 1,
   // before anything is loaded or written, not a run whose every row comes back unscored.
   cfg.environment->check_health();
@@ -90,6 +92,7 @@ int run_rl(const TrainingCommandOptions& o) {
   net.params().create_masters();  // bf16 weights: fp32 masters (the checkpoint load fills them)
   std::printf("device: %s\n", dev.describe().c_str());
   rl::GrpoTrainerOptions opts;
+  opts.groups = make_process_groups(layout, dev.backend);
   opts.start = start;
   opts.stop_requested = &StopSignals::requested;
   if (k.enabled) {
@@ -106,8 +109,9 @@ int run_rl(const TrainingCommandOptions& o) {
   // stages: a rerun resumes it (load = save), a live run holding it is refused.
   train::CheckpointSection run_dir;
   if (k.enabled) run_dir.save = run_dir.load = k.checkpoint_dir;
-  const train::RunDirState seen = train::check_run_dir(run_dir);
-  const train::RunDirLock lock = train::lock_run_dir(run_dir, seen, command_line(o));
+  // Several ranks: the first checks and holds the directory (the others write nothing there).
+  train::RunDirLock lock;
+  if (launch_info().rank == 0) lock = train::lock_run_dir(run_dir, train::check_run_dir(run_dir), command_line(o));
   for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
   if (!k.enabled) std::printf("warning: checkpointing.enabled is false: this run saves no checkpoint\n");
   const StopSignals signals;

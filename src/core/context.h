@@ -2,6 +2,8 @@
 // device (and, for CUDA, its stream), the activation arena, the compute dtype, an optional
 // op profiler (core/op_profiler.h) and the run's process groups (parallel/process_groups.h).
 #pragma once
+#include <functional>
+
 #include "core/backend.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
@@ -31,6 +33,10 @@ struct Context {
   // The run's groups (data, expert, ...); null = one process, every group of size 1. Model code
   // reads the group it needs (parallel::groups_of) and nothing else of the layout.
   const parallel::ProcessGroups* groups = nullptr;
+  // Called by the trunk's backward after layer i's parameter gradients are complete (the
+  // training step sets it for the last micro-batch, where data parallelism starts reducing the
+  // gradients of finished layers while the earlier layers' backward still runs); null: none.
+  const std::function<void(int64_t layer)>* on_layer_backward = nullptr;
 
   // Scratch/activation tensors: from the arena when there is one, else from the backend.
   Tensor empty(Shape shape, DType dtype) const {

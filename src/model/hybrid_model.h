@@ -129,6 +129,8 @@ class HybridModel {
   // Forward FLOPs per token at sequence length T (matmuls + attention), for MFU; with MTP, its
   // depths' too (a training step runs them).
   double forward_flops_per_token(int64_t T) const;
+  // The token embedding: its gradient is the last the backward completes (after the trunk's).
+  const Param& embedding() const { return *embed_; }
 
  private:
   Param& head_weight();

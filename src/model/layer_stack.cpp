@@ -83,6 +83,7 @@ void LayerStack::backward(Context& ctx, std::vector<LayerSaved>& saved, Tensor& 
     Tensor dx2 = dx.view({N, H});
     Tensor d_norm = grad_sink(ctx, *norms_[i]);
     ops::rmsnorm_backward(ctx, s.x_in.view({N, H}), norms_[i]->value, s.rstd, du.view({N, H}), dx2, d_norm, &dx2);
+    if (ctx.on_layer_backward && *ctx.on_layer_backward) (*ctx.on_layer_backward)(li);
   }
   saved.clear();
 }

@@ -40,6 +40,13 @@ class Communicator {
   virtual void broadcast(Tensor& t, int root) = 0;
   virtual void barrier() = 0;
 
+  // An in-place all-reduce that may overlap the compute queued after it (NCCL: on a
+  // communication stream, after the compute stream's work queued so far); wait_pending() makes
+  // what is queued next (the compute stream, or the host) wait for every one still pending.
+  // Synchronous where there is no second queue (one process, MPI on host tensors).
+  virtual void all_reduce_async(Tensor& t, ReduceOp op = ReduceOp::sum) { all_reduce(t, op); }
+  virtual void wait_pending() {}
+
   // Host values (loss sums, token counts, flags), whatever device the group's tensors live on.
   virtual void all_reduce_host(std::vector<double>& values, ReduceOp op = ReduceOp::sum) = 0;
   double all_reduce_host(double value, ReduceOp op = ReduceOp::sum) {

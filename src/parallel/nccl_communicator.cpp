@@ -3,6 +3,7 @@
 #include "parallel/nccl_communicator.h"
 
 #include <fmt/format.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -49,6 +50,38 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> host, cuda::
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_) ncclCommDestroy(comm_);
+  if (queued_) cudaEventDestroy(static_cast<cudaEvent_t>(queued_));
+  if (done_) cudaEventDestroy(static_cast<cudaEvent_t>(done_));
+  if (comm_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(comm_stream_));
+}
+
+void NcclCommunicator::all_reduce_async(Tensor& t, ReduceOp op) {
+  if (t.device().is_cpu()) return all_reduce(t, op);
+  if (!comm_stream_) {
+    cudaStream_t s = nullptr;
+    cudaEvent_t a = nullptr, b = nullptr;
+    NM_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate failed");
+    NM_CHECK(cudaEventCreateWithFlags(&a, cudaEventDisableTiming) == cudaSuccess &&
+                 cudaEventCreateWithFlags(&b, cudaEventDisableTiming) == cudaSuccess,
+             "cudaEventCreate failed");
+    comm_stream_ = s, queued_ = a, done_ = b;
+  }
+  cudaStream_t comm = static_cast<cudaStream_t>(comm_stream_);
+  cudaEvent_t queued = static_cast<cudaEvent_t>(queued_);
+  NM_CHECK(cudaEventRecord(queued, device_.stream()) == cudaSuccess, "cudaEventRecord failed");
+  NM_CHECK(cudaStreamWaitEvent(comm, queued, 0) == cudaSuccess, "cudaStreamWaitEvent failed");
+  check_nccl(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), nccl_op(op), comm_,
+                           comm),
+             "all_reduce");
+  pending_ = true;
+}
+
+void NcclCommunicator::wait_pending() {
+  if (!pending_) return;
+  cudaEvent_t done = static_cast<cudaEvent_t>(done_);
+  NM_CHECK(cudaEventRecord(done, static_cast<cudaStream_t>(comm_stream_)) == cudaSuccess, "cudaEventRecord failed");
+  NM_CHECK(cudaStreamWaitEvent(device_.stream(), done, 0) == cudaSuccess, "cudaStreamWaitEvent failed");
+  pending_ = false;
 }
 
 // Host tensors in a NCCL group go through its MPI communicator.

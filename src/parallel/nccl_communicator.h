@@ -33,12 +33,20 @@ class NcclCommunicator final : public Communicator {
                     const std::vector<int64_t>& recv_counts) override;
   void broadcast(Tensor& t, int root) override;
   void barrier() override { host_->barrier(); }
+  void all_reduce_async(Tensor& t, ReduceOp op) override;
+  void wait_pending() override;
   void all_reduce_host(std::vector<double>& values, ReduceOp op) override { host_->all_reduce_host(values, op); }
 
  private:
   std::unique_ptr<MpiCommunicator> host_;
   cuda::CudaBackend& device_;
   ncclComm* comm_ = nullptr;
+  // The communication stream of all_reduce_async, and the events that order it with the compute
+  // stream (created on first use).
+  void* comm_stream_ = nullptr;
+  void* queued_ = nullptr;  // recorded on the compute stream before each async all-reduce
+  void* done_ = nullptr;    // recorded on the communication stream by wait_pending
+  bool pending_ = false;
 };
 
 }  // namespace nemotron::parallel

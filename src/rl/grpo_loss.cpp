@@ -68,6 +68,12 @@ double ClippedPGLoss::normaliser(const std::vector<model::Batch>& micro) {
   return cfg_.token_level_loss ? valid_tokens_ : valid_samples_;
 }
 
+void ClippedPGLoss::reduce_counts(parallel::Communicator& data_group) {
+  std::vector<double> v{valid_tokens_, valid_samples_};
+  data_group.all_reduce_host(v);
+  valid_tokens_ = v[0], valid_samples_ = v[1];
+}
+
 train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index, const model::Batch& mb,
                                               const Tensor& logprobs) {
   (void)ctx;

@@ -54,6 +54,9 @@ class ClippedPGLoss : public train::LossFn {
   // num_valid_samples (a count).
   train::TokenLossGrad per_token(Context& ctx, int64_t micro_index, const model::Batch& mb,
                                  const Tensor& logprobs) override;
+  // Valid tokens and samples summed over the data-parallel group: the metrics' token means are
+  // over the whole global batch, so summing every rank's metrics gives the global mean.
+  void reduce_counts(parallel::Communicator& data_group) override;
 
  private:
   LossFnSection cfg_;

@@ -93,17 +93,27 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
     : cfg_(cfg),
       net_(net),
       tok_(tok),
+      groups_(opts.groups ? opts.groups : parallel::ProcessGroups::single()),
       train_(std::move(train)),
       val_(std::move(val)),
       opts_(std::move(opts)),
       opt_(net.params(), train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps,
                                             cfg.optimizer.weight_decay}),
-      step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}}),
+      step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}, 0, groups_}),
       loss_(cfg.grpo.loss_fn),
       weight_bytes_(weight_bytes(net.params())),
-      loop_(loop_options(cfg, opts_)) {
+      loop_(loop_options(cfg, train::rank_hooks(opts_))) {
   NM_CHECK(!train_.empty(), "no training prompts");
-  if (!opts_.writes_logs) opts_.progress = false;
+  if (!loop_.options().hooks.writes_logs) opts_.progress = false;
+  const int64_t D = groups_->data->size();
+  const GrpoConfig& g = cfg_.grpo;
+  if (g.grpo.num_prompts_per_step % D != 0)
+    throw InputError(fmt::format("{}: grpo.num_prompts_per_step: {} does not split over {} data-parallel ranks (each "
+                                 "rank generates whole groups of prompts)",
+                                 cfg_.source, g.grpo.num_prompts_per_step, D));
+  if (g.policy.train_global_batch_size % D != 0)
+    throw InputError(fmt::format("{}: policy.train_global_batch_size: {} does not split over {} data-parallel ranks",
+                                 cfg_.source, g.policy.train_global_batch_size, D));
   order_ = epoch_order(0);
   // The trained policy is the one the engine samples from: log softmax(logits / temperature).
   net_.set_logit_temperature(cfg_.grpo.policy.generation.temperature);
@@ -240,7 +250,12 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   const GrpoConfig& g = cfg_.grpo;
   GrpoStepRecord r;
   r.step = step() + 1;
-  const std::vector<const RlPrompt*> prompts = next_prompts();
+  // Every rank draws the step's prompts (one cursor) and generates its own share of them.
+  const std::vector<const RlPrompt*> all_prompts = next_prompts();
+  const int64_t D = groups_->data->size(), rank = groups_->data->rank();
+  const int64_t per_rank = static_cast<int64_t>(all_prompts.size()) / D;
+  const std::vector<const RlPrompt*> prompts(all_prompts.begin() + rank * per_rank,
+                                             all_prompts.begin() + (rank + 1) * per_rank);
 
   RolloutOptions ro;
   ro.generations = g.grpo.num_generations_per_prompt;
@@ -252,7 +267,10 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   ro.sampling.seed = g.grpo.seed;
   ro.max_total_sequence_length = g.policy.max_total_sequence_length;
   ro.max_slots = std::min<int64_t>(g.rollout_rows(), 64);
-  ro.first_request_id = static_cast<uint64_t>(r.step) * kIdsPerStep;
+  // Row i of the step keeps its sampling stream on whichever rank generates it: a data-parallel
+  // run draws the single process's rollouts.
+  ro.first_request_id =
+      static_cast<uint64_t>(r.step) * kIdsPerStep + static_cast<uint64_t>(rank * per_rank * ro.generations);
   ro.progress_label = opts_.progress ? "rollouts" : nullptr;
   const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   r.generation_seconds = rb.generation_seconds + rb.reward_seconds;
@@ -263,6 +281,20 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
   r.reward_mean = rb.mean_reward();
   r.accuracy = rb.accuracy();
+  if (D > 1) {  // the step's figures over every rank's rows (weighted by the rows each mean is over)
+    int64_t rewarded = 0, judged = 0;
+    for (const Rollout& x : rb.rows)  // as mean_reward() and accuracy() count them
+      rewarded += !x.unscored, judged += !x.unscored && !(x.response.empty() && x.mask_sample);
+    std::vector<double> v{r.reward_mean * rewarded, static_cast<double>(rewarded), r.accuracy * judged,
+                          static_cast<double>(judged), static_cast<double>(r.generated_tokens),
+                          static_cast<double>(r.overlong_prompts), static_cast<double>(r.unscored_rows)};
+    groups_->data->all_reduce_host(v);
+    r.reward_mean = v[1] > 0 ? v[0] / v[1] : 0.0;
+    r.accuracy = v[3] > 0 ? v[2] / v[3] : 0.0;
+    r.generated_tokens = static_cast<int64_t>(v[4]);
+    r.overlong_prompts = static_cast<int64_t>(v[5]);
+    r.unscored_rows = static_cast<int64_t>(v[6]);
+  }
 
   // Advantages on the raw (optionally scaled/shaped) rewards, grouped by prompt tokens.
   std::vector<double> rewards;
@@ -289,8 +321,9 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   bo.overlong_filtering = g.grpo.overlong_filtering;
   bo.pad_id = tok_.eos_token_id().value_or(0);
   bo.mask_dtype = net_.params().dtype();
-  const int64_t per_update = g.policy.train_global_batch_size;
-  const int64_t updates = g.rollout_rows() / per_update;
+  // Each optimizer update trains train_global_batch_size rows: this rank's 1/D of them.
+  const int64_t per_update = g.policy.train_global_batch_size / D;
+  const int64_t updates = g.rollout_rows() / g.policy.train_global_batch_size;
   Context& ctx = step_runner_.context();
   r.lr = cfg_.optimizer.lr_at(opt_.steps_taken() + 1);
   double loss_sum = 0, kl = 0, clip = 0, mult = 0, grad = 0;
@@ -312,6 +345,8 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
               std::max(r.max_logprob_error, std::fabs(mb.data.generation_logprobs[n] - mb.data.prev_logprobs[n]));
     }
     r.logprob_seconds += seconds_since(t_lp);
+    // Every rank takes the same decision: the update is skipped only when no rank has a token.
+    if (D > 1) counts.loss_tokens = static_cast<int64_t>(groups_->data->all_reduce_host(static_cast<double>(counts.loss_tokens)));
     if (counts.loss_tokens == 0) {
       print("  step {}: update {} of {} has no token to train on (every row masked): no optimizer step\n", r.step,
             u + 1, updates);
@@ -329,6 +364,13 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   const double n = static_cast<double>(updates);
   r.loss = loss_sum / n, r.kl = kl / n, r.clip_fraction = clip / n, r.token_mult_prob_error = mult / n;
   r.grad_norm = grad;
+  if (D > 1) {
+    std::vector<double> v{static_cast<double>(r.masked_rows), static_cast<double>(r.loss_tokens)};
+    groups_->data->all_reduce_host(v);
+    r.masked_rows = static_cast<int64_t>(v[0]);
+    r.loss_tokens = static_cast<int64_t>(v[1]);
+    r.max_logprob_error = groups_->data->all_reduce_host(r.max_logprob_error, parallel::ReduceOp::max);
+  }
   r.weight_bytes = weight_bytes_;
   const Backend& backend = net_.params().backend();
   if (!backend.device().is_cpu()) {

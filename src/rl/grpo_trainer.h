@@ -128,6 +128,10 @@ class GrpoTrainer : private train::TrainingJob {
   const RlConfig& cfg_;
   model::HybridModel& net_;
   const data::Tokenizer& tok_;
+  // Data parallelism: rank r of D generates prompts [r P/D, (r+1) P/D) of every step (whole
+  // groups, so baselines are over whole groups) and trains on their rows; the step's gradients,
+  // normaliser and loss metrics are summed over the data group (train/train_step.h).
+  std::shared_ptr<const parallel::ProcessGroups> groups_;
   std::vector<RlPrompt> train_, val_;
   GrpoTrainerOptions opts_;
   train::AdamW opt_;

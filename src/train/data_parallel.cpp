@@ -51,24 +51,86 @@ LoopHooks rank_hooks(LoopHooks hooks) {
   return hooks;
 }
 
-GradReducer::GradReducer(model::ParamStore& params, parallel::Communicator& group, int64_t bucket_elements)
-    : params_(params), group_(group), bucket_elements_(bucket_elements) {
-  NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
-  params_.make_grads_contiguous();
-  const int64_t n = params_.grad_buffer().numel();
-  buckets_ = (n + bucket_elements_ - 1) / bucket_elements_;
+namespace {
+
+// The trunk layer whose backward completes a parameter's gradient: "<prefix>layers.<i>." of the
+// trunk (not an MTP block's, "mtp.*"); everything else but the embedding (final norm, head, the
+// MTP blocks) is complete before the trunk's backward starts: `before_trunk`; the embedding only
+// at the very end: -1.
+int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_t before_trunk) {
+  if (&p == &embedding) return -1;
+  const std::string& n = p.name;
+  if (n.rfind("mtp.", 0) == 0 || n.find(".mtp.") != std::string::npos) return before_trunk;
+  const size_t at = n.find("layers.");
+  if (at == std::string::npos) return before_trunk;
+  size_t end = at + 7;
+  int64_t layer = 0;
+  bool digits = false;
+  while (end < n.size() && n[end] >= '0' && n[end] <= '9') layer = layer * 10 + (n[end++] - '0'), digits = true;
+  return digits && end < n.size() && n[end] == '.' ? layer : before_trunk;
 }
 
-void GradReducer::all_reduce() {
-  if (group_.size() == 1) return;
+}  // namespace
+
+GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements)
+    : params_(net.params()), group_(group) {
+  NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
+  params_.make_grads_contiguous();
   const Tensor& buf = params_.grad_buffer();
-  for (int64_t b = 0; b < buckets_; ++b) {
-    Tensor bucket = buf.slice(b * bucket_elements_, std::min(buf.numel(), (b + 1) * bucket_elements_));
-    group_.all_reduce(bucket, parallel::ReduceOp::sum);
+  const int64_t layers = net.config().num_layers();
+  // Parameters by their place in the buffer, from the end (the backward's order).
+  struct Span {
+    int64_t begin, ready;
+  };
+  std::vector<Span> spans;
+  for (const model::Param* p : params_.all())
+    if (params_.in_grad_buffer(*p))
+      spans.push_back({(static_cast<const char*>(p->grad.raw()) - static_cast<const char*>(buf.raw())) /
+                           static_cast<int64_t>(dtype_size(buf.dtype())),
+                       ready_after(*p, net.embedding(), layers)});
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin > b.begin; });
+  int64_t end = buf.numel();
+  Bucket open{0, end, layers, false};
+  for (const Span& sp : spans) {
+    // A bucket is ready once its least-ready parameter is; close it at the size limit.
+    open.begin = sp.begin;
+    open.ready_after = std::min(open.ready_after, sp.ready);
+    if (open.end - open.begin >= bucket_elements) {
+      buckets_.push_back(open);
+      open = Bucket{0, open.begin, layers, false};
+    }
   }
-  // Gradients outside the buffer (a parameter unfrozen after it was made).
-  for (model::Param* p : params_.all())
-    if (p->grad.defined() && !params_.in_grad_buffer(*p)) group_.all_reduce(p->grad, parallel::ReduceOp::sum);
+  if (open.end > 0) {
+    open.begin = 0;
+    buckets_.push_back(open);
+  }
+  hook_ = [this](int64_t layer) {
+    for (Bucket& b : buckets_)
+      if (!b.queued && b.ready_after >= layer) queue(b), ++overlapped_;
+  };
+}
+
+const std::function<void(int64_t)>* GradReducer::layer_hook() {
+  overlapped_ = 0;
+  return group_.size() > 1 ? &hook_ : nullptr;
+}
+
+void GradReducer::queue(Bucket& b) {
+  Tensor bucket = params_.grad_buffer().slice(b.begin, b.end);
+  group_.all_reduce_async(bucket, parallel::ReduceOp::sum);
+  b.queued = true;
+}
+
+void GradReducer::finish() {
+  if (group_.size() > 1) {
+    for (Bucket& b : buckets_)
+      if (!b.queued) queue(b);
+    // Gradients outside the buffer (a parameter unfrozen after it was made).
+    for (model::Param* p : params_.all())
+      if (p->grad.defined() && !params_.in_grad_buffer(*p)) group_.all_reduce_async(p->grad, parallel::ReduceOp::sum);
+    group_.wait_pending();
+  }
+  for (Bucket& b : buckets_) b.queued = false;
 }
 
 }  // namespace nemotron::train

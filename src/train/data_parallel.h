@@ -14,6 +14,7 @@
 #pragma once
 #include <memory>
 
+#include "model/hybrid_model.h"
 #include "model/param.h"
 #include "parallel/communicator.h"
 #include "train/batch_source.h"
@@ -42,22 +43,40 @@ class DataParallelSource final : public BatchSource {
 // same step). Unchanged for one process.
 LoopHooks rank_hooks(LoopHooks hooks);
 
+// Sums the gradients over the data group in buckets of the flat gradient buffer, overlapped with
+// the backward where the group allows it (NCCL: a second stream): buckets are contiguous ranges
+// of the buffer in reverse registration order (head and MTP, then the trunk's last layer down to
+// its first, the embedding last), and a bucket is queued as soon as the backward of the last
+// micro-batch finished every layer it holds (the layer hook, Context::on_layer_backward). What
+// is left is queued at finish(), which then makes the compute stream wait for all of it.
 class GradReducer {
  public:
   static constexpr int64_t kDefaultBucketElements = 40'000'000;
-  // Makes `params`' gradients contiguous (ParamStore::make_grads_contiguous).
-  GradReducer(model::ParamStore& params, parallel::Communicator& group,
-              int64_t bucket_elements = kDefaultBucketElements);
-  // Sums every gradient over the group, in place. Collective: every member calls it once per step.
-  void all_reduce();
-  int64_t bucket_count() const { return buckets_; }
+  // Makes `net`'s gradients contiguous (ParamStore::make_grads_contiguous).
+  GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements = kDefaultBucketElements);
+  // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one).
+  const std::function<void(int64_t layer)>* layer_hook();
+  // After the last backward: queues the buckets not yet queued, and waits for every one.
+  void finish();
+  // All at once, after the backward (no overlap): begin nothing, then finish().
+  void all_reduce() { finish(); }
+  int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
   int64_t buffer_elements() const { return params_.grad_buffer().numel(); }
+  // Buckets queued from the layer hook (overlapped) in the last step.
+  int64_t overlapped_buckets() const { return overlapped_; }
 
  private:
+  struct Bucket {
+    int64_t begin = 0, end = 0;  // elements of the flat buffer
+    int64_t ready_after = 0;     // queued once layer `ready_after` finished (-1: only at finish)
+    bool queued = false;
+  };
+  void queue(Bucket& b);
   model::ParamStore& params_;
   parallel::Communicator& group_;
-  int64_t bucket_elements_;
-  int64_t buckets_ = 0;
+  std::vector<Bucket> buckets_;  // in the order the backward completes them
+  std::function<void(int64_t)> hook_;
+  int64_t overlapped_ = 0;
 };
 
 }  // namespace nemotron::train

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/hybrid_model.h"
+#include "parallel/communicator.h"
 
 namespace nemotron::train {
 
@@ -44,8 +45,13 @@ class LossFn {
   virtual std::string name() const = 0;
   // Once per step, before any forward, with every micro-batch of the global batch (on the host
   // or the device): the number the step divides numerator and gradients by. Must be > 0.
-  // (With data parallelism the step will sum it over the ranks.)
+  // With data parallelism, `micro` is this rank's share and the step sums the answer over the
+  // data group.
   virtual double normaliser(const std::vector<model::Batch>& micro) = 0;
+  // Data parallelism: called by the step right after normaliser(), on every rank of the data
+  // group, so a loss that keeps counts of the global batch (e.g. for metrics it returns already
+  // divided) sums them over the group. The step sums the normaliser itself. Nothing by default.
+  virtual void reduce_counts(parallel::Communicator& data_group) {}
   // The linear form: when numerator = sum_n c_n * -log p_n with c independent of the log-probs,
   // set *c to [N] weights (compute dtype or float32, the batch's device) or leave it undefined
   // for c = 1 on every token with a label, and return true. False: the general form.

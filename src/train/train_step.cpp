@@ -51,9 +51,20 @@ MtpWeights mtp_weights(const model::HybridModel& net, const std::vector<model::B
   return w;
 }
 
+namespace {
+// The trunk's backward with the layer hook set for its duration only (the MTP blocks' backward,
+// run before it, is not the trunk's).
+void trunk_backward(Context& ctx, model::HybridModel& net, model::Activations& act, Tensor& dx,
+                    const std::function<void(int64_t)>* trunk_layer_done) {
+  ctx.on_layer_backward = trunk_layer_done;
+  net.backward(ctx, act, dx);
+  ctx.on_layer_backward = nullptr;
+}
+}  // namespace
+
 MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
                                   int64_t micro_index, double grad_scale, model::ForwardStats* stats,
-                                  const MtpWeights* mtp) {
+                                  const MtpWeights* mtp, const std::function<void(int64_t)>* trunk_layer_done) {
   MicroBatchResult r;
   model::Activations act;
   Tensor x = net.forward(ctx, mb.input_ids, &act, stats, mb.layout());
@@ -68,7 +79,7 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
       r.mtp_sums = net.mtp_loss(ctx, x, mb, c, scales, &dx, stats);
       for (size_t k = 0; k < r.mtp_sums.size(); ++k) r.mtp_objective += mtp->weight[k] * r.mtp_sums[k];
     }
-    net.backward(ctx, act, dx);
+    trunk_backward(ctx, net, act, dx, trunk_layer_done);
     r.loss_sum = sum_on_host(values);  // read after the backward is queued: one wait per micro-batch
     return r;
   }
@@ -79,7 +90,7 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
   // d(grad_scale * numerator)/d log p_n = grad_scale * dlogprob_n = -grad_scale * w_n.
   Tensor w = head_weights_from(ctx, g.dlogprob, N);
   net.head(ctx, x, mb.labels, w, grad_scale, &dx);
-  net.backward(ctx, act, dx);
+  trunk_backward(ctx, net, act, dx, trunk_layer_done);
   r.loss_sum = g.loss_sum;
   r.metrics = std::move(g.metrics);
   return r;
@@ -127,14 +138,16 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
       ws_(net.params().backend()),
       ctx_{&net.params().backend(), net.params().backend().device().is_cpu() ? &ws_ : nullptr, net.params().dtype()} {
   ctx_.groups = cfg_.groups.get();
-  reducer_ = std::make_unique<GradReducer>(net_.params(), *groups().data);
+  reducer_ = std::make_unique<GradReducer>(net_, *groups().data, cfg_.grad_bucket_elements);
 }
 
 StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration) {
   NM_CHECK(!micro.empty(), "a training step needs at least one micro-batch");
   parallel::Communicator& dp = *groups().data;
   // The global batch is every data-parallel rank's micro-batches: its normaliser is their sum.
-  const double normaliser = dp.all_reduce_host(loss.normaliser(micro));
+  const double local_normaliser = loss.normaliser(micro);
+  loss.reduce_counts(dp);
+  const double normaliser = dp.all_reduce_host(local_normaliser);
   if (!(normaliser > 0))
     throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration));
   net_.params().zero_grads();
@@ -148,8 +161,11 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   for (size_t k = 0; k < micro.size(); ++k) {
     model::ForwardStats stats;
     ctx_.dropout = {true, cfg_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(k)};
+    // The last micro-batch's backward completes each layer's gradients: their buckets start
+    // their reduction over the data group while the earlier layers' backward runs.
+    const bool last = k + 1 == micro.size();
     MicroBatchResult m = forward_backward(ctx_, net_, batch_on(micro[k], backend), loss, static_cast<int64_t>(k),
-                                          1.0 / normaliser, &stats, &mtp);
+                                          1.0 / normaliser, &stats, &mtp, last ? reducer_->layer_hook() : nullptr);
     ctx_.dropout = {};  // evaluation and whatever else runs on this context drop nothing
     ws_.reset();
     balancer_.add(stats);
@@ -160,7 +176,7 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   }
   {
     OpScope scope(ctx_, OpPhase::optimizer, "data_parallel_grad_reduce");
-    reducer_->all_reduce();
+    reducer_->finish();
   }
   if (dp.size() > 1) {  // the step's sums over the whole global batch
     std::vector<double> sums{r.loss_sum, mtp_objective};

@@ -54,9 +54,12 @@ struct MicroBatchResult {
 // returned d numerator / d log p. `stats` receives the forward's MoE statistics when given (the
 // MTP depths' MoE layers' in stats->mtp_moe when they ran).
 // `mtp` on (linear losses only): the MTP depths' loss joins the objective with those weights.
+// `trunk_layer_done` (when given) is called as the trunk's backward completes each layer's
+// gradients (Context::on_layer_backward; data parallelism's overlapped reduction).
 MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
                                   int64_t micro_index, double grad_scale, model::ForwardStats* stats = nullptr,
-                                  const MtpWeights* mtp = nullptr);
+                                  const MtpWeights* mtp = nullptr,
+                                  const std::function<void(int64_t)>* trunk_layer_done = nullptr);
 // Forward only: the loss's numerator over one batch (evaluation: the main head's loss only).
 // With `mtp` on, *mtp_objective (when given) receives MTP's part of the numerator.
 double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
@@ -77,6 +80,8 @@ struct StepConfig {
   // run() gets its share of the global batch's micro-batches (DataParallelSource) and the step
   // reduces the normaliser, the loss sums, the MoE statistics and the gradients over the group.
   std::shared_ptr<const parallel::ProcessGroups> groups;
+  // Elements per gradient bucket of the data-parallel reduction (Megatron's ddp.bucket_size).
+  int64_t grad_bucket_elements = GradReducer::kDefaultBucketElements;
 };
 
 struct StepResult {
@@ -117,6 +122,7 @@ class TrainStep {
   // The compute context of every forward/backward (e.g. to attach an op profiler).
   Context& context() { return ctx_; }
   const parallel::ProcessGroups& groups() const { return parallel::groups_of(ctx_); }
+  const GradReducer& grad_reducer() const { return *reducer_; }
   const MoeBalancer& balancer() const { return balancer_; }
   model::HybridModel& model() { return net_; }
   AdamW& optimizer() { return opt_; }
