@@ -223,12 +223,6 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
 
   std::string recipe;
   const nlohmann::json tree = recipe_tree(o, recipe);
-  // GRPO (cli/rl_command.cpp) does not split over ranks yet: every rank would run the whole job
-  // and all but one would fail on the checkpoint directory's lock. Say so before starting them.
-  if (o.stage == "rl" && p.world_size() > 1)
-    throw InputError(fmt::format("{}: [{}]: {} ranks, but `rl` runs as one process in this build (use a profile "
-                                 "with nproc_per_node = 1, or nodes = ntasks_per_node = 1)",
-                                 p.file, p.name, p.world_size()));
   const std::string dir_key = run_dir_key(o);
   const std::string dir = tree_string(tree, dir_key.substr(0, dir_key.find('.')), dir_key.substr(dir_key.find('.') + 1));
   const std::string exe = fs::read_symlink("/proc/self/exe").string();

@@ -103,6 +103,12 @@ grep -qE '^mpirun -np 2 ' "$TMP/out" || fail "--dry-run: no mpirun line"
 grep -qE '^  rank 1: dp 1' "$TMP/out" || fail "--dry-run: no rank table: $(grep -A3 'rank layout' "$TMP/out")"
 [[ -e "$TMP/dry" ]] && fail "--dry-run wrote $TMP/dry"
 
+# rl and sft take --run too (add_training_command): their dry runs plan for the profile's 2 ranks.
+for stage in sft rl; do
+  expect_ok "--dry-run $stage --run local2 shows 2 ranks" '^rank layout: DP 2 x .* over 2 ranks' \
+    "$BIN" super3 $stage -c tiny --run local2 --env-file "$TMP/env.toml" --dry-run
+done
+
 # env.toml found walking up from the current directory (no --env-file).
 mkdir -p "$TMP/a/b"
 (cd "$TMP/a/b" && cp "$TMP/env.toml" "$TMP/a/env.toml" &&
@@ -121,9 +127,6 @@ expect_error "--batch on a local profile" \
 expect_error "--run slurm outside an allocation" \
   "$TMP/env.toml: [cluster]: --run with executor slurm runs inside an allocation, and SLURM_JOB_ID is not set (salloc -N 1 --ntasks-per-node 2 first, or submit with --batch cluster)" \
   env -u SLURM_JOB_ID "${run[@]}" --run cluster --env-file "$TMP/env.toml"
-expect_error "rl on 2 ranks" \
-  "$TMP/env.toml: [local2]: 2 ranks, but \`rl\` runs as one process in this build (use a profile with nproc_per_node = 1, or nodes = ntasks_per_node = 1)" \
-  "$BIN" super3 rl -c tiny --run local2 --env-file "$TMP/env.toml"
 expect_usage_error "--run with --batch" 'excludes' "${run[@]}" --run local2 --batch cluster --env-file "$TMP/env.toml"
 (cd / && "${run[@]}" --run local2 >"$TMP/out" 2>"$TMP/err")
 [[ $? -eq 2 ]] && grep -q '^error: --run local2: no env.toml in / or any directory above it' "$TMP/err" &&
