@@ -6,15 +6,17 @@
 # chromium and python3 render `nemotron report`'s page and check its screenshot
 # (tests/cli/report_browser_test.sh); nodejs and npm run the official `openai` npm client against
 # `nemotron serve` (tests/cli/serve_openai_js_test.sh); curl is the HTTP client of
-# tests/cli/serve_test.sh (Debian's minimal base has none); building and running nemotron never needs them.
+# tests/cli/serve_test.sh (Debian's minimal base has none); slurm-wlm and munge run a real single-node
+# Slurm for tests/cli/slurm_batch_test.sh (scripts/slurm-single-node.sh); building and running
+# nemotron never needs them.
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates libopenmpi-dev openmpi-bin
   libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+  libpcre2-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libtomlplusplus-dev
 )
-TEST_PACKAGES=(chromium python3 nodejs npm curl)
+TEST_PACKAGES=(chromium python3 nodejs npm curl slurm-wlm munge)
 
 case "${1:-}" in
   --tests) PACKAGES+=("${TEST_PACKAGES[@]}") ;;

@@ -69,10 +69,22 @@ std::string rank_device(const std::string& device, const std::string& source) {
   return fmt::format("cuda:{}", l.local_rank);
 }
 
-parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source) {
+namespace {
+int64_t routed_experts(const model::ModelConfig& model) {
   const bool moe = model.hybrid_override_pattern.find('E') != std::string::npos ||
                    model.mtp_hybrid_override_pattern.find('E') != std::string::npos;
-  parallel::RankLayout layout(model.parallel, launch_info().size, {moe ? model.n_routed_experts : 0}, source);
+  return moe ? model.n_routed_experts : 0;
+}
+}  // namespace
+
+std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model) {
+  std::string s = "rank layout: " + layout.describe() + "\n";
+  for (const std::string& line : layout.rank_table(routed_experts(model))) s += "  " + line + "\n";
+  return s;
+}
+
+parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source, int world) {
+  parallel::RankLayout layout(model.parallel, world > 0 ? world : launch_info().size, {routed_experts(model)}, source);
   // The groups exist; the MoE layers do not split their experts over them yet. Refuse rather than
   // train replicated experts under a layout that says otherwise.
   if (layout.expert() > 1)

@@ -35,8 +35,11 @@ const parallel::MpiCommunicator* world_communicator();
 std::string rank_device(const std::string& device, const std::string& source);
 
 // The run's layout from the model section's parallel keys and the launcher's world, validated:
-// one line naming the key, before anything starts.
-parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source);
+// one line naming the key, before anything starts. `world` > 0 plans for that many ranks instead
+// (a --dry-run of `--run`/`--batch`, cli/launch.h).
+parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source, int world = 0);
+// Its rank table for a dry run: "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks" and one line per rank.
+std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model);
 // Its groups over the world (NCCL on `backend` when it is a GPU; MPI on the host otherwise).
 std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,
                                                                    Backend* backend);

@@ -57,11 +57,14 @@ void print_unigram_baseline(const train::PretrainConfig& cfg, const train::Train
 int run_pretrain(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "pretrain", o.config);
   train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides, artifact_ref_resolver());
-  const parallel::RankLayout layout = run_layout(cfg.model, path);
+  const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {
-    std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    if (!o.quiet) {
+      std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+      if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+    }
     return 0;
   }
   if (const std::string why = train::host_memory_shortfall(cfg, physical_memory_bytes()); !why.empty())

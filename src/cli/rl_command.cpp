@@ -50,13 +50,16 @@ int run_rl(const TrainingCommandOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const std::string path = resolve_recipe(o.family, "rl", o.config);
   const rl::RlConfig cfg = rl::load_rl_config(path, o.overrides, artifact_ref_resolver());
+  const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   if (o.dry_run) {
-    std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    if (!o.quiet) {
+      std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+      if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+    }
     return 0;
   }
   // The device first: device=cuda in a build without CUDA, or on a machine without a GPU, is one
   // line naming the key before anything is read or written.
-  const parallel::RankLayout layout = run_layout(cfg.model, path);
   train::ComputeDevice dev = train::open_compute_device(path, rank_device(cfg.device, path), cfg.mixed_precision);
   // Then the environment's server(s): one that is down is one line naming its key and URL, exit 1,
   // before anything is loaded or written, not a run whose every row comes back unscored.

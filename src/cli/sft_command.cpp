@@ -94,11 +94,14 @@ void print_accuracy(const char* when, const train::TeacherForcedAccuracy& a) {
 int run_sft(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "sft", o.config);
   train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
-  const parallel::RankLayout layout = run_layout(cfg.model, path);
+  const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {
-    std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+    if (!o.quiet) {
+      std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
+      if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+    }
     return 0;
   }
   const train::CheckpointSection& k = cfg.checkpoint;

@@ -9,6 +9,7 @@
 
 #include "cli/artifact_publish.h"
 #include "cli/distributed.h"
+#include "cli/launch.h"
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
 #include "train/run_dir.h"
@@ -36,7 +37,20 @@ void add_training_command(CLI::App& app, const std::string& stage, const std::st
         ->check(CLI::Validator(
             [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
             "KEY=VALUE"));
+    CLI::Option* run_opt = cmd->add_option("-r,--run", o->run_profile,
+                                           "Run attached under env.toml profile PROFILE (local: mpirun; slurm: srun "
+                                           "in the allocation), streaming the log");
+    CLI::Option* batch_opt = cmd->add_option("-b,--batch", o->batch_profile,
+                                             "Submit as an sbatch job under env.toml profile PROFILE (executor slurm); "
+                                             "prints the job id");
+    run_opt->excludes(batch_opt);
+    cmd->add_option("--env-file", o->env_file, "env.toml to read profiles from (default: ./env.toml or the first "
+                                               "walking up from the current directory)");
     cmd->callback([o, run] {
+      if (!o->run_profile.empty() || !o->batch_profile.empty()) {
+        launch_training(*o, run);  // execs the launcher, submits, or prints (--dry-run)
+        return;
+      }
       if (int sig = run(*o)) reraise(sig);  // after every destructor: files closed, lock released
     });
   }

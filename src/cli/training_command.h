@@ -22,6 +22,14 @@ struct TrainingCommandOptions {
   std::string config = "default";
   bool dry_run = false;
   std::vector<std::string> overrides;
+  // Launch (cli/launch.h): an env.toml profile to run under (--run) or submit (--batch), and the
+  // env file (default: the first env.toml walking up from the current directory).
+  std::string run_profile, batch_profile, env_file;
+  // The world a --dry-run of a launch plans for (0: this process's launcher, as when running).
+  int planned_world_size = 0;
+  // With dry_run: print nothing, only load and validate (a launch checks the command this way
+  // before it starts ranks or submits a job, so a bad config is one line here, not in a job log).
+  bool quiet = false;
 };
 
 // The command as the run-directory lock records it (who holds checkpoint.save).
