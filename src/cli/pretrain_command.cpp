@@ -82,8 +82,9 @@ int run_pretrain(const TrainingCommandOptions& o) {
   train::ComputeDevice dev = train::open_compute_device(cfg);
   // The planner before the weights exist: a model that cannot fit is one line, not an allocation
   // failure minutes in.
-  if (const std::string why = train::gpu_memory_shortfall(train::estimate_memory(cfg),
-                                                          static_cast<double>(dev.backend->available_bytes()));
+  const int64_t optimizer_shards = cfg.ddp.use_distributed_optimizer ? layout.data() : 1;
+  if (const std::string why = train::gpu_memory_shortfall(
+          train::estimate_memory(cfg), static_cast<double>(dev.backend->available_bytes()), optimizer_shards);
       !why.empty())
     throw InputError(fmt::format("{}: {}: {}", path, dev.backend->name(), why));
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype);

@@ -92,8 +92,12 @@ std::string host_memory_shortfall(const PretrainConfig& cfg, double have) {
 std::string gpu_memory_shortfall(const MemoryEstimate& m, double have, int64_t optimizer_shards) {
   if (have <= 0) return "";
   const double P = static_cast<double>(m.params), T = m.trainable < 0 ? P : static_cast<double>(m.trainable);
-  const double weights = 2 * P, grads = 4 * T, optimizer = 12 * T / static_cast<double>(optimizer_shards),
-               activations = m.activation_bytes / 2;
+  // Sharded (ZeRO-1, train/adamw.h): each rank also holds its float32 gradient shard apart from
+  // the full gradient buffer (reduce-scatter does not write in place) and gathers the bf16 values
+  // through one buffer of the whole model.
+  const double shards = static_cast<double>(optimizer_shards);
+  const double weights = 2 * P, grads = 4 * T + (optimizer_shards > 1 ? 4 * T / shards + 2 * T : 0.0),
+               optimizer = 12 * T / shards, activations = m.activation_bytes / 2;
   const double need = weights + grads + optimizer + activations;
   if (need <= have) return "";
   return fmt::format(

@@ -114,4 +114,30 @@ sys.exit(1 if bad else 0)' "$TMP/z$np/iter_0000003/model.safetensors" &&
     "$TMP/g1/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: DP $np checkpoint resumed on one GPU: weights $msg"; else
     fail "DP $np checkpoint resumed on one GPU: weights $msg"; fi
 done
-finish "data parallelism on $gpus GPUs over NCCL against one GPU, with and without the distributed optimizer; GRPO on 2"
+# A model that does not fit one GPU: bench/configs/hybrid_moe_5b_pretrain.yaml (4.98 B parameters
+# with 10 MoE layers; 18 with 8.3 B where a GPU has over 100 GiB) needs 18 bytes a parameter on one
+# GPU, so one GPU stops with the planner's one line (exit 2, before any weight exists); 4 GPUs with
+# the distributed optimizer (2 + 4 + 4/4 + 2 + 12/4 bytes a parameter) train 3 steps.
+if [[ $gpus -ge 4 ]]; then
+  mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  pattern="MEMEM*EMEMEM*EMEMEMEE"
+  [[ ${mem:-0} -gt 100000 ]] && pattern="MEMEMEM*EMEMEMEM*EMEEEEEEEEEEE"
+  big=("$BIN" super3 pretrain -c bench/configs/hybrid_moe_5b_pretrain.yaml model.hybrid_override_pattern="$pattern")
+  "${big[@]}" >"$TMP/outbig1" 2>"$TMP/errbig1"
+  rc=$?
+  if [[ $rc -eq 2 ]] && grep -q "does not fit one GPU" "$TMP/errbig1"; then
+    echo "ok: one GPU refuses it: $(cat "$TMP/errbig1")"
+  else
+    fail "one GPU: exit $rc, expected the planner's refusal: $(tail -3 "$TMP/errbig1")"
+  fi
+  t0=$SECONDS
+  "${MPIRUN[@]}" -np 4 "${big[@]}" ddp.use_distributed_optimizer=true >"$TMP/outbig4" 2>"$TMP/errbig4"
+  rc=$?
+  grep -E "parameters|^distributed optimizer|^ iteration|peak device memory" "$TMP/outbig4"
+  if [[ $rc -eq 0 ]] && grep -qE '^ iteration +3/ +3 ' "$TMP/outbig4"; then
+    echo "ok: 4 GPUs with the distributed optimizer train it ($((SECONDS - t0)) s with start-up)"
+  else
+    fail "4 GPUs: exit $rc: $(tail -5 "$TMP/errbig4")"
+  fi
+fi
+finish "data parallelism on $gpus GPUs over NCCL against one GPU, with and without the distributed optimizer; GRPO on 2; a model too large for one GPU on 4"
