@@ -37,6 +37,16 @@ inline std::vector<std::vector<int32_t>> random_prompts(int64_t count, int64_t l
   return prompts;
 }
 
+// A training micro-batch of B rows of T random tokens (stream `seed`): labels are the next token,
+// -100 at each row's end.
+inline model::Batch random_train_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, uint64_t seed) {
+  Philox rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
+  for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
+  return {Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

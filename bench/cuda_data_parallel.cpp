@@ -17,6 +17,7 @@
 #include <cstdlib>
 
 #include "bench_io.h"
+#include "bench_models.h"
 #include "gemm_peak.h"
 #include "core/version.h"
 #include "model/hybrid_model.h"
@@ -29,14 +30,6 @@
 using namespace nemotron;
 
 namespace {
-
-model::Batch random_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, uint64_t seed) {
-  Philox rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
-  for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
-  return {Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
-}
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -91,7 +84,7 @@ int main(int argc, char** argv) {
     if (bucket_mib > 0) sc.grad_bucket_elements = bucket_mib << 18;
     train::TrainStep step(net, opt, sc);
     train::MaskedCrossEntropy ce;
-    model::Batch batch = random_batch(cfg, B, T, 99 + static_cast<uint64_t>(rank));
+    model::Batch batch = bench::random_train_batch(cfg, B, T, 99 + static_cast<uint64_t>(rank));
     batch.input_ids = batch.input_ids.to(gpu);
     batch.labels = batch.labels.to(gpu);
     const std::vector<model::Batch> micro(static_cast<size_t>(accum), batch);

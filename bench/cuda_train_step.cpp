@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "bench_io.h"
+#include "bench_models.h"
 #include "core/version.h"
 #include "model/hybrid_model.h"
 #include "model/lora.h"
@@ -74,20 +75,12 @@ int64_t count_kind(const model::ModelConfig& cfg, model::LayerKind k) {
   return n;
 }
 
-model::Batch random_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, uint64_t seed) {
-  Philox rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(B * T)), labels(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng.bits(i) % cfg.vocab_size);
-  for (size_t i = 0; i < ids.size(); ++i) labels[i] = (i + 1) % T == 0 ? -100 : ids[i + 1];
-  return {Tensor::from_vector<int32_t>({B, T}, ids), Tensor::from_vector<int32_t>({B, T}, labels), {}};
-}
-
-// The same tokens as random_batch, cut into packed sequences: labels end at each sequence's
+// The same tokens as bench::random_train_batch, cut into packed sequences: labels end at each sequence's
 // last token (-100), seq_idx counts sequences along the row, position_ids restart, loss_mask
 // covers each sequence's last 60%.
 model::Batch packed_batch(const model::ModelConfig& cfg, int64_t B, int64_t T, int64_t mean_len, uint64_t seed,
                           int64_t* sequences) {
-  model::Batch b = random_batch(cfg, B, T, seed);
+  model::Batch b = bench::random_train_batch(cfg, B, T, seed);
   const std::vector<double> ids = b.input_ids.to_f64_vector();
   std::vector<int32_t> labels(ids.size()), seq(ids.size()), pos(ids.size());
   std::vector<float> mask(ids.size());
@@ -207,7 +200,7 @@ int main(int argc, char** argv) {
     train::TrainStep train_step(net, opt, train::StepConfig{/*clip_grad=*/1.0, {}});
     train::MaskedCrossEntropy ce;
     int64_t sequences = B;
-    model::Batch batch = packed > 0 ? packed_batch(cfg, B, T, packed, 99, &sequences) : random_batch(cfg, B, T, 99);
+    model::Batch batch = packed > 0 ? packed_batch(cfg, B, T, packed, 99, &sequences) : bench::random_train_batch(cfg, B, T, 99);
     batch.input_ids = batch.input_ids.to(gpu);
     batch.labels = batch.labels.to(gpu);
     for (Tensor* t : {&batch.loss_mask, &batch.seq_idx, &batch.position_ids})

@@ -10,37 +10,11 @@
 # step moves a weight by up to lr = 3e-3).
 # Then the bad layouts: one line naming the key, exit 2, before anything starts.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-
-MPIRUN=(mpirun --oversubscribe)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMP_NUM_THREADS=1  # ranks share 2 cores
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
 run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=4 train.global_batch_size=8
   train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 checkpoint.save_interval=0 logger.tensorboard_dir=null
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=2)
-
-# losses FILE: every train and validation loss of a metrics.jsonl, one per line.
-losses() {
-  python3 -c 'import json,sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("type") == "train": print("train", r["iteration"], repr(r["lm_loss"]), repr(r.get("mtp_1_loss")))
-    if r.get("type") == "validation": print("valid", r["iteration"], repr(r["lm_loss"]))' "$1"
-}
-
-# close A B TOL: every number in the loss lists A and B agrees within TOL relative.
-close() {
-  python3 -c 'import sys
-a, b, tol = open(sys.argv[1]).read().split(), open(sys.argv[2]).read().split(), float(sys.argv[3])
-assert len(a) == len(b) and len(a) > 0, (a, b)
-worst = 0.0
-for x, y in zip(a, b):
-    if x == y: continue
-    fx, fy = float(x), float(y)
-    worst = max(worst, abs(fx - fy) / max(abs(fy), 1e-30))
-print(f"max relative loss difference {worst:.3e}")
-sys.exit(0 if worst <= tol else 1)' "$1" "$2" "$3"
-}
 
 expect_ok "one process" '^ iteration +4/ +4 ' "${run[@]}" checkpoint.save="$TMP/dp1"
 losses "$TMP/dp1/metrics.jsonl" >"$TMP/dp1.losses"

@@ -13,40 +13,12 @@
 #  - LoRA SFT at DP2 (frozen base replicated, adapters sharded) equals one process;
 #  - on one process the key changes nothing (bit-identical losses); a bad value names the key.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-
-MPIRUN=(mpirun --oversubscribe)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMP_NUM_THREADS=1  # ranks share 2 cores
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
 run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.global_batch_size=8
   train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 logger.tensorboard_dir=null
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
 zero=(ddp.use_distributed_optimizer=true)
-
-# losses FILE [FROM]: every train and validation loss of a metrics.jsonl from iteration FROM on.
-losses() {
-  python3 -c 'import json,sys
-first = int(sys.argv[2])
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("iteration", 0) < first: continue
-    if r.get("type") == "train": print("train", r["iteration"], repr(r["lm_loss"]), repr(r.get("mtp_1_loss")), repr(r["grad_norm"]))
-    if r.get("type") == "validation": print("valid", r["iteration"], repr(r["lm_loss"]))' "$1" "${2:-0}"
-}
-
-# close A B TOL: the loss lists A and B have the same entries, every number within TOL relative.
-close() {
-  python3 -c 'import sys
-a, b, tol = open(sys.argv[1]).read().split(), open(sys.argv[2]).read().split(), float(sys.argv[3])
-assert len(a) == len(b) and len(a) > 0, (a, b)
-worst = 0.0
-for x, y in zip(a, b):
-    if x == y: continue
-    fx, fy = float(x), float(y)
-    worst = max(worst, abs(fx - fy) / max(abs(fy), 1e-30))
-print(f"max relative loss difference {worst:.3e}")
-sys.exit(0 if worst <= tol else 1)' "$1" "$2" "$3"
-}
 
 # same_run NAME DIR ITER FROM: DIR's losses from iteration FROM and its iter ITER weights equal the
 # single process's.

@@ -7,9 +7,7 @@
 # runs nothing, env.toml is found walking up, and bad profiles are one line naming file, profile
 # and key, exit 2.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-
-export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers without ptrace between processes
-export OMP_NUM_THREADS=1  # ranks share 2 cores
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
 cat >"$TMP/env.toml" <<'EOF'
 [local2]
@@ -33,25 +31,6 @@ EOF
 run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=3 train.global_batch_size=8
   train.micro_batch_size=2 train.eval_interval=3 train.eval_iters=1 checkpoint.save_interval=0 logger.tensorboard_dir=null
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=1)
-
-losses() {
-  python3 -c 'import json,sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("type") == "train": print("train", r["iteration"], repr(r["lm_loss"]))
-    if r.get("type") == "validation": print("valid", r["iteration"], repr(r["lm_loss"]))' "$1"
-}
-close() {
-  python3 -c 'import sys
-a, b, tol = open(sys.argv[1]).read().split(), open(sys.argv[2]).read().split(), float(sys.argv[3])
-assert len(a) == len(b) and len(a) > 0, (a, b)
-worst = 0.0
-for x, y in zip(a, b):
-    if x == y: continue
-    worst = max(worst, abs(float(x) - float(y)) / max(abs(float(y)), 1e-30))
-print(f"max relative loss difference {worst:.3e}")
-sys.exit(0 if worst <= tol else 1)' "$1" "$2" "$3"
-}
 
 expect_ok "one process" '^ iteration +3/ +3 ' "${run[@]}" checkpoint.save="$TMP/dp1"
 losses "$TMP/dp1/metrics.jsonl" >"$TMP/dp1.losses"
