@@ -71,6 +71,9 @@ fi
 made_root=0
 if [[ -z "$root" ]]; then
   root=$(mktemp -d "${TMPDIR:-/var/tmp}/nemotron-clean-root.XXXXXX")
+  # mktemp makes it 0700: the root's / must be 0755 as on a real system, or system users (munge's
+  # post-install `su munge -s /bin/sh`, the test-only Slurm packages) cannot reach /bin/sh.
+  chmod 755 "$root"
 fi
 mounts=()
 cleanup() {
