@@ -18,6 +18,19 @@ state=$(mkdir -p "$2" && cd "$2" && pwd) || { echo "slurm-single-node: cannot cr
 export SLURM_CONF="$state/slurm.conf"
 
 skip() { echo "slurm-single-node: $*" >&2; exit 77; }
+# Every client call is bounded: where the daemons cannot be reached (e.g. a chroot whose host name
+# does not resolve), scontrol/sinfo wait out Slurm's 10 s message timeout, and munge may hang.
+q() { timeout 4 "$@"; }
+# up SECONDS CMD...: CMD (a bounded check) succeeds within SECONDS.
+up() {
+  local until=$((SECONDS + $1))
+  shift
+  while ((SECONDS < until)); do "$@" && return 0; sleep 0.2; done
+  return 1
+}
+munge_ok() { q munge -n 2>/dev/null | q unmunge >/dev/null 2>&1; }
+ctld_ok() { q scontrol ping 2>/dev/null | grep -q UP; }
+node_idle() { q sinfo -h -o %t 2>/dev/null | grep -qx idle; }
 
 stop() {
   # Reverse order of start; only the processes whose ids start recorded.
@@ -40,15 +53,14 @@ start() {
   done
 
   # 1. Munge: Slurm's authentication. Reuse a daemon that already answers; else start one.
-  if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+  if ! munge_ok; then
     [[ -s /etc/munge/munge.key ]] || mungekey -c >/dev/null 2>&1 || skip "cannot create /etc/munge/munge.key"
     chown munge:munge /etc/munge/munge.key 2>/dev/null
     mkdir -p /run/munge /var/log/munge /var/lib/munge && chown munge:munge /run/munge /var/log/munge /var/lib/munge
     # --foreground under our own background job, so its process id is the daemon's.
     runuser -u munge -- munged --foreground --force >"$state/munged.log" 2>&1 &
     echo $! >"$state/munged.pid"
-    for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
-    munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || { stop; skip "munged did not come up: $(tail -3 "$state/munged.log")"; }
+    up 10 munge_ok || { stop; skip "munged did not come up: $(tail -3 "$state/munged.log")"; }
   fi
 
   # 2. slurm.conf for this one node (its CPUs and memory as the kernel reports them).
@@ -81,23 +93,21 @@ EOF
 
   # 3. The daemons in the foreground (-D) as our background jobs: their ids are ours to stop.
   # Another slurmctld on this host (the default ports) would answer for ours: refuse to mix them.
-  if scontrol ping 2>/dev/null | grep -q UP; then
+  if ctld_ok; then
     stop
     skip "a slurmctld already answers on $host (port 6817); stop it first"
   fi
   slurmctld -D -i -f "$SLURM_CONF" >>"$state/slurmctld.log" 2>&1 &
   echo $! >"$state/slurmctld.pid"
-  for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
-  if ! scontrol ping 2>/dev/null | grep -q UP || ! kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
+  if ! up 20 ctld_ok || ! kill -0 "$(cat "$state/slurmctld.pid")" 2>/dev/null; then
     stop
     skip "slurmctld did not come up: $(tail -3 "$state/slurmctld.log")"
   fi
   slurmd -D -f "$SLURM_CONF" >>"$state/slurmd.log" 2>&1 &
   echo $! >"$state/slurmd.pid"
-  for _ in $(seq 150); do sinfo -h -o %t 2>/dev/null | grep -qx idle && break; sleep 0.2; done
-  if ! sinfo -h -o %t 2>/dev/null | grep -qx idle || ! kill -0 "$(cat "$state/slurmd.pid")" 2>/dev/null; then
+  if ! up 30 node_idle || ! kill -0 "$(cat "$state/slurmd.pid")" 2>/dev/null; then
     stop
-    skip "the node is not idle after 30 s: $(sinfo 2>&1 | tail -2); $(tail -3 "$state/slurmd.log")"
+    skip "the node is not idle after 30 s: $(q sinfo 2>&1 | tail -2); $(tail -3 "$state/slurmd.log")"
   fi
   echo "slurm-single-node: up in $state (node $host, $cpus CPUs); export SLURM_CONF=$SLURM_CONF"
 }
