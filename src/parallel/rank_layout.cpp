@@ -21,8 +21,8 @@ RankLayout::RankLayout(const ParallelSizes& sizes, int world, const LayoutModelF
   // does not split yet. Say so before anything starts rather than train something else.
   if (sizes.tensor > 1)
     fail("tensor_model_parallel_size",
-         fmt::format("{}: tensor parallelism is not implemented yet in this build (set 1; data and expert "
-                     "parallelism are)",
+         fmt::format("{}: tensor parallelism is not implemented yet in this build (set 1; data "
+                     "parallelism is)",
                      sizes.tensor));
   if (sizes.context > 1)
     fail("context_parallel_size",

@@ -111,7 +111,7 @@ bad_layout "expert parallelism not yet" 2 \
   "$recipe: model.expert_model_parallel_size: 2: expert parallelism is not implemented yet in this build (set 1: data parallelism is)" \
   model.expert_model_parallel_size=2
 bad_layout "tensor parallelism not yet" 2 \
-  "$recipe: model.tensor_model_parallel_size: 2: tensor parallelism is not implemented yet in this build (set 1; data and expert parallelism are)" \
+  "$recipe: model.tensor_model_parallel_size: 2: tensor parallelism is not implemented yet in this build (set 1; data parallelism is)" \
   model.tensor_model_parallel_size=2
 
 finish "data parallelism (pretraining over 2 and 4 ranks, GRPO over 2) equals one process; bad layouts refused"
