@@ -17,6 +17,25 @@ namespace nemotron::model {
 
 struct LoraAdapter;  // model/lora.h
 
+// Which ranks hold copies of a parameter (issue 22), and so which group sums its gradient,
+// shards its optimizer state and writes it into a checkpoint.
+enum class ParamReplicas : uint8_t {
+  data,         // every rank of the data group: dense weights, norms, the router, shared experts
+  expert_data,  // a routed expert's weight: one rank of each expert group holds it (the rank whose
+                // expert coordinate owns that expert); its copies are the expert-data group
+};
+
+// This rank's part of a parameter whose whole ("global") tensor may be split over ranks: the value
+// is the box [offset, offset + value shape) of global_shape. A tensor that is not split (every
+// parameter until tensor parallelism, issue 23; an expert under expert parallelism is held whole
+// by its rank) has an empty global_shape and offset, read through the accessors as its own shape
+// and zeros. Checkpoints record both, so a tensor written at one layout loads at another.
+struct ParamShard {
+  Shape global_shape;           // empty: the value's shape
+  std::vector<int64_t> offset;  // per dim; empty: all 0
+  ParamReplicas replicas = ParamReplicas::data;
+};
+
 // Mixed precision (Megatron's scheme): a bf16 store keeps `value` in bf16 for compute, `grad` in
 // float32 (grad_dtype) and, once create_masters() ran, a float32 `master` that the optimizer
 // updates and writes back into `value`. Full-precision stores have no master.
@@ -31,6 +50,12 @@ struct Param {
   bool requires_grad = true;
   // A LoRA adapter on this weight (model/lora.h): Linear adds its term in forward and backward.
   std::shared_ptr<const LoraAdapter> lora;
+  ParamShard shard;
+  Shape global_shape() const { return shard.global_shape.rank() ? shard.global_shape : value.shape(); }
+  std::vector<int64_t> global_offset() const {
+    return shard.offset.empty() ? std::vector<int64_t>(value.rank(), 0) : shard.offset;
+  }
+  bool is_expert() const { return shard.replicas == ParamReplicas::expert_data; }
   // The values that are the truth (saved in checkpoints, updated by the optimizer).
   Tensor& truth() { return master.defined() ? master : value; }
   const Tensor& truth() const { return master.defined() ? master : value; }
