@@ -12,6 +12,9 @@
 //    queues during the last backward (overlapped on a second stream; the embedding's bucket, whose
 //    gradient the backward completes last, never is).
 // Compare the -np 1 and -np N lines of one session for weak scaling (per-GPU tokens/s ratio).
+// --expert-parallel P splits the MoE layers' experts over groups of P ranks (model/expert_exchange.h:
+// the routed rows cross the group by all-to-all, each GPU runs E / P experts on every member's
+// rows); the line then also gives the all-to-all's bus bandwidth on one layer's rows.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +47,7 @@ double bus_gbps(double bytes, double ms, int n) { return n > 1 ? 2.0 * (n - 1) /
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
   int64_t B = 4, T = 4096, allreduce_mib = 1024, bucket_mib = 0;
-  int steps = 10, accum = 1;
+  int steps = 10, accum = 1, ep = 1;
   CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "micro-batch size per GPU");
@@ -53,6 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--grad-accum", accum, "micro-batches per GPU per optimizer step")->check(CLI::PositiveNumber);
   app.add_option("--allreduce-mib", allreduce_mib, "size of the plain NCCL all-reduce that sets the ceiling");
   app.add_option("--bucket-mib", bucket_mib, "gradient bucket size (MiB of float32; Megatron: 40M elements)");
+  app.add_option("--expert-parallel", ep, "expert_model_parallel_size (divides the GPUs and the routed experts)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--results", results, "append one JSON line with the figures to this file (rank 0)");
   CLI11_PARSE(app, argc, argv);
   parallel::MpiRuntime mpi;
@@ -62,7 +67,10 @@ int main(int argc, char** argv) {
     Context ctx{&gpu, nullptr, DType::bf16};
     std::unique_ptr<parallel::MpiCommunicator> world_comm;
     if (world > 1) world_comm = std::make_unique<parallel::MpiCommunicator>(MPI_COMM_WORLD);
-    const parallel::RankLayout layout({}, world, {}, "cuda_data_parallel");
+    model::ModelConfig cfg = model::load_model_config(config);
+    parallel::ParallelSizes sizes;
+    sizes.expert = ep;
+    const parallel::RankLayout layout(sizes, world, {cfg.n_routed_experts}, "cuda_data_parallel --expert-parallel");
     auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
     parallel::Communicator& dp = *groups->data;
     const double peak = measure_gemm_peak_tflops(ctx);
@@ -75,11 +83,10 @@ int main(int argc, char** argv) {
       plain_bus = bus_gbps(static_cast<double>(big.nbytes()), plain_ms, world);
     }
 
-    model::ModelConfig cfg = model::load_model_config(config);
-    model::HybridModel net(cfg, gpu, DType::bf16);
+    model::HybridModel net(cfg, gpu, DType::bf16, {groups->coords().expert, layout.expert()});
     net.init(1234);
     net.params().create_masters();
-    train::AdamW opt(net.params(), {});
+    train::AdamW opt(net.params(), {}, nullptr, groups->expert.get());
     train::StepConfig sc{1.0, {}, 1234, groups};
     if (bucket_mib > 0) sc.grad_bucket_elements = bucket_mib << 18;
     train::TrainStep step(net, opt, sc);
@@ -97,6 +104,20 @@ int main(int argc, char** argv) {
     Tensor grads = net.params().grad_buffer();
     const double grad_ms = world > 1 ? median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2) : 0.0;
     const double grad_bus = bus_gbps(static_cast<double>(grads.nbytes()), grad_ms, world);
+    // Expert parallelism: one all-to-all of one MoE layer's routed rows (B T K slots of the expert
+    // width in bf16, spread evenly), as the exchange sends them four times per layer and step.
+    double a2a_ms = 0, a2a_bus = 0;
+    int64_t a2a_bytes = 0;
+    if (ep > 1) {
+      parallel::Communicator& eg = *groups->expert;
+      const int64_t rows = B * T * cfg.num_experts_per_tok, d = cfg.moe_expert_dim();
+      Tensor send = random_device_tensor(ctx, {rows, d}, DType::bf16, 11), recv = Tensor::empty({rows, d}, DType::bf16, gpu);
+      const std::vector<int64_t> counts(static_cast<size_t>(ep), rows * d / ep);
+      a2a_ms = median_cuda_ms(ctx, 10, [&] { eg.all_to_all_v(send, counts, recv, counts); }, 2);
+      a2a_bytes = static_cast<int64_t>(send.nbytes());
+      // NCCL's convention for all-to-all: (n - 1) / n x bytes / time.
+      a2a_bus = static_cast<double>(ep - 1) / ep * static_cast<double>(a2a_bytes) / (a2a_ms * 1e-3) / 1e9;
+    }
 
     const double tokens_gpu = static_cast<double>(B * T * accum);
     const double tok_s_gpu = tokens_gpu / (step_ms * 1e-3);
@@ -105,9 +126,9 @@ int main(int argc, char** argv) {
     std::vector<double> worst{step_ms};
     dp.all_reduce_host(worst, parallel::ReduceOp::max);
     if (rank == 0) {
-      std::printf("device: %s x %d | nemotron %s | config %s | %.1f M params | per GPU: micro-batch %lld x seq %lld, "
-                  "%d per step = %.0f tokens\n",
-                  gpu.name().c_str(), world, NEMOTRON_VERSION, config.c_str(),
+      std::printf("device: %s x %d (%s) | nemotron %s | config %s | %.1f M params on rank 0 | per GPU: micro-batch "
+                  "%lld x seq %lld, %d per step = %.0f tokens\n",
+                  gpu.name().c_str(), world, layout.describe().c_str(), NEMOTRON_VERSION, config.c_str(),
                   static_cast<double>(net.params().numel()) / 1e6, static_cast<long long>(B),
                   static_cast<long long>(T), accum, tokens_gpu);
       std::printf("bf16 GEMM peak (rank 0): %.1f TFLOP/s\n", peak);
@@ -124,7 +145,13 @@ int main(int argc, char** argv) {
                     static_cast<double>(grads.nbytes()) / (1 << 20), grad_ms, 100.0 * grad_ms / step_ms, grad_bus,
                     100.0 * grad_bus / plain_bus, static_cast<long long>(step.grad_reducer().overlapped_buckets()),
                     static_cast<long long>(step.grad_reducer().bucket_count()));
+      if (ep > 1)
+        std::printf("expert all-to-all of one layer's routed rows (%.1f MiB bf16 per GPU, alone): %.2f ms, bus %.1f GB/s; "
+                    "4 per MoE layer and step (not overlapped)\n",
+                    static_cast<double>(a2a_bytes) / (1 << 20), a2a_ms, a2a_bus);
       nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
+                            {"expert_parallel", ep}, {"layout", layout.describe()}, {"a2a_ms", a2a_ms},
+                            {"a2a_bytes_per_gpu", a2a_bytes}, {"a2a_bus_gbps", a2a_bus},
                             {"batch", B}, {"seq_len", T}, {"grad_accum", accum}, {"step_ms", step_ms},
                             {"slowest_rank_step_ms", worst[0]}, {"tokens_per_s_per_gpu", tok_s_gpu},
                             {"mfu", tflops_gpu / peak}, {"gemm_peak_tflops", peak},

@@ -84,15 +84,17 @@ std::string layout_text(const parallel::RankLayout& layout, const model::ModelCo
 }
 
 parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source, int world) {
-  parallel::RankLayout layout(model.parallel, world > 0 ? world : launch_info().size, {routed_experts(model)}, source);
-  // The groups exist; the MoE layers do not split their experts over them yet. Refuse rather than
-  // train replicated experts under a layout that says otherwise.
+  return parallel::RankLayout(model.parallel, world > 0 ? world : launch_info().size, {routed_experts(model)}, source);
+}
+
+void refuse_expert_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {
   if (layout.expert() > 1)
     throw_config_error(source, "model.expert_model_parallel_size",
-                       fmt::format("{}: expert parallelism is not implemented yet in this build (set 1: data "
-                                   "parallelism is)",
-                                   layout.expert()));
-  return layout;
+                       fmt::format("{}: {} (set 1: data parallelism is)", layout.expert(), why));
+}
+
+model::ModelShard model_shard(const parallel::ProcessGroups& groups) {
+  return {groups.coords().expert, groups.layout.expert()};
 }
 
 std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,

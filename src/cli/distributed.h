@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "model/model_config.h"
+#include "model/model_shard.h"
 #include "parallel/process_groups.h"
 
 namespace nemotron::parallel {
@@ -38,6 +39,10 @@ std::string rank_device(const std::string& device, const std::string& source);
 // one line naming the key, before anything starts. `world` > 0 plans for that many ranks instead
 // (a --dry-run of `--run`/`--batch`, cli/launch.h).
 parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source, int world = 0);
+// Commands whose every part cannot run expert-parallel yet refuse a layout with EP > 1 (`why`).
+void refuse_expert_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
+// The part of the model this rank builds.
+model::ModelShard model_shard(const parallel::ProcessGroups& groups);
 // Its rank table for a dry run: "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks" and one line per rank.
 std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model);
 // Its groups over the world (NCCL on `backend` when it is a GPU; MPI on the host otherwise).

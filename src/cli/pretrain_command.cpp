@@ -67,6 +67,7 @@ int run_pretrain(const TrainingCommandOptions& o) {
     }
     return 0;
   }
+  if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
   if (const std::string why = train::host_memory_shortfall(cfg, physical_memory_bytes()); !why.empty())
     throw InputError(path + ": " + why);
   const train::DatasetSection& d = cfg.dataset;
@@ -84,17 +85,19 @@ int run_pretrain(const TrainingCommandOptions& o) {
   // failure minutes in.
   const int64_t optimizer_shards = cfg.ddp.use_distributed_optimizer ? layout.data() : 1;
   if (const std::string why = train::gpu_memory_shortfall(
-          train::estimate_memory(cfg), static_cast<double>(dev.backend->available_bytes()), optimizer_shards);
+          train::estimate_memory(cfg), static_cast<double>(dev.backend->available_bytes()), optimizer_shards,
+          layout.expert());
       !why.empty())
     throw InputError(fmt::format("{}: {}: {}", path, dev.backend->name(), why));
-  model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
+  std::shared_ptr<const parallel::ProcessGroups> groups = make_process_groups(layout, dev.backend);
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*groups));
   net.init(cfg.seed);
   net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)
   // The model artifact's input: the data prep output holding the blend (none for mock tokens).
   std::vector<std::string> inputs;
   if (!d.mock && !d.per_split_data_args_path.empty()) inputs.push_back(d.per_split_data_args_path);
   train::TrainerOptions topts = trainer_options(cfg.checkpoint.save, inputs);
-  topts.groups = make_process_groups(layout, dev.backend);
+  topts.groups = groups;
   train::Trainer trainer(cfg, net, *data.train, data.valid.get(), std::move(topts));
   train::TrainResult res;
   const int sig = run_training(trainer, cfg.checkpoint, command_line(o), res);

@@ -104,6 +104,7 @@ int run_sft(const TrainingCommandOptions& o) {
     }
     return 0;
   }
+  if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
   const train::CheckpointSection& k = cfg.checkpoint;
   train::SftDataSources data = train::make_sft_data_sources(cfg);  // opens and checks the shards
   // The pretrained weights are used when checkpoint.load has nothing of this run to resume.
@@ -121,7 +122,8 @@ int run_sft(const TrainingCommandOptions& o) {
   }
   const Heldout heldout = heldout_examples(cfg);
   train::ComputeDevice dev = train::open_compute_device(cfg);
-  model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
+  std::shared_ptr<const parallel::ProcessGroups> groups = make_process_groups(layout, dev.backend);
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*groups));
   net.init(cfg.seed);
   // LoRA: adapters on the targeted projections, every base weight frozen (before the masters
   // and the optimizer exist, so neither holds anything for the base).
@@ -129,7 +131,7 @@ int run_sft(const TrainingCommandOptions& o) {
   net.params().create_masters();
   train::TrainerOptions topts =
       trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint});
-  topts.groups = make_process_groups(layout, dev.backend);
+  topts.groups = groups;
   train::Trainer trainer(cfg, net, *data.train, data.valid.get(), std::move(topts));
   // Exact match: greedy completions through the generation engine, right when their last
   // "The answer is N." has the reference N (eval's final_answer verifier).
@@ -143,6 +145,13 @@ int run_sft(const TrainingCommandOptions& o) {
     print_accuracy(when.c_str(),
                    train::teacher_forced_accuracy(net, heldout.teacher_forced, cfg.dataset.seq_length, data.pad_id));
     if (heldout.prompts.empty()) return;
+    // Each rank's engine decodes on its own schedule, while an expert-parallel forward needs every
+    // rank of the expert group at once.
+    if (layout.expert() > 1) {
+      std::printf("held-out answers, generated: skipped under expert parallelism (the engine runs on one rank's "
+                  "experts; score the checkpoint with `nemotron eval`)\n");
+      return;
+    }
     const eval::TaskResult r =
         eval::score_generation(make_generate_fn(net, *heldout.tok, gen_task, cfg.dataset.seq_length),
                                answer_verifier("final_answer"), "heldout", heldout.prompts, nullptr, eval::FewShot{}, 1);

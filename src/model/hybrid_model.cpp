@@ -22,17 +22,17 @@ int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens) {
   return std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, tokens));
 }
 
-HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype)
-    : cfg_(cfg), store_(backend, dtype) {
+HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard)
+    : cfg_(cfg), shard_(shard), store_(backend, dtype) {
   validate(cfg_, "model");
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
   const StackNames names = stack_names(cfg_);
   embed_ = &store_.add(names.embedding, {V, H}, true);
-  trunk_ = std::make_unique<LayerStack>(cfg_, layer_specs(cfg_), store_);
+  trunk_ = std::make_unique<LayerStack>(cfg_, layer_specs(cfg_), store_, 0, shard_);
   norm_f_ = &store_.add(names.final_norm, {H}, false);
   if (!cfg_.tie_word_embeddings) lm_head_ = &store_.add("lm_head.weight", {V, H}, true);
   for (int64_t b = 0; b < cfg_.num_nextn_predict_layers; ++b)
-    mtp_.push_back(std::make_unique<MtpBlock>(cfg_, store_, b));
+    mtp_.push_back(std::make_unique<MtpBlock>(cfg_, store_, b, shard_));
 }
 
 HybridModel::~HybridModel() = default;

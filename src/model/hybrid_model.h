@@ -51,9 +51,11 @@ int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens);
 
 class HybridModel {
  public:
-  HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype);
+  // `shard`: the part of the model this rank builds (model/model_shard.h); the whole by default.
+  HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard = {});
   ~HybridModel();
   const ModelConfig& config() const { return cfg_; }
+  const ModelShard& shard() const { return shard_; }
   ParamStore& params() { return store_; }
   // The trunk's mixers (MTP blocks' are in mtp_blocks()).
   const std::vector<std::unique_ptr<Mixer>>& mixers() const { return trunk_->mixers(); }
@@ -139,6 +141,7 @@ class HybridModel {
   bool recompute() const { return cfg_.recompute_granularity == "full"; }
 
   ModelConfig cfg_;
+  ModelShard shard_;
   double logit_temperature_ = 1.0;
   ParamStore store_;
   Param* embed_ = nullptr;

@@ -8,11 +8,11 @@
 namespace nemotron::model {
 
 LayerStack::LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store,
-                       int64_t first_index)
+                       int64_t first_index, const ModelShard& shard)
     : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), first_index_(first_index) {
   for (size_t i = 0; i < specs.size(); ++i) {
     norms_.push_back(&store.add(specs[i].norm, {cfg.hidden_size}, false));
-    mixers_.push_back(make_mixer(cfg, specs[i], store, first_index + static_cast<int64_t>(i)));
+    mixers_.push_back(make_mixer(cfg, specs[i], store, first_index + static_cast<int64_t>(i), shard));
     moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
   }
 }

@@ -9,6 +9,7 @@
 
 #include "model/layer_spec.h"
 #include "model/mixer.h"
+#include "model/model_shard.h"
 #include "model/moe_mixer.h"
 
 namespace nemotron::model {
@@ -25,7 +26,8 @@ class LayerStack {
  public:
   // Layer i registers specs[i].norm and its mixer under specs[i].prefix; `first_index` numbers
   // the layers in messages (the trunk's 0, an MTP block's after the trunk's).
-  LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store, int64_t first_index = 0);
+  LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store, int64_t first_index = 0,
+             const ModelShard& shard = {});
   void init(uint64_t seed);
   size_t size() const { return mixers_.size(); }
   LayerKind kind(size_t i) const { return mixers_[i]->kind(); }

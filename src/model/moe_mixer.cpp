@@ -5,6 +5,7 @@
 #include "ops/bias.h"
 #include "ops/grouped_matmul.h"
 #include "ops/moe_aux_loss.h"
+#include "parallel/process_groups.h"
 
 namespace nemotron::model {
 
@@ -46,7 +47,8 @@ void expert_bias_grads(Context& ctx, const std::vector<Linear>& ls, const std::v
 
 }  // namespace
 
-MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index)
+MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
+                   const ModelShard& shard)
     : H_(cfg.hidden_size), d_e_(cfg.moe_expert_dim()), F_moe_(cfg.moe_intermediate_size),
       init_std_(cfg.initializer_range), out_std_(output_init_std(cfg)) {
   router_.num_experts = cfg.n_routed_experts;
@@ -64,10 +66,19 @@ MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string&
   gate_ = Linear(store, prefix + "gate.", H_, E, false);
   correction_bias_ = &store.add(prefix + "gate.e_score_correction_bias", {E}, false, /*stat=*/true);
   store.set_requires_grad(*correction_bias_, false);
-  for (int64_t e = 0; e < E; ++e) {  // the order an MlpMixer per expert registered: up, down
+  ep_size_ = shard.expert_size;
+  NM_CHECK(ep_size_ >= 1 && shard.expert_rank >= 0 && shard.expert_rank < ep_size_ && E % ep_size_ == 0,
+           "moe: expert rank {} of {} for {} experts", shard.expert_rank, ep_size_, E);
+  first_expert_ = shard.expert_rank * (E / ep_size_);
+  for (int64_t e = first_expert_; e < first_expert_ + E / ep_size_; ++e) {  // the order an MlpMixer per expert registered
     const std::string p = fmt::format("{}experts.{}.", prefix, e);
     up_.emplace_back(store, p + "up_proj.", d_e_, F_moe_, cfg.mlp_bias);
     down_.emplace_back(store, p + "down_proj.", F_moe_, d_e_, cfg.mlp_bias);
+    if (ep_size_ == 1) continue;  // replicated over the data group, as every other weight
+    for (const Linear* l : {&up_.back(), &down_.back()}) {
+      l->weight().shard.replicas = ParamReplicas::expert_data;
+      if (l->bias()) l->bias()->shard.replicas = ParamReplicas::expert_data;
+    }
   }
   const int64_t F_sh = cfg.moe_shared_expert_intermediate_size * cfg.n_shared_experts;
   if (cfg.moe_shared_expert_intermediate_size > 0 && cfg.n_shared_experts > 0)
@@ -121,12 +132,14 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   // Routed experts' buffers (steps 4-5), expert-major slots.
   const int64_t S = N * K;
   Tensor x_lat = fc1_latent_.defined() ? fc1_latent_.forward(ctx, x) : x;
-  Tensor xs = ctx.empty({S, d_e_}, dt), up = ctx.empty({S, F_moe_}, dt), act = ctx.empty({S, F_moe_}, dt),
-         ys = ctx.empty({S, d_e_}, dt);
+  Tensor xs = ctx.empty({S, d_e_}, dt), ys = ctx.empty({S, d_e_}, dt);
+  // The held experts' rows: these S slots, or (expert parallelism) the R the exchange brings.
+  const int64_t R = ep_size_ > 1 ? 0 : S;
+  Tensor up = ctx.empty({R, F_moe_}, dt), act = ctx.empty({R, F_moe_}, dt);
   // The one host synchronisation: the expert GEMMs are sized by the token counts. Inference
   // (decode, scoring) skips it where the grouped GEMM reads the counts on the device; training
   // keeps the host counts for the backward, the statistics and the range check.
-  const bool counts_on_device = !saved && !stats && !forced_ && !up_[0].bias() && !down_[0].bias() &&
+  const bool counts_on_device = ep_size_ == 1 && !saved && !stats && !forced_ && !up_[0].bias() && !down_[0].bias() &&
                                 ops::grouped_linear_counted_on_device(xs, values(up_), up) &&
                                 ops::grouped_linear_counted_on_device(act, values(down_), ys);
   ops::MoeDispatch dispatch = ops::moe_make_dispatch(ctx, topk_idx, E, !counts_on_device);
@@ -146,7 +159,25 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
 
   // Routed experts on their rows (steps 4-5), expert-major: up, relu2, down as grouped GEMMs.
   ops::moe_dispatch_forward(ctx, dispatch, x_lat, xs);
-  if (counts_on_device) {
+  std::shared_ptr<const ExpertExchange> exchange;
+  if (ep_size_ > 1) {  // the rows go to their experts' ranks, and the held experts' rows come here
+    const parallel::ProcessGroups& g = parallel::groups_of(ctx);
+    NM_CHECK(g.expert->size() == ep_size_ && g.expert->rank() * local_experts() == first_expert_,
+             "moe: built with experts {}.. of {} ranks, the expert group has {} (this rank {})", first_expert_,
+             ep_size_, g.expert->size(), g.expert->rank());
+    exchange = std::make_shared<ExpertExchange>(ctx, *g.expert, dispatch.tokens_per_expert);
+    xs = exchange->to_experts(ctx, xs);
+    const int64_t rows = exchange->received_rows();
+    up = ctx.empty({rows, F_moe_}, dt), act = ctx.empty({rows, F_moe_}, dt);
+    Tensor ys_local = ctx.empty({rows, d_e_}, dt);
+    const std::vector<int64_t>& off = exchange->local_offsets();
+    ops::grouped_linear_forward(ctx, xs, off, values(up_), up);
+    add_expert_biases(ctx, up_, off, up);
+    ops::relu2_forward(ctx, up, act);
+    ops::grouped_linear_forward(ctx, act, off, values(down_), ys_local);
+    add_expert_biases(ctx, down_, off, ys_local);
+    ys = exchange->from_experts(ctx, ys_local);
+  } else if (counts_on_device) {
     ops::grouped_linear_forward_counted(ctx, xs, dispatch.counts, values(up_), up);
     ops::relu2_forward(ctx, up, act);
     ops::grouped_linear_forward_counted(ctx, act, dispatch.counts, values(down_), ys);
@@ -179,6 +210,7 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
     s->topk_idx = topk_idx;
     s->topk_w = topk_w;
     s->dispatch = std::move(dispatch);
+    s->exchange = std::move(exchange);
     s->xs = xs;
     s->up = up;
     s->ys = ys;
@@ -196,8 +228,10 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
 Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tensor& dout) {
   const auto& s = dynamic_cast<const MoeSaved&>(saved_base);
   const ops::MoeDispatch& m = s.dispatch;
-  const std::vector<int64_t>& off = m.expert_offset;
+  // The held experts' rows: this rank's slots, or what the exchange brought (expert parallelism).
+  const std::vector<int64_t>& off = s.exchange ? s.exchange->local_offsets() : m.expert_offset;
   const int64_t N = s.x.dim(0), E = router_.num_experts, K = router_.top_k, S = m.num_slots();
+  const int64_t R = s.xs.dim(0);
   const DType dt = dout.dtype();
   Tensor dy = dout.view({N, H_});
   Tensor du = ctx.empty({N, H_}, dt);
@@ -210,19 +244,21 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   }
   Tensor dys = ctx.empty({S, d_e_}, dt), dw = ctx.empty({N, K}, stat_dtype(dt));
   ops::moe_combine_backward(ctx, m, s.ys, s.topk_w, dr, dys, dw);
+  if (s.exchange) dys = s.exchange->to_experts(ctx, dys);  // the adjoint of from_experts
 
   // Experts: down (with relu2 recomputed for dW_down), relu2, up; then the inverse permutation
   // (and fc1_latent) into du.
-  Tensor act = ctx.empty({S, F_moe_}, dt);
+  Tensor act = ctx.empty({R, F_moe_}, dt);
   ops::relu2_forward(ctx, s.up, act);
-  Tensor dact = ctx.empty({S, F_moe_}, dt);
+  Tensor dact = ctx.empty({R, F_moe_}, dt);
   std::vector<Tensor> down_grads = grads(ctx, down_), up_grads = grads(ctx, up_);
   ops::grouped_linear_backward(ctx, act, off, values(down_), dys, dact, down_grads);
   expert_bias_grads(ctx, down_, off, dys);
   ops::relu2_backward(ctx, s.up, dact, dact);  // in place: dact becomes dup
   expert_bias_grads(ctx, up_, off, dact);
-  Tensor dxs = ctx.empty({S, d_e_}, dt);
+  Tensor dxs = ctx.empty({R, d_e_}, dt);
   ops::grouped_linear_backward(ctx, s.xs, off, values(up_), dact, dxs, up_grads);
+  if (s.exchange) dxs = s.exchange->from_experts(ctx, dxs);  // the adjoint of to_experts
   if (fc1_latent_.defined()) {
     Tensor dx_lat = ctx.empty({N, d_e_}, dt);
     ops::moe_dispatch_backward(ctx, m, dxs, dx_lat);

@@ -10,12 +10,18 @@
 // false, no gradient), experts.{e}.{up,down}_proj.weight, shared_experts.{up,down}_proj.weight,
 // fc1_latent_proj.weight, fc2_latent_proj.weight. Experts and shared expert carry biases iff
 // mlp_bias (as the HF remote code's NemotronHMLP); router and latent projections never do.
+// Expert parallelism (ModelShard::expert_size P > 1): the mixer holds and registers only its
+// block of E / P experts (global names); every member routes its own tokens over all E, the
+// expert inputs travel to their experts' ranks and back (model/expert_exchange.h, over the
+// Context's expert group), and the rest (router, combine, shared expert, latents) is replicated.
 #pragma once
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "model/expert_exchange.h"
 #include "model/mlp_mixer.h"
+#include "model/model_shard.h"
 #include "ops/moe_dispatch.h"
 #include "ops/moe_router.h"
 
@@ -38,9 +44,12 @@ struct MoeSaved : MixerSaved {
   Tensor topk_idx;          // chosen experts [N, K] int32, best first
   Tensor topk_w;            // their combine weights [N, K]
   ops::MoeDispatch dispatch;  // the permutation, with tokens_per_expert
-  Tensor xs;                // expert inputs, expert-major slots [N*K, d_e]
+  // Expert parallelism: the exchange of the rows with the experts' ranks (null without). The
+  // expert buffers xs and up then hold the R rows this rank's experts received, not N*K.
+  std::shared_ptr<const ExpertExchange> exchange;
+  Tensor xs;                // expert inputs, expert-major slots [N*K, d_e] (or [R, d_e])
   Tensor up;                // up_proj outputs [N*K, F_moe] (the relu2 input; relu2 is recomputed)
-  Tensor ys;                // expert outputs [N*K, d_e]
+  Tensor ys;                // expert outputs [N*K, d_e], back in this rank's slots
   Tensor routed;            // weighted combine [N, d_e], the fc2_latent_proj input (latent only)
   std::unique_ptr<MixerSaved> shared;
   // Sequence aux loss (when on): per sequence b and expert i, the tokens whose unbiased top-k
@@ -51,7 +60,8 @@ struct MoeSaved : MixerSaved {
 
 class MoeMixer : public Mixer {
  public:
-  MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+  MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
+           const ModelShard& shard = {});
 
   LayerKind kind() const override { return LayerKind::moe; }
   // Router, up projections, fc1_latent ~ N(0, initializer_range); down projections (experts and
@@ -86,6 +96,9 @@ class MoeMixer : public Mixer {
   // per-call record; MoeLayerStats::aux_loss reports the value.
   void set_seq_aux_loss(double coeff, double grad_scale) { aux_coeff_ = coeff, aux_grad_scale_ = grad_scale; }
   int64_t expert_dim() const { return d_e_; }
+  // Expert parallelism: the experts this mixer holds, [first_local_expert, + local_experts).
+  int64_t first_local_expert() const { return first_expert_; }
+  int64_t local_experts() const { return static_cast<int64_t>(up_.size()); }
 
  private:
   int64_t H_, d_e_, F_moe_;
@@ -93,7 +106,10 @@ class MoeMixer : public Mixer {
   double init_std_, out_std_;
   Linear gate_;
   Param* correction_bias_ = nullptr;
-  // experts.{e}.up_proj / down_proj, registered per expert (Hub names), run grouped.
+  int ep_size_ = 1;
+  int64_t first_expert_ = 0;
+  // experts.{e}.up_proj / down_proj of the held experts, registered per expert (Hub names), run
+  // grouped.
   std::vector<Linear> up_, down_;
   std::unique_ptr<MlpMixer> shared_;
   Linear fc1_latent_, fc2_latent_;

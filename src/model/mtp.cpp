@@ -56,7 +56,7 @@ MtpTargets mtp_targets(const Batch& mb, const Tensor& weights, int64_t k, Backen
   return out;
 }
 
-MtpBlock::MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b)
+MtpBlock::MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b, const ModelShard& shard)
     : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), init_std_(cfg.initializer_range) {
   const std::string& pattern = cfg.mtp_hybrid_override_pattern;
   const int64_t P = static_cast<int64_t>(pattern.size()), first = b * P;
@@ -65,7 +65,7 @@ MtpBlock::MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b)
   hnorm_ = &store.add(name(first) + "hnorm.weight", {H_}, false);
   eh_proj_ = &store.add(name(first) + "eh_proj.weight", {H_, 2 * H_}, true);
   stack_ = std::make_unique<LayerStack>(cfg, mtp_layer_specs(cfg, b), store,
-                                        cfg.num_layers() + first);
+                                        cfg.num_layers() + first, shard);
   final_norm_ = &store.add(name(first + P - 1) + "final_layernorm.weight", {H_}, false);
 }
 

@@ -44,7 +44,7 @@ struct MtpDepthSaved {
 class MtpBlock {
  public:
   // Block `b` of `cfg` (inner layers numbered after the trunk's in messages).
-  MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b);
+  MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b, const ModelShard& shard = {});
   void init(uint64_t seed);
   // h_prev [B, T, H] (normed), ids [B, T] -> h^k [B, T, H] (after final_layernorm); `saved`
   // null: nothing kept. `stats`, when given, receives the block's MoE layers' routing statistics

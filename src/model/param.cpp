@@ -43,7 +43,7 @@ void ParamStore::make_grads_contiguous(int64_t align, int64_t pad_to) {
   std::vector<int64_t> offsets(order_.size(), -1);
   for (size_t i = 0; i < order_.size(); ++i) {
     Param* p = order_[i];
-    if (!p->grad.defined()) continue;
+    if (!p->grad.defined() || p->is_expert()) continue;
     NM_CHECK(p->grad.dtype() == dt, "gradient of {} is {}, the store's are {}", p->name, dtype_name(p->grad.dtype()),
              dtype_name(dt));
     offsets[i] = total;

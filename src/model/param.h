@@ -91,6 +91,8 @@ class ParamStore {
   // zeroes them first anyway), and the old ones are freed first, so memory never holds both. Collectives then run on the buffer (or buckets of it) in place,
   // and zero_grads() clears it in one pass. A parameter unfrozen later gets a gradient of its own
   // outside the buffer (in_grad_buffer says which). Call again after freezing or unfreezing.
+  // The buffer holds the parameters the data group replicates: an expert-parallel expert's
+  // gradient (is_expert()) is summed over another group, so it keeps a tensor of its own.
   void make_grads_contiguous(int64_t align = 64, int64_t pad_to = 1);
   const Tensor& grad_buffer() const { return grad_buffer_; }  // undefined until made
   bool in_grad_buffer(const Param& p) const;

@@ -30,6 +30,12 @@ struct MoeDispatch {
 // device (grouped_linear_forward_counted).
 MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_experts, bool counts_to_host = true);
 
+// The same handle from a routing the host holds (topk_idx [N*K], row-major [N, K]): a counting sort
+// on the host, then its index tensors copied to ctx's device; no wait for the device. For routings
+// the host made, e.g. expert parallelism's received rows (model/expert_exchange.h).
+MoeDispatch moe_make_dispatch_host(Context& ctx, const std::vector<int32_t>& topk_idx, int64_t num_tokens,
+                                   int64_t top_k, int64_t num_experts);
+
 // x [N, d] -> xs [N*K, d], xs[slot] = x[slot_token[slot]].
 void moe_dispatch_forward(Context& ctx, const MoeDispatch& m, const Tensor& x, Tensor& xs);
 // dxs [N*K, d] -> dx [N, d], dx[n] = sum_j dxs[slot_of[n, j]].

@@ -109,6 +109,19 @@ MoeDispatch moe_make_dispatch(Context& ctx, const Tensor& topk_idx, int64_t num_
   return m;
 }
 
+MoeDispatch moe_make_dispatch_host(Context& ctx, const std::vector<int32_t>& topk_idx, int64_t num_tokens,
+                                   int64_t top_k, int64_t num_experts) {
+  NM_CHECK(static_cast<int64_t>(topk_idx.size()) == num_tokens * top_k, "moe_make_dispatch_host: {} entries for [{}, {}]",
+           topk_idx.size(), num_tokens, top_k);
+  Context host{&host_backend(), nullptr, ctx.compute_dtype};
+  MoeDispatch m = moe_make_dispatch(host, Tensor::from_vector<int32_t>({num_tokens, top_k}, topk_idx), num_experts);
+  if (ctx.backend->device().is_cpu()) return m;
+  m.counts = m.counts.to(*ctx.backend);
+  m.slot_token = m.slot_token.to(*ctx.backend);
+  m.slot_of = m.slot_of.to(*ctx.backend);
+  return m;
+}
+
 void moe_dispatch_forward(Context& ctx, const MoeDispatch& m, const Tensor& x, Tensor& xs) {
   OpScope scope(ctx, OpPhase::moe_routing, __func__);
   const int64_t d = x.dim(-1);

@@ -39,9 +39,10 @@ Context store_context(const model::ParamStore& params) {
 
 // What the multi-tensor list depends on: which parameters train and where their masters and
 // gradients are (a freeze, an unfreeze or create_masters() since the last build changes it).
-std::vector<const void*> list_key(const model::ParamStore& params) {
+std::vector<const void*> list_key(const model::ParamStore& params, bool experts) {
   std::vector<const void*> out;
   for (const model::Param* p : params.all()) {
+    if (p->is_expert() != experts) continue;
     out.push_back(p->master.defined() ? p->master.raw() : nullptr);
     out.push_back(p->requires_grad && p->grad.defined() ? p->grad.raw() : nullptr);
   }
@@ -53,8 +54,9 @@ double clip_factor(double norm, double max_norm) { return max_norm > 0 && norm >
 
 }  // namespace
 
-AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over)
-    : params_(&params), cfg_(cfg) {
+AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over,
+             parallel::Communicator* expert_group)
+    : params_(&params), cfg_(cfg), expert_group_(expert_group) {
   m_.resize(params.all().size());
   v_.resize(params.all().size());
   if (!shard_over || shard_over->size() == 1) {
@@ -80,6 +82,11 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
   for (size_t k = 0; k < all.size(); ++k) {
     const model::Param& p = *all[k];
     if (!p.requires_grad) continue;
+    if (p.is_expert()) {  // whole on its rank (see the header)
+      m_[k] = Tensor::zeros(p.value.shape(), p.grad.dtype(), p.grad.backend());
+      v_[k] = Tensor::zeros(p.value.shape(), p.grad.dtype(), p.grad.backend());
+      continue;
+    }
     NM_CHECK(params.in_grad_buffer(p), "{}: a trainable gradient outside the flat buffer", p.name);
     // One dtype for the values' all-gather: a trainable `stat` parameter (float32 in a bf16
     // store) would need a second one; none trains today (the MoE correction bias is frozen).
@@ -116,39 +123,66 @@ void AdamW::ensure_moments() {
   }
 }
 
-ops::AdamWTensors& AdamW::list() {
-  std::vector<const void*> key = list_key(*params_);
-  if (list_ && key == list_key_) return *list_;
-  ensure_moments();
+namespace {
+
+// The trainable parameters of the store that are (experts) or are not expert-parallel experts.
+std::unique_ptr<ops::AdamWTensors> make_list(model::ParamStore& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
+                                             bool experts) {
   std::vector<ops::AdamWParam> ps;
-  const auto& all = params_->all();
+  const auto& all = params.all();
   for (size_t k = 0; k < all.size(); ++k) {
     model::Param& p = *all[k];
-    if (p.requires_grad) ps.push_back({p.value, p.master, p.grad, m_[k], v_[k], p.weight_decay});
+    if (p.requires_grad && p.is_expert() == experts) ps.push_back({p.value, p.master, p.grad, m[k], v[k], p.weight_decay});
   }
-  list_ = std::make_unique<ops::AdamWTensors>(std::move(ps));
+  return std::make_unique<ops::AdamWTensors>(std::move(ps));
+}
+
+}  // namespace
+
+ops::AdamWTensors& AdamW::list() {
+  std::vector<const void*> key = list_key(*params_, false);
+  if (list_ && key == list_key_) return *list_;
+  ensure_moments();
+  list_ = make_list(*params_, m_, v_, false);
   list_key_ = std::move(key);
   return *list_;
+}
+
+ops::AdamWTensors* AdamW::expert_list() {
+  std::vector<const void*> key = list_key(*params_, true);
+  if (key.empty()) return nullptr;
+  if (expert_list_ && key == expert_key_) return expert_list_.get();
+  ensure_moments();
+  expert_list_ = make_list(*params_, m_, v_, true);
+  expert_key_ = std::move(key);
+  return expert_list_.get();
 }
 
 void AdamW::step(double lr) {
   ++step_;
   Context ctx = store_context(*params_);
-  ops::adamw_update(ctx, shard_ ? shard_list() : list(),
-                    {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, step_, pending_grad_scale_});
+  const ops::AdamWHyper h{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, step_, pending_grad_scale_};
+  ops::adamw_update(ctx, shard_ ? shard_list() : list(), h);
+  if (ops::AdamWTensors* experts = expert_list()) ops::adamw_update(ctx, *experts, h);
   pending_grad_scale_ = 1;
   if (shard_) gather_values();
 }
 
 double AdamW::clip_grad_norm(double max_norm) {
   Context ctx = store_context(*params_);
-  double norm = 0;
-  if (shard_) {  // sqrt of the sum over ranks of each rank's sum of squares over its pieces
+  double sq = 0;
+  if (shard_) {  // the sum over ranks of each rank's sum of squares over its pieces
     const double local = ops::grad_norm(ctx, shard_list());
-    norm = std::sqrt(shard_->group->all_reduce_host(local * local));
+    sq = shard_->group->all_reduce_host(local * local);
   } else {
-    norm = ops::grad_norm(ctx, list());
+    const double n = ops::grad_norm(ctx, list());
+    sq = n * n;
   }
+  if (ops::AdamWTensors* experts = expert_list()) {  // every expert once: summed over the ranks that hold them
+    const double local = ops::grad_norm(ctx, *experts);
+    sq += expert_group_ ? expert_group_->all_reduce_host(local * local) : local * local;
+  }
+  const double norm = std::sqrt(sq);
   pending_grad_scale_ = clip_factor(norm, max_norm);
   return norm;
 }
@@ -160,6 +194,7 @@ ops::AdamWTensors& AdamW::shard_list() {
   bool same = params_->grad_buffer().defined() && params_->grad_buffer().raw() == sh.buffer;
   for (size_t k = 0; same && k < all.size(); ++k) {
     const model::Param& p = *all[k];
+    if (p.is_expert()) continue;  // outside the buffer, whole (expert_list)
     same = p.requires_grad == (sh.offset[k] >= 0) &&
            (!p.requires_grad || p.grad.raw() == static_cast<const char*>(sh.buffer) +
                                                 sh.offset[k] * static_cast<int64_t>(dtype_size(p.grad.dtype())));
@@ -205,7 +240,7 @@ void AdamW::gather_values() {
 
 void AdamW::set_moments(size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
   NM_CHECK(k < m_.size(), "set_moments({}) of {} parameters", k, m_.size());
-  if (!shard_) {
+  if (!shard_ || params_->all()[k]->is_expert()) {
     m_[k].copy_from(exp_avg);
     v_[k].copy_from(exp_avg_sq);
     return;
@@ -224,9 +259,9 @@ Tensor AdamW::shard_grads() const { return shard_ ? shard_->grad : Tensor(); }
 bool AdamW::shards_masters() const { return shard_ && shard_->master.defined(); }
 
 int64_t AdamW::state_bytes() const {
-  if (shard_) return (shards_masters() ? 3 : 2) * shard_->size * 4;
-  int64_t n = 0;
+  int64_t n = shard_ ? (shards_masters() ? 3 : 2) * shard_->size * 4 : 0;
   for (size_t k = 0; k < m_.size(); ++k) {
+    if (shard_ && !params_->all()[k]->is_expert()) continue;  // in the shard, counted above
     if (m_[k].defined()) n += static_cast<int64_t>(m_[k].nbytes() + v_[k].nbytes());
     if (params_->all()[k]->master.defined()) n += static_cast<int64_t>(params_->all()[k]->master.nbytes());
   }
@@ -292,7 +327,15 @@ std::shared_ptr<const FullOptimizerState> AdamW::gather_state(int root) const {
   if (sh.master.defined()) collect(sh.master, st->masters);
   collect(sh.m, st->exp_avg);
   collect(sh.v, st->exp_avg_sq);
-  return here ? st : nullptr;
+  if (!here) return nullptr;
+  for (size_t k = 0; k < all.size(); ++k) {  // the experts this rank holds: whole, no exchange
+    const model::Param& p = *all[k];
+    if (!p.is_expert() || !p.requires_grad) continue;
+    if (p.master.defined()) st->masters[k] = p.master.to(host_backend());
+    st->exp_avg[k] = m_[k].to(host_backend());
+    st->exp_avg_sq[k] = v_[k].to(host_backend());
+  }
+  return st;
 }
 
 double clip_grad_norm(model::ParamStore& params, double max_norm) {

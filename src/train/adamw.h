@@ -19,6 +19,11 @@
 // they are in no range: replicated, as without sharding. Checkpoints keep the unsharded format:
 // gather_state() collects full masters and moments on the writing rank, set_moments() and
 // shard_masters() take each rank's range of loaded full tensors, so any D loads any other.
+//
+// Expert parallelism: the experts a rank holds (model::Param::is_expert) are not the other
+// ranks'; their gradients live outside the flat buffer (summed over the expert-data group), so
+// their state is whole on the rank that holds them, sharded or not, and updated by a second
+// multi-tensor list. The gradient norm then adds the expert group's sum of their squares.
 #pragma once
 #include <memory>
 #include <vector>
@@ -50,7 +55,10 @@ class AdamW {
   // null or a group of one: every rank holds the whole state (today's path, unchanged). With a
   // group of D > 1 the constructor makes the store's gradients contiguous (padded to 64 D) and
   // takes the masters' ranges (shard_masters()); every member constructs it.
-  AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over = nullptr);
+  // `expert_group`: the ranks that hold different experts (whose squares the norm sums); null or
+  // a group of one for a store without expert-parallel experts.
+  AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over = nullptr,
+        parallel::Communicator* expert_group = nullptr);
   ~AdamW();
   // One update with learning rate `lr` from the gradients currently in the store (sharded: from
   // the rank's reduce-scattered range, then the values all-gathered; collective).
@@ -99,14 +107,16 @@ class AdamW {
   struct Shard;
   ops::AdamWTensors& list();  // built on first use, rebuilt when masters or the frozen set changed
   ops::AdamWTensors& shard_list();
+  ops::AdamWTensors* expert_list();  // the expert-parallel experts (null: none)
   void gather_values();
   model::ParamStore* params_;
   AdamWConfig cfg_;
   std::vector<Tensor> m_, v_;
   int64_t step_ = 0;
   double pending_grad_scale_ = 1;  // from clip_grad_norm, used by the next step()
-  std::unique_ptr<ops::AdamWTensors> list_;
-  std::vector<const void*> list_key_;  // the masters and gradients the list was built with
+  std::unique_ptr<ops::AdamWTensors> list_, expert_list_;
+  std::vector<const void*> list_key_, expert_key_;  // the masters and gradients the lists were built with
+  parallel::Communicator* expert_group_;
   std::unique_ptr<Shard> shard_;
 };
 

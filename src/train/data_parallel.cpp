@@ -73,8 +73,8 @@ int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_
 }  // namespace
 
 GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements,
-                         Tensor scatter_into)
-    : params_(net.params()), group_(group), scatter_into_(std::move(scatter_into)) {
+                         Tensor scatter_into, parallel::Communicator* expert_data)
+    : params_(net.params()), group_(group), expert_data_(expert_data), scatter_into_(std::move(scatter_into)) {
   NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
   if (scatter_into_.defined()) {
     const Tensor& buf = params_.grad_buffer();
@@ -130,18 +130,22 @@ void GradReducer::queue(Bucket& b) {
 }
 
 void GradReducer::finish() {
+  // Expert-parallel experts: each expert's copies are on the expert-data group.
+  const bool experts = expert_data_ && expert_data_->size() > 1;
+  for (model::Param* p : params_.all())
+    if (experts && p->grad.defined() && p->is_expert()) expert_data_->all_reduce_async(p->grad, parallel::ReduceOp::sum);
   if (scatter_into_.defined()) {
     group_.reduce_scatter(params_.grad_buffer(), scatter_into_, parallel::ReduceOp::sum);
-    return;
-  }
-  if (group_.size() > 1) {
+  } else if (group_.size() > 1) {
     for (Bucket& b : buckets_)
       if (!b.queued) queue(b);
     // Gradients outside the buffer (a parameter unfrozen after it was made).
     for (model::Param* p : params_.all())
-      if (p->grad.defined() && !params_.in_grad_buffer(*p)) group_.all_reduce_async(p->grad, parallel::ReduceOp::sum);
+      if (p->grad.defined() && !p->is_expert() && !params_.in_grad_buffer(*p))
+        group_.all_reduce_async(p->grad, parallel::ReduceOp::sum);
     group_.wait_pending();
   }
+  if (experts) expert_data_->wait_pending();
   for (Bucket& b : buckets_) b.queued = false;
 }
 

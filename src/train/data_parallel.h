@@ -59,8 +59,10 @@ class GradReducer {
   // Makes `net`'s gradients contiguous (ParamStore::make_grads_contiguous). With `scatter_into`
   // (AdamW::shard_grads() of a sharded optimizer, which made the buffer padded to a multiple of
   // the group size): finish() reduce-scatters the buffer into it instead, and the buffer stays.
+  // `expert_data`: the group an expert-parallel expert's gradient is summed over (its copies;
+  // model::Param::is_expert); null or a group of one: nothing to sum.
   GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements = kDefaultBucketElements,
-              Tensor scatter_into = Tensor());
+              Tensor scatter_into = Tensor(), parallel::Communicator* expert_data = nullptr);
   // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one,
   // and when reduce-scattering).
   const std::function<void(int64_t layer)>* layer_hook();
@@ -83,6 +85,7 @@ class GradReducer {
   void queue(Bucket& b);
   model::ParamStore& params_;
   parallel::Communicator& group_;
+  parallel::Communicator* expert_data_;
   Tensor scatter_into_;
   std::vector<Bucket> buckets_;  // in the order the backward completes them
   std::function<void(int64_t)> hook_;

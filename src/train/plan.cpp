@@ -89,15 +89,22 @@ std::string host_memory_shortfall(const PretrainConfig& cfg, double have) {
                      human_bytes(m.total()), model::human_count(static_cast<double>(m.params)), human_bytes(have));
 }
 
-std::string gpu_memory_shortfall(const MemoryEstimate& m, double have, int64_t optimizer_shards) {
+std::string gpu_memory_shortfall(const MemoryEstimate& m, double have, int64_t optimizer_shards,
+                                 int64_t expert_parallel) {
   if (have <= 0) return "";
-  const double P = static_cast<double>(m.params), T = m.trainable < 0 ? P : static_cast<double>(m.trainable);
+  // The experts other ranks hold (all of them train unless the run is LoRA, whose adapters the
+  // experts never carry).
+  const double away = static_cast<double>(m.routed_expert_params) * (1.0 - 1.0 / static_cast<double>(expert_parallel));
+  const double P = static_cast<double>(m.params) - away,
+               T = m.trainable < 0 ? P : static_cast<double>(m.trainable);
+  const double E = m.trainable < 0 ? static_cast<double>(m.routed_expert_params) - away : 0.0;  // held experts
   // Sharded (ZeRO-1, train/adamw.h): each rank also holds its float32 gradient shard apart from
   // the full gradient buffer (reduce-scatter does not write in place) and gathers the bf16 values
-  // through one buffer of the whole model.
+  // through one buffer of the whole model. Expert-parallel experts keep their state whole.
   const double shards = static_cast<double>(optimizer_shards);
-  const double weights = 2 * P, grads = 4 * T + (optimizer_shards > 1 ? 4 * T / shards + 2 * T : 0.0),
-               optimizer = 12 * T / shards, activations = m.activation_bytes / 2;
+  const double D = expert_parallel > 1 ? T - E : T;  // what the distributed optimizer shards
+  const double weights = 2 * P, grads = 4 * T + (optimizer_shards > 1 ? 4 * D / shards + 2 * D : 0.0),
+               optimizer = 12 * D / shards + 12 * (T - D), activations = m.activation_bytes / 2;
   const double need = weights + grads + optimizer + activations;
   if (need <= have) return "";
   return fmt::format(
@@ -118,6 +125,13 @@ MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_ba
   MemoryEstimate m;
   m.params = info.total_params + std::max<int64_t>(trainable, 0);
   m.trainable = trainable;
+  int64_t moe_layers = 0;
+  for (const model::LayerSpec& l : model::layer_specs(model)) moe_layers += l.kind == model::LayerKind::moe;
+  for (int64_t b = 0; b < model.num_nextn_predict_layers; ++b)
+    for (const model::LayerSpec& l : model::mtp_layer_specs(model, b)) moe_layers += l.kind == model::LayerKind::moe;
+  const int64_t per_expert = 2 * model.moe_expert_dim() * model.moe_intermediate_size +
+                             (model.mlp_bias ? model.moe_expert_dim() + model.moe_intermediate_size : 0);
+  m.routed_expert_params = moe_layers * model.n_routed_experts * per_expert;
   const double P = static_cast<double>(m.params), T = trainable < 0 ? P : static_cast<double>(trainable);
   m.param_bytes = 4 * P;
   m.grad_bytes = 4 * T;  // a frozen parameter has no gradient and no moments

@@ -14,6 +14,7 @@ namespace nemotron::train {
 struct MemoryEstimate {
   int64_t params = 0;
   int64_t trainable = -1;  // parameters that train (-1: all; LoRA: the adapters, the base frozen)
+  int64_t routed_expert_params = 0;  // of params: the MoE layers' routed experts (split by expert parallelism)
   double param_bytes = 0, grad_bytes = 0, moment_bytes = 0, activation_bytes = 0;
   // Host memory of the data's sample indices (Megatron's sample, shuffle and blend indices, built
   // in memory at the start): they grow with train_iters x global_batch_size, not with the model.
@@ -46,7 +47,10 @@ std::string host_memory_shortfall(const PretrainConfig& cfg, double host_bytes);
 // (split over `optimizer_shards` data-parallel ranks when the distributed optimizer shards them)
 // and one micro-batch's bf16 activations. Names the part that is too large and the knobs that
 // lower it; the caller prefixes the recipe's path and the device.
-std::string gpu_memory_shortfall(const MemoryEstimate& m, double device_bytes, int64_t optimizer_shards = 1);
+// With expert parallelism each rank holds 1 / expert_parallel of the routed experts (and their
+// gradients and state, which the distributed optimizer does not shard further).
+std::string gpu_memory_shortfall(const MemoryEstimate& m, double device_bytes, int64_t optimizer_shards = 1,
+                                 int64_t expert_parallel = 1);
 
 // The dry-run report. `recipe` names the file, `overrides` the command line's key=value list.
 std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, size_t overrides);

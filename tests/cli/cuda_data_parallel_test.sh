@@ -48,6 +48,20 @@ for np in 2 4; do
     "$TMP/g1/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: DP $np weights: $msg"; else
     fail "DP $np weights: $msg"; fi
 done
+# Expert parallelism over NCCL: EP = N over N GPUs (each holds 4 / N of the experts; the routed
+# rows cross by all-to-all), and EP 2 x DP 2 on 4 GPUs, against one GPU (the same bf16 tolerance).
+for layout in "2 2" "4 4" "4 2"; do
+  read -r np ep <<<"$layout"
+  [[ $np -le $gpus ]] || continue
+  name="ep$ep-np$np"
+  "${MPIRUN[@]}" -np $np "${run[@]}" checkpoint.save="$TMP/$name" model.expert_model_parallel_size=$ep \
+    >"$TMP/out$name" 2>"$TMP/err$name"
+  rc=$?
+  if [[ $rc -ne 0 ]]; then fail "EP $ep over $np GPUs: exit $rc: $(tail -5 "$TMP/err$name")"; continue; fi
+  losses "$TMP/$name/metrics.jsonl" >"$TMP/$name.l"
+  if g=$(gap "$TMP/$name.l" "$TMP/g1.l" 2e-3); then echo "ok: EP $ep over $np GPUs (NCCL all-to-all): losses within $g of one GPU's"; else
+    fail "EP $ep over $np GPUs: losses differ by $g: $(paste -d' ' "$TMP/$name.l" "$TMP/g1.l" | tr '\n' ';')"; fi
+done
 # GRPO on 2 GPUs against 1 (bf16): each rank generates half of every step's prompts with the
 # sampling streams the single GPU gives those rows. In bf16 the engine's batch composition changes
 # the logits' rounding, so a sampled token may differ: the gaps are printed, not bounded; the run

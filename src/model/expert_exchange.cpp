@@ -1,0 +1,69 @@
+#include "model/expert_exchange.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace nemotron::model {
+
+ExpertExchange::ExpertExchange(Context& ctx, parallel::Communicator& group, const std::vector<int64_t>& tokens_per_expert)
+    : group_(&group) {
+  const int P = group.size(), me = group.rank();
+  const int64_t E = static_cast<int64_t>(tokens_per_expert.size());
+  NM_CHECK(P >= 1 && E % P == 0, "expert exchange: {} experts over {} ranks", E, P);
+  L_ = E / P;
+  first_ = static_cast<int64_t>(me) * L_;
+  // Every member's counts per expert: a P x E table, this rank's row filled, summed.
+  std::vector<double> table(static_cast<size_t>(P * E), 0.0);
+  for (int64_t e = 0; e < E; ++e) {
+    table[static_cast<size_t>(me * E + e)] = static_cast<double>(tokens_per_expert[static_cast<size_t>(e)]);
+    slots_ += tokens_per_expert[static_cast<size_t>(e)];
+  }
+  group.all_reduce_host(table);
+  auto count = [&](int m, int64_t e) { return static_cast<int64_t>(table[static_cast<size_t>(m * E + e)]); };
+  send_rows_.assign(static_cast<size_t>(P), 0);
+  recv_rows_.assign(static_cast<size_t>(P), 0);
+  std::vector<int32_t> expert_of_row;  // the received rows in arrival order: source-major
+  for (int m = 0; m < P; ++m)
+    for (int64_t l = 0; l < L_; ++l) {
+      send_rows_[static_cast<size_t>(m)] += tokens_per_expert[static_cast<size_t>(m * L_ + l)];
+      const int64_t c = count(m, first_ + l);
+      recv_rows_[static_cast<size_t>(m)] += c;
+      expert_of_row.insert(expert_of_row.end(), static_cast<size_t>(c), static_cast<int32_t>(l));
+    }
+  regroup_ = ops::moe_make_dispatch_host(ctx, expert_of_row, static_cast<int64_t>(expert_of_row.size()), 1, L_);
+}
+
+namespace {
+
+std::vector<int64_t> elements(const std::vector<int64_t>& rows, int64_t d) {
+  std::vector<int64_t> out(rows);
+  for (int64_t& n : out) n *= d;
+  return out;
+}
+
+}  // namespace
+
+Tensor ExpertExchange::to_experts(Context& ctx, const Tensor& slots) const {
+  NM_CHECK(slots.rank() == 2 && slots.dim(0) == slots_, "expert exchange: slots {} for {} routed rows",
+           slots.shape().str(), slots_);
+  const int64_t d = slots.dim(1), R = received_rows();
+  Tensor arrived = ctx.empty({R, d}, slots.dtype());
+  group_->all_to_all_v(slots, elements(send_rows_, d), arrived, elements(recv_rows_, d));
+  Tensor rows = ctx.empty({R, d}, slots.dtype());
+  ops::moe_dispatch_forward(ctx, regroup_, arrived, rows);
+  return rows;
+}
+
+Tensor ExpertExchange::from_experts(Context& ctx, const Tensor& rows) const {
+  const int64_t R = received_rows();
+  NM_CHECK(rows.rank() == 2 && rows.dim(0) == R, "expert exchange: rows {} for {} received", rows.shape().str(), R);
+  const int64_t d = rows.dim(1);
+  Tensor arrived = ctx.empty({R, d}, rows.dtype());
+  ops::moe_dispatch_backward(ctx, regroup_, rows, arrived);  // top-k 1: a row copy back to arrival order
+  Tensor slots = ctx.empty({slots_, d}, rows.dtype());
+  group_->all_to_all_v(arrived, elements(recv_rows_, d), slots, elements(send_rows_, d));
+  return slots;
+}
+
+}  // namespace nemotron::model
