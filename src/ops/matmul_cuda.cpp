@@ -6,15 +6,19 @@
 // brings a new M for every batch size and every expert's token count: the cache keeps the most
 // recently used plans (an LRU, core/lru_cache.h), so a stream of new shapes evicts only cold ones
 // and the shapes of every step stay planned (clearing everything at the limit re-planned them all).
+// Decode-size linears (bfloat16 y = x W^T with 1..16 rows) skip cuBLASLt for the skinny GEMM
+// (ops/skinny_gemm_cuda.h) where skinny_gemm_wins says it measured faster.
 #if NEMOTRON_CUDA
 #include "ops/matmul_cuda.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/lru_cache.h"
+#include "ops/skinny_gemm_cuda.h"
 
 namespace nemotron::ops {
 
@@ -147,10 +151,40 @@ std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes, const cubl
   return p;
 }
 
+std::atomic<bool> skinny_on{true};
+
+SkinnyGemmCudaArgs skinny_args(const MatmulCudaArgs& a) {
+  SkinnyGemmCudaArgs s;
+  s.x = a.a, s.w = a.b, s.y = a.c, s.bias = a.bias;
+  s.M = a.M, s.N = a.N, s.K = a.K, s.lda = a.lda, s.ldw = a.ldb;
+  s.y_f32 = a.c_dtype == GemmDType::f32;
+  s.alpha = a.alpha, s.beta = a.beta;
+  return s;
+}
+
+// The measured rule: where the skinny GEMM beat cuBLASLt's heuristic choice. bench/cuda_skinny_gemm
+// times both on every decode linear of the bench configs (the 8B's 4096 x 4096 ... 128256 x 4096,
+// the hybrids' 768- and 1024-wide ones) for 1..16 rows, and prints whether this rule picked the
+// faster one for each (bench/results/skinny_gemm.jsonl).
+bool skinny_gemm_wins(const SkinnyGemmCudaArgs& s) { return s.M <= kSkinnyGemmMaxRows; }
+
 }  // namespace
+
+void set_skinny_gemm_enabled(bool on) { skinny_on.store(on, std::memory_order_relaxed); }
+bool skinny_gemm_enabled() { return skinny_on.load(std::memory_order_relaxed); }
+
+bool uses_skinny_gemm(const MatmulCudaArgs& a) {
+  if (!skinny_gemm_enabled() || a.ab != GemmDType::bf16 || a.batch != 1 || a.trans_a || !a.trans_b) return false;
+  const SkinnyGemmCudaArgs s = skinny_args(a);
+  return skinny_gemm_supported(s) && skinny_gemm_wins(s);
+}
 
 void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                  const MatmulCudaArgs& a) {
+  if (uses_skinny_gemm(a)) {
+    NM_CUDA_CHECK(skinny_gemm_cuda(skinny_args(a), stream));
+    return;
+  }
   const size_t ab_bytes = type_bytes(a.ab), c_bytes = type_bytes(a.c_dtype);
   Key k{lt, a.ab, a.c_dtype, a.trans_a, a.trans_b, a.bias != nullptr, a.M, a.N, a.K, a.lda, a.ldb, a.batch,
         a.batch > 1 ? a.stride_a : 0, a.batch > 1 ? a.stride_b : 0, a.batch > 1 ? a.stride_c : 0,
