@@ -1,4 +1,5 @@
-// Paged decode attention: one warp per (new token, query head). The warp walks the sequence's
+// Paged decode attention: one warp per (new token, query head), or for GQA groups of 2, 4 or 8 one
+// block per (new token, KV head) whose warps split the keys (below). The warp walks the sequence's
 // cached positions 0..p through its block table with an online softmax (running maximum m, sum l,
 // and the rescaled output accumulator in float32 registers); lane e holds elements e, e+32, ... of
 // the head, so every key and value row is read once, coalesced, and each score is one warp sum.
@@ -6,6 +7,7 @@
 // ragged batch is read on the host.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -16,7 +18,8 @@ namespace nemotron::ops {
 
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 4;       // the per-head kernel's warps per block
+constexpr int kSplitWarps = 8;  // the group kernel's warps per (token, KV head), at most
 
 using vec_io::from_f;
 using vec_io::to_f;
@@ -93,23 +96,27 @@ attention_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const
   }
 }
 
-// The same per query head, with one warp per (new token, KV head) serving the G query heads of
+// The same per query head, with one block per (new token, KV head) serving the G query heads of
 // that KV head's group: every key and value row is read once for the group instead of once per
 // query head, the G scores of a key are independent warp sums (in flight together), and the value
-// row is loaded beside the key row. Per head the arithmetic is the kernel's above, in the same
-// order. On an H100 (an 8B Llama shape, G 4, batch 256) attention fell from 19.6 to 10.0 ms of the
-// decode step (30.5 -> 20.9 ms).
+// row is loaded beside the key row. On an H100 (an 8B Llama shape, G 4, batch 256) one warp per
+// group took attention from 19.6 to 10.0 ms of the decode step (30.5 -> 20.9 ms). At batch 1 that
+// was 8 warps on the whole GPU, each walking ~150 keys one dependent load after another: 130 us a
+// layer, a third of the step. So the block's W warps split the keys (warp w takes keys w, w + W,
+// ..., loading D of them before their arithmetic), each keeps its own
+// online softmax, and the block merges the W partial results in shared memory in warp order. The
+// split depends on the sequence alone, so a row's result does not depend on the batch beside it.
 template <class T, int PER, int G>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kSplitWarps * 32)
 attention_decode_group_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
                               const int32_t* __restrict__ table, const int32_t* __restrict__ cu,
                               const int32_t* __restrict__ lens, T* __restrict__ o, int64_t Ntot, int64_t S,
                               int64_t nq, int64_t nkv, int64_t hd, int64_t bs, int64_t M, int64_t num_blocks,
                               float scale) {
-  const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+  extern __shared__ float part_smem[];  // acc [W][G][hd], then m [W][G], l [W][G]
+  const int W = static_cast<int>(blockDim.x / 32), warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (warp >= Ntot * nkv) return;  // uniform per warp
-  const int64_t n = warp / nkv, j = warp % nkv;
+  const int64_t n = blockIdx.x / nkv, j = blockIdx.x % nkv;
   const int64_t i = sequence_of(cu, S, n);
   const int64_t count = cu[i + 1] - cu[i], L = lens[i];
   const int64_t keys = L - count + (n - cu[i]) + 1;
@@ -127,51 +134,83 @@ attention_decode_group_kernel(const T* __restrict__ q, const T* __restrict__ kc,
     m[g] = -INFINITY, l[g] = 0.0f;
   }
   const int32_t* blocks = table + i * M;
-  for (int64_t s = 0; s < keys && !bad; ++s) {
+  // Key s's rows into kv / vv; false (nothing loaded) when its block is outside the pool.
+  auto load_key = [&](int64_t s, float (&kv)[PER], float (&vv)[PER]) {
     const int64_t blk = blocks[s / bs];
-    if (blk < 0 || blk >= num_blocks) {
-      bad = true;  // same s on every lane: the warp leaves together
-      break;
-    }
+    if (blk < 0 || blk >= num_blocks) return false;  // same s on every lane: the warp agrees
     const int64_t base = ((blk * bs + s % bs) * nkv + j) * hd;
-    float kv[PER], vv[PER];
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       const int64_t e = lane + 32 * k;
       kv[k] = e < hd ? to_f(kc[base + e]) : 0.0f;
       vv[k] = e < hd ? to_f(vc[base + e]) : 0.0f;
     }
-    float score[G];
+    return true;
+  };
+  // D keys of the warp's share at a time: their rows are all loaded before the first one's
+  // arithmetic, so D loads are in flight where one dependent load per key was.
+  constexpr int D = G * PER <= 16 ? 4 : 2;
+  for (int64_t s0 = warp; s0 < keys && !bad; s0 += static_cast<int64_t>(D) * W) {
+    float kv[D][PER], vv[D][PER];
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float part = 0.0f;
+    for (int d = 0; d < D; ++d)
+      if (s0 + static_cast<int64_t>(d) * W < keys && !load_key(s0 + static_cast<int64_t>(d) * W, kv[d], vv[d]))
+        bad = true;
+    if (bad) break;
 #pragma unroll
-      for (int k = 0; k < PER; ++k)
-        if (lane + 32 * k < hd) part += qv[g][k] * kv[k];
-      score[g] = part;
-    }
+    for (int d = 0; d < D; ++d) {
+      if (s0 + static_cast<int64_t>(d) * W >= keys) break;  // the same on every lane
+      float score[G];
 #pragma unroll
-    for (int g = 0; g < G; ++g) score[g] = warp_sum(score[g]);
+      for (int g = 0; g < G; ++g) {
+        float part = 0.0f;
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float m_new = fmaxf(m[g], score[g]);
-      const float corr = expf(m[g] - m_new), w = expf(score[g] - m_new);
-      l[g] = l[g] * corr + w;
+        for (int k = 0; k < PER; ++k)
+          if (lane + 32 * k < hd) part += qv[g][k] * kv[d][k];
+        score[g] = part;
+      }
 #pragma unroll
-      for (int k = 0; k < PER; ++k)
-        if (lane + 32 * k < hd) acc[g][k] = acc[g][k] * corr + w * vv[k];
-      m[g] = m_new;
+      for (int g = 0; g < G; ++g) score[g] = warp_sum(score[g]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float m_new = fmaxf(m[g], score[g]);
+        const float corr = expf(m[g] - m_new), w = expf(score[g] - m_new);
+        l[g] = l[g] * corr + w;
+#pragma unroll
+        for (int k = 0; k < PER; ++k)
+          if (lane + 32 * k < hd) acc[g][k] = acc[g][k] * corr + w * vv[d][k];
+        m[g] = m_new;
+      }
     }
   }
+
+  // Merge: o = sum_w acc_w e^(m_w - m*) / sum_w l_w e^(m_w - m*), m* = max_w m_w, summed in warp
+  // order. A warp without keys has m = -inf, l = 0 and adds nothing.
+  float* sacc = part_smem;
+  float* sm = part_smem + static_cast<int64_t>(W) * G * hd;
+  float* sl = sm + W * G;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    const float inv = bad ? NAN : 1.0f / l[g];
-    const int64_t row = (n * nq + j * G + g) * hd;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       const int64_t e = lane + 32 * k;
-      if (e < hd) o[row + e] = from_f<T>(acc[g][k] * inv);
+      if (e < hd) sacc[(static_cast<int64_t>(warp) * G + g) * hd + e] = acc[g][k];
     }
+    if (lane == 0) sm[warp * G + g] = m[g], sl[warp * G + g] = l[g];
+  }
+  bad = __syncthreads_or(bad);
+  for (int64_t idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
+    const int g = static_cast<int>(idx / hd);
+    const int64_t e = idx % hd;
+    float mx = -INFINITY;
+    for (int w = 0; w < W; ++w) mx = fmaxf(mx, sm[w * G + g]);
+    float num = 0.0f, den = 0.0f;
+    for (int w = 0; w < W; ++w) {
+      const float c = sl[w * G + g] > 0.0f ? expf(sm[w * G + g] - mx) : 0.0f;
+      den += sl[w * G + g] * c;
+      num += sacc[(static_cast<int64_t>(w) * G + g) * hd + e] * c;
+    }
+    o[(n * nq + j * G + g) * hd + e] = from_f<T>(bad ? NAN : num / den);
   }
 }
 
@@ -179,10 +218,13 @@ template <class T>
 cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   const float scale = 1.0f / sqrtf(static_cast<float>(a.hd));
   const int64_t G = a.nq / a.nkv;
-  if (G == 2 || G == 4 || G == 8) {  // a group per warp (G 1 is the per-head kernel itself)
-    const unsigned blocks = static_cast<unsigned>((a.Ntot * a.nkv + kWarps - 1) / kWarps);
+  if (G == 2 || G == 4 || G == 8) {  // a block per group (G 1 is the per-head kernel itself)
+    const unsigned blocks = static_cast<unsigned>(a.Ntot * a.nkv);
+    // W warps whose partial results fit 32 KiB of shared memory (8 up to G hd = 1024).
+    const int W = static_cast<int>(std::min<int64_t>(kSplitWarps, std::max<int64_t>(1, 8192 / (G * a.hd))));
+    const size_t smem = (static_cast<size_t>(W) * G * a.hd + 2 * static_cast<size_t>(W) * G) * sizeof(float);
     auto group = [&](auto per, auto g) {
-      attention_decode_group_kernel<T, decltype(per)::value, decltype(g)::value><<<blocks, kWarps * 32, 0, s>>>(
+      attention_decode_group_kernel<T, decltype(per)::value, decltype(g)::value><<<blocks, W * 32, smem, s>>>(
           static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
           a.block_table, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.hd, a.bs,
           a.M, a.num_blocks, scale);

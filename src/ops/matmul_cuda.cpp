@@ -162,11 +162,38 @@ SkinnyGemmCudaArgs skinny_args(const MatmulCudaArgs& a) {
   return s;
 }
 
+// Multiprocessors of the current device (read once per device).
+int64_t sm_count() {
+  static std::atomic<int> counts[64] = {};
+  int dev = 0;
+  NM_CUDA_CHECK(cudaGetDevice(&dev));
+  std::atomic<int>& c = counts[dev & 63];
+  int n = c.load(std::memory_order_relaxed);
+  if (n == 0) {
+    NM_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    c.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 // The measured rule: where the skinny GEMM beat cuBLASLt's heuristic choice. bench/cuda_skinny_gemm
-// times both on every decode linear of the bench configs (the 8B's 4096 x 4096 ... 128256 x 4096,
-// the hybrids' 768- and 1024-wide ones) for 1..16 rows, and prints whether this rule picked the
-// faster one for each (bench/results/skinny_gemm.jsonl).
-bool skinny_gemm_wins(const SkinnyGemmCudaArgs& s) { return s.M <= kSkinnyGemmMaxRows; }
+// timed both on an H100 (b0ff189, bench/results/skinny_gemm.jsonl) on every decode linear of the
+// bench configs (the 8B's 4096 x 4096 ... 128256 x 4096; the 125M and 1B hybrids' 768 / 1024-wide
+// ones) at 1..16 rows. The kernel runs a block per 16 rows of W, two blocks per multiprocessor:
+//  - blocks fit one wave: it won at every shape for M <= 8 (k/v 1024 x 4096: 8.2 vs 10.8 us,
+//    q/o 4096 x 4096: 15.7 vs 17.3 us, down 4096 x 14336: 44.6 vs 46.5 us, the hybrids' linears
+//    4-7 vs 7-10 us). At 9..16 rows (two mma tiles) it was ~9% slower than at 8: a tie at
+//    4096 x 4096, a loss beyond (down: 48.3 vs 47.2 us), still a win on smaller weights.
+//  - several waves: it won only for long rows and a full last wave (the 8B LM head, 128256 x 4096,
+//    352 vs 379 us at M <= 8); it lost with a partial last wave (gate/up 14336 x 4096, 3.4 waves:
+//    46.0 vs 44.7 us at M 1, 50.3 vs 45.5 at 8) and with short rows (K <= 1024: the 125M LM head
+//    32768 x 768, 24.7 vs 22.8 us; the 1B's in_proj 6176 x 1024, 9.8 vs 8.2 us).
+bool skinny_gemm_wins(const SkinnyGemmCudaArgs& s) {
+  const int64_t blocks = (s.N + 15) / 16, slots = 2 * sm_count();
+  if (blocks <= slots) return s.M <= 8 || s.N * s.K <= int64_t{4096} * 4096;
+  const int64_t waves = (blocks + slots - 1) / slots;
+  return s.M <= 8 && s.K >= 2048 && blocks * 10 >= waves * slots * 9;
+}
 
 }  // namespace
 
