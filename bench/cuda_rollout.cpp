@@ -10,11 +10,16 @@
 // then, so one can judge whether decoding is launch-bound, the decode step's time against the
 // batch size (the model alone and with the logits copy) and one profiled step at the full batch
 // (time inside ops against wall time: the rest is launch gaps and host syncs). Appends one JSON
-// line to --results.
+// line to --results. The sweep also prints each step's share of the memory roofline: the bytes a
+// dense decode step must read (every weight but the input embedding, plus the KV / SSM state of
+// the batch) over its time, against a device-to-device copy measured in the same run; with
+// --sweep-baseline each point is also timed with the skinny GEMM off (cuBLASLt for every linear,
+// ops/matmul_cuda.h), interleaved step by step in the same process; --skinny-gemm off runs the
+// whole benchmark that way. A profiled step at batch 1 says where a decode step's time goes.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
-//                     [--host-sampling]
+//                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 // DeciLM configs run too (bench/configs/llama31_8b.yaml: Llama-3.1-8B's shape as 32 uniform blocks;
 // decilm_1b.yaml). --hf-config-out then writes the DeciLM config.json; tools/hf_bench_model.py
@@ -35,6 +40,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench_io.h"
+#include "gemm_peak.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_op_profiler.h"
@@ -44,6 +50,7 @@
 #include "engine/cached_step_model.h"
 #include "engine/engine.h"
 #include "model/decode_state.h"
+#include "ops/matmul_cuda.h"
 
 using namespace nemotron;
 using bench::seconds_since;
@@ -108,28 +115,42 @@ struct SweepPoint {
   // median decode step: the model alone; with the GPU draw (tokens to the host); with the logits
   // [b, V] to the host instead (before sampling there)
   double model_ms = 0, sampled_ms = 0, with_logits_ms = 0;
+  double host_ms = 0;           // the model step's host time until extend returns (GPU work queued)
+  double model_ms_off = 0;      // the model alone with the skinny GEMM off (--sweep-baseline), else 0
+  int64_t context_tokens = 0;   // the sequences' median length during the timed steps
 };
 
 // Decode steps of `b` sequences (after a prefill of `prompt` tokens each): the median of `steps`
 // steps of HybridModel::extend alone (synchronised), of CachedStepModel::extend_and_sample
 // (temperature 1: the tokens on the host) and of CachedStepModel::extend (the logits on the host,
 // as the engine's host-sampling path gets them).
-SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t prompt, int64_t steps) {
+SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t prompt, int64_t steps,
+                       bool baseline) {
   const model::ModelConfig& cfg = net.config();
-  engine::CachedStepModel step(net, ctx, b, prompt + 3 * steps + 8);
+  engine::CachedStepModel step(net, ctx, b, prompt + 4 * steps + 8);
   std::vector<int64_t> slots;
   for (int64_t s = 0; s < b; ++s) slots.push_back(s);
   step.extend(slots, bench::random_prompts(b, prompt, cfg.vocab_size, 7));
   const std::vector<std::vector<int32_t>> next(static_cast<size_t>(b), std::vector<int32_t>{1});
   cudaStream_t stream = cuda::cuda_stream(ctx);
-  std::vector<double> model_s, sampled_s, full_s;
+  std::vector<double> model_s, sampled_s, full_s, host_s, off_s;
   model::DecodeState& st = step.state();
   const std::vector<ops::RowSampling> rows(static_cast<size_t>(b), ops::RowSampling{1.0, 0.5});
+  const bool skinny = ops::skinny_gemm_enabled();
   for (int64_t i = 0; i < steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     net.extend(ctx, st, slots, next);
+    host_s.push_back(seconds_since(t0));
     NM_CUDA_CHECK(cudaStreamSynchronize(stream));
     model_s.push_back(seconds_since(t0));
+    if (baseline) {
+      ops::set_skinny_gemm_enabled(false);
+      t0 = std::chrono::steady_clock::now();
+      net.extend(ctx, st, slots, next);
+      NM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      off_s.push_back(seconds_since(t0));
+      ops::set_skinny_gemm_enabled(skinny);
+    }
     t0 = std::chrono::steady_clock::now();
     step.extend_and_sample(slots, next, rows);
     sampled_s.push_back(seconds_since(t0));
@@ -137,7 +158,14 @@ SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t
     step.extend(slots, next);
     full_s.push_back(seconds_since(t0));
   }
-  return {b, 1e3 * median(model_s), 1e3 * median(sampled_s), 1e3 * median(full_s)};
+  const int64_t per_step = baseline ? 4 : 3;
+  return {b,
+          1e3 * median(model_s),
+          1e3 * median(sampled_s),
+          1e3 * median(full_s),
+          1e3 * median(host_s),
+          baseline ? 1e3 * median(off_s) : 0.0,
+          prompt + per_step * steps / 2};
 }
 
 }  // namespace
@@ -147,7 +175,8 @@ int main(int argc, char** argv) {
   std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out;
   int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24;
   double temperature = 1.0;
-  bool host_sampling = false;
+  bool host_sampling = false, sweep_baseline = false;
+  std::string skinny = "on";
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "prompts generated together (engine slots)")->check(CLI::PositiveNumber);
@@ -162,6 +191,9 @@ int main(int argc, char** argv) {
   app.add_option("--results", results, "append one JSON line with the figures to this file (empty: none)");
   app.add_flag("--host-sampling", host_sampling, "bring the logits [S, V] to the host and sample there (the engine's path before GPU sampling)");
   app.add_option("--hf-config-out", hf_config_out, "also write the config as a Hugging Face config.json here");
+  app.add_option("--skinny-gemm", skinny, "the skinny GEMM for decode-size linears (off: cuBLASLt for all)")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_flag("--sweep-baseline", sweep_baseline, "also time each sweep point with the skinny GEMM off");
   CLI11_PARSE(app, argc, argv);
   try {
     const model::ModelConfig cfg = model::load_model_config(config);
@@ -173,6 +205,9 @@ int main(int argc, char** argv) {
     const DType dt = dtype_name == "bfloat16" ? DType::bf16 : DType::f32;
     cuda::CudaBackend gpu(0);
     Context ctx{&gpu, nullptr, dt};
+    ops::set_skinny_gemm_enabled(skinny == "on");
+    const double copy_tbs = measure_copy_tbs(ctx);  // the memory ceiling, before the weights take room
+    gpu.release_cache();
     std::unique_ptr<model::HybridModel> model = bench::make_bench_model(cfg, gpu, dt);
     model::HybridModel& net = *model;
     // Generation only: freeze every parameter, as train::load_inference_model does for generate,
@@ -184,6 +219,11 @@ int main(int argc, char** argv) {
     gpu.release_cache();
     gpu.reset_peak();
     const size_t weights_bytes = gpu.bytes_in_use();
+    // What a dense decode step must read: every weight once but the input embedding table (it
+    // reads only the batch's rows), plus each sequence's KV / SSM state (bytes_per_sequence).
+    const double streamed_weight_bytes =
+        static_cast<double>(weights_bytes) -
+        (cfg.tie_word_embeddings ? 0.0 : static_cast<double>(cfg.vocab_size * cfg.hidden_size * dtype_size(dt)));
 
     // Warm-up: a few short sequences through the engine (allocator, cuBLASLt plans, kernels).
     {
@@ -231,6 +271,9 @@ int main(int argc, char** argv) {
     std::printf("device: %s | nemotron %s | config %s | %.1f M params | %s | weights %.2f GiB\n", gpu.name().c_str(),
                 NEMOTRON_VERSION, config.c_str(), static_cast<double>(net.params().numel()) / 1e6, dtype_name.c_str(),
                 static_cast<double>(weights_bytes) / (1ull << 30));
+    std::printf("memory ceiling: device-to-device copy %.3f TB/s (measured now) | skinny GEMM %s | a decode step "
+                "reads >= %.2f GB of weights\n",
+                copy_tbs, skinny.c_str(), streamed_weight_bytes / 1e9);
     std::printf("rollout: %lld prompts x %lld tokens through %lld slots, %lld new tokens each (EOS ignored), "
                 "temperature %g: %lld tokens generated in %.2f s, %lld engine steps\n",
                 static_cast<long long>(N), static_cast<long long>(prompt), static_cast<long long>(B),
@@ -259,30 +302,47 @@ int main(int argc, char** argv) {
     nlohmann::json sweep_json = nlohmann::json::array();
     const std::vector<int64_t> sizes = bench::parse_sizes(sweep);
     if (!sizes.empty()) {
-      std::printf("decode step vs batch (%lld-token prompts, median of %lld steps):\n", static_cast<long long>(prompt),
-                  static_cast<long long>(sweep_steps));
-      std::printf("  %6s %12s %16s %16s %14s\n", "batch", "model ms", "+ GPU draw ms", "+ logits ms",
-                  "tokens/s (draw)");
+      std::printf("decode step vs batch (%lld-token prompts, median of %lld steps; roofline = bytes the step must "
+                  "read / time / the copy's %.3f TB/s):\n",
+                  static_cast<long long>(prompt), static_cast<long long>(sweep_steps), copy_tbs);
+      std::printf("  %6s %10s %9s %8s %14s %16s %16s %14s", "batch", "model ms", "roofline", "host ms", "+ GPU draw ms",
+                  "+ logits ms", "tokens/s (draw)", "reads GB");
+      if (sweep_baseline) std::printf(" %16s %9s %8s", "cuBLASLt-only ms", "roofline", "speedup");
+      std::printf("\n");
       for (int64_t b : sizes) {
-        const SweepPoint p = sweep_point(net, ctx, b, prompt, sweep_steps);
-        std::printf("  %6lld %12.3f %16.3f %16.3f %14.0f\n", static_cast<long long>(b), p.model_ms, p.sampled_ms,
-                    p.with_logits_ms, static_cast<double>(b) / (p.sampled_ms * 1e-3));
-        sweep_json.push_back({{"batch", b}, {"model_ms", p.model_ms}, {"sampled_ms", p.sampled_ms},
-                              {"with_logits_ms", p.with_logits_ms}});
+        const SweepPoint p = sweep_point(net, ctx, b, prompt, sweep_steps, sweep_baseline);
+        const double bytes =
+            streamed_weight_bytes +
+            static_cast<double>(b * model::DecodeState::bytes_per_sequence(cfg, p.context_tokens, dt));
+        auto roofline = [&](double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e12 / copy_tbs : 0.0; };
+        std::printf("  %6lld %10.3f %8.1f%% %8.3f %14.3f %16.3f %16.0f %14.2f", static_cast<long long>(b), p.model_ms,
+                    100 * roofline(p.model_ms), p.host_ms, p.sampled_ms, p.with_logits_ms,
+                    static_cast<double>(b) / (p.sampled_ms * 1e-3), bytes / 1e9);
+        if (sweep_baseline)
+          std::printf(" %16.3f %8.1f%% %7.2fx", p.model_ms_off, 100 * roofline(p.model_ms_off),
+                      p.model_ms_off / p.model_ms);
+        std::printf("\n");
+        nlohmann::json pt = {{"batch", b}, {"model_ms", p.model_ms}, {"sampled_ms", p.sampled_ms},
+                             {"with_logits_ms", p.with_logits_ms}, {"host_ms", p.host_ms},
+                             {"bytes_read", bytes}, {"roofline_fraction", roofline(p.model_ms)}};
+        if (sweep_baseline) {
+          pt["model_ms_skinny_off"] = p.model_ms_off;
+          pt["roofline_fraction_skinny_off"] = roofline(p.model_ms_off);
+        }
+        sweep_json.push_back(pt);
       }
     }
 
-    // One decode step at the full batch with an event pair per op: the time inside ops against
-    // the step's wall time; the difference is launch gaps, host syncs (MoE token counts, one per
-    // MoE layer) and the per-step uploads of the batch's index tensors.
-    nlohmann::json profile_json;
-    {
-      engine::CachedStepModel step(net, ctx, B, prompt + 16);
+    // One decode step (at the full batch, then at batch 1) with an event pair per op: the time
+    // inside ops against the step's wall time; the difference is launch gaps, host syncs (MoE
+    // token counts, one per MoE layer) and the per-step uploads of the batch's index tensors.
+    auto profile_step = [&](int64_t b) {
+      engine::CachedStepModel step(net, ctx, b, prompt + 16);
       std::vector<int64_t> slots;
-      for (int64_t i = 0; i < B; ++i) slots.push_back(i);
-      step.extend(slots, bench::random_prompts(B, prompt, cfg.vocab_size, 7));
+      for (int64_t i = 0; i < b; ++i) slots.push_back(i);
+      step.extend(slots, bench::random_prompts(b, prompt, cfg.vocab_size, 7));
       model::DecodeState& st = step.state();
-      const std::vector<std::vector<int32_t>> next(static_cast<size_t>(B), std::vector<int32_t>{1});
+      const std::vector<std::vector<int32_t>> next(static_cast<size_t>(b), std::vector<int32_t>{1});
       cuda::CudaOpProfiler profiler;
       ctx.profiler = &profiler;
       cuda::OpPhaseTimes ph;
@@ -299,15 +359,26 @@ int main(int argc, char** argv) {
       for (OpPhase p : all_op_phases()) calls += ph.calls_of(p);
       std::printf("one profiled decode step at batch %lld: %.2f ms wall, %.2f ms inside %lld ops (%.0f%%); the rest "
                   "is launch gaps and host syncs\n",
-                  static_cast<long long>(B), wall_ms, ph.total_ms(), static_cast<long long>(calls),
+                  static_cast<long long>(b), wall_ms, ph.total_ms(), static_cast<long long>(calls),
                   100.0 * ph.total_ms() / wall_ms);
       std::printf("  by phase:");
       for (OpPhase p : all_op_phases())
         if (ph.calls_of(p) > 0)
           std::printf(" %s %.2f ms (%lld)", op_phase_name(p), ph.ms_of(p), static_cast<long long>(ph.calls_of(p)));
       std::printf("\n");
-      profile_json = {{"wall_ms", wall_ms}, {"ops_ms", ph.total_ms()}, {"op_calls", calls}};
-    }
+      // The GEMMs' share of the roofline: at decode sizes they read the weights (all but the
+      // input embedding), once per step.
+      const double gemm_ms = ph.ms_of(OpPhase::gemm);
+      const double gemm_frac = gemm_ms > 0 ? streamed_weight_bytes / (gemm_ms * 1e-3) / 1e12 / copy_tbs : 0.0;
+      std::printf("  what is left: the GEMMs read the weights at %.1f%% of the copy's bandwidth (%.2f ms; %.2f ms at "
+                  "100%%), other ops %.2f ms, outside ops (launch gaps, host work, syncs) %.2f ms\n",
+                  100 * gemm_frac, gemm_ms, streamed_weight_bytes / (copy_tbs * 1e12) * 1e3, ph.total_ms() - gemm_ms,
+                  wall_ms - ph.total_ms());
+      return nlohmann::json{{"batch", b}, {"wall_ms", wall_ms}, {"ops_ms", ph.total_ms()}, {"op_calls", calls},
+                            {"gemm_ms", gemm_ms}, {"gemm_roofline_fraction", gemm_frac}};
+    };
+    const nlohmann::json profile_json = profile_step(B);
+    const nlohmann::json profile_b1_json = B > 1 ? profile_step(1) : profile_json;
 
     nlohmann::json rec = {{"config", config},
                           {"device", gpu.name()},
@@ -332,6 +403,9 @@ int main(int argc, char** argv) {
                           {"peak_gpu_gib", peak_gib},
                           {"sweep", sweep_json},
                           {"profiled_step", profile_json},
+                          {"profiled_step_batch1", profile_b1_json},
+                          {"copy_tbs", copy_tbs},
+                          {"skinny_gemm", skinny},
                           {"version", NEMOTRON_VERSION},
                           {"commit", bench::commit_or_unknown()}};
     bench::stamp_date(rec);

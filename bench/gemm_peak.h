@@ -1,5 +1,6 @@
 // Benchmark helpers for CUDA: random device tensors, CUDA-event timing (median of repeats), and
-// the measured bf16 GEMM ceiling that the train-step benchmark uses as its MFU denominator.
+// the measured bf16 GEMM ceiling that the train-step benchmark uses as its MFU denominator, and the
+// device-to-device copy bandwidth that memory-bound figures are taken against.
 // Header-only so each bench/*.cpp executable can include it.
 #pragma once
 #if NEMOTRON_CUDA
@@ -63,6 +64,17 @@ inline double measure_gemm_peak_tflops(Context& ctx, int64_t n = 8192, int reps 
   Tensor c = ctx.empty({n, n}, DType::bf16);
   double ms = median_cuda_ms(ctx, reps, [&] { ops::matmul(ctx, a, false, b, true, c); }, 5);
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / (ms * 1e-3) / 1e12;
+}
+
+// TB/s of a device-to-device copy of `bytes` (read + written): the practical memory ceiling that
+// memory-bound figures are taken against.
+inline double measure_copy_tbs(Context& ctx, int64_t bytes = int64_t{1} << 30, int reps = 20) {
+  Tensor src = random_device_tensor(ctx, {bytes / 2}, DType::bf16, 3), dst = ctx.empty({bytes / 2}, DType::bf16);
+  cudaStream_t s = cuda::cuda_stream(ctx);
+  const double ms = median_cuda_ms(ctx, reps, [&] {
+    NM_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, s));
+  });
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
 }
 
 }  // namespace nemotron

@@ -6,15 +6,19 @@
 // brings a new M for every batch size and every expert's token count: the cache keeps the most
 // recently used plans (an LRU, core/lru_cache.h), so a stream of new shapes evicts only cold ones
 // and the shapes of every step stay planned (clearing everything at the limit re-planned them all).
+// Decode-size linears (bfloat16 y = x W^T with 1..16 rows) skip cuBLASLt for the skinny GEMM
+// (ops/skinny_gemm_cuda.h) where skinny_gemm_wins says it measured faster.
 #if NEMOTRON_CUDA
 #include "ops/matmul_cuda.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/lru_cache.h"
+#include "ops/skinny_gemm_cuda.h"
 
 namespace nemotron::ops {
 
@@ -147,10 +151,67 @@ std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes, const cubl
   return p;
 }
 
+std::atomic<bool> skinny_on{true};
+
+SkinnyGemmCudaArgs skinny_args(const MatmulCudaArgs& a) {
+  SkinnyGemmCudaArgs s;
+  s.x = a.a, s.w = a.b, s.y = a.c, s.bias = a.bias;
+  s.M = a.M, s.N = a.N, s.K = a.K, s.lda = a.lda, s.ldw = a.ldb;
+  s.y_f32 = a.c_dtype == GemmDType::f32;
+  s.alpha = a.alpha, s.beta = a.beta;
+  return s;
+}
+
+// Multiprocessors of the current device (read once per device).
+int64_t sm_count() {
+  static std::atomic<int> counts[64] = {};
+  int dev = 0;
+  NM_CUDA_CHECK(cudaGetDevice(&dev));
+  std::atomic<int>& c = counts[dev & 63];
+  int n = c.load(std::memory_order_relaxed);
+  if (n == 0) {
+    NM_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    c.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// The measured rule: where the skinny GEMM beat cuBLASLt's heuristic choice. bench/cuda_skinny_gemm
+// timed both on an H100 (b0ff189, bench/results/skinny_gemm.jsonl) on every decode linear of the
+// bench configs (the 8B's 4096 x 4096 ... 128256 x 4096; the 125M and 1B hybrids' 768 / 1024-wide
+// ones) at 1..16 rows. The kernel runs a block per 16 rows of W, two blocks per multiprocessor:
+//  - blocks fit one wave: it won at every shape for M <= 8 (k/v 1024 x 4096: 8.2 vs 10.8 us,
+//    q/o 4096 x 4096: 15.7 vs 17.3 us, down 4096 x 14336: 44.6 vs 46.5 us, the hybrids' linears
+//    4-7 vs 7-10 us). At 9..16 rows (two mma tiles) it was ~9% slower than at 8: a tie at
+//    4096 x 4096, a loss beyond (down: 48.3 vs 47.2 us), still a win on smaller weights.
+//  - several waves: it won only for long rows and a full last wave (the 8B LM head, 128256 x 4096,
+//    352 vs 379 us at M <= 8); it lost with a partial last wave (gate/up 14336 x 4096, 3.4 waves:
+//    46.0 vs 44.7 us at M 1, 50.3 vs 45.5 at 8) and with short rows (K <= 1024: the 125M LM head
+//    32768 x 768, 24.7 vs 22.8 us; the 1B's in_proj 6176 x 1024, 9.8 vs 8.2 us).
+bool skinny_gemm_wins(const SkinnyGemmCudaArgs& s) {
+  const int64_t blocks = (s.N + 15) / 16, slots = 2 * sm_count();
+  if (blocks <= slots) return s.M <= 8 || s.N * s.K <= int64_t{4096} * 4096;
+  const int64_t waves = (blocks + slots - 1) / slots;
+  return s.M <= 8 && s.K >= 2048 && blocks * 10 >= waves * slots * 9;
+}
+
 }  // namespace
+
+void set_skinny_gemm_enabled(bool on) { skinny_on.store(on, std::memory_order_relaxed); }
+bool skinny_gemm_enabled() { return skinny_on.load(std::memory_order_relaxed); }
+
+bool uses_skinny_gemm(const MatmulCudaArgs& a) {
+  if (!skinny_gemm_enabled() || a.ab != GemmDType::bf16 || a.batch != 1 || a.trans_a || !a.trans_b) return false;
+  const SkinnyGemmCudaArgs s = skinny_args(a);
+  return skinny_gemm_supported(s) && skinny_gemm_wins(s);
+}
 
 void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                  const MatmulCudaArgs& a) {
+  if (uses_skinny_gemm(a)) {
+    NM_CUDA_CHECK(skinny_gemm_cuda(skinny_args(a), stream));
+    return;
+  }
   const size_t ab_bytes = type_bytes(a.ab), c_bytes = type_bytes(a.c_dtype);
   Key k{lt, a.ab, a.c_dtype, a.trans_a, a.trans_b, a.bias != nullptr, a.M, a.N, a.K, a.lda, a.ldb, a.batch,
         a.batch > 1 ? a.stride_a : 0, a.batch > 1 ? a.stride_b : 0, a.batch > 1 ? a.stride_c : 0,

@@ -2,6 +2,8 @@
 // + beta c (+ bias[N] broadcast over rows), batched with element strides (stride_b = 0 shares b).
 // a and b are one dtype; c is that dtype, or float32 when a/b are bfloat16. Always float32
 // accumulation (no TF32). The dispatch in matmul_cpu.cpp fills the arguments from tensors.
+// Small-batch bfloat16 linears (y = x W^T, 1..16 rows of x) go to the skinny GEMM instead
+// (skinny_gemm_cuda.h) where it measured faster than cuBLASLt (skinny_gemm_wins in matmul_cuda.cpp).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -29,5 +31,14 @@ struct MatmulCudaArgs {
 // Throws nemotron::Error on a cuBLAS failure or when no algorithm fits the shape.
 void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                  const MatmulCudaArgs& args);
+
+// The skinny GEMM path on (the default) or off, process-wide: a benchmark's baseline switch
+// (bench/cuda_rollout --skinny-gemm off, bench/cuda_skinny_gemm), set between steps, never
+// while another thread runs matmuls.
+void set_skinny_gemm_enabled(bool on);
+bool skinny_gemm_enabled();
+// Whether matmul_cuda sends these arguments to the skinny GEMM (enabled, supported, and the
+// measured rule says it wins).
+bool uses_skinny_gemm(const MatmulCudaArgs& args);
 
 }  // namespace nemotron::ops

@@ -79,6 +79,13 @@ NM_OP_CASES(attention_decode_cases) {
   // beside prefill chunks, one a whole prompt.
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 9, 1, 40}, V{37, 9, 130, 40}, 16, 8, 2, 128));
   c.push_back(std::make_unique<AttentionDecodeCase>(V{3, 1}, V{21, 50}, 8, 4, 1, 40));
+  // Long contexts split over the split group kernel's warps (8 warps x 4 keys in flight; a warp's last
+  // group partial), beside a sequence shorter than the warp count; G 8 at hd 256 runs 4 warps.
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 1, 5}, V{333, 3, 70}, 16, 32, 8, 128));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 2}, V{129, 200}, 16, 16, 2, 128));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 1}, V{97, 40}, 8, 16, 2, 256));
+  // More (token, KV head) groups than 4 per multiprocessor (602 > 4 x 132): the warp-per-group kernel.
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{300, 1}, V{300, 40}, 16, 8, 2, 16));
   return c;
 }
 
