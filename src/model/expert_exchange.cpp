@@ -56,14 +56,27 @@ Tensor ExpertExchange::to_experts(Context& ctx, const Tensor& slots) const {
 }
 
 Tensor ExpertExchange::from_experts(Context& ctx, const Tensor& rows) const {
+  return from_experts_async(ctx, rows).finish();
+}
+
+ExpertExchange::InFlight ExpertExchange::from_experts_async(Context& ctx, const Tensor& rows) const {
   const int64_t R = received_rows();
   NM_CHECK(rows.rank() == 2 && rows.dim(0) == R, "expert exchange: rows {} for {} received", rows.shape().str(), R);
   const int64_t d = rows.dim(1);
-  Tensor arrived = ctx.empty({R, d}, rows.dtype());
-  ops::moe_dispatch_backward(ctx, regroup_, rows, arrived);  // top-k 1: a row copy back to arrival order
-  Tensor slots = ctx.empty({slots_, d}, rows.dtype());
-  group_->all_to_all_v(arrived, elements(recv_rows_, d), slots, elements(send_rows_, d));
-  return slots;
+  InFlight f;
+  f.group_ = group_;
+  // Not from the workspace: the buffers outlive the ops queued while the exchange runs.
+  f.arrived_ = Tensor::empty({R, d}, rows.dtype(), *ctx.backend);
+  ops::moe_dispatch_backward(ctx, regroup_, rows, f.arrived_);  // top-k 1: a row copy back to arrival order
+  f.slots_ = Tensor::empty({slots_, d}, rows.dtype(), *ctx.backend);
+  group_->all_to_all_v_async(f.arrived_, elements(recv_rows_, d), f.slots_, elements(send_rows_, d));
+  return f;
+}
+
+Tensor ExpertExchange::InFlight::finish() {
+  group_->wait_pending();
+  arrived_ = Tensor();
+  return std::move(slots_);
 }
 
 }  // namespace nemotron::model

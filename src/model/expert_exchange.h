@@ -41,6 +41,21 @@ class ExpertExchange {
   // member and slot it came from.
   Tensor from_experts(Context& ctx, const Tensor& rows) const;
 
+  // from_experts with the all-to-all left running on the group's communication stream (NCCL),
+  // so that compute queued meanwhile overlaps it (the MoE backward queues its weight gradients,
+  // which do not need the exchanged rows). finish() makes the compute stream wait and returns
+  // the slots; the buffers stay held until then.
+  class InFlight {
+   public:
+    Tensor finish();
+
+   private:
+    friend class ExpertExchange;
+    parallel::Communicator* group_ = nullptr;
+    Tensor arrived_, slots_;
+  };
+  InFlight from_experts_async(Context& ctx, const Tensor& rows) const;
+
  private:
   parallel::Communicator* group_;
   int64_t first_ = 0, L_ = 0, slots_ = 0;

@@ -252,13 +252,28 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   ops::relu2_forward(ctx, s.up, act);
   Tensor dact = ctx.empty({R, F_moe_}, dt);
   std::vector<Tensor> down_grads = grads(ctx, down_), up_grads = grads(ctx, up_);
-  ops::grouped_linear_backward(ctx, act, off, values(down_), dys, dact, down_grads);
-  expert_bias_grads(ctx, down_, off, dys);
-  ops::relu2_backward(ctx, s.up, dact, dact);  // in place: dact becomes dup
-  expert_bias_grads(ctx, up_, off, dact);
   Tensor dxs = ctx.empty({R, d_e_}, dt);
-  ops::grouped_linear_backward(ctx, s.xs, off, values(up_), dact, dxs, up_grads);
-  if (s.exchange) dxs = s.exchange->from_experts(ctx, dxs);  // the adjoint of to_experts
+  if (s.exchange) {
+    // Expert parallelism: the input gradients first, so that their exchange back (the adjoint of
+    // to_experts) runs while the weight gradients, which need nothing exchanged, are computed.
+    std::vector<Tensor> no_grads;
+    ops::grouped_linear_backward(ctx, act, off, values(down_), dys, dact, no_grads);
+    ops::relu2_backward(ctx, s.up, dact, dact);  // in place: dact becomes dup
+    ops::grouped_linear_backward(ctx, s.xs, off, values(up_), dact, dxs, no_grads);
+    ExpertExchange::InFlight back = s.exchange->from_experts_async(ctx, dxs);
+    Tensor none;
+    if (!down_grads.empty()) ops::grouped_linear_backward(ctx, act, off, values(down_), dys, none, down_grads);
+    expert_bias_grads(ctx, down_, off, dys);
+    expert_bias_grads(ctx, up_, off, dact);
+    if (!up_grads.empty()) ops::grouped_linear_backward(ctx, s.xs, off, values(up_), dact, none, up_grads);
+    dxs = back.finish();
+  } else {
+    ops::grouped_linear_backward(ctx, act, off, values(down_), dys, dact, down_grads);
+    expert_bias_grads(ctx, down_, off, dys);
+    ops::relu2_backward(ctx, s.up, dact, dact);  // in place: dact becomes dup
+    expert_bias_grads(ctx, up_, off, dact);
+    ops::grouped_linear_backward(ctx, s.xs, off, values(up_), dact, dxs, up_grads);
+  }
   if (fc1_latent_.defined()) {
     Tensor dx_lat = ctx.empty({N, d_e_}, dt);
     ops::moe_dispatch_backward(ctx, m, dxs, dx_lat);

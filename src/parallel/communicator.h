@@ -45,6 +45,11 @@ class Communicator {
   // what is queued next (the compute stream, or the host) wait for every one still pending.
   // Synchronous where there is no second queue (one process, MPI on host tensors).
   virtual void all_reduce_async(Tensor& t, ReduceOp op = ReduceOp::sum) { all_reduce(t, op); }
+  // all_to_all_v in the same way: `in` and `out` must stay allocated until wait_pending().
+  virtual void all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                                  const std::vector<int64_t>& recv_counts) {
+    all_to_all_v(in, send_counts, out, recv_counts);
+  }
   virtual void wait_pending() {}
 
   // Host values (loss sums, token counts, flags), whatever device the group's tensors live on.

@@ -55,8 +55,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(comm_stream_));
 }
 
-void NcclCommunicator::all_reduce_async(Tensor& t, ReduceOp op) {
-  if (t.device().is_cpu()) return all_reduce(t, op);
+void* NcclCommunicator::comm_stream_after_compute() {
   if (!comm_stream_) {
     cudaStream_t s = nullptr;
     cudaEvent_t a = nullptr, b = nullptr;
@@ -70,9 +69,22 @@ void NcclCommunicator::all_reduce_async(Tensor& t, ReduceOp op) {
   cudaEvent_t queued = static_cast<cudaEvent_t>(queued_);
   NM_CHECK(cudaEventRecord(queued, device_.stream()) == cudaSuccess, "cudaEventRecord failed");
   NM_CHECK(cudaStreamWaitEvent(comm, queued, 0) == cudaSuccess, "cudaStreamWaitEvent failed");
+  return comm;
+}
+
+void NcclCommunicator::all_reduce_async(Tensor& t, ReduceOp op) {
+  if (t.device().is_cpu()) return all_reduce(t, op);
+  cudaStream_t comm = static_cast<cudaStream_t>(comm_stream_after_compute());
   check_nccl(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), nccl_op(op), comm_,
                            comm),
              "all_reduce");
+  pending_ = true;
+}
+
+void NcclCommunicator::all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                                          const std::vector<int64_t>& recv_counts) {
+  if (in.device().is_cpu()) return all_to_all_v(in, send_counts, out, recv_counts);
+  queue_all_to_all(in, send_counts, out, recv_counts, comm_stream_after_compute());
   pending_ = true;
 }
 
@@ -117,6 +129,12 @@ void NcclCommunicator::all_gather(const Tensor& in, Tensor& out) {
 void NcclCommunicator::all_to_all_v(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                                     const std::vector<int64_t>& recv_counts) {
   NM_HOST_FALLBACK(in, all_to_all_v(in, send_counts, out, recv_counts));
+  queue_all_to_all(in, send_counts, out, recv_counts, device_.stream());
+}
+
+void NcclCommunicator::queue_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                                        const std::vector<int64_t>& recv_counts, void* stream_ptr) {
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   check_counts(in, send_counts, out, recv_counts, size());
   const size_t es = dtype_size(in.dtype());
   const char* src = static_cast<const char*>(in.raw());
@@ -124,9 +142,9 @@ void NcclCommunicator::all_to_all_v(const Tensor& in, const std::vector<int64_t>
   check_nccl(ncclGroupStart(), "group_start");
   for (int r = 0; r < size(); ++r) {
     if (send_counts[r] > 0)
-      check_nccl(ncclSend(src, static_cast<size_t>(send_counts[r]) * es, ncclUint8, r, comm_, device_.stream()), "send");
+      check_nccl(ncclSend(src, static_cast<size_t>(send_counts[r]) * es, ncclUint8, r, comm_, stream), "send");
     if (recv_counts[r] > 0)
-      check_nccl(ncclRecv(dst, static_cast<size_t>(recv_counts[r]) * es, ncclUint8, r, comm_, device_.stream()), "recv");
+      check_nccl(ncclRecv(dst, static_cast<size_t>(recv_counts[r]) * es, ncclUint8, r, comm_, stream), "recv");
     src += static_cast<size_t>(send_counts[r]) * es;
     dst += static_cast<size_t>(recv_counts[r]) * es;
   }

@@ -34,6 +34,8 @@ class NcclCommunicator final : public Communicator {
   void broadcast(Tensor& t, int root) override;
   void barrier() override { host_->barrier(); }
   void all_reduce_async(Tensor& t, ReduceOp op) override;
+  void all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                          const std::vector<int64_t>& recv_counts) override;
   void wait_pending() override;
   void all_reduce_host(std::vector<double>& values, ReduceOp op) override { host_->all_reduce_host(values, op); }
 
@@ -47,6 +49,11 @@ class NcclCommunicator final : public Communicator {
   void* queued_ = nullptr;  // recorded on the compute stream before each async all-reduce
   void* done_ = nullptr;    // recorded on the communication stream by wait_pending
   bool pending_ = false;
+  // The communication stream, after the compute stream's work queued so far (created on first use).
+  void* comm_stream_after_compute();
+  // The send/recv pairs of all_to_all_v on `stream`.
+  void queue_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
+                        const std::vector<int64_t>& recv_counts, void* stream);
 };
 
 }  // namespace nemotron::parallel
