@@ -25,6 +25,7 @@
 #include "core/progress.h"
 #include "data/chat_template.h"
 #include "data/jsonl.h"
+#include "data/prompt_encoding.h"
 #include "data/tokenizer.h"
 #include "engine/cached_step_model.h"
 #include "engine/engine.h"
@@ -220,7 +221,7 @@ void run_generate(const GenerateOptions& o) {
     const std::string where =
         o.input.empty() ? (o.chat.empty() ? "--prompt" : "--chat") : fmt::format("{}: row {}", o.input, i + 1);
     engine::Request r;
-    r.prompt = tok.encode(rows[i].text, /*add_special_tokens=*/!rows[i].chat);
+    r.prompt = rows[i].chat ? tok.encode(rows[i].text) : data::encode_prompt(tok, rows[i].text);
     if (r.prompt.empty()) throw InputError(where + ": the prompt encodes to no tokens");
     r.params = params;
     r.id = i;
@@ -281,7 +282,7 @@ void add_generate_command(CLI::App& app) {
       ->required();
   c->add_option("--tokenizer", o->tokenizer,
                 "tokenizer.json (default: the checkpoint's tokenizer.json or tokenizer/tokenizer.json)");
-  c->add_option("--prompt", o->prompt, "Text to continue (special tokens added as the tokenizer's template says)");
+  c->add_option("--prompt", o->prompt, "Text to continue (starting with the BOS the tokenizer's template adds, if any: data/prompt_encoding.h)");
   c->add_option("--chat", o->chat, "A user message, rendered with --chat-template and its generation prompt");
   c->add_option("--input", o->input, "JSONL file: one row per prompt, with \"prompt\" (text) or \"messages\" (chat)");
   c->add_option("--output", o->output,
