@@ -378,7 +378,8 @@ void OpenAiServer::add_routes() {
           choices.push_back(chat_choice(prepared->choices[i].index, st.text, lp, openai_finish_reason(st.finish)));
           continue;
         }
-        const ParsedToolOutput out = parse_tool_calls(prepared->forced_prefix + st.text, prepared->tools, /*final=*/true);
+        const ParsedToolOutput out = parse_tool_calls(prepared->forced_prefix + st.text, prepared->tools, /*final=*/true,
+                                                     prepared->max_tool_calls);
         json calls = json::array();
         for (const ToolCall& c : out.calls)
           calls.push_back({{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});

@@ -145,6 +145,7 @@ PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
   PreparedRequest out;
   out.parse_tool_calls = r.tool_choice.mode != ToolChoice::Mode::none;
   out.named_tool = r.tool_choice.mode == ToolChoice::Mode::named;
+  out.max_tool_calls = r.parallel_tool_calls ? 0 : 1;
   out.tools = r.tools;
   out.forced_prefix = forced_call_prefix(r.tool_choice, r.tools);
   if (!out.forced_prefix.empty() && m.chat_format != data::ChatFormat::nano3)

@@ -33,6 +33,7 @@ struct PreparedRequest {
   // the text the prompt ends with to force a call (it starts what is parsed), and the tools.
   bool parse_tool_calls = false;
   bool named_tool = false;  // tool_choice named a function: finish_reason stays "stop" (as OpenAI)
+  size_t max_tool_calls = 0;  // 0: all; 1 with parallel_tool_calls false
   std::string forced_prefix;
   data::OrderedJson tools;
 };

@@ -273,7 +273,7 @@ ChatRequest parse_chat_request(const std::string& body) {
   r.messages = parse_messages(j);
   r.tools = parse_tools(j);
   r.tool_choice = parse_tool_choice(j, r.tools);
-  get_bool(j, "parallel_tool_calls", true);  // every call the model writes is returned
+  r.parallel_tool_calls = get_bool(j, "parallel_tool_calls", true);
   r.enable_thinking = parse_enable_thinking(j);
   r.logprobs = get_bool(j, "logprobs", false);
   r.top_logprobs = get_int(j, "top_logprobs", 0, kMaxLogprobs).value_or(0);

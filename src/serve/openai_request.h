@@ -46,6 +46,7 @@ struct CompletionRequest : SamplingFields {
 struct ChatRequest : SamplingFields {
   data::OrderedJson messages, tools;  // messages: checked, tool-call arguments parsed into objects
   ToolChoice tool_choice;             // "auto" when tools are given, else "none"
+  bool parallel_tool_calls = true;    // false: the first call only
   bool enable_thinking = data::ChatRenderOptions{}.enable_thinking;  // chat_template_kwargs; the template's default
   bool logprobs = false;
   int64_t top_logprobs = 0;

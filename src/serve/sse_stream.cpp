@@ -26,7 +26,7 @@ StreamOutcome stream_choices(StreamKind kind, const ServedModel& m, const Respon
     size_t seen = 0, sent = 0;
     // Chat with tools: content up to a call, then each call whole as it closes (serve/tool_calls.h).
     std::optional<ToolCallStream> tools;
-    if (chat && req.parse_tool_calls) tools.emplace(req.tools, req.forced_prefix);
+    if (chat && req.parse_tool_calls) tools.emplace(req.tools, req.forced_prefix, req.max_tool_calls);
     int64_t offset = static_cast<int64_t>(req.choices[i].prompt_text.size());  // completions' text_offset
     while (true) {
       GenerationState st = gens[i]->wait(seen);

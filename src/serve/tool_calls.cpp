@@ -101,7 +101,7 @@ size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
 
 }  // namespace
 
-ParsedToolOutput parse_tool_calls(std::string_view text, const OJson& tools, bool final) {
+ParsedToolOutput parse_tool_calls(std::string_view text, const OJson& tools, bool final, size_t max_calls) {
   ParsedToolOutput out;
   const size_t first = text.find(kOpen);
   // Trailing whitespace is held back as well: before a call it is dropped, so a stream that sent
@@ -111,7 +111,7 @@ ParsedToolOutput parse_tool_calls(std::string_view text, const OJson& tools, boo
   out.content_ready = out.content.size();
   if (first == std::string_view::npos) return out;
   size_t at = first;
-  while (at != std::string_view::npos) {
+  while (at != std::string_view::npos && (max_calls == 0 || out.calls.size() < max_calls)) {
     const size_t body = at + kOpen.size();
     const size_t close = text.find(kClose, body);
     if (close == std::string_view::npos) {
@@ -140,7 +140,7 @@ std::string forced_call_prefix(const ToolChoice& choice, const OJson& tools) {
 
 ToolCallStream::Delta ToolCallStream::update(const std::string& generated, size_t ready, bool final) {
   const std::string text = prefix_ + generated.substr(0, std::min(ready, generated.size()));
-  const ParsedToolOutput p = parse_tool_calls(text, tools_, final);
+  const ParsedToolOutput p = parse_tool_calls(text, tools_, final, max_calls_);
   Delta d;
   // Content as it becomes certain; the final trim only affects what was never sent.
   if (p.content_ready > sent_content_) d.content = text.substr(sent_content_, p.content_ready - sent_content_);

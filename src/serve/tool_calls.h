@@ -6,7 +6,10 @@
 // parser does: strings stay strings, numbers, booleans, null, objects and arrays are parsed, a
 // value that does not parse stays a string), the arguments serialised as a JSON object.
 // tool_choice "required" or a named function is honoured by prefixing the generation: the prompt
-// ends with the opening of the call (prefix_for), so the model can only write a call.
+// ends with the opening of the call (forced_call_prefix), so the reply is a call whatever the
+// model writes; with a named function (or "required" and one tool) the name is in the prefix, with
+// "required" and several tools the model writes the name, and nothing constrains it to a listed
+// one (no grammar-constrained decoding here). parallel_tool_calls false keeps the first call.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -36,7 +39,9 @@ struct ParsedToolOutput {
 
 // `tools` is the request's tools array (OpenAI function schemas). With `final` false (streaming),
 // text that may be the start of "<tool_call>" is not yet content, and an unclosed block is no call.
-ParsedToolOutput parse_tool_calls(std::string_view text, const nlohmann::ordered_json& tools, bool final);
+// `max_calls` > 0 keeps that many calls at most (parallel_tool_calls false: 1).
+ParsedToolOutput parse_tool_calls(std::string_view text, const nlohmann::ordered_json& tools, bool final,
+                                  size_t max_calls = 0);
 
 // The text the prompt ends with to force a call: "<tool_call>\n<function=" and, for a named
 // function (or "required" with one tool), "NAME>\n". Also the start of what parse_tool_calls reads.
@@ -47,8 +52,8 @@ std::string forced_call_prefix(const ToolChoice& choice, const nlohmann::ordered
 // as each block closes), so that the deltas joined equal the non-streamed message.
 class ToolCallStream {
  public:
-  ToolCallStream(const nlohmann::ordered_json& tools, std::string forced_prefix)
-      : tools_(tools), prefix_(std::move(forced_prefix)) {}
+  ToolCallStream(const nlohmann::ordered_json& tools, std::string forced_prefix, size_t max_calls = 0)
+      : tools_(tools), prefix_(std::move(forced_prefix)), max_calls_(max_calls) {}
   struct Delta {
     std::string content;
     nlohmann::json tool_calls = nlohmann::json::array();
@@ -61,6 +66,7 @@ class ToolCallStream {
  private:
   const nlohmann::ordered_json& tools_;
   std::string prefix_;
+  size_t max_calls_;
   size_t sent_content_ = 0, sent_calls_ = 0;
 };
 

@@ -135,30 +135,27 @@ TEST(Sampler, TheOnePassPathDrawsExactlyAsTheGeneralOne) {
 }
 
 TEST(Sampler, BadParametersAreInputErrors) {
-  SamplingParams p;
-  p.top_p = 0;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.temperature = -1;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.max_new_tokens = 0;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.stop = {""};
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.presence_penalty = 2.5;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.frequency_penalty = -2.01;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.logit_bias = {{6, 1.0f}};
-  EXPECT_THROW(validate(p, "x", 6), InputError);  // id 6 of a vocabulary of 6
-  EXPECT_NO_THROW(validate(p, "x", 7));
-  p.logit_bias = {{0, 101.0f}};
-  EXPECT_THROW(validate(p, "x", 7), InputError);
+  using Edit = void (*)(SamplingParams&);
+  const Edit bad[] = {
+      [](SamplingParams& p) { p.top_p = 0; },
+      [](SamplingParams& p) { p.temperature = -1; },
+      [](SamplingParams& p) { p.max_new_tokens = 0; },
+      [](SamplingParams& p) { p.stop = {""}; },
+      [](SamplingParams& p) { p.presence_penalty = 2.5; },
+      [](SamplingParams& p) { p.frequency_penalty = -2.01; },
+      [](SamplingParams& p) { p.logit_bias = {{7, 1.0f}}; },  // id 7 of a vocabulary of 7
+      [](SamplingParams& p) { p.logit_bias = {{0, 101.0f}}; },
+  };
+  for (size_t i = 0; i < std::size(bad); ++i) {
+    SamplingParams p;
+    bad[i](p);
+    EXPECT_THROW(validate(p, "x", 7), InputError) << "case " << i;
+  }
+  SamplingParams edge;
+  edge.logit_bias = {{6, -100.0f}};
+  edge.presence_penalty = -2;
+  edge.frequency_penalty = 2;
+  EXPECT_NO_THROW(validate(edge, "x", 7));
   EXPECT_NO_THROW(validate(SamplingParams{}, "x"));
 }
 

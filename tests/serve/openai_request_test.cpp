@@ -226,6 +226,8 @@ TEST(OpenAiRequest, ToolsToolChoiceAndOpenAisAssistantMessages) {
         .tool_choice;
   };
   EXPECT_EQ(choice(R"("none")").mode, ToolChoice::Mode::none);
+  EXPECT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "parallel_tool_calls": false})")
+                   .parallel_tool_calls);
   EXPECT_EQ(choice(R"("required")").mode, ToolChoice::Mode::required);
   ToolChoice named = choice(R"({"type": "function", "function": {"name": "get_weather"}})");
   EXPECT_EQ(named.mode, ToolChoice::Mode::named);

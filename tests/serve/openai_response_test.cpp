@@ -127,12 +127,18 @@ TEST(OpenAiResponse, PartialCharacterTokensAreListedAsBytes) {
   EXPECT_EQ(j["next_offset"], static_cast<int64_t>(text.size()));
 }
 
-TEST(JobBuilder, ModelNameContextAndChoices) {
+// The fixture's tokenizer served as "tiny" with a context of `max_model_len`.
+ServedModel tiny(int64_t max_model_len) {
   ServedModel m;
   m.name = "tiny";
   m.tok = &tok();
-  m.max_model_len = 12;
+  m.max_model_len = max_model_len;
   m.vocab_size = tok().vocab_size();
+  return m;
+}
+
+TEST(JobBuilder, ModelNameContextAndChoices) {
+  ServedModel m = tiny(12);
   m.stop_token_ids = {2};
   CompletionRequest r = parse_completion_request(R"({"prompt": ["a b", [5, 6]], "n": 2, "max_tokens": 3, "seed": 9,
                                                      "stop": ["abc", "de"]})");
@@ -189,11 +195,7 @@ TEST(JobBuilder, ModelNameContextAndChoices) {
 }
 
 TEST(JobBuilder, ForcedToolCallsEndThePromptWithTheCallsOpening) {
-  ServedModel m;
-  m.name = "tiny";
-  m.tok = &tok();
-  m.max_model_len = 4096;
-  m.vocab_size = tok().vocab_size();
+  ServedModel m = tiny(4096);
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}])";
   auto prompt_text = [&](const std::string& extra) {
     const ChatRequest r = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], )" + tools + extra + "}");

@@ -37,6 +37,10 @@ TEST(ToolCalls, ParsesContentAndCallsTypedByTheSchema) {
                              "scale": 2.5, "extra": [1]})"));
   EXPECT_EQ(p.calls[1].name, "noop");
   EXPECT_EQ(p.calls[1].arguments, "{}");
+  // parallel_tool_calls false: the first call only.
+  ASSERT_EQ(parse_tool_calls(kTwoCalls, kTools, true, 1).calls.size(), 1u);
+  ToolCallStream one(kTools, "", 1);
+  EXPECT_EQ(one.update(kTwoCalls, kTwoCalls.size(), true).tool_calls.size(), 1u);
   // A value that does not parse as its type stays text.
   ParsedToolOutput bad = parse_tool_calls(
       "<tool_call>\n<function=get_weather>\n<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>", kTools, true);
