@@ -9,7 +9,8 @@
 # Also: /tokenize and /detokenize round trips (a prompt, chat messages counted as chat counts them),
 # logit_bias forcing a token, refused fields and roles (400 naming the field), echoed non-ASCII
 # tokens in OpenAI's bytes: form, X-Request-Id, /metrics counters rising after requests, the
-# warning for a --max-seq-len past max_position_embeddings, and SIGTERM's message.
+# warning for a --max-seq-len past max_position_embeddings, SIGTERM's message, and a shutdown
+# mid-generation answering 503 (a stream: an error event) rather than a finish_reason.
 # Usage: serve_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -267,5 +268,28 @@ grep -q '^received SIGTERM: stopping the server' "$TMP/server.log" && echo "ok: 
 grep -Eq '^stopped by SIGTERM: served [0-9]+ requests \(([1-9][0-9]*) cancelled\)' "$TMP/server.log" &&
   echo "ok: the disconnected request was cancelled in the engine" ||
   fail "no cancelled request in: $(grep '^stopped' "$TMP/server.log") (stream lines: $line)"
+
+# --- a shutdown mid-generation: 503, never a finish_reason outside OpenAI's set ---------------------
+# A context long enough that 3000 tokens take seconds; SIGTERM once the stream has begun.
+start_server --checkpoint tests/fixtures/hf/dense --max-seq-len 4096 || finish "serve checks"
+curl -sN "$URL/v1/completions" -H 'Content-Type: application/json' --data-binary \
+  '{"prompt": "Once", "max_tokens": 3000, "stream": true, "ignore_eos": true}' >"$TMP/cut_stream" 2>/dev/null &
+spid=$!
+curl -s -o "$TMP/cut_plain" -w '%{http_code}' "$URL/v1/completions" -H 'Content-Type: application/json' --data-binary \
+  '{"prompt": "Once", "max_tokens": 3000, "ignore_eos": true}' >"$TMP/cut_status" 2>/dev/null &
+ppid=$!
+for ((i = 0; i < 100; ++i)); do grep -q '^data: ' "$TMP/cut_stream" 2>/dev/null && break; sleep 0.05; done
+stop_server TERM
+wait $spid $ppid
+python3 - "$TMP/cut_stream" "$TMP/cut_plain" "$(cat "$TMP/cut_status")" <<'PY' && echo "ok: a shutdown ends requests with 503" ||
+import json, sys
+events = [json.loads(l[6:]) for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: {")]
+assert events[-1]["error"]["code"] == 503 and "shutting down" in events[-1]["error"]["message"], events[-1]
+assert all(c["finish_reason"] is None for e in events[:-1] for c in e["choices"]), "a finish_reason before the error"
+assert len(events) < 3000, len(events)
+assert sys.argv[3] == "503", sys.argv[3]
+assert json.load(open(sys.argv[2]))["error"]["message"] == "the server is shutting down"
+PY
+  fail "shutdown: stream $(tail -c 300 "$TMP/cut_stream"), plain $(cat "$TMP/cut_status") $(cat "$TMP/cut_plain")"
 
 finish "serve checks"
