@@ -381,8 +381,7 @@ void OpenAiServer::add_routes() {
         const ParsedToolOutput out = parse_tool_calls(prepared->forced_prefix + st.text, prepared->tools, /*final=*/true,
                                                      prepared->max_tool_calls);
         json calls = json::array();
-        for (const ToolCall& c : out.calls)
-          calls.push_back({{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+        for (const ToolCall& c : out.calls) calls.push_back(tool_call_json(c));
         choices.push_back(chat_choice(prepared->choices[i].index, out.content, lp,
                                       chat_finish_reason(st.finish, !calls.empty(), prepared->named_tool), calls));
       }

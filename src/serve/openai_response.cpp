@@ -115,11 +115,15 @@ json chat_logprobs(const std::vector<TokenLogprob>& lp, const data::Tokenizer& t
   json content = json::array();
   for (const TokenLogprob& t : lp) {
     json top = json::array();
-    for (const auto& [id, l] : t.top)
-      top.push_back({{"token", token_text(tok, id)}, {"logprob", l}, {"bytes", bytes_of(raw_token(tok, id))}});
-    content.push_back({{"token", token_text(tok, t.token)},
+    // Chat's token is text (a partial character as U+FFFD); its `bytes` join back to the text.
+    for (const auto& [id, l] : t.top) {
+      const std::string raw = raw_token(tok, id);
+      top.push_back({{"token", data::utf8_lossy(raw)}, {"logprob", l}, {"bytes", bytes_of(raw)}});
+    }
+    const std::string raw = raw_token(tok, t.token);
+    content.push_back({{"token", data::utf8_lossy(raw)},
                        {"logprob", t.logprob},
-                       {"bytes", bytes_of(raw_token(tok, t.token))},
+                       {"bytes", bytes_of(raw)},
                        {"top_logprobs", std::move(top)}});
   }
   return {{"content", std::move(content)}};

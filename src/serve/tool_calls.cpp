@@ -146,13 +146,15 @@ ToolCallStream::Delta ToolCallStream::update(const std::string& generated, size_
   if (p.content_ready > sent_content_) d.content = text.substr(sent_content_, p.content_ready - sent_content_);
   sent_content_ = std::max(sent_content_, p.content_ready);
   for (; sent_calls_ < p.calls.size(); ++sent_calls_) {
-    const ToolCall& c = p.calls[sent_calls_];
-    d.tool_calls.push_back({{"index", sent_calls_},
-                            {"id", new_tool_call_id()},
-                            {"type", "function"},
-                            {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    nlohmann::json call = tool_call_json(p.calls[sent_calls_]);
+    call["index"] = sent_calls_;
+    d.tool_calls.push_back(std::move(call));
   }
   return d;
+}
+
+nlohmann::json tool_call_json(const ToolCall& c) {
+  return {{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
 std::string new_tool_call_id() {

@@ -73,4 +73,7 @@ class ToolCallStream {
 // A fresh "call_..." id (24 random hex digits, as OpenAI's are opaque).
 std::string new_tool_call_id();
 
+// The call as OpenAI sends it, with a fresh id: {id, type: "function", function: {name, arguments}}.
+nlohmann::json tool_call_json(const ToolCall& c);
+
 }  // namespace nemotron::serve

@@ -125,6 +125,12 @@ TEST(OpenAiResponse, PartialCharacterTokensAreListedAsBytes) {
   for (int32_t id : ids) lp.push_back({id, -1.0, {}});
   const json j = completion_logprobs(lp, tok(), 0);
   EXPECT_EQ(j["next_offset"], static_cast<int64_t>(text.size()));
+  // Chat lists text tokens, and their `bytes` join back (a partial character's token is U+FFFD).
+  std::string chat_bytes;
+  const json chat = chat_logprobs(lp, tok());
+  for (const json& t : chat["content"])
+    for (const json& b : t["bytes"]) chat_bytes += static_cast<char>(b.get<int>());
+  EXPECT_EQ(chat_bytes, text);
 }
 
 // The fixture's tokenizer served as "tiny" with a context of `max_model_len`.
