@@ -282,7 +282,7 @@ void add_generate_command(CLI::App& app) {
       ->required();
   c->add_option("--tokenizer", o->tokenizer,
                 "tokenizer.json (default: the checkpoint's tokenizer.json or tokenizer/tokenizer.json)");
-  c->add_option("--prompt", o->prompt, "Text to continue (starting with the BOS the tokenizer's template adds, if any: data/prompt_encoding.h)");
+  c->add_option("--prompt", o->prompt, "Text to continue (after the BOS the tokenizer's post-processor template adds, when it adds one)");
   c->add_option("--chat", o->chat, "A user message, rendered with --chat-template and its generation prompt");
   c->add_option("--input", o->input, "JSONL file: one row per prompt, with \"prompt\" (text) or \"messages\" (chat)");
   c->add_option("--output", o->output,
