@@ -68,7 +68,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::s
     } catch (const std::exception&) {
       used_id = 0;
     }
-    if (used_id == 0 || used_id != eq || used_bias != item.size() - eq - 1 || id < 0 || id > std::numeric_limits<int32_t>::max())
+    const bool whole = used_id != 0 && used_id == eq && used_bias == item.size() - eq - 1;
+    if (!whole || id < 0 || id > std::numeric_limits<int32_t>::max())
       throw InputError(fmt::format("--logit-bias: expected TOKEN_ID=BIAS (e.g. 42=-100), got \"{}\"", item));
     out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
   }
@@ -282,7 +283,8 @@ void add_generate_command(CLI::App& app) {
       ->required();
   c->add_option("--tokenizer", o->tokenizer,
                 "tokenizer.json (default: the checkpoint's tokenizer.json or tokenizer/tokenizer.json)");
-  c->add_option("--prompt", o->prompt, "Text to continue (after the BOS the tokenizer's post-processor template adds, when it adds one)");
+  c->add_option("--prompt", o->prompt,
+                "Text to continue (after the BOS the tokenizer's post-processor template adds, when it adds one)");
   c->add_option("--chat", o->chat, "A user message, rendered with --chat-template and its generation prompt");
   c->add_option("--input", o->input, "JSONL file: one row per prompt, with \"prompt\" (text) or \"messages\" (chat)");
   c->add_option("--output", o->output,
@@ -303,7 +305,8 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--frequency-penalty", o->frequency_penalty,
                 "In [-2, 2]: times its count so far, subtracted from each token's logit (OpenAI's frequency_penalty)")
       ->capture_default_str();
-  c->add_option("--logit-bias", o->logit_bias, "TOKEN_ID=BIAS (repeatable; bias in [-100, 100]) added to that token's logit");
+  c->add_option("--logit-bias", o->logit_bias,
+                "TOKEN_ID=BIAS (repeatable; bias in [-100, 100]) added to that token's logit");
   c->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it");
   c->add_option("--stop-token-id", o->stop_token_ids, "Stop token id (repeatable), besides the tokenizer's eos");
   c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the tokenizer's eos (nor <|im_end|> in chat)");

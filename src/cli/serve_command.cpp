@@ -1,8 +1,9 @@
 // `nemotron serve`: an OpenAI-compatible HTTP server (serve/) over a checkpoint, on the generation
 // engine (engine/: continuous batching over the KV/SSM cache) on the CPU. SIGINT or SIGTERM
 // stops it gracefully: no new connections, running generations end with 503 (a stream with an
-// error event), then the process ends by the signal (130 / 143), as the training commands do. The API key comes from --api-key
-// or NEMOTRON_API_KEY (read here only: nothing below cli/ reads the environment).
+// error event), then the process ends by the signal (130 / 143), as the training commands do.
+// The API key comes from --api-key or NEMOTRON_API_KEY (read here only: nothing below cli/ reads
+// the environment).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>

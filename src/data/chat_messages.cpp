@@ -8,16 +8,20 @@ namespace nemotron::data {
 
 namespace {
 
+constexpr const char* kRoles = "system, user, assistant or tool";
+
 MessageProblem problem(DropReason r, std::string detail) { return {r, std::move(detail)}; }
 
 // An assistant message's tool calls, arguments parsed (replace_json_args of Nemotron's data prep).
 std::optional<MessageProblem> normalize_tool_calls(OrderedJson& calls, size_t i) {
-  if (!calls.is_array()) return problem(DropReason::bad_tool_call, fmt::format("message {}: tool_calls is not a list", i));
+  if (!calls.is_array())
+    return problem(DropReason::bad_tool_call, fmt::format("message {}: tool_calls is not a list", i));
   for (size_t j = 0; j < calls.size(); ++j) {
     OrderedJson& call = calls[j];
     if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
         !call["function"].contains("arguments"))
-      return problem(DropReason::bad_tool_call, fmt::format("message {}: tool call {} has no function.arguments", i, j));
+      return problem(DropReason::bad_tool_call,
+                     fmt::format("message {}: tool call {} has no function.arguments", i, j));
     OrderedJson& args = call["function"]["arguments"];
     if (args.is_string()) {
       OrderedJson parsed;
@@ -41,7 +45,7 @@ std::optional<MessageProblem> normalize_chat_messages(OrderedJson& messages) {
     const std::string& r = m["role"].get_ref<const std::string&>();
     if (r != "system" && r != "user" && r != "assistant" && r != "tool")
       return problem(DropReason::unknown_role,
-                     fmt::format("message {} has the unknown role \"{}\" (expected system, user, assistant or tool)", i, r));
+                     fmt::format("message {} has the unknown role \"{}\" (expected {})", i, r, kRoles));
     auto content = m.find("content");
     if (content != m.end() && !content->is_string() && !content->is_null())
       return problem(DropReason::bad_message,

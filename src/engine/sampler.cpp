@@ -21,17 +21,20 @@ void validate(const SamplingParams& p, const std::string& where, int64_t V) {
     if (s.empty()) throw InputError(fmt::format("{}: stop: an empty stop string", where));
   for (const char* name : {"presence_penalty", "frequency_penalty"}) {
     const double x = name[0] == 'p' ? p.presence_penalty : p.frequency_penalty;
-    if (!(x >= -2 && x <= 2)) throw InputError(fmt::format("{}: {}: expected a number in [-2, 2], got {}", where, name, x));
+    if (!(x >= -2 && x <= 2))
+      throw InputError(fmt::format("{}: {}: expected a number in [-2, 2], got {}", where, name, x));
   }
   for (const auto& [id, bias] : p.logit_bias) {
     if (id < 0 || (V > 0 && id >= V))
       throw InputError(fmt::format("{}: logit_bias: token id {} outside the vocabulary [0, {})", where, id, V));
     if (!(bias >= -100 && bias <= 100))
-      throw InputError(fmt::format("{}: logit_bias: bias {} for token {}: expected a number in [-100, 100]", where, bias, id));
+      throw InputError(
+          fmt::format("{}: logit_bias: bias {} for token {}: expected a number in [-100, 100]", where, bias, id));
   }
 }
 
-std::vector<float> adjusted_logits(const float* z, int64_t V, const SamplingParams& p, std::span<const int32_t> generated) {
+std::vector<float> adjusted_logits(const float* z, int64_t V, const SamplingParams& p,
+                                   std::span<const int32_t> generated) {
   std::vector<float> out(z, z + V);
   for (const auto& [id, bias] : p.logit_bias)
     if (id >= 0 && id < V) out[static_cast<size_t>(id)] += bias;
@@ -41,8 +44,8 @@ std::vector<float> adjusted_logits(const float* z, int64_t V, const SamplingPara
     for (size_t i = 0; i < ids.size();) {  // one run per distinct token: its count
       size_t j = i;
       while (j < ids.size() && ids[j] == ids[i]) ++j;
-      if (ids[i] >= 0 && ids[i] < V)
-        out[static_cast<size_t>(ids[i])] -= static_cast<float>(static_cast<double>(j - i) * p.frequency_penalty + p.presence_penalty);
+      const double penalty = static_cast<double>(j - i) * p.frequency_penalty + p.presence_penalty;
+      if (ids[i] >= 0 && ids[i] < V) out[static_cast<size_t>(ids[i])] -= static_cast<float>(penalty);
       i = j;
     }
   }

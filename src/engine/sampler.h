@@ -1,9 +1,9 @@
 // Next-token sampling as vLLM and Hugging Face define it: OpenAI's logit adjustments first (logit
 // bias, then presence and frequency penalties over the tokens generated so far), then temperature
-// (0 = greedy), then top-k, then top-p (nucleus: the smallest set of most likely tokens whose probability after temperature
-// and top-k is >= p), renormalized, one draw. The uniform draw is value `index` of the Philox
-// stream (seed, request id): a pure function of (seed, request id, token index), so batched and
-// one-at-a-time generation, in any order, draw the same numbers.
+// (0 = greedy), then top-k, then top-p (nucleus: the smallest set of most likely tokens whose
+// probability after temperature and top-k is >= p), renormalized, one draw. The uniform draw is
+// value `index` of the Philox stream (seed, request id): a pure function of (seed, request id,
+// token index), so batched and one-at-a-time generation, in any order, draw the same numbers.
 #pragma once
 #include <cstdint>
 #include <span>

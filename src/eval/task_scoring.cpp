@@ -24,7 +24,8 @@ std::vector<train::ContinuationScore> score_requests(const LoglikelihoodModel& m
 
 }  // namespace
 
-train::ContinuationRequest continuation_request(const LoglikelihoodModel& m, const std::string& context, const std::string& continuation) {
+train::ContinuationRequest continuation_request(const LoglikelihoodModel& m, const std::string& context,
+                                                const std::string& continuation) {
   train::ContinuationRequest r;
   if (m.bos) r.tokens.push_back(*m.bos);
   std::vector<int32_t> ctx = m.tok->encode(context);

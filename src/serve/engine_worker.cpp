@@ -31,7 +31,8 @@ constexpr const char* kShuttingDown = "the server is shutting down";
 
 EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
                            WorkerObservers observers)
-    : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), engine_(step, &tok), thread_([this] { loop(); }) {}
+    : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), engine_(step, &tok),
+      thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }
 
@@ -198,7 +199,8 @@ void EngineWorker::loop() {
   // Whatever arrived while stopping.
   std::lock_guard lock(m_);
   for (Pending& p : incoming_)
-    finish(*p.gen, engine::FinishReason::cancelled, failure_.empty() ? kShuttingDown : failure_, failure_.empty() ? 503 : 500);
+    finish(*p.gen, engine::FinishReason::cancelled, failure_.empty() ? kShuttingDown : failure_,
+           failure_.empty() ? 503 : 500);
   incoming_.clear();
 }
 

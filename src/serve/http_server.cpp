@@ -267,7 +267,8 @@ void OpenAiServer::add_routes() {
       check_body_size(req.body.size());
       const TokenizeRequest r = parse_tokenize_request(req.body);
       const std::vector<int32_t> ids = tokenize(model_, r);
-      json body = {{"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+      json body = {
+          {"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
       if (r.return_token_strs) {
         body["token_strs"] = json::array();
         for (int32_t id : ids) body["token_strs"].push_back(token_text(*model_.tok, id));

@@ -6,7 +6,8 @@
 
 namespace nemotron::serve {
 
-Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::observe(double x) {
   const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), x) - bounds_.begin());
@@ -62,7 +63,8 @@ std::string ServerMetrics::render() const {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   };
   head("nemotron_requests_total", "counter", "HTTP requests answered, by status code.");
-  for (const auto& [status, n] : requests_by_status_) out += fmt::format("nemotron_requests_total{{status=\"{}\"}} {}\n", status, n);
+  for (const auto& [status, n] : requests_by_status_)
+    out += fmt::format("nemotron_requests_total{{status=\"{}\"}} {}\n", status, n);
   head("nemotron_prompt_tokens_total", "counter", "Prompt tokens of the requests admitted to the engine.");
   out += fmt::format("nemotron_prompt_tokens_total {}\n", prompt_tokens_);
   head("nemotron_generation_tokens_total", "counter", "Tokens generated.");
@@ -74,13 +76,16 @@ std::string ServerMetrics::render() const {
   head("nemotron_batch_slots", "gauge", "Slots the engine batches at most (--max-slots).");
   out += fmt::format("nemotron_batch_slots {}\n", engine_.max_slots);
   head("nemotron_batch_occupancy_ratio", "gauge", "Slots in use over slots (0..1).");
-  out += fmt::format("nemotron_batch_occupancy_ratio {}\n",
-                     engine_.max_slots > 0 ? static_cast<double>(engine_.running) / static_cast<double>(engine_.max_slots) : 0.0);
-  head("nemotron_decode_state_bytes_in_use", "gauge", "Decode state (KV cache blocks, Mamba conv and SSM states) held by running sequences.");
+  const double occupancy =
+      engine_.max_slots > 0 ? static_cast<double>(engine_.running) / static_cast<double>(engine_.max_slots) : 0.0;
+  out += fmt::format("nemotron_batch_occupancy_ratio {}\n", occupancy);
+  head("nemotron_decode_state_bytes_in_use", "gauge",
+       "Decode state (KV cache blocks, Mamba conv and SSM states) held by running sequences.");
   out += fmt::format("nemotron_decode_state_bytes_in_use {}\n", engine_.state_bytes_in_use);
   head("nemotron_decode_state_bytes", "gauge", "Decode state allocated in all (KV pool and every slot's Mamba state).");
   out += fmt::format("nemotron_decode_state_bytes {}\n", engine_.state_bytes_total);
-  head("nemotron_time_to_first_token_seconds", "histogram", "From a request's arrival at the engine to its first generated token.");
+  head("nemotron_time_to_first_token_seconds", "histogram",
+       "From a request's arrival at the engine to its first generated token.");
   ttft_.render(out, "nemotron_time_to_first_token_seconds");
   head("nemotron_inter_token_latency_seconds", "histogram", "Between consecutive generated tokens of one request.");
   itl_.render(out, "nemotron_inter_token_latency_seconds");

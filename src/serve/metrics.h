@@ -34,7 +34,8 @@ struct EngineGauges {
   int64_t waiting = 0;  // requests not yet in a slot (queued in the worker or the engine)
   int64_t running = 0;  // sequences in slots
   int64_t max_slots = 0;
-  int64_t state_bytes_in_use = 0, state_bytes_total = 0;  // decode state (KV + Mamba) of the running sequences, and all of it
+  // The decode state (KV blocks + Mamba states) the running sequences hold, and all of it.
+  int64_t state_bytes_in_use = 0, state_bytes_total = 0;
 };
 
 class ServerMetrics {

@@ -103,9 +103,10 @@ void parse_sampling(const Json& j, SamplingFields& s, const char* max_tokens_nam
     for (const auto& [key, bias] : v->items()) {
       const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
       if (!digits || std::stoll(key) > std::numeric_limits<int32_t>::max())
-        throw bad_request(fmt::format("'logit_bias': keys must be token ids (non-negative integers as strings), got \"{}\"",
-                                      key.substr(0, 40)),
-                          "logit_bias");
+        throw bad_request(
+            fmt::format("'logit_bias': keys must be token ids (non-negative integers as strings), got \"{}\"",
+                        key.substr(0, 40)),
+            "logit_bias");
       if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
         throw bad_request(fmt::format("'logit_bias': the bias of token {} must be a number in [-100, 100], got {}", key,
                                       json_excerpt(bias)),
@@ -123,7 +124,8 @@ void parse_sampling(const Json& j, SamplingFields& s, const char* max_tokens_nam
     if (!v->is_string() || !v->get_ref<const std::string&>().empty())
       throw bad_request("'suffix' is not supported (no fill-in-the-middle)", "suffix");
   if (const std::optional<int64_t> best_of = get_int(j, "best_of", 1, kMaxN); best_of && *best_of != s.n)
-    throw bad_request(fmt::format("'best_of' is not supported unless it equals n ({}), got {}", s.n, *best_of), "best_of");
+    throw bad_request(fmt::format("'best_of' is not supported unless it equals n ({}), got {}", s.n, *best_of),
+                      "best_of");
   if (const Json* v = field(j, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", "an object", *v);
     if (!s.stream) throw bad_request("'stream_options': only allowed when 'stream' is true", "stream_options");
@@ -203,6 +205,8 @@ Json parse_messages(const Json& j) {
   return messages;
 }
 
+constexpr const char* kFunctionTool = R"({"type": "function", "function": {"name": ...}})";
+
 // OpenAI function tools: [{"type": "function", "function": {"name", "description", "parameters"}}].
 Json parse_tools(const Json& j) {
   const Json* t = field(j, "tools");
@@ -213,8 +217,7 @@ Json parse_tools(const Json& j) {
     const Json* fn = tool.is_object() ? field(tool, "function") : nullptr;
     if (!tool.is_object() || tool.value("type", "function") != "function" || !fn || !fn->is_object() ||
         !fn->contains("name") || !(*fn)["name"].is_string() || (*fn)["name"].get_ref<const std::string&>().empty())
-      throw bad_request(fmt::format("'tools': tool {} must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {}",
-                                    i, json_excerpt(tool)),
+      throw bad_request(fmt::format("'tools': tool {} must be {}, got {}", i, kFunctionTool, json_excerpt(tool)),
                         "tools");
     if (const Json* params = field(*fn, "parameters"); params && !params->is_object())
       throw bad_request(fmt::format("'tools': tool {}: parameters must be a JSON Schema object", i), "tools");
@@ -230,12 +233,12 @@ ToolChoice parse_tool_choice(const Json& j, const Json& tools) {
   if (!v) return c;
   if (v->is_string() && (*v == "none" || *v == "auto" || *v == "required")) {
     c.mode = *v == "none" ? ToolChoice::Mode::none : *v == "auto" ? ToolChoice::Mode::auto_ : ToolChoice::Mode::required;
-  } else if (v->is_object() && v->value("type", "") == "function" && v->contains("function") && (*v)["function"].is_object() &&
-             (*v)["function"].contains("name") && (*v)["function"]["name"].is_string()) {
+  } else if (const Json* fn = v->is_object() && v->value("type", "") == "function" ? field(*v, "function") : nullptr;
+             fn && fn->is_object() && fn->contains("name") && (*fn)["name"].is_string()) {
     c.mode = ToolChoice::Mode::named;
-    c.name = (*v)["function"]["name"].get<std::string>();
+    c.name = (*fn)["name"].get<std::string>();
   } else {
-    wrong_type("tool_choice", "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}", *v);
+    wrong_type("tool_choice", R"("none", "auto", "required" or {"type": "function", "function": {"name": ...}})", *v);
   }
   if (c.mode != ToolChoice::Mode::none && tools.is_null())
     throw bad_request("'tool_choice': only allowed when 'tools' are given", "tool_choice");
@@ -316,7 +319,8 @@ DetokenizeRequest parse_detokenize_request(const std::string& body) {
   if (!t->is_array()) wrong_type("tokens", "an array of token ids", *t);
   for (const Json& x : *t) {
     if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      throw bad_request(fmt::format("'tokens': token ids must be non-negative integers, got {}", json_excerpt(x)), "tokens");
+      throw bad_request(fmt::format("'tokens': token ids must be non-negative integers, got {}", json_excerpt(x)),
+                        "tokens");
     r.tokens.push_back(static_cast<int32_t>(x.get<int64_t>()));
   }
   return r;

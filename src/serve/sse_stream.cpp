@@ -31,7 +31,9 @@ StreamOutcome stream_choices(StreamKind kind, const ServedModel& m, const Respon
     while (true) {
       GenerationState st = gens[i]->wait(seen);
       if (!st.error.empty()) {
-        send({{"error", {{"message", st.error}, {"type", "server_error"}, {"param", nullptr}, {"code", st.error_status}}}});
+        // As vLLM streams an error: the HTTP status as its code.
+        send({{"error",
+               {{"message", st.error}, {"type", "server_error"}, {"param", nullptr}, {"code", st.error_status}}}});
         return out;
       }
       seen += st.tokens.size();

@@ -52,7 +52,8 @@ OJson convert(const std::string& value, const std::string& type) {
   if (value == "null") return nullptr;
   OJson parsed;
   if (!parse_json_bounded(value, parsed)) {
-    const bool number = parsed.is_number(), boolean = parsed.is_boolean(), container = parsed.is_object() || parsed.is_array();
+    const bool number = parsed.is_number(), boolean = parsed.is_boolean();
+    const bool container = parsed.is_object() || parsed.is_array();
     if ((type == "integer" || type == "int") && parsed.is_number_integer()) return parsed;
     if ((type == "number" || type == "float") && number) return parsed;
     if (type == "boolean" && boolean) return parsed;
@@ -106,7 +107,9 @@ ParsedToolOutput parse_tool_calls(std::string_view text, const OJson& tools, boo
   const size_t first = text.find(kOpen);
   // Trailing whitespace is held back as well: before a call it is dropped, so a stream that sent
   // it would differ from the whole message.
-  const size_t end = first != std::string_view::npos ? first : final ? text.size() : text.size() - partial_tag_suffix(text, kOpen);
+  const size_t end = first != std::string_view::npos ? first
+                     : final                          ? text.size()
+                                                      : text.size() - partial_tag_suffix(text, kOpen);
   out.content = rstrip(std::string(text.substr(0, end)));
   out.content_ready = out.content.size();
   if (first == std::string_view::npos) return out;
@@ -119,7 +122,8 @@ ParsedToolOutput parse_tool_calls(std::string_view text, const OJson& tools, boo
         if (std::optional<ToolCall> c = parse_block(text.substr(body), tools)) out.calls.push_back(std::move(*c));
       break;
     }
-    if (std::optional<ToolCall> c = parse_block(text.substr(body, close - body), tools)) out.calls.push_back(std::move(*c));
+    if (std::optional<ToolCall> c = parse_block(text.substr(body, close - body), tools))
+      out.calls.push_back(std::move(*c));
     at = text.find(kOpen, close + kClose.size());
   }
   return out;
@@ -154,7 +158,9 @@ ToolCallStream::Delta ToolCallStream::update(const std::string& generated, size_
 }
 
 nlohmann::json tool_call_json(const ToolCall& c) {
-  return {{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+  return {{"id", new_tool_call_id()},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
 std::string new_tool_call_id() {
