@@ -349,6 +349,7 @@ void OpenAiServer::add_routes() {
       check_body_size(req.body.size());
       const ChatRequest r = parse_chat_request(req.body);
       auto prepared = std::make_shared<PreparedRequest>(prepare_chat(model_, r));
+      force_likeliest_tool(worker_, model_, *prepared);
       auto gens = std::make_shared<std::vector<std::shared_ptr<Generation>>>(submit_all(worker_, *prepared));
       const ResponseHead head{request_id("chatcmpl"), model_.name, unix_now()};
       if (r.stream) {

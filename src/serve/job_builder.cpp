@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "data/prompt_encoding.h"
@@ -157,6 +158,8 @@ PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
     // A call comes after the reasoning: a thinking generation prompt's <think> is closed first.
     if (r.enable_thinking) text += "</think>\n";
     text += out.forced_prefix;
+    if (r.tool_choice.mode == ToolChoice::Mode::required && r.tools.size() > 1)
+      for (const data::OrderedJson& t : r.tools) out.tool_names_to_choose.push_back(t["function"]["name"]);
   }
   // The rendered text, not the messages: a template may drop parts of them (earlier reasoning).
   check_prompt_bytes(m, text.size(), "messages");
@@ -178,6 +181,48 @@ PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
     out.choices.push_back(std::move(c));
   }
   return out;
+}
+
+void force_likeliest_tool(EngineWorker& worker, const ServedModel& m, PreparedRequest& p) {
+  if (p.tool_names_to_choose.empty() || p.choices.empty()) return;
+  const std::string& text = p.choices[0].prompt_text;  // every choice has the same prompt
+  const std::vector<int32_t>& base = p.choices[0].job.prompt;
+  std::vector<std::shared_ptr<Generation>> scored;
+  std::vector<std::vector<int32_t>> candidates;
+  for (const std::string& name : p.tool_names_to_choose) {
+    GenerationJob job;
+    job.prompt = m.tok->encode(text + name + ">\n", /*add_special_tokens=*/false);
+    job.params.max_new_tokens = 0;  // only score the prompt
+    job.top_logprobs = 0;
+    job.score_prompt = true;
+    candidates.push_back(job.prompt);
+    scored.push_back(worker.submit(std::move(job)));
+  }
+  size_t best = 0;
+  double best_logprob = -INFINITY;
+  for (size_t i = 0; i < scored.size(); ++i) {
+    GenerationState st = scored[i]->wait(0);
+    while (!st.finished) st = scored[i]->wait(0);
+    if (!st.error.empty()) throw ApiError(st.error_status, st.error, "server_error");
+    // The name's tokens: those after the longest common prefix with the prompt (a merge across
+    // the boundary re-tokenizes the prompt's last token; it is then scored with the name).
+    size_t common = 0;
+    while (common < base.size() && common < candidates[i].size() && base[common] == candidates[i][common]) ++common;
+    double logprob = 0;
+    for (size_t t = std::max<size_t>(common, 1); t < st.prompt_logprobs.size(); ++t) logprob += st.prompt_logprobs[t].logprob;
+    if (logprob > best_logprob) best = i, best_logprob = logprob;
+  }
+  const std::string suffix = p.tool_names_to_choose[best] + ">\n";
+  const auto n_prompt = static_cast<int64_t>(candidates[best].size());
+  if (n_prompt >= m.max_model_len) too_long(m, n_prompt, 1, "messages");
+  p.forced_prefix += suffix;
+  p.prompt_tokens = n_prompt;
+  for (PreparedChoice& c : p.choices) {
+    c.prompt_text += suffix;
+    c.job.prompt = candidates[best];
+    c.job.params.max_new_tokens = std::min(c.job.params.max_new_tokens, m.max_model_len - n_prompt);
+  }
+  p.tool_names_to_choose.clear();
 }
 
 std::vector<int32_t> tokenize(const ServedModel& m, const TokenizeRequest& r) {

@@ -36,6 +36,8 @@ struct PreparedRequest {
   size_t max_tool_calls = 0;  // 0: all; 1 with parallel_tool_calls false
   std::string forced_prefix;
   data::OrderedJson tools;
+  // tool_choice "required" with several tools: the names to choose from (force_likeliest_tool).
+  std::vector<std::string> tool_names_to_choose;
 };
 
 // 404 model_not_found unless `requested` is "" or the served model's name.
@@ -43,6 +45,12 @@ void check_model(const ServedModel& m, const std::string& requested);
 
 PreparedRequest prepare_completion(const ServedModel& m, const CompletionRequest& r);
 PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r);
+
+// tool_choice "required" with several tools: scores each tool's name as the continuation of the
+// forced "<tool_call>\n<function=" (one prompt-scoring job per name on the worker, as echo does),
+// and ends every choice's prompt with the likeliest name, so that the call names a listed tool.
+// ApiError 500/503 when the worker fails or is stopping.
+void force_likeliest_tool(EngineWorker& worker, const ServedModel& m, PreparedRequest& p);
 
 // /tokenize: the ids /v1/completions (prompt) or /v1/chat/completions (messages) would generate from.
 std::vector<int32_t> tokenize(const ServedModel& m, const TokenizeRequest& r);

@@ -7,9 +7,10 @@
 // value that does not parse stays a string), the arguments serialised as a JSON object.
 // tool_choice "required" or a named function is honoured by prefixing the generation: the prompt
 // ends with the opening of the call (forced_call_prefix), so the reply is a call whatever the
-// model writes; with a named function (or "required" and one tool) the name is in the prefix, with
-// "required" and several tools the model writes the name, and nothing constrains it to a listed
-// one (no grammar-constrained decoding here). parallel_tool_calls false keeps the first call.
+// model writes; with a named function (or "required" and one tool) the name is in the prefix; with
+// "required" and several tools the server scores each listed name as the continuation and
+// appends the likeliest (serve/job_builder.h, force_likeliest_tool). parallel_tool_calls false
+// keeps the first call.
 #pragma once
 #include <cstdint>
 #include <string>

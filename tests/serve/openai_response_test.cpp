@@ -220,6 +220,8 @@ TEST(JobBuilder, ForcedToolCallsEndThePromptWithTheCallsOpening) {
   EXPECT_NE(none_text.find("<function>\n<name>g</name>"), std::string::npos) << "tools are still shown, as vLLM does";
   auto [req_text, req_p] = prompt_text(R"(, "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": false})");
   EXPECT_TRUE(req_text.ends_with("<think></think><tool_call>\n<function=")) << req_text;
+  EXPECT_EQ(req_p.tool_names_to_choose, (std::vector<std::string>{"f", "g"}));  // the server picks the likeliest
+  EXPECT_TRUE(named_p.tool_names_to_choose.empty());
   m.chat_format = data::ChatFormat::nano_v2;
   try {
     prompt_text(R"(, "tool_choice": "required")");

@@ -145,6 +145,16 @@ await check("tool call streamed as deltas (the client's own accumulator)", async
   assert.ok(["tool_calls", "length"].includes(done.choices[0].finish_reason), done.choices[0].finish_reason);
 });
 
+await check("tool_choice required with two tools calls one of them, the same one streamed", async () => {
+  const two = [...tools, { type: "function", function: { name: "get_time", parameters: { type: "object", properties: {} } } }];
+  const body = { model: "tiny", messages: [question], tools: two, tool_choice: "required", max_tokens: 6, temperature: 0 };
+  const r = await client.chat.completions.create(body);
+  const name = r.choices[0].message.tool_calls[0].function.name;
+  assert.ok(["get_weather", "get_time"].includes(name), name);
+  const streamed = await client.beta.chat.completions.stream(body).finalChatCompletion();
+  assert.equal(streamed.choices[0].message.tool_calls[0].function.name, name);
+});
+
 await check("an assistant message with arguments that are not JSON is a 400 naming messages", async () => {
   const bad = { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: "{city" } }] };
   await assert.rejects(client.chat.completions.create({ model: "tiny", messages: [question, bad], tools }), (e) => {
