@@ -209,7 +209,8 @@ void force_likeliest_tool(EngineWorker& worker, const ServedModel& m, PreparedRe
     size_t common = 0;
     while (common < base.size() && common < candidates[i].size() && base[common] == candidates[i][common]) ++common;
     double logprob = 0;
-    for (size_t t = std::max<size_t>(common, 1); t < st.prompt_logprobs.size(); ++t) logprob += st.prompt_logprobs[t].logprob;
+    for (size_t t = std::max<size_t>(common, 1); t < st.prompt_logprobs.size(); ++t)
+      logprob += st.prompt_logprobs[t].logprob;
     if (logprob > best_logprob) best = i, best_logprob = logprob;
   }
   const std::string suffix = p.tool_names_to_choose[best] + ">\n";
