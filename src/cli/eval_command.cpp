@@ -25,6 +25,7 @@
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "data/chat_template.h"
+#include "data/prompt_encoding.h"
 #include "data/tokenizer.h"
 #include "eval/eval_config.h"
 #include "eval/eval_results.h"
@@ -138,7 +139,7 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
               fmt::format("{}, {}", dev.backend->name(), dtype_name(dev.dtype)).c_str());
   std::fflush(stdout);
   train::ContinuationStats scoring;
-  eval::LoglikelihoodModel ll{m.net.get(), &tok, cfg.row_tokens, tok.eos_token_id().value_or(0), tok.bos_token_id(),
+  eval::LoglikelihoodModel ll{m.net.get(), &tok, cfg.row_tokens, tok.eos_token_id().value_or(0), data::prompt_bos(tok),
                               cfg.rows_per_forward, &scoring};
   eval::ModelResults res{run.label, m.source, run.artifact, {}, 0};
   for (size_t ti = 0; ti < cfg.tasks.size(); ++ti) {

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "data/corpus_skills.h"
+#include "data/prompt_encoding.h"
 #include "engine/cached_step_model.h"
 #include "engine/engine.h"
 #include "rl/env/math_verifier.h"
@@ -25,7 +26,7 @@ eval::GenerateFn make_generate_fn(model::HybridModel& net, const data::Tokenizer
       if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) p.stop_token_ids.push_back(*end);
     for (size_t i = 0; i < prompts.size(); ++i) {
       engine::Request r;
-      r.prompt = tok.encode(prompts[i], /*add_special_tokens=*/!task.chat);
+      r.prompt = task.chat ? tok.encode(prompts[i]) : data::encode_prompt(tok, prompts[i]);
       if (r.prompt.empty()) throw InputError(fmt::format("{}: item {}: the prompt encodes to no tokens", task.name, i));
       if (static_cast<int64_t>(r.prompt.size()) > max_seq_len)  // keep the end, as lm-eval truncates
         r.prompt.erase(r.prompt.begin(), r.prompt.end() - max_seq_len);

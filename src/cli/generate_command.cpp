@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "core/progress.h"
 #include "data/chat_template.h"
 #include "data/jsonl.h"
+#include "data/prompt_encoding.h"
 #include "data/tokenizer.h"
 #include "engine/cached_step_model.h"
 #include "engine/engine.h"
@@ -43,12 +45,36 @@ struct GenerateOptions {
   std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "nano3", dtype = "auto",
               device = "auto";
   bool enable_thinking = false, ignore_eos = false, recompute = false;
-  double temperature = 1.0, top_p = 1.0;
+  double temperature = 1.0, top_p = 1.0, presence_penalty = 0, frequency_penalty = 0;
+  std::vector<std::string> logit_bias;  // "ID=BIAS" each
   int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
   uint64_t seed = 0;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
 };
+
+// --logit-bias ID=BIAS (repeatable), as OpenAI's logit_bias map.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& items) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    size_t used_id = 0, used_bias = 0;
+    int64_t id = -1;
+    double bias = 0;
+    try {
+      if (eq == std::string::npos) throw std::invalid_argument("no =");
+      id = std::stoll(item.substr(0, eq), &used_id);
+      bias = std::stod(item.substr(eq + 1), &used_bias);
+    } catch (const std::exception&) {
+      used_id = 0;
+    }
+    const bool whole = used_id != 0 && used_id == eq && used_bias == item.size() - eq - 1;
+    if (!whole || id < 0 || id > std::numeric_limits<int32_t>::max())
+      throw InputError(fmt::format("--logit-bias: expected TOKEN_ID=BIAS (e.g. 42=-100), got \"{}\"", item));
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+  return out;
+}
 
 // The tokenizer: --tokenizer, else the one found beside the weights.
 std::string tokenizer_path(const GenerateOptions& o, const train::InferenceModel& m) {
@@ -143,6 +169,9 @@ void run_generate(const GenerateOptions& o) {
   params.max_new_tokens = o.max_new_tokens;
   params.stop = o.stop;
   params.seed = o.seed;
+  params.presence_penalty = o.presence_penalty;
+  params.frequency_penalty = o.frequency_penalty;
+  params.logit_bias = parse_logit_bias(o.logit_bias);
   engine::validate(params, "sampling flags");
   std::vector<PromptRow> rows;
   if (!o.input.empty()) {
@@ -193,7 +222,7 @@ void run_generate(const GenerateOptions& o) {
     const std::string where =
         o.input.empty() ? (o.chat.empty() ? "--prompt" : "--chat") : fmt::format("{}: row {}", o.input, i + 1);
     engine::Request r;
-    r.prompt = tok.encode(rows[i].text, /*add_special_tokens=*/!rows[i].chat);
+    r.prompt = rows[i].chat ? tok.encode(rows[i].text) : data::encode_prompt(tok, rows[i].text);
     if (r.prompt.empty()) throw InputError(where + ": the prompt encodes to no tokens");
     r.params = params;
     r.id = i;
@@ -254,7 +283,8 @@ void add_generate_command(CLI::App& app) {
       ->required();
   c->add_option("--tokenizer", o->tokenizer,
                 "tokenizer.json (default: the checkpoint's tokenizer.json or tokenizer/tokenizer.json)");
-  c->add_option("--prompt", o->prompt, "Text to continue (special tokens added as the tokenizer's template says)");
+  c->add_option("--prompt", o->prompt,
+                "Text to continue (after the BOS the tokenizer's post-processor template adds, when it adds one)");
   c->add_option("--chat", o->chat, "A user message, rendered with --chat-template and its generation prompt");
   c->add_option("--input", o->input, "JSONL file: one row per prompt, with \"prompt\" (text) or \"messages\" (chat)");
   c->add_option("--output", o->output,
@@ -269,6 +299,14 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate at most per prompt")->capture_default_str();
   c->add_option("--seed", o->seed, "Sampling seed (prompt i draws from its own stream: the batch size changes nothing)")
       ->capture_default_str();
+  c->add_option("--presence-penalty", o->presence_penalty,
+                "In [-2, 2]: subtracted from the logit of every token generated so far (OpenAI's presence_penalty)")
+      ->capture_default_str();
+  c->add_option("--frequency-penalty", o->frequency_penalty,
+                "In [-2, 2]: times its count so far, subtracted from each token's logit (OpenAI's frequency_penalty)")
+      ->capture_default_str();
+  c->add_option("--logit-bias", o->logit_bias,
+                "TOKEN_ID=BIAS (repeatable; bias in [-100, 100]) added to that token's logit");
   c->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it");
   c->add_option("--stop-token-id", o->stop_token_ids, "Stop token id (repeatable), besides the tokenizer's eos");
   c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the tokenizer's eos (nor <|im_end|> in chat)");

@@ -1,8 +1,9 @@
 // `nemotron serve`: an OpenAI-compatible HTTP server (serve/) over a checkpoint, on the generation
 // engine (engine/: continuous batching over the KV/SSM cache) on the CPU. SIGINT or SIGTERM
-// stops it gracefully: no new connections, running generations cancelled, then the process
-// ends by the signal (130 / 143), as the training commands do. The API key comes from --api-key
-// or NEMOTRON_API_KEY (read here only: nothing below cli/ reads the environment).
+// stops it gracefully: no new connections, running generations end with 503 (a stream with an
+// error event), then the process ends by the signal (130 / 143), as the training commands do.
+// The API key comes from --api-key or NEMOTRON_API_KEY (read here only: nothing below cli/ reads
+// the environment).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "engine/cached_step_model.h"
 #include "serve/engine_worker.h"
 #include "serve/http_server.h"
+#include "serve/metrics.h"
 #include "train/inference_model.h"
 
 namespace nemotron::cli {
@@ -74,6 +76,11 @@ int run_serve(const ServeOptions& o) {
   // The KV pool holds every slot's whole context (engine/cached_step_model.h): the default
   // keeps it to generate's 4096 tokens rather than a long-context model's full window.
   const int64_t max_len = o.max_seq_len > 0 ? o.max_seq_len : std::min<int64_t>(4096, cfg.max_position_embeddings);
+  if (max_len > cfg.max_position_embeddings)
+    std::fprintf(stderr,
+                 "warning: --max-seq-len %lld exceeds the model's max_position_embeddings %lld: positions past what "
+                 "it was trained on may give poor output\n",
+                 static_cast<long long>(max_len), static_cast<long long>(cfg.max_position_embeddings));
 
   serve::ServedModel served;
   served.name = o.served_model_name.empty() ? default_model_name(o.checkpoint) : o.served_model_name;
@@ -88,13 +95,25 @@ int run_serve(const ServeOptions& o) {
 
   const Context run_ctx{&host_backend(), nullptr, dt};
   engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
-  serve::EngineWorker worker(step, *m.net, tok);
+  serve::ServerMetrics metrics;
+  serve::WorkerObservers observers;
+  observers.metrics = &metrics;
+  // Memory of the running sequences: each one's KV blocks (whole blocks) and its Mamba state.
+  observers.state_bytes = [&step, &cfg, dt] {
+    const model::DecodeState& st = step.state();
+    int64_t in_use = 0;
+    for (int64_t slot = 0; slot < st.max_slots(); ++slot)
+      if (st.length(slot) > 0)
+        in_use += model::DecodeState::bytes_per_sequence(cfg, st.blocks_held(slot) * st.block_size(), dt);
+    return std::pair<int64_t, int64_t>{in_use, st.bytes()};
+  };
+  serve::EngineWorker worker(step, *m.net, tok, observers);
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
   sopt.transport.max_connections =
       o.max_connections > 0 ? o.max_connections : static_cast<int>(std::max<int64_t>(256, 4 * o.max_slots));
-  serve::OpenAiServer server(worker, served, sopt);
+  serve::OpenAiServer server(worker, served, sopt, metrics);
   const int port = server.bind();
 
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %d CPU threads; %lld slots, context %lld tokens\n",
@@ -102,7 +121,7 @@ int run_serve(const ServeOptions& o) {
               static_cast<long long>(m.net->params().numel()), dtype_name(dt), cpu::num_threads(),
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("serving \"%s\" at http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models, "
-              "/v1/health); Ctrl-C stops\n",
+              "/v1/health; /tokenize, /detokenize, /metrics); Ctrl-C stops\n",
               served.name.c_str(), o.host.c_str(), port);
   std::printf("limits: %d connections, request bodies up to %lld bytes, %g s to send a request, %g s idle; %s%s\n",
               sopt.transport.max_connections, static_cast<long long>(sopt.transport.max_request_bytes),
@@ -111,7 +130,7 @@ int run_serve(const ServeOptions& o) {
               sopt.allowed_origins.empty() ? "" : ", CORS for the allowed origins");
   std::fflush(stdout);
 
-  const StopSignals signals;
+  const StopSignals signals("stopping the server: no new connections, running requests end with 503");
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done && StopSignals::signal_number() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -11,6 +11,8 @@ namespace nemotron::cli {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+// The first signal's messages, composed before the handlers are installed (the handler only writes).
+char g_term_message[256], g_int_message[256];
 struct sigaction g_old_term, g_old_int;
 
 void write_stderr(const char* s) {
@@ -28,14 +30,15 @@ extern "C" void on_stop_signal(int sig) {
     return;
   }
   g_signal = sig;
-  write_stderr(sig == SIGTERM ? "received SIGTERM: saving and stopping after this step (a second one exits at once)\n"
-                              : "received SIGINT: saving and stopping after this step (a second one exits at once)\n");
+  write_stderr(sig == SIGTERM ? g_term_message : g_int_message);
 }
 
 }  // namespace
 
-StopSignals::StopSignals() {
+StopSignals::StopSignals(const char* action) {
   g_signal = 0;
+  std::snprintf(g_term_message, sizeof(g_term_message), "received SIGTERM: %s (a second one exits at once)\n", action);
+  std::snprintf(g_int_message, sizeof(g_int_message), "received SIGINT: %s (a second one exits at once)\n", action);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);

@@ -13,7 +13,10 @@ namespace nemotron::cli {
 
 class StopSignals {
  public:
-  StopSignals();   // installs the handlers (one StopSignals at a time)
+  // Installs the handlers (one StopSignals at a time). `action` completes the message the first
+  // signal prints ("received SIGTERM: <action> (a second one exits at once)"): what this command
+  // does about it.
+  explicit StopSignals(const char* action = "saving and stopping after this step");
   ~StopSignals();  // restores the previous ones
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "core/json_limits.h"
+#include "data/chat_messages.h"
 #include "data/tokenizer.h"
 
 namespace nemotron::data {
@@ -216,41 +216,15 @@ SftRowResult process_sft_row(const OrderedJson& row, const Tokenizer& tok, const
     return drop(DropReason::no_messages, fmt::format("no \"{}\"", opt.messages_field));
   if (!mit->is_array()) return drop(DropReason::bad_message, fmt::format("\"{}\" is not a list", opt.messages_field));
   OrderedJson messages = *mit;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const OrderedJson& m = messages[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return drop(DropReason::bad_message, fmt::format("message {} is not an object with a string \"role\"", i));
-    const std::string& r = m["role"].get_ref<const std::string&>();
-    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
-      return drop(DropReason::unknown_role, fmt::format("message {} has the unknown role \"{}\"", i, r));
-  }
+  std::optional<MessageProblem> bad = normalize_chat_messages(messages);
+  if (bad && bad->reason != DropReason::bad_tool_call) return drop(bad->reason, bad->detail);
   bool any_call = false, any_header = false;
   for (const OrderedJson& m : messages) {
     any_call = any_call || text_field_contains(m, "content", "<tool_call>") || text_field_contains(m, "reasoning_content", "<tool_call>");
     any_header = any_header || text_field_contains(m, "content", "# Tools") || text_field_contains(m, "reasoning_content", "# Tools");
   }
   if (any_call && !any_header) return drop(DropReason::tool_call_without_tools, "<tool_call> present but # Tools missing");
-  // replace_json_args: arguments given as JSON text become objects.
-  for (size_t i = 0; i < messages.size(); ++i) {
-    OrderedJson& m = messages[i];
-    auto calls = m.find("tool_calls");
-    if (m["role"] != "assistant" || calls == m.end() || !python_truthy(*calls)) continue;
-    if (!calls->is_array()) return drop(DropReason::bad_tool_call, fmt::format("message {}: tool_calls is not a list", i));
-    for (size_t j = 0; j < calls->size(); ++j) {
-      OrderedJson& call = (*calls)[j];
-      if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
-          !call["function"].contains("arguments"))
-        return drop(DropReason::bad_tool_call, fmt::format("message {}: tool call {} has no function.arguments", i, j));
-      OrderedJson& args = call["function"]["arguments"];
-      if (args.is_string()) {
-        OrderedJson parsed;
-        if (std::optional<JsonError> e = parse_json_bounded(args.get_ref<const std::string&>(), parsed))
-          return drop(DropReason::bad_tool_call, fmt::format("message {}: tool call {}: arguments are not valid JSON "
-                                                             "({}: {})", i, j, e->where(), e->reason));
-        args = std::move(parsed);
-      }
-    }
-  }
+  if (bad) return drop(bad->reason, bad->detail);  // tool calls are checked after the # Tools filter, as in Python
   auto tit = row.find(opt.tools_field);
   const OrderedJson tools = tit == row.end() ? OrderedJson(nullptr) : *tit;
   std::vector<std::vector<ChatChunk>> seqs;

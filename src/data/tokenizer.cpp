@@ -278,6 +278,14 @@ std::optional<int32_t> Tokenizer::bos_token_id() const {
   return std::nullopt;
 }
 
+std::optional<int32_t> Tokenizer::template_bos_token_id() const { return impl_->post_processor.template_bos(); }
+
+std::optional<std::string> Tokenizer::token_bytes(int32_t id) const {
+  const TokenizerImpl& t = *impl_;
+  if (id < 0 || id >= t.vocab_size || !(t.flags[id] & TokenizerImpl::kPresent)) return std::nullopt;
+  return t.decoded[id];
+}
+
 std::optional<int32_t> Tokenizer::eos_token_id() const {
   if (eos_override_) return eos_override_;
   if (auto id = impl_->post_processor.template_eos()) return id;

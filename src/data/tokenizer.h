@@ -53,6 +53,13 @@ class Tokenizer {
   // (<s> <|begin_of_text|> <bos> <|startoftext|> / </s> <|end_of_text|> <|endoftext|> <eos>).
   std::optional<int32_t> bos_token_id() const;
   std::optional<int32_t> eos_token_id() const;
+  // The BOS a prompt starts with (data/prompt_encoding.h): the special token the post-processor's
+  // template puts right before the text, as HF encode(text, add_special_tokens=True) does; none
+  // when the template adds none. No override and no name fallback: the tokenizer's config decides.
+  std::optional<int32_t> template_bos_token_id() const;
+  // A token's bytes as the decoder makes them, before the lossy UTF-8 step of decode() (a
+  // byte-level token may hold part of a character); nullopt for an id the tokenizer lacks.
+  std::optional<std::string> token_bytes(int32_t id) const;
   // Overrides; InputError if `token` is not in the vocabulary.
   void set_bos_token(const std::string& token);
   void set_eos_token(const std::string& token);

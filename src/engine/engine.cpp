@@ -38,9 +38,9 @@ uint64_t Engine::add(Request r) {
   const uint64_t id = r.id ? *r.id : next_id_;
   next_id_ = std::max(next_id_, id + 1);
   const std::string where = fmt::format("request {}", id);
-  validate(r.params, where);
-  if (r.prompt.empty()) throw InputError(where + ": empty prompt (no tokens)");
   const int64_t V = model_.vocab_size();
+  validate(r.params, where, V);
+  if (r.prompt.empty()) throw InputError(where + ": empty prompt (no tokens)");
   for (int32_t t : r.prompt)
     if (t < 0 || t >= V) throw InputError(fmt::format("{}: prompt token {} outside the vocabulary [0, {})", where, t, V));
   if (static_cast<int64_t>(r.prompt.size()) >= model_.max_seq_len())
@@ -195,7 +195,7 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       cpu::parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t i) {
         const Sequence& s = *slots[static_cast<size_t>(ids[static_cast<size_t>(i)])];
         drawn[static_cast<size_t>(i)] = sample_token(logits.data() + static_cast<size_t>(i) * static_cast<size_t>(V), V,
-                                                     s.params, s.result.id, s.result.tokens.size());
+                                                     s.params, s.result.id, s.result.tokens.size(), s.result.tokens);
       }, cpu::grain_for(V));
     }
     ++stats_.steps;

@@ -78,6 +78,8 @@ class Engine {
   using FinishCallback = std::function<void(const Result&, const EngineStats&)>;
   std::vector<Result> run(const FinishCallback& on_finish = {}, const RunHooks& hooks = {});
   const EngineStats& stats() const { return stats_; }
+  // Requests added and not yet in a slot (for the server's queue-length gauge).
+  size_t queued() const { return queue_.size(); }
 
  private:
   struct Sequence;

@@ -9,7 +9,7 @@
 
 namespace nemotron::engine {
 
-void validate(const SamplingParams& p, const std::string& where) {
+void validate(const SamplingParams& p, const std::string& where, int64_t V) {
   if (!(std::isfinite(p.temperature) && p.temperature >= 0))
     throw InputError(fmt::format("{}: temperature: expected a number >= 0 (0 = greedy), got {}", where, p.temperature));
   if (!(p.top_p > 0 && p.top_p <= 1))
@@ -19,6 +19,37 @@ void validate(const SamplingParams& p, const std::string& where) {
     throw InputError(fmt::format("{}: max_new_tokens: expected a positive integer, got {}", where, p.max_new_tokens));
   for (const std::string& s : p.stop)
     if (s.empty()) throw InputError(fmt::format("{}: stop: an empty stop string", where));
+  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
+    const double x = name[0] == 'p' ? p.presence_penalty : p.frequency_penalty;
+    if (!(x >= -2 && x <= 2))
+      throw InputError(fmt::format("{}: {}: expected a number in [-2, 2], got {}", where, name, x));
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || (V > 0 && id >= V))
+      throw InputError(fmt::format("{}: logit_bias: token id {} outside the vocabulary [0, {})", where, id, V));
+    if (!(bias >= -100 && bias <= 100))
+      throw InputError(
+          fmt::format("{}: logit_bias: bias {} for token {}: expected a number in [-100, 100]", where, bias, id));
+  }
+}
+
+std::vector<float> adjusted_logits(const float* z, int64_t V, const SamplingParams& p,
+                                   std::span<const int32_t> generated) {
+  std::vector<float> out(z, z + V);
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < V) out[static_cast<size_t>(id)] += bias;
+  if (p.presence_penalty != 0 || p.frequency_penalty != 0) {
+    std::vector<int32_t> ids(generated.begin(), generated.end());
+    std::sort(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size();) {  // one run per distinct token: its count
+      size_t j = i;
+      while (j < ids.size() && ids[j] == ids[i]) ++j;
+      const double penalty = static_cast<double>(j - i) * p.frequency_penalty + p.presence_penalty;
+      if (ids[i] >= 0 && ids[i] < V) out[static_cast<size_t>(ids[i])] -= static_cast<float>(penalty);
+      i = j;
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -76,8 +107,19 @@ ops::RowSampling row_sampling(const SamplingParams& p, uint64_t request_id, uint
   return {p.temperature, p.temperature == 0 ? 0.0 : Philox(p.seed, request_id).uniform(index)};
 }
 
-SampledToken sample_token(const float* z, int64_t V, const SamplingParams& p, uint64_t request_id, uint64_t index) {
+SampledToken sample_token(const float* raw, int64_t V, const SamplingParams& p, uint64_t request_id, uint64_t index,
+                          std::span<const int32_t> generated) {
   NM_CHECK(V > 0, "sample_token: empty vocabulary");
+  if (p.adjusts_logits()) {
+    const std::vector<float> adjusted = adjusted_logits(raw, V, p, generated);
+    SamplingParams plain = p;
+    plain.logit_bias.clear();
+    plain.presence_penalty = plain.frequency_penalty = 0;
+    SampledToken t = sample_token(adjusted.data(), V, plain, request_id, index);
+    t.raw_logprob = static_cast<float>(raw[t.token] - log_sum_exp(raw, V, 1.0));
+    return t;
+  }
+  const float* z = raw;
   // Greedy, and temperature alone (every id a candidate, in id order): the op's row reference,
   // which the GPU kernel matches (ops/sample_rows.h).
   if (device_samplable(p)) {

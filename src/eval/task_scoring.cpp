@@ -16,9 +16,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// (context, continuation) -> one scoring request; the continuation's tokens are the tail of the
-// whole text's encoding when it starts with the context's, else encoded alone.
-train::ContinuationRequest request(const LoglikelihoodModel& m, const std::string& context, const std::string& continuation) {
+// Log-likelihoods only: greedy is not read here, and counting it would copy every scored row's logits.
+std::vector<train::ContinuationScore> score_requests(const LoglikelihoodModel& m,
+                                                     const std::vector<train::ContinuationRequest>& reqs) {
+  return train::score_continuations(*m.net, reqs, {m.row_tokens, m.rows_per_forward, m.pad_id, false}, m.stats);
+}
+
+}  // namespace
+
+train::ContinuationRequest continuation_request(const LoglikelihoodModel& m, const std::string& context,
+                                                const std::string& continuation) {
   train::ContinuationRequest r;
   if (m.bos) r.tokens.push_back(*m.bos);
   std::vector<int32_t> ctx = m.tok->encode(context);
@@ -46,14 +53,6 @@ train::ContinuationRequest request(const LoglikelihoodModel& m, const std::strin
                                  continuation));
   return r;
 }
-
-// Log-likelihoods only: greedy is not read here, and counting it would copy every scored row's logits.
-std::vector<train::ContinuationScore> score_requests(const LoglikelihoodModel& m,
-                                                     const std::vector<train::ContinuationRequest>& reqs) {
-  return train::score_continuations(*m.net, reqs, {m.row_tokens, m.rows_per_forward, m.pad_id, false}, m.stats);
-}
-
-}  // namespace
 
 const MetricValue* TaskResult::metric(const std::string& n) const {
   for (const MetricValue& m : metrics)
@@ -116,7 +115,7 @@ TaskResult score_multiple_choice(const LoglikelihoodModel& m, const std::string&
     tokenized[i].gold = items[i].gold;
     for (const std::string& c : items[i].choices) {
       const std::string continuation = shots.target_delimiter + c;
-      tokenized[i].choices.push_back(request(m, ctx, continuation));
+      tokenized[i].choices.push_back(continuation_request(m, ctx, continuation));
       // acc_norm divides by the choice's length in bytes (lm-eval: len(choice), characters).
       tokenized[i].choice_bytes.push_back(static_cast<double>(continuation.size()));
     }

@@ -40,10 +40,16 @@ struct LoglikelihoodModel {
   const data::Tokenizer* tok = nullptr;
   int64_t row_tokens = 2048;
   int32_t pad_id = 0;
-  std::optional<int32_t> bos;  // prepended to every request (the tokenizer's, when it has one)
+  std::optional<int32_t> bos;  // prepended to every request: data::prompt_bos, the rule serve and generate share
   int64_t rows_per_forward = 1;
   train::ContinuationStats* stats = nullptr;  // when set, every scoring call adds its forwards and tokens
 };
+
+// (context, continuation) -> one scoring request: m.bos (data::prompt_bos), the context, then the
+// continuation's tokens: the tail of the whole text's encoding when it starts with the context's,
+// else encoded alone. The context is cut from the left to fit row_tokens.
+train::ContinuationRequest continuation_request(const LoglikelihoodModel& m, const std::string& context,
+                                                const std::string& continuation);
 
 // A multiple-choice item as tokens: one scoring request per choice (context, then the choice)
 // and the choice's length in bytes (acc_norm's divisor).

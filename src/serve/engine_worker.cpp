@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "core/error.h"
 
 namespace nemotron::serve {
@@ -19,11 +21,18 @@ GenerationState Generation::wait(size_t seen) const {
   out.finished = s_.finished;
   out.finish = s_.finish;
   out.error = s_.error;
+  out.error_status = s_.error_status;
   return out;
 }
 
-EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok)
-    : step_(step), net_(net), tok_(tok), engine_(step, &tok), thread_([this] { loop(); }) {}
+namespace {
+constexpr const char* kShuttingDown = "the server is shutting down";
+}  // namespace
+
+EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
+                           WorkerObservers observers)
+    : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), engine_(step, &tok),
+      thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }
 
@@ -33,13 +42,13 @@ std::shared_ptr<Generation> EngineWorker::submit(GenerationJob job) {
   {
     std::lock_guard lock(m_);
     if (!stopping_) {
-      incoming_.push_back({std::move(job), gen});
+      incoming_.push_back({std::move(job), gen, std::chrono::steady_clock::now(), {}});
       cv_.notify_one();
       return gen;
     }
     failure = failure_;
   }
-  finish(*gen, engine::FinishReason::cancelled, failure.empty() ? "the server is shutting down" : failure);
+  finish(*gen, engine::FinishReason::cancelled, failure.empty() ? kShuttingDown : failure, failure.empty() ? 503 : 500);
   return gen;
 }
 
@@ -48,7 +57,8 @@ void EngineWorker::stop() {
     std::lock_guard lock(m_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
-    for (Pending& p : incoming_) p.gen->cancel();
+    for (Pending& p : incoming_) finish(*p.gen, engine::FinishReason::cancelled, kShuttingDown, 503);
+    incoming_.clear();
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
@@ -59,12 +69,13 @@ WorkerStats EngineWorker::stats() const {
   return stats_;
 }
 
-void EngineWorker::finish(Generation& g, engine::FinishReason why, const std::string& error) {
+void EngineWorker::finish(Generation& g, engine::FinishReason why, const std::string& error, int status) {
   {
     std::lock_guard lock(g.m_);
     g.s_.finished = true;
     g.s_.finish = why;
     g.s_.error = error;
+    g.s_.error_status = status;
   }
   g.cv_.notify_all();
 }
@@ -82,6 +93,7 @@ void EngineWorker::admit(Pending p) {
     ++stats_.requests;
     stats_.prompt_tokens += static_cast<int64_t>(p.job.prompt.size());
   }
+  if (observers_.metrics) observers_.metrics->add_tokens(static_cast<int64_t>(p.job.prompt.size()), 0);
   try {
     if (p.job.score_prompt) {
       std::vector<TokenLogprob> lp = prompt_logprobs(net_, p.job.prompt, std::max<int64_t>(p.job.top_logprobs, 0));
@@ -114,12 +126,20 @@ void EngineWorker::loop() {
       batch.swap(incoming_);
     }
     for (Pending& p : batch) admit(std::move(p));
+    report_gauges();
   };
   hooks.on_token = [&](const engine::Result& r, std::span<const float> logits) {
     auto it = running_.find(r.tag);
     NM_CHECK(it != running_.end(), "a token for unknown request tag {}", r.tag);
     Pending& p = it->second;
     Generation& g = *p.gen;
+    const auto now = std::chrono::steady_clock::now();
+    if (ServerMetrics* m = observers_.metrics) {
+      if (r.tokens.size() == 1) m->observe_time_to_first_token(std::chrono::duration<double>(now - p.submitted).count());
+      else m->observe_inter_token_latency(std::chrono::duration<double>(now - p.last_token).count());
+      m->add_tokens(0, 1);
+    }
+    p.last_token = now;
     {
       std::lock_guard lock(g.m_);
       g.s_.tokens.push_back(r.tokens.back());
@@ -143,11 +163,14 @@ void EngineWorker::loop() {
       std::lock_guard lock(g.m_);
       g.s_.text = r.text;  // final: the last characters held back for UTF-8 are in
     }
+    bool shutdown = false;
     if (r.finish == engine::FinishReason::cancelled) {
       std::lock_guard lock(m_);
       ++stats_.cancelled;
+      shutdown = stopping_ && !g.cancelled();  // ended by the server, not by its client leaving
     }
-    finish(g, r.finish);
+    if (shutdown) finish(g, r.finish, kShuttingDown, 503);
+    else finish(g, r.finish);
     running_.erase(it);
   };
 
@@ -159,6 +182,7 @@ void EngineWorker::loop() {
     }
     try {
       engine_.run(on_finish, hooks);
+      report_gauges();  // idle again
     } catch (const std::exception& e) {
       // The engine is left mid-run: fail what it held (the server answers 500) and keep serving.
       // Its state is unknown after this: fail what it held and whatever comes later (the routes
@@ -175,8 +199,23 @@ void EngineWorker::loop() {
   // Whatever arrived while stopping.
   std::lock_guard lock(m_);
   for (Pending& p : incoming_)
-    finish(*p.gen, engine::FinishReason::cancelled, failure_.empty() ? "the server is shutting down" : failure_);
+    finish(*p.gen, engine::FinishReason::cancelled, failure_.empty() ? kShuttingDown : failure_,
+           failure_.empty() ? 503 : 500);
   incoming_.clear();
+}
+
+void EngineWorker::report_gauges() {
+  if (!observers_.metrics) return;
+  EngineGauges g;
+  const auto queued = static_cast<int64_t>(engine_.queued());
+  {
+    std::lock_guard lock(m_);
+    g.waiting = static_cast<int64_t>(incoming_.size()) + queued;
+  }
+  g.running = static_cast<int64_t>(running_.size()) - queued;
+  g.max_slots = step_.max_slots();
+  if (observers_.state_bytes) std::tie(g.state_bytes_in_use, g.state_bytes_total) = observers_.state_bytes();
+  observers_.metrics->set_engine(g);
 }
 
 }  // namespace nemotron::serve

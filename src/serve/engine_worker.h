@@ -2,9 +2,13 @@
 // job's progress from its Generation. Jobs that arrive while the engine runs join the running
 // batch at its next step (continuous batching across requests); a job's tokens, their log-probs
 // and its text appear as they are generated (for streaming); a cancelled job (its client went
-// away) finishes at the next step and frees its slot without touching the others.
+// away) finishes at the next step and frees its slot without touching the others. A job the
+// server's shutdown ends fails with status 503 (no finish_reason: OpenAI's set has none for it).
+// The worker reports tokens, latencies, queue and memory to ServerMetrics (serve/metrics.h).
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -19,6 +23,7 @@
 #include "data/tokenizer.h"
 #include "engine/engine.h"
 #include "model/hybrid_model.h"
+#include "serve/metrics.h"
 #include "serve/token_logprobs.h"
 
 namespace nemotron::serve {
@@ -40,6 +45,7 @@ struct GenerationState {
   bool finished = false;
   engine::FinishReason finish = engine::FinishReason::length;
   std::string error;                       // the engine refused the job (finished, no tokens)
+  int error_status = 500;                  // with `error`: 503 when the server is shutting down
 };
 
 class Generation {
@@ -62,10 +68,18 @@ struct WorkerStats {
   int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, cancelled = 0;
 };
 
+// Where the worker reports (both optional). `state_bytes` runs on the worker thread after each
+// step: the decode state's bytes held by running sequences, and in all.
+struct WorkerObservers {
+  ServerMetrics* metrics = nullptr;
+  std::function<std::pair<int64_t, int64_t>()> state_bytes;
+};
+
 class EngineWorker {
  public:
   // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
-  EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok);
+  EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
+               WorkerObservers observers = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -80,14 +94,17 @@ class EngineWorker {
   struct Pending {
     GenerationJob job;
     std::shared_ptr<Generation> gen;
+    std::chrono::steady_clock::time_point submitted, last_token;
   };
   void loop();
   void admit(Pending p);  // on the worker thread, inside the engine's run
-  static void finish(Generation& g, engine::FinishReason why, const std::string& error = "");
+  void report_gauges();   // on the worker thread
+  static void finish(Generation& g, engine::FinishReason why, const std::string& error = "", int status = 500);
 
   engine::StepModel& step_;
   model::HybridModel& net_;
   const data::Tokenizer& tok_;
+  WorkerObservers observers_;
   engine::Engine engine_;
   mutable std::mutex m_;
   std::condition_variable cv_;

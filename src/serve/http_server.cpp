@@ -17,6 +17,7 @@
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
 #include "serve/sse_stream.h"
+#include "serve/tool_calls.h"
 
 namespace nemotron::serve {
 
@@ -58,6 +59,15 @@ std::vector<std::shared_ptr<Generation>> submit_all(EngineWorker& worker, const 
   return gens;
 }
 
+// The client's X-Request-Id when it is a sensible one (printable ASCII, no spaces, <= 128 bytes,
+// so it can go into logs and headers unchanged), else a fresh one.
+std::string client_request_id(const httplib::Request& req) {
+  const std::string given = req.get_header_value("X-Request-Id");
+  const bool ok = !given.empty() && given.size() <= 128 &&
+                  std::all_of(given.begin(), given.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+  return ok ? given : request_id("req");
+}
+
 GenerationState wait_finished(Generation& g) {
   GenerationState all;
   while (true) {
@@ -69,11 +79,17 @@ GenerationState wait_finished(Generation& g) {
     all.finished = st.finished;
     all.finish = st.finish;
     all.error = std::move(st.error);
+    all.error_status = st.error_status;
     if (all.finished) return all;
   }
 }
 
-ApiError engine_error(const std::string& message) { return ApiError(500, message, "server_error"); }
+ApiError engine_error(const std::string& message, int status = 500) { return ApiError(status, message, "server_error"); }
+
+// The error a finished generation carries, if any: 503 while shutting down, else 500.
+void throw_if_failed(const GenerationState& st) {
+  if (!st.error.empty()) throw engine_error(st.error, st.error_status);
+}
 
 ApiError too_large(int64_t limit, std::optional<uint64_t> bytes = std::nullopt) {
   return ApiError(413,
@@ -99,8 +115,8 @@ bool has_body(const httplib::Request& req) {
 
 }  // namespace
 
-OpenAiServer::OpenAiServer(EngineWorker& worker, ServedModel model, ServerOptions options)
-    : worker_(worker), model_(std::move(model)), options_(std::move(options)), created_(unix_now()),
+OpenAiServer::OpenAiServer(EngineWorker& worker, ServedModel model, ServerOptions options, ServerMetrics& metrics)
+    : worker_(worker), metrics_(metrics), model_(std::move(model)), options_(std::move(options)), created_(unix_now()),
       http_(std::make_unique<BoundedHttpServer>(options_.transport)) {
   // httplib's default sets SO_REUSEPORT, with which a second server binds a port already served
   // and the two split its connections: SO_REUSEADDR alone (a restart is not refused for the
@@ -151,6 +167,7 @@ void OpenAiServer::add_routes() {
   // Before the body is read: CORS, then the API key, then the body's declared size.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_log = RequestLog{Clock::now(), 0};
+    res.set_header("X-Request-Id", client_request_id(req));
     using R = httplib::Server::HandlerResponse;
     const std::string origin = req.get_header_value("Origin");
     if (!origin.empty() && !options_.allowed_origins.empty() &&
@@ -189,7 +206,8 @@ void OpenAiServer::add_routes() {
     }
     return R::Unhandled;
   });
-  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.count_request(res.status);
     const double secs = std::chrono::duration<double>(Clock::now() - t_log.start).count();
     std::lock_guard lock(g_stdout);
     std::printf("%s %s %d %lld tokens %.3f s\n", req.method.c_str(), req.path.c_str(), res.status,
@@ -239,6 +257,46 @@ void OpenAiServer::add_routes() {
     }
   });
 
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // vLLM's tokenizer endpoints (at the root, as vLLM has them, and under /v1).
+  auto tokenize_route = [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      check_body_size(req.body.size());
+      const TokenizeRequest r = parse_tokenize_request(req.body);
+      const std::vector<int32_t> ids = tokenize(model_, r);
+      json body = {
+          {"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+      if (r.return_token_strs) {
+        body["token_strs"] = json::array();
+        for (int32_t id : ids) body["token_strs"].push_back(token_text(*model_.tok, id));
+      }
+      send_json(res, 200, body);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  };
+  auto detokenize_route = [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      check_body_size(req.body.size());
+      const DetokenizeRequest r = parse_detokenize_request(req.body);
+      check_model(model_, r.model);
+      for (int32_t t : r.tokens)
+        if (t >= model_.vocab_size)
+          throw bad_request(fmt::format("'tokens': token id {} is outside the vocabulary [0, {})", t, model_.vocab_size),
+                            "tokens");
+      send_json(res, 200, {{"prompt", model_.tok->decode(r.tokens, /*skip_special_tokens=*/false)}});
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  };
+  s.Post("/tokenize", tokenize_route);
+  s.Post("/v1/tokenize", tokenize_route);
+  s.Post("/detokenize", detokenize_route);
+  s.Post("/v1/detokenize", detokenize_route);
+
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     try {
       check_body_size(req.body.size());
@@ -268,7 +326,7 @@ void OpenAiServer::add_routes() {
       for (size_t i = 0; i < gens->size(); ++i) {
         const PreparedChoice& c = prepared->choices[i];
         const GenerationState st = wait_finished(*(*gens)[i]);
-        if (!st.error.empty()) throw engine_error(st.error);
+        throw_if_failed(st);
         completion_tokens += static_cast<int64_t>(st.tokens.size());
         json lp = nullptr;
         if (r.logprobs) {
@@ -291,6 +349,7 @@ void OpenAiServer::add_routes() {
       check_body_size(req.body.size());
       const ChatRequest r = parse_chat_request(req.body);
       auto prepared = std::make_shared<PreparedRequest>(prepare_chat(model_, r));
+      force_likeliest_tool(worker_, model_, *prepared);
       auto gens = std::make_shared<std::vector<std::shared_ptr<Generation>>>(submit_all(worker_, *prepared));
       const ResponseHead head{request_id("chatcmpl"), model_.name, unix_now()};
       if (r.stream) {
@@ -314,10 +373,19 @@ void OpenAiServer::add_routes() {
       int64_t completion_tokens = 0;
       for (size_t i = 0; i < gens->size(); ++i) {
         const GenerationState st = wait_finished(*(*gens)[i]);
-        if (!st.error.empty()) throw engine_error(st.error);
+        throw_if_failed(st);
         completion_tokens += static_cast<int64_t>(st.tokens.size());
         const json lp = r.logprobs ? chat_logprobs(st.logprobs, *model_.tok) : json(nullptr);
-        choices.push_back(chat_choice(prepared->choices[i].index, st.text, lp, openai_finish_reason(st.finish)));
+        if (!prepared->parse_tool_calls) {
+          choices.push_back(chat_choice(prepared->choices[i].index, st.text, lp, openai_finish_reason(st.finish)));
+          continue;
+        }
+        const ParsedToolOutput out = parse_tool_calls(prepared->forced_prefix + st.text, prepared->tools, /*final=*/true,
+                                                     prepared->max_tool_calls);
+        json calls = json::array();
+        for (const ToolCall& c : out.calls) calls.push_back(tool_call_json(c));
+        choices.push_back(chat_choice(prepared->choices[i].index, out.content, lp,
+                                      chat_finish_reason(st.finish, !calls.empty(), prepared->named_tool), calls));
       }
       t_log.tokens = completion_tokens;
       send_json(res, 200, chat_body(head, std::move(choices), usage_json(prepared->prompt_tokens, completion_tokens)));

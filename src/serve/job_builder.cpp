@@ -3,16 +3,26 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
+#include "data/prompt_encoding.h"
 #include "serve/api_error.h"
 
 namespace nemotron::serve {
 
 namespace {
 
-engine::SamplingParams sampling(const SamplingFields& f, int64_t max_tokens, const std::vector<int32_t>& stop_ids) {
+engine::SamplingParams sampling(const ServedModel& m, const SamplingFields& f, int64_t max_tokens,
+                                const std::vector<int32_t>& stop_ids) {
   engine::SamplingParams p;
+  for (const auto& [id, bias] : f.logit_bias)
+    if (id >= m.vocab_size)
+      throw bad_request(fmt::format("'logit_bias': token id {} is outside the vocabulary [0, {})", id, m.vocab_size),
+                        "logit_bias");
+  p.logit_bias = f.logit_bias;
+  p.presence_penalty = f.presence_penalty;
+  p.frequency_penalty = f.frequency_penalty;
   p.temperature = f.temperature;
   p.top_p = f.top_p;
   p.top_k = f.top_k < 0 ? 0 : f.top_k;
@@ -50,6 +60,19 @@ void check_prompt_bytes(const ServedModel& m, size_t bytes, const char* what) {
                  "context_length_exceeded");
 }
 
+// The conversation as the model reads it: the template with its generation prompt.
+std::string render(const ServedModel& m, const data::OrderedJson& messages, const data::OrderedJson& tools,
+                   bool enable_thinking, bool add_generation_prompt) {
+  data::ChatRenderOptions opt;
+  opt.add_generation_prompt = add_generation_prompt;
+  opt.enable_thinking = enable_thinking;
+  try {
+    return data::render_chat(m.chat_format, messages, tools, opt);
+  } catch (const data::ChatTemplateError& e) {
+    throw bad_request(fmt::format("'messages': {}", e.what()), "messages");
+  }
+}
+
 size_t holdback(const std::vector<std::string>& stop) {
   size_t longest = 0;
   for (const std::string& s : stop) longest = std::max(longest, s.size());
@@ -85,7 +108,7 @@ PreparedRequest prepare_completion(const ServedModel& m, const CompletionRequest
     std::string text;
     if (const auto* s = std::get_if<std::string>(&r.prompts[i])) {
       check_prompt_bytes(m, s->size(), "prompt");
-      ids = m.tok->encode(*s, /*add_special_tokens=*/true);
+      ids = data::encode_prompt(*m.tok, *s);
       text = *s;
       if (ids.empty()) throw bad_request(fmt::format("'prompt': prompt {} encodes to no tokens", i), "prompt");
     } else {
@@ -108,7 +131,7 @@ PreparedRequest prepare_completion(const ServedModel& m, const CompletionRequest
       c.prompt_index = static_cast<int64_t>(i);
       c.prompt_text = text;
       c.job.prompt = ids;
-      c.job.params = sampling(r, max_tokens, m.stop_token_ids);
+      c.job.params = sampling(m, r, max_tokens, m.stop_token_ids);
       c.job.stream_id = static_cast<uint64_t>(j);
       c.job.top_logprobs = r.logprobs ? *r.logprobs : -1;
       c.job.score_prompt = r.echo && r.logprobs.has_value();
@@ -120,14 +143,23 @@ PreparedRequest prepare_completion(const ServedModel& m, const CompletionRequest
 
 PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
   check_model(m, r.model);
-  data::ChatRenderOptions opt;
-  opt.add_generation_prompt = true;
-  opt.enable_thinking = r.enable_thinking;
-  std::string text;
-  try {
-    text = data::render_chat(m.chat_format, r.messages, r.tools, opt);
-  } catch (const data::ChatTemplateError& e) {
-    throw bad_request(fmt::format("'messages': {}", e.what()), "messages");
+  PreparedRequest out;
+  out.parse_tool_calls = r.tool_choice.mode != ToolChoice::Mode::none;
+  out.named_tool = r.tool_choice.mode == ToolChoice::Mode::named;
+  out.max_tool_calls = r.parallel_tool_calls ? 0 : 1;
+  out.tools = r.tools;
+  out.forced_prefix = forced_call_prefix(r.tool_choice, r.tools);
+  if (!out.forced_prefix.empty() && m.chat_format != data::ChatFormat::nano3)
+    throw bad_request(fmt::format("'tool_choice': the {} chat template has no tool calls to force",
+                                  data::chat_format_name(m.chat_format)),
+                      "tool_choice");
+  std::string text = render(m, r.messages, r.tools, r.enable_thinking, true);
+  if (!out.forced_prefix.empty()) {
+    // A call comes after the reasoning: a thinking generation prompt's <think> is closed first.
+    if (r.enable_thinking) text += "</think>\n";
+    text += out.forced_prefix;
+    if (r.tool_choice.mode == ToolChoice::Mode::required && r.tools.size() > 1)
+      for (const data::OrderedJson& t : r.tools) out.tool_names_to_choose.push_back(t["function"]["name"]);
   }
   // The rendered text, not the messages: a template may drop parts of them (earlier reasoning).
   check_prompt_bytes(m, text.size(), "messages");
@@ -136,7 +168,6 @@ PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
   const auto n_prompt = static_cast<int64_t>(ids.size());
   const int64_t max_tokens = r.max_tokens.value_or(std::max<int64_t>(m.max_model_len - n_prompt, 1));
   if (n_prompt + max_tokens > m.max_model_len) too_long(m, n_prompt, max_tokens, "messages");
-  PreparedRequest out;
   out.stop_holdback = holdback(r.stop);
   out.prompt_tokens = n_prompt;
   for (int64_t j = 0; j < r.n; ++j) {
@@ -144,12 +175,66 @@ PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
     c.index = j;
     c.prompt_text = text;
     c.job.prompt = ids;
-    c.job.params = sampling(r, max_tokens, m.chat_stop_token_ids);
+    c.job.params = sampling(m, r, max_tokens, m.chat_stop_token_ids);
     c.job.stream_id = static_cast<uint64_t>(j);
     c.job.top_logprobs = r.logprobs ? r.top_logprobs : -1;
     out.choices.push_back(std::move(c));
   }
   return out;
+}
+
+void force_likeliest_tool(EngineWorker& worker, const ServedModel& m, PreparedRequest& p) {
+  if (p.tool_names_to_choose.empty() || p.choices.empty()) return;
+  const std::string& text = p.choices[0].prompt_text;  // every choice has the same prompt
+  const std::vector<int32_t>& base = p.choices[0].job.prompt;
+  std::vector<std::shared_ptr<Generation>> scored;
+  std::vector<std::vector<int32_t>> candidates;
+  for (const std::string& name : p.tool_names_to_choose) {
+    GenerationJob job;
+    job.prompt = m.tok->encode(text + name + ">\n", /*add_special_tokens=*/false);
+    job.params.max_new_tokens = 0;  // only score the prompt
+    job.top_logprobs = 0;
+    job.score_prompt = true;
+    candidates.push_back(job.prompt);
+    scored.push_back(worker.submit(std::move(job)));
+  }
+  size_t best = 0;
+  double best_logprob = -INFINITY;
+  for (size_t i = 0; i < scored.size(); ++i) {
+    GenerationState st = scored[i]->wait(0);
+    while (!st.finished) st = scored[i]->wait(0);
+    if (!st.error.empty()) throw ApiError(st.error_status, st.error, "server_error");
+    // The name's tokens: those after the longest common prefix with the prompt (a merge across
+    // the boundary re-tokenizes the prompt's last token; it is then scored with the name).
+    size_t common = 0;
+    while (common < base.size() && common < candidates[i].size() && base[common] == candidates[i][common]) ++common;
+    double logprob = 0;
+    for (size_t t = std::max<size_t>(common, 1); t < st.prompt_logprobs.size(); ++t)
+      logprob += st.prompt_logprobs[t].logprob;
+    if (logprob > best_logprob) best = i, best_logprob = logprob;
+  }
+  const std::string suffix = p.tool_names_to_choose[best] + ">\n";
+  const auto n_prompt = static_cast<int64_t>(candidates[best].size());
+  if (n_prompt >= m.max_model_len) too_long(m, n_prompt, 1, "messages");
+  p.forced_prefix += suffix;
+  p.prompt_tokens = n_prompt;
+  for (PreparedChoice& c : p.choices) {
+    c.prompt_text += suffix;
+    c.job.prompt = candidates[best];
+    c.job.params.max_new_tokens = std::min(c.job.params.max_new_tokens, m.max_model_len - n_prompt);
+  }
+  p.tool_names_to_choose.clear();
+}
+
+std::vector<int32_t> tokenize(const ServedModel& m, const TokenizeRequest& r) {
+  check_model(m, r.model);
+  if (!r.chat) {
+    check_prompt_bytes(m, r.prompt.size(), "prompt");
+    return r.add_special_tokens ? data::encode_prompt(*m.tok, r.prompt) : m.tok->encode(r.prompt);
+  }
+  const std::string text = render(m, r.messages, r.tools, r.enable_thinking, r.add_generation_prompt);
+  check_prompt_bytes(m, text.size(), "messages");
+  return m.tok->encode(text, /*add_special_tokens=*/false);
 }
 
 }  // namespace nemotron::serve

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/json_limits.h"
+#include "data/chat_messages.h"
 #include "serve/api_error.h"
 
 namespace nemotron::serve {
@@ -95,6 +96,36 @@ void parse_sampling(const Json& j, SamplingFields& s, const char* max_tokens_nam
   }
   s.stream = get_bool(j, "stream", false);
   s.ignore_eos = get_bool(j, "ignore_eos", false);
+  s.presence_penalty = get_number(j, "presence_penalty", 0.0, -2.0, 2.0);
+  s.frequency_penalty = get_number(j, "frequency_penalty", 0.0, -2.0, 2.0);
+  if (const Json* v = field(j, "logit_bias")) {
+    if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+    for (const auto& [key, bias] : v->items()) {
+      const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoll(key) > std::numeric_limits<int32_t>::max())
+        throw bad_request(
+            fmt::format("'logit_bias': keys must be token ids (non-negative integers as strings), got \"{}\"",
+                        key.substr(0, 40)),
+            "logit_bias");
+      if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
+        throw bad_request(fmt::format("'logit_bias': the bias of token {} must be a number in [-100, 100], got {}", key,
+                                      json_excerpt(bias)),
+                          "logit_bias");
+      s.logit_bias.emplace_back(static_cast<int32_t>(std::stoll(key)), bias.get<float>());
+    }
+  }
+  // Fields of the API this server does not implement: refused by name rather than ignored.
+  if (const Json* v = field(j, "response_format"))
+    if (!v->is_object() || v->value("type", "") != "text")
+      throw bad_request(fmt::format("'response_format': only {{\"type\": \"text\"}} is supported (no structured "
+                                    "output), got {}", json_excerpt(*v)),
+                        "response_format");
+  if (const Json* v = field(j, "suffix"))
+    if (!v->is_string() || !v->get_ref<const std::string&>().empty())
+      throw bad_request("'suffix' is not supported (no fill-in-the-middle)", "suffix");
+  if (const std::optional<int64_t> best_of = get_int(j, "best_of", 1, kMaxN); best_of && *best_of != s.n)
+    throw bad_request(fmt::format("'best_of' is not supported unless it equals n ({}), got {}", s.n, *best_of),
+                      "best_of");
   if (const Json* v = field(j, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", "an object", *v);
     if (!s.stream) throw bad_request("'stream_options': only allowed when 'stream' is true", "stream_options");
@@ -145,22 +176,18 @@ CompletionRequest parse_completion_request(const std::string& body) {
   return r;
 }
 
-ChatRequest parse_chat_request(const std::string& body) {
-  const Json j = parse_object(body);
-  ChatRequest r;
-  // max_completion_tokens is the newer name; max_tokens the older one.
-  parse_sampling(j, r, field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1);
+namespace {
+
+// The messages of a chat request: content given as parts (the newer form) joined into text, then
+// the checks of data prep sft, tool-call arguments given as JSON text parsed.
+Json parse_messages(const Json& j) {
   const Json* m = field(j, "messages");
   if (!m) throw bad_request("'messages' is required", "messages");
   if (!m->is_array() || m->empty()) wrong_type("messages", "a non-empty array of messages", *m);
-  for (const Json& msg : *m) {
-    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
-      throw bad_request(fmt::format("'messages': each message must be an object with a string 'role', got {}", json_excerpt(msg)),
-                        "messages");
-  }
-  r.messages = *m;
-  // Content given as parts (the newer form): the text parts joined by newlines, as vLLM does.
-  for (Json& msg : r.messages) {
+  Json messages = *m;
+  // Content given as parts: the text parts joined by newlines, as vLLM does.
+  for (Json& msg : messages) {
+    if (!msg.is_object()) continue;
     auto it = msg.find("content");
     if (it == msg.end() || !it->is_array()) continue;
     std::string text;
@@ -173,18 +200,129 @@ ChatRequest parse_chat_request(const std::string& body) {
     }
     *it = text;
   }
-  if (const Json* t = field(j, "tools")) {
-    if (!t->is_array()) wrong_type("tools", "an array", *t);
-    r.tools = *t;
+  if (std::optional<data::MessageProblem> p = data::normalize_chat_messages(messages))
+    throw bad_request(fmt::format("'messages': {}", p->detail), "messages");
+  return messages;
+}
+
+constexpr const char* kFunctionTool = R"({"type": "function", "function": {"name": ...}})";
+
+// OpenAI function tools: [{"type": "function", "function": {"name", "description", "parameters"}}].
+Json parse_tools(const Json& j) {
+  const Json* t = field(j, "tools");
+  if (!t) return nullptr;
+  if (!t->is_array()) wrong_type("tools", "an array of function tools", *t);
+  for (size_t i = 0; i < t->size(); ++i) {
+    const Json& tool = (*t)[i];
+    const Json* fn = tool.is_object() ? field(tool, "function") : nullptr;
+    if (!tool.is_object() || tool.value("type", "function") != "function" || !fn || !fn->is_object() ||
+        !fn->contains("name") || !(*fn)["name"].is_string() || (*fn)["name"].get_ref<const std::string&>().empty())
+      throw bad_request(fmt::format("'tools': tool {} must be {}, got {}", i, kFunctionTool, json_excerpt(tool)),
+                        "tools");
+    if (const Json* params = field(*fn, "parameters"); params && !params->is_object())
+      throw bad_request(fmt::format("'tools': tool {}: parameters must be a JSON Schema object", i), "tools");
   }
+  return t->empty() ? Json(nullptr) : *t;
+}
+
+// "none", "auto", "required" or {"type": "function", "function": {"name": NAME}} naming a tool.
+ToolChoice parse_tool_choice(const Json& j, const Json& tools) {
+  ToolChoice c;
+  c.mode = tools.is_null() ? ToolChoice::Mode::none : ToolChoice::Mode::auto_;
+  const Json* v = field(j, "tool_choice");
+  if (!v) return c;
+  if (v->is_string() && (*v == "none" || *v == "auto" || *v == "required")) {
+    c.mode = *v == "none" ? ToolChoice::Mode::none : *v == "auto" ? ToolChoice::Mode::auto_ : ToolChoice::Mode::required;
+  } else if (const Json* fn = v->is_object() && v->value("type", "") == "function" ? field(*v, "function") : nullptr;
+             fn && fn->is_object() && fn->contains("name") && (*fn)["name"].is_string()) {
+    c.mode = ToolChoice::Mode::named;
+    c.name = (*fn)["name"].get<std::string>();
+  } else {
+    wrong_type("tool_choice", R"("none", "auto", "required" or {"type": "function", "function": {"name": ...}})", *v);
+  }
+  if (c.mode != ToolChoice::Mode::none && tools.is_null())
+    throw bad_request("'tool_choice': only allowed when 'tools' are given", "tool_choice");
+  if (c.mode == ToolChoice::Mode::named) {
+    bool known = false;
+    for (const Json& t : tools) known = known || t["function"]["name"] == c.name;
+    if (!known) throw bad_request(fmt::format("'tool_choice': no tool named \"{}\" in 'tools'", c.name), "tool_choice");
+  }
+  return c;
+}
+
+bool parse_enable_thinking(const Json& j) {
+  bool thinking = data::ChatRenderOptions{}.enable_thinking;
   if (const Json* k = field(j, "chat_template_kwargs")) {
     if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);
-    r.enable_thinking = get_bool(*k, "enable_thinking", r.enable_thinking);
+    thinking = get_bool(*k, "enable_thinking", thinking);
   }
+  return thinking;
+}
+
+std::string get_model(const Json& j) {
+  const Json* v = field(j, "model");
+  if (!v) return "";
+  if (!v->is_string()) wrong_type("model", "a string", *v);
+  return v->get<std::string>();
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(const std::string& body) {
+  const Json j = parse_object(body);
+  ChatRequest r;
+  // max_completion_tokens is the newer name; max_tokens the older one.
+  parse_sampling(j, r, field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1);
+  r.messages = parse_messages(j);
+  r.tools = parse_tools(j);
+  r.tool_choice = parse_tool_choice(j, r.tools);
+  r.parallel_tool_calls = get_bool(j, "parallel_tool_calls", true);
+  r.enable_thinking = parse_enable_thinking(j);
   r.logprobs = get_bool(j, "logprobs", false);
   r.top_logprobs = get_int(j, "top_logprobs", 0, kMaxLogprobs).value_or(0);
   if (r.top_logprobs > 0 && !r.logprobs)
     throw bad_request("'top_logprobs': only allowed when 'logprobs' is true", "top_logprobs");
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(const std::string& body) {
+  const Json j = parse_object(body);
+  TokenizeRequest r;
+  r.model = get_model(j);
+  r.return_token_strs = get_bool(j, "return_token_strs", false);
+  if (field(j, "messages")) {
+    r.chat = true;
+    r.messages = parse_messages(j);
+    r.tools = parse_tools(j);
+    r.add_generation_prompt = get_bool(j, "add_generation_prompt", true);
+    r.add_special_tokens = get_bool(j, "add_special_tokens", false);
+    if (r.add_special_tokens)
+      throw bad_request("'add_special_tokens': a chat template places its own special tokens; only false is supported",
+                        "add_special_tokens");
+    r.enable_thinking = parse_enable_thinking(j);
+    return r;
+  }
+  const Json* p = field(j, "prompt");
+  if (!p) throw bad_request("'prompt' or 'messages' is required", "prompt");
+  if (!p->is_string()) wrong_type("prompt", "a string", *p);
+  r.prompt = p->get<std::string>();
+  r.add_special_tokens = get_bool(j, "add_special_tokens", true);
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(const std::string& body) {
+  const Json j = parse_object(body);
+  DetokenizeRequest r;
+  r.model = get_model(j);
+  const Json* t = field(j, "tokens");
+  if (!t) throw bad_request("'tokens' is required", "tokens");
+  if (!t->is_array()) wrong_type("tokens", "an array of token ids", *t);
+  for (const Json& x : *t) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      throw bad_request(fmt::format("'tokens': token ids must be non-negative integers, got {}", json_excerpt(x)),
+                        "tokens");
+    r.tokens.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
   return r;
 }
 

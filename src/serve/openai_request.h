@@ -1,8 +1,11 @@
-// The bodies of /v1/completions and /v1/chat/completions, parsed and validated as the OpenAI API
-// defines them (plus vLLM's top_k and chat_template_kwargs, which lm-eval and NeMo RL send). A
-// malformed body, a field of the wrong type or out of range is an ApiError 400 naming the field;
-// unknown fields are ignored, as OpenAI's clients send some (user, ...). What needs the model
-// (the model name, the context length) is checked by the routes.
+// The bodies of /v1/completions, /v1/chat/completions, /tokenize and /detokenize, parsed and
+// validated as the OpenAI API (and vLLM, for its top_k, chat_template_kwargs and the tokenizer
+// endpoints) defines them. A malformed body, a field of the wrong type or out of range is an
+// ApiError 400 naming the field; so is a field this server does not implement (response_format
+// other than text, best_of other than n, suffix) rather than ignoring it; unknown fields are
+// ignored, as OpenAI's clients send some (user, ...). Chat messages pass the checks `data prep
+// sft` makes (data/chat_messages.h). What needs the model (its name, the context length, the
+// vocabulary) is checked by the routes.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "data/chat_template.h"
+#include "serve/tool_calls.h"
 
 namespace nemotron::serve {
 
@@ -25,6 +29,9 @@ struct SamplingFields {
   std::optional<uint64_t> seed;
   bool stream = false, include_usage = false;  // include_usage: stream_options.include_usage
   bool ignore_eos = false;  // vLLM's extension: generate max_tokens whatever the model emits (benchmarks)
+  // OpenAI's logit adjustments (engine/sampler.h); logit_bias ids are checked against the vocabulary later.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  double presence_penalty = 0, frequency_penalty = 0;
 };
 
 // A prompt as text or as token ids (the API's [int] form, which lm-eval sends when it tokenizes).
@@ -37,7 +44,9 @@ struct CompletionRequest : SamplingFields {
 };
 
 struct ChatRequest : SamplingFields {
-  data::OrderedJson messages, tools;
+  data::OrderedJson messages, tools;  // messages: checked, tool-call arguments parsed into objects
+  ToolChoice tool_choice;             // "auto" when tools are given, else "none"
+  bool parallel_tool_calls = true;    // false: the first call only
   bool enable_thinking = data::ChatRenderOptions{}.enable_thinking;  // chat_template_kwargs; the template's default
   bool logprobs = false;
   int64_t top_logprobs = 0;
@@ -48,5 +57,24 @@ constexpr int64_t kMaxN = 64;
 
 CompletionRequest parse_completion_request(const std::string& body);
 ChatRequest parse_chat_request(const std::string& body);
+
+// vLLM's POST /tokenize: a prompt, or chat messages rendered as /v1/chat/completions renders them.
+struct TokenizeRequest {
+  std::string model;
+  bool chat = false;
+  std::string prompt;                 // !chat
+  bool add_special_tokens = true;     // !chat: the prompt's BOS (data/prompt_encoding.h); chat: false
+  data::OrderedJson messages, tools;  // chat
+  bool add_generation_prompt = true;  // chat
+  bool enable_thinking = data::ChatRenderOptions{}.enable_thinking;
+  bool return_token_strs = false;
+};
+// vLLM's POST /detokenize: token ids back to text.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+TokenizeRequest parse_tokenize_request(const std::string& body);
+DetokenizeRequest parse_detokenize_request(const std::string& body);
 
 }  // namespace nemotron::serve

@@ -1,12 +1,18 @@
 #include "serve/openai_response.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+
+#include "data/tokenizer_utf8.h"
 
 namespace nemotron::serve {
 
 namespace {
 
-std::string token_text(const data::Tokenizer& tok, int32_t id) {
+// The token's bytes (its decoded text for a tokenizer without a byte-level decoder).
+std::string raw_token(const data::Tokenizer& tok, int32_t id) {
+  if (std::optional<std::string> b = tok.token_bytes(id)) return *b;
   const int32_t one[1] = {id};
   return tok.decode(one, /*skip_special_tokens=*/false);
 }
@@ -20,6 +26,14 @@ json bytes_of(const std::string& s) {
 }
 
 }  // namespace
+
+std::string token_text(const data::Tokenizer& tok, int32_t id) {
+  const std::string bytes = raw_token(tok, id);
+  if (data::utf8_invalid_at(bytes) == std::string::npos) return bytes;
+  std::string out = "bytes:";
+  for (unsigned char c : bytes) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
 
 json error_body(const ApiError& e) {
   return {{"error",
@@ -39,9 +53,14 @@ const char* openai_finish_reason(engine::FinishReason r) {
     case engine::FinishReason::stop_string: return "stop";
     case engine::FinishReason::length:
     case engine::FinishReason::max_seq_len: return "length";
-    case engine::FinishReason::cancelled: return "abort";
+    case engine::FinishReason::cancelled: return "length";
   }
   return "stop";
+}
+
+const char* chat_finish_reason(engine::FinishReason r, bool tool_calls, bool named_tool) {
+  const char* why = openai_finish_reason(r);
+  return tool_calls && !named_tool && std::string_view(why) == "stop" ? "tool_calls" : why;
 }
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
@@ -73,10 +92,9 @@ json completion_logprobs(const std::vector<TokenLogprob>& lp, const data::Tokeni
 void append_completion_logprobs(json& into, const std::vector<TokenLogprob>& more, const data::Tokenizer& tok) {
   int64_t offset = into.value("next_offset", int64_t{0});
   for (const TokenLogprob& t : more) {
-    const std::string s = token_text(tok, t.token);
-    into["tokens"].push_back(s);
+    into["tokens"].push_back(token_text(tok, t.token));
     into["text_offset"].push_back(offset);
-    offset += static_cast<int64_t>(s.size());
+    offset += static_cast<int64_t>(raw_token(tok, t.token).size());  // bytes into the text
     if (std::isnan(t.logprob)) {
       into["token_logprobs"].push_back(nullptr);
       into["top_logprobs"].push_back(nullptr);
@@ -96,13 +114,17 @@ void append_completion_logprobs(json& into, const std::vector<TokenLogprob>& mor
 json chat_logprobs(const std::vector<TokenLogprob>& lp, const data::Tokenizer& tok) {
   json content = json::array();
   for (const TokenLogprob& t : lp) {
-    const std::string s = token_text(tok, t.token);
     json top = json::array();
+    // Chat's token is text (a partial character as U+FFFD); its `bytes` join back to the text.
     for (const auto& [id, l] : t.top) {
-      const std::string k = token_text(tok, id);
-      top.push_back({{"token", k}, {"logprob", l}, {"bytes", bytes_of(k)}});
+      const std::string raw = raw_token(tok, id);
+      top.push_back({{"token", data::utf8_lossy(raw)}, {"logprob", l}, {"bytes", bytes_of(raw)}});
     }
-    content.push_back({{"token", s}, {"logprob", t.logprob}, {"bytes", bytes_of(s)}, {"top_logprobs", std::move(top)}});
+    const std::string raw = raw_token(tok, t.token);
+    content.push_back({{"token", data::utf8_lossy(raw)},
+                       {"logprob", t.logprob},
+                       {"bytes", bytes_of(raw)},
+                       {"top_logprobs", std::move(top)}});
   }
   return {{"content", std::move(content)}};
 }
@@ -132,9 +154,15 @@ json chat_body(const ResponseHead& h, json choices, const json& usage) {
           {"model", h.model}, {"choices", std::move(choices)}, {"usage", usage}};
 }
 
-json chat_choice(int64_t index, const std::string& content, const json& logprobs, const char* finish_reason) {
+json chat_choice(int64_t index, const std::string& content, const json& logprobs, const char* finish_reason,
+                 const json& tool_calls) {
+  json message = {{"role", "assistant"}, {"content", content}};
+  if (!tool_calls.empty()) {
+    if (content.empty()) message["content"] = nullptr;
+    message["tool_calls"] = tool_calls;
+  }
   return {{"index", index},
-          {"message", {{"role", "assistant"}, {"content", content}}},
+          {"message", std::move(message)},
           {"logprobs", logprobs},
           {"finish_reason", nullable(finish_reason)}};
 }

@@ -25,8 +25,19 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 // The body as text (invalid UTF-8 replaced, never an exception).
 std::string dump(const json& j);
 
-// "stop" (a stop token or string), "length" (max_tokens or the context), "abort" (cancelled).
+// Only OpenAI's values: "stop" (a stop token or string), "length" (max_tokens or the context).
+// A cancelled generation never reaches a client as a finish: a shutdown answers 503 (a stream ends
+// with an error event), a client that left reads nothing; should one surface, it was cut short:
+// "length".
 const char* openai_finish_reason(engine::FinishReason r);
+// A chat choice's: "tool_calls" when the model ended its turn (stop) after writing calls, unless
+// tool_choice named the function (OpenAI then says "stop"); else openai_finish_reason.
+const char* chat_finish_reason(engine::FinishReason r, bool tool_calls, bool named_tool);
+
+// A token as the legacy completions API lists it: its text, or, when its bytes are not whole
+// UTF-8 characters (part of a character), "bytes:\\xHH..." (OpenAI's form), so that the
+// listed tokens join back to the prompt's bytes.
+std::string token_text(const data::Tokenizer& tok, int32_t id);
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 json models_body(const std::string& model, int64_t created, int64_t max_model_len);
@@ -51,7 +62,9 @@ json completion_chunk(const ResponseHead& h, int64_t index, const std::string& t
                       const char* finish_reason);
 
 json chat_body(const ResponseHead& h, json choices, const json& usage);
-json chat_choice(int64_t index, const std::string& content, const json& logprobs, const char* finish_reason);
+// The message's content is null when it is empty and tool calls were made (as OpenAI sends it).
+json chat_choice(int64_t index, const std::string& content, const json& logprobs, const char* finish_reason,
+                 const json& tool_calls = json::array());
 // delta: {"role": "assistant"} first, then {"content": ...}; finish_reason null until the last.
 json chat_chunk(const ResponseHead& h, int64_t index, const json& delta, const json& logprobs, const char* finish_reason);
 // The final streamed chunk with usage and no choices (stream_options.include_usage).

@@ -1,6 +1,9 @@
 #include "serve/sse_stream.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "serve/tool_calls.h"
 
 namespace nemotron::serve {
 
@@ -21,18 +24,31 @@ StreamOutcome stream_choices(StreamKind kind, const ServedModel& m, const Respon
     const int64_t index = req.choices[i].index;
     if (chat && !send(chat_chunk(head, index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) return out;
     size_t seen = 0, sent = 0;
+    // Chat with tools: content up to a call, then each call whole as it closes (serve/tool_calls.h).
+    std::optional<ToolCallStream> tools;
+    if (chat && req.parse_tool_calls) tools.emplace(req.tools, req.forced_prefix, req.max_tool_calls);
     int64_t offset = static_cast<int64_t>(req.choices[i].prompt_text.size());  // completions' text_offset
     while (true) {
       GenerationState st = gens[i]->wait(seen);
       if (!st.error.empty()) {
-        send({{"error", {{"message", st.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+        // As vLLM streams an error: the HTTP status as its code.
+        send({{"error",
+               {{"message", st.error}, {"type", "server_error"}, {"param", nullptr}, {"code", st.error_status}}}});
         return out;
       }
       seen += st.tokens.size();
       out.completion_tokens += static_cast<int64_t>(st.tokens.size());
       const size_t ready = st.finished ? st.text.size() : (st.text.size() > req.stop_holdback ? st.text.size() - req.stop_holdback : 0);
-      const std::string delta = ready > sent ? st.text.substr(sent, ready - sent) : std::string();
-      sent = std::max(sent, ready);
+      std::string delta;
+      json tool_calls = json::array();
+      if (tools) {
+        ToolCallStream::Delta d = tools->update(st.text, ready, st.finished);
+        delta = std::move(d.content);
+        tool_calls = std::move(d.tool_calls);
+      } else {
+        delta = ready > sent ? st.text.substr(sent, ready - sent) : std::string();
+        sent = std::max(sent, ready);
+      }
       const bool with_lp = logprobs && !st.logprobs.empty();
       if (!delta.empty() || with_lp) {
         json lp = nullptr;
@@ -46,8 +62,11 @@ StreamOutcome stream_choices(StreamKind kind, const ServedModel& m, const Respon
                                 : completion_chunk(head, index, delta, lp, nullptr);
         if (!send(chunk)) return out;
       }
+      for (const json& call : tool_calls)
+        if (!send(chat_chunk(head, index, {{"tool_calls", json::array({call})}}, nullptr, nullptr))) return out;
       if (st.finished) {
-        const char* why = openai_finish_reason(st.finish);
+        const char* why = chat ? chat_finish_reason(st.finish, tools && tools->called(), req.named_tool)
+                               : openai_finish_reason(st.finish);
         const json last = chat ? chat_chunk(head, index, json::object(), nullptr, why)
                                : completion_chunk(head, index, "", nullptr, why);
         if (!send(last)) return out;

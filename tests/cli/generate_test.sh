@@ -2,7 +2,8 @@
 # `nemotron generate` as a user runs it: on the Hugging Face fixture (its own tokenizer.json) and on
 # a native checkpoint made here by two tiny pretraining steps (tokenizer given with --tokenizer):
 # --prompt, --chat, a JSONL file in and out (completions, tokens, log-probs, finish reasons; the
-# same output for any --max-slots at a fixed seed), stop tokens; bad input as one `error:` line,
+# same output for any --max-slots at a fixed seed), stop tokens, --logit-bias and the penalties;
+# bad input as one `error:` line,
 # exit 2, nothing written.
 # Usage: generate_test.sh path/to/nemotron
 set -uo pipefail
@@ -90,6 +91,12 @@ expect_ok "stop token" '^wrote 1 completions' "${gen[@]}" --input "$TMP/one.json
 grep -q "\"tokens\":\[$first\]" "$TMP/stop.jsonl" && grep -q '"finish_reason":"stop_token"' "$TMP/stop.jsonl" ||
   fail "stop token: $(cat "$TMP/stop.jsonl")"
 
+# Logit bias and penalties (OpenAI's): +100 on token 7 makes every token 7 even with penalties on.
+expect_ok "logit bias" '^wrote 1 completions' "${gen[@]}" --input "$TMP/one.jsonl" --output "$TMP/bias.jsonl" \
+  --logit-bias 7=100 --presence-penalty 0.5 --frequency-penalty 0.5
+python3 -c 'import json,sys; t=json.loads(open(sys.argv[1]).readline())["tokens"]; assert t == [7] * 7, t' "$TMP/bias.jsonl" &&
+  echo "ok: --logit-bias forces the token" || fail "logit bias: $(cat "$TMP/bias.jsonl")"
+
 # --- bad input: one line, exit 2, nothing written -------------------------------------------------
 expect_error "missing checkpoint" "--checkpoint $TMP/nope: no such directory" \
   "$BIN" generate --checkpoint "$TMP/nope" --prompt hi
@@ -115,6 +122,10 @@ expect_error "max-new-tokens 0" "--max-new-tokens: expected a positive integer, 
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --max-new-tokens 0
 expect_error "top-p 0" "sampling flags: top_p: expected a number in (0, 1], got 0" \
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --top-p 0
+expect_error "logit bias without =" '--logit-bias: expected TOKEN_ID=BIAS (e.g. 42=-100), got "7"' \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --logit-bias 7
+expect_error "presence penalty 3" "sampling flags: presence_penalty: expected a number in [-2, 2], got 3" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --presence-penalty 3
 expect_error "unknown device" '--device: expected auto, cpu, cuda or cuda:N, got "tpu"' \
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --prompt hi --device tpu
 expect_error "bf16 on the CPU" \

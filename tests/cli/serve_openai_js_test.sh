@@ -26,7 +26,8 @@ if [[ ! -f "$CACHE/node_modules/openai/package.json" ]]; then
 fi
 echo "ok: openai $(node -p "require('$CACHE/node_modules/openai/package.json').version") with node $(node --version)"
 
-start_server --checkpoint tests/fixtures/hf/dense --served-model-name tiny --max-seq-len 256 || finish "openai client checks"
+# 2048: the nano3 template's tool instructions alone are ~1100 tokens of this tiny tokenizer.
+start_server --checkpoint tests/fixtures/hf/dense --served-model-name tiny --max-seq-len 2048 || finish "openai client checks"
 # Node resolves bare imports from the script's folder up, not NODE_PATH: run a copy inside CACHE.
 cp "$ROOT/tests/serve_js/client_test.mjs" "$CACHE/client_test.mjs"
 node "$CACHE/client_test.mjs" "$URL/v1" >"$TMP/node.log" 2>&1

@@ -239,6 +239,9 @@ TEST(SftRow, malformed_rows_are_dropped_with_their_reason) {
   EXPECT_EQ(run(R"({"messages": "hello"})").dropped, DropReason::bad_message);
   EXPECT_EQ(run(R"({"messages": [{"content": "no role"}]})").dropped, DropReason::bad_message);
   EXPECT_EQ(run(R"({"messages": [{"role": "robot", "content": "beep"}]})").dropped, DropReason::unknown_role);
+  // Content is a string or null (the server refuses the same: data/chat_messages.h).
+  EXPECT_EQ(run(R"({"messages": [{"role": "user", "content": 5}, {"role": "assistant", "content": "A"}]})").dropped,
+            DropReason::bad_message);
   EXPECT_EQ(run(R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "<tool_call>x</tool_call>"}]})").dropped,
             DropReason::tool_call_without_tools);
   EXPECT_EQ(run(R"({"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "",

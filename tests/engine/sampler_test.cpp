@@ -1,5 +1,6 @@
 // The sampler against distributions worked out by hand: greedy, temperature, top-k, top-p (the
-// smallest set reaching p), seeded reproducibility, and empirical frequencies.
+// smallest set reaching p), seeded reproducibility, empirical frequencies, and OpenAI's logit bias
+// and presence / frequency penalties.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -134,19 +135,83 @@ TEST(Sampler, TheOnePassPathDrawsExactlyAsTheGeneralOne) {
 }
 
 TEST(Sampler, BadParametersAreInputErrors) {
-  SamplingParams p;
-  p.top_p = 0;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.temperature = -1;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.max_new_tokens = 0;
-  EXPECT_THROW(validate(p, "x"), InputError);
-  p = {};
-  p.stop = {""};
-  EXPECT_THROW(validate(p, "x"), InputError);
+  using Edit = void (*)(SamplingParams&);
+  const Edit bad[] = {
+      [](SamplingParams& p) { p.top_p = 0; },
+      [](SamplingParams& p) { p.temperature = -1; },
+      [](SamplingParams& p) { p.max_new_tokens = 0; },
+      [](SamplingParams& p) { p.stop = {""}; },
+      [](SamplingParams& p) { p.presence_penalty = 2.5; },
+      [](SamplingParams& p) { p.frequency_penalty = -2.01; },
+      [](SamplingParams& p) { p.logit_bias = {{7, 1.0f}}; },  // id 7 of a vocabulary of 7
+      [](SamplingParams& p) { p.logit_bias = {{0, 101.0f}}; },
+  };
+  for (size_t i = 0; i < std::size(bad); ++i) {
+    SamplingParams p;
+    bad[i](p);
+    EXPECT_THROW(validate(p, "x", 7), InputError) << "case " << i;
+  }
+  SamplingParams edge;
+  edge.logit_bias = {{6, -100.0f}};
+  edge.presence_penalty = -2;
+  edge.frequency_penalty = 2;
+  EXPECT_NO_THROW(validate(edge, "x", 7));
   EXPECT_NO_THROW(validate(SamplingParams{}, "x"));
+}
+
+TEST(Sampler, LogitBiasAndPenaltiesFollowOpenAisFormula) {
+  // logit[j] + bias[j] - c[j] * frequency - (c[j] > 0) * presence, c = counts in `generated`.
+  SamplingParams p;
+  p.logit_bias = {{2, 4.0f}, {4, -1.5f}};
+  p.presence_penalty = 0.25;
+  p.frequency_penalty = 0.5;
+  const std::vector<int32_t> generated = {1, 5, 1, 2};
+  const std::vector<float> got = adjusted_logits(kLogits.data(), 6, p, generated);
+  const std::vector<float> want = {1.0f, 3.0f - 1.0f - 0.25f, -1.0f + 4.0f - 0.5f - 0.25f, 2.0f, 0.5f - 1.5f,
+                                   3.0f - 0.5f - 0.25f};
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t j = 0; j < want.size(); ++j) EXPECT_FLOAT_EQ(got[j], want[j]) << j;
+  // Negative penalties reward repetition by the same formula.
+  p = {};
+  p.frequency_penalty = -1;
+  EXPECT_FLOAT_EQ(adjusted_logits(kLogits.data(), 6, p, generated)[1], 3.0f + 2.0f);
+}
+
+TEST(Sampler, DrawsFromTheAdjustedDistributionAndReportsTheRawLogprob) {
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  // Tokens 1 and 5 tie at 3.0 (greedy takes 1); having generated 1 once, a presence penalty moves it to 5.
+  greedy.presence_penalty = 0.1;
+  const std::vector<int32_t> generated = {1};
+  SampledToken t = sample_token(kLogits.data(), 6, greedy, 0, 0, generated);
+  EXPECT_EQ(t.token, 5);
+  EXPECT_NEAR(t.raw_logprob, std::log(softmax(kLogits, 1)[5]), 1e-6);
+  // A bias of +100 makes the least likely token certain; -100 removes the likeliest.
+  greedy = {};
+  greedy.temperature = 0;
+  greedy.logit_bias = {{2, 100.0f}};
+  EXPECT_EQ(sample_token(kLogits.data(), 6, greedy, 0, 0).token, 2);
+  greedy.logit_bias = {{1, -100.0f}, {5, -100.0f}};
+  EXPECT_EQ(sample_token(kLogits.data(), 6, greedy, 0, 0).token, 3);
+  EXPECT_FALSE(device_samplable(greedy));  // adjusted rows are drawn on the host
+  // Sampling: each draw equals the unadjusted sampler's draw on the adjusted logits (same stream),
+  // and its log-prob is that distribution's.
+  SamplingParams p;
+  p.temperature = 0.8;
+  p.top_k = 4;
+  p.logit_bias = {{0, 2.0f}};
+  p.frequency_penalty = 0.7;
+  const std::vector<int32_t> seen = {5, 5, 3};
+  const std::vector<float> adj = adjusted_logits(kLogits.data(), 6, p, seen);
+  SamplingParams plain = p;
+  plain.logit_bias.clear();
+  plain.frequency_penalty = 0;
+  for (uint64_t i = 0; i < 50; ++i) {
+    const SampledToken a = sample_token(kLogits.data(), 6, p, 9, i, seen), b = sample_token(adj.data(), 6, plain, 9, i);
+    ASSERT_EQ(a.token, b.token) << i;
+    ASSERT_EQ(a.logprob, b.logprob) << i;
+    ASSERT_NEAR(a.raw_logprob, std::log(softmax(kLogits, 1)[static_cast<size_t>(a.token)]), 1e-6) << i;
+  }
 }
 
 }  // namespace

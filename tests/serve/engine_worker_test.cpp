@@ -2,10 +2,13 @@
 // RecomputeStepModel on a tiny random hybrid model: requests that arrive mid-run (before_step) get
 // the tokens they get alone; a request cancelled from on_token stops at once and leaves the others'
 // tokens unchanged; the worker serves jobs submitted from many threads, streams them, cancels one
-// and scores prompts (echo) with the log-probs generation reports.
+// and scores prompts (echo) with the log-probs generation reports; penalties and logit bias apply
+// to each step's logits; a shutdown ends running jobs with 503.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "engine/engine.h"
@@ -97,6 +100,36 @@ TEST(EngineHooks, CancellingOneLeavesTheOthers) {
   EXPECT_STREQ(engine::finish_reason_name(engine::FinishReason::cancelled), "cancelled");
 }
 
+// Penalties and logit bias in a running engine: each greedy token is the argmax of the logits the
+// engine saw adjusted for the tokens generated before it (the raw row comes to on_token), and the
+// adjustment changes what greedy decoding alone would pick.
+TEST(EngineHooks, PenaltiesAndLogitBiasApplyToEachStepsLogits) {
+  Tiny m;
+  engine::RecomputeStepModel step(m.net, m.ctx(), 2, 64);
+  engine::Engine e(step);
+  engine::Request r = request(0, 24);
+  r.params.temperature = 0;
+  r.params.presence_penalty = 2;
+  r.params.frequency_penalty = 1.5;
+  r.params.logit_bias = {{4, -100.0f}, {9, 1.0f}};
+  e.add(r);
+  int checked = 0, changed = 0;
+  engine::RunHooks hooks;
+  hooks.on_token = [&](const engine::Result& res, std::span<const float> raw) {
+    const std::span<const int32_t> before(res.tokens.data(), res.tokens.size() - 1);
+    const std::vector<float> adj = engine::adjusted_logits(raw.data(), 23, r.params, before);
+    const auto argmax = [](const auto& v) { return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin()); };
+    EXPECT_EQ(res.tokens.back(), argmax(adj)) << "token " << res.tokens.size();
+    EXPECT_NE(res.tokens.back(), 4);
+    changed += res.tokens.back() != argmax(raw);
+    ++checked;
+    return true;
+  };
+  e.run({}, hooks);
+  EXPECT_EQ(checked, 24);
+  EXPECT_GT(changed, 0);
+}
+
 GenerationState wait_all(Generation& g) {
   GenerationState all;
   while (true) {
@@ -107,6 +140,7 @@ GenerationState wait_all(Generation& g) {
     all.finished = s.finished;
     all.finish = s.finish;
     all.error = s.error;
+    all.error_status = s.error_status;
     if (s.finished) return all;
   }
 }
@@ -164,9 +198,17 @@ TEST(EngineWorker, ServesManyThreadsCancelsAndScoresPrompts) {
   EXPECT_NEAR(echo.prompt_logprobs.back().logprob, gen.logprobs[0].logprob, 1e-4);
   EXPECT_EQ(echo.prompt_logprobs.back().top[0].first, gen.tokens[0]);  // greedy: the argmax
 
+  // A shutdown ends a running job with 503 (no finish_reason outside OpenAI's set), and refuses later ones.
+  std::shared_ptr<Generation> running = worker.submit({long_one.prompt, long_one.params, 5, -1, false});
+  running->wait(0);
   worker.stop();
+  GenerationState ended = wait_all(*running);
+  EXPECT_EQ(ended.error, "the server is shutting down");
+  EXPECT_EQ(ended.error_status, 503);
+  EXPECT_LT(ended.tokens.size(), 390u);
   GenerationState late = wait_all(*worker.submit({greedy.prompt, greedy.params, 4, -1, false}));
   EXPECT_EQ(late.error, "the server is shutting down");
+  EXPECT_EQ(late.error_status, 503);
   EXPECT_GE(worker.stats().cancelled, 1);
 }
 

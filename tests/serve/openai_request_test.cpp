@@ -1,5 +1,7 @@
 // Request parsing and validation: what each endpoint accepts, and that every malformed body or
-// bad field is a 400 naming the field (never an exception of another kind, which would be a 500).
+// bad field is a 400 naming the field (never an exception of another kind, which would be a 500):
+// sampling adjustments, fields refused until implemented, chat roles and content as data prep
+// checks them, tools and tool_choice, the tokenizer endpoints.
 #include <gtest/gtest.h>
 
 #include "serve/api_error.h"
@@ -90,6 +92,18 @@ TEST(OpenAiRequest, BadCompletionBodiesAre400sNamingTheField) {
       {R"({"prompt": "x", "stream": "yes"})", "stream"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
+      {R"({"prompt": "x", "presence_penalty": 2.5})", "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": "high"})", "frequency_penalty"},
+      {R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"abc": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"-1": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": "up"}})", "logit_bias"},
+      // Not implemented: refused by name, never silently ignored.
+      {R"({"prompt": "x", "suffix": "end"})", "suffix"},
+      {R"({"prompt": "x", "best_of": 3})", "best_of"},
+      {R"({"prompt": "x", "n": 2, "best_of": 3})", "best_of"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"},
   };
   for (const Case& c : cases) {
     ApiError e = error_of(parse_completion_request, c.body);
@@ -101,6 +115,8 @@ TEST(OpenAiRequest, BadCompletionBodiesAre400sNamingTheField) {
   EXPECT_STREQ(e.what(), R"('temperature': expected a number, got string "hot")");
   EXPECT_NE(std::string(error_of(parse_completion_request, "{\"prompt\"").what()).find("malformed JSON body: parse error"),
             std::string::npos);
+  // Their no-op values are accepted: best_of equal to n, an empty suffix, the text format.
+  EXPECT_NO_THROW(parse_completion_request(R"({"prompt": "x", "n": 2, "best_of": 2, "suffix": "", "response_format": {"type": "text"}})"));
   // max_tokens 0 with echo scores the prompt (lm-eval's log-likelihood requests).
   EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "max_tokens": 0, "echo": true, "logprobs": 1})").max_tokens, 0);
 }
@@ -153,12 +169,90 @@ TEST(OpenAiRequest, ChatFieldsAndErrors) {
        "enable_thinking"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})", "tools"},
+      // Roles and content as data prep sft checks them.
+      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": {"text": "hi"}}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{not json"}}]}]})",
+       "messages"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"1": -200}})", "logit_bias"},
+      // Tools and tool_choice.
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {}}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "retrieval"}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "auto"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "always"})",
+       "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+           "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+       "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": "yes"})", "parallel_tool_calls"},
   };
   for (const auto& [body, param] : bad) {
     ApiError e = error_of(parse_chat_request, body);
     EXPECT_EQ(e.status, 400) << body;
     EXPECT_EQ(e.param, param) << body << ": " << e.what();
   }
+  EXPECT_STREQ(error_of(parse_chat_request, R"({"messages": [{"role": "wizard", "content": "hi"}]})").what(),
+               R"('messages': message 0 has the unknown role "wizard" (expected system, user, assistant or tool))");
+}
+
+TEST(OpenAiRequest, SamplingAdjustments) {
+  CompletionRequest r = parse_completion_request(
+      R"({"prompt": "x", "logit_bias": {"7": -100, "12": 2.5}, "presence_penalty": -1.5, "frequency_penalty": 0.25})");
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}, {12, 2.5f}}));
+  EXPECT_EQ(r.presence_penalty, -1.5);
+  EXPECT_EQ(r.frequency_penalty, 0.25);
+  ChatRequest c = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"3": 1}})");
+  EXPECT_EQ(c.logit_bias.size(), 1u);
+}
+
+TEST(OpenAiRequest, ToolsToolChoiceAndOpenAisAssistantMessages) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])";
+  // An assistant turn in OpenAI's own form: arguments as a JSON string (parsed for the template).
+  ChatRequest r = parse_chat_request(R"({"messages": [{"role": "user", "content": "Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}], )" + tools + "}");
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(r.tool_choice.mode, ToolChoice::Mode::auto_);  // the default with tools
+  // ... and as an object.
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "",
+      "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}]})");
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"]["city"], "Oslo");
+  EXPECT_EQ(r.tool_choice.mode, ToolChoice::Mode::none);  // no tools
+  auto choice = [&](const std::string& c) {
+    return parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], )" + tools + R"(, "tool_choice": )" + c + "}")
+        .tool_choice;
+  };
+  EXPECT_EQ(choice(R"("none")").mode, ToolChoice::Mode::none);
+  EXPECT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "parallel_tool_calls": false})")
+                   .parallel_tool_calls);
+  EXPECT_EQ(choice(R"("required")").mode, ToolChoice::Mode::required);
+  ToolChoice named = choice(R"({"type": "function", "function": {"name": "get_weather"}})");
+  EXPECT_EQ(named.mode, ToolChoice::Mode::named);
+  EXPECT_EQ(named.name, "get_weather");
+}
+
+TEST(OpenAiRequest, TokenizeAndDetokenize) {
+  TokenizeRequest t = parse_tokenize_request(R"({"model": "m", "prompt": "hi", "add_special_tokens": false})");
+  EXPECT_FALSE(t.chat);
+  EXPECT_EQ(t.prompt, "hi");
+  EXPECT_FALSE(t.add_special_tokens);
+  EXPECT_TRUE(parse_tokenize_request(R"({"prompt": "hi"})").add_special_tokens);  // vLLM's default
+  TokenizeRequest c = parse_tokenize_request(R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false})");
+  EXPECT_TRUE(c.chat);
+  EXPECT_FALSE(c.add_generation_prompt);
+  EXPECT_EQ(parse_detokenize_request(R"({"tokens": [1, 2, 3]})").tokens, (std::vector<int32_t>{1, 2, 3}));
+  const char* bad_tokenize[][2] = {
+      {R"({})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "add_special_tokens": true})", "add_special_tokens"},
+  };
+  for (const auto& [body, param] : bad_tokenize) EXPECT_EQ(error_of(parse_tokenize_request, body).param, param) << body;
+  for (const char* body : {R"({})", R"({"tokens": "1 2"})", R"({"tokens": [1, -1]})", R"({"tokens": [1.5]})"})
+    EXPECT_EQ(error_of(parse_detokenize_request, body).param, "tokens") << body;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Response shaping: the error body, the legacy completions logprobs object (echo's null first
-// token, text offsets), chat's logprobs.content, SSE framing, finish reasons, the
-// context-length check and the token log-probs themselves against a hand computation.
+// token, text offsets, partial characters as "bytes:"), chat's logprobs.content, SSE framing,
+// finish reasons, the context-length check, sampling adjustments and forced tool calls reaching
+// the jobs, and the token log-probs themselves against a hand computation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,15 +95,56 @@ TEST(OpenAiResponse, FinishReasons) {
   EXPECT_STREQ(openai_finish_reason(engine::FinishReason::stop_string), "stop");
   EXPECT_STREQ(openai_finish_reason(engine::FinishReason::length), "length");
   EXPECT_STREQ(openai_finish_reason(engine::FinishReason::max_seq_len), "length");
-  EXPECT_STREQ(openai_finish_reason(engine::FinishReason::cancelled), "abort");
+  // Never "abort": OpenAI's set has no such value (a shutdown answers 503 instead).
+  EXPECT_STREQ(openai_finish_reason(engine::FinishReason::cancelled), "length");
 }
 
-TEST(JobBuilder, ModelNameContextAndChoices) {
+// Tokens that are part of a character are listed as OpenAI's "bytes:\xHH" so that the listed
+// tokens join back to the prompt's bytes; whole characters stay text.
+TEST(OpenAiResponse, PartialCharacterTokensAreListedAsBytes) {
+  const std::string text = "h\xC3\xA9llo \xE6\x9D\xB1\xE4\xBA\xAC \xF0\x9F\x99\x82!";  // héllo 東京 🙂!
+  const std::vector<int32_t> ids = tok().encode(text);
+  std::string joined;
+  int as_bytes = 0;
+  for (int32_t id : ids) {
+    const std::string t = token_text(tok(), id);
+    if (t.rfind("bytes:", 0) != 0) {
+      joined += t;
+      continue;
+    }
+    ++as_bytes;
+    for (size_t i = 6; i < t.size(); i += 4) {
+      ASSERT_EQ(t.substr(i, 2), "\\x") << t;
+      joined += static_cast<char>(std::stoi(t.substr(i + 2, 2), nullptr, 16));
+    }
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_GT(as_bytes, 0) << "the fixture splits these characters into byte tokens";
+  // The echoed prompt's offsets are byte offsets into it.
+  std::vector<TokenLogprob> lp;
+  for (int32_t id : ids) lp.push_back({id, -1.0, {}});
+  const json j = completion_logprobs(lp, tok(), 0);
+  EXPECT_EQ(j["next_offset"], static_cast<int64_t>(text.size()));
+  // Chat lists text tokens, and their `bytes` join back (a partial character's token is U+FFFD).
+  std::string chat_bytes;
+  const json chat = chat_logprobs(lp, tok());
+  for (const json& t : chat["content"])
+    for (const json& b : t["bytes"]) chat_bytes += static_cast<char>(b.get<int>());
+  EXPECT_EQ(chat_bytes, text);
+}
+
+// The fixture's tokenizer served as "tiny" with a context of `max_model_len`.
+ServedModel tiny(int64_t max_model_len) {
   ServedModel m;
   m.name = "tiny";
   m.tok = &tok();
-  m.max_model_len = 12;
+  m.max_model_len = max_model_len;
   m.vocab_size = tok().vocab_size();
+  return m;
+}
+
+TEST(JobBuilder, ModelNameContextAndChoices) {
+  ServedModel m = tiny(12);
   m.stop_token_ids = {2};
   CompletionRequest r = parse_completion_request(R"({"prompt": ["a b", [5, 6]], "n": 2, "max_tokens": 3, "seed": 9,
                                                      "stop": ["abc", "de"]})");
@@ -142,6 +184,51 @@ TEST(JobBuilder, ModelNameContextAndChoices) {
   EXPECT_THROW(prepare_completion(m, bad_id), ApiError);
   CompletionRequest eos = parse_completion_request(R"({"prompt": [1], "max_tokens": 1, "ignore_eos": true})");
   EXPECT_TRUE(prepare_completion(m, eos).choices[0].job.params.stop_token_ids.empty());
+  // Sampling adjustments reach the engine's parameters; a logit_bias id past the vocabulary is a 400.
+  CompletionRequest adj = parse_completion_request(R"({"prompt": [1], "max_tokens": 1, "logit_bias": {"3": -5},
+                                                      "presence_penalty": 0.5, "frequency_penalty": 1})");
+  const engine::SamplingParams sp = prepare_completion(m, adj).choices[0].job.params;
+  EXPECT_EQ(sp.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, -5.0f}}));
+  EXPECT_EQ(sp.presence_penalty, 0.5);
+  EXPECT_EQ(sp.frequency_penalty, 1.0);
+  CompletionRequest far = parse_completion_request(R"({"prompt": [1], "max_tokens": 1, "logit_bias": {"999999": 1}})");
+  try {
+    prepare_completion(m, far);
+    ADD_FAILURE() << "a logit_bias id outside the vocabulary was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "logit_bias");
+  }
+}
+
+TEST(JobBuilder, ForcedToolCallsEndThePromptWithTheCallsOpening) {
+  ServedModel m = tiny(4096);
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}])";
+  auto prompt_text = [&](const std::string& extra) {
+    const ChatRequest r = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], )" + tools + extra + "}");
+    const PreparedRequest p = prepare_chat(m, r);
+    return std::make_pair(tok().decode(p.choices[0].job.prompt), p);
+  };
+  auto [auto_text, auto_p] = prompt_text("");
+  EXPECT_TRUE(auto_p.parse_tool_calls);
+  EXPECT_EQ(auto_p.forced_prefix, "");
+  EXPECT_TRUE(auto_text.ends_with("<|im_start|>assistant\n<think>\n")) << auto_text;
+  auto [named_text, named_p] = prompt_text(R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})");
+  EXPECT_TRUE(named_p.named_tool);
+  EXPECT_TRUE(named_text.ends_with("<think>\n</think>\n<tool_call>\n<function=g>\n")) << named_text;
+  auto [none_text, none_p] = prompt_text(R"(, "tool_choice": "none", "chat_template_kwargs": {"enable_thinking": false})");
+  EXPECT_FALSE(none_p.parse_tool_calls);
+  EXPECT_NE(none_text.find("<function>\n<name>g</name>"), std::string::npos) << "tools are still shown, as vLLM does";
+  auto [req_text, req_p] = prompt_text(R"(, "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": false})");
+  EXPECT_TRUE(req_text.ends_with("<think></think><tool_call>\n<function=")) << req_text;
+  EXPECT_EQ(req_p.tool_names_to_choose, (std::vector<std::string>{"f", "g"}));  // the server picks the likeliest
+  EXPECT_TRUE(named_p.tool_names_to_choose.empty());
+  m.chat_format = data::ChatFormat::nano_v2;
+  try {
+    prompt_text(R"(, "tool_choice": "required")");
+    ADD_FAILURE() << "a format without tool calls forced one";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "tool_choice") << e.what();
+  }
 }
 
 }  // namespace
