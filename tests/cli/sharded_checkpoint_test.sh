@@ -25,7 +25,9 @@ zero=(ddp.use_distributed_optimizer=true)
 # single process's (tolerances of cli.data_parallel: float32 sums in another order).
 same_run() {
   local name=$1 dir=$2 iter=$3 from=$4
-  losses "$dir/metrics.jsonl" "$from" >"$TMP/a.losses"
+  # The last record of each step: a run killed after its last save logged steps its rerun repeats.
+  losses "$dir/metrics.jsonl" "$from" | awk '{k = $1 " " $2; if (!(k in v)) o[n++] = k; v[k] = $0}
+    END {for (i = 0; i < n; i++) print v[o[i]]}' >"$TMP/a.losses"
   losses "$TMP/dp1/metrics.jsonl" "$from" | awk -v last="$iter" '$2 <= last' >"$TMP/b.losses"
   if msg=$(close "$TMP/a.losses" "$TMP/b.losses" 1e-5); then
     echo "ok: $name: losses equal the single process's ($msg)"
