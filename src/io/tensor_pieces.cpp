@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json_limits.h"
+#include "io/checkpoint_layout.h"
 
 namespace nemotron::io {
 
@@ -235,6 +236,12 @@ SafetensorsFile PieceSet::gather(const std::string& part) const {
   }
   return SafetensorsFile::from_memory(fmt::format("{} ({} assembled from its rank files)", source_, part),
                                       std::move(image));
+}
+
+SafetensorsSet open_weight_set(const std::string& dir) {
+  const std::vector<std::string> ranks = rank_files(dir);
+  if (ranks.empty()) return SafetensorsSet::open(dir);
+  return SafetensorsSet::of(PieceSet::open(ranks, dir).gather("model"));
 }
 
 }  // namespace nemotron::io

@@ -65,4 +65,8 @@ class PieceSet {
   const std::vector<Entry>& entries(const std::string& name) const;
 };
 
+// The whole weights of a checkpoint directory: its model.safetensors (or index), or for a sharded
+// training iteration (io/checkpoint_layout.h rank_files) its "model" part assembled in memory.
+SafetensorsSet open_weight_set(const std::string& dir);
+
 }  // namespace nemotron::io

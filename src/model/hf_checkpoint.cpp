@@ -139,7 +139,7 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
   std::error_code ec;
   if (const std::vector<std::string> ranks = io::rank_files(dir); !ranks.empty()) {
     // A sharded training iteration: its whole tensors assembled in memory from the rank files.
-    ck.set_ = std::make_shared<io::SafetensorsSet>(io::SafetensorsSet::of(io::PieceSet::open(ranks, dir).gather("model")));
+    ck.set_ = std::make_shared<io::SafetensorsSet>(io::open_weight_set(dir));
   } else if (!fs::exists(fs::path(dir) / "model.safetensors", ec) &&
       !fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) {
     std::string hint;
