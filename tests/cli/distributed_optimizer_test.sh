@@ -20,35 +20,6 @@ run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
 zero=(ddp.use_distributed_optimizer=true)
 
-# same_run NAME DIR ITER FROM: DIR's losses from iteration FROM and its iter ITER weights equal the
-# single process's.
-same_run() {
-  local name=$1 dir=$2 iter=$3 from=$4
-  losses "$dir/metrics.jsonl" "$from" >"$TMP/a.losses"
-  losses "$TMP/dp1/metrics.jsonl" "$from" | awk -v last="$iter" '$2 <= last' >"$TMP/b.losses"
-  if msg=$(close "$TMP/a.losses" "$TMP/b.losses" 1e-5); then
-    echo "ok: $name: losses equal the single process's ($msg)"
-  else
-    fail "$name: losses differ ($msg): $(paste -d' ' "$TMP/a.losses" "$TMP/b.losses" | head -8)"
-  fi
-  local it
-  it=$(printf 'iter_%07d' "$iter")
-  if msg=$(python3 tests/cli/safetensors_diff.py "$dir/$it/model.safetensors" "$TMP/dp1/$it/model.safetensors" 5e-5 1e-4); then
-    echo "ok: $name: weights at iteration $iter equal the single process's ($msg)"
-  else
-    fail "$name: weights at iteration $iter differ: $msg"
-  fi
-}
-
-# mpi NP NAME ARGS...: the run under mpirun; output in $TMP/out.NAME.
-mpi() {
-  local np=$1 name=$2
-  shift 2
-  "${MPIRUN[@]}" -np "$np" "${run[@]}" "$@" >"$TMP/out.$name" 2>"$TMP/err.$name"
-  local rc=$?
-  [[ $rc -eq 0 ]] || { fail "$name: mpirun -np $np: exit $rc: $(tail -5 "$TMP/err.$name")"; return 1; }
-}
-
 # memory NAME D: the banner's "fp32 moments 1/D per rank: X MiB of Y MiB" with X = Y / D (to the
 # padding of the flat buffer to 64 D elements: within 1%).
 memory() {

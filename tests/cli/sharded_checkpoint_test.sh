@@ -21,37 +21,6 @@ run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
 zero=(ddp.use_distributed_optimizer=true)
 
-# same_run NAME DIR ITER FROM: DIR's losses from iteration FROM and its iter ITER weights equal the
-# single process's (tolerances of cli.data_parallel: float32 sums in another order).
-same_run() {
-  local name=$1 dir=$2 iter=$3 from=$4
-  # The last record of each step: a run killed after its last save logged steps its rerun repeats.
-  losses "$dir/metrics.jsonl" "$from" | awk '{k = $1 " " $2; if (!(k in v)) o[n++] = k; v[k] = $0}
-    END {for (i = 0; i < n; i++) print v[o[i]]}' >"$TMP/a.losses"
-  losses "$TMP/dp1/metrics.jsonl" "$from" | awk -v last="$iter" '$2 <= last' >"$TMP/b.losses"
-  if msg=$(close "$TMP/a.losses" "$TMP/b.losses" 1e-5); then
-    echo "ok: $name: losses equal the single process's ($msg)"
-  else
-    fail "$name: losses differ ($msg): $(paste -d' ' "$TMP/a.losses" "$TMP/b.losses" | head -8)"
-  fi
-  local it
-  it=$(printf 'iter_%07d' "$iter")
-  if msg=$(python3 tests/cli/safetensors_diff.py "$dir/$it/model.safetensors" "$TMP/dp1/$it/model.safetensors" 5e-5 1e-4); then
-    echo "ok: $name: weights at iteration $iter equal the single process's ($msg)"
-  else
-    fail "$name: weights at iteration $iter differ: $msg"
-  fi
-}
-
-# mpi NP NAME ARGS...: the run under mpirun; output in $TMP/out.NAME.
-mpi() {
-  local np=$1 name=$2
-  shift 2
-  "${MPIRUN[@]}" -np "$np" "${run[@]}" "$@" >"$TMP/out.$name" 2>"$TMP/err.$name"
-  local rc=$?
-  [[ $rc -eq 0 ]] || { fail "$name: mpirun -np $np: exit $rc: $(tail -5 "$TMP/err.$name")"; return 1; }
-}
-
 # The uninterrupted single process (single-file checkpoints at 2, 4, 6): the reference.
 expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
 
