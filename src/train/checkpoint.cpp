@@ -151,9 +151,10 @@ std::string commit_iteration(const std::string& save_dir, const std::string& tmp
   const fs::path parent(save_dir), tmp(tmp_dir);
   stage("config");
   write_text(tmp / "config.yaml", c.config_yaml);
+  bool tokenizer = false;
   if (!c.tokenizer_dir.empty()) {
     stage("tokenizer");
-    model::copy_tokenizer_files(c.tokenizer_dir, tmp / "tokenizer");
+    tokenizer = !model::copy_tokenizer_files(c.tokenizer_dir, tmp / "tokenizer").empty();
   }
   stage("train_state");
   json state = c.state.to_json();
@@ -169,7 +170,7 @@ std::string commit_iteration(const std::string& save_dir, const std::string& tmp
   }
   state["files"] = files;
   state[io::kFileHashesKey] = hashes;
-  if (!c.tokenizer_dir.empty()) fsync_dir(tmp / "tokenizer");
+  if (tokenizer) fsync_dir(tmp / "tokenizer");
   write_text(tmp / io::kTrainStateFile, state.dump(2) + "\n");
   fsync_dir(tmp);
 
