@@ -55,9 +55,9 @@ struct TrainState {
 // "iter_0000100" (Megatron's iter_%07d).
 using io::iteration_dir_name;
 
-// Called with the stage about to run ("model", "optimizer", "config", "train_state", "rename",
-// "tracker", "prune", and "prune_delete" once an old iteration is renamed aside and about to be
-// deleted): tests inject crashes here.
+// Called with the stage about to run ("model", "optimizer", "config", "tokenizer", "train_state",
+// "rename", "tracker", "prune", and "prune_delete" once an old iteration is renamed aside and
+// about to be deleted; "rank_file" on every rank of a sharded save): tests inject crashes here.
 using SaveStageHook = std::function<void(const std::string& stage)>;
 
 struct CheckpointContent {
