@@ -2,11 +2,14 @@
 // exit code (2 for bad input, 1 for failures).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "cli/app.h"
 #include "cli/distributed.h"
 #include "core/error.h"
+#include "io/checkpoint_layout.h"
 
 namespace {
 
@@ -36,6 +39,9 @@ int fail(int code, const char* what, bool input_error) {
 int main(int argc, char** argv) {
   try {
     nemotron::cli::launch_info();  // MPI first, when a launcher started this process
+    // Checkpoint content hashes are verified on load unless turned off (huge checkpoints).
+    if (const char* v = std::getenv("NEMOTRON_CHECKPOINT_VERIFY"); v && std::string(v) == "0")
+      nemotron::io::set_verify_checkpoint_hashes(false);
     return nemotron::cli::run(argc, argv);
   } catch (const nemotron::InputError& e) {
     return fail(2, e.what(), true);

@@ -97,6 +97,10 @@ int run_pretrain(const TrainingCommandOptions& o) {
   std::vector<std::string> inputs;
   if (!d.mock && !d.per_split_data_args_path.empty()) inputs.push_back(d.per_split_data_args_path);
   train::TrainerOptions topts = trainer_options(cfg.checkpoint.save, inputs);
+  // Data prep writes the tokenizer beside the blend (<output_dir>/tokenizer/tokenizer.json).
+  if (!d.mock && !d.per_split_data_args_path.empty())
+    topts.tokenizer_dir = tokenizer_dir_of(
+        (std::filesystem::path(d.per_split_data_args_path).parent_path() / "tokenizer" / "tokenizer.json").string());
   topts.groups = groups;
   train::Trainer trainer(cfg, net, *data.train, data.valid.get(), std::move(topts));
   train::TrainResult res;

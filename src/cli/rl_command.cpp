@@ -101,6 +101,8 @@ int run_rl(const TrainingCommandOptions& o) {
   opts.groups = make_process_groups(layout, dev.backend);
   opts.start = start;
   opts.stop_requested = &StopSignals::requested;
+  opts.save_hook = test_crash_hook();
+  opts.tokenizer_dir = tokenizer_dir_of(cfg.tokenizer_path);
   if (k.enabled) {
     std::vector<std::string> inputs{fs::path(cfg.data.train_jsonl_fpath).parent_path().string()};
     if (!cfg.model_name.empty()) inputs.push_back(cfg.model_name);

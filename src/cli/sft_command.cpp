@@ -41,6 +41,13 @@ namespace nemotron::cli {
 
 namespace {
 
+// The tokenizer data prep recorded (metadata.json: tokenizer_uri), or "".
+std::string prep_tokenizer(const train::SftConfig& cfg) {
+  std::ifstream in(cfg.dataset.metadata_path());
+  const nlohmann::json meta = parse_json_or_discarded<nlohmann::json>(in);
+  return meta.is_object() ? meta.value("tokenizer_uri", "") : "";
+}
+
 namespace fs = std::filesystem;
 
 
@@ -132,6 +139,7 @@ int run_sft(const TrainingCommandOptions& o) {
   train::TrainerOptions topts =
       trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint});
   topts.groups = groups;
+  topts.tokenizer_dir = tokenizer_dir_of(prep_tokenizer(cfg));
   train::Trainer trainer(cfg, net, *data.train, data.valid.get(), std::move(topts));
   // Exact match: greedy completions through the generation engine, right when their last
   // "The answer is N." has the reference N (eval's final_answer verifier).

@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "cli/artifact_publish.h"
@@ -12,6 +15,7 @@
 #include "cli/launch.h"
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
+#include "core/error.h"
 #include "train/run_dir.h"
 
 namespace nemotron::cli {
@@ -56,9 +60,37 @@ void add_training_command(CLI::App& app, const std::string& stage, const std::st
   }
 }
 
+std::string tokenizer_dir_of(const std::string& tokenizer_json) {
+  std::error_code ec;
+  if (tokenizer_json.empty() || !std::filesystem::is_regular_file(tokenizer_json, ec)) return "";
+  return std::filesystem::path(tokenizer_json).parent_path().string();
+}
+
+train::SaveStageHook test_crash_hook() {
+  const char* spec = std::getenv("NEMOTRON_TEST_CRASH_AT");
+  if (!spec || !*spec) return {};
+  const std::string s = spec;
+  const size_t a = s.find(':'), b = s.rfind(':');
+  if (a == std::string::npos || a == b)
+    throw InputError(fmt::format("NEMOTRON_TEST_CRASH_AT: expected STAGE:RANK:N, got \"{}\"", s));
+  const std::string stage = s.substr(0, a);
+  const int rank = std::stoi(s.substr(a + 1, b - a - 1));
+  const int nth = std::stoi(s.substr(b + 1));
+  if (rank != launch_info().rank) return {};
+  auto seen = std::make_shared<int>(0);
+  return [stage, nth, seen](const std::string& at) {
+    if (at == stage && ++*seen == nth) {
+      std::fprintf(stderr, "NEMOTRON_TEST_CRASH_AT: killing this rank at save stage %s\n", at.c_str());
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+  };
+}
+
 train::TrainerOptions trainer_options(const std::string& save_dir, std::vector<std::string> artifact_inputs) {
   train::TrainerOptions topts;
   topts.stop_requested = &StopSignals::requested;
+  topts.save_hook = test_crash_hook();
   if (!save_dir.empty())
     topts.on_saved = [save_dir, artifact_inputs](const std::string& dir, int64_t iteration, const std::string& yaml) {
       publish_model_artifact(save_dir, dir, iteration, yaml, artifact_inputs);

@@ -47,6 +47,15 @@ void add_training_command(CLI::App& app, const std::string& stage, const std::st
 train::TrainerOptions trainer_options(const std::string& save_dir = "",
                                       std::vector<std::string> artifact_inputs = {});
 
+// The directory of a tokenizer.json (what a stage's checkpoints carry in tokenizer/), or "" when
+// `tokenizer_json` is empty or does not exist.
+std::string tokenizer_dir_of(const std::string& tokenizer_json);
+
+// Tests: NEMOTRON_TEST_CRASH_AT=STAGE:RANK:N kills world rank RANK with SIGKILL (a node failure)
+// the N-th time it reaches checkpoint save stage STAGE (train/checkpoint.h, "rank_file" in a
+// sharded save); unset: no hook.
+train::SaveStageHook test_crash_hook();
+
 // Restores, claims checkpoint.save, then runs the trainer; `before_run` is called once the
 // restored state is known and the directory is ours (e.g. to print a metric at the starting
 // iteration). Returns the stopping signal as above, and the run's result in `result`.

@@ -14,10 +14,66 @@
 
 #include "core/error.h"
 #include "core/json_limits.h"
+#include "io/file_hash.h"
 
 namespace nemotron::io {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+bool verify_hashes = true;
+
+// train_state.json of `iter_dir` as JSON; InputError naming it when unreadable.
+nlohmann::json read_state(const std::string& iter_dir) {
+  const fs::path path = fs::path(iter_dir) / kTrainStateFile;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+  nlohmann::json j = parse_json_or_discarded<nlohmann::json>(f);
+  if (j.is_discarded() || !j.is_object()) throw InputError(fmt::format("{}: not a JSON object", path.string()));
+  return j;
+}
+
+}  // namespace
+
+void set_verify_checkpoint_hashes(bool on) { verify_hashes = on; }
+
+std::string rank_file_name(int rank) { return fmt::format("rank_{:05d}.safetensors", rank); }
+
+std::vector<std::string> rank_files(const std::string& iter_dir) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(iter_dir) / kTrainStateFile, ec)) return {};
+  const nlohmann::json j = read_state(iter_dir);
+  auto it = j.find(kShardedKey);
+  if (it == j.end()) return {};
+  const std::string where = (fs::path(iter_dir) / kTrainStateFile).string() + ": " + kShardedKey + ".rank_files";
+  if (!it->is_object() || !it->contains("rank_files") || !(*it)["rank_files"].is_array())
+    throw InputError(fmt::format("{}: missing or not a list", where));
+  std::vector<std::string> out;
+  for (const auto& f : (*it)["rank_files"]) {
+    if (!f.is_string() || f.get<std::string>().find('/') != std::string::npos)
+      throw InputError(fmt::format("{}: {} is not a file name", where, f.dump()));
+    out.push_back((fs::path(iter_dir) / f.get<std::string>()).string());
+  }
+  return out;
+}
+
+void verify_iteration_hashes(const std::string& iter_dir) {
+  std::error_code ec;
+  if (!verify_hashes || !fs::exists(fs::path(iter_dir) / kTrainStateFile, ec)) return;
+  const nlohmann::json j = read_state(iter_dir);
+  auto it = j.find(kFileHashesKey);
+  if (it == j.end() || !it->is_object()) return;
+  for (const auto& [name, want] : it->items()) {
+    const std::string path = (fs::path(iter_dir) / name).string();
+    const std::string have = file_hash(path);
+    if (!want.is_string() || have != want.get<std::string>())
+      throw InputError(fmt::format("{}: content hash {} differs from the {} that {} records (the file changed after "
+                                   "it was saved: corrupt or edited); load another iteration, or set "
+                                   "NEMOTRON_CHECKPOINT_VERIFY=0 to load it anyway",
+                                   path, have, want.dump(), kTrainStateFile));
+  }
+}
 
 std::string iteration_dir_name(int64_t iteration) { return fmt::format("iter_{:07d}", iteration); }
 
@@ -95,6 +151,7 @@ void require_complete_iteration(const std::string& dir) {
   if (!why.empty())
     throw InputError(fmt::format("{}: incomplete checkpoint ({}; an interrupted save or prune): load another iteration",
                                  dir, why));
+  verify_iteration_hashes(dir);
 }
 
 }  // namespace nemotron::io

@@ -36,6 +36,14 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+std::shared_ptr<const MappedFile> MappedFile::hold(std::string label, std::vector<uint8_t> bytes) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = std::move(label);
+  f->held_ = std::move(bytes);
+  f->size_ = f->held_.size();
+  return f;
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

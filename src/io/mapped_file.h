@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace nemotron::io {
 
@@ -11,11 +12,14 @@ class MappedFile {
  public:
   // Throws InputError naming the path when it cannot be opened or mapped.
   static std::shared_ptr<const MappedFile> open(const std::string& path);
+  // Bytes already in memory behind the same interface (a checkpoint assembled from its rank
+  // files); `label` stands for the path in messages.
+  static std::shared_ptr<const MappedFile> hold(std::string label, std::vector<uint8_t> bytes);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  const uint8_t* data() const { return data_; }
+  const uint8_t* data() const { return held_.empty() ? data_ : held_.data(); }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
@@ -24,6 +28,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::vector<uint8_t> held_;  // hold(): the bytes themselves (nothing mapped)
 };
 
 // Writes a file through a temporary name in the same directory; commit() flushes (fsync) and

@@ -119,9 +119,16 @@ std::optional<DType> dtype_of_st(StDtype t) {
   }
 }
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
+SafetensorsFile SafetensorsFile::open(const std::string& path) { return parse(MappedFile::open(path)); }
+
+SafetensorsFile SafetensorsFile::from_memory(std::string label, std::vector<uint8_t> bytes) {
+  return parse(MappedFile::hold(std::move(label), std::move(bytes)));
+}
+
+SafetensorsFile SafetensorsFile::parse(std::shared_ptr<const MappedFile> file) {
   SafetensorsFile f;
-  f.file_ = MappedFile::open(path);
+  f.file_ = std::move(file);
+  const std::string& path = f.file_->path();
   const size_t size = f.file_->size();
   if (size < 8) bad(path, fmt::format("{} bytes is shorter than the 8-byte header length", size));
   uint64_t n = 0;
@@ -269,6 +276,13 @@ SafetensorsSet SafetensorsSet::open(const std::string& path) {
   return s;
 }
 
+SafetensorsSet SafetensorsSet::of(SafetensorsFile file) {
+  SafetensorsSet s;
+  s.files_.push_back(std::move(file));
+  for (const StTensorInfo& t : s.files_[0].tensors()) s.where_[t.name] = 0;
+  return s;
+}
+
 std::vector<std::string> SafetensorsSet::names() const {
   std::vector<std::string> out;
   for (const auto& [name, k] : where_) out.push_back(name);
@@ -285,24 +299,31 @@ const StTensorInfo& SafetensorsSet::info(const std::string& name) const { return
 
 Tensor SafetensorsSet::load(const std::string& name, std::optional<DType> as) const { return file_of(name).load(name, as); }
 
-void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+std::string safetensors_header(const std::vector<StTensorInfo>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  size_t offset = 0;
-  for (const NamedTensor& t : tensors) {
+  for (const StTensorInfo& t : tensors) {
     NM_CHECK(!header.contains(t.name), "tensor {} saved twice", t.name);
-    header[t.name] = {{"dtype", st_dtype_name(st_dtype_of(t.tensor.dtype()))},
-                      {"shape", t.tensor.shape().dims()},
-                      {"data_offsets", {offset, offset + t.tensor.nbytes()}}};
-    offset += t.tensor.nbytes();
+    header[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape.dims()}, {"data_offsets", {t.begin, t.end}}};
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as the reference pads
-  uint64_t n = text.size();
+  const uint64_t n = text.size();
+  return std::string(reinterpret_cast<const char*>(&n), 8) + text;
+}
+
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<StTensorInfo> infos;
+  size_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    infos.push_back({t.name, st_dtype_of(t.tensor.dtype()), t.tensor.shape(), offset, offset + t.tensor.nbytes()});
+    offset += t.tensor.nbytes();
+  }
+  const std::string header = safetensors_header(infos, metadata);
   AtomicFileWriter out(path);
-  out.write(&n, 8);
-  out.write(text.data(), text.size());
+  out.write(header.data(), header.size());
   for (const NamedTensor& t : tensors) {
     Tensor host = t.tensor.device().is_cpu() ? t.tensor : t.tensor.to(host_backend());
     out.write(host.raw(), host.nbytes());

@@ -34,6 +34,8 @@ struct StTensorInfo {
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);
+  // The same checks over bytes in memory (MappedFile::hold); `label` names it in errors.
+  static SafetensorsFile from_memory(std::string label, std::vector<uint8_t> bytes);
   const std::string& path() const { return file_->path(); }
   const std::vector<StTensorInfo>& tensors() const { return tensors_; }  // in data order
   const StTensorInfo* find(const std::string& name) const;
@@ -45,6 +47,7 @@ class SafetensorsFile {
   Tensor load(const std::string& name, std::optional<DType> as = std::nullopt) const;
 
  private:
+  static SafetensorsFile parse(std::shared_ptr<const MappedFile> file);
   std::shared_ptr<const MappedFile> file_;
   size_t data_start_ = 0;
   std::vector<StTensorInfo> tensors_;
@@ -57,6 +60,8 @@ class SafetensorsFile {
 class SafetensorsSet {
  public:
   static SafetensorsSet open(const std::string& path);
+  // One file's tensors (e.g. a sharded checkpoint's model assembled in memory).
+  static SafetensorsSet of(SafetensorsFile file);
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const { return where_.count(name) > 0; }
   const StTensorInfo& info(const std::string& name) const;
@@ -73,6 +78,11 @@ struct NamedTensor {
   std::string name;
   Tensor tensor;  // any device; copied to the host while writing
 };
+
+// The 8-byte length and the JSON header (padded to 8 bytes) of a file holding `tensors` (their
+// name, dtype, shape, and byte range [begin, end) of the data buffer, in order).
+std::string safetensors_header(const std::vector<StTensorInfo>& tensors,
+                               const std::map<std::string, std::string>& metadata);
 
 // One file, written atomically (temporary name, fsync, rename). Tensors keep their dtype.
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,

@@ -3,6 +3,8 @@
 #include "model/hf_checkpoint.h"
 
 #include "model/weights_io.h"
+#include "io/checkpoint_layout.h"
+#include "io/tensor_pieces.h"
 
 #include <algorithm>
 #include <cctype>
@@ -89,6 +91,19 @@ const std::vector<std::string>& tokenizer_file_names() {
   return names;
 }
 
+std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::vector<std::string> copied;
+  std::error_code ec;
+  for (const std::string& f : tokenizer_file_names()) {
+    if (!fs::is_regular_file(from / f, ec)) continue;
+    fs::create_directories(to, ec);
+    fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw Error(fmt::format("{}: cannot copy to {}: {}", (from / f).string(), to.string(), ec.message()));
+    copied.push_back(f);
+  }
+  return copied;
+}
+
 DType weight_dtype(const HfTensor& t) {
   std::optional<DType> d = io::dtype_of_st(t.dtype);
   if (!d || !is_float(*d))
@@ -122,7 +137,10 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
   ck.config_ = cfg;
   ck.config_json_ = std::move(config_json);
   std::error_code ec;
-  if (!fs::exists(fs::path(dir) / "model.safetensors", ec) &&
+  if (const std::vector<std::string> ranks = io::rank_files(dir); !ranks.empty()) {
+    // A sharded training iteration: its whole tensors assembled in memory from the rank files.
+    ck.set_ = std::make_shared<io::SafetensorsSet>(io::open_weight_set(dir));
+  } else if (!fs::exists(fs::path(dir) / "model.safetensors", ec) &&
       !fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) {
     std::string hint;
     if (fs::exists(fs::path(dir) / "pytorch_model.bin", ec) ||
@@ -130,8 +148,9 @@ HfCheckpoint HfCheckpoint::open_weights(const std::string& dir, const ModelConfi
       hint = "; it has pytorch_model.bin (pickle), which is not read: save it with safetensors";
     throw InputError(
         fmt::format("{}: no weights (expected model.safetensors or model.safetensors.index.json){}", dir, hint));
+  } else {
+    ck.set_ = std::make_shared<io::SafetensorsSet>(io::SafetensorsSet::open(dir));
   }
-  ck.set_ = std::make_shared<io::SafetensorsSet>(io::SafetensorsSet::open(dir));
 
   // Every stored tensor: its file and byte range.
   struct Stored {

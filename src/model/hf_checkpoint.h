@@ -11,6 +11,7 @@
 // (num_nextn_predict_layers > 0), else set aside and reported. Tensors stay in
 // the memory-mapped files: a tensor here is a byte range, converted only when asked.
 #pragma once
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -98,5 +99,7 @@ DType weight_dtype(const HfTensor& t);
 
 // Files a tokenizer needs, carried between an HF directory and a checkpoint's tokenizer/.
 const std::vector<std::string>& tokenizer_file_names();
+// Copies those of them present in `from` into `to` (created when there is any). Returns them.
+std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to);
 
 }  // namespace nemotron::model

@@ -175,20 +175,6 @@ void check_tokenizer(const std::string& hf_dir, const ModelConfig& cfg) {
                                  path.string(), tok.vocab_size(), cfg.vocab_size));
 }
 
-// Copies the tokenizer files present in `from` into `to` (created when there is any). Returns them.
-std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::path& to) {
-  std::vector<std::string> copied;
-  std::error_code ec;
-  for (const std::string& f : tokenizer_file_names()) {
-    if (!fs::is_regular_file(from / f, ec)) continue;
-    fs::create_directories(to, ec);
-    fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing, ec);
-    if (ec) throw Error(fmt::format("{}: cannot copy to {}: {}", (from / f).string(), to.string(), ec.message()));
-    copied.push_back(f);
-  }
-  return copied;
-}
-
 std::string yaml_number(double v) {
   if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
   if (std::isnan(v)) return ".nan";

@@ -252,6 +252,22 @@ void AdamW::set_moments(size_t k, const Tensor& exp_avg, const Tensor& exp_avg_s
   v_[k].copy_from(flat(exp_avg_sq).slice(pc.begin, pc.begin + pc.length));
 }
 
+std::pair<int64_t, int64_t> AdamW::state_range(size_t k) const {
+  const model::Param& p = *params_->all()[k];
+  if (!p.requires_grad) return {0, 0};
+  if (!shard_ || p.is_expert()) return {0, p.value.numel()};  // expert-parallel experts: whole
+  const int i = shard_->piece_of[k];
+  if (i < 0) return {0, 0};
+  const Shard::Piece& pc = shard_->pieces[static_cast<size_t>(i)];
+  return {pc.begin, pc.begin + pc.length};
+}
+
+Tensor AdamW::master_piece(size_t k) const {
+  if (!shards_masters() || shard_->piece_of[k] < 0) return Tensor();
+  const Shard::Piece& pc = shard_->pieces[static_cast<size_t>(shard_->piece_of[k])];
+  return shard_->master.slice(pc.at, pc.at + pc.length);
+}
+
 int AdamW::shard_count() const { return shard_ ? shard_->group->size() : 1; }
 
 Tensor AdamW::shard_grads() const { return shard_ ? shard_->grad : Tensor(); }

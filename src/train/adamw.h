@@ -85,6 +85,16 @@ class AdamW {
   // rank's piece of them when sharded.
   void set_moments(size_t k, const Tensor& exp_avg, const Tensor& exp_avg_sq);
 
+  // The part of parameter k whose state this rank holds, as flat elements [begin, end) of its
+  // value (sharded checkpoints write each piece once, by its owner): the whole tensor without
+  // sharding (and for an expert-parallel expert, whole on its rank), this rank's piece with it
+  // ({0, 0}: none, or frozen). first_moments()[k] and
+  // second_moments()[k] hold exactly these elements.
+  std::pair<int64_t, int64_t> state_range(size_t k) const;
+  // The float32 master of that piece (1-D), where this optimizer shards masters; undefined otherwise
+  // (the store's truth is then whole on every rank).
+  Tensor master_piece(size_t k) const;
+
   // The distributed optimizer (all no-ops / null without sharding).
   bool sharded() const { return shard_ != nullptr; }
   int shard_count() const;

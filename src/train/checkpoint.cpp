@@ -11,30 +11,37 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "io/file_hash.h"
 #include "io/safetensors.h"
+#include "io/tensor_pieces.h"
+#include "model/hf_checkpoint.h"
 #include "model/lora.h"
 #include "model/weights_io.h"
+#include "train/sharded_checkpoint.h"
 
 namespace nemotron::train {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-void fsync_dir(const fs::path& dir) {
+void fsync_dir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open to flush: {}", dir.string(), std::strerror(errno)));
+  if (fd < 0) throw Error(fmt::format("{}: cannot open to flush: {}", dir, std::strerror(errno)));
   int rc = ::fsync(fd);
   ::close(fd);
-  if (rc != 0) throw Error(fmt::format("{}: cannot flush: {}", dir.string(), std::strerror(errno)));
+  if (rc != 0) throw Error(fmt::format("{}: cannot flush: {}", dir, std::strerror(errno)));
 }
+
+namespace {
+
+void fsync_dir(const fs::path& dir) { train::fsync_dir(dir.string()); }
 
 void write_text(const fs::path& path, const std::string& text) {
   io::write_file_atomically(path.string(), text.data(), text.size());
@@ -49,14 +56,6 @@ std::string read_text(const fs::path& path) {
 }
 
 bool complete(const fs::path& iter_dir) { return io::incomplete_iteration_reason(iter_dir.string()).empty(); }
-
-// {"model.safetensors": bytes, ...}: every file of the iteration so far, for train_state.json.
-json file_sizes(const fs::path& dir) {
-  json files = json::object();
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file()) files[e.path().filename().string()] = static_cast<uint64_t>(e.file_size());
-  return files;
-}
 
 void remove_all_or_throw(const fs::path& p) {
   std::error_code ec;
@@ -86,8 +85,9 @@ TrainState TrainState::from_json(const json& j, const std::string& source) {
     return it->get<int64_t>();
   };
   int64_t version = get_int("format_version");
-  if (version != kCheckpointFormatVersion)
-    fail("format_version", fmt::format("{} is not a format this build reads ({})", version, kCheckpointFormatVersion));
+  if (version != kCheckpointFormatVersion && version != kShardedCheckpointFormatVersion)
+    fail("format_version", fmt::format("{} is not a format this build reads ({} or {})", version,
+                                       kCheckpointFormatVersion, kShardedCheckpointFormatVersion));
   TrainState s;
   s.iteration = get_int("iteration");
   s.consumed_train_samples = get_int("consumed_train_samples");
@@ -99,47 +99,39 @@ TrainState TrainState::from_json(const json& j, const std::string& source) {
 }
 
 
-std::string save_checkpoint(const std::string& save_dir, const CheckpointContent& c, int64_t most_recent_k,
-                            const SaveStageHook& hook) {
-  NM_CHECK(c.params != nullptr, "save_checkpoint without parameters");
-  auto stage = [&](const char* name) {
-    if (hook) hook(name);
-  };
-  const fs::path parent(save_dir);
+std::string make_temp_iteration_dir(const std::string& save_dir, int64_t iteration, long pid) {
   std::error_code ec;
-  fs::create_directories(parent, ec);
+  fs::create_directories(save_dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create the checkpoint directory: {}", save_dir, ec.message()));
-  const std::string name = iteration_dir_name(c.state.iteration);
-  const fs::path final_dir = parent / name;
-  const fs::path tmp = parent / fmt::format("{}.tmp-{}", name, ::getpid());
+  const fs::path tmp = fs::path(save_dir) / fmt::format("{}.tmp-{}", iteration_dir_name(iteration), pid);
   remove_all_or_throw(tmp);
   fs::create_directory(tmp, ec);
   if (ec) throw Error(fmt::format("{}: cannot create: {}", tmp.string(), ec.message()));
+  return tmp.string();
+}
 
+std::string save_checkpoint(const std::string& save_dir, const CheckpointContent& c, int64_t most_recent_k,
+                            const SaveStageHook& hook) {
+  NM_CHECK(c.params != nullptr, "save_checkpoint without parameters");
+  NM_CHECK(!c.optimizer || !c.optimizer->sharded(),
+           "save_checkpoint: a sharded optimizer's state is saved by every rank (save_sharded_checkpoint)");
+  auto stage = [&](const char* name) {
+    if (hook) hook(name);
+  };
+  const fs::path tmp = make_temp_iteration_dir(save_dir, c.state.iteration, ::getpid());
   stage("model");
   // A LoRA run keeps its adapters only: the frozen base is the pretrained checkpoint.
   const model::ParamFilter only =
       model::has_lora(*c.params) ? model::ParamFilter(model::is_lora) : model::ParamFilter();
-  const auto& all = c.params->all();
-  const FullOptimizerState* g = c.gathered.get();
-  NM_CHECK(g || !c.optimizer || !c.optimizer->sharded(),
-           "save_checkpoint: a sharded optimizer's state must be gathered to the writing rank (AdamW::gather_state)");
-  if (!g) {
-    model::save_weights(tmp.string(), *c.params, size_t{4} << 30, only);
-  } else {  // the sharded optimizer's gathered float32 masters in place of the store's bf16 values
-    std::vector<io::NamedTensor> weights;
-    for (size_t k = 0; k < all.size(); ++k)
-      if (!only || only(*all[k]))
-        weights.push_back({all[k]->name, g->masters[k].defined() ? g->masters[k] : all[k]->truth()});
-    io::save_sharded_safetensors(tmp.string(), weights, size_t{4} << 30, {{"format", "pt"}});
-  }
+  model::save_weights(tmp.string(), *c.params, size_t{4} << 30, only);
   if (c.optimizer) {
     stage("optimizer");
+    const auto& all = c.params->all();
     std::vector<io::NamedTensor> moments;
     for (size_t k = 0; k < all.size(); ++k) {
       if (!all[k]->requires_grad) continue;
-      const Tensor& m = g ? g->exp_avg[k] : c.optimizer->first_moments()[k];
-      const Tensor& v = g ? g->exp_avg_sq[k] : c.optimizer->second_moments()[k];
+      const Tensor& m = c.optimizer->first_moments()[k];
+      const Tensor& v = c.optimizer->second_moments()[k];
       NM_CHECK(m.defined() && v.defined(), "no optimizer state for {}", all[k]->name);
       moments.push_back({"exp_avg." + all[k]->name, m});
       moments.push_back({"exp_avg_sq." + all[k]->name, v});
@@ -147,16 +139,46 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointContent
     io::save_safetensors((tmp / "optimizer.safetensors").string(), moments,
                          {{"format", "nemotron-adamw"}, {"step", std::to_string(c.optimizer->steps_taken())}});
   }
+  return commit_iteration(save_dir, tmp.string(), c, json::object(), {}, most_recent_k, hook);
+}
+
+std::string commit_iteration(const std::string& save_dir, const std::string& tmp_dir, const CheckpointContent& c,
+                             const json& extra, const std::map<std::string, std::string>& known_hashes,
+                             int64_t most_recent_k, const SaveStageHook& hook) {
+  auto stage = [&](const char* name) {
+    if (hook) hook(name);
+  };
+  const fs::path parent(save_dir), tmp(tmp_dir);
   stage("config");
   write_text(tmp / "config.yaml", c.config_yaml);
+  bool tokenizer = false;
+  if (!c.tokenizer_dir.empty()) {
+    stage("tokenizer");
+    tokenizer = !model::copy_tokenizer_files(c.tokenizer_dir, tmp / "tokenizer").empty();
+  }
   stage("train_state");
   json state = c.state.to_json();
-  state["files"] = file_sizes(tmp);
+  for (const auto& [key, value] : extra.items()) state[key] = value;
+  // Every file so far (tokenizer/ included), with its size and content hash.
+  json files = json::object(), hashes = json::object();
+  for (const auto& e : fs::recursive_directory_iterator(tmp)) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = e.path().lexically_relative(tmp).generic_string();
+    files[rel] = static_cast<uint64_t>(e.file_size());
+    auto known = known_hashes.find(rel);
+    hashes[rel] = known != known_hashes.end() ? known->second : io::file_hash(e.path().string());
+  }
+  state["files"] = files;
+  state[io::kFileHashesKey] = hashes;
+  if (tokenizer) fsync_dir(tmp / "tokenizer");
   write_text(tmp / io::kTrainStateFile, state.dump(2) + "\n");
   fsync_dir(tmp);
 
   stage("rename");
+  const std::string name = iteration_dir_name(c.state.iteration);
+  const fs::path final_dir = parent / name;
   const fs::path old = parent / fmt::format("{}.old-{}", name, ::getpid());
+  std::error_code ec;
   const bool replacing = fs::exists(final_dir, ec);
   if (replacing) {  // saved again by a run resumed from an earlier iteration of this directory
     remove_all_or_throw(old);
@@ -194,6 +216,7 @@ std::string resolve_checkpoint_dir(const std::string& path, bool weights_only) {
     if (const std::string why = io::incomplete_iteration_reason(dir.string()); !why.empty())
       throw InputError(fmt::format("{}/{} names iteration {}, but {} is incomplete ({})", path, kTrackerFile, it,
                                    dir.string(), why));
+    io::verify_iteration_hashes(dir.string());
     return dir.string();
   }
   if (fs::exists(fs::path(path) / io::kTrainStateFile, ec)) {
@@ -219,32 +242,56 @@ TrainState read_train_state(const std::string& iter_dir) {
   return s;
 }
 
+namespace {
+
+// The weights of one checkpoint directory: model.safetensors (or its index), or a sharded
+// iteration's rank files; loads what `only` accepts.
+struct WeightFiles {
+  std::string source;
+  std::optional<io::SafetensorsSet> set;
+  std::optional<io::PieceSet> pieces;
+
+  explicit WeightFiles(const std::string& dir) {
+    const std::vector<std::string> ranks = io::rank_files(dir);
+    if (ranks.empty()) {
+      set = io::SafetensorsSet::open(dir);
+      source = (fs::path(dir) / "model.safetensors").string();
+    } else {
+      pieces = io::PieceSet::open(ranks, dir);
+      source = dir;
+    }
+  }
+  std::vector<std::string> names() const { return set ? set->names() : pieces->names("model"); }
+  void load(model::ParamStore& params, const model::ParamFilter& only = {}) const {
+    if (set) model::load_weights(*set, params, source, /*strict=*/true, only);
+    else load_sharded_weights(*pieces, params, source, only);
+  }
+};
+
+}  // namespace
+
 void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params,
                              const std::string& base_checkpoint) {
-  io::SafetensorsSet set = io::SafetensorsSet::open(iter_dir);
-  const std::string source = (fs::path(iter_dir) / "model.safetensors").string();
-  if (!model::has_lora(params)) {
-    model::load_weights(set, params, source, /*strict=*/true);
-    return;
-  }
+  const WeightFiles here(iter_dir);
+  if (!model::has_lora(params)) return here.load(params);
   bool adapters_here = false;
-  for (const std::string& name : set.names()) adapters_here = adapters_here || model::is_lora_param(name);
-  if (!adapters_here) {  // the pretrained model: the adapters keep their init
-    model::load_weights(set, params, source, /*strict=*/true, model::is_base);
-    return;
-  }
+  for (const std::string& name : here.names()) adapters_here = adapters_here || model::is_lora_param(name);
+  if (!adapters_here) return here.load(params, model::is_base);  // the pretrained model: adapters keep their init
   if (base_checkpoint.empty())
     throw InputError(fmt::format("{}: a LoRA checkpoint (adapters only); its base weights come from "
                                  "checkpoint.pretrained_checkpoint, which is not set",
-                                 source));
-  const std::string base_dir = resolve_checkpoint_dir(base_checkpoint, true);
-  model::load_weights(io::SafetensorsSet::open(base_dir), params, (fs::path(base_dir) / "model.safetensors").string(),
-                      /*strict=*/true, model::is_base);
-  model::load_weights(set, params, source, /*strict=*/true, model::is_lora);
+                                 here.source));
+  WeightFiles(resolve_checkpoint_dir(base_checkpoint, true)).load(params, model::is_base);
+  here.load(params, model::is_lora);
 }
 
 void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,
                                int64_t optimizer_steps) {
+  if (const std::vector<std::string> ranks = io::rank_files(iter_dir); !ranks.empty()) {
+    load_sharded_optimizer(io::PieceSet::open(ranks, iter_dir), opt, params, iter_dir);
+    opt.set_steps_taken(optimizer_steps);
+    return;
+  }
   const std::string path = (fs::path(iter_dir) / "optimizer.safetensors").string();
   std::error_code ec;
   if (!fs::exists(path, ec))

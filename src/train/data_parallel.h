@@ -41,8 +41,8 @@ class DataParallelSource final : public BatchSource {
 };
 
 // The rank's part in the loop (LoopHooks' seam) from hooks.groups: only the first rank writes
-// logs, metrics and checkpoints (data parallelism keeps the same weights, optimizer state and
-// data cursor on every rank); every rank waits at the save barrier until the save is committed;
+// logs and metrics and publishes checkpoints (each rank writes its own pieces of a sharded
+// checkpoint, which the first commits); every rank waits at the save barrier after the commit;
 // stop_requested answers the same on every rank (a signal seen by any rank stops them all at the
 // same step). Unchanged for one process.
 LoopHooks rank_hooks(LoopHooks hooks);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "io/tensor_pieces.h"
 #include "io/staged_dir.h"
 #include "model/hf_convert.h"
 #include "model/hybrid_model.h"
@@ -84,7 +85,7 @@ void merge_lora_checkpoint(const AdapterCheckpoint& a, const std::string& out, b
 void export_peft_adapter(const AdapterCheckpoint& a, const std::string& out, bool force,
                          const LoraProgress& progress) {
   require_empty_or_force(out, force, "--output");
-  io::SafetensorsSet set = io::SafetensorsSet::open(a.iter_dir);
+  io::SafetensorsSet set = io::open_weight_set(a.iter_dir);  // a sharded (multi-rank) run's too
   std::vector<io::NamedTensor> tensors;
   std::set<std::string> modules;  // PEFT's target_modules: the Hub module names' last component
   for (const std::string& name : set.names()) {

@@ -126,9 +126,8 @@ CheckpointContent Trainer::checkpoint(int64_t iteration) {
            {"data_seed", cfg_.data_seed},
            {"generator", "philox4x32-10, counter-based: the seeds are the whole state"}};
   s.last_lr = iteration > 0 ? schedule_.lr(consumed_samples_ - cfg_.train.global_batch_size) : 0.0;
-  // Distributed optimizer: masters and moments gathered to the data group's first rank, which
-  // writes (LoopHooks::writes_checkpoints); collective, so every rank builds the content.
-  return {&net_.params(), &opt_, s, config_to_yaml(cfg_.tree), opt_.gather_state(0)};
+  // Distributed optimizer: every rank writes its own pieces (train/sharded_checkpoint.h).
+  return {&net_.params(), &opt_, s, config_to_yaml(cfg_.tree)};
 }
 
 LoopReport Trainer::run_step(int64_t iteration, const LoopClock& clock) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "io/checkpoint_layout.h"
+#include "train/sharded_checkpoint.h"
 
 namespace nemotron::train {
 
@@ -36,11 +37,14 @@ void TrainingLoop::record(const json& rec) {
 
 std::string TrainingLoop::save(TrainingJob& job) {
   const auto t0 = std::chrono::steady_clock::now();
-  const CheckpointContent c = job.checkpoint(iteration_);
+  CheckpointContent c = job.checkpoint(iteration_);
   const LoopHooks& h = opts_.hooks;
-  const std::string dir = h.writes_checkpoints
-                              ? save_checkpoint(opts_.save_dir, c, opts_.keep_recent, h.save_hook)
-                              : (fs::path(opts_.save_dir) / io::iteration_dir_name(iteration_)).string();
+  if (c.tokenizer_dir.empty()) c.tokenizer_dir = h.tokenizer_dir;
+  std::string dir = (fs::path(opts_.save_dir) / io::iteration_dir_name(iteration_)).string();
+  if (h.groups && h.groups->distributed())  // every rank writes its pieces, the first commits
+    dir = save_sharded_checkpoint(opts_.save_dir, c, *h.groups, opts_.keep_recent, h.save_hook);
+  else if (h.writes_checkpoints)
+    dir = save_checkpoint(opts_.save_dir, c, opts_.keep_recent, h.save_hook);
   if (h.save_barrier) h.save_barrier();
   printf("  saved checkpoint at {} {:{}d} to {} ({:.0f} ms)\n", opts_.unit, iteration_, opts_.saved_width, dir,
          1e3 * seconds_since(t0));

@@ -41,12 +41,17 @@ struct LoopHooks {
   std::function<void(const std::string& iteration_dir, int64_t iteration, const std::string& config_yaml)> on_saved;
   // The rank seam. writes_logs: this process prints the run's lines (TrainingLoop::print) and
   // writes metrics.jsonl and the TensorBoard events (TrainingLoop::record); false: none of them,
-  // not even the files' creation. writes_checkpoints: this process writes its part of every
-  // checkpoint and calls on_saved (TrainingLoop::save); false: it writes nothing under the save
-  // directory, while the run's lines still name the iteration directory. Both true in a
-  // single-process run; the parallel layer sets them per rank.
+  // not even the files' creation. writes_checkpoints: this process saves checkpoints and calls
+  // on_saved (TrainingLoop::save); false: it writes nothing under the save directory, while the
+  // run's lines still name the iteration directory. Both true in a single-process run; the
+  // parallel layer sets them per rank. With several processes (groups distributed) every rank
+  // writes its own pieces of a sharded checkpoint (train/sharded_checkpoint.h) and the first
+  // commits it; writes_checkpoints then says who calls on_saved.
   bool writes_logs = true;
   bool writes_checkpoints = true;
+  // The run's tokenizer files (a directory), copied into every checkpoint's tokenizer/ (when the
+  // stage's CheckpointContent names none); empty: none.
+  std::string tokenizer_dir;
   // Called on every process after its part of each save and before the save is reported (the
   // parallel layer waits there until every rank's files are durable); unset: nothing to wait for.
   std::function<void()> save_barrier;

@@ -97,13 +97,13 @@ for i, (x, y) in enumerate(zip(a, b)):
     assert all(math.isfinite(v) for v in x) and x[1] > 0, f"step {i+1} on 2 GPUs: {x}"
     print(f"GRPO step {i+1}: loss {x[0]:.6g} vs {y[0]:.6g}, grad norm {x[1]:.6g} vs {y[1]:.6g}, reward {x[2]:.4g} vs {y[2]:.4g} (2 GPUs vs 1)")' \
     "$TMP/rl2.m" "$TMP/rl1.m" && echo "ok: GRPO on 2 GPUs trains" || fail "GRPO on 2 GPUs: $(cat "$TMP/rl2.m")"
-  [[ -f "$TMP/rl2/iter_0000003/model.safetensors" ]] || fail "GRPO on 2 GPUs saved no checkpoint"
+  [[ -f "$TMP/rl2/iter_0000003/train_state.json" ]] || fail "GRPO on 2 GPUs saved no checkpoint"
 fi
 
 # The distributed optimizer (ddp.use_distributed_optimizer): bf16 values all-gathered, float32
 # masters and moments 1/N per rank; the same tolerances against one GPU. Each run stops at
 # iteration 3 (train.exit_interval saves there; the schedule is the 6-step run's) and its
-# checkpoint (float32 masters gathered to rank 0, today's format) resumes on one GPU to 6.
+# checkpoint (sharded: each rank writes its float32 master and moment pieces) resumes on one GPU to 6.
 for np in 2 4; do
   [[ $np -le $gpus ]] || continue
   "${MPIRUN[@]}" -np $np "${run[@]}" ddp.use_distributed_optimizer=true train.exit_interval=3 \
@@ -116,10 +116,13 @@ for np in 2 4; do
   head -n "$(wc -l <"$TMP/z$np.l")" "$TMP/g1.l" >"$TMP/g1.head"
   if g=$(gap "$TMP/z$np.l" "$TMP/g1.head" 2e-3); then echo "ok: distributed optimizer DP $np: losses within $g of one GPU's"; else
     fail "distributed optimizer DP $np losses differ by $g: $(paste -d' ' "$TMP/z$np.l" "$TMP/g1.head" | tr '\n' ';')"; fi
-  python3 -c 'import json,struct,sys
-f = open(sys.argv[1], "rb"); h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-bad = [k for k, v in h.items() if k != "__metadata__" and v["dtype"] != "F32"]
-sys.exit(1 if bad else 0)' "$TMP/z$np/iter_0000003/model.safetensors" &&
+  python3 -c 'import glob,json,struct,sys
+bad = []
+for p in glob.glob(sys.argv[1] + "/rank_*.safetensors"):  # a sharded iteration: each rank its pieces
+    f = open(p, "rb"); h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    model = [e["key"] for e in json.loads(h["__metadata__"]["nemotron.pieces"]) if e["part"] == "model"]
+    bad += [k for k in model if h[k]["dtype"] != "F32"]
+sys.exit(1 if bad or not glob.glob(sys.argv[1] + "/rank_*.safetensors") else 0)' "$TMP/z$np/iter_0000003" &&
     echo "ok: distributed optimizer DP $np: the checkpoint holds float32 masters" ||
     fail "distributed optimizer DP $np: the checkpoint's weights are not all float32"
   if ! "${run[@]}" checkpoint.load="$TMP/z$np" checkpoint.save="$TMP/zr$np" >"$TMP/outzr$np" 2>"$TMP/errzr$np"; then

@@ -85,6 +85,11 @@ else
   else
     fail "GRPO DP 2 final weights differ: $msg"
   fi
+  # An RL checkpoint carries its tokenizer (policy.tokenizer.name): generate needs no --tokenizer.
+  cmp -s "$TMP/rl2/iter_0000002/tokenizer/tokenizer.json" "$TMP/data/pretrain/tokenizer/tokenizer.json" &&
+    echo "ok: the GRPO checkpoint carries the run's tokenizer" || fail "GRPO checkpoint without its tokenizer"
+  expect_ok "generate from the GRPO DP 2 checkpoint without --tokenizer" '.' "$BIN" generate \
+    --checkpoint "$TMP/rl2" --prompt "2+2=" --max-new-tokens 2 --temperature 0
 fi
 
 # Bad layouts: one line naming the key (rank 0's), exit 2, nothing trained.

@@ -1,5 +1,6 @@
 # Shared by the CLI tests that start several ranks (source after lib.sh): how they run mpirun on
-# this machine, and how they compare a run's losses with another's.
+# this machine, how they compare a run's losses with another's, and (same_run, mpi) how they check
+# a multi-rank run against the single-process reference in $TMP/dp1.
 # MPIRUN: Open MPI's mpirun as these tests use it (root allowed, as CI runs; more ranks than cores).
 MPIRUN=(mpirun --oversubscribe)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -30,4 +31,35 @@ for x, y in zip(a, b):
     worst = max(worst, abs(fx - fy) / max(abs(fy), 1e-30))
 print(f"max relative loss difference {worst:.3e}")
 sys.exit(0 if worst <= tol else 1)' "$1" "$2" "$3"
+}
+
+# same_run NAME DIR ITER FROM: DIR's losses from iteration FROM and its iter ITER weights equal the
+# single process's in $TMP/dp1 (tolerances of cli.data_parallel: float32 sums in another order).
+same_run() {
+  local name=$1 dir=$2 iter=$3 from=$4
+  # The last record of each step: a run killed after its last save logged steps its rerun repeats.
+  losses "$dir/metrics.jsonl" "$from" | awk '{k = $1 " " $2; if (!(k in v)) o[n++] = k; v[k] = $0}
+    END {for (i = 0; i < n; i++) print v[o[i]]}' >"$TMP/a.losses"
+  losses "$TMP/dp1/metrics.jsonl" "$from" | awk -v last="$iter" '$2 <= last' >"$TMP/b.losses"
+  if msg=$(close "$TMP/a.losses" "$TMP/b.losses" 1e-5); then
+    echo "ok: $name: losses equal the single process's ($msg)"
+  else
+    fail "$name: losses differ ($msg): $(paste -d' ' "$TMP/a.losses" "$TMP/b.losses" | head -8)"
+  fi
+  local it
+  it=$(printf 'iter_%07d' "$iter")
+  if msg=$(python3 tests/cli/safetensors_diff.py "$dir/$it/model.safetensors" "$TMP/dp1/$it/model.safetensors" 5e-5 1e-4); then
+    echo "ok: $name: weights at iteration $iter equal the single process's ($msg)"
+  else
+    fail "$name: weights at iteration $iter differ: $msg"
+  fi
+}
+
+# mpi NP NAME ARGS...: the caller's command `run` (an array) under mpirun; output in $TMP/out.NAME.
+mpi() {
+  local np=$1 name=$2
+  shift 2
+  "${MPIRUN[@]}" -np "$np" "${run[@]}" "$@" >"$TMP/out.$name" 2>"$TMP/err.$name"
+  local rc=$?
+  [[ $rc -eq 0 ]] || { fail "$name: mpirun -np $np: exit $rc: $(tail -5 "$TMP/err.$name")"; return 1; }
 }

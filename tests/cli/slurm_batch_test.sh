@@ -82,7 +82,7 @@ log="$RUN/slurm-$id.out"
 job=$(scontrol show job "$id" -o)
 if [[ "$state" == COMPLETED ]] && grep -q 'ExitCode=0:0' <<<"$job"; then echo "ok: job $id COMPLETED, exit 0"
 else fail "job $id: state $state: $(grep -o 'ExitCode=[^ ]*' <<<"$job"); log: $(tail -5 "$log" 2>/dev/null)"; fi
-[[ -f "$RUN/iter_0000003/model.safetensors" ]] && echo "ok: the checkpoint of iteration 3 exists" ||
+[[ -f "$RUN/iter_0000003/train_state.json" ]] && echo "ok: the checkpoint of iteration 3 exists" ||
   fail "no checkpoint of iteration 3 in $RUN: $(ls "$RUN")"
 last=$(python3 -c 'import json,sys
 its = [json.loads(l).get("iteration") for l in open(sys.argv[1]) if json.loads(l).get("type") == "train"]
@@ -136,7 +136,7 @@ else
     state=$(wait_job "$id3" 300)
     rerun=$(tail -n +$((lines_before + 1)) "$plog")
     printf -v it '%07d' "$saved"
-    if [[ "$state" == COMPLETED && -f "$P/iter_0000040/model.safetensors" ]] &&
+    if [[ "$state" == COMPLETED && -f "$P/iter_0000040/train_state.json" ]] &&
       grep -q "^resumed from $P/iter_$it at iteration $saved" <<<"$rerun"; then
       echo "ok: the requeued job resumed from iteration $saved and trained to 40"
     else
@@ -159,7 +159,7 @@ run_cmd=("${run_cmd[@]/--batch/--run}")
 printf -v wrapped '%q ' "${run_cmd[@]}"
 id2=$(sbatch --parsable -N 1 --ntasks-per-node=2 --cpus-per-task=1 -o "$TMP/attached.out" --wrap "$wrapped")
 state=$(wait_job "$id2" 300)
-if [[ "$state" == COMPLETED && -f "$TMP/attached/iter_0000003/model.safetensors" ]] &&
+if [[ "$state" == COMPLETED && -f "$TMP/attached/iter_0000003/train_state.json" ]] &&
   grep -q '^srun --mpi=pmix --nodes=1 --ntasks-per-node=2 ' "$TMP/attached.out" &&
   grep -q 'data-parallel rank 0 of 2' "$TMP/attached.out"; then
   echo "ok: --run inside an allocation trains 2 ranks through srun"
