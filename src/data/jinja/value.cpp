@@ -1,0 +1,248 @@
+#include "data/jinja/value.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "data/python_format.h"
+
+namespace nemotron::data::jinja {
+
+Value Args::get(size_t index, std::string_view name, Value fallback) const {
+  for (const auto& [k, v] : kw)
+    if (k == name) return v;
+  return index < pos.size() ? pos[index] : fallback;
+}
+
+bool Args::has(size_t index, std::string_view name) const {
+  for (const auto& kv : kw)
+    if (kv.first == name) return true;
+  return index < pos.size();
+}
+
+const char* kind_name(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::undefined: return "Undefined";
+    case Value::Kind::none: return "NoneType";
+    case Value::Kind::boolean: return "bool";
+    case Value::Kind::integer: return "int";
+    case Value::Kind::floating: return "float";
+    case Value::Kind::string: return "str";
+    case Value::Kind::list: return v.tuple ? "tuple" : "list";
+    case Value::Kind::dict: return "dict";
+    case Value::Kind::ns: return "Namespace";
+    case Value::Kind::callable: return "function";
+  }
+  return "?";
+}
+
+bool truthy(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::undefined:
+    case Value::Kind::none: return false;
+    case Value::Kind::boolean: return v.b;
+    case Value::Kind::integer: return v.i != 0;
+    case Value::Kind::floating: return v.f != 0;
+    case Value::Kind::string: return !v.s->empty();
+    case Value::Kind::list: return !v.l->empty();
+    case Value::Kind::dict: return !v.d->empty();
+    case Value::Kind::ns:
+    case Value::Kind::callable: return true;
+  }
+  return false;
+}
+
+namespace {
+
+std::string repr_dict(const Dict& d) {
+  std::string out = "{";
+  for (size_t k = 0; k < d.size(); ++k)
+    out += (k ? ", " : "") + python_repr(OrderedJson(d[k].first)) + ": " + to_repr(d[k].second);
+  return out + "}";
+}
+
+void dump(std::string& out, const Value& v, int indent, int depth, std::string_view item_sep, std::string_view key_sep,
+          bool sort_keys) {
+  const auto newline = [&](int level) {
+    out += '\n';
+    out.append(static_cast<size_t>(indent) * static_cast<size_t>(level), ' ');
+  };
+  // With an indent, json.dumps ends items with "," + newline (its item separator loses the space).
+  const std::string_view sep = indent >= 0 && item_sep == ", " ? std::string_view(",") : item_sep;
+  switch (v.kind) {
+    case Value::Kind::none: out += "null"; return;
+    case Value::Kind::boolean: out += v.b ? "true" : "false"; return;
+    case Value::Kind::integer: out += std::to_string(v.i); return;
+    case Value::Kind::floating:
+      out += std::isnan(v.f) ? "NaN" : std::isinf(v.f) ? (v.f > 0 ? "Infinity" : "-Infinity") : python_float_repr(v.f);
+      return;
+    case Value::Kind::string: out += python_json_dumps(OrderedJson(*v.s)); return;
+    case Value::Kind::list: {
+      if (v.l->empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t k = 0; k < v.l->size(); ++k) {
+        if (k) out += sep;
+        if (indent >= 0) newline(depth + 1);
+        dump(out, (*v.l)[k], indent, depth + 1, item_sep, key_sep, sort_keys);
+      }
+      if (indent >= 0) newline(depth);
+      out += ']';
+      return;
+    }
+    case Value::Kind::dict: {
+      if (v.d->empty()) {
+        out += "{}";
+        return;
+      }
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& kv : *v.d) items.push_back(&kv);
+      if (sort_keys) std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      out += '{';
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k) out += sep;
+        if (indent >= 0) newline(depth + 1);
+        out += python_json_dumps(OrderedJson(items[k]->first));
+        out += key_sep;
+        dump(out, items[k]->second, indent, depth + 1, item_sep, key_sep, sort_keys);
+      }
+      if (indent >= 0) newline(depth);
+      out += '}';
+      return;
+    }
+    default: throw TemplateError(fmt::format("Object of type {} is not JSON serializable", kind_name(v)));
+  }
+}
+
+}  // namespace
+
+std::string to_str(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::undefined: return "";
+    case Value::Kind::string: return *v.s;
+    default: return to_repr(v);
+  }
+}
+
+std::string to_repr(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::undefined: return "";
+    case Value::Kind::none: return "None";
+    case Value::Kind::boolean: return v.b ? "True" : "False";
+    case Value::Kind::integer: return std::to_string(v.i);
+    case Value::Kind::floating: return python_float_repr(v.f);
+    case Value::Kind::string: return python_repr(OrderedJson(*v.s));
+    case Value::Kind::list: {
+      std::string out = v.tuple ? "(" : "[";
+      for (size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + to_repr((*v.l)[k]);
+      if (v.tuple && v.l->size() == 1) out += ",";
+      return out + (v.tuple ? ")" : "]");
+    }
+    case Value::Kind::dict: return repr_dict(*v.d);
+    case Value::Kind::ns: return "<Namespace " + repr_dict(*v.ns) + ">";
+    case Value::Kind::callable: return "<function>";
+  }
+  return "";
+}
+
+std::string to_json(const Value& v, int indent, std::string_view item_sep, std::string_view key_sep, bool sort_keys) {
+  std::string out;
+  dump(out, v, indent, 0, item_sep, key_sep, sort_keys);
+  return out;
+}
+
+bool equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.kind == Value::Kind::floating || b.kind == Value::Kind::floating) return a.as_double() == b.as_double();
+    return (a.kind == Value::Kind::integer ? a.i : a.b) == (b.kind == Value::Kind::integer ? b.i : b.b);
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Value::Kind::undefined:
+    case Value::Kind::none: return true;
+    case Value::Kind::string: return *a.s == *b.s;
+    case Value::Kind::list: {
+      if (a.tuple != b.tuple || a.l->size() != b.l->size()) return false;
+      for (size_t k = 0; k < a.l->size(); ++k)
+        if (!equal((*a.l)[k], (*b.l)[k])) return false;
+      return true;
+    }
+    case Value::Kind::dict: {
+      if (a.d->size() != b.d->size()) return false;
+      for (const auto& [k, x] : *a.d) {
+        const Value* y = find(*b.d, k);
+        if (!y || !equal(x, *y)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::ns: return a.ns == b.ns;
+    case Value::Kind::callable: return a.fn == b.fn;
+    default: return false;
+  }
+}
+
+bool less(const Value& a, const Value& b, int line) {
+  if (a.is_number() && b.is_number()) {
+    if (a.kind == Value::Kind::floating || b.kind == Value::Kind::floating) return a.as_double() < b.as_double();
+    return (a.kind == Value::Kind::integer ? a.i : a.b) < (b.kind == Value::Kind::integer ? b.i : b.b);
+  }
+  if (a.is_string() && b.is_string()) return *a.s < *b.s;  // UTF-8 byte order = code point order
+  if (a.is_list() && b.is_list()) {
+    for (size_t k = 0; k < a.l->size() && k < b.l->size(); ++k) {
+      if (less((*a.l)[k], (*b.l)[k], line)) return true;
+      if (less((*b.l)[k], (*a.l)[k], line)) return false;
+    }
+    return a.l->size() < b.l->size();
+  }
+  throw TemplateError(fmt::format("'<' not supported between instances of '{}' and '{}'", kind_name(a), kind_name(b)), line);
+}
+
+const Value* find(const Dict& d, std::string_view key) {
+  for (const auto& kv : d)
+    if (kv.first == key) return &kv.second;
+  return nullptr;
+}
+
+Value from_json(const nlohmann::ordered_json& j) {
+  using T = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case T::null: return Value::none();
+    case T::boolean: return Value::boolean(j.get<bool>());
+    case T::number_integer: return Value::integer(j.get<int64_t>());
+    case T::number_unsigned: return Value::integer(static_cast<int64_t>(j.get<uint64_t>()));
+    case T::number_float: return Value::floating(j.get<double>());
+    case T::string: return Value::string(j.get<std::string>());
+    case T::array: {
+      List l;
+      l.reserve(j.size());
+      for (const auto& x : j) l.push_back(from_json(x));
+      return Value::list(std::move(l));
+    }
+    case T::object: {
+      Dict d;
+      d.reserve(j.size());
+      for (const auto& [k, x] : j.items()) d.emplace_back(k, from_json(x));
+      return Value::dict(std::move(d));
+    }
+    default: return Value::none();
+  }
+}
+
+std::vector<size_t> code_point_offsets(std::string_view s) {
+  std::vector<size_t> out;
+  out.reserve(s.size() + 1);
+  for (size_t k = 0; k < s.size(); ++k)
+    if ((static_cast<unsigned char>(s[k]) & 0xc0) != 0x80) out.push_back(k);
+  out.push_back(s.size());
+  return out;
+}
+
+size_t code_point_count(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  return n;
+}
+
+}  // namespace nemotron::data::jinja
