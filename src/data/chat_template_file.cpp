@@ -123,6 +123,16 @@ ChatTemplate ChatTemplate::load(const std::string& spec, const std::string& toke
   return from_jinja_file(p, tokenizer_file);
 }
 
+ChatTemplate ChatTemplate::for_model(const std::string& spec, const std::string& checkpoint_dir) {
+  if (spec != "checkpoint") return load(spec);
+  if (!fs::is_regular_file(fs::path(checkpoint_dir) / "chat_template.jinja") &&
+      !fs::is_regular_file(fs::path(checkpoint_dir) / "tokenizer_config.json"))
+    throw InputError(fmt::format("chat template \"checkpoint\": {} holds neither chat_template.jinja nor "
+                                 "tokenizer_config.json (name a template: {}, or a .jinja file)",
+                                 checkpoint_dir, kChatFormatNames));
+  return load(checkpoint_dir);
+}
+
 std::string ChatTemplate::render(const OrderedJson& messages, const OrderedJson& tools, const ChatRenderOptions& opt) const {
   if (!jinja_) return render_chat(builtin_, messages, tools, opt);
   using jinja::Value;

@@ -5,8 +5,14 @@
 // pin the rules its commits 0a3f6b6 and 91958ce changed.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 #include "data/chat_template.h"
 #include "data/data_test_util.h"
@@ -94,6 +100,93 @@ TEST(SftConversation, whitespace_or_null_reasoning_trains_only_the_answer) {
     EXPECT_EQ(last[2].role, "assistant");
     EXPECT_EQ(last[2].text, "9<|im_end|>\n") << name;
   }
+}
+
+// Nemotron's issue #184 (its open PR #329): a template whose generation prompt ends in whitespace
+// the assistant turn does not start with. The strict prefix check fails; the right-stripped
+// render is a prefix, and the chunks still add up to the whole text.
+TEST(SftConversation, trailing_whitespace_after_the_generation_prompt_is_realigned) {
+  const OrderedJson msgs = OrderedJson::parse(R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}])");
+  for (const std::string extra : {"\n", ""}) {
+    const ChatTemplate t = ChatTemplate::from_jinja(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n" + extra + "{% endif %}",
+        "issue184.jinja", OrderedJson::object());
+    const auto seqs = chat_training_chunks(t, msgs, nullptr);
+    ASSERT_EQ(seqs.size(), 1u);
+    ASSERT_EQ(seqs[0].size(), 2u);
+    EXPECT_EQ(seqs[0][0].role, "user");
+    EXPECT_EQ(seqs[0][0].text + seqs[0][1].text, t.render(msgs, nullptr));
+    // Re-aligned: the chunk ends before the stripped "\n"; clean: boundaries as before.
+    EXPECT_EQ(seqs[0][1].text, extra.empty() ? "Hello<|im_end|>\n" : "\nHello<|im_end|>\n") << "extra=" << extra.size();
+  }
+}
+
+// The chunker is the template's, not nano3's: nano3.jinja through the interpreter cuts every case
+// exactly as the built-in renderer does.
+TEST(SftConversation, a_jinja_template_is_cut_like_the_builtin_it_equals) {
+  const ChatTemplate jinja = ChatTemplate::load(NEMOTRON_SOURCE_DIR "/tests/fixtures/jinja/nano3.jinja");
+  ASSERT_FALSE(jinja.builtin());
+  for (const OrderedJson& c : expected().at("chunks")) {
+    const OrderedJson& in = input_case(c.at("case"));
+    const OrderedJson tools = in.contains("tools") ? in["tools"] : OrderedJson();
+    std::vector<std::vector<ChatChunk>> a, b;
+    bool a_failed = false, b_failed = false;
+    try { a = chat_training_chunks(jinja, in.at("messages"), tools); } catch (const ChatTemplateError&) { a_failed = true; }
+    try { b = chat_training_chunks(ChatFormat::nano3, in.at("messages"), tools); } catch (const ChatTemplateError&) { b_failed = true; }
+    ASSERT_EQ(a_failed, b_failed) << c.at("case");
+    ASSERT_EQ(a.size(), b.size()) << c.at("case");
+    for (size_t s = 0; s < a.size(); ++s) {
+      ASSERT_EQ(a[s].size(), b[s].size()) << c.at("case");
+      for (size_t k = 0; k < a[s].size(); ++k) {
+        EXPECT_EQ(a[s][k].role, b[s][k].role);
+        EXPECT_EQ(a[s][k].text, b[s][k].text);
+      }
+    }
+  }
+}
+
+std::string error_of(const std::string& spec) {
+  try {
+    ChatTemplate::load(spec);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "loaded";
+}
+
+TEST(ChatTemplateLoad, reads_jinja_files_tokenizer_configs_and_checkpoint_directories) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("chat_template_load_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "ckpt");
+  const auto write = [](const fs::path& p, const std::string& text) { std::ofstream(p) << text; };
+  write(dir / "ckpt" / "tokenizer_config.json",
+        R"({"bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>",
+            "chat_template": "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{{ eos_token }}{% endfor %}"})");
+  const OrderedJson msgs = OrderedJson::parse(R"([{"role": "user", "content": "hi"}])");
+  EXPECT_EQ(ChatTemplate::load((dir / "ckpt").string()).render(msgs, nullptr), "<s>[user] hi</s>");
+  EXPECT_EQ(ChatTemplate::load((dir / "ckpt" / "tokenizer_config.json").string()).render(msgs, nullptr), "<s>[user] hi</s>");
+  // chat_template.jinja in the directory wins, with the config's special tokens.
+  write(dir / "ckpt" / "chat_template.jinja", "{{ bos_token }}jinja file\n");
+  EXPECT_EQ(ChatTemplate::load((dir / "ckpt").string()).render(msgs, nullptr), "<s>jinja file");
+  EXPECT_EQ(ChatTemplate::load("nano-v2").builtin(), ChatFormat::nano_v2);
+
+  EXPECT_EQ(error_of("chatml"), "chat template \"chatml\": not a built-in (nano3, nemotron-h, nano-v2) and no such file or directory");
+  fs::create_directories(dir / "empty");
+  EXPECT_EQ(error_of((dir / "empty").string()), (dir / "empty").string() + ": holds neither chat_template.jinja nor tokenizer_config.json");
+  write(dir / "no_template.json", R"({"bos_token": "<s>"})");
+  EXPECT_EQ(error_of((dir / "no_template.json").string()), (dir / "no_template.json").string() + ": no \"chat_template\" key");
+  write(dir / "bad.jinja", "ok\n{% for %}");
+  EXPECT_EQ(error_of((dir / "bad.jinja").string()), (dir / "bad.jinja").string() + ":2: expected a name, got end of statement block");
+  // A render error names the template file and line.
+  write(dir / "raises.jinja", "line one\n{{ raise_exception('no system turn') }}");
+  try {
+    ChatTemplate::load((dir / "raises.jinja").string()).render(msgs, nullptr);
+    ADD_FAILURE() << "rendered";
+  } catch (const ChatTemplateError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "raises.jinja").string() + ":2: no system turn");
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
