@@ -170,7 +170,10 @@ bool contains(const Value& container, const Value& item, int line) {
     if (!item.is_string()) type_error(fmt::format("'in <string>' requires string as left operand, not {}", kind_name(item)), line);
     return container.str().find(item.str()) != std::string::npos;
   }
-  if (container.is_dict()) return item.is_string() && find(*container.d, item.str()) != nullptr;
+  if (container.is_dict()) {
+    if (!item.is_string() && item.kind != Value::Kind::integer && item.kind != Value::Kind::boolean) return false;
+    return find(*container.d, key_of(item, line)) != nullptr;
+  }
   for (const Value& x : iterate(container, line))
     if (equal(x, item)) return true;
   return false;
@@ -182,7 +185,7 @@ List iterate(const Value& v, int line) {
     case Value::Kind::list: return *v.l;
     case Value::Kind::dict: {
       List keys;
-      for (const auto& kv : *v.d) keys.push_back(Value::string(kv.first));
+      for (const auto& kv : *v.d) keys.push_back(key_value(kv.first));
       return keys;
     }
     case Value::Kind::string: {
@@ -210,7 +213,7 @@ bool apply_test(std::string_view name, const Value& v, const Args& a) {
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
   if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-  if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
+  if (name == "sequence") return v.is_undefined() || v.is_string() || (v.is_list() && !v.generator) || v.is_dict();
   if (name == "callable") return v.kind == Value::Kind::callable;
   if (name == "lower") return v.is_string() && ascii_lower(v.str()) == v.str();
   if (name == "upper") return v.is_string() && ascii_upper(v.str()) == v.str();
@@ -241,7 +244,23 @@ bool apply_test(std::string_view name, const Value& v, const Args& a) {
   type_error(fmt::format("no test named '{}'", name), line);
 }
 
+namespace {
+
+Value filter(std::string_view name, const Value& v, const Args& a);
+
+}  // namespace
+
 Value apply_filter(std::string_view name, const Value& v, const Args& a) {
+  Value out = filter(name, v, a);
+  if (out.is_list() && (name == "map" || name == "select" || name == "reject" || name == "selectattr" ||
+                        name == "rejectattr" || name == "unique" || name == "batch" || name == "items" || name == "reverse"))
+    out.generator = true;
+  return out;
+}
+
+namespace {
+
+Value filter(std::string_view name, const Value& v, const Args& a) {
   const int line = a.line;
   if (name == "safe") return v;
   if (name == "string") return v.is_string() ? v : Value::string(to_str(v));
@@ -252,7 +271,7 @@ Value apply_filter(std::string_view name, const Value& v, const Args& a) {
   if (name == "capitalize") return Value::string(capitalize(to_str(v)));
   if (name == "length" || name == "count") {
     if (v.is_string()) return Value::integer(static_cast<int64_t>(code_point_count(v.str())));
-    if (v.is_list()) return Value::integer(static_cast<int64_t>(v.l->size()));
+    if (v.is_list() && !v.generator) return Value::integer(static_cast<int64_t>(v.l->size()));
     if (v.is_dict()) return Value::integer(static_cast<int64_t>(v.d->size()));
     if (v.is_undefined()) return Value::integer(0);
     type_error(fmt::format("object of type '{}' has no len()", kind_name(v)), line);
@@ -293,14 +312,14 @@ Value apply_filter(std::string_view name, const Value& v, const Args& a) {
     if (v.is_undefined()) return Value::list({});
     if (!v.is_dict()) type_error(fmt::format("items expects a mapping, got {}", kind_name(v)), line);
     List out;
-    for (const auto& [k, x] : *v.d) out.push_back(Value::list({Value::string(k), x}, true));
+    for (const auto& [k, x] : *v.d) out.push_back(Value::list({key_value(k), x}, true));
     return Value::list(std::move(out));
   }
   if (name == "dictsort") {
     if (!v.is_dict()) type_error(fmt::format("dictsort expects a mapping, got {}", kind_name(v)), line);
     const bool by_value = a.get(1, "by", Value::string("key")).is_string() && a.get(1, "by", Value::string("key")).str() == "value";
     List pairs;
-    for (const auto& [k, x] : *v.d) pairs.push_back(Value::list({Value::string(k), x}, true));
+    for (const auto& [k, x] : *v.d) pairs.push_back(Value::list({key_value(k), x}, true));
     return Value::list(sorted(std::move(pairs), truthy(a.get(2, "reverse")), truthy(a.get(0, "case_sensitive")),
                               Value::integer(by_value ? 1 : 0), line));
   }
@@ -361,6 +380,7 @@ Value apply_filter(std::string_view name, const Value& v, const Args& a) {
   }
   if (name == "map") {
     List out;
+    if (!truthy(v)) return Value::list({});  // jinja2: `if value:` before iterating
     if (a.has(99, "attribute")) {
       const Value attribute = a.get(99, "attribute"), fallback = a.get(99, "default");
       for (const Value& x : iterate(v, line)) {
@@ -382,6 +402,7 @@ Value apply_filter(std::string_view name, const Value& v, const Args& a) {
     const Value test = a.get(test_at, "");
     const Args rest = shifted(a, test_at + 1);
     List out;
+    if (!truthy(v)) return Value::list({});  // jinja2: `if value:` before iterating
     for (const Value& x : iterate(v, line)) {
       const Value y = attr ? attribute_path(x, attribute, line) : x;
       const bool ok = test.is_string() ? apply_test(test.str(), y, rest) : truthy(y);
@@ -435,6 +456,8 @@ Value apply_filter(std::string_view name, const Value& v, const Args& a) {
   type_error(fmt::format("no filter named '{}'", name), line);
 }
 
+}  // namespace
+
 Value get_attribute(const Value& obj, const std::string& name, int line) {
   switch (obj.kind) {
     case Value::Kind::undefined:
@@ -456,6 +479,7 @@ Value get_attribute(const Value& obj, const std::string& name, int line) {
 Value get_item(const Value& obj, const Value& key, int line) {
   if (obj.is_undefined()) throw TemplateError(fmt::format("'{}' is undefined", obj.undefined_name), line);
   const bool int_key = key.kind == Value::Kind::integer || key.kind == Value::Kind::boolean;
+  if (obj.is_list() && obj.generator) type_error("'generator' object is not subscriptable", line);
   if ((obj.is_list() || obj.is_string()) && int_key) {
     const int64_t k = key.kind == Value::Kind::integer ? key.i : key.b;
     if (obj.is_list()) {
@@ -467,15 +491,16 @@ Value get_item(const Value& obj, const Value& key, int line) {
     if (at < 0 || at >= n) return Value::undefined("string index out of range");
     return Value::string(obj.str().substr(cp[static_cast<size_t>(at)], cp[static_cast<size_t>(at) + 1] - cp[static_cast<size_t>(at)]));
   }
-  if (obj.is_dict() && key.is_string()) {
-    if (const Value* v = find(*obj.d, key.str())) return *v;
+  if (obj.is_dict() && (key.is_string() || int_key)) {
+    if (const Value* v = find(*obj.d, key_of(key, line))) return *v;
   }
   if (key.is_string()) return get_attribute(obj, key.str(), line);
   return Value::undefined("no such item");
 }
 
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step, int line) {
-  if (!obj.is_list() && !obj.is_string()) type_error(fmt::format("'{}' object is not subscriptable", kind_name(obj)), line);
+  if ((!obj.is_list() && !obj.is_string()) || obj.generator)
+    type_error(fmt::format("'{}' object is not subscriptable", kind_name(obj)), line);
   const std::vector<size_t> cp = obj.is_string() ? code_point_offsets(obj.str()) : std::vector<size_t>{};
   const int64_t n = obj.is_list() ? static_cast<int64_t>(obj.l->size()) : static_cast<int64_t>(cp.size()) - 1;
   const int64_t st = step.is_undefined() || step.is_none() ? 1 : as_int(step, "slice step", line);

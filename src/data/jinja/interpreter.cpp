@@ -88,15 +88,15 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
       check_size(a.str().size() + b.str().size(), line);
       return Value::string(a.str() + b.str());
     }
-    if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+    if (a.is_list() && b.is_list() && a.tuple == b.tuple && !a.generator && !b.generator) {
       List out = *a.l;
       out.insert(out.end(), b.l->begin(), b.l->end());
       return Value::list(std::move(out), a.tuple);
     }
   }
   if (op == "*") {
-    if ((a.is_string() || a.is_list()) && is_int_like(b)) return repeat(a, int_of(b), line);
-    if ((b.is_string() || b.is_list()) && is_int_like(a)) return repeat(b, int_of(a), line);
+    if ((a.is_string() || (a.is_list() && !a.generator)) && is_int_like(b)) return repeat(a, int_of(b), line);
+    if ((b.is_string() || (b.is_list() && !b.generator)) && is_int_like(a)) return repeat(b, int_of(a), line);
   }
   if (op == "%" && a.is_string()) {
     return apply_filter("format", a, Args{b.is_list() && b.tuple ? *b.l : List{b}, {}, line});
@@ -322,12 +322,11 @@ class Renderer {
       case Expr::Kind::dict: {
         Dict d;
         for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
-          const Value key = eval(*e.args[k], scope);
-          if (!key.is_string()) fail(fmt::format("dict keys must be strings here, got {}", kind_name(key)), e.line);
+          const std::string key = key_of(eval(*e.args[k], scope), e.line);
           Value v = eval(*e.args[k + 1], scope);
-          auto it = std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first == key.str(); });
+          auto it = std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first == key; });
           if (it != d.end()) it->second = std::move(v);
-          else d.emplace_back(key.str(), std::move(v));
+          else d.emplace_back(key, std::move(v));
         }
         return Value::dict(std::move(d));
       }

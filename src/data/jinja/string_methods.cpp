@@ -279,13 +279,13 @@ Value dict_method(const Value& dv, const std::string& name) {
     const Dict& d = *dv.d;
     if (name == "get") {
       const Value key = a.get(0, "key");
-      const Value* v = key.is_string() ? find(d, key.str()) : nullptr;
+      const Value* v = key.is_string() || key.kind == Value::Kind::integer ? find(d, key_of(key, a.line)) : nullptr;
       return v ? *v : a.get(1, "default", Value::none());
     }
     List out;
     for (const auto& [k, v] : d) {
-      if (name == "items") out.push_back(Value::list({Value::string(k), v}, true));
-      else if (name == "keys") out.push_back(Value::string(k));
+      if (name == "items") out.push_back(Value::list({key_value(k), v}, true));
+      else if (name == "keys") out.push_back(key_value(k));
       else out.push_back(v);
     }
     return Value::list(std::move(out));

@@ -28,7 +28,7 @@ const char* kind_name(const Value& v) {
     case Value::Kind::integer: return "int";
     case Value::Kind::floating: return "float";
     case Value::Kind::string: return "str";
-    case Value::Kind::list: return v.tuple ? "tuple" : "list";
+    case Value::Kind::list: return v.generator ? "generator" : v.tuple ? "tuple" : "list";
     case Value::Kind::dict: return "dict";
     case Value::Kind::ns: return "Namespace";
     case Value::Kind::callable: return "function";
@@ -44,7 +44,7 @@ bool truthy(const Value& v) {
     case Value::Kind::integer: return v.i != 0;
     case Value::Kind::floating: return v.f != 0;
     case Value::Kind::string: return !v.s->empty();
-    case Value::Kind::list: return !v.l->empty();
+    case Value::Kind::list: return v.generator || !v.l->empty();
     case Value::Kind::dict: return !v.d->empty();
     case Value::Kind::ns:
     case Value::Kind::callable: return true;
@@ -57,7 +57,7 @@ namespace {
 std::string repr_dict(const Dict& d) {
   std::string out = "{";
   for (size_t k = 0; k < d.size(); ++k)
-    out += (k ? ", " : "") + python_repr(OrderedJson(d[k].first)) + ": " + to_repr(d[k].second);
+    out += (k ? ", " : "") + to_repr(key_value(d[k].first)) + ": " + to_repr(d[k].second);
   return out + "}";
 }
 
@@ -78,6 +78,7 @@ void dump(std::string& out, const Value& v, int indent, int depth, std::string_v
       return;
     case Value::Kind::string: out += python_json_dumps(OrderedJson(*v.s)); return;
     case Value::Kind::list: {
+      if (v.generator) throw TemplateError("Object of type generator is not JSON serializable");
       if (v.l->empty()) {
         out += "[]";
         return;
@@ -104,7 +105,7 @@ void dump(std::string& out, const Value& v, int indent, int depth, std::string_v
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += sep;
         if (indent >= 0) newline(depth + 1);
-        out += python_json_dumps(OrderedJson(items[k]->first));
+        out += python_json_dumps(OrderedJson(to_str(key_value(items[k]->first))));  // json.dumps: int keys as strings
         out += key_sep;
         dump(out, items[k]->second, indent, depth + 1, item_sep, key_sep, sort_keys);
       }
@@ -135,6 +136,7 @@ std::string to_repr(const Value& v) {
     case Value::Kind::floating: return python_float_repr(v.f);
     case Value::Kind::string: return python_repr(OrderedJson(*v.s));
     case Value::Kind::list: {
+      if (v.generator) return "<generator object>";  // jinja2 prints an address here
       std::string out = v.tuple ? "(" : "[";
       for (size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + to_repr((*v.l)[k]);
       if (v.tuple && v.l->size() == 1) out += ",";
@@ -164,6 +166,7 @@ bool equal(const Value& a, const Value& b) {
     case Value::Kind::none: return true;
     case Value::Kind::string: return *a.s == *b.s;
     case Value::Kind::list: {
+      if (a.generator || b.generator) return a.l == b.l;  // identity
       if (a.tuple != b.tuple || a.l->size() != b.l->size()) return false;
       for (size_t k = 0; k < a.l->size(); ++k)
         if (!equal((*a.l)[k], (*b.l)[k])) return false;
@@ -197,6 +200,18 @@ bool less(const Value& a, const Value& b, int line) {
     return a.l->size() < b.l->size();
   }
   throw TemplateError(fmt::format("'<' not supported between instances of '{}' and '{}'", kind_name(a), kind_name(b)), line);
+}
+
+std::string key_of(const Value& key, int line) {
+  if (key.is_string()) return key.str();
+  if (key.kind == Value::Kind::integer || key.kind == Value::Kind::boolean)
+    return std::string(1, '\0') + std::to_string(key.kind == Value::Kind::integer ? key.i : key.b);
+  throw TemplateError(fmt::format("dict keys must be strings or integers here, got {}", kind_name(key)), line);
+}
+
+Value key_value(const std::string& key) {
+  if (!key.empty() && key[0] == '\0') return Value::integer(std::stoll(key.substr(1)));
+  return Value::string(key);
 }
 
 const Value* find(const Dict& d, std::string_view key) {

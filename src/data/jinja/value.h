@@ -37,6 +37,9 @@ struct Value {
   Kind kind = Kind::undefined;
   bool b = false;
   bool tuple = false;  // a list written as a tuple (repr "(1, 2)")
+  // A list that jinja2 would hold as a generator (what map, select, reject, unique, batch, items
+  // and reverse return): always true, no len(), no index, not JSON; `| list` makes it a list.
+  bool generator = false;
   int64_t i = 0;
   double f = 0;
   std::shared_ptr<const std::string> s;
@@ -106,6 +109,10 @@ bool less(const Value& a, const Value& b, int line);
 
 // Dict lookup by key (nullptr when missing).
 const Value* find(const Dict& d, std::string_view key);
+// Dict keys are strings; an integer key (`{512: 128}` in a template) is stored encoded, behind a
+// NUL byte no text key starts with. key_of throws for other kinds; key_value decodes.
+std::string key_of(const Value& key, int line);
+Value key_value(const std::string& key);
 
 Value from_json(const nlohmann::ordered_json& j);
 
