@@ -6,28 +6,11 @@
 
 #include "data/jinja/value.h"
 #include "data/python_format.h"
+#include "data/tokenizer_utf8.h"
 
 namespace nemotron::data::jinja {
 
 namespace {
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -69,7 +52,7 @@ std::string decode_string(std::string_view body, int line) {
           cp = cp * 16 + static_cast<uint32_t>(h);
         }
         if (cp > 0x10ffff) throw TemplateError("illegal Unicode character in a string literal", line);
-        append_utf8(out, cp);
+        utf8_append(out, cp);
         k += digits;
         break;
       }
@@ -78,7 +61,7 @@ std::string decode_string(std::string_view body, int line) {
           uint32_t cp = static_cast<uint32_t>(c - '0');
           for (int d = 0; d < 2 && k + 1 < body.size() && body[k + 1] >= '0' && body[k + 1] <= '7'; ++d)
             cp = cp * 8 + static_cast<uint32_t>(body[++k] - '0');
-          append_utf8(out, cp);
+          utf8_append(out, cp);
         } else {
           out += '\\';
           out += c;

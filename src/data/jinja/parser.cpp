@@ -1,5 +1,7 @@
 #include "data/jinja/parser.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace nemotron::data::jinja {
@@ -301,23 +303,20 @@ class Parser {
     return expr;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (is_name("or")) {
-      next();
-      left = binary(Expr::Kind::or_, "or", std::move(left), parse_and());
+  // One left-associative precedence level: operands from `operand`, joined by `ops` (keywords
+  // when `names`, else symbols).
+  template <class Operand>
+  ExprPtr left_assoc(Expr::Kind kind, std::initializer_list<const char*> ops, bool names, Operand operand) {
+    ExprPtr left = operand();
+    while (std::any_of(ops.begin(), ops.end(), [&](const char* op) { return names ? is_name(op) : is_op(op); })) {
+      std::string op = next().text;
+      left = binary(kind, std::move(op), std::move(left), operand());
     }
     return left;
   }
 
-  ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (is_name("and")) {
-      next();
-      left = binary(Expr::Kind::and_, "and", std::move(left), parse_not());
-    }
-    return left;
-  }
+  ExprPtr parse_or() { return left_assoc(Expr::Kind::or_, {"or"}, true, [&] { return parse_and(); }); }
+  ExprPtr parse_and() { return left_assoc(Expr::Kind::and_, {"and"}, true, [&] { return parse_not(); }); }
 
   ExprPtr parse_not() {
     Deeper guard(*this);
@@ -358,41 +357,12 @@ class Parser {
     return e ? std::move(e) : std::move(first);
   }
 
-  ExprPtr parse_math1() {
-    ExprPtr left = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const std::string op = next().text;
-      left = binary(Expr::Kind::binary, op, std::move(left), parse_concat());
-    }
-    return left;
-  }
-
-  ExprPtr parse_concat() {
-    ExprPtr left = parse_math2();
-    while (is_op("~")) {
-      next();
-      left = binary(Expr::Kind::binary, "~", std::move(left), parse_math2());
-    }
-    return left;
-  }
-
+  ExprPtr parse_math1() { return left_assoc(Expr::Kind::binary, {"+", "-"}, false, [&] { return parse_concat(); }); }
+  ExprPtr parse_concat() { return left_assoc(Expr::Kind::binary, {"~"}, false, [&] { return parse_math2(); }); }
   ExprPtr parse_math2() {
-    ExprPtr left = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const std::string op = next().text;
-      left = binary(Expr::Kind::binary, op, std::move(left), parse_pow());
-    }
-    return left;
+    return left_assoc(Expr::Kind::binary, {"*", "/", "//", "%"}, false, [&] { return parse_pow(); });
   }
-
-  ExprPtr parse_pow() {
-    ExprPtr left = parse_unary(true);
-    while (is_op("**")) {
-      next();
-      left = binary(Expr::Kind::binary, "**", std::move(left), parse_unary(true));
-    }
-    return left;
-  }
+  ExprPtr parse_pow() { return left_assoc(Expr::Kind::binary, {"**"}, false, [&] { return parse_unary(true); }); }
 
   ExprPtr parse_unary(bool with_filter) {
     Deeper guard(*this);
