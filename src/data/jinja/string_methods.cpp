@@ -132,14 +132,14 @@ Value split(const std::string& s, const Args& a, bool from_right) {
       while (k < s.size() && !python_space_length(s, k)) ++k;
       words.emplace_back(b, k);
     }
-    if (max >= 0 && static_cast<int64_t>(words.size()) > max + 1) {
-      // The unsplit remainder keeps its inner whitespace (and, from the right, its leading part).
+    if (max >= 0 && static_cast<int64_t>(words.size()) > max) {
+      // The unsplit remainder keeps its whitespace: trailing for split, leading for rsplit.
       if (!from_right) {
         for (int64_t w = 0; w < max; ++w) parts.push_back(Value::string(s.substr(words[w].first, words[w].second - words[w].first)));
-        parts.push_back(Value::string(python_rstrip(s.substr(words[static_cast<size_t>(max)].first))));
+        parts.push_back(Value::string(s.substr(words[static_cast<size_t>(max)].first)));
       } else {
         const size_t first_kept = words.size() - static_cast<size_t>(max);
-        parts.push_back(Value::string(python_lstrip(s.substr(0, words[first_kept - 1].second))));
+        parts.push_back(Value::string(s.substr(0, words[first_kept - 1].second)));
         for (size_t w = first_kept; w < words.size(); ++w) parts.push_back(Value::string(s.substr(words[w].first, words[w].second - words[w].first)));
       }
       return Value::list(std::move(parts));
