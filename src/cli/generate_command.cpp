@@ -40,7 +40,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct GenerateOptions {
-  std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "nano3", dtype = "auto",
+  std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "auto", dtype = "auto",
               device = "auto";
   bool enable_thinking = false, ignore_eos = false, recompute = false;
   double temperature = 1.0, top_p = 1.0;
@@ -264,7 +264,8 @@ void add_generate_command(CLI::App& app) {
                 "JSONL file written with each input row plus completion, prompt_tokens, tokens, logprobs, "
                 "finish_reason");
   c->add_option("--chat-template", o->chat_template,
-                "nano3, nemotron-h, nano-v2, a .jinja file, a tokenizer_config.json, or checkpoint (its own)")
+                "auto (the checkpoint's own if it has one, else nano3), checkpoint, nano3, nemotron-h, nano-v2, "
+                "a .jinja file or a tokenizer_config.json")
       ->capture_default_str();
   c->add_flag("--enable-thinking", o->enable_thinking, "Open a <think> block in the generation prompt (nano3)");
   c->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();

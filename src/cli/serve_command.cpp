@@ -31,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeOptions {
-  std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "nano3", dtype = "float32";
+  std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "auto", dtype = "float32";
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
@@ -152,7 +152,8 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--served-model-name", o->served_model_name,
                 "The model name clients send (default: the checkpoint directory's name)");
   c->add_option("--chat-template", o->chat_template,
-                "nano3, nemotron-h, nano-v2, a .jinja file, a tokenizer_config.json, or checkpoint (its own)")
+                "auto (the checkpoint's own if it has one, else nano3), checkpoint, nano3, nemotron-h, nano-v2, "
+                "a .jinja file or a tokenizer_config.json")
       ->capture_default_str();
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len,

@@ -65,8 +65,9 @@ class ChatTemplate {
   // a directory holding chat_template.jinja or a tokenizer_config.json with a chat_template (a
   // checkpoint). Throws InputError naming the spec and what is missing.
   static ChatTemplate load(const std::string& spec, const std::string& tokenizer_file = "");
-  // As load, where `spec` "checkpoint" means the model's own template (load of `checkpoint_dir`):
-  // what serve, generate and eval accept.
+  // As load, where `spec` "checkpoint" means the model's own template (load of `checkpoint_dir`)
+  // and "auto" the model's own when it has one (chat_template.jinja, or a tokenizer_config.json
+  // with a chat_template), else the built-in nano3: what serve, generate and eval accept.
   static ChatTemplate for_model(const std::string& spec, const std::string& checkpoint_dir);
 
   std::optional<ChatFormat> builtin() const { return jinja_ ? std::nullopt : std::optional<ChatFormat>(builtin_); }

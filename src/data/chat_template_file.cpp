@@ -123,7 +123,16 @@ ChatTemplate ChatTemplate::load(const std::string& spec, const std::string& toke
   return from_jinja_file(p, tokenizer_file);
 }
 
+// Whether `dir` carries a chat template of its own.
+static bool has_own_template(const fs::path& dir) {
+  if (fs::is_regular_file(dir / "chat_template.jinja")) return true;
+  if (!fs::is_regular_file(dir / "tokenizer_config.json")) return false;
+  const OrderedJson config = read_json(dir / "tokenizer_config.json");
+  return config.contains("chat_template") && !config["chat_template"].is_null();
+}
+
 ChatTemplate ChatTemplate::for_model(const std::string& spec, const std::string& checkpoint_dir) {
+  if (spec == "auto") return has_own_template(checkpoint_dir) ? load(checkpoint_dir) : ChatTemplate(ChatFormat::nano3);
   if (spec != "checkpoint") return load(spec);
   if (!fs::is_regular_file(fs::path(checkpoint_dir) / "chat_template.jinja") &&
       !fs::is_regular_file(fs::path(checkpoint_dir) / "tokenizer_config.json"))

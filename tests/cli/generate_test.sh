@@ -34,6 +34,19 @@ expect_ok "native chat, --chat-template nano3.jinja" '^finish_reason: ' \
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --chat "What is 2+2?" --max-new-tokens 5 --seed 3 \
   --chat-template "$ROOT/tests/fixtures/jinja/nano3.jinja"
 [[ "$(grep -Ev '^(generated|cache:) ' "$TMP/out")" == "$(cat "$TMP/chat_builtin")" ]] || fail "nano3.jinja generated otherwise than the built-in"
+# The default (auto) takes a checkpoint's own template: here one that refuses, so the error shows it was used.
+cp -r $HF "$TMP/hf_tmpl"
+python3 - "$TMP/hf_tmpl/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = "{{ raise_exception('the checkpoint template ran: ' + messages[0].content) }}"
+json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_error "--chat-template auto uses the checkpoint's own" \
+  "--chat: $TMP/hf_tmpl/tokenizer_config.json:1: the checkpoint template ran: hi" \
+  "$BIN" generate --checkpoint "$TMP/hf_tmpl" --chat "hi" --max-new-tokens 2
+expect_ok "--chat-template nano3 overrides it" '^finish_reason: ' \
+  "$BIN" generate --checkpoint "$TMP/hf_tmpl" --chat "hi" --max-new-tokens 2 --chat-template nano3
 expect_error "--chat-template checkpoint without one" \
   "--chat-template: chat template \"checkpoint\": $TMP/ck holds neither chat_template.jinja nor tokenizer_config.json (name a template: nano3, nemotron-h, nano-v2, or a .jinja file)" \
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --chat "hi" --chat-template checkpoint
