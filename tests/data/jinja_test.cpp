@@ -196,6 +196,14 @@ TEST(Jinja, hostile_templates_end_in_an_error_not_a_crash) {
   EXPECT_TRUE(refused("{{ 'x' * 10 ** 12 }}"));
   EXPECT_TRUE(refused("{% set ns = namespace(s='xx') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"));
   EXPECT_TRUE(refused("{{ 2 ** 64 }}"));
+  // Shared lists nesting exponentially: printing, JSON, comparing and concatenating stop at a bound.
+  const std::string dag = "{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(80) %}{% set ns.a = [ns.a, ns.a] %}"
+                          "{% set ns.b = [ns.b, ns.b] %}{% endfor %}";
+  EXPECT_TRUE(refused(dag + "{{ ns.a }}"));
+  EXPECT_TRUE(refused(dag + "{{ ns.a | tojson }}"));
+  EXPECT_TRUE(refused(dag + "{{ ns.a == ns.b }}"));
+  EXPECT_TRUE(refused(dag + "{{ [ns.a, 1] | sort }}"));
+  EXPECT_TRUE(refused("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 

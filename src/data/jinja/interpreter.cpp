@@ -89,6 +89,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
       return Value::string(a.str() + b.str());
     }
     if (a.is_list() && b.is_list() && a.tuple == b.tuple && !a.generator && !b.generator) {
+      check_size((a.l->size() + b.l->size()) * sizeof(Value), line);
       List out = *a.l;
       out.insert(out.end(), b.l->begin(), b.l->end());
       return Value::list(std::move(out), a.tuple);

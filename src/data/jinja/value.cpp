@@ -54,11 +54,60 @@ bool truthy(const Value& v) {
 
 namespace {
 
-std::string repr_dict(const Dict& d) {
-  std::string out = "{";
-  for (size_t k = 0; k < d.size(); ++k)
-    out += (k ? ", " : "") + to_repr(key_value(d[k].first)) + ": " + to_repr(d[k].second);
-  return out + "}";
+// Shared lists can nest exponentially (`[l, l]` sixty times): text forms write into one buffer and
+// stop at kMaxTextBytes, comparisons stop after kMaxCompareSteps element steps.
+constexpr size_t kMaxTextBytes = size_t{64} << 20;
+constexpr int64_t kMaxCompareSteps = 1'000'000;
+
+void grow(const std::string& out) {
+  if (out.size() > kMaxTextBytes) throw TemplateError(fmt::format("a value's text would exceed {} bytes", kMaxTextBytes));
+}
+
+void repr_into(std::string& out, const Value& v);
+
+void repr_dict(std::string& out, const Dict& d) {
+  out += '{';
+  for (size_t k = 0; k < d.size(); ++k) {
+    if (k) out += ", ";
+    repr_into(out, key_value(d[k].first));
+    out += ": ";
+    repr_into(out, d[k].second);
+    grow(out);
+  }
+  out += '}';
+}
+
+void repr_into(std::string& out, const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::undefined: return;
+    case Value::Kind::none: out += "None"; return;
+    case Value::Kind::boolean: out += v.b ? "True" : "False"; return;
+    case Value::Kind::integer: out += std::to_string(v.i); return;
+    case Value::Kind::floating: out += python_float_repr(v.f); return;
+    case Value::Kind::string: out += python_repr(OrderedJson(*v.s)); break;
+    case Value::Kind::list:
+      if (v.generator) {
+        out += "<generator object>";  // jinja2 prints an address here
+        return;
+      }
+      out += v.tuple ? "(" : "[";
+      for (size_t k = 0; k < v.l->size(); ++k) {
+        if (k) out += ", ";
+        repr_into(out, (*v.l)[k]);
+        grow(out);
+      }
+      if (v.tuple && v.l->size() == 1) out += ",";
+      out += v.tuple ? ")" : "]";
+      return;
+    case Value::Kind::dict: repr_dict(out, *v.d); return;
+    case Value::Kind::ns:
+      out += "<Namespace ";
+      repr_dict(out, *v.ns);
+      out += ">";
+      return;
+    case Value::Kind::callable: out += "<function>"; return;
+  }
+  grow(out);
 }
 
 void dump(std::string& out, const Value& v, int indent, int depth, std::string_view item_sep, std::string_view key_sep,
@@ -88,6 +137,7 @@ void dump(std::string& out, const Value& v, int indent, int depth, std::string_v
         if (k) out += sep;
         if (indent >= 0) newline(depth + 1);
         dump(out, (*v.l)[k], indent, depth + 1, item_sep, key_sep, sort_keys);
+        grow(out);
       }
       if (indent >= 0) newline(depth);
       out += ']';
@@ -108,6 +158,7 @@ void dump(std::string& out, const Value& v, int indent, int depth, std::string_v
         out += python_json_dumps(OrderedJson(to_str(key_value(items[k]->first))));  // json.dumps: int keys as strings
         out += key_sep;
         dump(out, items[k]->second, indent, depth + 1, item_sep, key_sep, sort_keys);
+        grow(out);
       }
       if (indent >= 0) newline(depth);
       out += '}';
@@ -128,25 +179,9 @@ std::string to_str(const Value& v) {
 }
 
 std::string to_repr(const Value& v) {
-  switch (v.kind) {
-    case Value::Kind::undefined: return "";
-    case Value::Kind::none: return "None";
-    case Value::Kind::boolean: return v.b ? "True" : "False";
-    case Value::Kind::integer: return std::to_string(v.i);
-    case Value::Kind::floating: return python_float_repr(v.f);
-    case Value::Kind::string: return python_repr(OrderedJson(*v.s));
-    case Value::Kind::list: {
-      if (v.generator) return "<generator object>";  // jinja2 prints an address here
-      std::string out = v.tuple ? "(" : "[";
-      for (size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + to_repr((*v.l)[k]);
-      if (v.tuple && v.l->size() == 1) out += ",";
-      return out + (v.tuple ? ")" : "]");
-    }
-    case Value::Kind::dict: return repr_dict(*v.d);
-    case Value::Kind::ns: return "<Namespace " + repr_dict(*v.ns) + ">";
-    case Value::Kind::callable: return "<function>";
-  }
-  return "";
+  std::string out;
+  repr_into(out, v);
+  return out;
 }
 
 std::string to_json(const Value& v, int indent, std::string_view item_sep, std::string_view key_sep, bool sort_keys) {
@@ -155,7 +190,15 @@ std::string to_json(const Value& v, int indent, std::string_view item_sep, std::
   return out;
 }
 
+static bool equal_steps(const Value& a, const Value& b, int64_t& steps);
+
 bool equal(const Value& a, const Value& b) {
+  int64_t steps = 0;
+  return equal_steps(a, b, steps);
+}
+
+static bool equal_steps(const Value& a, const Value& b, int64_t& steps) {
+  if (++steps > kMaxCompareSteps) throw TemplateError("comparison too large (values nest too deeply or widely)");
   if (a.is_number() && b.is_number()) {
     if (a.kind == Value::Kind::floating || b.kind == Value::Kind::floating) return a.as_double() == b.as_double();
     return (a.kind == Value::Kind::integer ? a.i : a.b) == (b.kind == Value::Kind::integer ? b.i : b.b);
@@ -167,16 +210,17 @@ bool equal(const Value& a, const Value& b) {
     case Value::Kind::string: return *a.s == *b.s;
     case Value::Kind::list: {
       if (a.generator || b.generator) return a.l == b.l;  // identity
+      if (a.l == b.l) return a.tuple == b.tuple;
       if (a.tuple != b.tuple || a.l->size() != b.l->size()) return false;
       for (size_t k = 0; k < a.l->size(); ++k)
-        if (!equal((*a.l)[k], (*b.l)[k])) return false;
+        if (!equal_steps((*a.l)[k], (*b.l)[k], steps)) return false;
       return true;
     }
     case Value::Kind::dict: {
       if (a.d->size() != b.d->size()) return false;
       for (const auto& [k, x] : *a.d) {
         const Value* y = find(*b.d, k);
-        if (!y || !equal(x, *y)) return false;
+        if (!y || !equal_steps(x, *y, steps)) return false;
       }
       return true;
     }
@@ -186,7 +230,10 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
-bool less(const Value& a, const Value& b, int line) {
+namespace {
+
+bool less_steps(const Value& a, const Value& b, int line, int64_t& steps) {
+  if (++steps > kMaxCompareSteps) throw TemplateError("comparison too large (values nest too deeply or widely)", line);
   if (a.is_number() && b.is_number()) {
     if (a.kind == Value::Kind::floating || b.kind == Value::Kind::floating) return a.as_double() < b.as_double();
     return (a.kind == Value::Kind::integer ? a.i : a.b) < (b.kind == Value::Kind::integer ? b.i : b.b);
@@ -194,12 +241,19 @@ bool less(const Value& a, const Value& b, int line) {
   if (a.is_string() && b.is_string()) return *a.s < *b.s;  // UTF-8 byte order = code point order
   if (a.is_list() && b.is_list()) {
     for (size_t k = 0; k < a.l->size() && k < b.l->size(); ++k) {
-      if (less((*a.l)[k], (*b.l)[k], line)) return true;
-      if (less((*b.l)[k], (*a.l)[k], line)) return false;
+      if (less_steps((*a.l)[k], (*b.l)[k], line, steps)) return true;
+      if (less_steps((*b.l)[k], (*a.l)[k], line, steps)) return false;
     }
     return a.l->size() < b.l->size();
   }
   throw TemplateError(fmt::format("'<' not supported between instances of '{}' and '{}'", kind_name(a), kind_name(b)), line);
+}
+
+}  // namespace
+
+bool less(const Value& a, const Value& b, int line) {
+  int64_t steps = 0;
+  return less_steps(a, b, line, steps);
 }
 
 std::string key_of(const Value& key, int line) {
