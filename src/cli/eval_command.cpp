@@ -130,10 +130,13 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
   if (tok_path.empty())
     throw InputError(fmt::format("{}: tokenizer.model: required: {} holds no tokenizer.json", cfg.source, m.source));
   const data::Tokenizer tok = data::Tokenizer::load(tok_path);
-  const auto format = data::chat_format_from_name(cfg.chat_template);
-  if (!format)
-    throw InputError(fmt::format("{}: chat_template: expected one of {}, got \"{}\"", cfg.source,
-                                 data::kChatFormatNames, cfg.chat_template));
+  const data::ChatTemplate chat_template = [&] {
+    try {
+      return data::ChatTemplate::for_model(cfg.chat_template, cfg.checkpoint_path);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: chat_template: {}", cfg.source, e.what()));
+    }
+  }();
   std::printf("model %s: %s (%s%s), %s\n", run.label.c_str(), m.source.c_str(), m.kind.c_str(),
               m.kind == "native" ? fmt::format(", iteration {}", m.iteration).c_str() : "",
               fmt::format("{}, {}", dev.backend->name(), dtype_name(dev.dtype)).c_str());
@@ -156,9 +159,8 @@ eval::ModelResults evaluate(const ModelRun& run, const eval::EvalConfig& cfg, st
           if (t.shots.num_fewshot > 0)
             throw InputError(fmt::format("{}: {}.num_fewshot: chat tasks take no few-shot examples", cfg.source, t.where));
           for (eval::EvalItem& it : items)
-            it.context = data::render_chat(*format, data::OrderedJson::array({{{"role", "user"}, {"content", it.context}}}),
-                                           nullptr) +
-                         data::chat_generation_prompt(*format, false);
+            it.context = chat_template.render(data::OrderedJson::array({{{"role", "user"}, {"content", it.context}}}),
+                                              nullptr, {.add_generation_prompt = true, .enable_thinking = false});
         }
         r = eval::score_generation(make_generate_fn(*m.net, tok, t, cfg.row_tokens), verifier(t.verifier), t.name, items,
                                    shots, t.shots, t.samples);

@@ -42,7 +42,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct GenerateOptions {
-  std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "nano3", dtype = "auto",
+  std::string checkpoint, tokenizer, prompt, chat, input, output, chat_template = "auto", dtype = "auto",
               device = "auto";
   bool enable_thinking = false, ignore_eos = false, recompute = false;
   double temperature = 1.0, top_p = 1.0, presence_penalty = 0, frequency_penalty = 0;
@@ -102,7 +102,7 @@ DType generate_dtype(const std::string& name, const train::ComputeDevice& dev) {
 }
 
 // The prompt text of a chat: the messages rendered by the template, then its generation prompt.
-std::string render(data::ChatFormat f, const data::OrderedJson& messages, const data::OrderedJson& tools,
+std::string render(const data::ChatTemplate& f, const data::OrderedJson& messages, const data::OrderedJson& tools,
                    bool enable_thinking, const std::string& where) {
   data::ChatRenderOptions opt;
   opt.add_generation_prompt = true;
@@ -122,7 +122,7 @@ struct PromptRow {
   data::OrderedJson row;
 };
 
-std::vector<PromptRow> read_rows(const GenerateOptions& o, data::ChatFormat f) {
+std::vector<PromptRow> read_rows(const GenerateOptions& o, const data::ChatTemplate& f) {
   std::vector<PromptRow> rows;
   data::JsonlReader in(o.input);
   data::OrderedJson row;
@@ -158,10 +158,13 @@ void run_generate(const GenerateOptions& o) {
     throw InputError(fmt::format("--max-new-tokens: expected a positive integer, got {}", o.max_new_tokens));
   if (o.max_slots <= 0) throw InputError(fmt::format("--max-slots: expected a positive integer, got {}", o.max_slots));
   if (o.max_seq_len <= 1) throw InputError(fmt::format("--max-seq-len: expected an integer > 1, got {}", o.max_seq_len));
-  std::optional<data::ChatFormat> fmt_opt = data::chat_format_from_name(o.chat_template);
-  if (!fmt_opt)
-    throw InputError(fmt::format("--chat-template: unknown \"{}\" (expected one of {})", o.chat_template,
-                                 data::kChatFormatNames));
+  const data::ChatTemplate chat_template = [&] {
+    try {
+      return data::ChatTemplate::for_model(o.chat_template, o.checkpoint);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--chat-template: {}", e.what()));
+    }
+  }();
   engine::SamplingParams params;
   params.temperature = o.temperature;
   params.top_p = o.top_p;
@@ -175,10 +178,10 @@ void run_generate(const GenerateOptions& o) {
   engine::validate(params, "sampling flags");
   std::vector<PromptRow> rows;
   if (!o.input.empty()) {
-    rows = read_rows(o, *fmt_opt);  // bad rows fail before the model loads
+    rows = read_rows(o, chat_template);  // bad rows fail before the model loads
   } else if (!o.chat.empty()) {
     data::OrderedJson messages = data::OrderedJson::array({{{"role", "user"}, {"content", o.chat}}});
-    rows.push_back({render(*fmt_opt, messages, data::OrderedJson(), o.enable_thinking, "--chat"), true, {}});
+    rows.push_back({render(chat_template, messages, data::OrderedJson(), o.enable_thinking, "--chat"), true, {}});
   } else {
     rows.push_back({o.prompt, false, {}});
   }
@@ -290,7 +293,10 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--output", o->output,
                 "JSONL file written with each input row plus completion, prompt_tokens, tokens, logprobs, "
                 "finish_reason");
-  c->add_option("--chat-template", o->chat_template, "nano3, nemotron-h or nano-v2")->capture_default_str();
+  c->add_option("--chat-template", o->chat_template,
+                "auto (the checkpoint's own if it has one, else nano3), checkpoint, nano3, nemotron-h, nano-v2, "
+                "a .jinja file or a tokenizer_config.json")
+      ->capture_default_str();
   c->add_flag("--enable-thinking", o->enable_thinking, "Open a <think> block in the generation prompt (nano3)");
   c->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
   c->add_option("--top-p", o->top_p, "Nucleus sampling: keep the smallest set of tokens reaching this probability")

@@ -33,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeOptions {
-  std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "nano3", dtype = "float32";
+  std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "auto", dtype = "float32";
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
@@ -60,10 +60,13 @@ int run_serve(const ServeOptions& o) {
     throw InputError(fmt::format("--max-request-bytes: expected a positive integer, got {}", o.server.transport.max_request_bytes));
   if (!(t.read_timeout_s > 0)) throw InputError(fmt::format("--read-timeout: expected seconds > 0, got {}", t.read_timeout_s));
   if (!(t.idle_timeout_s > 0)) throw InputError(fmt::format("--idle-timeout: expected seconds > 0, got {}", t.idle_timeout_s));
-  std::optional<data::ChatFormat> chat_format = data::chat_format_from_name(o.chat_template);
-  if (!chat_format)
-    throw InputError(fmt::format("--chat-template: unknown \"{}\" (expected one of {})", o.chat_template,
-                                 data::kChatFormatNames));
+  const data::ChatTemplate chat_template = [&] {
+    try {
+      return data::ChatTemplate::for_model(o.chat_template, o.checkpoint);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--chat-template: {}", e.what()));
+    }
+  }();
   const DType dt = o.dtype == "float64" ? DType::f64 : DType::f32;
   train::InferenceModel m = train::load_inference_model(o.checkpoint, host_backend(), dt);
   const std::string tok_path = o.tokenizer.empty() ? m.tokenizer_path : o.tokenizer;
@@ -85,7 +88,7 @@ int run_serve(const ServeOptions& o) {
   serve::ServedModel served;
   served.name = o.served_model_name.empty() ? default_model_name(o.checkpoint) : o.served_model_name;
   served.tok = &tok;
-  served.chat_format = *chat_format;
+  served.chat_format = chat_template;
   served.max_model_len = max_len;
   served.vocab_size = cfg.vocab_size;
   if (std::optional<int32_t> eos = tok.eos_token_id()) served.stop_token_ids.push_back(*eos);
@@ -167,7 +170,10 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--port", o->port, "Port to listen on (0: any free port, printed at start)")->capture_default_str();
   c->add_option("--served-model-name", o->served_model_name,
                 "The model name clients send (default: the checkpoint directory's name)");
-  c->add_option("--chat-template", o->chat_template, "nano3, nemotron-h or nano-v2")->capture_default_str();
+  c->add_option("--chat-template", o->chat_template,
+                "auto (the checkpoint's own if it has one, else nano3), checkpoint, nano3, nemotron-h, nano-v2, "
+                "a .jinja file or a tokenizer_config.json")
+      ->capture_default_str();
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");

@@ -12,6 +12,7 @@
 // drops and counts such rows. The generation prompt is what `generate --chat` and a server append.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,49 @@ struct ChatRenderOptions {
 // The whole conversation as text. `tools` is a JSON array of function schemas or null.
 std::string render_chat(ChatFormat f, const OrderedJson& messages, const OrderedJson& tools,
                         const ChatRenderOptions& opt = {});
+
+namespace jinja {
+class Template;
+}
+
+// A chat template: a built-in renderer, or a Jinja template (a .jinja file, a tokenizer_config.json's
+// `chat_template`, or a checkpoint's own) rendered as transformers' apply_chat_template renders it:
+// variables messages, tools (None when absent), documents (None), add_generation_prompt, the
+// tokenizer's special tokens (bos_token, eos_token, ...) and, as Nemotron's data prep and vLLM pass
+// them, both `chat_template_kwargs` ({enable_thinking, plus truncate_history_thinking when off and
+// reasoning_budget when set}) and `enable_thinking`. Cheap to copy (the parsed template is shared).
+class ChatTemplate {
+ public:
+  ChatTemplate(ChatFormat f = ChatFormat::nano3) : builtin_(f), name_(chat_format_name(f)) {}
+  // Jinja source; `origin` names it in errors (a path); `special_tokens` a JSON object of strings.
+  // Throws ChatTemplateError "origin:line: what" on a syntax error.
+  static ChatTemplate from_jinja(std::string_view source, std::string origin, const OrderedJson& special_tokens);
+  // `spec`: a built-in name (kChatFormatNames); a .jinja file (special tokens from a
+  // tokenizer_config.json beside it, else beside `tokenizer_file` when given); a tokenizer_config.json;
+  // a directory holding chat_template.jinja or a tokenizer_config.json with a chat_template (a
+  // checkpoint). Throws InputError naming the spec and what is missing.
+  static ChatTemplate load(const std::string& spec, const std::string& tokenizer_file = "");
+  // As load, where `spec` "checkpoint" means the model's own template (load of `checkpoint_dir`)
+  // and "auto" the model's own when it has one (chat_template.jinja, or a tokenizer_config.json
+  // with a chat_template), else the built-in nano3: what serve, generate and eval accept.
+  static ChatTemplate for_model(const std::string& spec, const std::string& checkpoint_dir);
+
+  std::optional<ChatFormat> builtin() const { return jinja_ ? std::nullopt : std::optional<ChatFormat>(builtin_); }
+  const std::string& name() const { return name_; }  // the built-in's name or the template's path
+  // Throws ChatTemplateError ("origin:line: what" for a Jinja template).
+  std::string render(const OrderedJson& messages, const OrderedJson& tools, const ChatRenderOptions& opt = {}) const;
+
+ private:
+  ChatFormat builtin_ = ChatFormat::nano3;
+  std::string name_;
+  std::shared_ptr<const jinja::Template> jinja_;
+  std::shared_ptr<const OrderedJson> special_tokens_;
+};
+
+inline std::string render_chat(const ChatTemplate& t, const OrderedJson& messages, const OrderedJson& tools,
+                               const ChatRenderOptions& opt = {}) {
+  return t.render(messages, tools, opt);
+}
 
 // What follows the rendered conversation so the model answers as the assistant:
 // nano3 "<|im_start|>assistant\n<think>\n" (thinking) or "<|im_start|>assistant\n<think></think>";

@@ -171,11 +171,9 @@ bool python_truthy(const OrderedJson& v) {
   }
 }
 
-namespace {
-
 // Length of the whitespace character at s[i] (0 if none): ASCII \t\n\v\f\r, \x1c-\x1f, space,
 // and U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000.
-size_t space_at(std::string_view s, size_t i) {
+size_t python_space_length(std::string_view s, size_t i) {
   const auto b = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
   const unsigned c = b(0);
   if ((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20)) return 1;
@@ -187,19 +185,23 @@ size_t space_at(std::string_view s, size_t i) {
   return 0;
 }
 
-}  // namespace
+std::string python_strip(std::string_view s) { return python_rstrip(python_lstrip(s)); }
 
-std::string python_strip(std::string_view s) {
+std::string python_lstrip(std::string_view s) {
   size_t begin = 0;
   while (begin < s.size()) {
-    const size_t n = space_at(s, begin);
+    const size_t n = python_space_length(s, begin);
     if (!n) break;
     begin += n;
   }
-  // Trailing: scan forward over the rest, remembering where the last non-space character ended.
-  size_t end = begin, i = begin;
+  return std::string(s.substr(begin));
+}
+
+std::string python_rstrip(std::string_view s) {
+  // Scan forward, remembering where the last non-space character ended.
+  size_t end = 0, i = 0;
   while (i < s.size()) {
-    const size_t n = space_at(s, i);
+    const size_t n = python_space_length(s, i);
     if (n) {
       i += n;
     } else {
@@ -207,7 +209,7 @@ std::string python_strip(std::string_view s) {
       end = i;
     }
   }
-  return std::string(s.substr(begin, end - begin));
+  return std::string(s.substr(0, end));
 }
 
 }  // namespace nemotron::data

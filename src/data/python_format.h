@@ -26,5 +26,9 @@ bool python_truthy(const OrderedJson& v);
 // str.strip(): removes leading and trailing whitespace (ASCII and the Unicode spaces Python
 // counts, encoded in UTF-8).
 std::string python_strip(std::string_view s);
+std::string python_lstrip(std::string_view s);  // str.lstrip()
+std::string python_rstrip(std::string_view s);  // str.rstrip()
+// The length in bytes of the whitespace character (as str.isspace counts it) at s[i], 0 if none.
+size_t python_space_length(std::string_view s, size_t i);
 
 }  // namespace nemotron::data

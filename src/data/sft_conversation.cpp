@@ -16,11 +16,12 @@ constexpr std::string_view kEmptyThinkPrompt = "<|im_start|>assistant\n<think></
 
 const std::string& role(const OrderedJson& m) { return m.at("role").get_ref<const std::string&>(); }
 
-// The next message has no reasoning_content key, or an empty string there (the "empty
-// reasoning" case, where thinking-mode data prep appends "<think></think>" by hand).
-bool next_has_empty_reasoning(const OrderedJson& next) {
-  auto it = next.find("reasoning_content");
-  return it == next.end() || (it->is_string() && it->get_ref<const std::string&>().empty());
+// reasoning_renders_empty of Nemotron's data prep: the template keeps reasoning only when it is a
+// string that is non-empty after trimming, so a missing key, null, "" and "\n\n" all render as
+// "<think></think>", and thinking-mode data prep then appends that text by hand.
+bool reasoning_renders_empty(const OrderedJson& m) {
+  auto it = m.find("reasoning_content");
+  return it == m.end() || !it->is_string() || python_strip(it->get_ref<const std::string&>()).empty();
 }
 
 OrderedJson prefix(const OrderedJson& messages, size_t n) {
@@ -35,33 +36,61 @@ std::string slice(const std::string& s, size_t a, size_t b) {
   return a < b ? s.substr(a, b - a) : std::string();
 }
 
-std::string render(const OrderedJson& messages, size_t n, const OrderedJson& tools, bool thinking, bool gen) {
+std::string render(const ChatTemplate& t, const OrderedJson& messages, size_t n, const OrderedJson& tools, bool thinking,
+                   bool gen) {
   ChatRenderOptions opt;
   opt.enable_thinking = thinking;
   opt.add_generation_prompt = gen;
-  return render_chat(ChatFormat::nano3, prefix(messages, n), tools, opt);
+  return t.render(prefix(messages, n), tools, opt);
 }
 
-// split_template_into_messages of Nemotron's data prep.
-std::vector<ChatChunk> split_nano3(const OrderedJson& messages, const OrderedJson& tools, bool from_last_user,
+// The end of the rendering of messages[0, i] in the whole conversation's text `full`, as
+// split_template_into_messages cuts it: a user or tool turn followed by an assistant turn carries
+// the generation prompt (or, in thinking mode before a turn whose reasoning renders empty,
+// "<|im_start|>assistant\n<think></think>"); a turn followed by anything else carries nothing,
+// since the whole render has no prompt there. When the incremental render is not a prefix of
+// `full`, its right-stripped text is tried (NVIDIA-NeMo/Nemotron issue #184: templates whose
+// generation prompt ends in whitespace the next turn does not start with).
+size_t chunk_end(const ChatTemplate& t, const OrderedJson& messages, size_t i, const OrderedJson& tools, bool thinking, const std::string& full) {
+  const size_t n = messages.size();
+  const bool next_is_assistant = i + 1 < n && role(messages[i + 1]) == "assistant";
+  std::string upto;
+  if (thinking && role(messages[i]) != "assistant" && next_is_assistant && reasoning_renders_empty(messages[i + 1])) {
+    upto = render(t, messages, i + 1, tools, thinking, false) + std::string(kEmptyThinkPrompt);
+  } else {
+    const bool gen = (role(messages[i]) == "tool" || role(messages[i]) == "user") && next_is_assistant;
+    upto = render(t, messages, i + 1, tools, thinking, gen);
+  }
+  if (upto.size() <= full.size() && full.compare(0, upto.size(), upto) == 0) return upto.size();
+  const std::string stripped = python_rstrip(upto);
+  if (!stripped.empty() && stripped.size() <= full.size() && full.compare(0, stripped.size(), stripped) == 0)
+    return stripped.size();
+  throw ChatTemplateError(fmt::format("rendering up to message {} is not a prefix of the whole conversation", i));
+}
+
+// split_template_into_messages of Nemotron's data prep (core/chat_template.py).
+std::vector<ChatChunk> split_nano3(const ChatTemplate& t, const OrderedJson& messages, const OrderedJson& tools, bool from_last_user,
                                    bool thinking) {
   const size_t n = messages.size();
-  const std::string full = render(messages, n, tools, thinking, false);
+  const std::string full = render(t, messages, n, tools, thinking, false);
   std::vector<ChatChunk> out;
   size_t previous = 0, begin = 0;
   if (from_last_user) {
-    const size_t system_end = full.find(kImEnd) + kImEnd.size();
+    // find_last_user_message_end: the context chunk ends after the last user turn and the
+    // generation prompt (or the empty-reasoning text), with no prefix check.
+    // Python's full.find(...) + len(...): -1 + 11 when a template has no "<|im_end|>\n".
+    const size_t found = full.find(kImEnd);
+    const size_t system_end = found == std::string::npos ? kImEnd.size() - 1 : found + kImEnd.size();
     int64_t last_user = -1;
     for (size_t i = 0; i < n; ++i)
       if (role(messages[i]) == "user") last_user = static_cast<int64_t>(i);
     if (last_user < 0) throw ChatTemplateError("no user turn");
     const size_t lu = static_cast<size_t>(last_user);
-    if (lu + 1 >= n) throw ChatTemplateError("the conversation ends on a user turn");
     std::string upto;
-    if (thinking && next_has_empty_reasoning(messages[lu + 1]))
-      upto = render(messages, lu + 1, tools, thinking, false) + std::string(kEmptyThinkPrompt);
+    if (thinking && lu + 1 < n && role(messages[lu + 1]) == "assistant" && reasoning_renders_empty(messages[lu + 1]))
+      upto = render(t, messages, lu + 1, tools, thinking, false) + std::string(kEmptyThinkPrompt);
     else
-      upto = render(messages, lu + 1, tools, thinking, true);
+      upto = render(t, messages, lu + 1, tools, thinking, true);
     out.push_back({"system", slice(full, 0, system_end)});
     out.push_back({"user", slice(full, system_end, upto.size())});
     previous = upto.size();
@@ -69,17 +98,9 @@ std::vector<ChatChunk> split_nano3(const OrderedJson& messages, const OrderedJso
   }
   for (size_t i = begin; i < n; ++i) {
     if (i + 1 < n && role(messages[i]) == "tool" && role(messages[i + 1]) == "tool") continue;  // parallel results
-    std::string upto;
-    if (thinking && role(messages[i]) != "assistant" && i + 1 < n && next_has_empty_reasoning(messages[i + 1])) {
-      upto = render(messages, i + 1, tools, thinking, false) + std::string(kEmptyThinkPrompt);
-    } else {
-      const bool gen = role(messages[i]) == "tool" || role(messages[i]) == "user";
-      upto = render(messages, i + 1, tools, thinking, gen);
-    }
-    if (upto.size() > full.size() || full.compare(0, upto.size(), upto) != 0)
-      throw ChatTemplateError(fmt::format("rendering up to message {} is not a prefix of the whole conversation", i));
-    out.push_back({role(messages[i]), slice(full, previous, upto.size())});
-    previous = upto.size();
+    const size_t end = chunk_end(t, messages, i, tools, thinking, full);
+    out.push_back({role(messages[i]), slice(full, previous, end)});
+    previous = end;
   }
   // split_system_user_chunks: a first user chunk holding the system block is cut in two.
   if (!out.empty() && out[0].role == "user" && out[0].text.find("<|im_start|>system") != std::string::npos) {
@@ -118,13 +139,14 @@ std::vector<ChatChunk> split_special(ChatFormat f, const OrderedJson& messages) 
 
 }  // namespace
 
-std::vector<std::vector<ChatChunk>> chat_training_chunks(ChatFormat f, const OrderedJson& messages,
+std::vector<std::vector<ChatChunk>> chat_training_chunks(const ChatTemplate& t, const OrderedJson& messages,
                                                          const OrderedJson& tools) {
   if (!messages.is_array() || messages.empty()) throw ChatTemplateError("no messages");
   for (const OrderedJson& m : messages)
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       throw ChatTemplateError("a message is not an object with a string role");
-  if (f != ChatFormat::nano3) {
+  if (t.builtin() && *t.builtin() != ChatFormat::nano3) {
+    const ChatFormat f = *t.builtin();
     if (tools.is_array() && !tools.empty())
       throw ChatTemplateError(fmt::format("the {} format has no tools", chat_format_name(f)));
     return {split_special(f, messages)};
@@ -134,14 +156,15 @@ std::vector<std::vector<ChatChunk>> chat_training_chunks(ChatFormat f, const Ord
     auto it = m.find("reasoning_content");
     thinking = thinking || (it != m.end() && python_truthy(*it));
   }
-  if (!thinking) return {split_nano3(messages, tools, false, false)};
+  if (!thinking) return {split_nano3(t, messages, tools, false, false)};
   std::vector<size_t> users;
   for (size_t i = 0; i < messages.size(); ++i)
     if (role(messages[i]) == "user") users.push_back(i);
   std::vector<std::vector<ChatChunk>> out;
   for (size_t k = 0; k < users.size(); ++k) {
     const size_t end = k + 1 == users.size() ? messages.size() : users[k + 1];
-    out.push_back(split_nano3(prefix(messages, end), tools, true, true));
+    if (users[k] + 1 == end) continue;  // ends on this user turn (consecutive users): nothing to train
+    out.push_back(split_nano3(t, prefix(messages, end), tools, true, true));
   }
   return out;
 }
@@ -229,7 +252,7 @@ SftRowResult process_sft_row(const OrderedJson& row, const Tokenizer& tok, const
   const OrderedJson tools = tit == row.end() ? OrderedJson(nullptr) : *tit;
   std::vector<std::vector<ChatChunk>> seqs;
   try {
-    seqs = chat_training_chunks(opt.format, messages, tools);
+    seqs = chat_training_chunks(opt.chat_template, messages, tools);
   } catch (const ChatTemplateError& e) {
     return drop(DropReason::template_error, e.what());
   }

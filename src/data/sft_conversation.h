@@ -3,10 +3,14 @@
 //  * the row is filtered (used_in), checked (messages, roles, <tool_call> without "# Tools"),
 //    its tool-call arguments parsed from JSON strings; a failing row is dropped with a reason;
 //  * the conversation is cut into role-labelled chunks by rendering it message by message
-//    (each render must be a prefix of the full render, else the row is dropped);
-//  * with reasoning anywhere: thinking on, one sequence per user turn, only the turns after
-//    that sequence's last user turn trained; without: thinking off, one sequence, all assistant
-//    turns trained;
+//    (each render must be a prefix of the full render, or be one once its trailing whitespace is
+//    stripped, else the row is dropped); a user or tool turn carries the generation prompt only
+//    when an assistant turn follows it;
+//  * with reasoning anywhere: thinking on, one sequence per user turn (one that would end on a
+//    user turn is skipped), only the turns after that sequence's last user turn trained; without:
+//    thinking off, one sequence, all assistant turns trained;
+// This holds for nano3 and for any Jinja template (Nemotron's data prep runs the same code on
+// whatever template the tokenizer carries).
 //  * each chunk is tokenized on its own (no special tokens added), mask 1 on assistant chunks;
 //  * max_doc_tokens truncates a sequence.
 // Megatron's <SPECIAL_n> formats are cut per message instead (their masks: everything of an
@@ -33,7 +37,7 @@ struct ChatChunk {
 // §6.3: the chunks of each training sequence of `messages` (tool-call arguments already objects).
 // Throws ChatTemplateError when the conversation cannot be cut (prefix mismatch, no user turn
 // where one is needed, a message the template cannot render).
-std::vector<std::vector<ChatChunk>> chat_training_chunks(ChatFormat f, const OrderedJson& messages,
+std::vector<std::vector<ChatChunk>> chat_training_chunks(const ChatTemplate& t, const OrderedJson& messages,
                                                          const OrderedJson& tools);
 
 struct MaskedSequence {
@@ -58,7 +62,7 @@ const char* drop_reason_name(DropReason r);
 struct SftRowOptions {
   std::string messages_field = "messages", tools_field = "tools";
   std::string used_in_field = "used_in", used_in_filter;  // empty filter = keep every row
-  ChatFormat format = ChatFormat::nano3;
+  ChatTemplate chat_template;  // nano3 unless given
   int64_t max_doc_tokens = 0;  // 0 = no truncation
 };
 

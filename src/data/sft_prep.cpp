@@ -227,10 +227,13 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
   c.rows.used_in_field = r.get_string("used_in_field", c.rows.used_in_field);
   // Absent or null: every row is kept (the recipes set nano_v3, as Nemotron's configs do).
   c.rows.used_in_filter = r.get_string("used_in_filter", "");
+  // A built-in name, a .jinja file, a tokenizer_config.json or a checkpoint directory.
   const std::string tmpl = r.get_string("chat_template", "nano3");
-  auto chat_format = chat_format_from_name(tmpl);
-  if (!chat_format) r.fail("chat_template", fmt::format("unknown template \"{}\" (built in: {})", tmpl, kChatFormatNames));
-  c.rows.format = *chat_format;
+  try {
+    c.rows.chat_template = ChatTemplate::load(tmpl, tokenizer_file(c.tokenizer));
+  } catch (const InputError& e) {
+    r.fail("chat_template", e.what());
+  }
   c.rows.max_doc_tokens = r.get_nonnegative_int("max_doc_tokens", 0);
   c.pack_size = r.get_positive_int("pack_size", c.pack_size);
   const std::string algo = r.get_string("algorithm", "first_fit_shuffle");
@@ -272,6 +275,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
 
   std::vector<std::string> inputs = {tokenizer_file(cfg.tokenizer)};
   for (const SftSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
+  if (!cfg.rows.chat_template.builtin()) inputs.push_back(cfg.rows.chat_template.name());  // its text can change
   const std::string fingerprint = prep_fingerprint(resolved_config, sample, inputs);
   if (auto meta = up_to_date_output(out, fingerprint, res.blend_path, force)) {
     res.rows_in = meta->value("rows_in", int64_t{0});
@@ -287,7 +291,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
   const fs::path& tmp = staged.path();
 
   Tokenizer tok = Tokenizer::load(tokenizer_file(cfg.tokenizer));
-  if (cfg.rows.format == ChatFormat::nano3 && log)
+  if (cfg.rows.chat_template.builtin() == ChatFormat::nano3 && log)
     for (const char* special : {"<|im_start|>", "<|im_end|>"})
       if (!tok.token_to_id(special))
         std::fprintf(log, "warning: the tokenizer has no %s token; the chat markup is tokenized as plain text\n", special);
@@ -459,7 +463,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       {"tokenizer_uri", fs::absolute(tokenizer_file(cfg.tokenizer)).lexically_normal().string()},
       {"eos_token_id", eos ? *eos : -1},
       {"vocab_size", tok.vocab_size()},
-      {"chat_template", chat_format_name(cfg.rows.format)},
+      {"chat_template", cfg.rows.chat_template.name()},
       {"pack_size", cfg.pack_size},
       {"algorithm", packing_algorithm_name(cfg.algorithm)},
       {"seed", cfg.seed},

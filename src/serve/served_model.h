@@ -13,7 +13,7 @@ namespace nemotron::serve {
 struct ServedModel {
   std::string name;  // the "model" clients send and /v1/models lists
   const data::Tokenizer* tok = nullptr;
-  data::ChatFormat chat_format = data::ChatFormat::nano3;
+  data::ChatTemplate chat_format;  // built-in nano3 unless serve's --chat-template names another
   int64_t max_model_len = 0;  // prompt plus generated tokens at most
   int64_t vocab_size = 0;
   std::vector<int32_t> stop_token_ids;       // completions: the tokenizer's eos

@@ -29,6 +29,28 @@ expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tin
   train.eval_interval=0 scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=0 checkpoint.save="$TMP/ck"
 expect_ok "native chat" '^finish_reason: (length|stop_token), [0-9]+ prompt tokens' \
   "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --chat "What is 2+2?" --max-new-tokens 5 --seed 3
+# The same chat through nano3.jinja (the Jinja interpreter): the same prompt, the same tokens.
+grep -Ev '^(generated|cache:) ' "$TMP/out" >"$TMP/chat_builtin"
+expect_ok "native chat, --chat-template nano3.jinja" '^finish_reason: ' \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --chat "What is 2+2?" --max-new-tokens 5 --seed 3 \
+  --chat-template "$ROOT/tests/fixtures/jinja/nano3.jinja"
+[[ "$(grep -Ev '^(generated|cache:) ' "$TMP/out")" == "$(cat "$TMP/chat_builtin")" ]] || fail "nano3.jinja generated otherwise than the built-in"
+# The default (auto) takes a checkpoint's own template: here one that refuses, so the error shows it was used.
+cp -r $HF "$TMP/hf_tmpl"
+python3 - "$TMP/hf_tmpl/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = "{{ raise_exception('the checkpoint template ran: ' + messages[0].content) }}"
+json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_error "--chat-template auto uses the checkpoint's own" \
+  "--chat: $TMP/hf_tmpl/tokenizer_config.json:1: the checkpoint template ran: hi" \
+  "$BIN" generate --checkpoint "$TMP/hf_tmpl" --chat "hi" --max-new-tokens 2
+expect_ok "--chat-template nano3 overrides it" '^finish_reason: ' \
+  "$BIN" generate --checkpoint "$TMP/hf_tmpl" --chat "hi" --max-new-tokens 2 --chat-template nano3
+expect_error "--chat-template checkpoint without one" \
+  "--chat-template: chat template \"checkpoint\": $TMP/ck holds neither chat_template.jinja nor tokenizer_config.json (name a template: nano3, nemotron-h, nano-v2, or a .jinja file)" \
+  "$BIN" generate --checkpoint "$TMP/ck" --tokenizer $TOK --chat "hi" --chat-template checkpoint
 expect_ok "native iteration dir" '^finish_reason: ' \
   "$BIN" generate --checkpoint "$TMP/ck/iter_0000002" --tokenizer $TOK --prompt "2+2=" --max-new-tokens 3
 

@@ -3,7 +3,8 @@
 # -c tiny` (which makes the tokenizer): packed Parquet shards, split links, blend.json, metadata
 # with drop counts and packing efficiency; skip-if-up-to-date; refusal to overwrite another output
 # without --force; --sample; bad rows dropped and counted; bad config keys, a missing input file,
-# an unknown chat template and an invalid JSONL line as one `error:` line, exit 2, nothing written.
+# an unknown chat template and an invalid JSONL line as one `error:` line, exit 2, nothing written;
+# chat_template=<a .jinja file> (nano3.jinja packs the built-in's bytes) and its syntax errors.
 # Usage: sft_data_prep_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -84,6 +85,17 @@ for reason in no_messages unknown_role bad_tool_call; do
 done
 echo "ok: drop reasons reported and counted"
 
+# --- chat_template=<file>: nano3.jinja through the Jinja interpreter packs the same bytes --------
+expect_ok "chat_template=nano3.jinja" '^wrote .*: 4 rows \(3 dropped\), 1 sequences' "${rows[@]}" output_dir="$TMP/rows_jinja" \
+  chat_template="$ROOT/tests/fixtures/jinja/nano3.jinja"
+shards() { find "$1" -name '*.parquet' -type f | sort | xargs cat | md5sum; }
+[[ "$(shards "$TMP/rows")" == "$(shards "$TMP/rows_jinja")" ]] || fail "nano3.jinja packed other bytes than the built-in nano3"
+grep -q "\"chat_template\": \"$ROOT/tests/fixtures/jinja/nano3.jinja\"" "$TMP/rows_jinja/metadata.json" || fail "metadata.json: chat_template is not the file"
+printf '{{ messages[0].content }}\n{%% if %%}\n' >"$TMP/broken.jinja"
+expect_error "a template with a syntax error" "$tiny: chat_template: $TMP/broken.jinja:2: expected an expression, got end of statement block" \
+  "${rows[@]}" output_dir="$TMP/bad" chat_template="$TMP/broken.jinja"
+echo "ok: chat_template=<file>"
+
 # --- bad input: one error line, exit 2, nothing written -------------------------------------------
 echo '{"messages": [' >>"$TMP/rows.jsonl"
 expect_prep_error "invalid JSONL line" "$TMP/rows.jsonl:5: invalid JSON at column 15: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal" \
@@ -92,7 +104,7 @@ expect_prep_error "invalid JSONL line" "$TMP/rows.jsonl:5: invalid JSON at colum
 [[ -z "$(find "$TMP" -maxdepth 1 -name 'bad.tmp-*')" ]] || fail "invalid JSONL: temporary directory left"
 expect_error "missing input file" "$tiny: sources[0].files: $TMP/none.jsonl: no such file or directory" \
   "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/bad" tokenizer.model="$tok" "sources=[{files: $TMP/none.jsonl}]"
-expect_error "unknown chat template" "$tiny: chat_template: unknown template \"chatml\" (built in: nano3, nemotron-h, nano-v2)" \
+expect_error "unknown chat template" "$tiny: chat_template: chat template \"chatml\": not a built-in (nano3, nemotron-h, nano-v2) and no such file or directory" \
   "${sft[@]}" chat_template=chatml
 expect_error "unknown key" "$tiny: pack_sise: unknown key (did you mean \"pack_size\"?)" "${sft[@]}" pack_sise=512
 expect_error "bad value" "$tiny: pack_size: expected a positive integer, got 0" "${sft[@]}" pack_size=0

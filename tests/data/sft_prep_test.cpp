@@ -233,7 +233,7 @@ TEST(SftPrep, config_errors_name_the_key) {
                   tree);
     });
   };
-  EXPECT_NE(error("chat_template: chatml").find("test.yaml: chat_template: unknown template \"chatml\""), std::string::npos);
+  EXPECT_NE(error("chat_template: chatml").find("test.yaml: chat_template: chat template \"chatml\": not a built-in"), std::string::npos);
   EXPECT_NE(error("algorithm: best_fit").find("algorithm: unknown packing algorithm"), std::string::npos);
   EXPECT_NE(error("pack_size: 0").find("pack_size"), std::string::npos);
   EXPECT_NE(error("messages_feild: m").find("messages_feild"), std::string::npos);
