@@ -9,38 +9,54 @@
 #   EP 2 over 2 ranks, EP 4 over 4 ranks, EP 2 in DP 4 (4 ranks: two copies of each expert; the
 #   experts fold into the data ranks as Megatron's do), and that with the distributed optimizer
 #   (the dense state sharded over 4, the experts' whole on their ranks).
-# Every loss (train, MTP, grad norm, validation) must equal the single process's within float32
-# rounding of another summation order (1e-5 relative; seen: 4e-8).
+# Every loss (train, MTP, grad norm, validation) and the weights at iteration 4 must equal the
+# single process's within float32 rounding of another summation order (cli.data_parallel's
+# tolerances; seen: 4e-8 for the losses). Then the sharded checkpoints of EP 4 and of EP 2 in DP 4
+# continue at EP 2, in one process and at DP 2, again as the uninterrupted single process.
 # Then the layouts that cannot run: one line naming the key, exit 2, before anything starts.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
-run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=4 train.global_batch_size=8
-  train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 checkpoint.save_interval=0 logger.tensorboard_dir=null
-  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=2)
+run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.global_batch_size=8
+  train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 logger.tensorboard_dir=null
+  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
+zero=(ddp.use_distributed_optimizer=true)
 
-expect_ok "one process" '^ iteration +4/ +4 ' "${run[@]}" checkpoint.save="$TMP/one"
-losses "$TMP/one/metrics.jsonl" >"$TMP/one.losses"
+# The uninterrupted single process (checkpoints at 2, 4, 6): the reference of same_run.
+expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
 
-check_layout() {  # NAME NP OVERRIDES...
+# Each layout trains to iteration 4 (train.exit_interval saves a sharded iteration there): its
+# losses and its weights (each expert written once, by the first of its copies) are the single
+# process's.
+layout() {  # NAME NP OVERRIDES...
   local name=$1 np=$2
   shift 2
-  "${MPIRUN[@]}" -np "$np" "${run[@]}" checkpoint.save="$TMP/$name" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-  local rc=$?
-  if [[ $rc -ne 0 ]]; then fail "$name: exit $rc: $(tail -5 "$TMP/$name.err")"; return; fi
-  [[ $(grep -cE '^ iteration +4/ +4 ' "$TMP/$name.out") -eq 1 ]] || fail "$name: not one log: $(tail -3 "$TMP/$name.out")"
-  losses "$TMP/$name/metrics.jsonl" >"$TMP/$name.losses"
-  if msg=$(close "$TMP/$name.losses" "$TMP/one.losses" 1e-5); then
-    echo "ok: $name: every loss equals the single process's ($msg)"
-  else
-    fail "$name: losses differ ($msg): $(paste -d' ' "$TMP/$name.losses" "$TMP/one.losses" | head -8)"
+  if mpi "$np" "$name" checkpoint.save="$TMP/$name" train.exit_interval=4 "$@"; then
+    [[ $(grep -cE '^ iteration +4/ +6 ' "$TMP/out.$name") -eq 1 ]] || fail "$name: not one log: $(tail -3 "$TMP/out.$name")"
+    same_run "$name" "$TMP/$name" 4 0
   fi
 }
-check_layout "EP 2" 2 model.expert_model_parallel_size=2
-check_layout "EP 4" 4 model.expert_model_parallel_size=4
-check_layout "EP 2 in DP 4" 4 model.expert_model_parallel_size=2
-check_layout "EP 2 in DP 4, distributed optimizer" 4 model.expert_model_parallel_size=2 ddp.use_distributed_optimizer=true
-grep -q '^rank layout: DP 4 x EP 2 x TP 1 x CP 1 over 4 ranks' "$TMP/EP 2 in DP 4.out" || fail "the run does not print its layout: $(head -20 "$TMP/EP 2 in DP 4.out")"
+layout ep2 2 model.expert_model_parallel_size=2
+layout ep4 4 model.expert_model_parallel_size=4
+layout ep2dp4 4 model.expert_model_parallel_size=2
+layout ep2dp4zero 4 model.expert_model_parallel_size=2 "${zero[@]}"
+grep -q '^rank layout: DP 4 x EP 2 x TP 1 x CP 1 over 4 ranks' "$TMP/out.ep2dp4" ||
+  fail "the run does not print its layout: $(head -20 "$TMP/out.ep2dp4")"
+
+# A checkpoint written at one layout continues at another: EP 4 -> EP 2, EP 4 -> one process,
+# EP 2 in DP 4 with the distributed optimizer -> DP 2 without experts split (EP 1), each with the
+# uninterrupted single process's losses for iterations 5 and 6 and its final weights.
+if mpi 2 ep4to2 model.expert_model_parallel_size=2 checkpoint.load="$TMP/ep4" checkpoint.save="$TMP/ep4to2" \
+  checkpoint.save_interval=0; then
+  grep -q "resumed from $TMP/ep4/iter_0000004 at iteration 4" "$TMP/out.ep4to2" || fail "EP 4 -> EP 2: not resumed at 4"
+  same_run "EP 4 checkpoint resumed at EP 2" "$TMP/ep4to2" 6 5
+fi
+expect_ok "EP 4 checkpoint in one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.load="$TMP/ep4" \
+  checkpoint.save="$TMP/ep4to1" checkpoint.save_interval=0
+same_run "EP 4 checkpoint resumed in one process" "$TMP/ep4to1" 6 5
+if mpi 2 ep2zto1 "${zero[@]}" checkpoint.load="$TMP/ep2dp4zero" checkpoint.save="$TMP/ep2zto1" checkpoint.save_interval=0; then
+  same_run "EP 2 in DP 4 (distributed optimizer) checkpoint resumed at DP 2, EP 1" "$TMP/ep2zto1" 6 5
+fi
 
 # Layouts that cannot run: one line naming the key (rank 0's), exit 2, nothing trained.
 bad_layout() {  # NAME NP MESSAGE CMD...
@@ -60,4 +76,4 @@ bad_layout "GRPO under EP" 2 \
   "recipes/super3/rl/tiny.yaml: model.expert_model_parallel_size: 2: GRPO's rollouts do not run expert-parallel yet (each rank's engine decodes on its own schedule, while the experts' exchange needs the whole expert group at once) (set 1: data parallelism is)" \
   "$BIN" super3 rl -c tiny model.expert_model_parallel_size=2
 
-finish "expert parallelism (EP 2, EP 4, EP 2 in DP 4, with the distributed optimizer) equals one process; layouts it cannot run refused"
+finish "expert parallelism (EP 2, EP 4, EP 2 in DP 4, with the distributed optimizer) equals one process, its checkpoints load at other layouts; layouts it cannot run refused"
