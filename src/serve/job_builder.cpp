@@ -149,9 +149,12 @@ PreparedRequest prepare_chat(const ServedModel& m, const ChatRequest& r) {
   out.max_tool_calls = r.parallel_tool_calls ? 0 : 1;
   out.tools = r.tools;
   out.forced_prefix = forced_call_prefix(r.tool_choice, r.tools);
-  if (!out.forced_prefix.empty() && m.chat_format != data::ChatFormat::nano3)
-    throw bad_request(fmt::format("'tool_choice': the {} chat template has no tool calls to force",
-                                  data::chat_format_name(m.chat_format)),
+  // Forcing writes nano3's call opening after the generation prompt: known for the built-in only
+  // (a Jinja template's call syntax is whatever it renders).
+  if (!out.forced_prefix.empty() && m.chat_format.builtin() != data::ChatFormat::nano3)
+    throw bad_request(fmt::format("'tool_choice': forcing a call needs the built-in nano3 chat template's <tool_call> "
+                                  "form; this server renders with {}",
+                                  m.chat_format.name()),
                       "tool_choice");
   std::string text = render(m, r.messages, r.tools, r.enable_thinking, true);
   if (!out.forced_prefix.empty()) {

@@ -55,8 +55,11 @@ std::vector<io::TensorPiece> rank_pieces(const CheckpointContent& c, const paral
     const bool writer = writes_replica(p, g);
     const std::pair<int64_t, int64_t> range = opt ? opt->state_range(k) : std::pair<int64_t, int64_t>{0, 0};
     const bool owns = sharded && range.first < range.second && g.context->rank() == 0;
-    if (const Tensor master = opt ? opt->master_piece(k) : Tensor(); master.defined()) {
-      if (owns) out.push_back(piece_of(p, p.name, "model", master, range));  // the float32 truth, by its owner
+    // Where the optimizer shards float32 masters, a trainable parameter's truth is its owners'
+    // master pieces: a rank that owns none of it writes nothing of it (not its bf16 value).
+    const bool truth_sharded = sharded && opt->shards_masters() && p.requires_grad;
+    if (truth_sharded) {
+      if (owns) out.push_back(piece_of(p, p.name, "model", opt->master_piece(k), range));  // by its owner
     } else if (writer) {
       out.push_back(piece_of(p, p.name, "model", p.truth()));
     }
