@@ -15,10 +15,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
-run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.global_batch_size=8
-  train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 logger.tensorboard_dir=null
-  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
-zero=(ddp.use_distributed_optimizer=true)
+run=("${tiny_run[@]}")
 
 # memory NAME D: the banner's "fp32 moments 1/D per rank: X MiB of Y MiB" with X = Y / D (to the
 # padding of the flat buffer to 64 D elements: within 1%).

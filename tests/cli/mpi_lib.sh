@@ -6,6 +6,14 @@ MPIRUN=(mpirun --oversubscribe)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # ranks share the cores
 
+# tiny_run: the run the distributed-optimizer, sharded-checkpoint and expert-parallel tests compare
+# with one process (super3 tiny pretraining on mock tokens: 6 steps of 8 sequences in micro-batches
+# of 2, validation every 2); zero: the distributed optimizer's switch.
+tiny_run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.global_batch_size=8
+  train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 logger.tensorboard_dir=null
+  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
+zero=(ddp.use_distributed_optimizer=true)
+
 # losses FILE [FROM]: every train (lm loss, MTP depth 1's loss, grad norm) and validation loss of a
 # metrics.jsonl from iteration FROM on, one record per line.
 losses() {

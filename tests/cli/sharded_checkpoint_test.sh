@@ -16,10 +16,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
-run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.global_batch_size=8
-  train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 logger.tensorboard_dir=null
-  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
-zero=(ddp.use_distributed_optimizer=true)
+run=("${tiny_run[@]}")
 
 # The uninterrupted single process (single-file checkpoints at 2, 4, 6): the reference.
 expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
