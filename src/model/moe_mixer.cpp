@@ -132,10 +132,10 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   // Routed experts' buffers (steps 4-5), expert-major slots.
   const int64_t S = N * K;
   Tensor x_lat = fc1_latent_.defined() ? fc1_latent_.forward(ctx, x) : x;
-  Tensor xs = ctx.empty({S, d_e_}, dt), ys = ctx.empty({S, d_e_}, dt);
-  // The held experts' rows: these S slots, or (expert parallelism) the R the exchange brings.
-  const int64_t R = ep_size_ > 1 ? 0 : S;
-  Tensor up = ctx.empty({R, F_moe_}, dt), act = ctx.empty({R, F_moe_}, dt);
+  // The held experts' buffers: these S slots' (expert parallelism sizes them below, by the rows the
+  // exchange brings).
+  Tensor xs = ctx.empty({S, d_e_}, dt), up, act, ys;
+  if (ep_size_ == 1) up = ctx.empty({S, F_moe_}, dt), act = ctx.empty({S, F_moe_}, dt), ys = ctx.empty({S, d_e_}, dt);
   // The one host synchronisation: the expert GEMMs are sized by the token counts. Inference
   // (decode, scoring) skips it where the grouped GEMM reads the counts on the device; training
   // keeps the host counts for the backward, the statistics and the range check.

@@ -16,9 +16,10 @@
 // norm is sqrt(all-reduce of each rank's sum of squares over its pieces); after the update each
 // rank's new values are all-gathered so every rank holds every value. Frozen parameters (the MoE
 // correction bias, which the balancer updates identically on every rank) have no gradient, so
-// they are in no range: replicated, as without sharding. Checkpoints keep the unsharded format:
-// gather_state() collects full masters and moments on the writing rank, set_moments() and
-// shard_masters() take each rank's range of loaded full tensors, so any D loads any other.
+// they are in no range: replicated, as without sharding. A multi-rank checkpoint is sharded
+// (train/sharded_checkpoint.h): each rank writes its pieces (state_range(), master_piece()) and
+// loads the ranges it owns; from a single-file checkpoint set_moments() and shard_masters() take
+// each rank's range of the full tensors. So any D loads any other.
 //
 // Expert parallelism: the experts a rank holds (model::Param::is_expert) are not the other
 // ranks'; their gradients live outside the flat buffer (summed over the expert-data group), so
@@ -41,8 +42,8 @@ struct AdamWConfig {
   double weight_decay = 0.1;
 };
 
-// A checkpoint's view of the distributed optimizer's state: full tensors by parameter index (the
-// store's order), on the host of the gathering rank. masters: the float32 master of each bf16
+// The distributed optimizer's state gathered whole (gather_state): full tensors by parameter index
+// (the store's order), on the host of the gathering rank. masters: the float32 master of each bf16
 // value that trains (undefined otherwise: the value is the truth); moments undefined for frozen
 // parameters.
 struct FullOptimizerState {
@@ -65,8 +66,8 @@ class AdamW {
   void step(double lr);
   int64_t steps_taken() const { return step_; }
   // Moments by parameter, in the store's order; undefined for frozen ones. Sharded: 1-D views of
-  // the rank's piece of each parameter (undefined where it holds none): checkpoints go through
-  // gather_state() and set_moments() instead.
+  // the rank's piece of each parameter (undefined where it holds none): state_range() says which
+  // elements; a full tensor goes in through set_moments().
   const std::vector<Tensor>& first_moments() const { return m_; }
   const std::vector<Tensor>& second_moments() const { return v_; }
   std::vector<Tensor>& first_moments() { return m_; }
@@ -109,8 +110,9 @@ class AdamW {
   // back and drops the full ones. shard_masters() also adopts masters made after construction.
   void unshard_masters();
   void shard_masters();
-  // Collective: the full masters and moments on the data group's rank `root` (host tensors, for
-  // a checkpoint written there); null on the other ranks and without sharding.
+  // Collective: the full masters and moments on the data group's rank `root` (host tensors; what
+  // the sharded layout is checked against in tests/parallel/mpi); null on the other ranks and
+  // without sharding. Expert-parallel experts: only those `root` holds.
   std::shared_ptr<const FullOptimizerState> gather_state(int root) const;
 
  private:
