@@ -141,7 +141,7 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
   NM_CHECK(opt_.shard_count() == 1 || opt_.shard_count() == groups().data->size(),
            "an optimizer sharded over {} ranks in a data group of {}", opt_.shard_count(), groups().data->size());
   reducer_ = std::make_unique<GradReducer>(net_, *groups().data, cfg_.grad_bucket_elements, opt_.shard_grads(),
-                                           groups().expert_data.get());
+                                           groups().expert_data.get(), groups().tensor.get());
 }
 
 StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration) {

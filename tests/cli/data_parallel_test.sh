@@ -112,8 +112,11 @@ bad_layout "EP larger than the data ranks" 2 \
   model.expert_model_parallel_size=4
 bad_layout "a global batch that does not split over the ranks" 3 \
   "$recipe: train.global_batch_size: 8 is not a multiple of train.micro_batch_size 2 x 3 data-parallel ranks = 6 (every rank runs whole micro-batches; change either, or the number of ranks)"
-bad_layout "tensor parallelism not yet" 2 \
-  "$recipe: model.tensor_model_parallel_size: 2: tensor parallelism is not implemented yet in this build (set 1; data parallelism is)" \
-  model.tensor_model_parallel_size=2
+bad_layout "context parallelism not yet" 2 \
+  "$recipe: model.context_parallel_size: 2: context parallelism is not implemented yet in this build (set 1)" \
+  model.context_parallel_size=2
+bad_layout "sequence parallelism not yet" 2 \
+  "$recipe: model.sequence_parallel: true: sequence parallelism is not implemented yet in this build (set false; tensor parallelism is)" \
+  model.tensor_model_parallel_size=2 model.sequence_parallel=true
 
 finish "data parallelism (pretraining over 2 and 4 ranks, GRPO over 2) equals one process; bad layouts refused"
