@@ -7,6 +7,9 @@
 #include "case_buffers.h"
 #include "core/rng.h"
 #include "harness.h"
+#if NEMOTRON_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "ops/embedding.h"
 
 namespace nemotron::testing {
@@ -140,6 +143,28 @@ TEST(EmbeddingRange, summed_over_ranks_equals_whole_vocabulary) {
   Tensor dw_rows = Tensor::zeros({V - 9, D}, DType::f64);
   EXPECT_THROW(ops::embedding_backward_range(ctx, neg, y2, 9, dw_rows), InputError);
 }
+
+#if NEMOTRON_CUDA
+// Device ids are checked by the kernels: against the vocabulary in the forward (an id of another
+// rank is no error), and only their sign in the range backward.
+TEST(EmbeddingRange, device_ids_outside_the_vocabulary_name_their_position) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  Context ctx{&gpu, nullptr, DType::f32};
+  Tensor w = ctx.zeros({4, 8}, DType::f32), y = ctx.empty({3, 8}, DType::f32), dw = ctx.zeros({4, 8}, DType::f32);
+  Tensor ok = Tensor::from_vector<int32_t>({3}, {0, 5, 11}).to(gpu), bad = Tensor::from_vector<int32_t>({3}, {0, 12, 1}).to(gpu);
+  ops::embedding_forward_range(ctx, ok, w, 4, 12, y);
+  ops::embedding_backward_range(ctx, ok, y, 4, dw);
+  try {
+    ops::embedding_forward_range(ctx, bad, w, 4, 12, y);
+    ADD_FAILURE() << "id 12 of a vocabulary of 12 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 12 at position 1"), std::string::npos) << e.what();
+  }
+  Tensor neg = Tensor::from_vector<int32_t>({3}, {0, 5, -3}).to(gpu);
+  EXPECT_THROW(ops::embedding_backward_range(ctx, neg, y, 4, dw), InputError);
+}
+#endif
 
 }  // namespace
 }  // namespace nemotron::testing

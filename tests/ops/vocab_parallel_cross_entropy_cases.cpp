@@ -203,6 +203,23 @@ TEST(VocabParallelCrossEntropy, shards_equal_fused_op_on_cuda) {
   // Both compute in float32 from the same bf16 logits; dlogits round to bf16 on either side.
   expect_shards_equal_fused(bf16, DType::bf16, 4e-3);
 }
+
+// Device targets are checked by the stats kernel (a flag read back), host ones on the host.
+TEST(VocabParallelCrossEntropy, target_beyond_the_vocabulary_on_the_device_is_an_input_error) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  Context ctx{&gpu, nullptr, DType::f32};
+  Tensor logits = ctx.zeros({3, 4}, DType::f32), stats = ctx.empty({3, 3}, DType::f32);
+  Tensor y = Tensor::from_vector<int64_t>({3}, {1, 7, 8}).to(gpu);
+  ops::vocab_shard_stats(ctx, logits, y, 4, stats, 9);
+  EXPECT_EQ(stats.to_f64_vector()[4], 4.0);  // row 1: s = the sum of 4 exps of 0
+  try {
+    ops::vocab_shard_stats(ctx, logits, y, 4, stats, 8);
+    ADD_FAILURE() << "target 8 of a vocabulary of 8 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 8 at position 2"), std::string::npos) << e.what();
+  }
+}
 #endif
 
 TEST(VocabParallelCrossEntropy, target_beyond_the_vocabulary_is_an_input_error) {
