@@ -117,8 +117,8 @@ void bench_vocab_parallel(Context& ctx, int64_t N, int64_t V, int64_t T, int rep
   Tensor stats = ctx.empty({N, 3}, DType::f32), gathered = ctx.empty({T, N, 3}, DType::f32);
   Tensor lse = ctx.empty({N}, DType::f32), losses = ctx.empty({N}, DType::f32);
   const double once = static_cast<double>(N) * static_cast<double>(Vl) * 2;
-  std::printf("\nvocab-parallel cross-entropy, one rank of %ld: bf16 shard [%ld, %ld] (%.2f GB)\n", static_cast<long>(T),
-              static_cast<long>(N), static_cast<long>(Vl), once / 1e9);
+  std::printf("\nvocab-parallel cross-entropy, one rank of %ld: bf16 shard [%ld, %ld] (%.2f GB)\n",
+              static_cast<long>(T), static_cast<long>(N), static_cast<long>(Vl), once / 1e9);
   report("stats (1 read)", median_cuda_ms(ctx, reps, [&] { ops::vocab_shard_stats(ctx, logits, targets, 0, stats); }),
          once);
   for (int64_t t = 0; t < T; ++t) gathered.select(t).copy_from(stats);

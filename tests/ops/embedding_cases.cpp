@@ -152,7 +152,8 @@ TEST(EmbeddingRange, device_ids_outside_the_vocabulary_name_their_position) {
   cuda::CudaBackend gpu(0);
   Context ctx{&gpu, nullptr, DType::f32};
   Tensor w = ctx.zeros({4, 8}, DType::f32), y = ctx.empty({3, 8}, DType::f32), dw = ctx.zeros({4, 8}, DType::f32);
-  Tensor ok = Tensor::from_vector<int32_t>({3}, {0, 5, 11}).to(gpu), bad = Tensor::from_vector<int32_t>({3}, {0, 12, 1}).to(gpu);
+  Tensor ok = Tensor::from_vector<int32_t>({3}, {0, 5, 11}).to(gpu);
+  Tensor bad = Tensor::from_vector<int32_t>({3}, {0, 12, 1}).to(gpu);
   ops::embedding_forward_range(ctx, ok, w, 4, 12, y);
   ops::embedding_backward_range(ctx, ok, y, 4, dw);
   try {

@@ -47,8 +47,9 @@ Tensor columns(const Tensor& x, int64_t begin, int64_t end) {
 
 // Stats of every shard gathered rank-major into [T, N, 3], then combined: what every rank holds
 // after the all-gather. Returns {lse, losses}.
-std::pair<Tensor, Tensor> sharded_loss(Context& ctx, const std::vector<Tensor>& shards, const std::vector<int64_t>& begins,
-                                       const Tensor& targets, const Tensor& mask, int64_t V) {
+std::pair<Tensor, Tensor> sharded_loss(Context& ctx, const std::vector<Tensor>& shards,
+                                       const std::vector<int64_t>& begins, const Tensor& targets, const Tensor& mask,
+                                       int64_t V) {
   const int64_t T = static_cast<int64_t>(shards.size()), N = shards[0].dim(0);
   const DType st = stat_dtype(shards[0].dtype());
   Tensor gathered = ctx.empty({T, N, 3}, st);
@@ -77,8 +78,8 @@ Sharded split(const Tensor& logits, int64_t T) {
 }
 
 // Each shard's gradient written back into its columns of a host float64 [N, V] tensor.
-Tensor sharded_grad(Context& ctx, Sharded& s, const Tensor& targets, const Tensor& mask, const Tensor& lse, double scale,
-                    int64_t N, int64_t V, bool in_place) {
+Tensor sharded_grad(Context& ctx, Sharded& s, const Tensor& targets, const Tensor& mask, const Tensor& lse,
+                    double scale, int64_t N, int64_t V, bool in_place) {
   std::vector<double> full(static_cast<size_t>(N * V));
   for (size_t t = 0; t < s.shards.size(); ++t) {
     Tensor& x = s.shards[t];
