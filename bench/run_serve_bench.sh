@@ -56,6 +56,9 @@ done
 [[ -n "$port" ]] || { echo "no start line:"; cat "$out/server.log"; exit 1; }
 head -4 "$out/server.log"
 
+# Warm-up (not recorded): the first steps at each batch size plan their GEMMs.
+python3 bench/serve_bench.py "http://127.0.0.1:$port" --clients "$max_clients" --duration 3 --prompt-len "$prompt_len" \
+  --tokens 16 --vocab 131072 >/dev/null
 for c in $clients; do
   python3 bench/serve_bench.py "http://127.0.0.1:$port" --clients "$c" --duration "$duration" \
     --prompt-len "$prompt_len" --tokens "$tokens" --vocab 131072 | tee "$out/serve_bench_$c.json"

@@ -7,7 +7,8 @@
 # (the host-sampling path) too; 8 concurrent streaming requests each get their 16 tokens
 # (continuous batching on the GPU); a cache the GPU cannot hold is refused with exit 2 naming the
 # most that fit; SIGTERM stops the server (143). Without a GPU (or a CUDA build) it prints why
-# and exits 77 (ctest: skipped).
+# and exits 77 (ctest: skipped). NEMOTRON_TEST_CUDA_DEVICE picks the device (default cuda; cuda:1 on
+# a machine with two checks that the engine thread binds the server's device, not the default).
 # Usage: cuda_serve_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -15,9 +16,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$ROOT/tests/cli/serve_lib.sh"
 # A bundled binary (outside build/, as on the GPU machine) finds no recipes beside it: name them.
 export NEMOTRON_RECIPES=${NEMOTRON_RECIPES:-$ROOT/recipes}
+device=${NEMOTRON_TEST_CUDA_DEVICE:-cuda}
 
 # The device opens before the checkpoint is read: this fails fast without a GPU.
-probe=$("$BIN" serve --checkpoint "$TMP/none" --device cuda 2>&1)
+probe=$("$BIN" serve --checkpoint "$TMP/none" --device "$device" 2>&1)
 if grep -Eq 'CUDA device\(s\) are visible|built without CUDA' <<<"$probe"; then
   echo "skipped: $(tail -1 <<<"$probe")"
   exit 77
@@ -30,11 +32,11 @@ expect_ok "pretrain 20 steps (cpu)" '^ iteration +20/ +20 ' "$BIN" super3 pretra
 
 prompt="12 + 7 ="
 printf '{"prompt": "%s"}\n' "$prompt" >"$TMP/prompts.jsonl"
-expect_ok "generate --device cuda" '^wrote 1 completions' "$BIN" generate --checkpoint "$TMP/ckpt" --device cuda \
+expect_ok "generate --device cuda" '^wrote 1 completions' "$BIN" generate --checkpoint "$TMP/ckpt" --device "$device" \
   --input "$TMP/prompts.jsonl" --output "$TMP/generated.jsonl" --temperature 0 --max-new-tokens 16 --ignore-eos \
   --max-slots 1 --max-seq-len 128
 
-start_server --checkpoint "$TMP/ckpt" --device cuda --max-slots 8 --max-seq-len 128 --served-model-name tiny || finish "cuda serve checks"
+start_server --checkpoint "$TMP/ckpt" --device "$device" --max-slots 8 --max-seq-len 128 --served-model-name tiny || finish "cuda serve checks"
 grep -Eq '^model: .* bfloat16 on cuda:[0-9]+ \(.*\); 8 slots, context 128 tokens' "$TMP/server.log" &&
   echo "ok: start line names the GPU and bf16" || fail "start line: $(head -3 "$TMP/server.log")"
 grep -Eq '^KV pages and Mamba states: .* for --max-slots 8 x --max-seq-len 128 \(.* per slot\); .* may hold them on cuda:[0-9]+ .*; the most that fit: --max-slots [0-9]+ at --max-seq-len 128, or --max-seq-len [0-9]+ at --max-slots 8$' \
@@ -111,7 +113,7 @@ stop_server TERM
 [[ $SERVER_RC -eq 143 ]] && echo "ok: SIGTERM -> 143" || fail "SIGTERM: exit $SERVER_RC"
 
 # A cache the GPU cannot hold: refused before it is allocated, naming the most that fit.
-"$BIN" serve --checkpoint "$TMP/ckpt" --device cuda --max-slots 100000000 --max-seq-len 128 >"$TMP/out" 2>"$TMP/err"
+"$BIN" serve --checkpoint "$TMP/ckpt" --device "$device" --max-slots 100000000 --max-seq-len 128 >"$TMP/out" 2>"$TMP/err"
 rc=$?
 [[ $rc -eq 2 ]] && grep -Eq '^error: --max-slots 100000000 x --max-seq-len 128: the KV pages and Mamba states need .*, but only .* may hold them on cuda:[0-9]+ .*; the most that fit: --max-slots [0-9]+ at --max-seq-len 128' "$TMP/err" &&
   echo "ok: too many slots refused (exit 2) with the most that fit" || fail "too many slots: exit $rc: $(cat "$TMP/err")"
