@@ -85,6 +85,7 @@ std::vector<std::pair<std::string, int64_t>> tensor_split_sizes(const model::Mod
       if (k == key && x == v) return;
     out.emplace_back(std::move(key), v);
   };
+  add("model.vocab_size", m.vocab_size);  // the embedding and the head split by vocabulary rows
   std::vector<model::LayerSpec> specs = model::layer_specs(m);
   for (int64_t b = 0; b < m.num_nextn_predict_layers; ++b)
     for (model::LayerSpec& s : model::mtp_layer_specs(m, b)) specs.push_back(s);
