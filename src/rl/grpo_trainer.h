@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -41,6 +42,9 @@ struct GrpoStepRecord {
   double clip_fraction = 0;          // tokens whose ratio was clipped (below + above)
   double token_mult_prob_error = 0;  // mean exp|gen_lp - train_lp| over trained tokens (1 = equal)
   double max_logprob_error = 0;      // max |gen_lp - train_lp| over trained tokens
+  // Every metric ClippedPGLoss returns (NeMo RL's names), averaged over the step's updates; the
+  // extrema (probs_ratio_min ...) over them, -1 when no token had one.
+  std::map<std::string, double> loss_metrics;
   double generation_seconds = 0, logprob_seconds = 0, train_seconds = 0, total_seconds = 0;
   // Weight transfer to the generator: 0, since the engine reads the tensors the optimizer step
   // wrote (no copy, no conversion exists in the code path). What does take time before the first
