@@ -255,5 +255,18 @@ TEST(GrpoTrainer, nemo_rl_loss_options_train_and_record_their_metrics) {
   EXPECT_GT(rec.at("positive_nll_loss").get<double>(), 0.0) << "no row had reward > 0?";
 }
 
+// Two optimizer updates per step: both use the log-probs of the policy before the step's first
+// update (NeMo RL's prev_logprobs, computed once before training), so the second sees ratios != 1.
+TEST(GrpoTrainer, later_updates_of_a_step_see_the_ratio_to_the_steps_first_policy) {
+  const std::string data = write_data("grpo_trainer_updates", 24);
+  Policy run(data, "", {"policy.train_global_batch_size=6", "policy.train_micro_batch_size=2"});
+  const GrpoStepRecord r = run.trainer->train_step();
+  ASSERT_GT(r.grad_norm, 0.0);
+  const double lo = r.loss_metrics.at("probs_ratio_min"), hi = r.loss_metrics.at("probs_ratio_max");
+  EXPECT_GT(hi - lo, 1e-4) << "the second update saw the ratio 1: its old log-probs were recomputed after the first";
+  EXPECT_LE(lo, 1.0 + 1e-6);
+  EXPECT_GE(hi, 1.0 - 1e-6);
+}
+
 }  // namespace
 }  // namespace nemotron::rl
