@@ -92,17 +92,7 @@ if mpi 4 wide1to4 model.tensor_model_parallel_size=4 "${wide[@]}" checkpoint.loa
   same_run_wide "one process's checkpoint resumed at TP 4" "$TMP/wide1to4" 6 5
 fi
 
-# Layouts that cannot run: one line naming the key (rank 0's), exit 2, nothing trained.
-bad_layout() {  # NAME NP MESSAGE CMD...
-  local name=$1 np=$2 message=$3
-  shift 3
-  "${MPIRUN[@]}" -np "$np" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2: $(head -3 "$TMP/err")"; return; fi
-  [[ $(grep -c '^error: ' "$TMP/err") -eq 1 ]] || { fail "$name: not one error line: $(grep '^error' "$TMP/err")"; return; }
-  grep -qF "error: $message" "$TMP/err" || { fail "$name: stderr was [$(grep '^error' "$TMP/err")], expected [error: $message]"; return; }
-  echo "ok: $name"
-}
+# Layouts that cannot run (mpi_lib.sh's bad_layout).
 bad_layout "TP not dividing the KV heads" 4 \
   "recipes/super3/pretrain/tiny.yaml: model.tensor_model_parallel_size: 4 does not divide model.num_key_value_heads = 2 (tensor parallelism splits it)" \
   "${run[@]}" model.tensor_model_parallel_size=4 model.n_groups=4
