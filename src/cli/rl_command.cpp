@@ -54,8 +54,6 @@ int run_rl(const TrainingCommandOptions& o) {
   refuse_expert_parallel(layout, path,
                          "GRPO's rollouts do not run expert-parallel yet (each rank's engine decodes on its own "
                          "schedule, while the experts' exchange needs the whole expert group at once)");
-  refuse_tensor_parallel(layout, path,
-                         "GRPO's rollouts do not run tensor-parallel yet (the generation engine holds whole layers)");
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
@@ -95,12 +93,12 @@ int run_rl(const TrainingCommandOptions& o) {
 
   // The policy on the compute device; in bf16 its bf16 values are what the engine reads and what
   // the optimizer writes back from the fp32 masters: one copy of the weights, no refit.
-  model::HybridModel net(cfg.model, *dev.backend, dev.dtype);
+  rl::GrpoTrainerOptions opts;
+  opts.groups = make_process_groups(layout, dev.backend);
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*opts.groups));
   net.init(cfg.grpo.grpo.seed);
   net.params().create_masters();  // bf16 weights: fp32 masters (the checkpoint load fills them)
   std::printf("device: %s\n", dev.describe().c_str());
-  rl::GrpoTrainerOptions opts;
-  opts.groups = make_process_groups(layout, dev.backend);
   opts.start = start;
   opts.stop_requested = &StopSignals::requested;
   opts.save_hook = test_crash_hook();

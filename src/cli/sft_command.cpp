@@ -155,7 +155,8 @@ int run_sft(const TrainingCommandOptions& o) {
     if (heldout.teacher_forced.empty()) return;
     const std::string when = fmt::format("at iteration {}", trainer.iteration());
     print_accuracy(when.c_str(),
-                   train::teacher_forced_accuracy(net, heldout.teacher_forced, cfg.dataset.seq_length, data.pad_id));
+                   train::teacher_forced_accuracy(net, heldout.teacher_forced, cfg.dataset.seq_length, data.pad_id,
+                                                  groups.get()));
     if (heldout.prompts.empty()) return;
     // Each rank's engine decodes on its own schedule, while an expert-parallel forward needs every
     // rank of the expert group at once.

@@ -51,6 +51,14 @@ HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, 
 
 HybridModel::~HybridModel() = default;
 
+void HybridModel::check_groups(const Context& ctx) const {
+  const int tp = parallel::groups_of(ctx).tensor->size();
+  NM_CHECK(tp == shard_.tensor_size,
+           "a model split over {} tensor-parallel ranks run with a tensor group of {} (a context without the run's "
+           "process groups?)",
+           shard_.tensor_size, tp);
+}
+
 Param& HybridModel::head_weight() { return lm_head_ ? *lm_head_ : *embed_; }
 
 void HybridModel::init(uint64_t seed) {
@@ -64,6 +72,7 @@ void HybridModel::init(uint64_t seed) {
 Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, ForwardStats* stats,
                             const SequenceLayout& layout) {
   NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
+  check_groups(ctx);
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
   SequenceLayout lay = layout;
   if (shard_.sequence_split()) lay.rows = Shape({B, T});
@@ -283,6 +292,7 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
       ids.push_back(t);
     }
   }
+  check_groups(ctx);
   DecodeBatch batch = state.begin(*ctx.backend, slots, counts);
   const int64_t N = batch.total_tokens, S = batch.size();
   const DType dt = store_.dtype();
@@ -303,6 +313,9 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
       ops::rmsnorm_forward(ctx, x, norms[i]->value, cfg_.layer_norm_epsilon, h, rstd);
     }
     out = mixers[i]->extend(ctx, h, state.layer(i), batch);
+    // Tensor parallelism: a split mixer's part of the sum (every rank of the group decodes the same
+    // batch in lockstep).
+    if (mixers[i]->split_over_tensor()) parallel::groups_of(ctx).tensor->all_reduce(out);
   }
   // Each sequence's last row: x + out there. A decode step (one token each) has nothing to pick;
   // otherwise one gather rather than a copy per sequence, which would be 2 S launches per step

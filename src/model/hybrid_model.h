@@ -137,6 +137,8 @@ class HybridModel {
  private:
   Param& head_weight();
   Tensor gather_rows(Context& ctx, const Tensor& xf, const std::vector<int64_t>& rows);
+  // A split model's forward needs its tensor group in the context (internal check).
+  void check_groups(const Context& ctx) const;
   Tensor head_on_rows(Context& ctx, const Tensor& x, DType logits_dtype);
   bool recompute() const { return cfg_.recompute_granularity == "full"; }
 

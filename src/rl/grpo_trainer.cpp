@@ -100,8 +100,9 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       train_(std::move(train)),
       val_(std::move(val)),
       opts_(std::move(opts)),
-      opt_(net.params(), train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps,
-                                            cfg.optimizer.weight_decay}),
+      opt_(net.params(),
+           train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps, cfg.optimizer.weight_decay},
+           nullptr, nullptr, groups_->tensor.get()),
       step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}, 0, groups_}),
       loss_(cfg.grpo.loss_fn),
       weight_bytes_(weight_bytes(net.params())),
@@ -189,7 +190,8 @@ void GrpoTrainer::restore() {
   }
   if (cfg_.grpo.needs_reference()) {
     // The frozen initial policy: the starting weights, also when resuming.
-    reference_ = std::make_unique<model::HybridModel>(cfg_.model, net_.params().backend(), net_.params().dtype());
+    reference_ = std::make_unique<model::HybridModel>(cfg_.model, net_.params().backend(), net_.params().dtype(),
+                                                      net_.shard());  // split as the policy is
     reference_->set_logit_temperature(cfg_.grpo.policy.generation.temperature);
     if (cfg_.model_name.empty()) {
       if (!resumed_from_.empty())
@@ -275,6 +277,7 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   ro.first_request_id =
       static_cast<uint64_t>(r.step) * kIdsPerStep + static_cast<uint64_t>(rank * per_rank * ro.generations);
   ro.progress_label = opts_.progress ? "rollouts" : nullptr;
+  ro.groups = step_runner_.context().groups;
   const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   r.generation_seconds = rb.generation_seconds + rb.reward_seconds;
   r.engine_setup_seconds = rb.engine_setup_seconds;
@@ -449,6 +452,7 @@ GrpoValRecord GrpoTrainer::validate() {
   ro.max_slots = std::min<int64_t>(g.grpo.val_batch_size, 64);
   ro.first_request_id = kValidationBit | (static_cast<uint64_t>(step()) * kIdsPerStep);
   ro.progress_label = opts_.progress ? "validation" : nullptr;
+  ro.groups = step_runner_.context().groups;
   const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   v.samples = static_cast<int64_t>(prompts.size());
   v.unscored_rows = rb.unscored;

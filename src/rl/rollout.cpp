@@ -102,7 +102,8 @@ RolloutBatch collect_rollouts(model::HybridModel& net, const data::Tokenizer& to
   b.finished.assign(n, false);
 
   auto t_setup = std::chrono::steady_clock::now();
-  const Context ctx{&net.params().backend(), nullptr, net.params().dtype()};
+  Context ctx{&net.params().backend(), nullptr, net.params().dtype()};
+  ctx.groups = opt.groups;
   CachedStepModel step(net, ctx, std::min<int64_t>(opt.max_slots, static_cast<int64_t>(n)), L);
   Engine engine(step, &tok);
   b.engine_setup_seconds = seconds_since(t_setup);

@@ -43,6 +43,9 @@ struct RolloutOptions {
   int64_t max_slots = 64;             // sequences the engine runs at once
   uint64_t first_request_id = 0;      // request ids first_request_id, +1, ...: the sampling streams
   const char* progress_label = nullptr;  // a progress bar on stderr ("rollouts"); null = none
+  // The run's process groups (the engine's context carries them): a model split over a tensor
+  // group decodes in lockstep with the group's other ranks, which run the same requests.
+  const parallel::ProcessGroups* groups = nullptr;
 };
 
 struct RolloutBatch {

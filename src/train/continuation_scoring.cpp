@@ -38,6 +38,7 @@ std::vector<ContinuationScore> score_continuations(model::HybridModel& net, cons
   std::vector<ContinuationScore> out(reqs.size());
   Backend& backend = net.params().backend();
   Context ctx{&backend, nullptr, net.params().dtype()};
+  ctx.groups = how.groups;
   const DType logits_dtype = scoring_dtype(backend, net.params().dtype());
   size_t next = 0;
   while (next < reqs.size()) {

@@ -34,6 +34,9 @@ struct ContinuationScoring {
   int64_t rows_per_forward = 1; // rows per forward (B)
   int32_t pad_id = 0;           // fills a row's unused columns
   bool count_greedy = true;     // greedy_tokens (copies every scored row's logits to the host); else 0
+  // The run's process groups, which a tensor-parallel model's forward needs (every rank of its
+  // tensor group scores the same requests); null: one process.
+  const parallel::ProcessGroups* groups = nullptr;
 };
 
 // What a scoring call did (summed over calls by the caller): forwards, rows, and tokens.

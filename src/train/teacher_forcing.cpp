@@ -52,9 +52,12 @@ std::vector<TeacherForcedExample> load_teacher_forced_examples(const std::string
 }
 
 TeacherForcedAccuracy teacher_forced_accuracy(model::HybridModel& net, const std::vector<TeacherForcedExample>& examples,
-                                              int64_t pack_size, int32_t pad_id) {
+                                              int64_t pack_size, int32_t pad_id,
+                                              const parallel::ProcessGroups* groups) {
   TeacherForcedAccuracy acc;
-  for (const ContinuationScore& s : score_continuations(net, examples, pack_size, pad_id)) {
+  ContinuationScoring how{pack_size, 1, pad_id, true};
+  how.groups = groups;
+  for (const ContinuationScore& s : score_continuations(net, examples, how)) {
     acc.correct += s.greedy_tokens;
     acc.answer_tokens += s.tokens;
     ++acc.examples;

@@ -34,7 +34,9 @@ struct TeacherForcedAccuracy {
 };
 
 // Forward only (nothing kept), on the model's device, `pack_size` tokens per packed row.
+// `groups`: the run's (a tensor-parallel model needs them); null: one process.
 TeacherForcedAccuracy teacher_forced_accuracy(model::HybridModel& net, const std::vector<TeacherForcedExample>& examples,
-                                              int64_t pack_size, int32_t pad_id);
+                                              int64_t pack_size, int32_t pad_id,
+                                              const parallel::ProcessGroups* groups = nullptr);
 
 }  // namespace nemotron::train

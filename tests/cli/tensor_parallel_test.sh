@@ -67,10 +67,56 @@ decilm=("$BIN" super49b pretrain -c tiny dataset.mock=true train.train_iters=4 t
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3)
 expect_ok "DeciLM, one process" '^ iteration +4/ +4 ' "${decilm[@]}" checkpoint.save="$TMP/decilm1" \
   checkpoint.save_interval=2
-if (run=("${decilm[@]}") && mpi 2 decilm_tp2 model.tensor_model_parallel_size=2 checkpoint.save="$TMP/decilm_tp2" \
-  checkpoint.save_interval=2); then
-  same_run_as decilm1 1e-4 "DeciLM at TP 2" "$TMP/decilm_tp2" 4 0
-fi
+run=("${decilm[@]}")
+ok=0
+mpi 2 decilm_tp2 model.tensor_model_parallel_size=2 checkpoint.save="$TMP/decilm_tp2" checkpoint.save_interval=2 && ok=1
+run=("${tiny_run[@]}")
+[[ $ok -eq 1 ]] && same_run_as decilm1 1e-4 "DeciLM at TP 2" "$TMP/decilm_tp2" 4 0
+
+# GRPO: the trainer and the generation engine tensor-parallel (every rank of a tensor group decodes
+# the same rollouts in lockstep, the split layers summed over the group), at TP 2 and TP 2 x DP 2
+# (each data rank half of every step's prompts). Random initial weights with an overlong-length
+# penalty, so the rows get different rewards and the update a gradient (cli.data_parallel's run).
+expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
+expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir="$TMP/data/rl" \
+  sources.0.generator.num_examples=40 val_rows=8
+grpo=("$BIN" super3 rl -c tiny policy.model_name= policy.tokenizer.name="$TMP/data/pretrain/tokenizer/tokenizer.json"
+  data.train_jsonl_fpath="$TMP/data/rl/train.jsonl" data.validation_jsonl_fpath="$TMP/data/rl/val.jsonl"
+  grpo.num_prompts_per_step=4 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=16
+  policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
+  grpo.max_num_steps=2 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=2 policy.generation.top_k=
+  grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
+  grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16)
+grpo_metrics() {
+  python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "train": print(repr(r["loss"]), repr(r["grad_norm"]), repr(r["reward"]), r["generated_tokens"])' "$1"
+}
+expect_ok "GRPO, one process" '^step 2/2 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
+grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
+for layout in "2 2" "4 2"; do
+  read -r np tp <<<"$layout"
+  name="rl-tp$tp-np$np"
+  run=("${grpo[@]}")
+  ok=0
+  mpi "$np" "$name" model.tensor_model_parallel_size=$tp checkpointing.checkpoint_dir="$TMP/$name" && ok=1
+  run=("${tiny_run[@]}")
+  if [[ $ok -eq 1 ]]; then
+    grpo_metrics "$TMP/$name/metrics.jsonl" >"$TMP/$name.m"
+    if msg=$(close "$TMP/$name.m" "$TMP/rl1.m" 1e-5); then
+      echo "ok: GRPO at TP $tp over $np ranks: losses, grad norms, rewards and generated tokens equal one process's ($msg)"
+    else
+      fail "GRPO at TP $tp over $np ranks differs ($msg): $(paste -d' ' "$TMP/$name.m" "$TMP/rl1.m" | tr '\n' ';')"
+    fi
+    if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/$name/iter_0000002/model.safetensors" \
+      "$TMP/rl1/iter_0000002/model.safetensors" 1e-4 1e-4); then
+      echo "ok: GRPO at TP $tp over $np ranks: final weights equal one process's ($msg)"
+    else
+      fail "GRPO at TP $tp over $np ranks: final weights differ: $msg"
+    fi
+  fi
+done
 
 # Checkpoints reshard across tensor-parallel layouts: TP 2 -> one process, TP 2 x DP 2 with the
 # distributed optimizer -> TP 2 alone, and (the TP 4 model) TP 4 -> TP 2 -> ... each continuing
@@ -105,8 +151,5 @@ bad_layout "TP not dividing the world" 2 \
 bad_layout "SP not dividing the sequence" 2 \
   "recipes/super3/pretrain/tiny.yaml: model.sequence_parallel: true splits each sequence's 127 tokens (dataset.seq_length) over the 2 tensor-parallel ranks, which must divide it" \
   "${run[@]}" model.tensor_model_parallel_size=2 model.sequence_parallel=true dataset.seq_length=127
-bad_layout "GRPO under TP" 2 \
-  "recipes/super3/rl/tiny.yaml: model.tensor_model_parallel_size: 2: GRPO's rollouts do not run tensor-parallel yet (the generation engine holds whole layers) (set 1: data and expert parallelism are)" \
-  "$BIN" super3 rl -c tiny model.tensor_model_parallel_size=2
 
-finish "tensor parallelism (TP 2, TP 4, TP 2 x DP 2, TP 2 x EP 2, with the distributed optimizer, with sequence parallelism; DeciLM at TP 2) equals one process, its checkpoints load at other layouts; layouts it cannot run refused"
+finish "tensor parallelism (TP 2, TP 4, TP 2 x DP 2, TP 2 x EP 2, with the distributed optimizer, with sequence parallelism; DeciLM at TP 2; GRPO at TP 2 and TP 2 x DP 2) equals one process, its checkpoints load at other layouts; layouts it cannot run refused"
