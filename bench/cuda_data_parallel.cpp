@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
   int64_t B = 4, T = 4096, allreduce_mib = 1024, bucket_mib = 0;
   int steps = 10, accum = 1, ep = 1, tp = 1;
+  double peak_given = 0;
+  bool sp = false;
   CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "micro-batch size per GPU");
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--tensor-parallel", tp, "tensor_model_parallel_size (divides the GPUs, heads, groups, widths)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--sequence-parallel", sp, "model.sequence_parallel (with --tensor-parallel > 1)");
+  app.add_option("--peak-tflops", peak_given,
+                 "bf16 GEMM peak measured earlier in the same session (skips the ~30 s measurement)");
   app.add_option("--results", results, "append one JSON line with the figures to this file (rank 0)");
   CLI11_PARSE(app, argc, argv);
   parallel::MpiRuntime mpi;
@@ -76,10 +81,11 @@ int main(int argc, char** argv) {
     parallel::ParallelSizes sizes;
     sizes.expert = ep;
     sizes.tensor = tp;
+    sizes.sequence_parallel = sp;
     const parallel::RankLayout layout(sizes, world, {cfg.n_routed_experts}, "cuda_data_parallel");
     auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
     parallel::Communicator& dp = *groups->data;
-    const double peak = measure_gemm_peak_tflops(ctx);
+    const double peak = peak_given > 0 ? peak_given : measure_gemm_peak_tflops(ctx);
 
     // The ceiling: a plain all-reduce of allreduce_mib MiB of float32.
     double plain_ms = 0, plain_bus = 0;
@@ -90,7 +96,7 @@ int main(int argc, char** argv) {
     }
 
     const parallel::RankCoords coords = groups->coords();
-    model::HybridModel net(cfg, gpu, DType::bf16, {coords.expert, layout.expert(), coords.tensor, layout.tensor()});
+    model::HybridModel net(cfg, gpu, DType::bf16, {coords.expert, layout.expert(), coords.tensor, layout.tensor(), sp});
     net.init(1234);
     net.params().create_masters();
     train::AdamW opt(net.params(), {}, nullptr, groups->expert.get(), groups->tensor.get());
@@ -158,7 +164,7 @@ int main(int argc, char** argv) {
                     "4 per MoE layer and step (not overlapped)\n",
                     static_cast<double>(a2a_bytes) / (1 << 20), a2a_ms, a2a_bus);
       nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
-                            {"expert_parallel", ep}, {"tensor_parallel", tp}, {"layout", layout.describe()},
+                            {"expert_parallel", ep}, {"tensor_parallel", tp}, {"sequence_parallel", sp}, {"layout", layout.describe()},
                             {"a2a_ms", a2a_ms},
                             {"a2a_bytes_per_gpu", a2a_bytes}, {"a2a_bus_gbps", a2a_bus},
                             {"batch", B}, {"seq_len", T}, {"grad_accum", accum}, {"step_ms", step_ms},

@@ -1,0 +1,23 @@
+# Shared by the multi-GPU CLI tests (source after lib.sh, once $BIN and $gpus are known): mpirun
+# with every rank's environment (NCCL_NVLS_ENABLE=0 kept), the tiny super3 run they compare with
+# one GPU, and how they read and compare its losses.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+MPIRUN=(mpirun --oversubscribe -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM)
+run=("$BIN" super3 pretrain -c tiny dataset.mock=true device=cuda train.train_iters=6 train.global_batch_size=16
+  train.micro_batch_size=2 train.eval_interval=3 train.eval_iters=1 checkpoint.save_interval=0
+  logger.tensorboard_dir=null scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=2)
+
+losses() {
+  python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") in ("train", "validation"): print(repr(r["lm_loss"]))' "$1"
+}
+gap() {
+  python3 -c 'import sys
+a, b = open(sys.argv[1]).read().split(), open(sys.argv[2]).read().split()
+assert len(a) == len(b) and a, (a, b)
+w = max(abs(float(x) - float(y)) / abs(float(y)) for x, y in zip(a, b))
+print(f"{w:.3e}"); sys.exit(0 if w <= float(sys.argv[3]) else 1)' "$1" "$2" "$3"
+}
+
