@@ -89,10 +89,10 @@ int main(int argc, char** argv) {
 
     // The ceiling: a plain all-reduce of allreduce_mib MiB of float32.
     double plain_ms = 0, plain_bus = 0;
-    if (world > 1) {
+    if (dp.size() > 1) {
       Tensor big = random_device_tensor(ctx, {allreduce_mib << 18}, DType::f32, 7);
       plain_ms = median_cuda_ms(ctx, 10, [&] { dp.all_reduce(big); }, 3);
-      plain_bus = bus_gbps(static_cast<double>(big.nbytes()), plain_ms, world);
+      plain_bus = bus_gbps(static_cast<double>(big.nbytes()), plain_ms, dp.size());
     }
 
     const parallel::RankCoords coords = groups->coords();
@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
     const double step_ms = median_cuda_ms(ctx, steps, run, 1);
     // The step's gradient all-reduce alone, on the same buffer.
     Tensor grads = net.params().grad_buffer();
-    const double grad_ms = world > 1 ? median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2) : 0.0;
-    const double grad_bus = bus_gbps(static_cast<double>(grads.nbytes()), grad_ms, world);
+    const double grad_ms = dp.size() > 1 ? median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2) : 0.0;
+    const double grad_bus = bus_gbps(static_cast<double>(grads.nbytes()), grad_ms, dp.size());
     // Expert parallelism: one all-to-all of one MoE layer's routed rows (B T K slots of the expert
     // width in bf16, spread evenly), as the exchange sends them four times per layer and step.
     double a2a_ms = 0, a2a_bus = 0;
@@ -133,12 +133,14 @@ int main(int argc, char** argv) {
       a2a_bus = static_cast<double>(ep - 1) / ep * static_cast<double>(a2a_bytes) / (a2a_ms * 1e-3) / 1e9;
     }
 
-    const double tokens_gpu = static_cast<double>(B * T * accum) / tp;
+    // A tensor group's ranks share its tokens: per GPU, the group's tokens over TP; each GPU's
+    // FLOPs are its own part of the model (forward_flops_per_token counts it) on all of them.
+    const double tokens_group = static_cast<double>(B * T * accum), tokens_gpu = tokens_group / tp;
     const double tok_s_gpu = tokens_gpu / (step_ms * 1e-3);
-    const double tflops_gpu = 3.0 * net.forward_flops_per_token(T) * tok_s_gpu / 1e12;
+    const double tflops_gpu = 3.0 * net.forward_flops_per_token(T) * tokens_group / (step_ms * 1e-3) / 1e12;
     // Every rank's figures, so the slowest GPU is seen.
     std::vector<double> worst{step_ms};
-    dp.all_reduce_host(worst, parallel::ReduceOp::max);
+    groups->world->all_reduce_host(worst, parallel::ReduceOp::max);
     if (rank == 0) {
       std::printf("device: %s x %d (%s) | nemotron %s | config %s | %.1f M params on rank 0 | per GPU: micro-batch "
                   "%lld x seq %lld, %d per step = %.0f tokens\n",
@@ -146,13 +148,13 @@ int main(int argc, char** argv) {
                   static_cast<double>(net.params().numel()) / 1e6, static_cast<long long>(B),
                   static_cast<long long>(T), accum, tokens_gpu);
       std::printf("bf16 GEMM peak (rank 0): %.1f TFLOP/s\n", peak);
-      if (world > 1)
+      if (dp.size() > 1)
         std::printf("NCCL all-reduce of %lld MiB float32: %.2f ms, bus bandwidth %.1f GB/s (the ceiling)\n",
                     static_cast<long long>(allreduce_mib), plain_ms, plain_bus);
       std::printf("train step (median of %d, slowest rank %.2f ms): %.2f ms | %.0f tokens/s per GPU, %.0f in all | "
                   "MFU %.1f%% | loss %.4f\n",
                   steps, worst[0], step_ms, tok_s_gpu, tok_s_gpu * world, 100.0 * tflops_gpu / peak, loss);
-      if (world > 1)
+      if (dp.size() > 1)
         std::printf("gradient all-reduce (%.1f MiB float32 buffer, alone): %.2f ms = %.1f%% of the step, bus %.1f GB/s "
                     "= %.0f%% of the plain all-reduce's; in the step %lld of %lld buckets start during the last "
                     "backward (a second stream), the rest after it\n",
