@@ -16,6 +16,7 @@
 #include "core/progress.h"
 #include "data/corpus_skills.h"
 #include "data/jsonl.h"
+#include "data/row_reader.h"
 #include "data/prep_output.h"
 #include "io/staged_dir.h"
 
@@ -89,7 +90,7 @@ RlPrepConfig RlPrepConfig::read(ConfigReader& r) {
     src.name = s.get_string("name", fmt::format("source{}", i));
     if (src.name.empty() || src.name.find('/') != std::string::npos || src.name[0] == '.')
       s.fail("name", fmt::format("\"{}\" cannot name a task (no '/', no leading '.')", src.name));
-    src.files = read_jsonl_paths(s, "files");
+    src.files = read_row_file_paths(s, "files");
     if (s.has("generator")) src.generator = CorpusConfig::read(s.section("generator"));
     if (src.files.empty() == !src.generator.has_value())
       s.fail(src.generator ? "files" : "generator", "give either files or generator (exactly one)");
@@ -178,7 +179,7 @@ RlPrepResult prepare_rl_data(const RlPrepConfig& cfg, const std::string& resolve
       for (int64_t i = 0; i < total; ++i) take(std::move(generated[static_cast<size_t>(i)]), fmt::format("{} row {}", src.name, i), true);
     } else {
       for (const std::string& file : src.files) {
-        JsonlReader reader(file);
+        RowReader reader(file);
         OrderedJson row;
         while ((sample == 0 || st.rows_in < sample) && reader.next_row(row)) take(std::move(row), reader.where(), false);
       }

@@ -19,6 +19,7 @@
 #include "core/progress.h"
 #include "data/blend.h"
 #include "data/jsonl.h"
+#include "data/row_reader.h"
 #include "data/prep_output.h"
 #include "data/python_random.h"
 #include "data/synthetic_chat.h"
@@ -63,7 +64,7 @@ class RowStream {
       return true;
     }
     while (file_ < src_.files.size()) {
-      if (!reader_) reader_ = std::make_unique<JsonlReader>(src_.files[file_]);
+      if (!reader_) reader_ = std::make_unique<RowReader>(src_.files[file_]);
       if (reader_->next_row(row)) {
         where = reader_->where();
         ++served_;
@@ -80,7 +81,7 @@ class RowStream {
   int64_t limit_, served_ = 0;
   std::vector<OrderedJson> generated_;
   size_t pos_ = 0, file_ = 0;
-  std::unique_ptr<JsonlReader> reader_;
+  std::unique_ptr<RowReader> reader_;
 };
 
 struct ShardOut {
@@ -113,7 +114,7 @@ void pack_and_write(ShardOut& shard, const SftPrepConfig& cfg, const fs::path& t
 
 }  // namespace
 
-std::vector<std::string> read_jsonl_paths(ConfigReader& s, const std::string& key) {
+std::vector<std::string> read_row_file_paths(ConfigReader& s, const std::string& key) {
   const nlohmann::json& v = s.get_raw(key);
   std::vector<std::string> out;
   if (v.is_string()) out.push_back(v.get<std::string>());
@@ -128,13 +129,13 @@ std::vector<std::string> read_jsonl_paths(ConfigReader& s, const std::string& ke
     if (fs::is_directory(p)) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(p))
-        if (e.path().extension() == ".jsonl") found.push_back(e.path().string());
+        if (e.path().extension() == ".jsonl" || is_parquet_path(e.path().string())) found.push_back(e.path().string());
       std::sort(found.begin(), found.end());
-      if (found.empty()) s.fail(key, fmt::format("{}: no .jsonl files in this directory", p));
+      if (found.empty()) s.fail(key, fmt::format("{}: no .jsonl or .parquet files in this directory", p));
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::is_regular_file(p)) {
-      if (!p.ends_with(".jsonl") && !p.ends_with(".json"))
-        s.fail(key, fmt::format("{}: expected a .jsonl file of chat rows (Parquet input is not supported yet)", p));
+      if (!p.ends_with(".jsonl") && !p.ends_with(".json") && !is_parquet_path(p))
+        s.fail(key, fmt::format("{}: expected a file of rows: .jsonl (or .json) or .parquet", p));
       files.push_back(p);
     } else {
       s.fail(key, fmt::format("{}: no such file or directory", p));
@@ -161,7 +162,7 @@ std::vector<SftSource> read_raw_blend_sources(const std::string& path) {
     const double weight = d.get_number("weight", 1.0);
     if (weight != 1.0) d.fail("weight", "only uniform weights are supported (every source kept whole)");
     d.ignore("subset"), d.ignore("split");
-    s.files = read_jsonl_paths(d, "path");
+    s.files = read_row_file_paths(d, "path");
     if (s.files.empty()) d.fail("path", "missing");
     d.check_unknown_keys();
     for (const SftSource& other : out)
@@ -204,7 +205,7 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
     const double weight = s.get_number("weight", 1.0);
     if (weight != 1.0)
       s.fail("weight", "only uniform weights are supported (every source kept whole); non-uniform blends are not yet");
-    src.files = read_jsonl_paths(s, "files");
+    src.files = read_row_file_paths(s, "files");
     if (s.has("generator")) src.generator = CorpusConfig::read(s.section("generator"));
     if (src.files.empty() == !src.generator.has_value())
       s.fail(src.generator ? "files" : "generator", "give either files or generator (exactly one)");

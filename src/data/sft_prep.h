@@ -82,13 +82,13 @@ struct SftPrepResult {
 SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& resolved_config, int64_t sample,
                                bool force, std::FILE* log);
 
-// The JSONL files named by `key` of `s`: a path or a list of paths, each a .jsonl/.json file or a
-// directory of .jsonl files (sorted); InputError naming the key for anything else. Shared by the
-// SFT and RL data preps.
-std::vector<std::string> read_jsonl_paths(ConfigReader& s, const std::string& key);
+// The row files named by `key` of `s`: a path or a list of paths, each a .jsonl/.json or .parquet
+// file or a directory of them (sorted); InputError naming the key for anything else. Shared by
+// the SFT and RL data preps, which read them with RowReader (data/row_reader.h).
+std::vector<std::string> read_row_file_paths(ConfigReader& s, const std::string& key);
 
 // Sources from a Nemotron raw blend file {"datasets": [{"name", "path", "weight"?, "subset"?,
-// "split"?}]} (reference/data-formats.md §2.4) whose paths are local .jsonl files or folders.
+// "split"?}]} (reference/data-formats.md §2.4) whose paths are local .jsonl/.parquet files or folders.
 std::vector<SftSource> read_raw_blend_sources(const std::string& path);
 
 // Nemotron's split shard counts: max(1, round(n * ratio)) for each non-zero valid/test ratio,

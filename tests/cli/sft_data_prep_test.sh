@@ -4,7 +4,8 @@
 # with drop counts and packing efficiency; skip-if-up-to-date; refusal to overwrite another output
 # without --force; --sample; bad rows dropped and counted; bad config keys, a missing input file,
 # an unknown chat template and an invalid JSONL line as one `error:` line, exit 2, nothing written;
-# chat_template=<a .jinja file> (nano3.jinja packs the built-in's bytes) and its syntax errors.
+# chat_template=<a .jinja file> (nano3.jinja packs the built-in's bytes) and its syntax errors;
+# chat rows as Parquet (pyarrow's fixtures) pack the same bytes as the same rows in JSONL.
 # Usage: sft_data_prep_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -95,6 +96,24 @@ printf '{{ messages[0].content }}\n{%% if %%}\n' >"$TMP/broken.jinja"
 expect_error "a template with a syntax error" "$tiny: chat_template: $TMP/broken.jinja:2: expected an expression, got end of statement block" \
   "${rows[@]}" output_dir="$TMP/bad" chat_template="$TMP/broken.jinja"
 echo "ok: chat_template=<file>"
+
+# --- Parquet chat rows (Hugging Face's form) pack the same bytes as the same rows in JSONL ----------
+pq="$ROOT/tests/fixtures/parquet"
+pqrows() { "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/$1" tokenizer.model="$tok" "sources=[{name: mine, files: $2}]"; }
+expect_ok "chat rows as JSONL" '^wrote .*: 206 rows \(3 dropped\), 203 sequences' pqrows pq_jsonl "$pq/chat_rows.jsonl"
+for v in default zstd_v2_plain small_pages; do
+  expect_ok "chat rows as Parquet ($v)" '^wrote .*: 206 rows \(3 dropped\), 203 sequences' pqrows "pq_$v" "$pq/chat_$v.parquet"
+  [[ "$(shards "$TMP/pq_jsonl")" == "$(shards "$TMP/pq_$v")" ]] || fail "chat_$v.parquet packed other bytes than chat_rows.jsonl"
+  grep -q "dropped 1 rows: no_messages (first: $pq/chat_$v.parquet: row 4: no \"messages\")" "$TMP/err" ||
+    fail "chat_$v.parquet: a dropped row is not named by file and row"
+done
+mkdir -p "$TMP/pqdir" && cp "$pq/chat_default.parquet" "$TMP/pqdir/" && cp "$pq/chat_rows.jsonl" "$TMP/pqdir/"
+expect_ok "a folder of .jsonl and .parquet files" '^wrote .*: 412 rows \(6 dropped\), 406 sequences' pqrows pq_dir "$TMP/pqdir"
+head -c 5000 "$pq/chat_default.parquet" >"$TMP/cut.parquet"
+expect_prep_error "a truncated Parquet file" \
+  "$TMP/cut.parquet: invalid Parquet file: does not end with the Parquet magic 'PAR1' (truncated, or encrypted 'PARE')" pqrows pq_bad "$TMP/cut.parquet"
+[[ -e "$TMP/pq_bad" ]] && fail "truncated Parquet: output written"
+echo "ok: Parquet chat rows"
 
 # --- bad input: one error line, exit 2, nothing written -------------------------------------------
 echo '{"messages": [' >>"$TMP/rows.jsonl"
