@@ -119,7 +119,10 @@ int run_rl(const TrainingCommandOptions& o) {
   if (k.enabled) run_dir.save = run_dir.load = k.checkpoint_dir;
   // Several ranks: the first checks and holds the directory (the others write nothing there).
   train::RunDirLock lock;
-  if (launch_info().rank == 0) lock = train::lock_run_dir(run_dir, train::check_run_dir(run_dir), command_line(o));
+  if (launch_info().rank == 0) {
+    const char* key = "checkpointing.checkpoint_dir";
+    lock = train::lock_run_dir(run_dir, train::check_run_dir(run_dir, key), command_line(o), key);
+  }
   for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
   if (!k.enabled) std::printf("warning: checkpointing.enabled is false: this run saves no checkpoint\n");
   const StopSignals signals;

@@ -5,7 +5,8 @@
 # engine/trainer log-prob mismatch, seconds, tokens/s, refit), validation, checkpoints with the
 # data cursor, the time to the first step, a model artifact whose lineage reaches the data; a run
 # stopped halfway and resumed ends with the uninterrupted run's metrics and weights bit for bit;
-# bad input (an unknown key, a missing SFT checkpoint) as one `error:` line, exit 2, nothing written.
+# bad input (an unknown key, a missing SFT checkpoint, an overflowing rollout batch, a checkpoint_dir
+# another run holds) as one `error:` line, exit 2, nothing written.
 # Usage: rl_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -88,5 +89,18 @@ expect_usage_error "cuda:7 unavailable" \
   "^error: $recipe: device: cuda:7 asked, but (this nemotron was built without CUDA|[0-7] CUDA device\\(s\\) are visible)" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b device=cuda:7
 [[ -e runs/tiny/b ]] && fail "a refused run wrote runs/tiny/b"
+expect_error "a rollout batch that overflows" \
+  "$recipe: grpo.num_generations_per_prompt: 4611686018427387904 x grpo.num_prompts_per_step 2 rollouts per step is more than 2147483648 (every rollout of a step is held in memory at once)" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b grpo.num_generations_per_prompt=4611686018427387904 --dry-run
+# A directory another run holds (here flock(1) holds its lock) is refused under RL's own key.
+mkdir -p runs/tiny/held
+flock runs/tiny/held/run.lock sleep 60 &
+holder=$!
+for _ in $(seq 50); do flock -n runs/tiny/held/run.lock true 2>/dev/null || break; sleep 0.1; done
+expect_usage_error "a checkpoint_dir in use" \
+  "^error: checkpointing.checkpoint_dir runs/tiny/held is in use by another run \(its details are not written yet; lock runs/tiny/held/run.lock\): wait for it to end, or pick another checkpointing.checkpoint_dir$" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/held
+kill $holder 2>/dev/null
+wait $holder 2>/dev/null
 
 finish "rl checks"
