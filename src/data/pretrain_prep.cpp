@@ -262,6 +262,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
   for (const PrepSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
   const std::string fingerprint =
       prep_fingerprint(resolved_config, sample, inputs, {cfg.tokenizer_path, cfg.blend_path});
+  const io::FileLock lock = lock_prep_output(out, "data prep pretrain", log);
   if (auto meta = up_to_date_output(out, fingerprint, res.blend_path, force)) {
     res.documents = meta->value("num_documents", int64_t{0});
     res.tokens = meta->value("num_tokens", int64_t{0});

@@ -127,6 +127,7 @@ RlPrepResult prepare_rl_data(const RlPrepConfig& cfg, const std::string& resolve
   std::vector<std::string> inputs;
   for (const SftSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
   const std::string fingerprint = prep_fingerprint(resolved_config, sample, inputs);
+  const io::FileLock lock = lock_prep_output(out, "data prep rl", log);
   if (auto meta = up_to_date_output(out, fingerprint, res.manifest_path, force)) {
     res.rows_in = meta->value("rows_in", int64_t{0});
     res.rows_dropped = meta->value("rows_dropped", int64_t{0});

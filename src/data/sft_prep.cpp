@@ -278,6 +278,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
   for (const SftSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
   if (!cfg.rows.chat_template.builtin()) inputs.push_back(cfg.rows.chat_template.name());  // its text can change
   const std::string fingerprint = prep_fingerprint(resolved_config, sample, inputs);
+  const io::FileLock lock = lock_prep_output(out, "data prep sft", log);
   if (auto meta = up_to_date_output(out, fingerprint, res.blend_path, force)) {
     res.rows_in = meta->value("rows_in", int64_t{0});
     res.sequences = meta->value("total_sequences", int64_t{0});

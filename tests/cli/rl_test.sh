@@ -94,13 +94,13 @@ expect_error "a rollout batch that overflows" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b grpo.num_generations_per_prompt=4611686018427387904 --dry-run
 # A directory another run holds (here flock(1) holds its lock) is refused under RL's own key.
 mkdir -p runs/tiny/held
-flock runs/tiny/held/run.lock sleep 60 &
+flock runs/tiny/held/run.lock sleep 60 >/dev/null 2>&1 &
 holder=$!
 for _ in $(seq 50); do flock -n runs/tiny/held/run.lock true 2>/dev/null || break; sleep 0.1; done
 expect_usage_error "a checkpoint_dir in use" \
   "^error: checkpointing.checkpoint_dir runs/tiny/held is in use by another run \(its details are not written yet; lock runs/tiny/held/run.lock\): wait for it to end, or pick another checkpointing.checkpoint_dir$" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/held
-kill $holder 2>/dev/null
+kill $(pgrep -P $holder) $holder 2>/dev/null  # sleep holds the lock, flock waits for it
 wait $holder 2>/dev/null
 
 finish "rl checks"

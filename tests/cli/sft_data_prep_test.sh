@@ -2,10 +2,11 @@
 # `nemotron <family> data prep sft` as a user runs it, on the tiny recipe after `data prep pretrain
 # -c tiny` (which makes the tokenizer): packed Parquet shards, split links, blend.json, metadata
 # with drop counts and packing efficiency; skip-if-up-to-date; refusal to overwrite another output
-# without --force; --sample; bad rows dropped and counted; bad config keys, a missing input file,
-# an unknown chat template and an invalid JSONL line as one `error:` line, exit 2, nothing written;
-# chat_template=<a .jinja file> (nano3.jinja packs the built-in's bytes) and its syntax errors;
-# chat rows as Parquet (pyarrow's fixtures) pack the same bytes as the same rows in JSONL.
+# without --force; one prep at a time per output_dir (its lock); --sample; bad rows dropped and
+# counted; bad config keys, a missing input file, an unknown chat template and an invalid JSONL line
+# as one `error:` line, exit 2, nothing written; chat_template=<a .jinja file> (nano3.jinja packs
+# the built-in's bytes) and its syntax errors; chat rows as Parquet (pyarrow's fixtures) pack the
+# same bytes as the same rows in JSONL.
 # Usage: sft_data_prep_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -70,6 +71,21 @@ expect_ok "--sample output kept by --force" 'bins of 512 tokens' "${sft[@]}" --f
 expect_ok "a sample first, then the full run" "^wrote $TMP/sft2: 4000 rows" \
   bash -c "'$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok' --sample 50 >/dev/null 2>&1 && '$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok'"
 [[ -z "$(find "$TMP" -maxdepth 2 \( -name '*.tmp-*' -o -name '*.old-*' \))" ]] || fail "a temporary directory was left behind"
+
+# --- one prep at a time per output_dir (a held <output_dir>.lock: here flock(1) holds it) ----------
+flock "$TMP/sft.lock" sleep 60 >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 50); do flock -n "$TMP/sft.lock" true 2>/dev/null || break; sleep 0.1; done
+for extra in --force "--sample 10"; do
+  expect_prep_error "output_dir in use ($extra)" \
+    "output_dir $TMP/sft is in use by another data prep (its details are not written yet; lock $TMP/sft.lock): wait for it to end, or pick another output_dir" \
+    "${sft[@]}" $extra
+done
+[[ -e "$TMP/sft/sample-10" ]] && fail "a refused prep wrote sample-10"
+kill $(pgrep -P $holder) $holder 2>/dev/null  # sleep holds the lock, flock waits for it
+wait $holder 2>/dev/null
+expect_ok "the lock released, the prep runs" '^up to date: ' "${sft[@]}"
+[[ -e "$TMP/sft.lock" ]] && fail "the lock file was left behind"
 
 # --- bad rows are dropped and counted ------------------------------------------------------------
 cat >"$TMP/rows.jsonl" <<'ROWS'
