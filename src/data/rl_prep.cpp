@@ -100,6 +100,7 @@ RlPrepConfig RlPrepConfig::read(ConfigReader& r) {
     c.sources.push_back(std::move(src));
   }
   c.val_rows = r.get_nonnegative_int("val_rows", c.val_rows);
+  c.max_row_bytes = r.get_positive_int("max_row_bytes", c.max_row_bytes);
   c.rows.input_key = r.get_string("input_key", c.rows.input_key);
   c.rows.output_key = r.get_string("output_key", c.rows.output_key);
   if (c.rows.input_key.empty() || c.rows.output_key.empty() || c.rows.input_key == c.rows.output_key)
@@ -180,7 +181,7 @@ RlPrepResult prepare_rl_data(const RlPrepConfig& cfg, const std::string& resolve
       for (int64_t i = 0; i < total; ++i) take(std::move(generated[static_cast<size_t>(i)]), fmt::format("{} row {}", src.name, i), true);
     } else {
       for (const std::string& file : src.files) {
-        RowReader reader(file);
+        RowReader reader(file, cfg.max_row_bytes);
         OrderedJson row;
         while ((sample == 0 || st.rows_in < sample) && reader.next_row(row)) take(std::move(row), reader.where(), false);
       }

@@ -4,9 +4,9 @@ namespace nemotron::data {
 
 bool is_parquet_path(const std::string& path) { return path.ends_with(".parquet") || path.ends_with(".pq"); }
 
-RowReader::RowReader(const std::string& path) {
+RowReader::RowReader(const std::string& path, int64_t max_row_bytes) {
   if (is_parquet_path(path)) parquet_ = std::make_unique<io::ParquetRowReader>(path);
-  else jsonl_ = std::make_unique<JsonlReader>(path);
+  else jsonl_ = std::make_unique<JsonlReader>(path, max_row_bytes);
 }
 
 bool RowReader::next_row(OrderedJson& row) { return parquet_ ? parquet_->next_row(row) : jsonl_->next_row(row); }

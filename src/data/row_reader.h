@@ -18,7 +18,8 @@ bool is_parquet_path(const std::string& path);
 class RowReader {
  public:
   // Throws InputError when the file cannot be opened (or a Parquet footer/schema is invalid).
-  explicit RowReader(const std::string& path);
+  // `max_row_bytes` bounds a JSON Lines row (JsonlReader).
+  explicit RowReader(const std::string& path, int64_t max_row_bytes = kDefaultMaxRowBytes);
   // The next row (keys in file / schema order); false at the end of the file.
   bool next_row(OrderedJson& row);
   // Where the row last returned came from, the prefix of errors about it: "<file>:<line>" for

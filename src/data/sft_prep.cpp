@@ -51,7 +51,8 @@ std::string tokenizer_file(const std::string& path) {
 // Rows of one source in order, a batch at a time, each with where it came from ("file:line").
 class RowStream {
  public:
-  RowStream(const SftSource& src, int64_t limit) : src_(src), limit_(limit) {
+  RowStream(const SftSource& src, int64_t limit, int64_t max_row_bytes)
+      : src_(src), limit_(limit), max_row_bytes_(max_row_bytes) {
     if (src.generator) generated_ = generate_chat_rows(*src.generator);
   }
   bool next(OrderedJson& row, std::string& where) {
@@ -64,7 +65,7 @@ class RowStream {
       return true;
     }
     while (file_ < src_.files.size()) {
-      if (!reader_) reader_ = std::make_unique<RowReader>(src_.files[file_]);
+      if (!reader_) reader_ = std::make_unique<RowReader>(src_.files[file_], max_row_bytes_);
       if (reader_->next_row(row)) {
         where = reader_->where();
         ++served_;
@@ -78,7 +79,7 @@ class RowStream {
 
  private:
   const SftSource& src_;
-  int64_t limit_, served_ = 0;
+  int64_t limit_, served_ = 0, max_row_bytes_;
   std::vector<OrderedJson> generated_;
   size_t pos_ = 0, file_ = 0;
   std::unique_ptr<RowReader> reader_;
@@ -259,6 +260,7 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
     r.fail("parquet_compression", fmt::format("expected zstd or none, got \"{}\"", comp));
   c.zstd = comp == "zstd";
   c.heldout_examples = r.get_nonnegative_int("heldout_examples", 0);
+  c.max_row_bytes = r.get_positive_int("max_row_bytes", c.max_row_bytes);
   c.sample = r.get_nonnegative_int("sample", 0);
   c.force = r.get_bool("force", false);
   for (const char* key : {"run", "plan", "download", "tokenization", "observability", "execution_mode", "config_name"})
@@ -310,7 +312,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       s.rel_path = fmt::format("{}/{}/shard_{:06d}.parquet", run_dir, src.name, k);
       shards.push_back(std::move(s));
     }
-    RowStream stream(src, sample);
+    RowStream stream(src, sample, cfg.max_row_bytes);
     ProgressBar bar(fmt::format("templating {}", src.name), 0, "rows", log);
     int64_t row_index = 0;
     for (;;) {

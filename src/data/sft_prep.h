@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "data/chat_template.h"
+#include "data/jsonl.h"
 #include "data/sft_conversation.h"
 #include "data/sft_packing.h"
 #include "data/synthetic_corpus.h"
@@ -48,6 +49,7 @@ struct SftPrepConfig {
   int64_t row_group_size = 1000;
   bool zstd = true;
   int64_t heldout_examples = 0;  // held-out prompts per generator source
+  int64_t max_row_bytes = kDefaultMaxRowBytes;  // a longer JSONL row is an error naming file:line
   // Nemotron's config keys for what our flags do (`sample: N`, `force: true`); the CLI takes the
   // flag when given, else these.
   int64_t sample = 0;

@@ -3,10 +3,10 @@
 # -c tiny` (which makes the tokenizer): packed Parquet shards, split links, blend.json, metadata
 # with drop counts and packing efficiency; skip-if-up-to-date; refusal to overwrite another output
 # without --force; one prep at a time per output_dir (its lock); --sample; bad rows dropped and
-# counted; bad config keys, a missing input file, an unknown chat template and an invalid JSONL line
-# as one `error:` line, exit 2, nothing written; chat_template=<a .jinja file> (nano3.jinja packs
-# the built-in's bytes) and its syntax errors; chat rows as Parquet (pyarrow's fixtures) pack the
-# same bytes as the same rows in JSONL.
+# counted; bad config keys, a missing input file, an unknown chat template, an invalid JSONL line
+# and a row past max_row_bytes as one `error:` line, exit 2, nothing written; chat_template=<a
+# .jinja file> (nano3.jinja packs the built-in's bytes) and its syntax errors; chat rows as Parquet
+# (pyarrow's fixtures) pack the same bytes as the same rows in JSONL.
 # Usage: sft_data_prep_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -132,6 +132,10 @@ expect_prep_error "a truncated Parquet file" \
 echo "ok: Parquet chat rows"
 
 # --- bad input: one error line, exit 2, nothing written -------------------------------------------
+expect_prep_error "a row past max_row_bytes" \
+  "$TMP/rows.jsonl:1: the row is longer than max_row_bytes = 100 bytes (raise max_row_bytes for longer rows)" \
+  "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/bad" tokenizer.model="$tok" "sources=[{name: mine, files: $TMP/rows.jsonl}]" max_row_bytes=100
+[[ -e "$TMP/bad" ]] && fail "a row past max_row_bytes: output written"
 echo '{"messages": [' >>"$TMP/rows.jsonl"
 expect_prep_error "invalid JSONL line" "$TMP/rows.jsonl:5: invalid JSON at column 15: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal" \
   "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/bad" tokenizer.model="$tok" "sources=[{name: mine, files: $TMP/rows.jsonl}]"
