@@ -92,6 +92,19 @@ struct ShardOut {
   int64_t bins = 0, tokens = 0, trained_tokens = 0, truncated = 0;
 };
 
+// True when `s` was cut (by max_doc_tokens: `max_doc_cut` and it is that long; or it is longer than
+// pack_size, which materialize_bin cuts to) and what is left trains no token (the loss mask is
+// shifted in the bin: tokens 1..n-1 count).
+bool cut_to_untrained(const MaskedSequence& s, bool max_doc_cut, const SftPrepConfig& cfg) {
+  const int64_t len = static_cast<int64_t>(s.input_ids.size());
+  const bool cut = len > cfg.pack_size || (max_doc_cut && len == cfg.rows.max_doc_tokens);
+  if (!cut) return false;
+  const size_t n = static_cast<size_t>(std::min(len, cfg.pack_size));
+  for (size_t j = 1; j < n; ++j)
+    if (s.loss_mask[j]) return false;
+  return true;
+}
+
 void pack_and_write(ShardOut& shard, const SftPrepConfig& cfg, const fs::path& tmp) {
   std::vector<int64_t> lengths;
   for (const MaskedSequence& s : shard.sequences) lengths.push_back(static_cast<int64_t>(s.input_ids.size()));
@@ -301,6 +314,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
         std::fprintf(log, "warning: the tokenizer has no %s token; the chat markup is tokenized as plain text\n", special);
 
   std::array<std::string, kNumDropReasons> first_drop;
+  std::string first_untrained;  // where the first sequence cut to no trained token came from
   std::vector<ShardOut> shards;
   const std::string run_dir = fmt::format("runs/{}/datasets", fingerprint);
   for (const SftSource& src : cfg.sources) {
@@ -353,6 +367,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
         res.truncated_max_doc_tokens += r.truncated;
         ShardOut& shard = shards[first + static_cast<size_t>(row_index % cfg.num_shards)];
         for (MaskedSequence& s : r.sequences) {
+          if (cut_to_untrained(s, r.truncated > 0, cfg) && res.truncated_untrained++ == 0) first_untrained = where[i];
           batch_tokens += static_cast<int64_t>(s.input_ids.size());
           shard.sequences.push_back(std::move(s));
           ++res.sequences;
@@ -362,6 +377,11 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
     }
     bar.finish();
   }
+  if (log && res.truncated_untrained > 0)  // packed, yet they train nothing: say so where it is seen
+    std::fprintf(log, "warning: %lld sequences cut by max_doc_tokens (%lld) or pack_size (%lld) lost every trained token "
+                      "and train nothing (first: %s); raise the limit to keep their answers\n",
+                 static_cast<long long>(res.truncated_untrained), static_cast<long long>(cfg.rows.max_doc_tokens),
+                 static_cast<long long>(cfg.pack_size), first_untrained.c_str());
   if (res.sequences == 0)
     throw InputError(fmt::format("sources: no training sequences: all {} rows were dropped or empty (see the counts "
                                  "above; used_in_filter is \"{}\")",
@@ -479,6 +499,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       {"total_sequences", res.sequences},
       {"sequences_truncated_max_doc_tokens", res.truncated_max_doc_tokens},
       {"sequences_truncated_pack_size", res.truncated_pack_size},
+      {"sequences_truncated_to_no_trained_tokens", res.truncated_untrained},
       {"bins", res.bins},
       {"total_tokens", res.tokens},
       {"trained_tokens", res.trained_tokens},

@@ -73,6 +73,7 @@ struct SftPrepResult {
   int64_t rows_in = 0, rows_dropped = 0, rows_without_sequences = 0;
   std::array<int64_t, kNumDropReasons> dropped_by_reason{};
   int64_t sequences = 0, truncated_max_doc_tokens = 0, truncated_pack_size = 0;
+  int64_t truncated_untrained = 0;  // sequences whose cut left no trained token (they train nothing)
   int64_t bins = 0, tokens = 0, trained_tokens = 0;
   double packing_efficiency = 0;  // tokens / (bins * pack_size)
   std::array<SftSplitStats, 3> splits{};

@@ -115,7 +115,7 @@ echo "ok: chat_template=<file>"
 
 # --- Parquet chat rows (Hugging Face's form) pack the same bytes as the same rows in JSONL ----------
 pq="$ROOT/tests/fixtures/parquet"
-pqrows() { "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/$1" tokenizer.model="$tok" "sources=[{name: mine, files: $2}]"; }
+pqrows() { "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/$1" tokenizer.model="$tok" "sources=[{name: mine, files: $2}]" "${@:3}"; }
 expect_ok "chat rows as JSONL" '^wrote .*: 206 rows \(3 dropped\), 203 sequences' pqrows pq_jsonl "$pq/chat_rows.jsonl"
 for v in default zstd_v2_plain small_pages; do
   expect_ok "chat rows as Parquet ($v)" '^wrote .*: 206 rows \(3 dropped\), 203 sequences' pqrows "pq_$v" "$pq/chat_$v.parquet"
@@ -123,6 +123,12 @@ for v in default zstd_v2_plain small_pages; do
   grep -q "dropped 1 rows: no_messages (first: $pq/chat_$v.parquet: row 4: no \"messages\")" "$TMP/err" ||
     fail "chat_$v.parquet: a dropped row is not named by file and row"
 done
+# Sequences cut before their answer train nothing: said on the log, not only in metadata.json.
+expect_ok "pack_size cutting every answer" '^wrote .*: 206 rows \(3 dropped\), 203 sequences, [0-9]+ tokens \(0 trained\)' \
+  pqrows pq_cut "$pq/chat_rows.jsonl" pack_size=16
+grep -qx "warning: 203 sequences cut by max_doc_tokens (0) or pack_size (16) lost every trained token and train nothing (first: $pq/chat_rows.jsonl:1); raise the limit to keep their answers" "$TMP/err" ||
+  fail "no warning for sequences cut to no trained token: $(cat "$TMP/err")"
+grep -q '"sequences_truncated_to_no_trained_tokens": 203' "$TMP/pq_cut/metadata.json" || fail "metadata.json: no count of sequences cut to no trained token"
 mkdir -p "$TMP/pqdir" && cp "$pq/chat_default.parquet" "$TMP/pqdir/" && cp "$pq/chat_rows.jsonl" "$TMP/pqdir/"
 expect_ok "a folder of .jsonl and .parquet files" '^wrote .*: 412 rows \(6 dropped\), 406 sequences' pqrows pq_dir "$TMP/pqdir"
 head -c 5000 "$pq/chat_default.parquet" >"$TMP/cut.parquet"
