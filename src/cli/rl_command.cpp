@@ -85,11 +85,12 @@ int run_rl(const TrainingCommandOptions& o) {
                fmt::format("run `nemotron {} data prep pretrain -c {}` first (it trains the tokenizer)", o.family,
                            o.config));
   const data::Tokenizer tok = data::Tokenizer::load(cfg.tokenizer_path);
-  const data::ChatFormat format = *data::chat_format_from_name(cfg.chat_template);
-  std::vector<rl::RlPrompt> train_rows = rl::load_rl_prompts(cfg.data.train_jsonl_fpath, tok, format);
+  const data::ChatTemplate chat = rl::resolve_rl_chat_template(cfg, path);
+  std::printf("chat template: %s\n", chat.name().c_str());
+  std::vector<rl::RlPrompt> train_rows = rl::load_rl_prompts(cfg.data.train_jsonl_fpath, tok, chat);
   std::vector<rl::RlPrompt> val_rows;
   if (!cfg.data.validation_jsonl_fpath.empty())
-    val_rows = rl::load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, format);
+    val_rows = rl::load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, chat);
 
   // The policy on the compute device; in bf16 its bf16 values are what the engine reads and what
   // the optimizer writes back from the fp32 masters: one copy of the weights, no refit.

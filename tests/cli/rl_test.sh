@@ -3,7 +3,8 @@
 # a few pretraining steps -> data prep sft -> a few SFT steps -> data prep rl -> a few GRPO steps
 # from that SFT checkpoint: one log line per step (reward, accuracy, KL, clip fraction, the
 # engine/trainer log-prob mismatch, seconds, tokens/s, refit), validation, checkpoints with the
-# data cursor, the time to the first step, a model artifact whose lineage reaches the data; a run
+# data cursor, the time to the first step, a model artifact whose lineage reaches the data; the
+# chat template as a .jinja file (the built-in's prompts exactly) or auto; a run
 # stopped halfway and resumed ends with the uninterrupted run's metrics and weights bit for bit;
 # bad input (an unknown key, a missing SFT checkpoint, an overflowing rollout batch, a checkpoint_dir
 # another run holds) as one `error:` line, exit 2, nothing written.
@@ -62,6 +63,16 @@ for n in tiny-data-rl tiny-sft tiny-pretrain tiny-data-pretrain; do
   grep -q "<- $n:" "$TMP/out" || fail "lineage: no $n: $(cat "$TMP/out")"
 done
 
+# --- the chat template as a file (nano3.jinja) or auto: the built-in nano3's prompts ---------------
+jinja="$ROOT/tests/fixtures/jinja/nano3.jinja"
+expect_ok "rl 1 step, chat_template=nano3.jinja" "^chat template: $jinja\$" "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/jinja \
+  grpo.max_num_steps=1 policy.tokenizer.chat_template="$jinja"
+[[ -n "$(records runs/tiny/jinja/metrics.jsonl)" && "$(records runs/tiny/jinja/metrics.jsonl)" == "$(records runs/tiny/rl/metrics.jsonl | head -1)" ]] ||
+  fail "step 1 with nano3.jinja differs from the built-in's: $(records runs/tiny/jinja/metrics.jsonl) vs $(records runs/tiny/rl/metrics.jsonl | head -1)"
+expect_ok "rl, chat_template=auto (the SFT checkpoint has none: nano3)" '^chat template: nano3$' "${rl[@]}" \
+  checkpointing.checkpoint_dir=runs/tiny/auto grpo.max_num_steps=1 policy.tokenizer.chat_template=auto
+printf '{{ messages[0].content }}\n{%% if %%}\n' >"$TMP/broken.jinja"
+
 # --- exact resume: 2 steps, then the same command to 4 == 4 uninterrupted steps -------------------
 expect_ok "2 steps" '^step 2/2 ' "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/part grpo.max_num_steps=2
 expect_ok "resume" '^resumed from runs/tiny/part/iter_0000002 at step 2 ' "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/part
@@ -82,6 +93,9 @@ expect_error "unknown key" \
 expect_error "missing SFT checkpoint" \
   "$recipe: policy.model_name: runs/tiny/nope does not exist; run the SFT stage first (\`nemotron super3 sft -c tiny\`) or point it at a checkpoint" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b policy.model_name=runs/tiny/nope
+expect_error "a chat template with a syntax error" \
+  "$recipe: policy.tokenizer.chat_template: $TMP/broken.jinja:2: expected an expression, got end of statement block" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b policy.tokenizer.chat_template="$TMP/broken.jinja"
 expect_error "unknown device" "$recipe: device: expected cpu, cuda or cuda:N, got \"gpu\"" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b device=gpu
 # A GPU this build or machine lacks (the GPU path itself: tests/cli/cuda_rl_test.sh).
