@@ -1,6 +1,7 @@
 // Loss-side and optimizer kernels on the GPU (a benchmark, not a test).
-// usage: cuda_loss [--tokens 8192] [--vocab 131072] [--params 1.5e9] [--tensors 300] [--reps 10]
-// Prints the fused cross-entropy (bf16 logits, forward and forward+backward in place), the
+// usage: cuda_loss [--tokens 8192] [--vocab 131072] [--tp 2] [--params 1.5e9] [--tensors 300] [--reps 10]
+// Prints the fused cross-entropy (bf16 logits, forward and forward+backward in place), one rank's
+// part of the vocab-parallel cross-entropy (a vocab / tp shard: stats, combine, grad in place), the
 // embedding forward/backward, one multi-tensor AdamW step (bf16 values with float32 masters,
 // grads and moments) and the global gradient norm, each as a median time and TB/s of the bytes
 // the op must move, against the measured device-to-device copy rate (H100: ~3.0 TB/s).
@@ -22,6 +23,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_cuda.h"
 #include "ops/embedding.h"
+#include "ops/vocab_parallel_cross_entropy.h"
 
 using namespace nemotron;
 
@@ -99,6 +101,35 @@ void bench_cross_entropy(Context& ctx, int64_t N, int64_t V, int reps) {
   }
 }
 
+// One rank's work in the vocab-parallel cross-entropy over a [N, V / T] bf16 shard (the
+// all-gather between stats and combine is not timed: [T, N, 3] floats, copied here).
+void bench_vocab_parallel(Context& ctx, int64_t N, int64_t V, int64_t T, int reps) {
+  const int64_t Vl = V / T;
+  Tensor logits = ctx.empty({N, Vl}, DType::bf16);
+  fill_random(ctx, logits, -4.0, 4.0, 6);
+  Tensor targets = ctx.empty({N}, DType::i32);
+  {
+    Tensor h = Tensor::empty({N}, DType::i32);
+    Philox r(7);
+    for (int64_t i = 0; i < N; ++i) h.data<int32_t>()[i] = static_cast<int32_t>(r.uniform(i) * static_cast<double>(V));
+    targets.copy_from(h);
+  }
+  Tensor stats = ctx.empty({N, 3}, DType::f32), gathered = ctx.empty({T, N, 3}, DType::f32);
+  Tensor lse = ctx.empty({N}, DType::f32), losses = ctx.empty({N}, DType::f32);
+  const double once = static_cast<double>(N) * static_cast<double>(Vl) * 2;
+  std::printf("\nvocab-parallel cross-entropy, one rank of %ld: bf16 shard [%ld, %ld] (%.2f GB)\n",
+              static_cast<long>(T), static_cast<long>(N), static_cast<long>(Vl), once / 1e9);
+  report("stats (1 read)", median_cuda_ms(ctx, reps, [&] { ops::vocab_shard_stats(ctx, logits, targets, 0, stats); }),
+         once);
+  for (int64_t t = 0; t < T; ++t) gathered.select(t).copy_from(stats);
+  report("combine (T x N x 3 floats)", median_cuda_ms(ctx, reps, [&] {
+           ops::vocab_shard_combine(ctx, gathered, targets, Tensor(), lse, losses);
+         }), static_cast<double>(T * N * 12 + N * 16));
+  report("grad in place (1 r + 1 w)", median_cuda_ms(ctx, reps, [&] {
+           ops::vocab_shard_grad(ctx, logits, targets, Tensor(), lse, 0, 1.0 / N, logits);
+         }), 2 * once);
+}
+
 void bench_embedding(Context& ctx, int64_t N, int64_t V, int64_t D, int reps) {
   Tensor w = ctx.empty({V, D}, DType::bf16), dy = ctx.empty({N, D}, DType::bf16);
   fill_random(ctx, w, -1.0, 1.0, 3), fill_random(ctx, dy, -1.0, 1.0, 4);
@@ -156,12 +187,13 @@ void bench_optimizer(Context& ctx, double total_params, int tensors, int reps) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Cross-entropy, embedding and optimizer kernel throughput on the GPU"};
-  int64_t tokens = 8192, vocab = 131072, hidden = 4096;
+  int64_t tokens = 8192, vocab = 131072, hidden = 4096, tp = 2;
   double params = 1.5e9;
   int tensors = 300, reps = 10;
   app.add_option("--tokens", tokens);
   app.add_option("--vocab", vocab);
   app.add_option("--hidden", hidden);
+  app.add_option("--tp", tp, "ranks the vocabulary is split over (vocab-parallel cross-entropy)");
   app.add_option("--params", params);
   app.add_option("--tensors", tensors);
   app.add_option("--reps", reps);
@@ -174,6 +206,7 @@ int main(int argc, char** argv) {
   Context ctx{&backend, nullptr, DType::bf16};
   measure_copy(ctx, reps);
   bench_cross_entropy(ctx, tokens, vocab, reps);
+  bench_vocab_parallel(ctx, tokens, vocab, tp, reps);
   bench_embedding(ctx, tokens, vocab, hidden, reps);
   bench_optimizer(ctx, params, tensors, reps);
   random_blocks().clear();

@@ -21,6 +21,9 @@
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
+//                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
+//                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
+//                      serves the same model as the rollout it compares with)]
 // DeciLM configs run too (bench/configs/llama31_8b.yaml: Llama-3.1-8B's shape as 32 uniform blocks;
 // decilm_1b.yaml). --hf-config-out then writes the DeciLM config.json; tools/hf_bench_model.py
 // builds a uniform one as LlamaForCausalLM and refuses a heterogeneous one (no transformers class).
@@ -33,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -50,6 +54,9 @@
 #include "engine/cached_step_model.h"
 #include "engine/engine.h"
 #include "model/decode_state.h"
+#include "model/hf_convert.h"
+#include "model/weights_io.h"
+#include "io/mapped_file.h"
 #include "ops/matmul_cuda.h"
 
 using namespace nemotron;
@@ -172,7 +179,7 @@ SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t
 
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results = "bench/results/rollout.jsonl";
-  std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out;
+  std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out, save_weights_dir;
   int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24;
   double temperature = 1.0;
   bool host_sampling = false, sweep_baseline = false;
@@ -191,6 +198,9 @@ int main(int argc, char** argv) {
   app.add_option("--results", results, "append one JSON line with the figures to this file (empty: none)");
   app.add_flag("--host-sampling", host_sampling, "bring the logits [S, V] to the host and sample there (the engine's path before GPU sampling)");
   app.add_option("--hf-config-out", hf_config_out, "also write the config as a Hugging Face config.json here");
+  app.add_option("--save-weights", save_weights_dir,
+                 "also write the benchmark's model (its random weights, in --dtype) as a weights-only checkpoint "
+                 "here (model.safetensors + config.yaml: generate and serve load it)");
   app.add_option("--skinny-gemm", skinny, "the skinny GEMM for decode-size linears (off: cuBLASLt for all)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--sweep-baseline", sweep_baseline, "also time each sweep point with the skinny GEMM off");
@@ -216,6 +226,13 @@ int main(int argc, char** argv) {
     // then starts from the weights.
     for (model::Param* p : net.params().all())
       if (p->requires_grad) net.params().set_requires_grad(*p, false);
+    if (!save_weights_dir.empty()) {
+      std::filesystem::create_directories(save_weights_dir);
+      model::save_weights(save_weights_dir, net.params());
+      const std::string yaml = model::checkpoint_config_yaml(cfg, {{"bench_config", config}, {"init_seed", 1234}});
+      io::write_file_atomically(save_weights_dir + "/config.yaml", yaml.data(), yaml.size());
+      std::printf("wrote the model's weights (%s) and config.yaml to %s\n", dtype_name.c_str(), save_weights_dir.c_str());
+    }
     gpu.release_cache();
     gpu.reset_peak();
     const size_t weights_bytes = gpu.bytes_in_use();

@@ -43,6 +43,9 @@ parallel::RankLayout run_layout(const model::ModelConfig& model, const std::stri
 void refuse_expert_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
 // The part of the model this rank builds.
 model::ModelShard model_shard(const parallel::ProcessGroups& groups);
+// InputError naming model.tensor_model_parallel_size when the layout splits tensors and the
+// command cannot yet (`why` says what).
+void refuse_tensor_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
 // Its rank table for a dry run: "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks" and one line per rank.
 std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model);
 // Its groups over the world (NCCL on `backend` when it is a GPU; MPI on the host otherwise).

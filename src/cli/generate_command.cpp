@@ -90,17 +90,6 @@ std::string tokenizer_path(const GenerateOptions& o, const train::InferenceModel
       expected.string()));
 }
 
-// --dtype on the chosen device: "auto" is the device's default (bf16 on CUDA, float32 on the CPU).
-DType generate_dtype(const std::string& name, const train::ComputeDevice& dev) {
-  const bool cpu = dev.backend->device().is_cpu();
-  if (name == "auto") return dev.dtype;
-  if (name == "float32") return DType::f32;
-  if (name == "float64" && cpu) return DType::f64;
-  if (name == "bfloat16" && !cpu) return DType::bf16;
-  throw InputError(fmt::format("--dtype {}: not on {} (the CPU runs float32 or float64; CUDA float32 or bfloat16)",
-                               name, dev.backend->name()));
-}
-
 // The prompt text of a chat: the messages rendered by the template, then its generation prompt.
 std::string render(const data::ChatTemplate& f, const data::OrderedJson& messages, const data::OrderedJson& tools,
                    bool enable_thinking, const std::string& where) {
@@ -188,7 +177,7 @@ void run_generate(const GenerateOptions& o) {
 
   if (!fs::exists(o.checkpoint)) throw InputError(fmt::format("--checkpoint {}: no such directory", o.checkpoint));
   train::ComputeDevice dev = train::open_inference_device(o.device, "--device");
-  const DType dt = generate_dtype(o.dtype, dev);
+  const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
   train::InferenceModel m = train::load_inference_model(o.checkpoint, *dev.backend, dt);
   const data::Tokenizer tok = data::Tokenizer::load(tokenizer_path(o, m));
   const model::ModelConfig& cfg = m.net->config();

@@ -54,6 +54,8 @@ int run_rl(const TrainingCommandOptions& o) {
   refuse_expert_parallel(layout, path,
                          "GRPO's rollouts do not run expert-parallel yet (each rank's engine decodes on its own "
                          "schedule, while the experts' exchange needs the whole expert group at once)");
+  refuse_tensor_parallel(layout, path,
+                         "GRPO's rollouts do not run tensor-parallel yet (the generation engine holds whole layers)");
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);

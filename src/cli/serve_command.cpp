@@ -1,5 +1,9 @@
 // `nemotron serve`: an OpenAI-compatible HTTP server (serve/) over a checkpoint, on the generation
-// engine (engine/: continuous batching over the KV/SSM cache) on the CPU. SIGINT or SIGTERM
+// engine (engine/: continuous batching over the KV/SSM cache) on a GPU (--device cuda[:N], bf16 by
+// default; tokens drawn on the GPU unless a request asks for log-probs or host-only sampling) or
+// the CPU, the device and dtype chosen as generate chooses them. At start it prints what the KV
+// pages and Mamba states of --max-slots x --max-seq-len cost and the most that fit, and refuses
+// (exit 2) a cache the GPU cannot hold (engine/cache_budget.h). SIGINT or SIGTERM
 // stops it gracefully: no new connections, running generations end with 503 (a stream with an
 // error event), then the process ends by the signal (130 / 143), as the training commands do.
 // The API key comes from --api-key or NEMOTRON_API_KEY (read here only: nothing below cli/ reads
@@ -16,15 +20,19 @@
 
 #include "backend/cpu/parallel.h"
 #include "cli/commands.h"
+#include "cli/host_memory.h"
 #include "cli/stop_signals.h"
 #include "core/error.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
+#include "engine/cache_budget.h"
 #include "engine/cached_step_model.h"
 #include "serve/engine_worker.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
+#include "train/compute_device.h"
 #include "train/inference_model.h"
+#include "train/plan.h"
 
 namespace nemotron::cli {
 
@@ -33,7 +41,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeOptions {
-  std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "auto", dtype = "float32";
+  std::string checkpoint, tokenizer, host = "127.0.0.1", served_model_name, chat_template = "auto", dtype = "auto",
+              device = "auto";
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
@@ -46,6 +55,39 @@ std::string default_model_name(const std::string& checkpoint) {
   if (p.filename().empty()) p = p.parent_path();
   if (p.filename().string().rfind("iter_", 0) == 0) p = p.parent_path();
   return p.filename().string();
+}
+
+// The start line of what --max-slots x --max-seq-len cost in KV pages and Mamba states, and the
+// most that fit; a cache larger than its share of the memory left after the weights (the GPU's
+// free memory, or the machine's physical memory) is refused here (InputError), before it is
+// allocated, with the values that would fit.
+std::string cache_budget_line(const model::ModelConfig& cfg, DType dt, int64_t slots, int64_t len, Backend& backend) {
+  const bool gpu = !backend.device().is_cpu();
+  const auto weights = static_cast<int64_t>(backend.bytes_in_use());
+  const auto available = gpu ? static_cast<int64_t>(backend.available_bytes())
+                             : std::max<int64_t>(0, static_cast<int64_t>(physical_memory_bytes()) - weights);
+  const engine::CacheBudget b =
+      engine::cache_budget(cfg, dt, slots, len, available, engine::CachedStepModel::kBlockSize);
+  auto bytes = [](int64_t n) { return train::human_bytes(static_cast<double>(n)); };
+  const std::string cost = fmt::format("KV pages and Mamba states: {} for --max-slots {} x --max-seq-len {} ({} per slot)",
+                                       bytes(b.total_bytes), slots, len, bytes(b.per_slot_bytes));
+  if (b.budget_bytes == 0) return cost + " (host memory: its size unknown)";
+  const std::string longest = b.max_seq_len_that_fits < 0    ? fmt::format(", or any --max-seq-len at --max-slots {}", slots)
+                              : b.max_seq_len_that_fits == 0 ? fmt::format(" (at --max-slots {}, no length fits)", slots)
+                                                             : fmt::format(", or --max-seq-len {} at --max-slots {}",
+                                                                           b.max_seq_len_that_fits, slots);
+  const std::string most =
+      fmt::format("the most that fit: --max-slots {} at --max-seq-len {}{}", b.max_slots_that_fit, len, longest);
+  const std::string budget =
+      fmt::format("{} may hold them on {} ({:.0f}% of the {} {} after {} of weights; the rest is for the steps' "
+                  "activations)",
+                  bytes(b.budget_bytes), gpu ? backend.name() : "the host", 100 * engine::kCacheMemoryFraction,
+                  bytes(available), gpu ? "free" : "of physical memory left", bytes(weights));
+  if (!b.fits())
+    throw InputError(fmt::format("--max-slots {} x --max-seq-len {}: the KV pages and Mamba states need {}, but only {}; "
+                                 "{}",
+                                 slots, len, bytes(b.total_bytes), budget, most));
+  return fmt::format("{}; {}; {}", cost, budget, most);
 }
 
 int run_serve(const ServeOptions& o) {
@@ -67,8 +109,9 @@ int run_serve(const ServeOptions& o) {
       throw InputError(fmt::format("--chat-template: {}", e.what()));
     }
   }();
-  const DType dt = o.dtype == "float64" ? DType::f64 : DType::f32;
-  train::InferenceModel m = train::load_inference_model(o.checkpoint, host_backend(), dt);
+  train::ComputeDevice dev = train::open_inference_device(o.device, "--device");
+  const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
+  train::InferenceModel m = train::load_inference_model(o.checkpoint, *dev.backend, dt);
   const std::string tok_path = o.tokenizer.empty() ? m.tokenizer_path : o.tokenizer;
   if (tok_path.empty() || !fs::exists(tok_path))
     throw InputError(fmt::format("{}: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's "
@@ -96,7 +139,11 @@ int run_serve(const ServeOptions& o) {
   if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) served.chat_stop_token_ids.push_back(*end);
   served.max_token_bytes = serve::longest_token_bytes(tok);
 
-  const Context run_ctx{&host_backend(), nullptr, dt};
+  const bool gpu = !dev.backend->device().is_cpu();
+  const std::string where_run =
+      gpu ? dev.backend->name() : fmt::format("{} CPU threads", cpu::num_threads());
+  const std::string memory_line = cache_budget_line(cfg, dt, o.max_slots, max_len, *dev.backend);
+  const Context run_ctx{dev.backend, nullptr, dt};
   engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
   serve::ServerMetrics metrics;
   serve::WorkerObservers observers;
@@ -110,7 +157,7 @@ int run_serve(const ServeOptions& o) {
         in_use += model::DecodeState::bytes_per_sequence(cfg, st.blocks_held(slot) * st.block_size(), dt);
     return std::pair<int64_t, int64_t>{in_use, st.bytes()};
   };
-  serve::EngineWorker worker(step, *m.net, tok, observers);
+  serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); });
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
@@ -119,10 +166,11 @@ int run_serve(const ServeOptions& o) {
   serve::OpenAiServer server(worker, served, sopt, metrics);
   const int port = server.bind();
 
-  std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %d CPU threads; %lld slots, context %lld tokens\n",
+  std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %s; %lld slots, context %lld tokens\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(m.net->params().numel()), dtype_name(dt), cpu::num_threads(),
+              static_cast<long long>(m.net->params().numel()), dtype_name(dt), where_run.c_str(),
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
+  std::printf("%s\n", memory_line.c_str());
   std::printf("serving \"%s\" at http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models, "
               "/v1/health; /tokenize, /detokenize, /metrics); Ctrl-C stops\n",
               served.name.c_str(), o.host.c_str(), port);
@@ -159,7 +207,8 @@ int run_serve(const ServeOptions& o) {
 void add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* c = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server on a checkpoint (completions, chat, streaming; continuous batching, CPU)");
+      "serve",
+      "OpenAI-compatible HTTP server on a checkpoint (completions, chat, streaming; continuous batching, GPU or CPU)");
   c->add_option("--checkpoint", o->checkpoint,
                 "A native checkpoint (directory with latest_checkpointed_iteration.txt, an iteration directory) or a "
                 "Hugging Face directory (config.json + safetensors)")
@@ -177,7 +226,13 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
-  c->add_option("--dtype", o->dtype, "Compute dtype")->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  c->add_option("--device", o->device,
+                "auto (a GPU when this build has CUDA and one is visible, else the CPU), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  c->add_option("--dtype", o->dtype,
+                "Compute dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16 (CUDA), float64 (CPU)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16", "float64"}))
+      ->capture_default_str();
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
                 "per slot when that is more)");

@@ -142,7 +142,10 @@ int run_sft(const TrainingCommandOptions& o) {
   net.init(cfg.seed);
   // LoRA: adapters on the targeted projections, every base weight frozen (before the masters
   // and the optimizer exist, so neither holds anything for the base).
-  if (cfg.peft) model::attach_lora(net.params(), *cfg.peft, cfg.seed, path);
+  if (cfg.peft) {
+    refuse_tensor_parallel(layout, path, "LoRA adapters are not split over tensor-parallel ranks yet");
+    model::attach_lora(net.params(), *cfg.peft, cfg.seed, path);
+  }
   net.params().create_masters();
   train::TrainerOptions topts =
       trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint});
@@ -163,9 +166,10 @@ int run_sft(const TrainingCommandOptions& o) {
     if (heldout.prompts.empty()) return;
     // Each rank's engine decodes on its own schedule, while an expert-parallel forward needs every
     // rank of the expert group at once.
-    if (layout.expert() > 1) {
-      std::printf("held-out answers, generated: skipped under expert parallelism (the engine runs on one rank's "
-                  "experts; score the checkpoint with `nemotron eval`)\n");
+    if (layout.expert() > 1 || layout.tensor() > 1) {
+      std::printf("held-out answers, generated: skipped under %s parallelism (the engine runs on one rank's "
+                  "part of the model; score the checkpoint with `nemotron eval`)\n",
+                  layout.expert() > 1 ? "expert" : "tensor");
       return;
     }
     const eval::TaskResult r =

@@ -22,9 +22,10 @@ namespace nemotron::engine {
 
 class CachedStepModel : public StepModel {
  public:
+  static constexpr int64_t kBlockSize = 16;  // tokens per KV page
   // `ctx` runs the model (its backend is where the weights and the cache live).
   CachedStepModel(model::HybridModel& model, Context ctx, int64_t max_slots, int64_t max_seq_len,
-                  int64_t block_size = 16);
+                  int64_t block_size = kBlockSize);
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_slots() const override { return state_.max_slots(); }

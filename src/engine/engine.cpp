@@ -26,6 +26,7 @@ struct Engine::Sequence {
   size_t position = 0;
   int64_t slot = -1;
   SamplingParams params;
+  bool wants_logits = false;  // Request::wants_logits
   Result result;
   bool prefilled = false;
   size_t prefix_offset = 0, read_offset = 0;
@@ -144,6 +145,7 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       s.position = queue_.front().first;
       s.slot = slot;
       s.params = r.params;
+      s.wants_logits = r.wants_logits;
       s.result.id = *r.id;
       s.result.tag = r.tag;
       s.result.prompt = std::move(r.prompt);
@@ -169,9 +171,12 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
     }
     // Where the model offers it (a GPU) and every row is greedy or temperature-only, the tokens
     // are drawn where the logits are and only they come back; otherwise [S, V] logits come to the
-    // host (top-k / top-p sort the vocabulary here; on_token hooks get the logits row).
-    bool on_device = model_.samples_on_device() && !hooks.on_token;
-    for (int64_t slot : ids) on_device = on_device && device_samplable(slots[static_cast<size_t>(slot)]->params);
+    // host (top-k / top-p sort the vocabulary here; a request that wants its logits row gets it).
+    bool on_device = model_.samples_on_device();
+    for (int64_t slot : ids) {
+      const Sequence& s = *slots[static_cast<size_t>(slot)];
+      on_device = on_device && device_samplable(s.params) && !(hooks.on_token && s.wants_logits);
+    }
     std::vector<SampledToken> drawn(ids.size());
     std::vector<float> logits;
     const auto m0 = Clock::now();
@@ -209,8 +214,10 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       ++stats_.decode_tokens;
       if (!s.params.stop.empty() || hooks.on_token) detokenize(s, false);
       std::optional<FinishReason> why = check_finish(s);
-      if (hooks.on_token) {  // never on the device path: the logits are here
-        const std::span<const float> row(logits.data() + i * static_cast<size_t>(V), static_cast<size_t>(V));
+      if (hooks.on_token) {  // the logits row only for a request that asked (never a device step)
+        const std::span<const float> row =
+            s.wants_logits ? std::span<const float>(logits.data() + i * static_cast<size_t>(V), static_cast<size_t>(V))
+                           : std::span<const float>();
         if (!hooks.on_token(s.result, row) && !why) why = FinishReason::cancelled;
       }
       if (why) finish(s, *why);

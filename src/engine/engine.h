@@ -25,6 +25,10 @@ struct Request {
   // the order they were added.
   std::optional<uint64_t> id;
   uint64_t tag = 0;  // the caller's, copied to Result::tag (ids may repeat: requests keyed alike draw alike)
+  // RunHooks::on_token gets this request's logits row (a server's top log-probs): its steps then
+  // bring [S, V] logits to the host. Otherwise on_token gets an empty row, and a step whose rows
+  // all sample on the device (StepModel::samples_on_device) brings back only the drawn tokens.
+  bool wants_logits = false;
 };
 
 enum class FinishReason { stop_token, stop_string, length, max_seq_len, cancelled };
@@ -56,9 +60,10 @@ struct RunHooks {
   // Called before each step; may add() requests.
   std::function<void()> before_step;
   // After each sampled token (the last one too, before on_finish), with the result so far (its
-  // text detokenized up to this token, a stop string cut) and the unmodified logits [V] the token
-  // was drawn from. Returning false cancels the request: it finishes at once with
-  // FinishReason::cancelled (unless this token finished it anyway) and frees its slot.
+  // text detokenized up to this token, a stop string cut) and, for a request with wants_logits,
+  // the unmodified logits [V] the token was drawn from (else an empty span). Returning false
+  // cancels the request: it finishes at once with FinishReason::cancelled (unless this token
+  // finished it anyway) and frees its slot.
   std::function<bool(const Result&, std::span<const float> logits)> on_token;
   // false: run() keeps no results (the caller takes them in on_finish), so a long-running caller's
   // memory does not grow with the requests it served.

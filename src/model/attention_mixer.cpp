@@ -8,7 +8,7 @@
 namespace nemotron::model {
 
 AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t,
-                               int64_t num_key_value_heads)
+                               int64_t num_key_value_heads, const ModelShard& shard)
     : H_(cfg.hidden_size),
       nq_(cfg.num_attention_heads),
       nkv_(num_key_value_heads > 0 ? num_key_value_heads : cfg.num_key_value_heads),
@@ -26,10 +26,14 @@ AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const 
   hd_ = cfg.attn_head_dim();
   if (hd_ <= 0 || (rope_ && hd_ % 2 != 0))
     throw InputError(fmt::format("head_dim: expected a positive{} size, got {}", rope_ ? " even" : "", hd_));
-  q_proj_ = Linear(store, prefix + "q_proj.", H_, nq_ * hd_, cfg.attention_bias);
-  k_proj_ = Linear(store, prefix + "k_proj.", H_, nkv_ * hd_, cfg.attention_bias);
-  v_proj_ = Linear(store, prefix + "v_proj.", H_, nkv_ * hd_, cfg.attention_bias);
-  o_proj_ = Linear(store, prefix + "o_proj.", nq_ * hd_, H_, cfg.attention_bias);
+  split_ = shard.tensor_parallel();
+  const TensorSplit column = TensorSplit::column(shard), row = TensorSplit::row(shard);
+  q_proj_ = Linear(store, prefix + "q_proj.", H_, nq_ * hd_, cfg.attention_bias, column);
+  k_proj_ = Linear(store, prefix + "k_proj.", H_, nkv_ * hd_, cfg.attention_bias, column);
+  v_proj_ = Linear(store, prefix + "v_proj.", H_, nkv_ * hd_, cfg.attention_bias, column);
+  o_proj_ = Linear(store, prefix + "o_proj.", nq_ * hd_, H_, cfg.attention_bias, row);
+  nq_ = split_extent(nq_, column, prefix + "num_attention_heads");
+  nkv_ = split_extent(nkv_, column, prefix + "num_key_value_heads");
 }
 
 void AttentionMixer::init(uint64_t seed) {

@@ -9,6 +9,7 @@
 
 #include "model/linear.h"
 #include "model/mixer.h"
+#include "model/model_shard.h"
 #include "ops/rope_freq.h"
 
 namespace nemotron::model {
@@ -25,10 +26,13 @@ struct AttentionSaved : MixerSaved {
 class AttentionMixer : public Mixer {
  public:
   // num_key_value_heads: this layer's KV-head count (DeciLM: per layer), 0 = the config's.
+  // Tensor parallelism (shard.tensor_size T > 1): this rank holds nq / T query heads and nkv / T
+  // KV groups (q/k/v split by rows, o_proj by columns) and returns its partial o_proj product.
   AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
-                 int64_t num_key_value_heads = 0);
+                 int64_t num_key_value_heads = 0, const ModelShard& shard = {});
 
   LayerKind kind() const override { return LayerKind::attention; }
+  bool split_over_tensor() const override { return split_; }
   // q/k/v ~ N(0, initializer_range), o_proj ~ N(0, initializer_range / sqrt(num_layers)), biases 0.
   void init(uint64_t seed) override;
   Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
@@ -47,8 +51,9 @@ class AttentionMixer : public Mixer {
   Tensor extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) override;
 
  private:
-  int64_t H_, nq_, nkv_, hd_;
+  int64_t H_, nq_, nkv_, hd_;  // nq_, nkv_: this rank's heads
   bool rope_;
+  bool split_ = false;
   ops::RopeFreq rope_freq_;
   double init_std_, out_std_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;

@@ -339,12 +339,12 @@ void HfCheckpoint::load_into(ParamStore& store) const {
       throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model needs", dir_, p->name,
                                    p->value.shape().str()));
     const HfTensor& t = *it->second;
-    if (t.shape != p->value.shape())
+    if (t.shape != p->global_shape())
       throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the model expects {}", t.file, t.stored_as,
-                                   t.shape.str(), p->value.shape().str()));
+                                   t.shape.str(), p->global_shape().str()));
     Tensor loaded = load(t, p->value.dtype());
     check_loaded_finite(loaded, t.file, t.expert < 0 ? t.stored_as : fmt::format("{}[{}]", t.stored_as, t.expert));
-    p->value.copy_from(loaded);
+    p->value.copy_from(local_part(*p, loaded));  // this rank's part under tensor parallelism
   }
 }
 

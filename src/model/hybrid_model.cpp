@@ -5,12 +5,15 @@
 
 #include "model/finite_check.h"
 #include "model/mixer_factory.h"
+#include "model/tensor_split.h"
+#include "model/vocab_parallel.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
+#include "parallel/process_groups.h"
 
 namespace nemotron::model {
 
@@ -27,10 +30,12 @@ HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, 
   validate(cfg_, "model");
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
   const StackNames names = stack_names(cfg_);
-  embed_ = &store_.add(names.embedding, {V, H}, true);
+  // Tensor parallelism splits the vocabulary of the embedding and the head (model/vocab_parallel.h).
+  const TensorSplit vocab = TensorSplit::column(shard_);
+  embed_ = &add_split(store_, names.embedding, {V, H}, vocab, true);
   trunk_ = std::make_unique<LayerStack>(cfg_, layer_specs(cfg_), store_, 0, shard_);
   norm_f_ = &store_.add(names.final_norm, {H}, false);
-  if (!cfg_.tie_word_embeddings) lm_head_ = &store_.add("lm_head.weight", {V, H}, true);
+  if (!cfg_.tie_word_embeddings) lm_head_ = &add_split(store_, "lm_head.weight", {V, H}, vocab, true);
   for (int64_t b = 0; b < cfg_.num_nextn_predict_layers; ++b)
     mtp_.push_back(std::make_unique<MtpBlock>(cfg_, store_, b, shard_));
 }
@@ -54,7 +59,7 @@ Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, F
   if (stats) stats->moe.clear(), stats->mtp_moe.clear();
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
   Tensor x = ctx.empty({B, T, H}, store_.dtype());
-  ops::embedding_forward(ctx, ids, embed_->value, x);
+  embed_tokens(ctx, ids, *embed_, cfg_.vocab_size, x);
   check_finite(x, "embedding output");
   return trunk_->forward(ctx, x, act ? &act->layers : nullptr, stats ? &stats->moe : nullptr, layout, recompute());
 }
@@ -89,7 +94,8 @@ void HybridModel::set_logit_temperature(double t) {
 
 Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& targets, const Tensor& weights,
                                  double scale, Tensor* dhout) {
-  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = hin.numel() / H;
+  Param& W = head_weight();
+  const int64_t H = cfg_.hidden_size, V = W.value.dim(0), N = hin.numel() / H;  // V: this rank's vocabulary rows
   DType dt = store_.dtype();
   NM_CHECK(targets.numel() == N, "targets {} for {} tokens", targets.shape().str(), N);
   NM_CHECK(!weights.defined() || weights.numel() == N, "weights {} for {} tokens", weights.shape().str(), N);
@@ -97,7 +103,6 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
   Tensor labels = targets.view({N});
   Tensor mask = weights.defined() ? weights.view({N}) : Tensor();
   Tensor dh = dhout ? ctx.empty({N, H}, dt) : Tensor();
-  Param& W = head_weight();
   Tensor* dW = W.requires_grad ? &W.grad : nullptr;
   // Per-token values stay on the device until the caller reads them: one read instead of one per chunk.
   Tensor out = ctx.empty({N}, stat_dtype(dt));
@@ -108,12 +113,14 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
     Tensor logits = ctx.empty({n, V}, dt), lc = out.slice(r0, r1);
     ops::linear_forward(ctx, hc, W.value, logits);
     Tensor mc = mask.defined() ? mask.slice(r0, r1) : Tensor();
-    ops::softmax_cross_entropy(ctx, logits, labels.slice(r0, r1), mc, scale, lc, dhout ? &logits : nullptr);
+    head_cross_entropy(ctx, W, cfg_.vocab_size, logits, labels.slice(r0, r1), mc, scale, lc, dhout != nullptr);
     if (dhout) {
       Tensor dhc = dh.slice(r0, r1);
       ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
     }
   }
+  // A split head: each rank's vocabulary rows give part of dh.
+  if (dhout && W.tensor_split()) parallel::groups_of(ctx).tensor->all_reduce(dh);
   if (dhout) *dhout = dh;
   return out;
 }
@@ -180,10 +187,10 @@ Tensor HybridModel::logits(Context& ctx, const Tensor& ids, const SequenceLayout
   DType dt = store_.dtype();
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, x.view({N, H}), norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
-  Tensor out = Tensor::empty({ids.dim(0), ids.dim(1), V}, dt, *ctx.backend);
-  Tensor o2 = out.view({N, V});
-  ops::linear_forward(ctx, h, head_weight().value, o2);
-  return out;
+  const Param& W = head_weight();
+  Tensor o2 = Tensor::empty({N, W.value.dim(0)}, dt, *ctx.backend);
+  ops::linear_forward(ctx, h, W.value, o2);
+  return gather_vocab(ctx, W, o2).view({ids.dim(0), ids.dim(1), V});
 }
 
 // Rows of xf [N, H] by index, one gather on the device (the embedding op with row ids).
@@ -203,14 +210,16 @@ Tensor HybridModel::gather_rows(Context& ctx, const Tensor& xf, const std::vecto
 
 // The final norm and the LM head on x [R, H]: logits [R, V] in logits_dtype.
 Tensor HybridModel::head_on_rows(Context& ctx, const Tensor& x, DType logits_dtype) {
-  const int64_t V = cfg_.vocab_size, R = x.dim(0), H = x.dim(1);
+  const Param& W = head_weight();
+  const int64_t V = W.value.dim(0), R = x.dim(0), H = x.dim(1);  // V: this rank's vocabulary rows
   const DType dt = store_.dtype();
   Tensor h = ctx.empty({R, H}, dt), rstd = ctx.empty({R}, stat_dtype(dt));
   ops::rmsnorm_forward(ctx, x, norm_f_->value, cfg_.layer_norm_epsilon, h, rstd);
   Tensor logits = (dt == logits_dtype) ? Tensor::empty({R, V}, dt, *ctx.backend) : ctx.empty({R, V}, dt);
-  ops::linear_forward(ctx, h, head_weight().value, logits);
+  ops::linear_forward(ctx, h, W.value, logits);
+  logits = gather_vocab(ctx, W, logits);
   if (dt != logits_dtype) {
-    Tensor cast = Tensor::empty({R, V}, logits_dtype, *ctx.backend);
+    Tensor cast = Tensor::empty(logits.shape(), logits_dtype, *ctx.backend);
     ops::cast(ctx, logits, cast);
     logits = cast;
   }
@@ -257,7 +266,7 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
   Tensor ids_t = Tensor::from_vector<int32_t>({1, N}, ids);
   if (!ctx.backend->device().is_cpu()) ids_t = ids_t.to(*ctx.backend);
   Tensor x = ctx.empty({1, N, H}, dt);
-  ops::embedding_forward(ctx, ids_t, embed_->value, x);
+  embed_tokens(ctx, ids_t, *embed_, V, x);
   Tensor out;
   const auto& mixers = trunk_->mixers();
   const auto& norms = trunk_->norms();
@@ -295,16 +304,18 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
 
 void HybridModel::backward(Context& ctx, Activations& act, Tensor& dx) {
   trunk_->backward(ctx, act.layers, dx, act.layout);
-  if (embed_->requires_grad) ops::embedding_backward(ctx, act.input_ids, dx, embed_->grad);
+  if (embed_->requires_grad) embed_tokens_backward(ctx, act.input_ids, dx, *embed_);
 }
 
 double HybridModel::forward_flops_per_token(int64_t T) const {
-  double f = 2.0 * static_cast<double>(cfg_.hidden_size) * static_cast<double>(cfg_.vocab_size);  // LM head
+  // LM head (this rank's vocabulary rows under tensor parallelism, as every mixer counts its part).
+  const double V = static_cast<double>(lm_head_ ? lm_head_->value.dim(0) : embed_->value.dim(0));
+  double f = 2.0 * static_cast<double>(cfg_.hidden_size) * V;
   for (const auto& m : trunk_->mixers()) f += m->forward_flops_per_token(T);
   // Training runs the MTP depths too: per depth eh_proj (2H -> H), the block's mixers, the head.
   for (int64_t k = 1; k <= mtp_depths(); ++k) {
     const MtpBlock& b = *mtp_[static_cast<size_t>(cfg_.mtp_block_of_depth(k))];
-    f += 2.0 * static_cast<double>(cfg_.hidden_size) * static_cast<double>(cfg_.vocab_size + 2 * cfg_.hidden_size);
+    f += 2.0 * static_cast<double>(cfg_.hidden_size) * (V + 2.0 * static_cast<double>(cfg_.hidden_size));
     for (const auto& m : b.stack().mixers()) f += m->forward_flops_per_token(T);
   }
   return f;

@@ -4,6 +4,7 @@
 #include "model/mixer_factory.h"
 #include "ops/elementwise.h"
 #include "ops/rmsnorm.h"
+#include "parallel/process_groups.h"
 
 namespace nemotron::model {
 
@@ -51,6 +52,9 @@ Tensor LayerStack::forward(Context& ctx, Tensor x, std::vector<LayerSaved>* save
     } else {
       out = mixers_[i]->forward(ctx, h, ms, layout);
     }
+    // A mixer split over the tensor group returned its part of the sum (Megatron's row-parallel
+    // all-reduce).
+    if (mixers_[i]->split_over_tensor()) parallel::groups_of(ctx).tensor->all_reduce(out);
     check_finite(out, "layer {} ({}) output", li, layer_kind_name(kind(i)));
     if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
   }
@@ -77,6 +81,9 @@ void LayerStack::backward(Context& ctx, std::vector<LayerSaved>& saved, Tensor& 
     }
     check_finite(dx, "layer {} output gradient", li);
     Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
+    // Each tensor rank's column-parallel projections give part of du (Megatron's all-reduce in the
+    // backward of copy_to_tensor_model_parallel_region).
+    if (mixers_[i]->split_over_tensor()) parallel::groups_of(ctx).tensor->all_reduce(du);
     check_finite(du, "layer {} ({}) input gradient", li, layer_kind_name(kind(i)));
     s.mixer.reset();
     // The residual join, fused and in place: dx_in = dx_out + d(norm branch).

@@ -9,11 +9,15 @@
 
 namespace nemotron::model {
 
-Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in_features, int64_t out_features, bool bias)
-    : in_(in_features), out_(out_features) {
+Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in_features, int64_t out_features, bool bias,
+               const TensorSplit& split) {
   NM_CHECK(in_features > 0 && out_features > 0, "linear {}: sizes {} -> {}", prefix, in_features, out_features);
-  weight_ = &store.add(prefix + "weight", {out_features, in_features});
-  if (bias) bias_ = &store.add(prefix + "bias", {out_features}, false);
+  weight_ = &add_split(store, prefix + "weight", {out_features, in_features}, split, true);
+  out_ = weight_->value.dim(0);
+  in_ = weight_->value.dim(1);
+  const bool row = split.kind == TensorSplit::Kind::row;
+  if (bias) bias_ = &add_split(store, prefix + "bias", {out_features}, row ? TensorSplit{} : split, false);
+  adds_bias_ = !(row && split.active() && split.rank != 0);
 }
 
 void Linear::init(uint64_t seed, double std) {
@@ -37,7 +41,7 @@ void Linear::forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate, 
   const int64_t rows = x.numel() / in_;
   Tensor x2 = x.view({rows, in_}), y2 = y.view({rows, out_});
   ops::matmul(ctx, x2, false, weight_->value, true, y2, 1.0, accumulate ? 1.0 : 0.0);
-  if (bias_) ops::bias_add(ctx, y2, bias_->value);
+  if (bias_ && adds_bias_) ops::bias_add(ctx, y2, bias_->value);
   const RowBlock all{0, out_};
   if (weight_->lora) lora_forward(ctx, x2, {&all, 1}, {&y2, 1}, keep);
 }
@@ -62,7 +66,7 @@ void Linear::forward_rows(Context& ctx, const Tensor& x, std::span<const RowBloc
              y.shape().str());
     const bool all = begin == 0 && end == out_;
     ops::linear_forward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), y);
-    if (bias_) ops::bias_add(ctx, y, all ? bias_->value : bias_->value.slice(begin, end));
+    if (bias_ && adds_bias_) ops::bias_add(ctx, y, all ? bias_->value : bias_->value.slice(begin, end));
     ys2.push_back(y.view({rows, end - begin}));
   }
   if (weight_->lora) lora_forward(ctx, x.view({rows, in_}), blocks, ys2, keep);

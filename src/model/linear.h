@@ -12,6 +12,7 @@
 #include "core/context.h"
 #include "model/model_config.h"
 #include "model/param.h"
+#include "model/tensor_split.h"
 
 namespace nemotron::model {
 
@@ -31,7 +32,12 @@ struct RowBlock {
 class Linear {
  public:
   Linear() = default;
-  Linear(ParamStore& store, const std::string& prefix, int64_t in_features, int64_t out_features, bool bias);
+  // in_features / out_features are the whole layer's; under tensor parallelism (`split`, model/
+  // tensor_split.h) the Linear holds and computes its part: a column split has out / size output
+  // rows (its bias split alike), a row split in / size inputs and a partial product, to which only
+  // tensor rank 0 adds the (replicated) bias, so the sum over the group adds it once.
+  Linear(ParamStore& store, const std::string& prefix, int64_t in_features, int64_t out_features, bool bias,
+         const TensorSplit& split = {});
 
   // W ~ N(0, std) keyed by (seed, name); b = 0.
   void init(uint64_t seed, double std);
@@ -54,6 +60,7 @@ class Linear {
   void backward_rows(Context& ctx, const Tensor& x, std::span<const RowBlock> blocks, std::span<const Tensor> dys,
                      Tensor* dx, bool accumulate_dx = false, const LinearSaved* kept = nullptr) const;
 
+  // This rank's widths (the whole layer's without tensor parallelism).
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   bool defined() const { return weight_ != nullptr; }
@@ -70,6 +77,7 @@ class Linear {
 
   Param* weight_ = nullptr;
   Param* bias_ = nullptr;
+  bool adds_bias_ = true;  // false on the tensor ranks > 0 of a row split
   int64_t in_ = 0, out_ = 0;
 };
 

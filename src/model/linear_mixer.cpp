@@ -2,7 +2,8 @@
 
 namespace nemotron::model {
 
-LinearMixer::LinearMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, const std::string& name)
+LinearMixer::LinearMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, const std::string& name,
+                         const ModelShard&)
     : std_(output_init_std(cfg)), w_(store, prefix + name, cfg.hidden_size, cfg.hidden_size, false) {}
 
 void LinearMixer::init(uint64_t seed) { w_.init(seed, std_); }

@@ -6,6 +6,7 @@
 
 #include "model/linear.h"
 #include "model/mixer.h"
+#include "model/model_shard.h"
 
 namespace nemotron::model {
 
@@ -16,7 +17,10 @@ struct LinearMixerSaved : MixerSaved {
 class LinearMixer : public Mixer {
  public:
   // `prefix` + `name` = the weight's prefix, e.g. "model.layers.3.self_attn." + "linear_attn.".
-  LinearMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, const std::string& name);
+  // Under tensor parallelism the [H, H] weight stays whole on every rank (it is small and rare):
+  // the mixer is not split and computes its whole output.
+  LinearMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, const std::string& name,
+              const ModelShard& shard = {});
 
   LayerKind kind() const override { return LayerKind::linear; }
   // W ~ N(0, initializer_range / sqrt(num_layers)): it writes into the residual stream.

@@ -11,6 +11,7 @@
 #include "ops/matmul.h"
 #include "ops/ssd_decode.h"
 #include "ops/ssd_scan.h"
+#include "model/tensor_split.h"
 
 namespace nemotron::model {
 
@@ -43,8 +44,9 @@ void check_config(const ModelConfig& c, int64_t layer) {
 
 }  // namespace
 
-Mamba2Mixer::Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index)
-    : cfg_(cfg), prefix_(prefix), layer_index_(layer_index) {
+Mamba2Mixer::Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
+                         const ModelShard& shard)
+    : cfg_(cfg), prefix_(prefix), layer_index_(layer_index), split_(shard.tensor_parallel()) {
   check_config(cfg, layer_index);
   H_ = cfg.hidden_size;
   nH_ = cfg.mamba_num_heads;
@@ -54,15 +56,25 @@ Mamba2Mixer::Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::s
   N_ = cfg.ssm_state_size;
   K_ = cfg.conv_kernel;
   GN_ = G_ * N_;
-  const int64_t in_dim = 2 * d_ + 2 * GN_ + nH_, conv_dim = d_ + 2 * GN_;
-  in_proj_ = Linear(store, prefix + "in_proj.", H_, in_dim, cfg.use_bias);
-  conv_w_ = &store.add(prefix + "conv1d.weight", {conv_dim, 1, K_});
-  if (cfg.use_conv_bias) conv_b_ = &store.add(prefix + "conv1d.bias", {conv_dim}, false);
-  dt_bias_ = &store.add(prefix + "dt_bias", {nH_}, false);
-  A_log_ = &store.add(prefix + "A_log", {nH_}, false);
-  D_ = &store.add(prefix + "D", {nH_}, false);
-  norm_w_ = &store.add(prefix + "norm.weight", {d_}, false);
-  out_proj_ = Linear(store, prefix + "out_proj.", d_, H_, cfg.use_bias);
+  // Tensor parallelism splits heads and groups (reference/architectures.md C.3): every per-head or
+  // per-group block of in_proj, conv1d, dt_bias, A_log, D and the norm on its own; out_proj by
+  // columns. The members below are then this rank's sizes.
+  const TensorSplit column = TensorSplit::column(shard), row = TensorSplit::row(shard);
+  const TensorSplit in_split = TensorSplit::column(shard, {d_, d_, GN_, GN_, nH_});
+  const TensorSplit conv_split = TensorSplit::column(shard, {d_, GN_, GN_});
+  in_proj_ = Linear(store, prefix + "in_proj.", H_, 2 * d_ + 2 * GN_ + nH_, cfg.use_bias, in_split);
+  conv_w_ = &add_split(store, prefix + "conv1d.weight", {d_ + 2 * GN_, 1, K_}, conv_split, true);
+  if (cfg.use_conv_bias) conv_b_ = &add_split(store, prefix + "conv1d.bias", {d_ + 2 * GN_}, conv_split, false);
+  dt_bias_ = &add_split(store, prefix + "dt_bias", {nH_}, column, false);
+  A_log_ = &add_split(store, prefix + "A_log", {nH_}, column, false);
+  D_ = &add_split(store, prefix + "D", {nH_}, column, false);
+  norm_w_ = &add_split(store, prefix + "norm.weight", {d_}, column, false);
+  out_proj_ = Linear(store, prefix + "out_proj.", d_, H_, cfg.use_bias, row);
+  first_head_ = shard.tensor_parallel() ? shard.tensor_rank * (nH_ / shard.tensor_size) : 0;
+  nH_ = split_extent(nH_, column, prefix + "mamba_num_heads");
+  G_ = split_extent(G_, column, prefix + "n_groups");
+  d_ = nH_ * P_;
+  GN_ = G_ * N_;
 }
 
 Mamba2Mixer::Rows Mamba2Mixer::in_rows(Part part) const {
@@ -103,7 +115,7 @@ void Mamba2Mixer::init(uint64_t seed) {
   set_values(*dt_bias_, dt_bias);
 
   std::vector<double> a_log(nH_);
-  for (int64_t h = 0; h < nH_; ++h) a_log[h] = std::log(static_cast<double>(h + 1));
+  for (int64_t h = 0; h < nH_; ++h) a_log[h] = std::log(static_cast<double>(first_head_ + h + 1));
   set_values(*A_log_, a_log);
   init_constant(*D_, 1.0);
   init_constant(*norm_w_, 1.0);

@@ -12,6 +12,7 @@
 
 #include "model/linear.h"
 #include "model/mixer.h"
+#include "model/model_shard.h"
 
 namespace nemotron::model {
 
@@ -32,9 +33,13 @@ class Mamba2Mixer : public Mixer {
   // Registers prefix + in_proj.weight [2d + 2GN + nH, H], conv1d.weight [d + 2GN, 1, K],
   // conv1d.bias (use_conv_bias), dt_bias, A_log, D [nH], norm.weight [d], out_proj.weight [H, d],
   // and in_proj.bias / out_proj.bias (use_bias). 1-D tensors get no weight decay.
-  Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+  // Tensor parallelism (shard.tensor_size T > 1): nH / T heads and G / T groups, each tensor's
+  // per-head or per-group blocks split on their own; forward returns the partial out_proj product.
+  Mamba2Mixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
+              const ModelShard& shard = {});
 
   LayerKind kind() const override { return LayerKind::mamba; }
+  bool split_over_tensor() const override { return split_; }
   // A.3.6 (HF): A_log = log(1..nH), D = 1, dt_bias = softplus^-1(dt), dt = max(exp(U(log
   // time_step_min, log time_step_max)), time_step_floor); conv weight and bias U(+-1/sqrt(K))
   // (Kaiming-uniform a=sqrt(5) with fan_in = K); norm 1; in_proj N(0, initializer_range);
@@ -74,7 +79,9 @@ class Mamba2Mixer : public Mixer {
   ModelConfig cfg_;
   std::string prefix_;
   int64_t layer_index_;
-  int64_t H_, d_, nH_, P_, G_, N_, K_, GN_;
+  bool split_ = false;
+  int64_t H_, d_, nH_, P_, G_, N_, K_, GN_;  // this rank's heads, groups and widths
+  int64_t first_head_ = 0;                   // global index of this rank's first head
   Linear in_proj_;
   Param* conv_w_;
   Param* conv_b_ = nullptr;

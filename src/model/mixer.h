@@ -31,6 +31,10 @@ class Mixer {
  public:
   virtual ~Mixer() = default;
   virtual LayerKind kind() const = 0;
+  // Built split over the tensor-parallel group (model/model_shard.h): forward then returns this
+  // rank's partial output and backward its partial input gradient, which the layer stack sums over
+  // the group. A mixer that is not split holds the whole layer on every rank and computes it whole.
+  virtual bool split_over_tensor() const { return false; }
   // Draws the initial weights (reference/architectures.md A.3.6, A.9) from `seed`.
   virtual void init(uint64_t seed) = 0;
   // u [B, T, H] -> out [B, T, H]. `saved` may be null (inference: keep nothing); a mixer that

@@ -16,14 +16,15 @@ MlpMixer::MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string&
     : MlpMixer(cfg, store, prefix, layer_index, MlpSpec::from_config(cfg)) {}
 
 MlpMixer::MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t,
-                   const MlpSpec& spec)
-    : spec_(spec), init_std_(cfg.initializer_range), out_std_(output_init_std(cfg)) {
+                   const MlpSpec& spec, const ModelShard& shard)
+    : spec_(spec), split_(shard.tensor_parallel()), init_std_(cfg.initializer_range), out_std_(output_init_std(cfg)) {
   NM_CHECK(spec.in_dim > 0 && spec.intermediate > 0, "mlp {}: widths {} -> {}", prefix, spec.in_dim,
            spec.intermediate);
+  const TensorSplit column = TensorSplit::column(shard), row = TensorSplit::row(shard);
   // Registration order follows the Hub checkpoints: gate_proj, up_proj, down_proj.
-  if (spec.gated) gate_ = Linear(store, prefix + "gate_proj.", spec.in_dim, spec.intermediate, spec.bias);
-  up_ = Linear(store, prefix + "up_proj.", spec.in_dim, spec.intermediate, spec.bias);
-  down_ = Linear(store, prefix + "down_proj.", spec.intermediate, spec.in_dim, spec.bias);
+  if (spec.gated) gate_ = Linear(store, prefix + "gate_proj.", spec.in_dim, spec.intermediate, spec.bias, column);
+  up_ = Linear(store, prefix + "up_proj.", spec.in_dim, spec.intermediate, spec.bias, column);
+  down_ = Linear(store, prefix + "down_proj.", spec.intermediate, spec.in_dim, spec.bias, row);
 }
 
 void MlpMixer::init(uint64_t seed) {
@@ -78,7 +79,7 @@ void MlpMixer::forward_into(Context& ctx, const Tensor& x, Tensor& y, std::uniqu
 void MlpMixer::backward_into(Context& ctx, const MixerSaved& saved_base, const Tensor& dout, Tensor& dx,
                              bool accumulate) {
   const auto& s = dynamic_cast<const MlpSaved&>(saved_base);
-  const int64_t rows = s.x.dim(0), F = spec_.intermediate;
+  const int64_t rows = s.x.dim(0), F = up_.out_features();
   NM_CHECK(dout.numel() == rows * spec_.in_dim && dx.numel() == rows * spec_.in_dim,
            "mlp backward: dout {} / dx {} for {} rows of {}", dout.shape().str(), dx.shape().str(), rows,
            spec_.in_dim);

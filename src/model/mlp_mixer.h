@@ -9,6 +9,7 @@
 
 #include "model/linear.h"
 #include "model/mixer.h"
+#include "model/model_shard.h"
 
 namespace nemotron::model {
 
@@ -33,10 +34,14 @@ class MlpMixer : public Mixer {
  public:
   // A `-` layer: MlpSpec::from_config(cfg).
   MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index);
+  // Tensor parallelism (shard.tensor_size T > 1): F / T of the intermediate width (up/gate split
+  // by rows, down by columns); forward returns this rank's partial down_proj product, backward its
+  // partial input gradient (the caller sums both over the tensor group).
   MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
-           const MlpSpec& spec);
+           const MlpSpec& spec, const ModelShard& shard = {});
 
   LayerKind kind() const override { return LayerKind::mlp; }
+  bool split_over_tensor() const override { return split_; }
   // up/gate ~ N(0, initializer_range), down ~ N(0, initializer_range / sqrt(num_layers)), biases 0.
   void init(uint64_t seed) override;
   Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
@@ -54,7 +59,8 @@ class MlpMixer : public Mixer {
   const MlpSpec& spec() const { return spec_; }
 
  private:
-  MlpSpec spec_;
+  MlpSpec spec_;  // the whole layer's widths
+  bool split_ = false;
   double init_std_, out_std_;
   Linear gate_, up_, down_;
 };

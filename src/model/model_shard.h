@@ -12,6 +12,12 @@ struct ModelShard {
   // builds block expert_rank (experts [expert_rank * E / expert_size, ...)) and registers only
   // those, under their global Hub names.
   int expert_rank = 0, expert_size = 1;
+  // Tensor parallelism (Megatron's column/row-parallel layers): attention heads and KV groups,
+  // MLP and expert widths, Mamba heads and groups and the vocabulary split into tensor_size
+  // contiguous blocks, this rank holding block tensor_rank of each (model/tensor_split.h). A
+  // mixer then returns its part of the output, which the layer stack sums over the tensor group.
+  int tensor_rank = 0, tensor_size = 1;
+  bool tensor_parallel() const { return tensor_size > 1; }
   bool operator==(const ModelShard&) const = default;
 };
 

@@ -50,7 +50,8 @@ void expert_bias_grads(Context& ctx, const std::vector<Linear>& ls, const std::v
 MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
                    const ModelShard& shard)
     : H_(cfg.hidden_size), d_e_(cfg.moe_expert_dim()), F_moe_(cfg.moe_intermediate_size),
-      init_std_(cfg.initializer_range), out_std_(output_init_std(cfg)) {
+      init_std_(cfg.initializer_range), out_std_(output_init_std(cfg)), split_(shard.tensor_parallel()),
+      tensor_rank_(shard.tensor_rank) {
   router_.num_experts = cfg.n_routed_experts;
   router_.top_k = cfg.num_experts_per_tok;
   router_.n_group = cfg.n_group;
@@ -72,8 +73,8 @@ MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string&
   first_expert_ = shard.expert_rank * (E / ep_size_);
   for (int64_t e = first_expert_; e < first_expert_ + E / ep_size_; ++e) {  // the order an MlpMixer per expert registered
     const std::string p = fmt::format("{}experts.{}.", prefix, e);
-    up_.emplace_back(store, p + "up_proj.", d_e_, F_moe_, cfg.mlp_bias);
-    down_.emplace_back(store, p + "down_proj.", F_moe_, d_e_, cfg.mlp_bias);
+    up_.emplace_back(store, p + "up_proj.", d_e_, F_moe_, cfg.mlp_bias, TensorSplit::column(shard));
+    down_.emplace_back(store, p + "down_proj.", F_moe_, d_e_, cfg.mlp_bias, TensorSplit::row(shard));
     if (ep_size_ == 1) continue;  // replicated over the data group, as every other weight
     for (const Linear* l : {&up_.back(), &down_.back()}) {
       l->weight().shard.replicas = ParamReplicas::expert_data;
@@ -83,11 +84,16 @@ MoeMixer::MoeMixer(const ModelConfig& cfg, ParamStore& store, const std::string&
   const int64_t F_sh = cfg.moe_shared_expert_intermediate_size * cfg.n_shared_experts;
   if (cfg.moe_shared_expert_intermediate_size > 0 && cfg.n_shared_experts > 0)
     shared_ = std::make_unique<MlpMixer>(cfg, store, prefix + "shared_experts.", layer_index,
-                                         MlpSpec{H_, F_sh, false, cfg.mlp_bias});
+                                         MlpSpec{H_, F_sh, false, cfg.mlp_bias}, shard);
   if (cfg.moe_latent_size > 0) {
     fc1_latent_ = Linear(store, prefix + "fc1_latent_proj.", H_, cfg.moe_latent_size, false);
     fc2_latent_ = Linear(store, prefix + "fc2_latent_proj.", cfg.moe_latent_size, H_, false);
+    // Whole on every tensor rank, but fed (fc2) or differentiated (fc1) through the experts'
+    // partial sums: their gradients are partial over the tensor group.
+    if (split_)
+      for (const Linear* l : {&fc1_latent_, &fc2_latent_}) l->weight().shard.grad_partial_over_tensor = true;
   }
+  F_moe_ = up_.front().out_features();  // this rank's part of the experts' width
 }
 
 void MoeMixer::init(uint64_t seed) {
@@ -175,7 +181,7 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
     add_expert_biases(ctx, up_, off, up);
     ops::relu2_forward(ctx, up, act);
     ops::grouped_linear_forward(ctx, act, off, values(down_), ys_local);
-    add_expert_biases(ctx, down_, off, ys_local);
+    if (tensor_rank_ == 0) add_expert_biases(ctx, down_, off, ys_local);
     ys = exchange->from_experts(ctx, ys_local);
   } else if (counts_on_device) {
     ops::grouped_linear_forward_counted(ctx, xs, dispatch.counts, values(up_), up);
@@ -187,7 +193,7 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
     add_expert_biases(ctx, up_, off, up);
     ops::relu2_forward(ctx, up, act);
     ops::grouped_linear_forward(ctx, act, off, values(down_), ys);
-    add_expert_biases(ctx, down_, off, ys);
+    if (tensor_rank_ == 0) add_expert_biases(ctx, down_, off, ys);
   }
 
   // Weighted combine, fc2_latent (step 6), shared expert (step 7).
@@ -244,6 +250,8 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   }
   Tensor dys = ctx.empty({S, d_e_}, dt), dw = ctx.empty({N, K}, stat_dtype(dt));
   ops::moe_combine_backward(ctx, m, s.ys, s.topk_w, dr, dys, dw);
+  // Tensor parallelism: ys holds this rank's partial expert outputs, so dw = <dr, ys> is partial.
+  if (split_) parallel::groups_of(ctx).tensor->all_reduce(dw);
   if (s.exchange) dys = s.exchange->to_experts(ctx, dys);  // the adjoint of from_experts
 
   // Experts: down (with relu2 recomputed for dW_down), relu2, up; then the inverse permutation
@@ -287,7 +295,8 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   Tensor dlogits = ctx.empty({N, E}, dt);
   ops::moe_router_backward(ctx, router_, s.scores, s.topk_idx, dw, dlogits);
   if (s.aux_counts.defined()) ops::moe_seq_aux_backward(ctx, K, s.scores, s.aux_counts, s.aux_grad_weight, dlogits);
-  gate_.backward(ctx, s.x, dlogits, &du, true);
+  // The router runs whole on every tensor rank: its input gradient joins the sum over the group once.
+  gate_.backward(ctx, s.x, dlogits, tensor_rank_ == 0 ? &du : nullptr, true);
 
   if (shared_) shared_->backward_into(ctx, *s.shared, dy, du, true);
   return du.view(dout.shape());

@@ -10,6 +10,10 @@
 // false, no gradient), experts.{e}.{up,down}_proj.weight, shared_experts.{up,down}_proj.weight,
 // fc1_latent_proj.weight, fc2_latent_proj.weight. Experts and shared expert carry biases iff
 // mlp_bias (as the HF remote code's NemotronHMLP); router and latent projections never do.
+// Tensor parallelism (ModelShard::tensor_size T > 1, Megatron's expert tensor parallelism = TP):
+// each expert's and the shared expert's width split T ways (up by rows, down by columns); the
+// router, the correction bias and the latent projections whole on every rank. The output and
+// input gradient are partial sums (the router's input gradient counted on tensor rank 0 only).
 // Expert parallelism (ModelShard::expert_size P > 1): the mixer holds and registers only its
 // block of E / P experts (global names); every member routes its own tokens over all E, the
 // expert inputs travel to their experts' ranks and back (model/expert_exchange.h, over the
@@ -64,6 +68,7 @@ class MoeMixer : public Mixer {
            const ModelShard& shard = {});
 
   LayerKind kind() const override { return LayerKind::moe; }
+  bool split_over_tensor() const override { return split_; }
   // Router, up projections, fc1_latent ~ N(0, initializer_range); down projections (experts and
   // shared) and fc2_latent ~ N(0, initializer_range / sqrt(num_layers)); correction bias 0.
   void init(uint64_t seed) override;
@@ -101,9 +106,11 @@ class MoeMixer : public Mixer {
   int64_t local_experts() const { return static_cast<int64_t>(up_.size()); }
 
  private:
-  int64_t H_, d_e_, F_moe_;
+  int64_t H_, d_e_, F_moe_;  // F_moe_: this rank's part of the experts' width
   ops::MoeRouterParams router_;
   double init_std_, out_std_;
+  bool split_ = false;  // tensor parallel: experts and shared expert split by width, router whole
+  int tensor_rank_ = 0;
   Linear gate_;
   Param* correction_bias_ = nullptr;
   int ep_size_ = 1;

@@ -7,6 +7,7 @@
 #include "model/finite_check.h"
 #include "model/hybrid_model.h"
 #include "ops/embedding.h"
+#include "model/vocab_parallel.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 
@@ -57,7 +58,7 @@ MtpTargets mtp_targets(const Batch& mb, const Tensor& weights, int64_t k, Backen
 }
 
 MtpBlock::MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b, const ModelShard& shard)
-    : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), init_std_(cfg.initializer_range) {
+    : H_(cfg.hidden_size), vocab_size_(cfg.vocab_size), eps_(cfg.layer_norm_epsilon), init_std_(cfg.initializer_range) {
   const std::string& pattern = cfg.mtp_hybrid_override_pattern;
   const int64_t P = static_cast<int64_t>(pattern.size()), first = b * P;
   auto name = [](int64_t j) { return fmt::format("mtp.layers.{}.", j); };
@@ -84,7 +85,7 @@ Tensor MtpBlock::forward(Context& ctx, const Tensor& h_prev, const Tensor& ids, 
   const int64_t N = h_prev.numel() / H_;
   const DType dt = h_prev.dtype(), st = stat_dtype(dt);
   Tensor e = ctx.empty({N, H_}, dt);
-  ops::embedding_forward(ctx, ids, embed.value, e);
+  embed_tokens(ctx, ids, embed, vocab_size_, e);
   // enorm(e) and hnorm(h) stacked as [2N, H], then interleaved into the concat [N, 2H].
   Tensor stacked = ctx.empty({2 * N, H_}, dt), rstd_e = ctx.empty({N}, st), rstd_h = ctx.empty({N}, st);
   Tensor en = stacked.slice(0, N), hn = stacked.slice(N, 2 * N);
@@ -132,7 +133,7 @@ Tensor MtpBlock::backward(Context& ctx, MtpDepthSaved& s, const Tensor& dh, Para
   Tensor d_hnorm = grad_sink(ctx, *hnorm_);
   ops::rmsnorm_backward(ctx, s.h_prev.view({N, H_}), hnorm_->value, s.rstd_h, dstacked.slice(N, 2 * N), dh_prev_rows,
                         d_hnorm);
-  if (embed.requires_grad) ops::embedding_backward(ctx, s.ids, de, embed.grad);
+  if (embed.requires_grad) embed_tokens_backward(ctx, s.ids, de, embed);
   s = MtpDepthSaved{};
   return dh_prev;
 }

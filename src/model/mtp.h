@@ -57,7 +57,7 @@ class MtpBlock {
   const LayerStack& stack() const { return *stack_; }
 
  private:
-  int64_t H_;
+  int64_t H_, vocab_size_;
   float eps_;
   Param *enorm_, *hnorm_, *eh_proj_, *final_norm_;
   double init_std_;

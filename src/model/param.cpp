@@ -119,10 +119,77 @@ uint64_t name_stream(const std::string& name) {
   return h;
 }
 
-void init_normal(Param& p, uint64_t seed, double std) { fill_normal(p.value, Philox(seed, name_stream(p.name)), 0.0, std); }
+std::vector<ParamBox> Param::boxes() const {
+  if (shard.row_blocks.empty()) return {ParamBox{0, value.shape(), global_offset()}};
+  std::vector<ParamBox> out;
+  for (const ShardRowBlock& b : shard.row_blocks) {
+    std::vector<int64_t> box = value.shape().dims(), offset(value.rank(), 0);
+    box[0] = b.rows;
+    offset[0] = b.global_row;
+    out.push_back(ParamBox{b.local_row, Shape(box), offset});
+  }
+  return out;
+}
+
+std::vector<int64_t> Param::global_indices() const {
+  const Shape g = global_shape();
+  const int64_t n = value.numel(), rank = value.rank();
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  std::vector<int64_t> gstride(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) gstride[d] = gstride[d + 1] * g[d + 1];
+  for (const ParamBox& b : boxes()) {
+    const int64_t box_n = b.box.numel();
+    const int64_t first = b.local_row * (rank ? value.numel() / std::max<int64_t>(1, value.dim(0)) : 1);
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);  // position inside the box
+    for (int64_t k = 0; k < box_n; ++k) {
+      int64_t gi = 0;
+      for (int64_t d = 0; d < rank; ++d) gi += (b.offset[d] + idx[d]) * gstride[d];
+      out[static_cast<size_t>(first + k)] = gi;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < b.box[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Element k of a split parameter takes the value its global index has in the whole tensor's
+// stream, so it holds exactly the values the whole one would: a run initialises alike at any
+// tensor-parallel layout.
+template <class F>
+void fill_split(Param& p, F f) {
+  const std::vector<int64_t> gi = p.global_indices();
+  std::vector<double> v(gi.size());
+  for (size_t k = 0; k < gi.size(); ++k) v[k] = f(static_cast<uint64_t>(gi[k]));
+  p.value.copy_from(Tensor::from_vector<double>(p.value.shape(), v).to_host(p.value.dtype()));
+}
+
+}  // namespace
+
+void init_normal(Param& p, uint64_t seed, double std) {
+  const Philox rng(seed, name_stream(p.name));
+  if (!p.tensor_split()) return fill_normal(p.value, rng, 0.0, std);
+  fill_split(p, [&](uint64_t i) { return std * rng.normal(i); });
+}
 
 void init_uniform(Param& p, uint64_t seed, double lo, double hi) {
-  fill_uniform(p.value, Philox(seed, name_stream(p.name)), lo, hi);
+  const Philox rng(seed, name_stream(p.name));
+  if (!p.tensor_split()) return fill_uniform(p.value, rng, lo, hi);
+  fill_split(p, [&](uint64_t i) { return lo + (hi - lo) * rng.uniform(i); });
+}
+
+Tensor local_part(const Param& p, const Tensor& whole) {
+  if (!p.tensor_split()) return whole;
+  NM_CHECK(whole.shape() == p.global_shape(), "{}: whole tensor {} for global shape {}", p.name, whole.shape().str(),
+           p.global_shape().str());
+  const std::vector<double> all = whole.to_f64_vector();
+  const std::vector<int64_t> gi = p.global_indices();
+  std::vector<double> mine(gi.size());
+  for (size_t k = 0; k < gi.size(); ++k) mine[k] = all[static_cast<size_t>(gi[k])];
+  return Tensor::from_vector<double>(p.value.shape(), mine).to_host(whole.dtype());
 }
 
 void init_constant(Param& p, double value) { fill_uniform(p.value, Philox(0), value, value); }

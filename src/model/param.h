@@ -25,15 +25,35 @@ enum class ParamReplicas : uint8_t {
                 // expert coordinate owns that expert); its copies are the expert-data group
 };
 
+// Local rows [local_row, local_row + rows) of a value are the global rows [global_row, + rows)
+// (every other dim whole): one block of a fused tensor that tensor parallelism splits block by
+// block (Mamba's in_proj: z, x, B, C and dt each split by heads or groups).
+struct ShardRowBlock {
+  int64_t local_row = 0, rows = 0, global_row = 0;
+};
+
+// One box of a value in its global tensor: local rows [local_row, local_row + box[0]) are the
+// box [offset, offset + box) of the global tensor.
+struct ParamBox {
+  int64_t local_row = 0;
+  Shape box;
+  std::vector<int64_t> offset;
+};
+
 // This rank's part of a parameter whose whole ("global") tensor may be split over ranks: the value
-// is the box [offset, offset + value shape) of global_shape. A tensor that is not split (every
-// parameter until tensor parallelism, issue 23; an expert under expert parallelism is held whole
-// by its rank) has an empty global_shape and offset, read through the accessors as its own shape
-// and zeros. Checkpoints record both, so a tensor written at one layout loads at another.
+// is the box [offset, offset + value shape) of global_shape, or, with row_blocks, several row
+// boxes of it. A tensor that is not split (an expert under expert parallelism is held whole by its
+// rank) has an empty global_shape and offset, read through the accessors as its own shape and
+// zeros. Checkpoints record both, so a tensor written at one layout loads at another.
 struct ParamShard {
   Shape global_shape;           // empty: the value's shape
-  std::vector<int64_t> offset;  // per dim; empty: all 0
+  std::vector<int64_t> offset;  // per dim; empty: all 0 (unused with row_blocks)
+  std::vector<ShardRowBlock> row_blocks;  // empty: the value is one box at `offset`
   ParamReplicas replicas = ParamReplicas::data;
+  // Tensor parallelism with sequence parallelism: this replicated parameter (a norm in the
+  // sequence-split region) sees only this rank's rows, so its gradient is a partial sum over the
+  // tensor group (Megatron's `sequence_parallel` parameter attribute).
+  bool grad_partial_over_tensor = false;
 };
 
 // Mixed precision (Megatron's scheme): a bf16 store keeps `value` in bf16 for compute, `grad` in
@@ -56,6 +76,13 @@ struct Param {
     return shard.offset.empty() ? std::vector<int64_t>(value.rank(), 0) : shard.offset;
   }
   bool is_expert() const { return shard.replicas == ParamReplicas::expert_data; }
+  // Split over the tensor-parallel group (each member holds another part); otherwise every member
+  // of that group holds the same whole value.
+  bool tensor_split() const { return shard.global_shape.rank() > 0 && shard.global_shape != value.shape(); }
+  // The value's boxes in the global tensor, in local row order (one unless row_blocks).
+  std::vector<ParamBox> boxes() const;
+  // The global flat index of each local element (row-major both), for initialisers and tests.
+  std::vector<int64_t> global_indices() const;
   // The values that are the truth (saved in checkpoints, updated by the optimizer).
   Tensor& truth() { return master.defined() ? master : value; }
   const Tensor& truth() const { return master.defined() ? master : value; }
@@ -120,5 +147,9 @@ Tensor grad_sink(Context& ctx, Param& p);
 void init_normal(Param& p, uint64_t seed, double std);
 void init_uniform(Param& p, uint64_t seed, double lo, double hi);
 void init_constant(Param& p, double value);
+// This rank's part of p's whole tensor `whole` (global shape, on the host): `whole` itself when p
+// is not split, else a new host tensor of p's value shape in whole's dtype (loaders of whole-tensor
+// files at a tensor-parallel layout).
+Tensor local_part(const Param& p, const Tensor& whole);
 
 }  // namespace nemotron::model

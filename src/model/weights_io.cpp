@@ -35,12 +35,12 @@ LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const 
       throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model needs", source, p->name,
                                    p->value.shape().str()));
     const io::StTensorInfo& info = set.info(p->name);
-    if (info.shape != p->value.shape())
+    if (info.shape != p->global_shape())
       throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the model expects {} (a checkpoint of another "
                                    "model shape?)",
-                                   source, p->name, info.shape.str(), p->value.shape().str()));
+                                   source, p->name, info.shape.str(), p->global_shape().str()));
     Tensor& dst = p->truth();  // the float32 master when the compute copy is bf16
-    Tensor loaded = set.load(p->name, dst.dtype());
+    Tensor loaded = local_part(*p, set.load(p->name, dst.dtype()));  // this rank's part under tensor parallelism
     check_loaded_finite(loaded, source, p->name);
     dst.copy_from(loaded);
     p->refresh_value();

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "ops/cross_entropy_cuda.h"
+#include "ops/cuda_online_softmax.cuh"
 #include "ops/cuda_vec_io.cuh"
 
 namespace nemotron::ops {
@@ -19,8 +20,10 @@ namespace {
 
 using u64 = unsigned long long;
 constexpr int kUnroll = 4;
-constexpr float kLog2e = 1.4426950408889634f;
 
+using online_softmax::block_merge;
+using online_softmax::kLog2e;
+using online_softmax::merge;
 using vec_io::from_f;
 using vec_io::to_f;
 
@@ -29,32 +32,6 @@ template <class T, int VEC>
 struct alignas(VEC * sizeof(T)) Pack {
   T v[VEC];
 };
-
-// Merges the online softmax state (m, s) = (max, sum of exp(x - max)) of two parts.
-__device__ inline void merge(float& m, float& s, float m2, float s2) {
-  const float M = fmaxf(m, m2);
-  if (M == -INFINITY) return;
-  s = (m == -INFINITY ? 0.0f : s * exp2f((m - M) * kLog2e)) + (m2 == -INFINITY ? 0.0f : s2 * exp2f((m2 - M) * kLog2e));
-  m = M;
-}
-
-template <int kThreads>
-__device__ void block_merge(float& m, float& s) {
-  __shared__ float sm[kThreads / 32], ss[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) sm[warp] = m, ss[warp] = s;
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < kThreads / 32 ? sm[lane] : -INFINITY;
-    s = lane < kThreads / 32 ? ss[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1)
-      merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    if (lane == 0) sm[0] = m, ss[0] = s;
-  }
-  __syncthreads();
-  m = sm[0], s = ss[0];
-}
 
 // kThreads per block, 1024 / kThreads blocks per SM (64 registers a thread).
 template <class T, int VEC, int kThreads>

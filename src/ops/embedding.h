@@ -3,6 +3,8 @@
 // sets, read back once per call, which waits for the stream). Backward scatters:
 // dW[ids[n]] += dy[n], with dW a parameter gradient in grad_dtype (float32 for bf16 dy).
 // Deterministic on both devices: repeated ids add in position order (CUDA sorts the ids).
+// The _range forms serve a vocabulary split over tensor-parallel ranks: W holds only the rows
+// [vocab_begin, vocab_begin + W.rows) of a vocabulary of vocab_size.
 #pragma once
 #include "core/context.h"
 
@@ -11,5 +13,14 @@ namespace nemotron::ops {
 // ids [N] (any shape, flattened), W [V, D] -> y [N, D] (y may be viewed as [B, T, D]).
 void embedding_forward(Context& ctx, const Tensor& ids, const Tensor& w, Tensor& y);
 void embedding_backward(Context& ctx, const Tensor& ids, const Tensor& dy, Tensor& dw);
+
+// y[n] = W[ids[n] - vocab_begin] when ids[n] is in this range, else 0 (the caller sums y over
+// the group). ids are checked against [0, vocab_size) as embedding_forward checks them. Backward
+// adds only the in-range rows, dW[ids[n] - vocab_begin] += dy[n], deterministic like
+// embedding_backward (its ids are those the forward checked: only negative ones are refused).
+// vocab_begin 0 and vocab_size == W.rows give embedding_forward / embedding_backward.
+void embedding_forward_range(Context& ctx, const Tensor& ids, const Tensor& w, int64_t vocab_begin, int64_t vocab_size,
+                             Tensor& y);
+void embedding_backward_range(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, Tensor& dw);
 
 }  // namespace nemotron::ops

@@ -1,8 +1,10 @@
-// Embedding kernels. Forward: one block per token copies its row (16-byte vectors when the row
-// allows). Backward, deterministic without atomics on dw: keys (id << 32 | position) are sorted
-// with a bitonic sort (shared-memory stages up to 2048 keys, global stages above), then each run
-// of equal ids is one segment whose rows of dy are summed in position order in float32 and added
-// to dw[id]. Out-of-range ids are recorded (atomicMin of the position) and read back once.
+// Embedding kernels, for a whole vocabulary or the rows [vocab_begin, vocab_begin + V) of one
+// (tensor parallelism). Forward: one block per token copies its row (16-byte vectors when the row
+// allows), or zeroes it when the id is another rank's. Backward, deterministic without atomics on
+// dw: keys (local row << 32 | position) are sorted with a bitonic sort (shared-memory stages up
+// to 2048 keys, global stages above), then each run of equal rows is one segment whose rows of dy
+// are summed in position order in float32 and added to dw[row]. Out-of-range ids are recorded
+// (atomicMin of the position) and read back once.
 #include <cuda_bf16.h>
 
 #include "ops/embedding_cuda.h"
@@ -22,28 +24,38 @@ __device__ inline int64_t id_at(const void* ids, bool ids64, int64_t n) {
   return ids64 ? static_cast<const int64_t*>(ids)[n] : static_cast<const int32_t*>(ids)[n];
 }
 
-// Copies row ids[n] of w to row n of y in units of U (a type whose size divides the row bytes).
+// Copies row ids[n] - begin of w to row n of y in units of U (a type whose size divides the row
+// bytes); a row outside w (another rank's part of the vocabulary) is zero.
 template <class U>
-__global__ void forward_kernel(const void* ids, bool ids64, const U* w, U* y, int64_t units, int64_t V, u64* bad) {
+__global__ void forward_kernel(const void* ids, bool ids64, const U* w, U* y, int64_t units, int64_t V, int64_t begin,
+                               int64_t vocab_size, u64* bad) {
   const int64_t n = blockIdx.x;
   const int64_t id = id_at(ids, ids64, n);
-  if (id < 0 || id >= V) {
+  if (id < 0 || id >= vocab_size) {
     if (threadIdx.x == 0) atomicMin(bad, static_cast<u64>(n));
     return;
   }
-  const U* src = w + id * units;
+  const int64_t local = id - begin;
   U* dst = y + n * units;
+  if (local < 0 || local >= V) {
+    for (int64_t i = threadIdx.x; i < units; i += blockDim.x) dst[i] = U{};
+    return;
+  }
+  const U* src = w + local * units;
   for (int64_t i = threadIdx.x; i < units; i += blockDim.x) dst[i] = src[i];
 }
 
-__global__ void make_keys_kernel(const void* ids, bool ids64, int64_t N, int64_t P, int64_t V, u64* keys, u64* bad) {
+// Keys (local row << 32 | position) of the ids inside w's rows [begin, begin + V).
+__global__ void make_keys_kernel(const void* ids, bool ids64, int64_t N, int64_t P, int64_t V, int64_t begin,
+                                 int64_t vocab_size, u64* keys, u64* bad) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= P) return;
-  u64 key = kNone;  // padding and bad ids sort last and are skipped
+  u64 key = kNone;  // padding, bad ids and other ranks' rows sort last and are skipped
   if (i < N) {
     const int64_t id = id_at(ids, ids64, i);
-    if (id < 0 || id >= V) atomicMin(bad, static_cast<u64>(i));
-    else key = (static_cast<u64>(id) << 32) | static_cast<u64>(i);
+    const int64_t local = id - begin;
+    if (id < 0 || id >= vocab_size) atomicMin(bad, static_cast<u64>(i));
+    else if (local >= 0 && local < V) key = (static_cast<u64>(local) << 32) | static_cast<u64>(i);
   }
   keys[i] = key;
 }
@@ -156,13 +168,15 @@ cudaError_t embedding_forward_cuda(const EmbeddingCudaArgs& a, cudaStream_t s, i
   const unsigned grid = static_cast<unsigned>(a.N);
   if (aligned16) {
     forward_kernel<int4><<<grid, 128, 0, s>>>(a.ids, a.ids64, static_cast<const int4*>(a.w), static_cast<int4*>(a.y),
-                                             row_bytes / 16, a.V, bad);
+                                             row_bytes / 16, a.V, a.vocab_begin, a.vocab_size, bad);
   } else if (row_bytes % 4 == 0) {
     forward_kernel<uint32_t><<<grid, 128, 0, s>>>(a.ids, a.ids64, static_cast<const uint32_t*>(a.w),
-                                                 static_cast<uint32_t*>(a.y), row_bytes / 4, a.V, bad);
+                                                 static_cast<uint32_t*>(a.y), row_bytes / 4, a.V, a.vocab_begin,
+                                                 a.vocab_size, bad);
   } else {
     forward_kernel<uint16_t><<<grid, 128, 0, s>>>(a.ids, a.ids64, static_cast<const uint16_t*>(a.w),
-                                                 static_cast<uint16_t*>(a.y), row_bytes / 2, a.V, bad);
+                                                 static_cast<uint16_t*>(a.y), row_bytes / 2, a.V, a.vocab_begin,
+                                                 a.vocab_size, bad);
   }
   err = cudaGetLastError();
   if (err == cudaSuccess) err = read_bad(bad, s, bad_position);
@@ -188,7 +202,8 @@ cudaError_t embedding_backward_cuda(const EmbeddingCudaArgs& a, cudaStream_t s, 
   err = cudaMemsetAsync(bad, 0xff, sizeof(u64), s);
   if (err == cudaSuccess) err = cudaMemsetAsync(count, 0, sizeof(int), s);
   if (err == cudaSuccess) {
-    make_keys_kernel<<<static_cast<unsigned>((P + 255) / 256), 256, 0, s>>>(a.ids, a.ids64, a.N, P, a.V, keys, bad);
+    make_keys_kernel<<<static_cast<unsigned>((P + 255) / 256), 256, 0, s>>>(a.ids, a.ids64, a.N, P, a.V, a.vocab_begin,
+                                                                              a.vocab_size, keys, bad);
     const int len = static_cast<int>(P < kSortBlock ? P : kSortBlock);
     sort_local_kernel<<<static_cast<unsigned>(P / len), 1024, 0, s>>>(keys, len);
     for (int64_t k = 2 * kSortBlock; k <= P; k <<= 1) {

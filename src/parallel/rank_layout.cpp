@@ -17,19 +17,24 @@ RankLayout::RankLayout(const ParallelSizes& sizes, int world, const LayoutModelF
                         std::pair{"context_parallel_size", sizes.context},
                         std::pair{"expert_model_parallel_size", sizes.expert}})
     if (v < 1) fail(key, fmt::format("expected a positive integer, got {}", v));
-  // Tensor and context parallelism are issue 23: the groups exist so they fit, the model code
-  // does not split yet. Say so before anything starts rather than train something else.
-  if (sizes.tensor > 1)
-    fail("tensor_model_parallel_size",
-         fmt::format("{}: tensor parallelism is not implemented yet in this build (set 1; data "
-                     "parallelism is)",
-                     sizes.tensor));
+  // Context and sequence parallelism are the rest of issue 23: the groups exist so they fit, the
+  // model code does not split sequences yet. Say so before anything starts rather than train
+  // something else.
   if (sizes.context > 1)
     fail("context_parallel_size",
          fmt::format("{}: context parallelism is not implemented yet in this build (set 1)", sizes.context));
-  if (sizes.sequence_parallel)
+  if (sizes.sequence_parallel && sizes.tensor == 1)
     fail("sequence_parallel", "true needs model.tensor_model_parallel_size > 1 (sequence parallelism splits the "
                               "tensor-parallel group's activations)");
+  if (sizes.sequence_parallel)
+    fail("sequence_parallel", "true: sequence parallelism is not implemented yet in this build (set false; tensor "
+                              "parallelism is)");
+  if (sizes.tensor > 1)
+    for (const auto& [key, size] : model.tensor_split)
+      if (size % sizes.tensor != 0)
+        throw_config_error(source, "model.tensor_model_parallel_size",
+                           fmt::format("{} does not divide {} = {} (tensor parallelism splits it)", sizes.tensor, key,
+                                       size));
   const int64_t tc = sizes.tensor * sizes.context;
   if (world % tc != 0)
     fail("tensor_model_parallel_size",

@@ -9,6 +9,7 @@
 // every bad layout is one line naming the key, before anything starts.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parallel/parallel_sizes.h"
@@ -22,6 +23,10 @@ struct RankCoords {
 // Facts of the model the layout must divide (0 = the model has none of that kind).
 struct LayoutModelFacts {
   int64_t routed_experts = 0;
+  // The sizes tensor parallelism splits, by the config key that sets each (heads, KV groups,
+  // Mamba heads and groups, MLP and expert widths, the vocabulary), as "model.<key>" or, for a
+  // layer's own size (DeciLM), "model.<key> of layer <i>".
+  std::vector<std::pair<std::string, int64_t>> tensor_split;
 };
 
 class RankLayout {

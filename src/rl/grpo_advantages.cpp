@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "rl/grpo_kl.h"
 
 namespace nemotron::rl {
 
@@ -70,6 +71,32 @@ std::vector<double> grpo_advantages(const std::vector<double>& rewards, const st
     if (normalize && bs.std[i] > 0) a[i] /= bs.std[i] + 1e-6;
   }
   return a;
+}
+
+void reinforce_plus_plus_token_advantages(std::vector<TokenAdvantages>& parts, double kl_coef,
+                                          const std::string& kl_type, parallel::Communicator* group) {
+  std::vector<double> s{0, 0};  // sum of mask * a, sum of mask
+  for (TokenAdvantages& p : parts) {
+    std::vector<double>& a = *p.advantages;
+    NM_CHECK(p.mask.size() == a.size() && (kl_coef == 0 || (p.prev->size() == a.size() && p.ref->size() == a.size())),
+             "reinforce++: {} advantages, {} mask values", a.size(), p.mask.size());
+    for (size_t n = 0; n < a.size(); ++n) {
+      if (p.mask[n] == 0) continue;  // NeMo RL computes every position; only these are read
+      if (kl_coef != 0) a[n] -= kl_coef * kl_term(kl_type, (*p.prev)[n], (*p.ref)[n], 20.0, 10.0).value;
+      s[0] += p.mask[n] * a[n], s[1] += p.mask[n];
+    }
+  }
+  if (group) group->all_reduce_host(s);
+  if (!(s[1] > 0)) return;
+  const double mean = s[0] / s[1];
+  std::vector<double> v{0};
+  for (const TokenAdvantages& p : parts)
+    for (size_t n = 0; n < p.mask.size(); ++n) v[0] += p.mask[n] * ((*p.advantages)[n] - mean) * ((*p.advantages)[n] - mean);
+  if (group) group->all_reduce_host(v);
+  const double rstd = 1.0 / std::sqrt(std::max(v[0] / s[1], 1e-8));
+  for (TokenAdvantages& p : parts)
+    for (size_t n = 0; n < p.mask.size(); ++n)
+      if (p.mask[n] != 0) (*p.advantages)[n] = ((*p.advantages)[n] - mean) * rstd;
 }
 
 void scale_rewards(const RewardScaling& cfg, std::vector<double>& rewards) {

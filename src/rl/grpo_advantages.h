@@ -5,8 +5,10 @@
 // and shaping come first.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "parallel/communicator.h"
 #include "rl/grpo_config.h"
 
 namespace nemotron::rl {
@@ -37,6 +39,22 @@ inline std::vector<double> grpo_advantages(const std::vector<double>& rewards, c
                                            const GrpoSection& cfg, const std::vector<bool>& valid = {}) {
   return grpo_advantages(rewards, group, cfg.use_leave_one_out_baseline, cfg.normalize_rewards, valid);
 }
+
+// grpo.adv_estimator reinforce_plus_plus, its token part over one rollout batch (NeMo RL's
+// ReinforcePlusPlusAdvantageEstimator): each part's advantages hold the row's value (r minus the
+// group mean under minus_baseline: grpo_advantages without leave-one-out or normalising; else r) on
+// its tokens; with kl_coef != 0 (loss_fn.use_kl_in_reward) a_t -= kl_coef * KL(prev_t || ref_t)
+// (calculate_kl with its default clamps 20 / 10, not loss_fn's); then a = (a - mean) /
+// sqrt(max(var, 1e-8)), mean and population variance over the tokens with mask > 0 of every part
+// and, with `group`, of every data-parallel rank. In place; a batch with no such token is left as it is.
+struct TokenAdvantages {
+  std::vector<double>* advantages;  // [N], in place
+  std::vector<double> mask;         // [N]: token mask * sample mask
+  const std::vector<double>* prev;  // [N] the policy's log-probs before the update (kl_coef != 0)
+  const std::vector<double>* ref;   // [N] the reference policy's (kl_coef != 0)
+};
+void reinforce_plus_plus_token_advantages(std::vector<TokenAdvantages>& parts, double kl_coef,
+                                          const std::string& kl_type, parallel::Communicator* group);
 
 // grpo.reward_scaling (when enabled): clamp to [source_min, source_max], map linearly onto
 // [target_min, target_max]. In place.

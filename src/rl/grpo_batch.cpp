@@ -9,8 +9,10 @@ namespace nemotron::rl {
 
 std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>& rows,
                                                      const std::vector<double>& advantages,
-                                                     const GrpoBatchOptions& opt, GrpoBatchCounts* counts) {
+                                                     const GrpoBatchOptions& opt, GrpoBatchCounts* counts,
+                                                     const std::vector<double>& rewards) {
   NM_CHECK(advantages.size() == rows.size(), "{} advantages for {} rollouts", advantages.size(), rows.size());
+  NM_CHECK(rewards.empty() || rewards.size() == rows.size(), "{} rewards for {} rollouts", rewards.size(), rows.size());
   NM_CHECK(opt.micro_batch_size > 0 && opt.max_total_sequence_length >= 2, "bad GRPO batch options");
   GrpoBatchCounts c;
   c.rows = static_cast<int64_t>(rows.size());
@@ -33,6 +35,7 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
     d.advantages.assign(N, 0.0);
     d.generation_logprobs.assign(N, 0.0);
     d.sample_mask.assign(static_cast<size_t>(Bm), 0.0);
+    d.rewards.assign(static_cast<size_t>(Bm), 0.0);
     for (size_t r = first; r < last; ++r) {
       const Rollout& ro = rows[r];
       const size_t b = r - first, P = ro.prompt.size();
@@ -45,6 +48,7 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
       else if (over) sample = 0.0, ++c.overlong;
       else if (ro.mask_sample || (opt.overlong_filtering && ro.truncated)) sample = 0.0, ++c.filtered;
       d.sample_mask[b] = sample;
+      d.rewards[b] = rewards.empty() ? ro.reward : rewards[r];
       for (size_t t = 0; t < seq.size(); ++t) {
         const size_t n = b * static_cast<size_t>(T) + t;
         ids[n] = seq[t];

@@ -49,10 +49,13 @@ struct GrpoMicroBatch {
   GrpoTokenData data;  // prev/reference log-probs still empty: fill_policy_logprobs
 };
 
-// `advantages` has one value per rollout (grpo_advantages), broadcast over the row's tokens.
+// `advantages` has one value per rollout (grpo_advantages), broadcast over the row's tokens;
+// `rewards` (empty: each rollout's own) are the scaled/shaped rewards the loss's
+// positive_example_nll_weight reads (padding rows get 0).
 std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>& rows,
                                                      const std::vector<double>& advantages,
-                                                     const GrpoBatchOptions& opt, GrpoBatchCounts* counts = nullptr);
+                                                     const GrpoBatchOptions& opt, GrpoBatchCounts* counts = nullptr,
+                                                     const std::vector<double>& rewards = {});
 
 // Log-probs of the batch's labels under `net` (inference forward), into data.prev_logprobs (the
 // policy before the update) or, with `reference`, data.reference_logprobs (the frozen initial

@@ -15,6 +15,29 @@ bool explicit_null(const nlohmann::json& node, const std::string& key) {
   return node.is_object() && node.contains(key) && node.at(key).is_null();
 }
 
+// An optional number: absent or null = none.
+std::optional<double> optional_number(ConfigReader& r, const std::string& key) {
+  r.ignore(key);  // registered even when absent
+  if (!r.has(key)) return std::nullopt;
+  return r.get_number(key, 0.0);
+}
+
+void read_adv_estimator(ConfigReader& grpo, GrpoSection& g) {
+  ConfigReader& r = grpo.section("adv_estimator");
+  AdvEstimator& a = g.adv_estimator;
+  a.name = r.get_string("name", a.name);
+  if (a.name == "gdpo" || a.name == "opd")
+    r.fail("name", fmt::format("\"{}\" is not supported: it needs {} that our environments do not produce (use grpo "
+                               "or reinforce_plus_plus)",
+                               a.name, a.name == "gdpo" ? "several named reward components" : "a teacher's log-probs"));
+  if (a.name != "grpo" && a.name != "reinforce_plus_plus")
+    r.fail("name", fmt::format("expected grpo or reinforce_plus_plus, got \"{}\"", a.name));
+  // NeMo RL's recipe writes these as ${grpo.normalize_rewards} / ${grpo.use_leave_one_out_baseline}.
+  a.normalize_rewards = r.get_bool("normalize_rewards", g.normalize_rewards);
+  a.use_leave_one_out_baseline = r.get_bool("use_leave_one_out_baseline", g.use_leave_one_out_baseline);
+  a.minus_baseline = r.get_bool("minus_baseline", a.minus_baseline);
+}
+
 void read_grpo(ConfigReader& root, GrpoSection& g) {
   ConfigReader& r = root.section("grpo");
   g.num_prompts_per_step = r.get_positive_int("num_prompts_per_step", g.num_prompts_per_step);
@@ -30,6 +53,12 @@ void read_grpo(ConfigReader& root, GrpoSection& g) {
   g.val_batch_size = r.get_positive_int("val_batch_size", g.val_batch_size);
   g.seed = static_cast<uint64_t>(r.get_nonnegative_int("seed", static_cast<int64_t>(g.seed)));
   r.get_positive_int("max_rollout_turns", 1);  // turns are the environment's business; checked here
+  g.advantage_clip_low = optional_number(r, "advantage_clip_low");
+  g.advantage_clip_high = optional_number(r, "advantage_clip_high");
+  if (g.advantage_clip_low && g.advantage_clip_high && !(*g.advantage_clip_low <= *g.advantage_clip_high))
+    r.fail("advantage_clip_low", fmt::format("{} exceeds advantage_clip_high {}", *g.advantage_clip_low,
+                                             *g.advantage_clip_high));
+  read_adv_estimator(r, g);
 
   ConfigReader& s = r.section("reward_scaling");
   RewardScaling& sc = g.reward_scaling;
@@ -57,6 +86,72 @@ void read_grpo(ConfigReader& root, GrpoSection& g) {
   if (sh.enabled && sh.overlong_buffer_length > 0 && sh.max_response_length <= sh.overlong_buffer_length)
     h.fail("max_response_length", fmt::format("{} must exceed overlong_buffer_length {}", sh.max_response_length,
                                               sh.overlong_buffer_length));
+}
+
+// The keys past clipping and KL, with the combinations NeMo RL's ClippedPGLossFn asserts against
+// refused here (loss_functions.py, __init__).
+void read_loss_options(ConfigReader& r, LossFnSection& l) {
+  l.disable_ppo_ratio = r.get_bool("disable_ppo_ratio", l.disable_ppo_ratio);
+  l.sequence_level_importance_ratios = r.get_bool("sequence_level_importance_ratios", l.sequence_level_importance_ratios);
+  l.use_kl_in_reward = r.get_bool("use_kl_in_reward", l.use_kl_in_reward);
+  l.force_on_policy_ratio = r.get_bool("force_on_policy_ratio", l.force_on_policy_ratio);
+  l.use_cispo = r.get_bool("use_cispo", l.use_cispo);
+  l.positive_example_nll_weight = r.get_number("positive_example_nll_weight", l.positive_example_nll_weight);
+  if (!(l.positive_example_nll_weight >= 0))
+    r.fail("positive_example_nll_weight",
+           fmt::format("expected a number >= 0 (0 = off), got {}", l.positive_example_nll_weight));
+  r.ignore("truncated_importance_sampling_type");
+  if (r.has("truncated_importance_sampling_type"))
+    l.truncated_importance_sampling_type = r.get_string("truncated_importance_sampling_type", "");
+  l.truncated_importance_sampling_ratio = optional_number(r, "truncated_importance_sampling_ratio");
+  l.truncated_importance_sampling_ratio_min = optional_number(r, "truncated_importance_sampling_ratio_min");
+
+  if (l.sequence_level_importance_ratios && l.token_level_loss)
+    r.fail("sequence_level_importance_ratios",
+           "true (GSPO) needs loss_fn.token_level_loss: false (sequence-level importance ratios are mutually "
+           "exclusive with a token-level loss)");
+  if (l.use_cispo) {
+    const char* conflict = l.disable_ppo_ratio                  ? "disable_ppo_ratio is true (CISPO needs the ratio)"
+                           : l.force_on_policy_ratio            ? "force_on_policy_ratio is true (CISPO needs the ratio)"
+                           : l.sequence_level_importance_ratios ? "sequence_level_importance_ratios is true (CISPO "
+                                                                  "weighs tokens)"
+                           : l.ratio_clip_c                     ? "ratio_clip_c is set (dual clipping would overwrite "
+                                                                  "the CISPO loss; set it to null)"
+                           : !l.token_level_loss                ? "token_level_loss is false (CISPO needs a "
+                                                                  "token-level loss)"
+                                                                : nullptr;
+    if (conflict) r.fail("use_cispo", fmt::format("true but {}", conflict));
+  }
+  const std::string& type = l.truncated_importance_sampling_type;
+  if (type.empty()) {
+    if (l.truncated_importance_sampling_ratio)
+      r.fail("truncated_importance_sampling_ratio",
+             "set but truncated_importance_sampling_type is null (set it to tis, icepop or seq-mask-tis)");
+    return;
+  }
+  if (type != "tis" && type != "icepop" && type != "seq-mask-tis")
+    r.fail("truncated_importance_sampling_type",
+           fmt::format("expected tis, icepop, seq-mask-tis or null, got \"{}\"", type));
+  if (!l.use_importance_sampling_correction)
+    r.fail("truncated_importance_sampling_type",
+           fmt::format("\"{}\" needs loss_fn.use_importance_sampling_correction: true (it truncates those weights)",
+                       type));
+  if (!l.truncated_importance_sampling_ratio || !(*l.truncated_importance_sampling_ratio > 0))
+    r.fail("truncated_importance_sampling_ratio",
+           fmt::format("expected a number > 0 with truncated_importance_sampling_type \"{}\", got {}", type,
+                       l.truncated_importance_sampling_ratio ? fmt::format("{}", *l.truncated_importance_sampling_ratio)
+                                                             : std::string("null")));
+  const std::optional<double>& lo = l.truncated_importance_sampling_ratio_min;
+  if (lo && !(*lo <= *l.truncated_importance_sampling_ratio))
+    r.fail("truncated_importance_sampling_ratio_min",
+           fmt::format("{} exceeds truncated_importance_sampling_ratio {}", *lo, *l.truncated_importance_sampling_ratio));
+  if (!lo && type != "tis")
+    r.fail("truncated_importance_sampling_ratio_min",
+           fmt::format("must be set with truncated_importance_sampling_type \"{}\" (the lower bound)", type));
+  if (type == "seq-mask-tis" && l.sequence_level_importance_ratios)
+    r.fail("truncated_importance_sampling_type",
+           "\"seq-mask-tis\" (token-level weights, sequence-level masking) is incompatible with "
+           "sequence_level_importance_ratios: true");
 }
 
 void read_loss_fn(ConfigReader& root, const nlohmann::json& node, LossFnSection& l) {
@@ -97,6 +192,7 @@ void read_loss_fn(ConfigReader& root, const nlohmann::json& node, LossFnSection&
   l.use_importance_sampling_correction =
       r.get_bool("use_importance_sampling_correction", l.use_importance_sampling_correction);
   l.token_level_loss = r.get_bool("token_level_loss", l.token_level_loss);
+  read_loss_options(r, l);
 }
 
 void read_policy(ConfigReader& root, PolicySection& p) {
@@ -167,6 +263,16 @@ GrpoConfig read_grpo_sections(ConfigReader& root, const nlohmann::json& tree) {
                                           "(every rollout of a step is held in memory at once)",
                                           c.grpo.num_generations_per_prompt, c.grpo.num_prompts_per_step, kMaxRolloutRows));
   const int64_t rows = c.rollout_rows();
+  if (c.loss_fn.force_on_policy_ratio && c.policy.train_global_batch_size != rows)
+    root.section("loss_fn").fail(
+        "force_on_policy_ratio",
+        fmt::format("true needs one optimizer step per rollout batch: policy.train_global_batch_size {} must equal "
+                    "grpo.num_prompts_per_step * grpo.num_generations_per_prompt = {}",
+                    c.policy.train_global_batch_size, rows));
+  if (c.loss_fn.use_kl_in_reward && c.loss_fn.reference_policy_kl_penalty != 0 && c.loss_fn.force_on_policy_ratio)
+    root.section("loss_fn").fail("use_kl_in_reward",
+                                 "true with a non-zero reference_policy_kl_penalty needs the policy's log-probs before "
+                                 "the update, which force_on_policy_ratio: true skips (NeMo RL refuses it too)");
   if (rows % c.policy.train_global_batch_size != 0)
     root.section("policy").fail("train_global_batch_size",
                                 fmt::format("{} does not divide the rollout batch grpo.num_prompts_per_step * "

@@ -34,6 +34,20 @@ struct RewardShaping {
   std::optional<double> stop_properly_penalty_coef;  // in [0, 1]; truncated rows get reward * c
 };
 
+// grpo.adv_estimator (NeMo RL's AdvEstimatorConfig, nemo_rl/algorithms/advantage_estimator.py):
+//  - grpo: per-prompt baseline (leave-one-out by default), optionally divided by the std;
+//  - reinforce_plus_plus: r minus the prompt's mean (minus_baseline) or raw r, broadcast over the
+//    tokens, minus beta * KL(prev || reference) per token under loss_fn.use_kl_in_reward, then
+//    normalised over every trained token of the rollout batch: (a - mean) / sqrt(max(var, 1e-8)).
+// NeMo RL's gdpo (several reward components) and opd (a teacher's log-probs) need inputs our
+// environments do not produce and are refused.
+struct AdvEstimator {
+  std::string name = "grpo";
+  bool normalize_rewards = true;           // default: grpo.normalize_rewards
+  bool use_leave_one_out_baseline = true;  // default: grpo.use_leave_one_out_baseline
+  bool minus_baseline = true;              // reinforce_plus_plus only
+};
+
 struct GrpoSection {  // grpo:
   int64_t num_prompts_per_step = 32;
   int64_t num_generations_per_prompt = 16;
@@ -47,6 +61,9 @@ struct GrpoSection {  // grpo:
   int64_t max_val_samples = 256;
   int64_t val_batch_size = 256;
   uint64_t seed = 42;
+  // Clamp bounds on the advantages after the estimator (null = none).
+  std::optional<double> advantage_clip_low, advantage_clip_high;
+  AdvEstimator adv_estimator;
   RewardScaling reward_scaling;
   RewardShaping reward_shaping;
 };
@@ -62,6 +79,19 @@ struct LossFnSection {  // loss_fn: (ClippedPGLossFn)
   bool use_on_policy_kl_approximation = false;
   bool use_importance_sampling_correction = false;
   bool token_level_loss = true;
+  // The rest of NeMo RL's ClippedPGLossConfig (grpo_loss.h says what each does).
+  bool disable_ppo_ratio = false;                 // REINFORCE/RLOO: the surrogate is A * log p
+  bool sequence_level_importance_ratios = false;  // GSPO: one ratio per sequence (needs sequence-level loss)
+  bool use_kl_in_reward = false;                  // the KL goes into reinforce++'s advantages, not the loss
+  bool force_on_policy_ratio = false;             // ratio = exp(lp - stopgrad(lp)) = 1 (one update per rollout)
+  bool use_cispo = false;                         // CISPO: -A * stopgrad(clamp(ratio)) * log p
+  double positive_example_nll_weight = 0.0;       // VAPO: + mu * NLL of the rows with reward > 0
+  // Truncated importance sampling of the IS-correction weights: "" (null) | tis | icepop | seq-mask-tis.
+  std::string truncated_importance_sampling_type;
+  std::optional<double> truncated_importance_sampling_ratio;      // the upper bound
+  std::optional<double> truncated_importance_sampling_ratio_min;  // the lower bound (tis: 0 when null)
+  // The KL weight in the loss: 0 under use_kl_in_reward (NeMo RL zeroes it there).
+  double loss_kl_penalty() const { return use_kl_in_reward ? 0.0 : reference_policy_kl_penalty; }
 };
 
 struct GenerationSection {  // policy.generation:
@@ -96,6 +126,11 @@ struct GrpoConfig {
   CheckpointingSection checkpointing;
   // Rows of one rollout batch: num_prompts_per_step * num_generations_per_prompt.
   int64_t rollout_rows() const { return grpo.num_prompts_per_step * grpo.num_generations_per_prompt; }
+  // Whether the reference policy's log-probs are used: the KL in the loss, or in reinforce++'s reward.
+  bool needs_reference() const {
+    return loss_fn.reference_policy_kl_penalty != 0 &&
+           (!loss_fn.use_kl_in_reward || grpo.adv_estimator.name == "reinforce_plus_plus");
+  }
 };
 
 // Reads grpo:, loss_fn:, policy: and checkpointing: through `root` (the stage's reader: the

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
+#include "rl/grpo_kl.h"
 
 namespace nemotron::rl {
 
@@ -11,31 +13,7 @@ namespace {
 
 double finite_or_zero(double v) { return std::isfinite(v) ? v : 0.0; }  // nan_to_num(0, 0, 0)
 
-// calculate_kl with an importance weight w (NeMo RL's newer loss/utils.py, reference §2.8):
-// logr = clamp(ref - lp, +-in), k1 = -logr, k2 = logr^2/2, k3 = exp(logr) - 1 - logr, value
-// clamp(w * k, +-out). `dw` is d w / d lp (the weight's own gradient, the score-function term);
-// where the input clamp is active the weight is detached (and k is constant), where the output
-// clamp is active nothing passes. Returns the value and d value / d lp.
-struct Kl {
-  double value = 0, dlp = 0;
-};
-Kl kl_term(const std::string& type, double lp, double ref, std::optional<double> in_clamp,
-           std::optional<double> out_clamp, double w = 1.0, double dw = 0.0) {
-  double logr = ref - lp, dlogr = -1.0;
-  if (in_clamp && (logr > *in_clamp || logr < -*in_clamp)) logr = std::clamp(logr, -*in_clamp, *in_clamp), dlogr = 0, dw = 0;
-  double k, dk;
-  if (type == "k1") {
-    k = -logr, dk = -1.0;
-  } else if (type == "k2") {
-    k = logr * logr / 2, dk = logr;
-  } else {
-    k = std::exp(logr) - 1 - logr, dk = std::exp(logr) - 1;
-  }
-  Kl out{w * k, dw * k + w * dk * dlogr};
-  if (out_clamp && (out.value > *out_clamp || out.value < -*out_clamp))
-    out.value = std::clamp(out.value, -*out_clamp, *out_clamp), out.dlp = 0;
-  return out;
-}
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
@@ -74,94 +52,211 @@ void ClippedPGLoss::reduce_counts(parallel::Communicator& data_group) {
   valid_tokens_ = v[0], valid_samples_ = v[1];
 }
 
+parallel::ReduceOp ClippedPGLoss::metric_op(const std::string& name) const {
+  if (name == "probs_ratio_min" || name == "probs_ratio_clamped_min") return parallel::ReduceOp::min;
+  if (name == "probs_ratio_max" || name == "probs_ratio_clamped_max") return parallel::ReduceOp::max;
+  return parallel::ReduceOp::sum;
+}
+
+namespace {
+
+// Truncated importance sampling of one weight (tis: clamp; icepop: 0 outside the bounds); sets
+// *oob when the weight was outside [lo, hi]. seq-mask-tis and none leave it as it is.
+double truncate_weight(const std::string& type, double w, double lo, double hi, bool* oob) {
+  *oob = false;
+  if (type == "tis") {
+    *oob = w > hi || w < lo;
+    return std::clamp(w, lo, hi);
+  }
+  if (type == "icepop") {
+    *oob = !(w >= lo && w <= hi);
+    return *oob ? 0.0 : w;
+  }
+  return w;
+}
+
+}  // namespace
+
 train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index, const model::Batch& mb,
                                               const Tensor& logprobs) {
   (void)ctx;
   NM_CHECK(micro_index >= 0 && micro_index < static_cast<int64_t>(data_.size()),
            "GRPO loss: micro-batch {} but data for {}", micro_index, data_.size());
   const GrpoTokenData& d = data_[micro_index];
+  const LossFnSection& c = cfg_;
   const std::vector<double> lp = logprobs.to_f64_vector(), tm = grpo_token_mask(mb);
   const int64_t B = mb.labels.dim(0), T = mb.labels.dim(1), N = B * T;
+  // force_on_policy_ratio: prev = stopgrad(lp), so the trainer's prev log-probs are not read.
+  const bool force = c.force_on_policy_ratio;
   NM_CHECK(static_cast<int64_t>(lp.size()) == N && static_cast<int64_t>(d.advantages.size()) == N &&
-               static_cast<int64_t>(d.prev_logprobs.size()) == N &&
+               (force || static_cast<int64_t>(d.prev_logprobs.size()) == N) &&
                static_cast<int64_t>(d.generation_logprobs.size()) == N &&
-               static_cast<int64_t>(d.sample_mask.size()) == B,
+               static_cast<int64_t>(d.sample_mask.size()) == B &&
+               (d.rewards.empty() || static_cast<int64_t>(d.rewards.size()) == B),
            "GRPO loss: micro-batch {} is [{}, {}] but its data has {} advantages, {} prev / {} generation "
-           "log-probs, {} sample masks",
+           "log-probs, {} sample masks, {} rewards",
            micro_index, B, T, d.advantages.size(), d.prev_logprobs.size(), d.generation_logprobs.size(),
-           d.sample_mask.size());
-  const bool kl_on = cfg_.reference_policy_kl_penalty != 0;
+           d.sample_mask.size(), d.rewards.size());
+  const double beta = c.loss_kl_penalty();
+  const bool kl_on = beta != 0;
   NM_CHECK(!kl_on || static_cast<int64_t>(d.reference_logprobs.size()) == N,
            "GRPO loss: reference_policy_kl_penalty is {} but micro-batch {} has {} reference log-probs for {} tokens",
-           cfg_.reference_policy_kl_penalty, micro_index, d.reference_logprobs.size(), N);
-  const double lo = 1.0 - cfg_.ratio_clip_min, hi = 1.0 + cfg_.ratio_clip_max, beta = cfg_.reference_policy_kl_penalty;
-  const double tok_norm = valid_tokens_ > 0 ? valid_tokens_ : 1.0;  // metrics are token means
+           beta, micro_index, d.reference_logprobs.size(), N);
+  const double lo = 1.0 - c.ratio_clip_min, hi = 1.0 + c.ratio_clip_max;
+  const std::string& tis = c.truncated_importance_sampling_type;
+  const double tis_lo = c.truncated_importance_sampling_ratio_min.value_or(0.0);
+  const double tis_hi = c.truncated_importance_sampling_ratio.value_or(kInf);
+  const bool seq_ratio = c.sequence_level_importance_ratios && !force && !c.disable_ppo_ratio;
+  const bool seq_is = c.sequence_level_importance_ratios;
+  // Metrics are means over the global batch's tokens or sequences; the step's normaliser is one of them.
+  const double tok_norm = valid_tokens_ > 0 ? valid_tokens_ : 1.0, seq_norm = valid_samples_ > 0 ? valid_samples_ : 1.0;
+  const double loss_norm = c.token_level_loss ? valid_tokens_ : valid_samples_;
+  auto prev_of = [&](size_t n) { return force ? lp[n] : d.prev_logprobs[n]; };
+
+  // VAPO's NLL: over this micro-batch's trained tokens of rows with reward > 0, normalised by their
+  // own count; in the numerator it is scaled by the step's normaliser, which the step divides by.
+  const double mu = c.positive_example_nll_weight;
+  const bool nll_on = mu > 0 && !d.rewards.empty();
+  double correct_tokens = 0;
+  if (nll_on)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) correct_tokens += tm[b * T + t] * d.sample_mask[b] * (d.rewards[b] > 0 ? 1 : 0);
+  const double nll_scale = correct_tokens > 0 ? mu * loss_norm / (correct_tokens + 1e-8) : 0.0;
 
   train::TokenLossGrad g;
   std::vector<double> dlp(static_cast<size_t>(N), 0.0);
   double ratio_sum = 0, clamped_sum = 0, below = 0, above = 0, kl_sum = 0, mult_err = 0, gen_kl = 0, pol_kl = 0,
-         is_sum = 0, entropy = 0, samples = 0;
+         js = 0, is_sum = 0, oob = 0, entropy = 0, samples = 0, nll_sum = 0;
+  double r_min = kInf, r_max = -kInf, c_min = kInf, c_max = -kInf;
   for (int64_t b = 0; b < B; ++b) {
     const double sm = d.sample_mask[b];
     samples += sm;
     double row_tokens = 0;
     for (int64_t t = 0; t < T; ++t) row_tokens += tm[b * T + t];
+    const double inv_row = 1.0 / (row_tokens + 1e-8);  // NeMo RL's masked_mean over the token mask
     // Token level: each token weighs M = tm * sm; sequence level: sm * tm / (row tokens + 1e-8).
-    const double row_scale = cfg_.token_level_loss ? sm : sm / (row_tokens + 1e-8);
+    const double row_scale = c.token_level_loss ? sm : sm * inv_row;
+    // Per-row quantities: GSPO's ratio and weight, seq-mask-tis's keep flag.
+    double row_ratio = 1, row_w = 1, row_keep = 1;
+    bool row_oob = false;
+    if (seq_ratio || seq_is || tis == "seq-mask-tis") {
+      double log_ratio = 0, log_w = 0, log_is = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t n = static_cast<size_t>(b * T + t);
+        if (tm[n] == 0) continue;
+        const double pv = prev_of(n), gen = d.generation_logprobs[n];
+        log_ratio += tm[n] * (lp[n] - pv);
+        log_w += tm[n] * sm * (pv - gen);
+        log_is += tm[n] * finite_or_zero(pv - gen);
+      }
+      row_ratio = std::exp(log_ratio * inv_row);
+      row_w = truncate_weight(tis, finite_or_zero(std::exp(log_w)), tis_lo, tis_hi, &row_oob);
+      if (tis == "seq-mask-tis") {
+        const double geo = std::exp(log_is * inv_row);
+        row_keep = geo >= tis_lo && geo <= tis_hi ? 1.0 : 0.0;
+        oob += sm * (1 - row_keep);
+      }
+      if (seq_is) is_sum += sm * row_w * row_keep;
+    }
+    double d_row_ratio = 0;  // d numerator / d row_ratio (GSPO)
     for (int64_t t = 0; t < T; ++t) {
       const size_t n = static_cast<size_t>(b * T + t);
+      if (tm[n] == 0) continue;
       const double m = tm[n] * sm;  // NeMo RL's mask, for the metrics
       const double weight = tm[n] * row_scale;
-      if (tm[n] == 0 && m == 0) continue;
-      const double A = d.advantages[n], prev = d.prev_logprobs[n], gen = d.generation_logprobs[n];
-      const double ratio = std::exp(lp[n] - prev);
-      const double clamped = std::clamp(ratio, lo, hi);
-      const double l1 = -A * ratio, l2 = -A * clamped;
-      double loss = std::max(l1, l2);
-      // d/d lp: ratio' = ratio; the clamp passes it only inside its bounds.
-      double dloss = (ratio >= lo && ratio <= hi) || l1 > l2 ? -A * ratio : 0.0;
-      if (cfg_.ratio_clip_c && A < 0) {
-        const double l3 = -A * *cfg_.ratio_clip_c;
-        if (l3 < loss) loss = l3, dloss = 0.0;
+      const double A = d.advantages[n], pv = prev_of(n), gen = d.generation_logprobs[n];
+      // The ratio r, d r / d lp (GSPO's goes through the row), its clamp and whether one applies.
+      double r, dr = 1;
+      bool clamps = true;
+      if (force) {
+        r = 1.0, clamps = false;  // exp(lp - stopgrad(lp)): d/dlp = 1
+      } else if (c.disable_ppo_ratio) {
+        r = lp[n], clamps = false;
+      } else if (seq_ratio) {
+        r = row_ratio, dr = 0;
+      } else {
+        r = std::exp(lp[n] - pv), dr = r;
       }
-      const double w_is = finite_or_zero(std::exp(prev - gen));
-      const double w = cfg_.use_importance_sampling_correction ? w_is : 1.0;
-      double total = w * loss, dtotal = w * dloss;
+      const double cl = clamps ? std::clamp(r, lo, hi) : r;
+      const bool inside = !clamps || (r >= lo && r <= hi);
+      double l, dl_dr = 0, dl_dlp = 0;
+      if (c.use_cispo) {
+        l = -A * cl * lp[n], dl_dlp = -A * cl;  // the clamped ratio is a constant
+      } else {
+        const double l1 = -A * r, l2 = -A * cl;
+        l = std::max(l1, l2);
+        dl_dr = inside || l1 > l2 ? -A : 0.0;
+      }
+      if (c.ratio_clip_c && A < 0) {
+        const double l3 = -A * *c.ratio_clip_c;
+        if (l3 < l) l = l3, dl_dr = dl_dlp = 0.0;
+      }
+      // The importance weight (a constant), truncated.
+      bool tok_oob = row_oob;
+      double w = row_w;
+      if (!seq_is) w = truncate_weight(tis, finite_or_zero(std::exp(pv - gen)), tis_lo, tis_hi, &tok_oob);
+      w *= row_keep;
+      if (tis == "tis" || tis == "icepop") oob += m * (tok_oob ? 1.0 : 0.0);
+      const double wl = c.use_importance_sampling_correction ? w : 1.0;
+      double total = wl * l, dtotal = wl * (dl_dr * dr + dl_dlp);
+      d_row_ratio += weight * wl * dl_dr;
       if (kl_on) {
         // exp(lp - gen_lp) under the on-policy approximation, else exp(lp - stopgrad(lp)) = 1:
         // either way d w / d lp = w (NaN/inf -> 0 with no gradient).
-        const double kw = cfg_.use_on_policy_kl_approximation ? finite_or_zero(std::exp(lp[n] - gen)) : 1.0;
-        const Kl k = kl_term(cfg_.reference_policy_kl_type, lp[n], d.reference_logprobs[n], cfg_.kl_input_clamp_value,
-                             cfg_.kl_output_clamp_value, kw, kw);
+        const double kw = c.use_on_policy_kl_approximation ? finite_or_zero(std::exp(lp[n] - gen)) : 1.0;
+        const KlTerm k = kl_term(c.reference_policy_kl_type, lp[n], d.reference_logprobs[n], c.kl_input_clamp_value,
+                                 c.kl_output_clamp_value, kw, kw);
         total += beta * k.value;
         dtotal += beta * k.dlp;
-        kl_sum += m * k.value;
+        kl_sum += weight * k.value;
       }
       g.loss_sum += weight * total;
       dlp[n] = weight * dtotal;
-      ratio_sum += m * ratio;
-      clamped_sum += m * clamped;
-      below += m * (ratio < lo ? 1.0 : 0.0);
-      above += m * (ratio > hi ? 1.0 : 0.0);
-      mult_err += m * std::exp(std::fabs(gen - prev) * m);
-      gen_kl += m * kl_term(cfg_.reference_policy_kl_type, gen, prev, std::nullopt, std::nullopt).value;
-      pol_kl += m * kl_term(cfg_.reference_policy_kl_type, prev, gen, std::nullopt, std::nullopt).value;
-      is_sum += m * w_is;
+      if (nll_on && d.rewards[b] > 0) {
+        g.loss_sum += nll_scale * m * -lp[n];
+        dlp[n] -= nll_scale * m;
+        nll_sum += m * -lp[n];
+      }
+      ratio_sum += m * r;
+      clamped_sum += m * cl;
+      if (m != 0) {
+        r_min = std::min(r_min, r), r_max = std::max(r_max, r);
+        c_min = std::min(c_min, cl), c_max = std::max(c_max, cl);
+      }
+      below += m * (clamps && r < lo ? 1.0 : 0.0);
+      above += m * (clamps && r > hi ? 1.0 : 0.0);
+      mult_err += m * std::exp(std::fabs(gen - pv) * m);
+      gen_kl += m * kl_term(c.reference_policy_kl_type, gen, pv, std::nullopt, std::nullopt).value;
+      pol_kl += m * kl_term(c.reference_policy_kl_type, pv, gen, std::nullopt, std::nullopt).value;
+      // Jensen-Shannon through the mixture M = (p_prev + p_gen) / 2, each KL as k3 against it.
+      const double lmix = std::log(0.5 * std::exp(pv) + 0.5 * std::exp(gen));
+      const double kp = std::exp(pv - lmix) - (pv - lmix) - 1, kg = std::exp(gen - lmix) - (gen - lmix) - 1;
+      js += m * 0.5 * (kp + kg);
+      if (!seq_is) is_sum += m * w;
       entropy += m * -(std::exp(lp[n] - gen) * lp[n]);
     }
+    if (seq_ratio)  // d row_ratio / d lp_t = row_ratio * tm_t / (row tokens + 1e-8)
+      for (int64_t t = 0; t < T; ++t) dlp[static_cast<size_t>(b * T + t)] += d_row_ratio * row_ratio * tm[b * T + t] * inv_row;
   }
   g.dlogprob = Tensor::from_vector<double>({N}, dlp);
   g.metrics = {{"probs_ratio", ratio_sum / tok_norm},
                {"probs_ratio_clamped", clamped_sum / tok_norm},
+               {"probs_ratio_min", r_min},
+               {"probs_ratio_max", r_max},
+               {"probs_ratio_clamped_min", c_min},
+               {"probs_ratio_clamped_max", c_max},
                {"clip_fraction_lower", below / tok_norm},
                {"clip_fraction_upper", above / tok_norm},
-               {"kl_penalty", kl_sum / tok_norm},
+               {"kl_penalty", kl_sum / (c.token_level_loss ? tok_norm : seq_norm)},
                {"token_mult_prob_error", mult_err / tok_norm},
                {"gen_kl_error", gen_kl / tok_norm},
                {"policy_kl_error", pol_kl / tok_norm},
-               {"sampling_importance_ratio", is_sum / tok_norm},
+               {"js_divergence_error", js / tok_norm},
+               {"sampling_importance_ratio", is_sum / (seq_is ? seq_norm : tok_norm)},
                {"approx_entropy", entropy / tok_norm},
-               {"num_valid_samples", samples}};
+               {"num_valid_samples", samples},
+               {"positive_nll_loss", correct_tokens > 0 ? nll_sum / (correct_tokens + 1e-8) : 0.0}};
+  if (!tis.empty()) g.metrics["is_oob_ratio"] = oob / (tis == "seq-mask-tis" ? seq_norm : tok_norm);
   return g;
 }
 

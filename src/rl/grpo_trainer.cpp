@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -31,6 +33,7 @@ constexpr uint64_t kIdsPerStep = uint64_t{1} << 32;
 constexpr uint64_t kValidationBit = uint64_t{1} << 63;
 
 constexpr double kGiB = double(1ull << 30);
+constexpr double kHuge = std::numeric_limits<double>::infinity();
 
 // Bytes of the weights the engine reads (once: it has no copy). Fixed for a run: the optimizer
 // step writes the values in place, in the same dtype and shapes.
@@ -184,7 +187,7 @@ void GrpoTrainer::restore() {
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
     train::load_checkpoint_weights(dir, net_.params());
   }
-  if (cfg_.grpo.loss_fn.reference_policy_kl_penalty > 0) {
+  if (cfg_.grpo.needs_reference()) {
     // The frozen initial policy: the starting weights, also when resuming.
     reference_ = std::make_unique<model::HybridModel>(cfg_.model, net_.params().backend(), net_.params().dtype());
     reference_->set_logit_temperature(cfg_.grpo.policy.generation.temperature);
@@ -296,7 +299,7 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
     r.unscored_rows = static_cast<int64_t>(v[6]);
   }
 
-  // Advantages on the raw (optionally scaled/shaped) rewards, grouped by prompt tokens.
+  // The rewards (optionally scaled/shaped) and the prompt groups.
   std::vector<double> rewards;
   std::vector<std::vector<int32_t>> prompt_tokens;
   std::vector<int64_t> lengths;
@@ -310,10 +313,19 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   }
   if (g.grpo.reward_scaling.enabled) scale_rewards(g.grpo.reward_scaling, rewards);
   if (g.grpo.reward_shaping.enabled) shape_rewards(g.grpo.reward_shaping, rewards, lengths, truncated);
+  const std::vector<int64_t> group = group_by_prompt(prompt_tokens);
+  // Per-row advantages: GRPO's, or reinforce++'s row part (its token part needs the log-probs).
   // Unscored rows are in no group's baseline (and get sample mask 0 in the micro-batches).
-  const std::vector<double> adv = grpo_advantages(rewards, group_by_prompt(prompt_tokens), g.grpo, scored);
+  const AdvEstimator& est = g.grpo.adv_estimator;
+  const bool reinforce_pp = est.name == "reinforce_plus_plus";
+  const std::vector<double> adv =
+      !reinforce_pp ? grpo_advantages(rewards, group, est.use_leave_one_out_baseline, est.normalize_rewards, scored)
+      : est.minus_baseline ? grpo_advantages(rewards, group, false, false, scored)
+                           : rewards;
 
-  // Training tensors and the trainer's log-probs of the generated tokens (before the update).
+  // Every update's micro-batches with the policy's log-probs before the step's first update (NeMo
+  // RL's prev_logprobs: one pass over the rollout batch before training; with several updates per
+  // step the later ones see a ratio != 1) and the reference policy's.
   const auto t_lp = std::chrono::steady_clock::now();
   GrpoBatchOptions bo;
   bo.micro_batch_size = g.policy.train_micro_batch_size;
@@ -325,18 +337,21 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   const int64_t per_update = g.policy.train_global_batch_size / D;
   const int64_t updates = g.rollout_rows() / g.policy.train_global_batch_size;
   Context& ctx = step_runner_.context();
-  r.lr = cfg_.optimizer.lr_at(opt_.steps_taken() + 1);
-  double loss_sum = 0, kl = 0, clip = 0, mult = 0, grad = 0;
+  std::vector<std::vector<GrpoMicroBatch>> micro(static_cast<size_t>(updates));
+  std::vector<int64_t> update_tokens;
+  auto slice = [&](const auto& v, int64_t u) {
+    return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + u * per_update,
+                                                                       v.begin() + (u + 1) * per_update);
+  };
   for (int64_t u = 0; u < updates; ++u) {
-    const std::vector<Rollout> rows(rb.rows.begin() + u * per_update, rb.rows.begin() + (u + 1) * per_update);
-    const std::vector<double> a(adv.begin() + u * per_update, adv.begin() + (u + 1) * per_update);
     GrpoBatchCounts counts;
-    std::vector<GrpoMicroBatch> micro = build_grpo_micro_batches(rows, a, bo, &counts);
+    micro[u] = build_grpo_micro_batches(slice(rb.rows, u), slice(adv, u), bo, &counts, slice(rewards, u));
     r.masked_rows += counts.overlong + counts.filtered;
     r.loss_tokens += counts.loss_tokens;
-    fill_policy_logprobs(ctx, net_, micro, false);
-    if (reference_) fill_policy_logprobs(ctx, *reference_, micro, true);
-    for (const GrpoMicroBatch& mb : micro) {
+    update_tokens.push_back(counts.loss_tokens);
+    fill_policy_logprobs(ctx, net_, micro[u], false);
+    if (reference_) fill_policy_logprobs(ctx, *reference_, micro[u], true);
+    for (const GrpoMicroBatch& mb : micro[u]) {
       const std::vector<double> m = grpo_token_mask(mb.batch);
       const size_t T = static_cast<size_t>(mb.batch.labels.dim(1));
       for (size_t n = 0; n < m.size(); ++n)
@@ -344,25 +359,59 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
           r.max_logprob_error =
               std::max(r.max_logprob_error, std::fabs(mb.data.generation_logprobs[n] - mb.data.prev_logprobs[n]));
     }
-    r.logprob_seconds += seconds_since(t_lp);
-    // Every rank takes the same decision: the update is skipped only when no rank has a token.
-    if (D > 1) counts.loss_tokens = static_cast<int64_t>(groups_->data->all_reduce_host(static_cast<double>(counts.loss_tokens)));
-    if (counts.loss_tokens == 0) {
-      print("  step {}: update {} of {} has no token to train on (every row masked): no optimizer step\n", r.step,
-            u + 1, updates);
-      continue;
-    }
+  }
+  if (reinforce_pp) {
+    std::vector<TokenAdvantages> parts;
+    for (std::vector<GrpoMicroBatch>& update : micro)
+      for (GrpoMicroBatch& mb : update) {
+        std::vector<double> m = grpo_token_mask(mb.batch);
+        const size_t T = static_cast<size_t>(mb.batch.labels.dim(1));
+        for (size_t n = 0; n < m.size(); ++n) m[n] *= mb.data.sample_mask[n / T];
+        parts.push_back({&mb.data.advantages, std::move(m), &mb.data.prev_logprobs, &mb.data.reference_logprobs});
+      }
+    const LossFnSection& l = g.loss_fn;
+    reinforce_plus_plus_token_advantages(parts, l.use_kl_in_reward ? l.reference_policy_kl_penalty : 0.0,
+                                         l.reference_policy_kl_type, D > 1 ? &*groups_->data : nullptr);
+  }
+  if (g.grpo.advantage_clip_low || g.grpo.advantage_clip_high)
+    for (std::vector<GrpoMicroBatch>& update : micro)
+      for (GrpoMicroBatch& mb : update)
+        for (double& a : mb.data.advantages)
+          a = std::clamp(a, g.grpo.advantage_clip_low.value_or(-kHuge), g.grpo.advantage_clip_high.value_or(kHuge));
+  r.logprob_seconds += seconds_since(t_lp);
+
+  r.lr = cfg_.optimizer.lr_at(opt_.steps_taken() + 1);
+  double loss_sum = 0, grad = 0;
+  for (int64_t u = 0; u < updates; ++u) {
+    // Every rank prints the same line: the update is empty only when no rank has a token.
+    int64_t tokens = update_tokens[u];
+    if (D > 1) tokens = static_cast<int64_t>(groups_->data->all_reduce_host(static_cast<double>(tokens)));
+    if (tokens == 0)  // NeMo RL's 0 / (0 + 1e-8): the step runs with a zero gradient
+      print("  step {}: update {} of {} has no token to train on (every row masked): loss 0, zero gradient (the "
+            "optimizer still steps, as NeMo RL's)\n",
+            r.step, u + 1, updates);
     const auto t_train = std::chrono::steady_clock::now();
-    loss_.set_data(loss_data_of(micro));
-    const train::StepResult s = step_runner_.run(batches_of(micro), loss_, cfg_.optimizer.lr_at(opt_.steps_taken() + 1), r.step);
+    loss_.set_data(loss_data_of(micro[u]));
+    const train::StepResult s = step_runner_.run(batches_of(micro[u]), loss_, cfg_.optimizer.lr_at(opt_.steps_taken() + 1), r.step);
     r.train_seconds += seconds_since(t_train);
     loss_sum += s.loss, grad = std::max(grad, s.grad_norm);
-    kl += s.metrics.count("kl_penalty") ? s.metrics.at("kl_penalty") : 0.0;
-    clip += s.metrics.at("clip_fraction_lower") + s.metrics.at("clip_fraction_upper");
-    mult += s.metrics.at("token_mult_prob_error");
+    // Over the updates: extrema by their own op, the rest averaged (NeMo RL's metrics / num_global_batches).
+    for (const auto& [name, v] : s.metrics) {
+      const parallel::ReduceOp op = loss_.metric_op(name);
+      const double x = op == parallel::ReduceOp::sum ? v / static_cast<double>(updates) : v;
+      auto [it, added] = r.loss_metrics.try_emplace(name, x);
+      if (!added)
+        it->second = op == parallel::ReduceOp::min   ? std::min(it->second, x)
+                     : op == parallel::ReduceOp::max ? std::max(it->second, x)
+                                                     : it->second + x;
+    }
   }
-  const double n = static_cast<double>(updates);
-  r.loss = loss_sum / n, r.kl = kl / n, r.clip_fraction = clip / n, r.token_mult_prob_error = mult / n;
+  for (auto& [name, v] : r.loss_metrics)
+    if (std::isinf(v)) v = -1.0;  // an extremum over no token: NeMo RL logs -1
+  auto metric = [&](const char* name) { return r.loss_metrics.count(name) ? r.loss_metrics.at(name) : 0.0; };
+  r.loss = loss_sum / static_cast<double>(updates), r.kl = metric("kl_penalty");
+  r.clip_fraction = metric("clip_fraction_lower") + metric("clip_fraction_upper");
+  r.token_mult_prob_error = metric("token_mult_prob_error");
   r.grad_norm = grad;
   if (D > 1) {
     std::vector<double> v{static_cast<double>(r.masked_rows), static_cast<double>(r.loss_tokens)};
@@ -475,17 +524,27 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
               {"masked_rows", r.masked_rows},
               {"unscored_rows", r.unscored_rows}};
   if (!r.unscored_reasons.empty()) rec["unscored_reasons"] = r.unscored_reasons;
+  for (const auto& [name, v] : r.loss_metrics)  // NeMo RL's loss metrics under its names
+    if (!rec.contains(name)) rec[name] = v;
   if (on_gpu) {  // the CPU's records stay as they were
     rec["gpu_memory_in_use_gib"] = static_cast<double>(r.device_bytes_in_use) / kGiB;
     rec["gpu_memory_peak_gib"] = static_cast<double>(r.device_peak_bytes) / kGiB;
     rec["weights_gib"] = static_cast<double>(r.weight_bytes) / kGiB;
   }
+  auto metric = [&](const char* name) { return r.loss_metrics.count(name) ? r.loss_metrics.at(name) : 0.0; };
+  std::string optional_metrics;  // the options' own figures, only where they are on
+  if (r.loss_metrics.count("is_oob_ratio"))
+    optional_metrics += fmt::format(" | is_oob_ratio {:.4f}", r.loss_metrics.at("is_oob_ratio"));
+  if (g.loss_fn.positive_example_nll_weight > 0)
+    optional_metrics += fmt::format(" | positive_nll_loss {:.4f}", metric("positive_nll_loss"));
   std::string line = fmt::format(
-      "step {}/{} | reward {:.4f} | accuracy {:.4f} | loss {:.4e} | kl {:.4e} | clip fraction {:.4f} | "
+      "step {}/{} | reward {:.4f} | accuracy {:.4f} | loss {:.4e} | kl {:.4e} | clip fraction {:.4f} | ratio {:.4f} "
+      "[{:.4f}, {:.4f}]{} | "
       "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s | "
       "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s (engine "
       "setup {:.3f} s){}\n",
-      r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction, r.token_mult_prob_error,
+      r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction, metric("probs_ratio"),
+      metric("probs_ratio_min"), metric("probs_ratio_max"), optional_metrics, r.token_mult_prob_error,
       r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.logprob_seconds, r.train_seconds,
       r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
       r.overlong_prompts + r.masked_rows + r.unscored_rows > 0

@@ -1,11 +1,13 @@
 // GRPO in one process (reference/pipeline-and-rl.md §2.1): the policy's parameters are trained and
 // read by the generation engine in place, so a step has no refit. Per step: the next
 // num_prompts_per_step prompts of a seeded per-epoch shuffle, num_generations_per_prompt rollouts
-// each (rollout.h), rewards, GRPO advantages (grpo_advantages.h), micro-batches with the trainer's
-// log-probs of the generated tokens (grpo_batch.h; their gap to the engine's is logged as NeMo
-// RL's token_mult_prob_error), and optionally a frozen reference policy's for the KL penalty, then
-// ClippedPGLoss through the shared training step (train/train_step.h), one optimizer step per
-// train_global_batch_size rows. It is a TrainingJob of the loop every stage shares
+// each (rollout.h), rewards, micro-batches of every update with the trainer's log-probs of the
+// generated tokens before the step's first update (grpo_batch.h; their gap to the engine's is
+// logged as NeMo RL's token_mult_prob_error; computed also under force_on_policy_ratio, where
+// NeMo RL skips that pass, for max_logprob_error) and optionally a frozen reference policy's,
+// the advantages of grpo.adv_estimator (grpo_advantages.h: GRPO's per row, reinforce++'s per token
+// after the log-probs), then ClippedPGLoss through the shared training step (train/train_step.h),
+// one optimizer step per train_global_batch_size rows. It is a TrainingJob of the loop every stage shares
 // (train/training_loop.h), which maps grpo.max_num_steps, val_period and checkpointing.* into its
 // options. Validation (greedy, accuracy on the val rows) every val_period steps; checkpoints every
 // save_period steps in the trainer's Megatron layout
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -41,6 +44,9 @@ struct GrpoStepRecord {
   double clip_fraction = 0;          // tokens whose ratio was clipped (below + above)
   double token_mult_prob_error = 0;  // mean exp|gen_lp - train_lp| over trained tokens (1 = equal)
   double max_logprob_error = 0;      // max |gen_lp - train_lp| over trained tokens
+  // Every metric ClippedPGLoss returns (NeMo RL's names), averaged over the step's updates; the
+  // extrema (probs_ratio_min ...) over them, -1 when no token had one.
+  std::map<std::string, double> loss_metrics;
   double generation_seconds = 0, logprob_seconds = 0, train_seconds = 0, total_seconds = 0;
   // Weight transfer to the generator: 0, since the engine reads the tensors the optimizer step
   // wrote (no copy, no conversion exists in the code path). What does take time before the first

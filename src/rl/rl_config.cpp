@@ -181,10 +181,10 @@ std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size
     s += fmt::format("training memory (fp32, one micro-batch): {} (weights, gradients, Adam moments, activations); "
                      "the engine reads the same weights: no second copy\n",
                      train::human_bytes(mem.total()));
-  if (g.loss_fn.reference_policy_kl_penalty > 0)
-    s += fmt::format("reference policy: a frozen copy of the starting weights ({}) for the {} KL penalty, beta {}\n",
+  if (g.needs_reference())
+    s += fmt::format("reference policy: a frozen copy of the starting weights ({}) for the {} KL penalty, beta {}{}\n",
                      train::human_bytes(bf16 ? mem.param_bytes / 2 : mem.param_bytes), g.loss_fn.reference_policy_kl_type,
-                     g.loss_fn.reference_policy_kl_penalty);
+                     g.loss_fn.reference_policy_kl_penalty, g.loss_fn.use_kl_in_reward ? " (in reinforce++'s reward)" : "");
   return s;
 }
 

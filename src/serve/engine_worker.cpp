@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <tuple>
 
 #include "core/error.h"
@@ -30,8 +31,9 @@ constexpr const char* kShuttingDown = "the server is shutting down";
 }  // namespace
 
 EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                           WorkerObservers observers)
-    : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), engine_(step, &tok),
+                           WorkerObservers observers, ThreadStart thread_start)
+    : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), thread_start_(std::move(thread_start)),
+      engine_(step, &tok),
       thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }
@@ -109,6 +111,7 @@ void EngineWorker::admit(Pending p) {
     r.params = p.job.params;
     r.id = p.job.stream_id;
     r.tag = next_tag_++;
+    r.wants_logits = p.job.top_logprobs >= 0;  // the rest sample on the GPU (only tokens come back)
     engine_.add(std::move(r));
     running_.emplace(next_tag_ - 1, std::move(p));
   } catch (const std::exception& e) {  // InputError: the routes check first, so this is a last line
@@ -117,6 +120,16 @@ void EngineWorker::admit(Pending p) {
 }
 
 void EngineWorker::loop() {
+  bool started = true;
+  if (thread_start_) try {
+      thread_start_();
+    } catch (const std::exception& e) {  // every job then fails with it (500), as after an engine failure
+      std::fprintf(stderr, "serve: the engine thread could not start: %s\n", e.what());
+      std::lock_guard lock(m_);
+      stopping_ = true;
+      failure_ = fmt::format("the engine thread could not start: {}", e.what());
+      started = false;
+    }
   engine::RunHooks hooks;
   hooks.keep_results = false;
   hooks.before_step = [&] {
@@ -174,7 +187,7 @@ void EngineWorker::loop() {
     running_.erase(it);
   };
 
-  while (true) {
+  while (started) {
     {
       std::unique_lock lock(m_);
       cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });

@@ -75,11 +75,15 @@ struct WorkerObservers {
   std::function<std::pair<int64_t, int64_t>()> state_bytes;
 };
 
+// Run first on the worker thread (optional): a GPU model binds its device there
+// (train::bind_to_calling_thread), since the thread that loaded it is not the one that runs it.
+using ThreadStart = std::function<void()>;
+
 class EngineWorker {
  public:
   // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
   EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-               WorkerObservers observers = {});
+               WorkerObservers observers = {}, ThreadStart thread_start = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -105,6 +109,7 @@ class EngineWorker {
   model::HybridModel& net_;
   const data::Tokenizer& tok_;
   WorkerObservers observers_;
+  ThreadStart thread_start_;
   engine::Engine engine_;
   mutable std::mutex m_;
   std::condition_variable cv_;

@@ -55,8 +55,8 @@ double clip_factor(double norm, double max_norm) { return max_norm > 0 && norm >
 }  // namespace
 
 AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over,
-             parallel::Communicator* expert_group)
-    : params_(&params), cfg_(cfg), expert_group_(expert_group) {
+             parallel::Communicator* expert_group, parallel::Communicator* tensor_group)
+    : params_(&params), cfg_(cfg), expert_group_(expert_group), tensor_group_(tensor_group) {
   m_.resize(params.all().size());
   v_.resize(params.all().size());
   if (!shard_over || shard_over->size() == 1) {
@@ -168,20 +168,46 @@ void AdamW::step(double lr) {
   if (shard_) gather_values();
 }
 
+std::vector<const model::Param*> AdamW::owners(bool experts) const {
+  std::vector<const model::Param*> out;
+  const auto& all = params_->all();
+  if (shard_ && !experts) {
+    for (const Shard::Piece& pc : shard_->pieces) out.push_back(all[pc.param]);
+    return out;
+  }
+  for (const model::Param* p : all)
+    if (p->requires_grad && p->is_expert() == experts) out.push_back(p);
+  return out;
+}
+
+double AdamW::counted_square_sum(Context& ctx, const ops::AdamWTensors& list,
+                                 const std::vector<const model::Param*>& owners) {
+  if (!tensor_group_ || tensor_group_->size() == 1 || tensor_group_->rank() == 0) {
+    const double n = ops::grad_norm(ctx, list);
+    return n * n;
+  }
+  NM_CHECK(owners.size() == list.params().size(), "AdamW: {} owners for {} norm entries", owners.size(),
+           list.params().size());
+  std::vector<ops::AdamWParam> split;
+  for (size_t i = 0; i < owners.size(); ++i)
+    if (owners[i]->tensor_split()) split.push_back(list.params()[i]);
+  if (split.empty()) return 0;
+  const double n = ops::grad_norm(ctx, ops::AdamWTensors(std::move(split)));
+  return n * n;
+}
+
 double AdamW::clip_grad_norm(double max_norm) {
   Context ctx = store_context(*params_);
-  double sq = 0;
-  if (shard_) {  // the sum over ranks of each rank's sum of squares over its pieces
-    const double local = ops::grad_norm(ctx, shard_list());
-    sq = shard_->group->all_reduce_host(local * local);
-  } else {
-    const double n = ops::grad_norm(ctx, list());
-    sq = n * n;
-  }
+  // The sum over ranks of each rank's sum of squares over its pieces (ZeRO) or its whole state.
+  double sq = counted_square_sum(ctx, shard_ ? shard_list() : list(), owners(false));
+  if (shard_) sq = shard_->group->all_reduce_host(sq);
   if (ops::AdamWTensors* experts = expert_list()) {  // every expert once: summed over the ranks that hold them
-    const double local = ops::grad_norm(ctx, *experts);
-    sq += expert_group_ ? expert_group_->all_reduce_host(local * local) : local * local;
+    const double local = counted_square_sum(ctx, *experts, owners(true));
+    sq += expert_group_ ? expert_group_->all_reduce_host(local) : local;
   }
+  // Tensor parallelism: each member's parts of the split parameters (the whole ones counted on
+  // its rank 0).
+  if (tensor_group_ && tensor_group_->size() > 1) sq = tensor_group_->all_reduce_host(sq);
   const double norm = std::sqrt(sq);
   pending_grad_scale_ = clip_factor(norm, max_norm);
   return norm;

@@ -58,8 +58,11 @@ class AdamW {
   // takes the masters' ranges (shard_masters()); every member constructs it.
   // `expert_group`: the ranks that hold different experts (whose squares the norm sums); null or
   // a group of one for a store without expert-parallel experts.
+  // `tensor_group`: the tensor-parallel group (null or a group of one without): the norm then sums
+  // every rank's parts of the split parameters and counts the whole ones (the same on every
+  // member) once.
   AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over = nullptr,
-        parallel::Communicator* expert_group = nullptr);
+        parallel::Communicator* expert_group = nullptr, parallel::Communicator* tensor_group = nullptr);
   ~AdamW();
   // One update with learning rate `lr` from the gradients currently in the store (sharded: from
   // the rank's reduce-scattered range, then the values all-gathered; collective).
@@ -120,6 +123,10 @@ class AdamW {
   ops::AdamWTensors& list();  // built on first use, rebuilt when masters or the frozen set changed
   ops::AdamWTensors& shard_list();
   ops::AdamWTensors* expert_list();  // the expert-parallel experts (null: none)
+  // Sum of squares of the gradients of `list` (its entries' parameters: `owners`) that this rank
+  // counts: under tensor parallelism a whole parameter only on tensor rank 0.
+  double counted_square_sum(Context& ctx, const ops::AdamWTensors& list, const std::vector<const model::Param*>& owners);
+  std::vector<const model::Param*> owners(bool experts) const;  // the entries of list()/shard_list(), expert_list()
   void gather_values();
   model::ParamStore* params_;
   AdamWConfig cfg_;
@@ -129,6 +136,7 @@ class AdamW {
   std::unique_ptr<ops::AdamWTensors> list_, expert_list_;
   std::vector<const void*> list_key_, expert_key_;  // the masters and gradients the lists were built with
   parallel::Communicator* expert_group_;
+  parallel::Communicator* tensor_group_;
   std::unique_ptr<Shard> shard_;
 };
 

@@ -302,7 +302,7 @@ void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const mo
   const auto& all = params.all();
   for (size_t k = 0; k < all.size(); ++k) {
     if (!all[k]->requires_grad) continue;
-    const Shape& want = all[k]->value.shape();
+    const Shape want = all[k]->global_shape();
     Tensor loaded[2];
     for (int i = 0; i < 2; ++i) {
       const std::string name = (i == 0 ? "exp_avg." : "exp_avg_sq.") + all[k]->name;
@@ -313,7 +313,7 @@ void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const mo
       if (info->shape != want)
         throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the optimizer expects {}", path, name,
                                      info->shape.str(), want.str()));
-      loaded[i] = f.load(name, all[k]->grad.dtype());
+      loaded[i] = model::local_part(*all[k], f.load(name, all[k]->grad.dtype()));
       model::check_loaded_finite(loaded[i], path, name);  // a NaN moment poisons every later step
     }
     opt.set_moments(k, loaded[0], loaded[1]);

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #if NEMOTRON_CUDA
+#include <cuda_runtime_api.h>
+
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
 #endif
 
 namespace nemotron::train {
@@ -32,6 +35,14 @@ ComputeDevice open_compute_device(const std::string& source, const std::string& 
   throw InputError(fmt::format("{}: device: {} asked, but this nemotron was built without CUDA (configure with "
                                "-DNEMOTRON_CUDA=ON on a machine with nvcc)",
                                source, device));
+#endif
+}
+
+void bind_to_calling_thread(const Backend& backend) {
+#if NEMOTRON_CUDA
+  if (backend.device().is_cuda()) NM_CUDA_CHECK(cudaSetDevice(backend.device().index));
+#else
+  (void)backend;
 #endif
 }
 

@@ -26,6 +26,11 @@ inline ComputeDevice open_compute_device(const TrainLoopConfig& cfg) {
   return open_compute_device(cfg.source, cfg.device, cfg.mixed_precision);
 }
 
+// Makes `backend`'s device the calling thread's current one (CUDA binds the device per thread: a
+// thread other than the one that opened the backend, e.g. the server's engine thread, calls this
+// before its first op). A no-op on the host.
+void bind_to_calling_thread(const Backend& backend);
+
 // The batch's tensors on `backend` (a no-op on the host).
 model::Batch batch_on(const model::Batch& batch, Backend& backend);
 

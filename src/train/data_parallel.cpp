@@ -73,8 +73,12 @@ int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_
 }  // namespace
 
 GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements,
-                         Tensor scatter_into, parallel::Communicator* expert_data)
-    : params_(net.params()), group_(group), expert_data_(expert_data), scatter_into_(std::move(scatter_into)) {
+                         Tensor scatter_into, parallel::Communicator* expert_data, parallel::Communicator* tensor)
+    : params_(net.params()),
+      group_(group),
+      expert_data_(expert_data),
+      tensor_(tensor),
+      scatter_into_(std::move(scatter_into)) {
   NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
   if (scatter_into_.defined()) {
     const Tensor& buf = params_.grad_buffer();
@@ -130,11 +134,20 @@ void GradReducer::queue(Bucket& b) {
 }
 
 void GradReducer::finish() {
+  // Whole parameters whose gradients are partial over the tensor group: summed there first (before
+  // a reduce-scatter splits the buffer; after the buckets the layer hook queued, which may still
+  // be in flight on the data group, the sum is the same either way).
+  const bool partial = tensor_ && tensor_->size() > 1;
+  auto sum_partial = [&] {
+    for (model::Param* p : params_.all())
+      if (partial && p->grad.defined() && p->shard.grad_partial_over_tensor) tensor_->all_reduce(p->grad);
+  };
   // Expert-parallel experts: each expert's copies are on the expert-data group.
   const bool experts = expert_data_ && expert_data_->size() > 1;
   for (model::Param* p : params_.all())
     if (experts && p->grad.defined() && p->is_expert()) expert_data_->all_reduce_async(p->grad, parallel::ReduceOp::sum);
   if (scatter_into_.defined()) {
+    sum_partial();
     group_.reduce_scatter(params_.grad_buffer(), scatter_into_, parallel::ReduceOp::sum);
   } else if (group_.size() > 1) {
     for (Bucket& b : buckets_)
@@ -144,6 +157,9 @@ void GradReducer::finish() {
       if (p->grad.defined() && !p->is_expert() && !params_.in_grad_buffer(*p))
         group_.all_reduce_async(p->grad, parallel::ReduceOp::sum);
     group_.wait_pending();
+    sum_partial();
+  } else {
+    sum_partial();
   }
   if (experts) expert_data_->wait_pending();
   for (Bucket& b : buckets_) b.queued = false;

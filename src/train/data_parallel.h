@@ -61,8 +61,12 @@ class GradReducer {
   // the group size): finish() reduce-scatters the buffer into it instead, and the buffer stays.
   // `expert_data`: the group an expert-parallel expert's gradient is summed over (its copies;
   // model::Param::is_expert); null or a group of one: nothing to sum.
+  // `tensor`: the tensor-parallel group, over which the gradients of whole parameters fed by
+  // partial sums (model::ParamShard::grad_partial_over_tensor) are summed too; null or a group of
+  // one: none.
   GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements = kDefaultBucketElements,
-              Tensor scatter_into = Tensor(), parallel::Communicator* expert_data = nullptr);
+              Tensor scatter_into = Tensor(), parallel::Communicator* expert_data = nullptr,
+              parallel::Communicator* tensor = nullptr);
   // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one,
   // and when reduce-scattering).
   const std::function<void(int64_t layer)>* layer_hook();
@@ -86,6 +90,7 @@ class GradReducer {
   model::ParamStore& params_;
   parallel::Communicator& group_;
   parallel::Communicator* expert_data_;
+  parallel::Communicator* tensor_;
   Tensor scatter_into_;
   std::vector<Bucket> buckets_;  // in the order the backward completes them
   std::function<void(int64_t)> hook_;

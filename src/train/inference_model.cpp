@@ -99,4 +99,14 @@ ComputeDevice open_inference_device(const std::string& device, const std::string
 #endif
 }
 
+DType inference_dtype(const std::string& name, const ComputeDevice& dev, const std::string& where) {
+  const bool cpu = dev.backend->device().is_cpu();
+  if (name == "auto") return dev.dtype;
+  if (name == "float32") return DType::f32;
+  if (name == "float64" && cpu) return DType::f64;
+  if (name == "bfloat16" && !cpu) return DType::bf16;
+  throw InputError(fmt::format("{} {}: not on {} (the CPU runs float32 or float64; CUDA float32 or bfloat16)", where,
+                               name, dev.backend->name()));
+}
+
 }  // namespace nemotron::train

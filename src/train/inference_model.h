@@ -35,4 +35,9 @@ InferenceModel load_inference_model(const std::string& path, Backend& backend, D
 // naming `where` for a value of another form, or a device this build or machine lacks.
 ComputeDevice open_inference_device(const std::string& device, const std::string& where);
 
+// A --dtype value on that device: "auto" is the device's default (bf16 on CUDA, float32 on the
+// CPU); the CPU runs float32 or float64, CUDA float32 or bfloat16. InputError naming `where`
+// otherwise.
+DType inference_dtype(const std::string& name, const ComputeDevice& dev, const std::string& where);
+
 }  // namespace nemotron::train

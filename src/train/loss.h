@@ -52,6 +52,16 @@ class LossFn {
   // group, so a loss that keeps counts of the global batch (e.g. for metrics it returns already
   // divided) sums them over the group. The step sums the normaliser itself. Nothing by default.
   virtual void reduce_counts(parallel::Communicator& data_group) {}
+  // How the step combines a metric over micro-batches and data-parallel ranks: summed by default;
+  // extrema (e.g. GRPO's probs_ratio_min) by min or max.
+  virtual parallel::ReduceOp metric_op(const std::string& name) const {
+    (void)name;
+    return parallel::ReduceOp::sum;
+  }
+  // True: a global batch with a normaliser of 0 (nothing to train) gives loss 0 and a zero
+  // gradient, and the optimizer still steps (NeMo RL's GRPO: 0 / (0 + 1e-8)); false (default): the
+  // step refuses it with an InputError.
+  virtual bool zero_when_empty() const { return false; }
   // The linear form: when numerator = sum_n c_n * -log p_n with c independent of the log-probs,
   // set *c to [N] weights (compute dtype or float32, the batch's device) or leave it undefined
   // for c = 1 on every token with a label, and return true. False: the general form.

@@ -18,25 +18,65 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The first rank of a parameter's replicas writes its whole value (every copy is the same).
+// The first rank of a parameter's replicas writes its whole value (every copy is the same). A
+// parameter whole on every tensor rank is written by tensor rank 0; a split one by every tensor
+// rank (its own part).
 bool writes_replica(const model::Param& p, const parallel::ProcessGroups& g) {
   const parallel::Communicator& replicas = p.is_expert() ? *g.expert_data : *g.data;
-  return replicas.rank() == 0 && g.context->rank() == 0;
+  return replicas.rank() == 0 && g.context->rank() == 0 && (p.tensor_split() || g.tensor->rank() == 0);
 }
 
-io::TensorPiece piece_of(const model::Param& p, std::string name, const char* part, Tensor data,
-                         std::pair<int64_t, int64_t> range = {0, -1}) {
-  io::TensorPiece t;
-  t.name = std::move(name);
-  t.part = part;
-  t.replicas = p.is_expert() ? "expert_data" : "data";
-  t.global_shape = p.global_shape();
-  t.offset = p.global_offset();
-  t.box = p.value.shape();
-  t.begin = range.first;
-  t.end = range.second;
-  t.data = std::move(data);
-  return t;
+// Where a local flat range [begin, end) of a value meets each of its boxes: elements [begin, end)
+// of the box, found at `at` within the range.
+struct BoxPart {
+  model::ParamBox box;
+  int64_t begin, end, at;
+};
+
+std::vector<BoxPart> box_parts(const model::Param& p, int64_t begin, int64_t end) {
+  const int64_t n = p.value.numel();
+  if (end < 0) end = n;
+  const int64_t row = p.value.rank() ? n / std::max<int64_t>(1, p.value.dim(0)) : n;
+  std::vector<BoxPart> out;
+  for (const model::ParamBox& b : p.boxes()) {
+    const int64_t lo = b.local_row * row, hi = lo + b.box.numel();
+    const int64_t a = std::max(lo, begin), z = std::min(hi, end);
+    if (a < z) out.push_back({b, a - lo, z - lo, a - begin});
+  }
+  return out;
+}
+
+// `data`: the flat elements `range` (end -1: all) of p's value or state; one piece per box it meets.
+void add_pieces(std::vector<io::TensorPiece>& out, const model::Param& p, std::string name, const char* part,
+                const Tensor& data, std::pair<int64_t, int64_t> range = {0, -1}) {
+  const std::vector<BoxPart> parts = box_parts(p, range.first, range.second);
+  const bool whole = parts.size() == 1 && range.second < 0 && p.shard.row_blocks.empty();
+  for (const BoxPart& bp : parts) {
+    io::TensorPiece t;
+    t.name = name;
+    t.part = part;
+    t.replicas = p.is_expert() ? "expert_data" : "data";
+    t.global_shape = p.global_shape();
+    t.offset = bp.box.offset;
+    t.box = bp.box.box;
+    t.begin = whole ? 0 : bp.begin;
+    t.end = whole ? -1 : bp.end;
+    t.data = whole ? data : data.view({data.numel()}).slice(bp.at, bp.at + (bp.end - bp.begin));
+    out.push_back(std::move(t));
+  }
+}
+
+// The local flat range [begin, end) of p's value (or state) from the pieces, box by box, in `as`.
+Tensor read_boxes(const io::PieceSet& pieces, const std::string& name, const model::Param& p, DType as,
+                  int64_t begin = 0, int64_t end = -1) {
+  if (p.shard.row_blocks.empty())
+    return pieces.read(name, p.global_shape(), p.global_offset(), p.value.shape(), as, begin, end);
+  if (end < 0) end = p.value.numel();
+  Tensor out = Tensor::empty({end - begin}, as);
+  for (const BoxPart& bp : box_parts(p, begin, end))
+    out.slice(bp.at, bp.at + (bp.end - bp.begin))
+        .copy_from(pieces.read(name, p.global_shape(), bp.box.offset, bp.box.box, as, bp.begin, bp.end));
+  return out;
 }
 
 }  // namespace
@@ -54,14 +94,15 @@ std::vector<io::TensorPiece> rank_pieces(const CheckpointContent& c, const paral
     const bool sharded = opt && opt->sharded() && !p.is_expert();
     const bool writer = writes_replica(p, g);
     const std::pair<int64_t, int64_t> range = opt ? opt->state_range(k) : std::pair<int64_t, int64_t>{0, 0};
-    const bool owns = sharded && range.first < range.second && g.context->rank() == 0;
+    const bool owns = sharded && range.first < range.second && g.context->rank() == 0 &&
+                      (p.tensor_split() || g.tensor->rank() == 0);
     // Where the optimizer shards float32 masters, a trainable parameter's truth is its owners'
     // master pieces: a rank that owns none of it writes nothing of it (not its bf16 value).
     const bool truth_sharded = sharded && opt->shards_masters() && p.requires_grad;
     if (truth_sharded) {
-      if (owns) out.push_back(piece_of(p, p.name, "model", opt->master_piece(k), range));  // by its owner
+      if (owns) add_pieces(out, p, p.name, "model", opt->master_piece(k), range);  // by its owner
     } else if (writer) {
-      out.push_back(piece_of(p, p.name, "model", p.truth()));
+      add_pieces(out, p, p.name, "model", p.truth());
     }
     if (!opt || !p.requires_grad) continue;
     const Tensor& m = opt->first_moments()[k];
@@ -69,8 +110,8 @@ std::vector<io::TensorPiece> rank_pieces(const CheckpointContent& c, const paral
     if (sharded ? !owns : !writer) continue;
     NM_CHECK(m.defined() && v.defined(), "no optimizer state for {}", p.name);
     const std::pair<int64_t, int64_t> r = sharded ? range : std::pair<int64_t, int64_t>{0, -1};
-    out.push_back(piece_of(p, "exp_avg." + p.name, "optimizer", m, r));
-    out.push_back(piece_of(p, "exp_avg_sq." + p.name, "optimizer", v, r));
+    add_pieces(out, p, "exp_avg." + p.name, "optimizer", m, r);
+    add_pieces(out, p, "exp_avg_sq." + p.name, "optimizer", v, r);
   }
   return out;
 }
@@ -149,7 +190,7 @@ void load_sharded_weights(const io::PieceSet& pieces, model::ParamStore& params,
     if (only && !only(*p)) continue;
     wanted.insert(p->name);
     Tensor& dst = p->truth();  // the float32 master when the compute copy is bf16
-    const Tensor box = pieces.read(p->name, p->global_shape(), p->global_offset(), p->value.shape(), dst.dtype());
+    const Tensor box = read_boxes(pieces, p->name, *p, dst.dtype());
     model::check_loaded_finite(box, source, p->name);
     dst.copy_from(box.view(dst.shape()));
     p->refresh_value();
@@ -179,8 +220,7 @@ void load_sharded_optimizer(const io::PieceSet& pieces, AdamW& opt, const model:
                                      "checkpoint? load it with checkpoint.finetune=true)",
                                      source, name, p.global_shape().str()));
       Tensor& dst = first_moment ? opt.first_moments()[k] : opt.second_moments()[k];
-      const Tensor range =
-          pieces.read(name, p.global_shape(), p.global_offset(), p.value.shape(), dst.dtype(), begin, end);
+      const Tensor range = read_boxes(pieces, name, p, dst.dtype(), begin, end);
       model::check_loaded_finite(range, source, name);  // a NaN moment poisons every later step
       dst.copy_from(range.view(dst.shape()));
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/op_profiler.h"
@@ -141,7 +142,7 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
   NM_CHECK(opt_.shard_count() == 1 || opt_.shard_count() == groups().data->size(),
            "an optimizer sharded over {} ranks in a data group of {}", opt_.shard_count(), groups().data->size());
   reducer_ = std::make_unique<GradReducer>(net_, *groups().data, cfg_.grad_bucket_elements, opt_.shard_grads(),
-                                           groups().expert_data.get());
+                                           groups().expert_data.get(), groups().tensor.get());
 }
 
 StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration) {
@@ -151,8 +152,12 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   const double local_normaliser = loss.normaliser(micro);
   loss.reduce_counts(dp);
   const double normaliser = dp.all_reduce_host(local_normaliser);
-  if (!(normaliser > 0))
+  const bool empty = !(normaliser > 0);
+  if (empty && !loss.zero_when_empty())
     throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration));
+  // Nothing to train (a loss that allows it): every micro-batch still runs, scaled by 0, so every
+  // rank takes the same collectives; the numerator is 0 there too.
+  const double inv_normaliser = empty ? 0.0 : 1.0 / normaliser;
   net_.params().zero_grads();
   balancer_.begin_step(static_cast<int64_t>(micro.size()) * dp.size());
   StepResult r;
@@ -168,12 +173,19 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
     // their reduction over the data group while the earlier layers' backward runs.
     const bool last = k + 1 == micro.size();
     MicroBatchResult m = forward_backward(ctx_, net_, batch_on(micro[k], backend), loss, static_cast<int64_t>(k),
-                                          1.0 / normaliser, &stats, &mtp, last ? reducer_->layer_hook() : nullptr);
+                                          inv_normaliser, &stats, &mtp, last ? reducer_->layer_hook() : nullptr);
     ctx_.dropout = {};  // evaluation and whatever else runs on this context drop nothing
     ws_.reset();
     balancer_.add(stats);
     r.loss_sum += m.loss_sum;
-    for (const auto& [name, v] : m.metrics) r.metrics[name] += v;
+    for (const auto& [name, v] : m.metrics) {
+      auto [it, added] = r.metrics.try_emplace(name, v);
+      if (added) continue;
+      const parallel::ReduceOp op = loss.metric_op(name);
+      it->second = op == parallel::ReduceOp::min ? std::min(it->second, v)
+                   : op == parallel::ReduceOp::max ? std::max(it->second, v)
+                                                   : it->second + v;
+    }
     for (size_t d = 0; d < m.mtp_sums.size(); ++d) mtp_sums[d] += m.mtp_sums[d];
     mtp_objective += m.mtp_objective;
   }
@@ -185,18 +197,28 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
     std::vector<double> sums{r.loss_sum, mtp_objective};
     for (double v : mtp_sums) sums.push_back(v);
     std::vector<std::string> names;
-    for (const auto& [name, v] : r.metrics) names.push_back(name), sums.push_back(v);
+    for (const auto& [name, v] : r.metrics)
+      if (loss.metric_op(name) == parallel::ReduceOp::sum) names.push_back(name), sums.push_back(v);
     dp.all_reduce_host(sums);
     r.loss_sum = sums[0], mtp_objective = sums[1];
     for (size_t d = 0; d < mtp_sums.size(); ++d) mtp_sums[d] = sums[2 + d];
     for (size_t i = 0; i < names.size(); ++i) r.metrics[names[i]] = sums[2 + mtp_sums.size() + i];
+    for (parallel::ReduceOp op : {parallel::ReduceOp::min, parallel::ReduceOp::max}) {  // the extrema
+      std::vector<std::string> ext;
+      std::vector<double> v;
+      for (const auto& [name, x] : r.metrics)
+        if (loss.metric_op(name) == op) ext.push_back(name), v.push_back(x);
+      if (v.empty()) continue;  // the same names on every rank (the same loss)
+      dp.all_reduce_host(v, op);
+      for (size_t i = 0; i < ext.size(); ++i) r.metrics[ext[i]] = v[i];
+    }
     balancer_.reduce(dp);
   }
   if (grad_hook_) grad_hook_(net_.params());
-  r.loss = r.loss_sum / normaliser;
+  r.loss = empty ? 0.0 : r.loss_sum / normaliser;
   for (size_t d = 0; d < mtp_sums.size(); ++d)
     r.mtp_losses.push_back(mtp.tokens[d] > 0 ? mtp_sums[d] / mtp.tokens[d] : 0.0);
-  r.mtp_loss = mtp_objective / normaliser;
+  r.mtp_loss = empty ? 0.0 : mtp_objective / normaliser;
   r.aux_loss = balancer_.step_aux_loss();
   {
     OpScope scope(ctx_, OpPhase::optimizer, "clip_grad_norm+adamw");  // the optimizer runs on the store's context

@@ -74,7 +74,8 @@ Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSourc
       opt_(net.params(),
            AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
                        cfg.optimizer.weight_decay},
-           cfg.ddp.use_distributed_optimizer ? groups_->data.get() : nullptr, groups_->expert.get()),
+           cfg.ddp.use_distributed_optimizer ? groups_->data.get() : nullptr, groups_->expert.get(),
+           groups_->tensor.get()),
       step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed, groups_}),
       schedule_(cfg.lr_schedule()),
       loop_(loop_options(cfg, rank_hooks(std::move(opts)))) {

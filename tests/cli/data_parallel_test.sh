@@ -63,7 +63,8 @@ grpo_metrics() {
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("type") == "train":
-        print(repr(r["loss"]), repr(r["grad_norm"]), repr(r["reward"]), r["generated_tokens"])' "$1"
+        print(repr(r["loss"]), repr(r["grad_norm"]), repr(r["reward"]), r["generated_tokens"],
+              repr(r["probs_ratio_min"]), repr(r["probs_ratio_max"]))' "$1"
 }
 expect_ok "GRPO, one process" '^step 2/2 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
 "${MPIRUN[@]}" -np 2 "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl2" >"$TMP/outrl" 2>"$TMP/errrl"
@@ -75,7 +76,7 @@ else
   grpo_metrics "$TMP/rl2/metrics.jsonl" >"$TMP/rl2.m"
   awk '{ if ($2 + 0 <= 0) bad = 1 } END { exit bad }' "$TMP/rl1.m" || fail "GRPO: a step without a gradient: $(cat "$TMP/rl1.m")"
   if msg=$(close "$TMP/rl2.m" "$TMP/rl1.m" 1e-5); then
-    echo "ok: GRPO DP 2: losses, grad norms, rewards and generated tokens equal one process's ($msg)"
+    echo "ok: GRPO DP 2: losses, grad norms, rewards, generated tokens, and the ratio extrema (min/max over ranks, not summed) equal one process's ($msg)"
   else
     fail "GRPO DP 2 differs ($msg): $(paste -d' ' "$TMP/rl2.m" "$TMP/rl1.m" | tr '\n' ';')"
   fi
@@ -112,8 +113,11 @@ bad_layout "EP larger than the data ranks" 2 \
   model.expert_model_parallel_size=4
 bad_layout "a global batch that does not split over the ranks" 3 \
   "$recipe: train.global_batch_size: 8 is not a multiple of train.micro_batch_size 2 x 3 data-parallel ranks = 6 (every rank runs whole micro-batches; change either, or the number of ranks)"
-bad_layout "tensor parallelism not yet" 2 \
-  "$recipe: model.tensor_model_parallel_size: 2: tensor parallelism is not implemented yet in this build (set 1; data parallelism is)" \
-  model.tensor_model_parallel_size=2
+bad_layout "context parallelism not yet" 2 \
+  "$recipe: model.context_parallel_size: 2: context parallelism is not implemented yet in this build (set 1)" \
+  model.context_parallel_size=2
+bad_layout "sequence parallelism not yet" 2 \
+  "$recipe: model.sequence_parallel: true: sequence parallelism is not implemented yet in this build (set false; tensor parallelism is)" \
+  model.tensor_model_parallel_size=2 model.sequence_parallel=true
 
 finish "data parallelism (pretraining over 2 and 4 ranks, GRPO over 2) equals one process; bad layouts refused"

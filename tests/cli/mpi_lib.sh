@@ -41,10 +41,11 @@ print(f"max relative loss difference {worst:.3e}")
 sys.exit(0 if worst <= tol else 1)' "$1" "$2" "$3"
 }
 
-# same_run NAME DIR ITER FROM: DIR's losses from iteration FROM and its iter ITER weights equal the
-# single process's in $TMP/dp1 (tolerances of cli.data_parallel: float32 sums in another order).
+# same_run NAME DIR ITER FROM [ATOL]: DIR's losses from iteration FROM and its iter ITER weights
+# equal the single process's in $TMP/dp1 (tolerances of cli.data_parallel: float32 sums in another
+# order; ATOL, default 5e-5, the weights' absolute one).
 same_run() {
-  local name=$1 dir=$2 iter=$3 from=$4
+  local name=$1 dir=$2 iter=$3 from=$4 atol=${5:-5e-5}
   # The last record of each step: a run killed after its last save logged steps its rerun repeats.
   losses "$dir/metrics.jsonl" "$from" | awk '{k = $1 " " $2; if (!(k in v)) o[n++] = k; v[k] = $0}
     END {for (i = 0; i < n; i++) print v[o[i]]}' >"$TMP/a.losses"
@@ -56,7 +57,7 @@ same_run() {
   fi
   local it
   it=$(printf 'iter_%07d' "$iter")
-  if msg=$(python3 tests/cli/safetensors_diff.py "$dir/$it/model.safetensors" "$TMP/dp1/$it/model.safetensors" 5e-5 1e-4); then
+  if msg=$(python3 tests/cli/safetensors_diff.py "$dir/$it/model.safetensors" "$TMP/dp1/$it/model.safetensors" "$atol" 1e-4); then
     echo "ok: $name: weights at iteration $iter equal the single process's ($msg)"
   else
     fail "$name: weights at iteration $iter differ: $msg"

@@ -11,13 +11,16 @@ namespace {
 
 ParallelSizes sizes(int64_t tp, int64_t cp, int64_t ep) { return ParallelSizes{tp, cp, ep, false}; }
 
-std::string error_of(const ParallelSizes& s, int world, int64_t experts = 8) {
+std::string error_of(const ParallelSizes& s, int world, const LayoutModelFacts& model) {
   try {
-    RankLayout l(s, world, {experts}, "run.yaml");
+    RankLayout l(s, world, model, "run.yaml");
   } catch (const InputError& e) {
     return e.what();
   }
   return "";
+}
+std::string error_of(const ParallelSizes& s, int world, int64_t experts = 8) {
+  return error_of(s, world, LayoutModelFacts{experts, {}});
 }
 
 TEST(RankLayout, OneProcessIsEverySizeOne) {
@@ -66,7 +69,16 @@ TEST(RankLayout, BadLayoutsNameTheirKey) {
   EXPECT_EQ(error_of(sizes(1, 1, 2), 2, 0),
             "run.yaml: model.expert_model_parallel_size: 2: the model has no routed experts (no E layer in "
             "hybrid_override_pattern)");
-  EXPECT_NE(error_of(sizes(2, 1, 1), 4).find("model.tensor_model_parallel_size: 2: tensor parallelism is not"),
+  // Tensor parallelism runs (issue 23) where it divides every size it splits.
+  EXPECT_EQ(error_of(sizes(2, 1, 1), 4), "");
+  const LayoutModelFacts heads{8, {{"model.num_attention_heads", 4}, {"model.num_key_value_heads", 2}}};
+  EXPECT_EQ(error_of(sizes(2, 1, 1), 4, heads), "");
+  EXPECT_EQ(error_of(sizes(4, 1, 1), 4, heads),
+            "run.yaml: model.tensor_model_parallel_size: 4 does not divide model.num_key_value_heads = 2 (tensor "
+            "parallelism splits it)");
+  ParallelSizes tsp = sizes(2, 1, 1);
+  tsp.sequence_parallel = true;
+  EXPECT_NE(error_of(tsp, 2).find("model.sequence_parallel: true: sequence parallelism is not implemented yet"),
             std::string::npos);
   EXPECT_NE(error_of(sizes(1, 2, 1), 4).find("model.context_parallel_size: 2:"), std::string::npos);
   EXPECT_NE(error_of(sizes(0, 1, 1), 4).find("model.tensor_model_parallel_size: expected a positive integer"),

@@ -142,5 +142,42 @@ TEST(GrpoAdvantages, unscored_rows_are_left_out_of_the_group_baselines) {
   EXPECT_NE(grpo_advantages(r, g, true, true)[0], grpo_advantages(r, g, true, true, valid)[0]);
 }
 
+// grpo.adv_estimator reinforce_plus_plus (NeMo RL's ReinforcePlusPlusAdvantageEstimator).
+TEST(GrpoAdvantages, reinforce_plus_plus_minus_baseline_then_global_token_normalisation) {
+  // One group, rewards 1, 0: minus_baseline (the group mean 0.5, self included) -> 0.5, -0.5.
+  const std::vector<double> row = grpo_advantages({1, 0}, {0, 0}, false, false);
+  EXPECT_EQ(row, (std::vector<double>{0.5, -0.5}));
+  // Two micro-batches: row 0 (one token) in the first, row 1 (three tokens) in the second; one
+  // more token in each is masked (prompt or sample mask 0) and must not count.
+  std::vector<double> a0{0.5, 9.0}, a1{-0.5, -0.5, -0.5, 9.0};
+  std::vector<TokenAdvantages> parts{{&a0, {1, 0}, nullptr, nullptr}, {&a1, {1, 1, 1, 0}, nullptr, nullptr}};
+  reinforce_plus_plus_token_advantages(parts, 0.0, "k3", nullptr);
+  // Tokens 0.5, -0.5, -0.5, -0.5: mean -0.25, population variance (0.75^2 + 3 * 0.25^2) / 4 = 0.1875;
+  // (a - mean) / sqrt(0.1875): 0.75 / 0.4330 = sqrt(3), -0.25 / 0.4330 = -1/sqrt(3).
+  EXPECT_NEAR(a0[0], std::sqrt(3.0), 1e-14);
+  EXPECT_NEAR(a1[0], -1 / std::sqrt(3.0), 1e-14);
+  EXPECT_NEAR(a1[2], -1 / std::sqrt(3.0), 1e-14);
+  EXPECT_EQ(a0[1], 9.0);  // masked: left as it was (the loss never reads it)
+}
+
+TEST(GrpoAdvantages, reinforce_plus_plus_kl_in_reward) {
+  // Two tokens of one row with value 1 each; token 0's KL(prev || ref) is k3 with logr = ref - prev =
+  // ln 2: 2 - 1 - ln 2 ~ 0.30685; token 1's is 0 (ref = prev). With coefficient 0.5: a = 1 - 0.15343,
+  // 1; mean 1 - 0.076713, variance 0.076713^2, so (a - mean) / |0.076713| = -1, +1.
+  std::vector<double> a{1.0, 1.0};
+  const std::vector<double> prev{-2.0, -1.0}, ref{-2.0 + std::log(2.0), -1.0};
+  std::vector<TokenAdvantages> parts{{&a, {1, 1}, &prev, &ref}};
+  reinforce_plus_plus_token_advantages(parts, 0.5, "k3", nullptr);
+  const double k = 0.5 * (1 - std::log(2.0)) / 2;  // half the gap between the two tokens
+  EXPECT_NEAR(k, 0.076713, 1e-6);
+  EXPECT_NEAR(a[0], -1.0, 1e-12);
+  EXPECT_NEAR(a[1], 1.0, 1e-12);
+  // Equal values: variance 0 -> divided by sqrt(1e-8) after subtracting the mean: all 0.
+  std::vector<double> same{2.0, 2.0};
+  std::vector<TokenAdvantages> flat{{&same, {1, 1}, nullptr, nullptr}};
+  reinforce_plus_plus_token_advantages(flat, 0.0, "k3", nullptr);
+  EXPECT_EQ(same, (std::vector<double>{0.0, 0.0}));
+}
+
 }  // namespace
 }  // namespace nemotron::rl

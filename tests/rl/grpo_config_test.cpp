@@ -114,5 +114,131 @@ TEST(GrpoConfig, a_rollout_batch_past_2_pow_31_is_refused_not_wrapped) {
             8);
 }
 
+// The rest of NeMo RL's ClippedPGLossConfig and grpo.adv_estimator, as grpo_math_1B.yaml writes them
+// (every key explicit, with its default), then each set.
+TEST(GrpoConfig, nemo_rl_loss_options_are_accepted_with_their_defaults) {
+  const GrpoConfig d = read("{}");
+  const GrpoConfig c = read(R"(
+grpo:
+  advantage_clip_low: null
+  advantage_clip_high: null
+  adv_estimator: {name: grpo, normalize_rewards: true, use_leave_one_out_baseline: true, minus_baseline: true}
+loss_fn:
+  truncated_importance_sampling_type: null
+  truncated_importance_sampling_ratio: null
+  truncated_importance_sampling_ratio_min: null
+  sequence_level_importance_ratios: false
+  force_on_policy_ratio: false
+  use_kl_in_reward: false
+  use_cispo: false
+  disable_ppo_ratio: false
+  positive_example_nll_weight: 0.0
+)");
+  for (const GrpoConfig* x : {&d, &c}) {
+    const LossFnSection& l = x->loss_fn;
+    EXPECT_TRUE(l.truncated_importance_sampling_type.empty());
+    EXPECT_FALSE(l.truncated_importance_sampling_ratio || l.truncated_importance_sampling_ratio_min);
+    EXPECT_FALSE(l.sequence_level_importance_ratios || l.force_on_policy_ratio || l.use_kl_in_reward || l.use_cispo ||
+                 l.disable_ppo_ratio);
+    EXPECT_EQ(l.positive_example_nll_weight, 0.0);
+    EXPECT_EQ(l.loss_kl_penalty(), 0.01);
+    EXPECT_EQ(x->grpo.adv_estimator.name, "grpo");
+    EXPECT_TRUE(x->grpo.adv_estimator.normalize_rewards && x->grpo.adv_estimator.use_leave_one_out_baseline &&
+                x->grpo.adv_estimator.minus_baseline);
+    EXPECT_FALSE(x->grpo.advantage_clip_low || x->grpo.advantage_clip_high);
+    EXPECT_TRUE(x->needs_reference());
+  }
+  // The estimator's GRPO keys default to grpo.normalize_rewards / use_leave_one_out_baseline.
+  EXPECT_FALSE(read("grpo: {normalize_rewards: false}").grpo.adv_estimator.normalize_rewards);
+  EXPECT_FALSE(read("grpo: {use_leave_one_out_baseline: false}").grpo.adv_estimator.use_leave_one_out_baseline);
+
+  const GrpoConfig s = read(R"(
+grpo: {num_prompts_per_step: 2, num_generations_per_prompt: 4, advantage_clip_low: -2, advantage_clip_high: 3,
+       adv_estimator: {name: reinforce_plus_plus, minus_baseline: false}}
+policy: {train_global_batch_size: 8, train_micro_batch_size: 2}
+loss_fn: {use_importance_sampling_correction: true, truncated_importance_sampling_type: icepop,
+          truncated_importance_sampling_ratio: 5, truncated_importance_sampling_ratio_min: 0.5,
+          sequence_level_importance_ratios: true, token_level_loss: false, force_on_policy_ratio: true,
+          disable_ppo_ratio: true, use_kl_in_reward: true, reference_policy_kl_penalty: 0,
+          positive_example_nll_weight: 0.1}
+)");
+  EXPECT_EQ(s.grpo.adv_estimator.name, "reinforce_plus_plus");
+  EXPECT_FALSE(s.grpo.adv_estimator.minus_baseline);
+  EXPECT_EQ(s.grpo.advantage_clip_low, -2.0);
+  EXPECT_EQ(s.grpo.advantage_clip_high, 3.0);
+  EXPECT_EQ(s.loss_fn.truncated_importance_sampling_type, "icepop");
+  EXPECT_EQ(s.loss_fn.truncated_importance_sampling_ratio, 5.0);
+  EXPECT_EQ(s.loss_fn.truncated_importance_sampling_ratio_min, 0.5);
+  EXPECT_TRUE(s.loss_fn.sequence_level_importance_ratios && s.loss_fn.force_on_policy_ratio &&
+              s.loss_fn.disable_ppo_ratio && s.loss_fn.use_kl_in_reward);
+  EXPECT_EQ(s.loss_fn.positive_example_nll_weight, 0.1);
+  EXPECT_FALSE(s.needs_reference());
+  // use_kl_in_reward moves the KL out of the loss; the reference is read only by reinforce++.
+  EXPECT_EQ(read("loss_fn: {use_kl_in_reward: true}").loss_fn.loss_kl_penalty(), 0.0);
+  EXPECT_FALSE(read("loss_fn: {use_kl_in_reward: true}").needs_reference());
+  EXPECT_TRUE(read("grpo: {adv_estimator: {name: reinforce_plus_plus}}\nloss_fn: {use_kl_in_reward: true}")
+                  .needs_reference());
+  const GrpoConfig cispo = read("loss_fn: {use_cispo: true, truncated_importance_sampling_type: tis, "
+                                "truncated_importance_sampling_ratio: 2, use_importance_sampling_correction: true}");
+  EXPECT_TRUE(cispo.loss_fn.use_cispo);
+  EXPECT_FALSE(cispo.loss_fn.truncated_importance_sampling_ratio_min);  // tis: 0 when null
+}
+
+// NeMo RL's asserts in ClippedPGLossFn.__init__ and grpo.py's setup, as one-line errors naming the key.
+TEST(GrpoConfig, nemo_rl_loss_option_conflicts_name_their_key) {
+  const std::string is = "use_importance_sampling_correction: true, ";
+  expect_error("loss_fn: {sequence_level_importance_ratios: true}",
+               "grpo.yaml: loss_fn.sequence_level_importance_ratios: true (GSPO) needs loss_fn.token_level_loss: false");
+  expect_error("loss_fn: {use_cispo: true, disable_ppo_ratio: true}", "loss_fn.use_cispo: true but disable_ppo_ratio");
+  expect_error("grpo: {num_prompts_per_step: 2, num_generations_per_prompt: 2}\npolicy: {train_global_batch_size: 4, "
+               "train_micro_batch_size: 1}\nloss_fn: {use_cispo: true, force_on_policy_ratio: true}",
+               "loss_fn.use_cispo: true but force_on_policy_ratio");
+  expect_error("loss_fn: {use_cispo: true, sequence_level_importance_ratios: true, token_level_loss: false}",
+               "loss_fn.use_cispo: true but sequence_level_importance_ratios");
+  expect_error("loss_fn: {use_cispo: true, ratio_clip_c: 3}", "loss_fn.use_cispo: true but ratio_clip_c is set");
+  expect_error("loss_fn: {use_cispo: true, token_level_loss: false}", "loss_fn.use_cispo: true but token_level_loss");
+  expect_error("loss_fn: {use_cispo: 1}", "loss_fn.use_cispo");
+  expect_error("loss_fn: {truncated_importance_sampling_type: tis, truncated_importance_sampling_ratio: 2}",
+               "loss_fn.truncated_importance_sampling_type: \"tis\" needs loss_fn.use_importance_sampling_correction");
+  expect_error("loss_fn: {" + is + "truncated_importance_sampling_type: tiss, truncated_importance_sampling_ratio: 2}",
+               "loss_fn.truncated_importance_sampling_type: expected tis, icepop, seq-mask-tis or null, got \"tiss\"");
+  expect_error("loss_fn: {" + is + "truncated_importance_sampling_type: tis}",
+               "loss_fn.truncated_importance_sampling_ratio: expected a number > 0 with truncated_importance_sampling_type "
+               "\"tis\", got null");
+  expect_error("loss_fn: {" + is + "truncated_importance_sampling_type: tis, truncated_importance_sampling_ratio: 0}",
+               "loss_fn.truncated_importance_sampling_ratio: expected a number > 0");
+  expect_error("loss_fn: {" + is + "truncated_importance_sampling_type: tis, truncated_importance_sampling_ratio: 2, "
+               "truncated_importance_sampling_ratio_min: 3}",
+               "loss_fn.truncated_importance_sampling_ratio_min: 3 exceeds truncated_importance_sampling_ratio 2");
+  for (const std::string type : {"icepop", "seq-mask-tis"})
+    expect_error("loss_fn: {" + is + "truncated_importance_sampling_type: " + type +
+                     ", truncated_importance_sampling_ratio: 2}",
+                 "loss_fn.truncated_importance_sampling_ratio_min: must be set with truncated_importance_sampling_type");
+  expect_error("loss_fn: {" + is + "truncated_importance_sampling_type: seq-mask-tis, truncated_importance_sampling_ratio: "
+               "2, truncated_importance_sampling_ratio_min: 0.5, sequence_level_importance_ratios: true, "
+               "token_level_loss: false}",
+               "loss_fn.truncated_importance_sampling_type: \"seq-mask-tis\" (token-level weights, sequence-level "
+               "masking) is incompatible with sequence_level_importance_ratios: true");
+  expect_error("loss_fn: {truncated_importance_sampling_ratio: 2}",
+               "loss_fn.truncated_importance_sampling_ratio: set but truncated_importance_sampling_type is null");
+  expect_error("loss_fn: {positive_example_nll_weight: -0.1}", "loss_fn.positive_example_nll_weight: expected a number >= 0");
+  expect_error("loss_fn: {disable_ppo_ratio: yes please}", "loss_fn.disable_ppo_ratio");
+  EXPECT_TRUE(read("loss_fn: {force_on_policy_ratio: true}").loss_fn.force_on_policy_ratio);  // 512 = 32 x 16
+  expect_error("policy: {train_global_batch_size: 256}\nloss_fn: {force_on_policy_ratio: true}",
+               "loss_fn.force_on_policy_ratio: true needs one optimizer step per rollout batch: "
+               "policy.train_global_batch_size 256 must equal grpo.num_prompts_per_step * "
+               "grpo.num_generations_per_prompt = 512");
+  expect_error("grpo: {num_prompts_per_step: 2, num_generations_per_prompt: 2}\npolicy: {train_global_batch_size: 4, "
+               "train_micro_batch_size: 1}\nloss_fn: {force_on_policy_ratio: true, use_kl_in_reward: true}",
+               "loss_fn.use_kl_in_reward: true with a non-zero reference_policy_kl_penalty needs the policy's log-probs");
+  expect_error("grpo: {adv_estimator: {name: gdpo}}", "grpo.adv_estimator.name: \"gdpo\" is not supported");
+  expect_error("grpo: {adv_estimator: {name: opd}}", "grpo.adv_estimator.name: \"opd\" is not supported");
+  expect_error("grpo: {adv_estimator: {name: ppo}}", "grpo.adv_estimator.name: expected grpo or reinforce_plus_plus");
+  expect_error("grpo: {adv_estimator: {minus_baselin: true}}", "grpo.adv_estimator.minus_baselin: unknown key");
+  expect_error("grpo: {advantage_clip_low: 1, advantage_clip_high: -1}",
+               "grpo.advantage_clip_low: 1 exceeds advantage_clip_high -1");
+  expect_error("grpo: {advantage_clip_high: high}", "grpo.advantage_clip_high");
+}
+
 }  // namespace
 }  // namespace nemotron::rl

@@ -101,6 +101,36 @@ TEST(GrpoTrainStep, on_policy_loss_is_minus_mean_advantage) {
   EXPECT_GT(r.grad_norm, 0.0);
 }
 
+// A global batch with nothing to train (every row's sample mask 0): NeMo RL's 0 / (0 + 1e-8) gives
+// loss 0 and a zero gradient, and its optimizer still steps; ours the same, not an error. The
+// extrema of no token stay +-inf here (the trainer logs them as -1, as NeMo RL's grpo.py does).
+TEST(GrpoTrainStep, a_global_batch_with_nothing_to_train_gives_loss_zero) {
+  const model::ModelConfig cfg = tiny_model();
+  model::HybridModel net(cfg, host_backend(), DType::f64);
+  net.init(5);
+  Rollouts s = prepare(net, cfg, 10);
+  for (GrpoMicroBatch& mb : s.micro) std::fill(mb.data.sample_mask.begin(), mb.data.sample_mask.end(), 0.0);
+  for (bool token_level : {true, false}) {
+    LossFnSection c;
+    c.reference_policy_kl_penalty = 0;
+    c.token_level_loss = token_level;
+    ClippedPGLoss loss(c);
+    loss.set_data(loss_data_of(s.micro));
+    train::AdamW opt(net.params(), {});
+    train::TrainStep step(net, opt, train::StepConfig{1.0, {}});
+    const train::StepResult r = step.run(batches_of(s.micro), loss, 1e-3, 1);
+    EXPECT_EQ(r.normaliser, 0.0);
+    EXPECT_EQ(r.loss, 0.0);
+    EXPECT_EQ(r.grad_norm, 0.0);
+    EXPECT_EQ(opt.steps_taken(), 1);
+    EXPECT_EQ(r.metrics.at("num_valid_samples"), 0.0);
+    EXPECT_TRUE(std::isinf(r.metrics.at("probs_ratio_min")));
+  }
+  // Cross-entropy (pretraining, SFT) still refuses a batch without a label.
+  train::MaskedCrossEntropy ce;
+  EXPECT_FALSE(ce.zero_when_empty());
+}
+
 // Sampling at temperature t: the trainer's log-probs are log softmax(logits / t), what the
 // engine reports as processed log-probs; logits() stays raw.
 TEST(GrpoTrainStep, logit_temperature_divides_the_logits) {

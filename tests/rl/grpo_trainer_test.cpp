@@ -6,6 +6,7 @@
 // that never stopped.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -214,6 +215,57 @@ TEST(GrpoTrainer, device_and_mixed_precision_are_the_other_stages_keys) {
   const std::string plan = rl_dry_run_text(gpu, "grpo_trainer_test.yaml", 1);
   EXPECT_NE(plan.find("engine memory (bf16)"), std::string::npos) << plan;
   EXPECT_NE(plan.find("training memory on cuda (bf16 weights, fp32 masters"), std::string::npos) << plan;
+}
+
+// NeMo RL's remaining options through a real step (reinforce++ with the KL in its reward, icepop,
+// the positive-example NLL, advantage clipping): the step trains, and metrics.jsonl records every
+// loss metric under NeMo RL's name.
+TEST(GrpoTrainer, nemo_rl_loss_options_train_and_record_their_metrics) {
+  const std::string data = write_data("grpo_trainer_options", 24);
+  const fs::path ckpt = fs::temp_directory_path() / "grpo_trainer_options_ckpt";
+  fs::remove_all(ckpt);
+  Policy run(data, ckpt.string(),
+             {"grpo.max_num_steps=1", "grpo.adv_estimator.name=reinforce_plus_plus", "grpo.advantage_clip_high=1.5",
+              "loss_fn.use_kl_in_reward=true", "loss_fn.reference_policy_kl_penalty=0.05",
+              "loss_fn.use_importance_sampling_correction=true", "loss_fn.truncated_importance_sampling_type=icepop",
+              "loss_fn.truncated_importance_sampling_ratio=5", "loss_fn.truncated_importance_sampling_ratio_min=0.2",
+              "loss_fn.positive_example_nll_weight=0.1"});
+  const GrpoRunResult res = run.trainer->run();
+  ASSERT_EQ(res.steps.size(), 1u);
+  const GrpoStepRecord& r = res.steps[0];
+  EXPECT_GT(r.loss_tokens, 0);
+  EXPECT_GT(r.grad_norm, 0.0);
+  EXPECT_TRUE(std::isfinite(r.loss));
+  EXPECT_EQ(r.kl, 0.0);  // the KL went into the reward
+  // The engine's and the trainer's log-probs agree (fp32): every weight is kept by icepop.
+  EXPECT_EQ(r.loss_metrics.at("is_oob_ratio"), 0.0);
+  EXPECT_LE(r.loss_metrics.at("probs_ratio_min"), r.loss_metrics.at("probs_ratio_max"));
+  EXPECT_NEAR(r.loss_metrics.at("probs_ratio_min"), 1.0, 1e-4);  // one update: on-policy
+  std::ifstream in(ckpt / "metrics.jsonl");
+  std::string line, train_line;
+  while (std::getline(in, line))
+    if (line.find("\"type\":\"train\"") != std::string::npos) train_line = line;
+  ASSERT_FALSE(train_line.empty());
+  const nlohmann::json rec = nlohmann::json::parse(train_line);
+  for (const char* k : {"probs_ratio", "probs_ratio_clamped", "probs_ratio_min", "probs_ratio_max",
+                        "probs_ratio_clamped_min", "probs_ratio_clamped_max", "js_divergence_error", "is_oob_ratio",
+                        "positive_nll_loss", "gen_kl_error", "policy_kl_error", "sampling_importance_ratio",
+                        "approx_entropy", "num_valid_samples", "kl_penalty"})
+    EXPECT_TRUE(rec.contains(k)) << k << " missing from " << train_line;
+  EXPECT_GT(rec.at("positive_nll_loss").get<double>(), 0.0) << "no row had reward > 0?";
+}
+
+// Two optimizer updates per step: both use the log-probs of the policy before the step's first
+// update (NeMo RL's prev_logprobs, computed once before training), so the second sees ratios != 1.
+TEST(GrpoTrainer, later_updates_of_a_step_see_the_ratio_to_the_steps_first_policy) {
+  const std::string data = write_data("grpo_trainer_updates", 24);
+  Policy run(data, "", {"policy.train_global_batch_size=6", "policy.train_micro_batch_size=2"});
+  const GrpoStepRecord r = run.trainer->train_step();
+  ASSERT_GT(r.grad_norm, 0.0);
+  const double lo = r.loss_metrics.at("probs_ratio_min"), hi = r.loss_metrics.at("probs_ratio_max");
+  EXPECT_GT(hi - lo, 1e-4) << "the second update saw the ratio 1: its old log-probs were recomputed after the first";
+  EXPECT_LE(lo, 1.0 + 1e-6);
+  EXPECT_GE(hi, 1.0 - 1e-6);
 }
 
 }  // namespace

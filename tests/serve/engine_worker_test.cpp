@@ -64,13 +64,15 @@ TEST(EngineHooks, RequestsAddedMidRunGetTheirOwnTokens) {
   hooks.before_step = [&] {
     if (++steps == 3) e.add(request(1, 6));  // while request 0 runs
     if (steps == 4) {
-      e.add(request(2, 7));
+      engine::Request r2 = request(2, 7);
+      r2.wants_logits = true;
+      e.add(r2);
       e.add(request(3, 8));
     }
   };
   int tokens_seen = 0;
   hooks.on_token = [&](const engine::Result& r, std::span<const float> logits) {
-    EXPECT_EQ(logits.size(), 23u);
+    EXPECT_EQ(logits.size(), r.tag == 102 ? 23u : 0u) << "the logits row only for the request that wants it";
     ++tokens_seen;
     return true;
   };
@@ -112,6 +114,7 @@ TEST(EngineHooks, PenaltiesAndLogitBiasApplyToEachStepsLogits) {
   r.params.presence_penalty = 2;
   r.params.frequency_penalty = 1.5;
   r.params.logit_bias = {{4, -100.0f}, {9, 1.0f}};
+  r.wants_logits = true;
   e.add(r);
   int checked = 0, changed = 0;
   engine::RunHooks hooks;
