@@ -1,3 +1,5 @@
+// Opens a row file by its extension: .parquet/.pq through io::ParquetRowReader, anything else
+// (.jsonl, .json) as JSON Lines.
 #include "data/row_reader.h"
 
 namespace nemotron::data {

@@ -1,3 +1,5 @@
+// flock(2) with the holder line written into the locked file, and the remove-on-release protocol
+// (lock, then check the path still names the locked inode) that keeps lock files from piling up.
 #include "io/file_lock.h"
 
 #include <fcntl.h>
