@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Parquet chat rows as Hugging Face datasets ship them, for the nested-column reader that
-`data prep sft` needs (not written yet): tests/fixtures/parquet/chat_<variant>.parquet plus
+"""Parquet chat rows as Hugging Face datasets ship them, for the nested-column reader
+(src/io/parquet_rows.h) through which `data prep sft` and `data prep rl` read .parquet inputs
+(tests/io/parquet_rows_test.cpp, tests/cli/sft_data_prep_test.sh): tests/fixtures/parquet/chat_<variant>.parquet plus
 chat_rows.jsonl, the rows as pyarrow's to_pylist() returns them (what Nemotron's data prep feeds
 its chat template: a struct field a message lacks comes back as None).
 

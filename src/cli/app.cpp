@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "core/version.h"
@@ -31,6 +32,32 @@ void add_all_commands(CLI::App& app) {
   add_generate_command(app);
   add_pipeline_commands(app);
   add_serve_command(app);
+}
+
+// When the command words of argv leave the known commands (a word that is no subcommand of a
+// command that has subcommands), the error naming that word and the commands there; else "".
+// The walk stops at the first option, so option values are never taken for command words.
+std::string unknown_command_error(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  std::string command = "nemotron";
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w.empty() || w[0] == '-') return "";
+    const auto subs = at->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) return "";
+    const CLI::App* next = nullptr;
+    std::string names;
+    for (const CLI::App* sub : subs) {
+      if (sub->check_name(w)) next = sub;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!next)
+      return fmt::format("error: `{}` has no command \"{}\" (its commands: {})\nRun `{} --help` for the options.\n", command, w,
+                         names, command);
+    at = next;
+    command += " " + next->get_name();
+  }
+  return "";
 }
 
 }  // namespace
@@ -67,6 +94,13 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);  // runs the chosen command's callback
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != static_cast<int>(CLI::ExitCodes::Success)) {
+      // CLI11 says "A subcommand is required" for `nemotron super3 bogus`: name the word instead.
+      if (const std::string word_error = unknown_command_error(app, argc, argv); !word_error.empty()) {
+        std::fputs(word_error.c_str(), stderr);
+        return kUsageErrorExitCode;
+      }
+    }
     const int code = app.exit(e);  // prints the help, the version or the error
     return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : kUsageErrorExitCode;
   }

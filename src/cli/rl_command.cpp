@@ -85,11 +85,12 @@ int run_rl(const TrainingCommandOptions& o) {
                fmt::format("run `nemotron {} data prep pretrain -c {}` first (it trains the tokenizer)", o.family,
                            o.config));
   const data::Tokenizer tok = data::Tokenizer::load(cfg.tokenizer_path);
-  const data::ChatFormat format = *data::chat_format_from_name(cfg.chat_template);
-  std::vector<rl::RlPrompt> train_rows = rl::load_rl_prompts(cfg.data.train_jsonl_fpath, tok, format);
+  const data::ChatTemplate chat = rl::resolve_rl_chat_template(cfg, path);
+  std::printf("chat template: %s\n", chat.name().c_str());
+  std::vector<rl::RlPrompt> train_rows = rl::load_rl_prompts(cfg.data.train_jsonl_fpath, tok, chat);
   std::vector<rl::RlPrompt> val_rows;
   if (!cfg.data.validation_jsonl_fpath.empty())
-    val_rows = rl::load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, format);
+    val_rows = rl::load_rl_prompts(cfg.data.validation_jsonl_fpath, tok, chat);
 
   // The policy on the compute device; in bf16 its bf16 values are what the engine reads and what
   // the optimizer writes back from the fp32 masters: one copy of the weights, no refit.
@@ -119,7 +120,10 @@ int run_rl(const TrainingCommandOptions& o) {
   if (k.enabled) run_dir.save = run_dir.load = k.checkpoint_dir;
   // Several ranks: the first checks and holds the directory (the others write nothing there).
   train::RunDirLock lock;
-  if (launch_info().rank == 0) lock = train::lock_run_dir(run_dir, train::check_run_dir(run_dir), command_line(o));
+  if (launch_info().rank == 0) {
+    const char* key = "checkpointing.checkpoint_dir";
+    lock = train::lock_run_dir(run_dir, train::check_run_dir(run_dir, key), command_line(o), key);
+  }
   for (const std::string& note : lock.notes()) std::printf("%s\n", note.c_str());
   if (!k.enabled) std::printf("warning: checkpointing.enabled is false: this run saves no checkpoint\n");
   const StopSignals signals;

@@ -68,14 +68,22 @@ Heldout heldout_examples(const train::SftConfig& cfg) {
   if (meta.is_discarded() || !meta.contains("heldout") || !meta["heldout"].is_object() || meta["heldout"].empty())
     return h;
   const std::string tok_path = meta.value("tokenizer_uri", "");
-  const auto format = data::chat_format_from_name(meta.value("chat_template", ""));
-  if (tok_path.empty() || !format) return h;
+  const std::string spec = meta.value("chat_template", "");
+  if (tok_path.empty() || spec.empty()) return h;
+  // The template the data was rendered with: a built-in, or a Jinja file that may have moved since.
+  data::ChatTemplate chat;
+  try {
+    chat = data::ChatTemplate::load(spec, tok_path);
+  } catch (const std::exception& e) {
+    std::printf("note: held-out accuracy skipped: the data's chat template does not load: %s\n", e.what());
+    return h;
+  }
   h.tok = data::Tokenizer::load(tok_path);
   for (const auto& [name, rel] : meta["heldout"].items()) {
     if (!rel.is_string()) continue;
     const std::string file = (fs::path(cfg.dataset.dataset_root) / rel.get<std::string>()).string();
     int64_t skipped = 0;
-    auto ex = train::load_teacher_forced_examples(file, *h.tok, *format, cfg.dataset.seq_length, &skipped);
+    auto ex = train::load_teacher_forced_examples(file, *h.tok, chat, cfg.dataset.seq_length, &skipped);
     h.teacher_forced.insert(h.teacher_forced.end(), ex.begin(), ex.end());
     data::JsonlReader reader(file);
     data::OrderedJson row;
@@ -83,7 +91,7 @@ Heldout heldout_examples(const train::SftConfig& cfg) {
       const auto answer = row.find("answer");
       if (answer == row.end() || !answer->is_string()) continue;
       eval::EvalItem it;
-      it.context = data::render_chat(*format, row["messages"], nullptr) + data::chat_generation_prompt(*format, false);
+      it.context = data::render_prompt(chat, row["messages"], nullptr);
       it.answer = answer->get<std::string>();
       h.prompts.push_back(std::move(it));
     }

@@ -87,6 +87,11 @@ inline std::string render_chat(const ChatTemplate& t, const OrderedJson& message
   return t.render(messages, tools, opt);
 }
 
+// What a model is asked to continue: the conversation and the generation prompt, thinking off (RL
+// rollouts, held-out answers). A built-in: render_chat + chat_generation_prompt(f, false); a Jinja
+// template: rendered with add_generation_prompt and enable_thinking false. Throws ChatTemplateError.
+std::string render_prompt(const ChatTemplate& t, const OrderedJson& messages, const OrderedJson& tools);
+
 // What follows the rendered conversation so the model answers as the assistant:
 // nano3 "<|im_start|>assistant\n<think>\n" (thinking) or "<|im_start|>assistant\n<think></think>";
 // nano-v2 "<SPECIAL_11>Assistant\n"; nemotron-h "" (its user turn already ends with the prefix).

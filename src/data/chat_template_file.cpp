@@ -142,6 +142,14 @@ ChatTemplate ChatTemplate::for_model(const std::string& spec, const std::string&
   return load(checkpoint_dir);
 }
 
+std::string render_prompt(const ChatTemplate& t, const OrderedJson& messages, const OrderedJson& tools) {
+  if (const auto f = t.builtin()) return render_chat(*f, messages, tools) + chat_generation_prompt(*f, false);
+  ChatRenderOptions opt;
+  opt.add_generation_prompt = true;
+  opt.enable_thinking = false;
+  return t.render(messages, tools, opt);
+}
+
 std::string ChatTemplate::render(const OrderedJson& messages, const OrderedJson& tools, const ChatRenderOptions& opt) const {
   if (!jinja_) return render_chat(builtin_, messages, tools, opt);
   using jinja::Value;

@@ -15,7 +15,8 @@ std::string short_value(const nlohmann::json& v) { return json_excerpt(v, 60); }
 
 }  // namespace
 
-JsonlReader::JsonlReader(std::string path) : path_(std::move(path)), buffer_(1 << 20) {
+JsonlReader::JsonlReader(std::string path, int64_t max_row_bytes)
+    : path_(std::move(path)), buffer_(1 << 20), max_row_bytes_(max_row_bytes) {
   in_.rdbuf()->pubsetbuf(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
   in_.open(path_, std::ios::binary);
   if (!in_) throw InputError(fmt::format("{}: cannot open: {}", path_, std::strerror(errno)));
@@ -24,9 +25,24 @@ JsonlReader::JsonlReader(std::string path) : path_(std::move(path)), buffer_(1 <
 std::string JsonlReader::where() const { return fmt::format("{}:{}", path_, line_); }
 
 bool JsonlReader::next_line(std::string& line) {
-  while (std::getline(in_, line)) {
+  std::streambuf* in = in_.rdbuf();
+  for (;;) {
+    // One line, refused as soon as it passes the limit (std::getline would hold all of it first).
+    line.clear();
+    int c = in->sbumpc();
+    if (c == std::char_traits<char>::eof()) break;
     ++line_;
+    auto too_long = [&] {
+      return InputError(fmt::format("{}: the row is longer than max_row_bytes = {} bytes (raise max_row_bytes for "
+                                    "longer rows)",
+                                    where(), max_row_bytes_));
+    };
+    for (; c != std::char_traits<char>::eof() && c != '\n'; c = in->sbumpc()) {
+      if (static_cast<int64_t>(line.size()) > max_row_bytes_) throw too_long();  // room for a final CR
+      line.push_back(static_cast<char>(c));
+    }
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (static_cast<int64_t>(line.size()) > max_row_bytes_) throw too_long();
     if (line_ == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     if (line.find_first_not_of(" \t\r\f\v") != std::string::npos) return true;
   }

@@ -45,10 +45,38 @@ std::string prep_fingerprint(const std::string& resolved_config, int64_t sample,
   return fmt::format("{:016x}", h);
 }
 
-bool is_sample_dir(const fs::path& p) {
+namespace {
+
+bool is_sample_name(const fs::path& p) {
   const std::string name = p.filename().string();
-  return name.starts_with("sample-") && name.size() > 7 &&
-         name.find_first_not_of("0123456789", 7) == std::string::npos && fs::is_directory(p);
+  return name.starts_with("sample-") && name.size() > 7 && name.find_first_not_of("0123456789", 7) == std::string::npos;
+}
+
+}  // namespace
+
+bool is_sample_dir(const fs::path& p) { return is_sample_name(p) && fs::is_directory(p); }
+
+io::FileLock lock_prep_output(const fs::path& out, const std::string& stage, std::FILE* log) {
+  const fs::path dir = is_sample_name(out) ? out.parent_path() : out;
+  const std::string path = dir.string() + ".lock";
+  std::error_code ec;
+  fs::create_directories(dir.parent_path(), ec);  // the lock lives beside the output directory
+  io::FileLock::Result r;
+  io::FileLock lock = io::FileLock::acquire(path, io::lock_holder_line(stage), true, &r);
+  switch (r.outcome) {
+    case io::FileLock::Outcome::kHeld: break;
+    case io::FileLock::Outcome::kInUse:
+      throw InputError(fmt::format("output_dir {} is in use by another data prep ({}; lock {}): wait for it to end, or "
+                                   "pick another output_dir",
+                                   dir.string(), r.detail, path));
+    case io::FileLock::Outcome::kCannotOpen:
+      throw InputError(fmt::format("output_dir {}: cannot create its lock {}: {}", dir.string(), path, r.error.message()));
+    case io::FileLock::Outcome::kUnsupported:
+      if (log)
+        std::fprintf(log, "warning: %s: this file system cannot lock files (%s); nothing keeps another data prep from "
+                          "writing %s at the same time\n", path.c_str(), r.detail.c_str(), dir.c_str());
+  }
+  return lock;
 }
 
 std::optional<nlohmann::json> up_to_date_output(const fs::path& out, const std::string& fingerprint,

@@ -6,11 +6,14 @@
 // whole (io::StagedDir), carrying the existing --sample outputs over.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "io/file_lock.h"
 
 namespace nemotron::io {
 class StagedDir;
@@ -29,6 +32,14 @@ std::string prep_fingerprint(const std::string& resolved_config, int64_t sample,
 
 // True for <output_dir>/sample-<N> directories (the outputs of --sample runs).
 bool is_sample_dir(const std::filesystem::path& p);
+
+// Locks the output directory for one prep at a time (as training runs lock theirs): an exclusive
+// lock on <output_dir>.lock beside it (the directory itself is swapped whole), taken for `out` and
+// for its --sample outputs alike, held until the returned lock is destroyed, its file then removed.
+// A second prep into the same output_dir fails at once with an InputError naming the holder; take
+// the lock before up_to_date_output so the check and the write see the same directory. `stage`
+// ("data prep sft") is recorded in the lock; a file system that cannot lock gets a warning on `log`.
+io::FileLock lock_prep_output(const std::filesystem::path& out, const std::string& stage, std::FILE* log);
 
 // Decides what to do with an existing `out` (staging leftovers of dead runs are removed first):
 // returns its metadata.json when it was made from `fingerprint` and `must_exist` is there too

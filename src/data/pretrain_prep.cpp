@@ -50,8 +50,8 @@ std::vector<std::string> read_string_list(ConfigReader& r, const std::string& ke
 // Documents of one source, in a fixed order, a batch at a time.
 class DocumentStream {
  public:
-  DocumentStream(const PrepSource& src, const std::string& text_field, int64_t limit)
-      : src_(src), field_(text_field), limit_(limit) {
+  DocumentStream(const PrepSource& src, const std::string& text_field, int64_t limit, int64_t max_row_bytes)
+      : src_(src), field_(text_field), limit_(limit), max_row_bytes_(max_row_bytes) {
     if (src.generator) {
       for (Document& d : generate_pretrain_corpus(*src.generator)) generated_.push_back(std::move(d.text));
     }
@@ -92,7 +92,7 @@ class DocumentStream {
         ++file_;
         return true;
       }
-      if (!reader_) reader_ = std::make_unique<JsonlReader>(path);
+      if (!reader_) reader_ = std::make_unique<JsonlReader>(path, max_row_bytes_);
       if (reader_->next_text(text, field_)) return true;
       reader_.reset();
       ++file_;
@@ -102,7 +102,7 @@ class DocumentStream {
 
   const PrepSource& src_;
   std::string field_;
-  int64_t limit_, served_ = 0;
+  int64_t limit_, served_ = 0, max_row_bytes_;
   std::vector<std::string> generated_;
   size_t gen_pos_ = 0, file_ = 0;
   std::unique_ptr<JsonlReader> reader_;
@@ -128,7 +128,7 @@ Tokenizer make_tokenizer(const PretrainPrepConfig& cfg, int64_t sample, std::FIL
   for (const PrepSource& src : cfg.sources) {
     int64_t limit = cfg.tokenizer_train_documents;
     if (sample > 0) limit = limit > 0 ? std::min(limit, sample) : sample;
-    DocumentStream docs(src, cfg.text_field, limit);
+    DocumentStream docs(src, cfg.text_field, limit, cfg.max_row_bytes);
     for (std::vector<std::string> b = docs.next(kBatchDocuments); !b.empty(); b = docs.next(kBatchDocuments))
       for (std::string& t : b) texts.push_back(std::move(t));
   }
@@ -242,6 +242,7 @@ PretrainPrepConfig PretrainPrepConfig::read(ConfigReader& r) {
   c.valid_shards = r.get_nonnegative_int("valid_shards", c.valid_shards);
   c.test_shards = r.get_nonnegative_int("test_shards", c.test_shards);
   c.min_doc_chars = r.get_nonnegative_int("min_doc_chars", c.min_doc_chars);
+  c.max_row_bytes = r.get_positive_int("max_row_bytes", c.max_row_bytes);
   c.max_doc_tokens = r.get_nonnegative_int("max_doc_tokens", c.max_doc_tokens);
   c.seed = static_cast<uint64_t>(r.get_nonnegative_int("seed", static_cast<int64_t>(c.seed)));
   if (c.valid_shards + c.test_shards >= c.num_shards * static_cast<int64_t>(c.sources.size()))
@@ -262,6 +263,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
   for (const PrepSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
   const std::string fingerprint =
       prep_fingerprint(resolved_config, sample, inputs, {cfg.tokenizer_path, cfg.blend_path});
+  const io::FileLock lock = lock_prep_output(out, "data prep pretrain", log);
   if (auto meta = up_to_date_output(out, fingerprint, res.blend_path, force)) {
     res.documents = meta->value("num_documents", int64_t{0});
     res.tokens = meta->value("num_tokens", int64_t{0});
@@ -297,7 +299,7 @@ PretrainPrepResult prepare_pretrain_data(const PretrainPrepConfig& cfg, const st
       if (keep_unigrams) s.unigram.assign(static_cast<size_t>(V), 0);
       shards.push_back(std::move(s));
     }
-    DocumentStream docs(src, cfg.text_field, sample);
+    DocumentStream docs(src, cfg.text_field, sample, cfg.max_row_bytes);
     ProgressBar bar(fmt::format("tokenizing {}", src.name), 0, "docs", log);
     int64_t index = 0;
     for (std::vector<std::string> batch = docs.next(kBatchDocuments); !batch.empty(); batch = docs.next(kBatchDocuments)) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/bpe_trainer.h"
+#include "data/jsonl.h"
 #include "data/synthetic_corpus.h"
 
 namespace nemotron {
@@ -38,6 +39,7 @@ struct PretrainPrepConfig {
   bool add_bos = false, add_eos = true;
   int64_t num_shards = 4, valid_shards = 1, test_shards = 1;
   int64_t min_doc_chars = 0, max_doc_tokens = 0;    // 0 = no filter / no truncation
+  int64_t max_row_bytes = kDefaultMaxRowBytes;      // a longer JSONL line is an error naming file:line
   uint64_t seed = 42;                               // assigns shards to splits
 
   // Top-level keys of a data-prep recipe (validated; unknown keys are errors).

@@ -16,6 +16,7 @@
 #include "core/progress.h"
 #include "data/corpus_skills.h"
 #include "data/jsonl.h"
+#include "data/row_reader.h"
 #include "data/prep_output.h"
 #include "io/staged_dir.h"
 
@@ -89,7 +90,7 @@ RlPrepConfig RlPrepConfig::read(ConfigReader& r) {
     src.name = s.get_string("name", fmt::format("source{}", i));
     if (src.name.empty() || src.name.find('/') != std::string::npos || src.name[0] == '.')
       s.fail("name", fmt::format("\"{}\" cannot name a task (no '/', no leading '.')", src.name));
-    src.files = read_jsonl_paths(s, "files");
+    src.files = read_row_file_paths(s, "files");
     if (s.has("generator")) src.generator = CorpusConfig::read(s.section("generator"));
     if (src.files.empty() == !src.generator.has_value())
       s.fail(src.generator ? "files" : "generator", "give either files or generator (exactly one)");
@@ -99,6 +100,7 @@ RlPrepConfig RlPrepConfig::read(ConfigReader& r) {
     c.sources.push_back(std::move(src));
   }
   c.val_rows = r.get_nonnegative_int("val_rows", c.val_rows);
+  c.max_row_bytes = r.get_positive_int("max_row_bytes", c.max_row_bytes);
   c.rows.input_key = r.get_string("input_key", c.rows.input_key);
   c.rows.output_key = r.get_string("output_key", c.rows.output_key);
   if (c.rows.input_key.empty() || c.rows.output_key.empty() || c.rows.input_key == c.rows.output_key)
@@ -126,6 +128,7 @@ RlPrepResult prepare_rl_data(const RlPrepConfig& cfg, const std::string& resolve
   std::vector<std::string> inputs;
   for (const SftSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
   const std::string fingerprint = prep_fingerprint(resolved_config, sample, inputs);
+  const io::FileLock lock = lock_prep_output(out, "data prep rl", log);
   if (auto meta = up_to_date_output(out, fingerprint, res.manifest_path, force)) {
     res.rows_in = meta->value("rows_in", int64_t{0});
     res.rows_dropped = meta->value("rows_dropped", int64_t{0});
@@ -178,7 +181,7 @@ RlPrepResult prepare_rl_data(const RlPrepConfig& cfg, const std::string& resolve
       for (int64_t i = 0; i < total; ++i) take(std::move(generated[static_cast<size_t>(i)]), fmt::format("{} row {}", src.name, i), true);
     } else {
       for (const std::string& file : src.files) {
-        JsonlReader reader(file);
+        RowReader reader(file, cfg.max_row_bytes);
         OrderedJson row;
         while ((sample == 0 || st.rows_in < sample) && reader.next_row(row)) take(std::move(row), reader.where(), false);
       }

@@ -29,6 +29,7 @@ struct RlPrepConfig {
   std::vector<SftSource> sources;  // JSONL files, or the bundled problems (generator)
   RlRowOptions rows;               // input/output keys, prompt template, system prompt, agent name
   int64_t val_rows = 100;          // held out at the end of each source (at most half of it)
+  int64_t max_row_bytes = kDefaultMaxRowBytes;  // a longer JSONL row is an error naming file:line
   int64_t sample = 0;              // Nemotron's `sample: N` / `force: true`; the flags win
   bool force = false;
 

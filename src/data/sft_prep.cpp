@@ -19,6 +19,7 @@
 #include "core/progress.h"
 #include "data/blend.h"
 #include "data/jsonl.h"
+#include "data/row_reader.h"
 #include "data/prep_output.h"
 #include "data/python_random.h"
 #include "data/synthetic_chat.h"
@@ -50,7 +51,8 @@ std::string tokenizer_file(const std::string& path) {
 // Rows of one source in order, a batch at a time, each with where it came from ("file:line").
 class RowStream {
  public:
-  RowStream(const SftSource& src, int64_t limit) : src_(src), limit_(limit) {
+  RowStream(const SftSource& src, int64_t limit, int64_t max_row_bytes)
+      : src_(src), limit_(limit), max_row_bytes_(max_row_bytes) {
     if (src.generator) generated_ = generate_chat_rows(*src.generator);
   }
   bool next(OrderedJson& row, std::string& where) {
@@ -63,7 +65,7 @@ class RowStream {
       return true;
     }
     while (file_ < src_.files.size()) {
-      if (!reader_) reader_ = std::make_unique<JsonlReader>(src_.files[file_]);
+      if (!reader_) reader_ = std::make_unique<RowReader>(src_.files[file_], max_row_bytes_);
       if (reader_->next_row(row)) {
         where = reader_->where();
         ++served_;
@@ -77,10 +79,10 @@ class RowStream {
 
  private:
   const SftSource& src_;
-  int64_t limit_, served_ = 0;
+  int64_t limit_, served_ = 0, max_row_bytes_;
   std::vector<OrderedJson> generated_;
   size_t pos_ = 0, file_ = 0;
-  std::unique_ptr<JsonlReader> reader_;
+  std::unique_ptr<RowReader> reader_;
 };
 
 struct ShardOut {
@@ -89,6 +91,19 @@ struct ShardOut {
   std::vector<MaskedSequence> sequences;
   int64_t bins = 0, tokens = 0, trained_tokens = 0, truncated = 0;
 };
+
+// True when `s` was cut (by max_doc_tokens: `max_doc_cut` and it is that long; or it is longer than
+// pack_size, which materialize_bin cuts to) and what is left trains no token (the loss mask is
+// shifted in the bin: tokens 1..n-1 count).
+bool cut_to_untrained(const MaskedSequence& s, bool max_doc_cut, const SftPrepConfig& cfg) {
+  const int64_t len = static_cast<int64_t>(s.input_ids.size());
+  const bool cut = len > cfg.pack_size || (max_doc_cut && len == cfg.rows.max_doc_tokens);
+  if (!cut) return false;
+  const size_t n = static_cast<size_t>(std::min(len, cfg.pack_size));
+  for (size_t j = 1; j < n; ++j)
+    if (s.loss_mask[j]) return false;
+  return true;
+}
 
 void pack_and_write(ShardOut& shard, const SftPrepConfig& cfg, const fs::path& tmp) {
   std::vector<int64_t> lengths;
@@ -113,7 +128,7 @@ void pack_and_write(ShardOut& shard, const SftPrepConfig& cfg, const fs::path& t
 
 }  // namespace
 
-std::vector<std::string> read_jsonl_paths(ConfigReader& s, const std::string& key) {
+std::vector<std::string> read_row_file_paths(ConfigReader& s, const std::string& key) {
   const nlohmann::json& v = s.get_raw(key);
   std::vector<std::string> out;
   if (v.is_string()) out.push_back(v.get<std::string>());
@@ -128,13 +143,13 @@ std::vector<std::string> read_jsonl_paths(ConfigReader& s, const std::string& ke
     if (fs::is_directory(p)) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(p))
-        if (e.path().extension() == ".jsonl") found.push_back(e.path().string());
+        if (e.path().extension() == ".jsonl" || is_parquet_path(e.path().string())) found.push_back(e.path().string());
       std::sort(found.begin(), found.end());
-      if (found.empty()) s.fail(key, fmt::format("{}: no .jsonl files in this directory", p));
+      if (found.empty()) s.fail(key, fmt::format("{}: no .jsonl or .parquet files in this directory", p));
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::is_regular_file(p)) {
-      if (!p.ends_with(".jsonl") && !p.ends_with(".json"))
-        s.fail(key, fmt::format("{}: expected a .jsonl file of chat rows (Parquet input is not supported yet)", p));
+      if (!p.ends_with(".jsonl") && !p.ends_with(".json") && !is_parquet_path(p))
+        s.fail(key, fmt::format("{}: expected a file of rows: .jsonl (or .json) or .parquet", p));
       files.push_back(p);
     } else {
       s.fail(key, fmt::format("{}: no such file or directory", p));
@@ -161,7 +176,7 @@ std::vector<SftSource> read_raw_blend_sources(const std::string& path) {
     const double weight = d.get_number("weight", 1.0);
     if (weight != 1.0) d.fail("weight", "only uniform weights are supported (every source kept whole)");
     d.ignore("subset"), d.ignore("split");
-    s.files = read_jsonl_paths(d, "path");
+    s.files = read_row_file_paths(d, "path");
     if (s.files.empty()) d.fail("path", "missing");
     d.check_unknown_keys();
     for (const SftSource& other : out)
@@ -204,7 +219,7 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
     const double weight = s.get_number("weight", 1.0);
     if (weight != 1.0)
       s.fail("weight", "only uniform weights are supported (every source kept whole); non-uniform blends are not yet");
-    src.files = read_jsonl_paths(s, "files");
+    src.files = read_row_file_paths(s, "files");
     if (s.has("generator")) src.generator = CorpusConfig::read(s.section("generator"));
     if (src.files.empty() == !src.generator.has_value())
       s.fail(src.generator ? "files" : "generator", "give either files or generator (exactly one)");
@@ -258,6 +273,7 @@ SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
     r.fail("parquet_compression", fmt::format("expected zstd or none, got \"{}\"", comp));
   c.zstd = comp == "zstd";
   c.heldout_examples = r.get_nonnegative_int("heldout_examples", 0);
+  c.max_row_bytes = r.get_positive_int("max_row_bytes", c.max_row_bytes);
   c.sample = r.get_nonnegative_int("sample", 0);
   c.force = r.get_bool("force", false);
   for (const char* key : {"run", "plan", "download", "tokenization", "observability", "execution_mode", "config_name"})
@@ -277,6 +293,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
   for (const SftSource& s : cfg.sources) inputs.insert(inputs.end(), s.files.begin(), s.files.end());
   if (!cfg.rows.chat_template.builtin()) inputs.push_back(cfg.rows.chat_template.name());  // its text can change
   const std::string fingerprint = prep_fingerprint(resolved_config, sample, inputs);
+  const io::FileLock lock = lock_prep_output(out, "data prep sft", log);
   if (auto meta = up_to_date_output(out, fingerprint, res.blend_path, force)) {
     res.rows_in = meta->value("rows_in", int64_t{0});
     res.sequences = meta->value("total_sequences", int64_t{0});
@@ -297,6 +314,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
         std::fprintf(log, "warning: the tokenizer has no %s token; the chat markup is tokenized as plain text\n", special);
 
   std::array<std::string, kNumDropReasons> first_drop;
+  std::string first_untrained;  // where the first sequence cut to no trained token came from
   std::vector<ShardOut> shards;
   const std::string run_dir = fmt::format("runs/{}/datasets", fingerprint);
   for (const SftSource& src : cfg.sources) {
@@ -308,7 +326,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       s.rel_path = fmt::format("{}/{}/shard_{:06d}.parquet", run_dir, src.name, k);
       shards.push_back(std::move(s));
     }
-    RowStream stream(src, sample);
+    RowStream stream(src, sample, cfg.max_row_bytes);
     ProgressBar bar(fmt::format("templating {}", src.name), 0, "rows", log);
     int64_t row_index = 0;
     for (;;) {
@@ -349,6 +367,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
         res.truncated_max_doc_tokens += r.truncated;
         ShardOut& shard = shards[first + static_cast<size_t>(row_index % cfg.num_shards)];
         for (MaskedSequence& s : r.sequences) {
+          if (cut_to_untrained(s, r.truncated > 0, cfg) && res.truncated_untrained++ == 0) first_untrained = where[i];
           batch_tokens += static_cast<int64_t>(s.input_ids.size());
           shard.sequences.push_back(std::move(s));
           ++res.sequences;
@@ -358,6 +377,11 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
     }
     bar.finish();
   }
+  if (log && res.truncated_untrained > 0)  // packed, yet they train nothing: say so where it is seen
+    std::fprintf(log, "warning: %lld sequences cut by max_doc_tokens (%lld) or pack_size (%lld) lost every trained token "
+                      "and train nothing (first: %s); raise the limit to keep their answers\n",
+                 static_cast<long long>(res.truncated_untrained), static_cast<long long>(cfg.rows.max_doc_tokens),
+                 static_cast<long long>(cfg.pack_size), first_untrained.c_str());
   if (res.sequences == 0)
     throw InputError(fmt::format("sources: no training sequences: all {} rows were dropped or empty (see the counts "
                                  "above; used_in_filter is \"{}\")",
@@ -475,6 +499,7 @@ SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& reso
       {"total_sequences", res.sequences},
       {"sequences_truncated_max_doc_tokens", res.truncated_max_doc_tokens},
       {"sequences_truncated_pack_size", res.truncated_pack_size},
+      {"sequences_truncated_to_no_trained_tokens", res.truncated_untrained},
       {"bins", res.bins},
       {"total_tokens", res.tokens},
       {"trained_tokens", res.trained_tokens},

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "data/chat_template.h"
+#include "data/jsonl.h"
 #include "data/sft_conversation.h"
 #include "data/sft_packing.h"
 #include "data/synthetic_corpus.h"
@@ -48,6 +49,7 @@ struct SftPrepConfig {
   int64_t row_group_size = 1000;
   bool zstd = true;
   int64_t heldout_examples = 0;  // held-out prompts per generator source
+  int64_t max_row_bytes = kDefaultMaxRowBytes;  // a longer JSONL row is an error naming file:line
   // Nemotron's config keys for what our flags do (`sample: N`, `force: true`); the CLI takes the
   // flag when given, else these.
   int64_t sample = 0;
@@ -71,6 +73,7 @@ struct SftPrepResult {
   int64_t rows_in = 0, rows_dropped = 0, rows_without_sequences = 0;
   std::array<int64_t, kNumDropReasons> dropped_by_reason{};
   int64_t sequences = 0, truncated_max_doc_tokens = 0, truncated_pack_size = 0;
+  int64_t truncated_untrained = 0;  // sequences whose cut left no trained token (they train nothing)
   int64_t bins = 0, tokens = 0, trained_tokens = 0;
   double packing_efficiency = 0;  // tokens / (bins * pack_size)
   std::array<SftSplitStats, 3> splits{};
@@ -82,13 +85,13 @@ struct SftPrepResult {
 SftPrepResult prepare_sft_data(const SftPrepConfig& cfg, const std::string& resolved_config, int64_t sample,
                                bool force, std::FILE* log);
 
-// The JSONL files named by `key` of `s`: a path or a list of paths, each a .jsonl/.json file or a
-// directory of .jsonl files (sorted); InputError naming the key for anything else. Shared by the
-// SFT and RL data preps.
-std::vector<std::string> read_jsonl_paths(ConfigReader& s, const std::string& key);
+// The row files named by `key` of `s`: a path or a list of paths, each a .jsonl/.json or .parquet
+// file or a directory of them (sorted); InputError naming the key for anything else. Shared by
+// the SFT and RL data preps, which read them with RowReader (data/row_reader.h).
+std::vector<std::string> read_row_file_paths(ConfigReader& s, const std::string& key);
 
 // Sources from a Nemotron raw blend file {"datasets": [{"name", "path", "weight"?, "subset"?,
-// "split"?}]} (reference/data-formats.md §2.4) whose paths are local .jsonl files or folders.
+// "split"?}]} (reference/data-formats.md §2.4) whose paths are local .jsonl/.parquet files or folders.
 std::vector<SftSource> read_raw_blend_sources(const std::string& path);
 
 // Nemotron's split shard counts: max(1, round(n * ratio)) for each non-zero valid/test ratio,

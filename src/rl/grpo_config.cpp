@@ -254,6 +254,14 @@ GrpoConfig read_grpo_sections(ConfigReader& root, const nlohmann::json& tree) {
   read_loss_fn(root, tree.is_object() && tree.contains("loss_fn") ? tree.at("loss_fn") : none, c.loss_fn);
   read_policy(root, c.policy);
   read_checkpointing(root, c.checkpointing);
+  // Each of the batch's rows is a sequence held in memory at once: past 2^31 the product is no
+  // plan (and past 2^63 it wraps around to nonsense such as 0 rollouts).
+  constexpr int64_t kMaxRolloutRows = int64_t{1} << 31;
+  if (c.grpo.num_generations_per_prompt > kMaxRolloutRows / c.grpo.num_prompts_per_step)
+    root.section("grpo").fail("num_generations_per_prompt",
+                              fmt::format("{} x grpo.num_prompts_per_step {} rollouts per step is more than {} "
+                                          "(every rollout of a step is held in memory at once)",
+                                          c.grpo.num_generations_per_prompt, c.grpo.num_prompts_per_step, kMaxRolloutRows));
   const int64_t rows = c.rollout_rows();
   if (c.loss_fn.force_on_policy_ratio && c.policy.train_global_batch_size != rows)
     root.section("loss_fn").fail(

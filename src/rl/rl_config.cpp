@@ -28,8 +28,17 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
   c.tokenizer_path = t.get_string("name", "");
   if (c.tokenizer_path.empty()) t.fail("name", "missing (the tokenizer.json the policy was trained with)");
   c.chat_template = t.get_string("chat_template", c.chat_template);
-  if (!data::chat_format_from_name(c.chat_template))
-    t.fail("chat_template", fmt::format("unknown \"{}\" (expected one of {})", c.chat_template, data::kChatFormatNames));
+  // A file is checked now (it exists and parses); auto and checkpoint need the policy checkpoint,
+  // which an earlier pipeline stage may not have written yet: resolve_rl_chat_template, at the start.
+  if (c.chat_template != "auto" && c.chat_template != "checkpoint") {
+    try {
+      data::ChatTemplate::load(c.chat_template, c.tokenizer_path);
+    } catch (const InputError& e) {
+      t.fail("chat_template", e.what());
+    } catch (const data::ChatTemplateError& e) {
+      t.fail("chat_template", e.what());
+    }
+  }
 
   ConfigReader& o = p.section("optimizer");
   RlOptimizerSection& opt = c.optimizer;
@@ -107,6 +116,18 @@ RlConfig read_rl_config(const json& tree, const std::string& source) {
                                 fmt::format("{} exceeds model.max_position_embeddings {}",
                                             c.grpo.policy.max_total_sequence_length, c.model.max_position_embeddings));
   return c;
+}
+
+data::ChatTemplate resolve_rl_chat_template(const RlConfig& c, const std::string& source) {
+  try {
+    if (c.chat_template == "auto" || c.chat_template == "checkpoint")
+      return data::ChatTemplate::for_model(c.chat_template, c.model_name);
+    return data::ChatTemplate::load(c.chat_template, c.tokenizer_path);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: policy.tokenizer.chat_template: {}", source, e.what()));
+  } catch (const data::ChatTemplateError& e) {
+    throw InputError(fmt::format("{}: policy.tokenizer.chat_template: {}", source, e.what()));
+  }
 }
 
 RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides, const RlTreeHook& resolve) {

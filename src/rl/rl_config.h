@@ -4,7 +4,9 @@
 //   model:                      the policy's shape (the SFT model's; checked against its checkpoint)
 //   policy.model_name           the checkpoint to start from (NeMo RL's key: there a Hugging Face
 //                               name; here a checkpoint directory, e.g. the SFT stage's save dir)
-//   policy.tokenizer.name       tokenizer.json; policy.tokenizer.chat_template: nano3 | nemotron-h | nano-v2
+//   policy.tokenizer.name       tokenizer.json; policy.tokenizer.chat_template: nano3 | nemotron-h | nano-v2,
+//                               a .jinja file / tokenizer_config.json / directory, auto or checkpoint
+//                               (the policy checkpoint's own; auto: else nano3), as sft and serve take
 //   policy.optimizer            AdamW: lr, weight_decay, betas [b1, b2], eps; lr_warmup_iters and
 //                               lr_warmup_init (Megatron's names: linear warmup, then constant, as
 //                               Nemotron's RL recipes schedule it)
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "data/chat_template.h"
 #include "model/model_config.h"
 #include "rl/env/environment.h"
 #include "rl/grpo_config.h"
@@ -54,7 +57,7 @@ struct RlConfig {
   GrpoConfig grpo;
   std::string model_name;      // policy.model_name: the starting checkpoint
   std::string tokenizer_path;  // policy.tokenizer.name
-  std::string chat_template = "nano3";
+  std::string chat_template = "nano3";  // the spec; resolve_rl_chat_template loads it
   RlOptimizerSection optimizer;
   RlDataSection data;
   std::string env_name = "math";
@@ -72,6 +75,10 @@ struct RlConfig {
 
 // Reads and validates a resolved tree (run: and recipe: are ignored).
 RlConfig read_rl_config(const nlohmann::json& tree, const std::string& source);
+
+// policy.tokenizer.chat_template loaded: a built-in, a template file, or (auto, checkpoint) the one
+// policy.model_name holds. InputError "<source>: policy.tokenizer.chat_template: ..." otherwise.
+data::ChatTemplate resolve_rl_chat_template(const RlConfig& c, const std::string& source);
 // Loads the YAML file, applies the dotted key=value overrides, runs `resolve` (cli's ${art:...}),
 // reads and validates.
 using RlTreeHook = std::function<void(nlohmann::json& tree, const std::string& source)>;

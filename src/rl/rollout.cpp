@@ -31,7 +31,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Tokenizer& tok, data::ChatFormat format) {
+std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Tokenizer& tok, const data::ChatTemplate& chat) {
   std::vector<RlPrompt> out;
   data::JsonlReader in(path);
   data::OrderedJson row;
@@ -51,7 +51,7 @@ std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Token
     const data::OrderedJson tools = params->contains("tools") ? (*params)["tools"] : data::OrderedJson();
     std::string text;
     try {
-      text = data::render_chat(format, messages, tools) + data::chat_generation_prompt(format, false);
+      text = data::render_prompt(chat, messages, tools);
     } catch (const data::ChatTemplateError& e) {
       throw InputError(fmt::format("{}: {}", where, e.what()));
     }

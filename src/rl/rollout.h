@@ -31,10 +31,10 @@ struct RlPrompt {
 };
 
 // Every row of a `data prep rl` JSONL file: responses_create_params.input (a string, or message
-// items {role, content}) rendered with `format` plus the generation prompt (thinking off, as the
-// SFT data renders its prompts), encoded without added special tokens. A row without input, or
+// items {role, content}) rendered with `chat` plus the generation prompt (data::render_prompt:
+// thinking off, as the SFT data renders its prompts), encoded without added special tokens. A row without input, or
 // one the template refuses, is an InputError naming the file and line; an empty file is one too.
-std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Tokenizer& tok, data::ChatFormat format);
+std::vector<RlPrompt> load_rl_prompts(const std::string& path, const data::Tokenizer& tok, const data::ChatTemplate& chat);
 
 struct RolloutOptions {
   int64_t generations = 1;            // G per prompt (rows of a prompt are adjacent)

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/config_tree.h"
 #include "core/error.h"
 #include "model/hf_checkpoint.h"
 #include "train/checkpoint.h"
@@ -41,6 +42,14 @@ InferenceModel load_inference_model(const std::string& path, Backend& backend, D
     const fs::path config = fs::path(dir) / "config.yaml";
     if (!fs::exists(config, ec))
       throw InputError(fmt::format("{}: no config.yaml beside the weights: the model's shape is unknown", dir));
+    // A LoRA run's checkpoint holds adapters on a frozen base it does not contain.
+    const nlohmann::json run_config = load_config_file(config.string());
+    if (const auto peft = run_config.find("peft");
+        peft != run_config.end() && (peft->is_object() || (peft->is_string() && *peft == "lora")))
+      throw InputError(fmt::format("{}: a LoRA checkpoint (adapters only; its config.yaml has a peft: section): merge "
+                                   "it into its base first with `nemotron convert merge-lora --adapter {} --output "
+                                   "DIR`, then give DIR",
+                                   dir, path));
     // The weights by their Hub names (what save_checkpoint and `convert import` write), checked
     // against config.yaml; MTP heads and other tensors the model does not hold are noted, not fatal.
     ck = model::HfCheckpoint::open_weights(dir, model::load_model_config(config.string()), config.string());

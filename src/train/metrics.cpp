@@ -7,8 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
+#include "core/json_limits.h"
+#include "io/mapped_file.h"
 #include "train/run_dir.h"
 
 namespace nemotron::train {
@@ -47,6 +50,28 @@ void MetricsFile::write(const nlohmann::json& record) {
   const std::string line = record.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
     throw Error(fmt::format("{}: cannot write: {}", path_, std::strerror(errno)));
+}
+
+int64_t drop_records_after(const std::string& path, const std::string& key, int64_t iteration) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const bool last = in.peek() == std::char_traits<char>::eof();
+    const nlohmann::json record = parse_json_or_discarded<nlohmann::json>(line);
+    const bool torn = record.is_discarded() && last;  // a kill mid-write: the line never ended
+    const bool past = record.is_object() && record.contains(key) && record[key].is_number_integer() &&
+                      record[key].get<int64_t>() > iteration;
+    if (torn || past) {
+      ++dropped;
+      continue;
+    }
+    kept += line;
+    kept += '\n';
+  }
+  if (dropped > 0) io::write_file_atomically(path, kept.data(), kept.size());
+  return dropped;
 }
 
 io::Scalars tensorboard_scalars(const nlohmann::json& record) {

@@ -29,6 +29,13 @@ class MetricsFile {
   std::string path_;
 };
 
+// Before a resumed run appends to `path`: removes the records numbered past `iteration` (their
+// `key`, "iteration" or "step", above it), which a run killed after its last checkpoint logged and
+// the resumed run logs again, and a torn last line (a kill mid-write). Other lines are kept as
+// they are. The file is rewritten atomically, and only when something goes; returns how many
+// lines went (0 also when there is no file).
+int64_t drop_records_after(const std::string& path, const std::string& key, int64_t iteration);
+
 // The TensorBoard scalars of one metrics.jsonl record, under Megatron's tags: a "train" record's
 // lm_loss, lr, grad_norm, step_seconds become "lm loss", "learning-rate", "grad-norm",
 // "iteration-time"; a "validation" record's lm_loss becomes "lm loss validation" and "lm loss

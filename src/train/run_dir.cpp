@@ -1,12 +1,5 @@
 #include "train/run_dir.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -14,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint_layout.h"
+#include "io/file_lock.h"
 #include "train/checkpoint.h"
 
 namespace nemotron::train {
@@ -22,43 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::error_code errno_code() { return {errno, std::generic_category()}; }
-
-// The holder line a live run wrote into its lock file (may be empty for an instant after it
-// took the lock).
-std::string holder_of(int fd) {
-  std::string text(4096, '\0');
-  const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
-  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
-  return text.empty() ? "its details are not written yet" : text;
-}
-
-[[noreturn]] void throw_in_use(const std::string& dir, int fd) {
-  const std::string holder = holder_of(fd);
-  ::close(fd);
-  throw InputError(fmt::format(
-      "checkpoint.save {} is in use by another run ({}; lock {}/{}): wait for it to end, or pick another "
-      "checkpoint.save",
-      dir, holder, dir, kRunLockFile));
-}
-
-// A file system that cannot lock (some network mounts): the run goes on, unprotected, and says so.
-bool locks_unsupported(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL; }
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
+[[noreturn]] void throw_in_use(const std::string& dir, const std::string& holder, const std::string& key) {
+  throw InputError(fmt::format("{} {} is in use by another run ({}; lock {}/{}): wait for it to end, or pick another {}",
+                               key, dir, holder, dir, kRunLockFile, key));
 }
 
 // True when `load` names `save` itself or an iter_* directory directly inside it.
@@ -110,13 +70,10 @@ RunDirState inspect_run_dir(const std::string& dir) {
   return st;
 }
 
-RunDirState check_run_dir(const CheckpointSection& k) {
+RunDirState check_run_dir(const CheckpointSection& k, const std::string& save_key) {
   if (k.save.empty()) return {};
-  const std::string lock = (fs::path(k.save) / kRunLockFile).string();
-  if (int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {  // a read-only probe of rule 2
-    if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) throw_in_use(k.save, fd);
-    ::close(fd);  // closing drops the probe's shared lock
-  }
+  // A read-only probe of rule 2.
+  if (auto holder = io::FileLock::holder((fs::path(k.save) / kRunLockFile).string())) throw_in_use(k.save, *holder, save_key);
   RunDirState st = inspect_run_dir(k.save);
   if (st.held_run.empty()) return st;
   const bool inside = !k.load.empty() && load_is_inside(k.load, k.save);
@@ -139,50 +96,30 @@ RunDirState check_run_dir(const CheckpointSection& k) {
                   k.save, st.held_run, k.save));
 }
 
-RunDirLock::~RunDirLock() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-RunDirLock::RunDirLock(RunDirLock&& o) noexcept : fd_(o.fd_), notes_(std::move(o.notes_)) { o.fd_ = -1; }
-
-RunDirLock& RunDirLock::operator=(RunDirLock&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_, notes_ = std::move(o.notes_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-RunDirLock lock_run_dir(const CheckpointSection& k, const RunDirState& seen, const std::string& command) {
+RunDirLock lock_run_dir(const CheckpointSection& k, const RunDirState& seen, const std::string& command,
+                        const std::string& save_key) {
   RunDirLock lock;
   if (k.save.empty()) return lock;
   std::error_code ec;
   fs::create_directories(k.save, ec);
-  if (ec) throw InputError(fmt::format("checkpoint.save {}: cannot create it: {}", k.save, write_failure_reason(k.save, ec)));
+  if (ec) throw InputError(fmt::format("{} {}: cannot create it: {}", save_key, k.save, write_failure_reason(k.save, ec)));
   const std::string path = (fs::path(k.save) / kRunLockFile).string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw InputError(fmt::format("checkpoint.save {}: cannot create {}: {}", k.save, kRunLockFile,
-                                           write_failure_reason(path, errno_code())));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    if (err == EWOULDBLOCK) throw_in_use(k.save, fd);
-    ::close(fd);
-    if (!locks_unsupported(err)) throw Error(fmt::format("{}: cannot lock: {}", path, std::strerror(err)));
-    lock.notes_.push_back(fmt::format("warning: {}: this file system cannot lock files ({}); nothing keeps a second run "
-                                      "from writing {} at the same time",
-                                      path, std::strerror(err), k.save));
-  } else {
-    lock.fd_ = fd;
-    const std::string holder =
-        fmt::format("pid {} on host {}, started {}: {}\n", ::getpid(), host_name(), utc_now(), command);
-    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, holder.data(), holder.size(), 0) != static_cast<ssize_t>(holder.size()))
-      throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  io::FileLock::Result r;
+  lock.lock_ = io::FileLock::acquire(path, io::lock_holder_line(command), false, &r);
+  switch (r.outcome) {
+    case io::FileLock::Outcome::kHeld: break;
+    case io::FileLock::Outcome::kInUse: throw_in_use(k.save, r.detail, save_key);
+    case io::FileLock::Outcome::kCannotOpen:
+      throw InputError(fmt::format("{} {}: cannot create {}: {}", save_key, k.save, kRunLockFile, write_failure_reason(path, r.error)));
+    case io::FileLock::Outcome::kUnsupported:
+      lock.notes_.push_back(fmt::format("warning: {}: this file system cannot lock files ({}); nothing keeps a second run "
+                                        "from writing {} at the same time",
+                                        path, r.detail, k.save));
   }
   const RunDirState now = inspect_run_dir(k.save);
   if (now.tracked_iteration != seen.tracked_iteration || now.held_run.empty() != seen.held_run.empty())
     throw InputError(fmt::format(
-        "checkpoint.save {} changed while this run was starting (another run wrote to it): start this run again",
+        "{} {} changed while this run was starting (another run wrote to it): start this run again", save_key,
         k.save));
   for (const std::string& line : finish_interrupted_writes(k.save)) lock.notes_.push_back("note: " + k.save + ": " + line);
   return lock;

@@ -20,6 +20,7 @@
 #include <system_error>
 #include <vector>
 
+#include "io/file_lock.h"
 #include "train/train_config.h"
 
 namespace nemotron::train {
@@ -38,24 +39,19 @@ RunDirState inspect_run_dir(const std::string& dir);
 // Rules 1 and 2 before anything is read or written: InputError when checkpoint.save holds
 // another run that this config does not resume, or when a live run holds its lock. Reads only.
 // Returns what it saw (lock_run_dir checks it again under the lock).
-RunDirState check_run_dir(const CheckpointSection& k);
+// `save_key` names checkpoint.save in messages (RL's is checkpointing.checkpoint_dir).
+RunDirState check_run_dir(const CheckpointSection& k, const std::string& save_key = "checkpoint.save");
 
 // The held lock of rule 2; destroying it (or the process dying) releases it.
 class RunDirLock {
  public:
-  RunDirLock() = default;
-  ~RunDirLock();
-  RunDirLock(RunDirLock&& o) noexcept;
-  RunDirLock& operator=(RunDirLock&& o) noexcept;
-  RunDirLock(const RunDirLock&) = delete;
-  RunDirLock& operator=(const RunDirLock&) = delete;
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return lock_.held(); }
   // Lines for the log: interrupted writes finished (rule 3), or why the lock is not enforced.
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
-  friend RunDirLock lock_run_dir(const CheckpointSection&, const RunDirState&, const std::string&);
-  int fd_ = -1;
+  friend RunDirLock lock_run_dir(const CheckpointSection&, const RunDirState&, const std::string&, const std::string&);
+  io::FileLock lock_;
   std::vector<std::string> notes_;
 };
 
@@ -63,7 +59,8 @@ class RunDirLock {
 // it), records `command` in it, checks rule 1 again against `seen` (what check_run_dir saw: the
 // directory must not have changed in between), then applies rule 3. An empty checkpoint.save
 // returns a lock that holds nothing. A file system without flock gives a note, not an error.
-RunDirLock lock_run_dir(const CheckpointSection& k, const RunDirState& seen, const std::string& command);
+RunDirLock lock_run_dir(const CheckpointSection& k, const RunDirState& seen, const std::string& command,
+                        const std::string& save_key = "checkpoint.save");
 
 // Why creating or opening `path` failed with `ec`, for a message: "<dir> is not writable" for a
 // permission error or a read-only file system (<dir>: the nearest part of `path` that exists),

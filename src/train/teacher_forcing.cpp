@@ -10,7 +10,7 @@
 namespace nemotron::train {
 
 std::vector<TeacherForcedExample> load_teacher_forced_examples(const std::string& path, const data::Tokenizer& tok,
-                                                               data::ChatFormat format, int64_t max_tokens,
+                                                               const data::ChatTemplate& chat, int64_t max_tokens,
                                                                int64_t* skipped) {
   data::JsonlReader reader(path);
   std::vector<TeacherForcedExample> out;
@@ -25,17 +25,17 @@ std::vector<TeacherForcedExample> load_teacher_forced_examples(const std::string
       throw InputError(fmt::format("{}: reference: expected the reference answer as a string", reader.where()));
     std::string prompt, full;
     try {
-      prompt = data::render_chat(format, *msgs, nullptr) + data::chat_generation_prompt(format, false);
+      prompt = data::render_prompt(chat, *msgs, nullptr);
       data::OrderedJson conv = *msgs;
       conv.push_back({{"role", "assistant"}, {"content", ref->get<std::string>()}});
-      full = data::render_chat(format, conv, nullptr);
+      full = data::render_chat(chat, conv, nullptr);
     } catch (const data::ChatTemplateError& e) {
       throw InputError(fmt::format("{}: {}", reader.where(), e.what()));
     }
     if (!full.starts_with(prompt))
       throw Error(fmt::format("{}: the rendered conversation does not start with the rendered prompt and generation "
                               "prompt ({} chat template)",
-                              reader.where(), data::chat_format_name(format)));
+                              reader.where(), chat.name()));
     TeacherForcedExample ex;
     ex.tokens = tok.encode(prompt);
     ex.prompt_tokens = static_cast<int64_t>(ex.tokens.size());

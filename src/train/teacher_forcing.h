@@ -25,7 +25,7 @@ using TeacherForcedExample = ContinuationRequest;
 // Reads `path` (rows {"messages": [...], "reference": "..."}); InputError "<file>:<line>: ..." on
 // a malformed row. Examples longer than max_tokens are left out (counted in *skipped).
 std::vector<TeacherForcedExample> load_teacher_forced_examples(const std::string& path, const data::Tokenizer& tok,
-                                                               data::ChatFormat format, int64_t max_tokens,
+                                                               const data::ChatTemplate& chat, int64_t max_tokens,
                                                                int64_t* skipped = nullptr);
 
 struct TeacherForcedAccuracy {

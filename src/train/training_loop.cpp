@@ -70,9 +70,16 @@ LoopResult TrainingLoop::run(TrainingJob& job) {
   const LoopHooks& h = o.hooks;
   LoopResult res;
   res.first_iteration = res.final_iteration = iteration_;
-  if (h.writes_logs && !o.metrics_path.empty()) metrics_ = MetricsFile(o.metrics_path, iteration_ > 0);
+  int64_t dropped = 0;
+  if (h.writes_logs && !o.metrics_path.empty()) {
+    if (iteration_ > 0) dropped = drop_records_after(o.metrics_path, o.unit, iteration_);
+    metrics_ = MetricsFile(o.metrics_path, iteration_ > 0);
+  }
   print(job.banner());
   if (metrics_.is_open()) printf("metrics: {}\n", metrics_.path());
+  if (dropped > 0)
+    printf("metrics: dropped {} record(s) past {} {}, logged after the checkpoint this run resumes from\n", dropped,
+           o.unit, iteration_);
   if (iteration_ >= o.total) {
     printf("nothing to do: {} {} already reaches {} {}\n", o.unit, iteration_, o.total_key, o.total);
     res.nothing_to_do = true;

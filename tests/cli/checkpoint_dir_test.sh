@@ -6,7 +6,8 @@
 # and exits 143, and the resumed run's losses equal the uninterrupted run's; SIGINT twice exits
 # at once (130) with nothing half-written; an interrupted prune is finished at the next start; a
 # half-deleted or mislabelled iteration is refused by resume and export; an empty checkpoint.save
-# warns; a metrics file that cannot be written says "not writable".
+# warns; a metrics file that cannot be written says "not writable"; records logged past the
+# checkpoint a run resumes from are dropped from metrics.jsonl, not kept twice.
 # Usage: checkpoint_dir_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -60,6 +61,21 @@ expect_error "fine-tuning into A's directory" \
 expect_ok "load = save resumes A" "^resumed from $TMP/a/iter_0000006 at iteration 6 \(24 samples consumed\)$" \
   "${run[@]}" train.train_iters=8 checkpoint.save="$TMP/a" checkpoint.load="$TMP/a"
 [[ $(records "$TMP/a/metrics.jsonl") -eq 8 ]] || fail "resumed A: metrics.jsonl should hold 8 train records"
+
+# --- 1b. records logged past the checkpoint a run resumes from are dropped, not logged twice -----
+expect_ok "6 steps, checkpoints every 2" '^ iteration +6/ +6 ' "${run[@]}" train.train_iters=6 checkpoint.save="$TMP/m" \
+  checkpoint.save_interval=2
+# As if killed after logging iteration 6 (and mid-line in 7) but before saving it: 5, 6, the
+# summary of 6 and the torn line go.
+rm -r "$TMP/m/iter_0000006" && echo 4 >"$TMP/m/latest_checkpointed_iteration.txt"
+printf '{"type":"train","iteration":7,"lm_lo' >>"$TMP/m/metrics.jsonl"
+expect_ok "resume from iteration 4" '^metrics: dropped 4 record\(s\) past iteration 4, logged after the checkpoint this run resumes from$' \
+  "${run[@]}" train.train_iters=8 checkpoint.save="$TMP/m" checkpoint.load="$TMP/m" checkpoint.save_interval=2
+iters=$(grep '"type":"train"' "$TMP/m/metrics.jsonl" | sed -E 's/.*"iteration":([0-9]+).*/\1/' | tr '\n' ' ')
+[[ "$iters" == "1 2 3 4 5 6 7 8 " ]] || fail "metrics.jsonl after the resume: train iterations $iters, expected 1..8 once each"
+[[ "$(losses "$TMP/m/metrics.jsonl")" == "$(losses "$TMP/ref/metrics.jsonl" | head -8)" ]] ||
+  fail "metrics.jsonl after the resume: losses differ from the uninterrupted run's"
+echo "ok: metrics.jsonl holds each iteration once after a resume"
 
 # --- 2. kill -9 mid-run; a second run meanwhile is refused; resume is bit for bit ---------------
 "${run[@]}" train.train_iters=100000 checkpoint.save="$TMP/k" checkpoint.save_interval=1 checkpoint.most_recent_k=2 \

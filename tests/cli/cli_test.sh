@@ -114,6 +114,11 @@ expect_usage_error "unknown option" 'unknown-flag' "$BIN" model info -c "$tiny" 
 expect_usage_error "stray positional" 'expected key=value' "$BIN" model info -c "$tiny" tiny
 expect_usage_error "bad --seq-len" 'seq-len' "$BIN" model info -c "$tiny" --seq-len -5
 expect_usage_error "model without a subcommand" 'subcommand is required' "$BIN" model
+# An unknown command word is named, with the commands there (CLI11 alone said "A subcommand is required").
+expect_usage_error "unknown command word" '^error: `nemotron super3` has no command "bogus" \(its commands: .*\bsft\b.*\)$' "$BIN" super3 bogus
+expect_usage_error "unknown word two levels down" '^error: `nemotron super3 data prep` has no command "sfd" \(its commands: pretrain, sft, rl\)$' \
+  "$BIN" super3 data prep sfd -c tiny
+expect_usage_error "unknown top-level word" '^error: `nemotron` has no command "bogus"' "$BIN" bogus
 expect_usage_error "not a number" 'seq-len' "$BIN" model info -c "$tiny" --seq-len abc
 expect_usage_error "usage errors point at the command's --help" '^Run `nemotron model info --help` for the options\.$' \
   "$BIN" model info -c "$tiny" --unknown-flag

@@ -2,7 +2,8 @@
 # `nemotron <family> data prep rl` as a user runs it: the tiny recipe's bundled problems as NeMo Gym
 # rows in train.jsonl / val.jsonl (the last val_rows held out) with manifest.json and metadata.json;
 # skip-if-up-to-date; refusal to overwrite another output without --force; --sample; NeMo Gym,
-# placeholder, input/output and messages rows converted, bad rows dropped and counted by reason;
+# placeholder, input/output and messages rows converted (from JSONL or Parquet), bad rows dropped
+# and counted by reason;
 # an invalid JSONL line, a missing file and a bad key as one `error:` line, exit 2, nothing written.
 # Usage: rl_data_prep_test.sh path/to/nemotron
 set -uo pipefail
@@ -74,6 +75,18 @@ sed -n 4p "$TMP/rows/train.jsonl" | grep -q '"dataset":"Skywork","question":"1 +
   fail "placeholder row: $(sed -n 4p "$TMP/rows/train.jsonl")"
 grep -q '_hf_placeholder' "$TMP/rows/train.jsonl" && fail "a resolved row kept _hf_placeholder"
 echo "ok: formats converted, drops reported and counted"
+
+# --- messages rows given as Parquet (pyarrow's fixture) give the same rows as the same JSONL --------
+pq="$ROOT/tests/fixtures/parquet"
+for f in chat_rows.jsonl chat_small_pages.parquet; do
+  expect_ok "messages rows from $f" "^wrote $TMP/pq_$f: 206 rows \(3 dropped\) -> 103 train, 100 val" \
+    "$BIN" nano3 data prep rl -c tiny output_dir="$TMP/pq_$f" "sources=[{name: mine, files: $pq/$f}]"
+done
+for split in train val; do
+  cmp -s "$TMP/pq_chat_rows.jsonl/$split.jsonl" "$TMP/pq_chat_small_pages.parquet/$split.jsonl" ||
+    fail "$split.jsonl from Parquet differs from the same rows as JSONL"
+done
+echo "ok: Parquet rows"
 
 # --- bad input: one error line, exit 2, nothing written -------------------------------------------
 echo '{"input": ' >>"$TMP/rows.jsonl"

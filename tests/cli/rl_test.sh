@@ -3,9 +3,11 @@
 # a few pretraining steps -> data prep sft -> a few SFT steps -> data prep rl -> a few GRPO steps
 # from that SFT checkpoint: one log line per step (reward, accuracy, KL, clip fraction, the
 # engine/trainer log-prob mismatch, seconds, tokens/s, refit), validation, checkpoints with the
-# data cursor, the time to the first step, a model artifact whose lineage reaches the data; a run
+# data cursor, the time to the first step, a model artifact whose lineage reaches the data; the
+# chat template as a .jinja file (the built-in's prompts exactly) or auto; a run
 # stopped halfway and resumed ends with the uninterrupted run's metrics and weights bit for bit;
-# bad input (an unknown key, a missing SFT checkpoint) as one `error:` line, exit 2, nothing written.
+# bad input (an unknown key, a missing SFT checkpoint, an overflowing rollout batch, a checkpoint_dir
+# another run holds) as one `error:` line, exit 2, nothing written.
 # Usage: rl_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -61,6 +63,16 @@ for n in tiny-data-rl tiny-sft tiny-pretrain tiny-data-pretrain; do
   grep -q "<- $n:" "$TMP/out" || fail "lineage: no $n: $(cat "$TMP/out")"
 done
 
+# --- the chat template as a file (nano3.jinja) or auto: the built-in nano3's prompts ---------------
+jinja="$ROOT/tests/fixtures/jinja/nano3.jinja"
+expect_ok "rl 1 step, chat_template=nano3.jinja" "^chat template: $jinja\$" "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/jinja \
+  grpo.max_num_steps=1 policy.tokenizer.chat_template="$jinja"
+[[ -n "$(records runs/tiny/jinja/metrics.jsonl)" && "$(records runs/tiny/jinja/metrics.jsonl)" == "$(records runs/tiny/rl/metrics.jsonl | head -1)" ]] ||
+  fail "step 1 with nano3.jinja differs from the built-in's: $(records runs/tiny/jinja/metrics.jsonl) vs $(records runs/tiny/rl/metrics.jsonl | head -1)"
+expect_ok "rl, chat_template=auto (the SFT checkpoint has none: nano3)" '^chat template: nano3$' "${rl[@]}" \
+  checkpointing.checkpoint_dir=runs/tiny/auto grpo.max_num_steps=1 policy.tokenizer.chat_template=auto
+printf '{{ messages[0].content }}\n{%% if %%}\n' >"$TMP/broken.jinja"
+
 # --- exact resume: 2 steps, then the same command to 4 == 4 uninterrupted steps -------------------
 expect_ok "2 steps" '^step 2/2 ' "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/part grpo.max_num_steps=2
 expect_ok "resume" '^resumed from runs/tiny/part/iter_0000002 at step 2 ' "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/part
@@ -81,6 +93,9 @@ expect_error "unknown key" \
 expect_error "missing SFT checkpoint" \
   "$recipe: policy.model_name: runs/tiny/nope does not exist; run the SFT stage first (\`nemotron super3 sft -c tiny\`) or point it at a checkpoint" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b policy.model_name=runs/tiny/nope
+expect_error "a chat template with a syntax error" \
+  "$recipe: policy.tokenizer.chat_template: $TMP/broken.jinja:2: expected an expression, got end of statement block" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b policy.tokenizer.chat_template="$TMP/broken.jinja"
 expect_error "unknown device" "$recipe: device: expected cpu, cuda or cuda:N, got \"gpu\"" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b device=gpu
 # A GPU this build or machine lacks (the GPU path itself: tests/cli/cuda_rl_test.sh).
@@ -88,5 +103,18 @@ expect_usage_error "cuda:7 unavailable" \
   "^error: $recipe: device: cuda:7 asked, but (this nemotron was built without CUDA|[0-7] CUDA device\\(s\\) are visible)" \
   "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b device=cuda:7
 [[ -e runs/tiny/b ]] && fail "a refused run wrote runs/tiny/b"
+expect_error "a rollout batch that overflows" \
+  "$recipe: grpo.num_generations_per_prompt: 4611686018427387904 x grpo.num_prompts_per_step 2 rollouts per step is more than 2147483648 (every rollout of a step is held in memory at once)" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/b grpo.num_generations_per_prompt=4611686018427387904 --dry-run
+# A directory another run holds (here flock(1) holds its lock) is refused under RL's own key.
+mkdir -p runs/tiny/held
+flock runs/tiny/held/run.lock sleep 60 >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 50); do flock -n runs/tiny/held/run.lock true 2>/dev/null || break; sleep 0.1; done
+expect_usage_error "a checkpoint_dir in use" \
+  "^error: checkpointing.checkpoint_dir runs/tiny/held is in use by another run \(its details are not written yet; lock runs/tiny/held/run.lock\): wait for it to end, or pick another checkpointing.checkpoint_dir$" \
+  "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/held
+kill $(pgrep -P $holder) $holder 2>/dev/null  # sleep holds the lock, flock waits for it
+wait $holder 2>/dev/null
 
 finish "rl checks"

@@ -2,9 +2,11 @@
 # `nemotron <family> data prep sft` as a user runs it, on the tiny recipe after `data prep pretrain
 # -c tiny` (which makes the tokenizer): packed Parquet shards, split links, blend.json, metadata
 # with drop counts and packing efficiency; skip-if-up-to-date; refusal to overwrite another output
-# without --force; --sample; bad rows dropped and counted; bad config keys, a missing input file,
-# an unknown chat template and an invalid JSONL line as one `error:` line, exit 2, nothing written;
-# chat_template=<a .jinja file> (nano3.jinja packs the built-in's bytes) and its syntax errors.
+# without --force; one prep at a time per output_dir (its lock); --sample; bad rows dropped and
+# counted; bad config keys, a missing input file, an unknown chat template, an invalid JSONL line
+# and a row past max_row_bytes as one `error:` line, exit 2, nothing written; chat_template=<a
+# .jinja file> (nano3.jinja packs the built-in's bytes) and its syntax errors; chat rows as Parquet
+# (pyarrow's fixtures) pack the same bytes as the same rows in JSONL.
 # Usage: sft_data_prep_test.sh path/to/nemotron
 set -uo pipefail
 
@@ -70,6 +72,21 @@ expect_ok "a sample first, then the full run" "^wrote $TMP/sft2: 4000 rows" \
   bash -c "'$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok' --sample 50 >/dev/null 2>&1 && '$BIN' nano3 data prep sft -c tiny output_dir='$TMP/sft2' tokenizer.model='$tok'"
 [[ -z "$(find "$TMP" -maxdepth 2 \( -name '*.tmp-*' -o -name '*.old-*' \))" ]] || fail "a temporary directory was left behind"
 
+# --- one prep at a time per output_dir (a held <output_dir>.lock: here flock(1) holds it) ----------
+flock "$TMP/sft.lock" sleep 60 >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 50); do flock -n "$TMP/sft.lock" true 2>/dev/null || break; sleep 0.1; done
+for extra in --force "--sample 10"; do
+  expect_prep_error "output_dir in use ($extra)" \
+    "output_dir $TMP/sft is in use by another data prep (its details are not written yet; lock $TMP/sft.lock): wait for it to end, or pick another output_dir" \
+    "${sft[@]}" $extra
+done
+[[ -e "$TMP/sft/sample-10" ]] && fail "a refused prep wrote sample-10"
+kill $(pgrep -P $holder) $holder 2>/dev/null  # sleep holds the lock, flock waits for it
+wait $holder 2>/dev/null
+expect_ok "the lock released, the prep runs" '^up to date: ' "${sft[@]}"
+[[ -e "$TMP/sft.lock" ]] && fail "the lock file was left behind"
+
 # --- bad rows are dropped and counted ------------------------------------------------------------
 cat >"$TMP/rows.jsonl" <<'ROWS'
 {"messages": [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "The answer is 5."}], "used_in": "nano_v3"}
@@ -96,7 +113,35 @@ expect_error "a template with a syntax error" "$tiny: chat_template: $TMP/broken
   "${rows[@]}" output_dir="$TMP/bad" chat_template="$TMP/broken.jinja"
 echo "ok: chat_template=<file>"
 
+# --- Parquet chat rows (Hugging Face's form) pack the same bytes as the same rows in JSONL ----------
+pq="$ROOT/tests/fixtures/parquet"
+pqrows() { "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/$1" tokenizer.model="$tok" "sources=[{name: mine, files: $2}]" "${@:3}"; }
+expect_ok "chat rows as JSONL" '^wrote .*: 206 rows \(3 dropped\), 203 sequences' pqrows pq_jsonl "$pq/chat_rows.jsonl"
+for v in default zstd_v2_plain small_pages; do
+  expect_ok "chat rows as Parquet ($v)" '^wrote .*: 206 rows \(3 dropped\), 203 sequences' pqrows "pq_$v" "$pq/chat_$v.parquet"
+  [[ "$(shards "$TMP/pq_jsonl")" == "$(shards "$TMP/pq_$v")" ]] || fail "chat_$v.parquet packed other bytes than chat_rows.jsonl"
+  grep -q "dropped 1 rows: no_messages (first: $pq/chat_$v.parquet: row 4: no \"messages\")" "$TMP/err" ||
+    fail "chat_$v.parquet: a dropped row is not named by file and row"
+done
+# Sequences cut before their answer train nothing: said on the log, not only in metadata.json.
+expect_ok "pack_size cutting every answer" '^wrote .*: 206 rows \(3 dropped\), 203 sequences, [0-9]+ tokens \(0 trained\)' \
+  pqrows pq_cut "$pq/chat_rows.jsonl" pack_size=16
+grep -qx "warning: 203 sequences cut by max_doc_tokens (0) or pack_size (16) lost every trained token and train nothing (first: $pq/chat_rows.jsonl:1); raise the limit to keep their answers" "$TMP/err" ||
+  fail "no warning for sequences cut to no trained token: $(cat "$TMP/err")"
+grep -q '"sequences_truncated_to_no_trained_tokens": 203' "$TMP/pq_cut/metadata.json" || fail "metadata.json: no count of sequences cut to no trained token"
+mkdir -p "$TMP/pqdir" && cp "$pq/chat_default.parquet" "$TMP/pqdir/" && cp "$pq/chat_rows.jsonl" "$TMP/pqdir/"
+expect_ok "a folder of .jsonl and .parquet files" '^wrote .*: 412 rows \(6 dropped\), 406 sequences' pqrows pq_dir "$TMP/pqdir"
+head -c 5000 "$pq/chat_default.parquet" >"$TMP/cut.parquet"
+expect_prep_error "a truncated Parquet file" \
+  "$TMP/cut.parquet: invalid Parquet file: does not end with the Parquet magic 'PAR1' (truncated, or encrypted 'PARE')" pqrows pq_bad "$TMP/cut.parquet"
+[[ -e "$TMP/pq_bad" ]] && fail "truncated Parquet: output written"
+echo "ok: Parquet chat rows"
+
 # --- bad input: one error line, exit 2, nothing written -------------------------------------------
+expect_prep_error "a row past max_row_bytes" \
+  "$TMP/rows.jsonl:1: the row is longer than max_row_bytes = 100 bytes (raise max_row_bytes for longer rows)" \
+  "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/bad" tokenizer.model="$tok" "sources=[{name: mine, files: $TMP/rows.jsonl}]" max_row_bytes=100
+[[ -e "$TMP/bad" ]] && fail "a row past max_row_bytes: output written"
 echo '{"messages": [' >>"$TMP/rows.jsonl"
 expect_prep_error "invalid JSONL line" "$TMP/rows.jsonl:5: invalid JSON at column 15: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal" \
   "$BIN" nano3 data prep sft -c tiny output_dir="$TMP/bad" tokenizer.model="$tok" "sources=[{name: mine, files: $TMP/rows.jsonl}]"

@@ -5,7 +5,8 @@
 # interrupted run resumed with the uninterrupted run's losses bit for bit (the masks follow the
 # seed, the iteration and the micro-batch); `convert merge-lora` giving a checkpoint whose
 # teacher-forced accuracy equals the adapter run's, that `convert export` takes; `convert
-# export-lora` writing PEFT's layout (lora_dropout included); bad targets and a dropout outside
+# export-lora` writing PEFT's layout (lora_dropout included); `generate` on the adapter checkpoint
+# pointing to merge-lora; bad targets and a dropout outside
 # [0, 1) as one `error:` line, exit 2, nothing written.
 # Usage: sft_lora_test.sh path/to/nemotron
 set -uo pipefail
@@ -77,7 +78,11 @@ got=$(accuracy "$TMP/out" 0)
 expect_ok "export the merged checkpoint" 'wrote' "$BIN" convert export --checkpoint "$TMP/merged" --out "$TMP/hf"
 [[ -f "$TMP/hf/config.json" ]] || fail "convert export of the merged checkpoint wrote no config.json"
 
-# --- export-lora: PEFT's layout ---------------------------------------------------------------------
+# A LoRA checkpoint holds adapters only: generate (and serve, eval: the same loader) point to merge-lora.
+expect_usage_error "generate from a LoRA checkpoint" \
+  "^error: $TMP/a/iter_0000004: a LoRA checkpoint \(adapters only; its config.yaml has a peft: section\): merge it into its base first with \`nemotron convert merge-lora --adapter $TMP/a --output DIR\`, then give DIR$" \
+  "$BIN" generate --checkpoint "$TMP/a" --prompt "1 + 1 ="
+
 expect_ok "export-lora" "^wrote $TMP/peft: adapter_config.json" "$BIN" convert export-lora --adapter "$TMP/a" \
   --output "$TMP/peft"
 grep -q '"peft_type": "LORA"' "$TMP/peft/adapter_config.json" || fail "adapter_config.json: no peft_type LORA"

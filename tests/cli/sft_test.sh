@@ -2,7 +2,8 @@
 # `nemotron <family> sft` as a user runs it, end to end on the tiny recipes: data prep pretrain
 # (the tokenizer and tokens) -> a few pretraining steps (stage 0's checkpoint) -> data prep sft
 # (packed chat rows) -> a few SFT steps from that checkpoint: the masked loss logged, the
-# teacher-forced accuracy on the held-out prompts printed before and after, checkpoints written,
+# teacher-forced accuracy on the held-out prompts printed before and after (also for data rendered
+# with a Jinja template, equal to the built-in's), checkpoints written,
 # an interrupted run resumed with the uninterrupted run's losses bit for bit; bad input (a
 # pretrained checkpoint of another model, a missing dataset directory or pretrained checkpoint) as
 # one `error:` line, exit 2, nothing written.
@@ -32,6 +33,7 @@ grep -Eq "^checkpoint.pretrained_checkpoint: weights from $TMP/pre/iter_0000003 
   fail "sft: the pretrained weights were not loaded: $(head -5 "$TMP/out")"
 [[ $(grep -Ec '^held-out answers, teacher-forced, at iteration [04]: [0-9.]+% of [0-9]+ answer tokens right \(20 prompts\)$' \
   "$TMP/out") -eq 2 ]] || fail "sft: no teacher-forced accuracy before and after: $(grep held-out "$TMP/out")"
+heldout_at_0=$(grep 'at iteration 0' "$TMP/out")
 for f in model.safetensors optimizer.safetensors config.yaml train_state.json; do
   [[ -f "$TMP/a/iter_0000004/$f" ]] || fail "iter_0000004/$f missing"
 done
@@ -39,6 +41,16 @@ done
 [[ $(losses "$TMP/a/metrics.jsonl" | wc -l) -eq 4 ]] || fail "metrics.jsonl: expected 4 train records"
 compgen -G "$TMP/a/tb_logs/events.out.tfevents.*" >/dev/null || fail "sft: no TensorBoard event file in $TMP/a/tb_logs"
 grep -Eq '"kind": ?"packed_sft"' "$TMP/a/iter_0000004/train_state.json" || fail "train_state.json: no packed_sft cursor"
+
+# --- data rendered with a Jinja template (nano3.jinja): the held-out accuracy is measured with it ---
+expect_ok "data prep sft, chat_template=nano3.jinja" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sftj" \
+  tokenizer.model="$TMP/dp/tokenizer/tokenizer.json" sources.0.generator.num_examples=200 heldout_examples=20 \
+  chat_template="$ROOT/tests/fixtures/jinja/nano3.jinja"
+expect_ok "sft on it, 1 step" '^ iteration +1/ +1 ' "${sft[@]}" dataset.dataset_root="$TMP/sftj" checkpoint.save="$TMP/j" \
+  checkpoint.load="$TMP/j" \
+  train.train_iters=1 train.eval_interval=0 train.eval_iters=0
+[[ -n "$heldout_at_0" && "$(grep 'at iteration 0' "$TMP/out")" == "$heldout_at_0" ]] ||
+  fail "held-out accuracy with nano3.jinja: [$(grep held-out "$TMP/out")], with the built-in nano3: [$heldout_at_0]"
 
 # --- exact resume: 2 steps, exit, resume to 4 == 4 uninterrupted steps ---------------------------
 expect_ok "exit at 2" '^exiting at iteration 2 ' "${sft[@]}" checkpoint.save="$TMP/part" checkpoint.load="$TMP/part" \

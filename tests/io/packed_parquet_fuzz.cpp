@@ -1,4 +1,4 @@
-// Property/fuzz test of the packed Parquet reader: valid shards (ours, and hand-built ones in
+// Property/fuzz test of the packed Parquet reader (and the nested-row reader on the chat fixtures): valid shards (ours, and hand-built ones in
 // pyarrow's shapes: dictionary pages, snappy, v2 pages, rows cut across pages) made invalid by
 // byte flips (mostly in the footer and page headers, where the structure is), truncation,
 // insertions, lying footer lengths and random footers; plus the Thrift, RLE/bit-packed and snappy
@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "io/packed_parquet.h"
+#include "io/parquet_rows.h"
 #include "io/thrift_compact.h"
 #include "packed_parquet_builder.h"
 
@@ -186,6 +187,42 @@ TEST_F(PackedParquetFuzz, corrupted_shards_read_cleanly_or_fail_with_input_error
   for (const auto& [k, v] : outcome) summary += fmt::format(" {}={}", k, v);
   std::printf("packed parquet fuzz: %llu iterations:%s\n", static_cast<unsigned long long>(i), summary.c_str());
   EXPECT_GT(outcome["InputError"], 0);
+}
+
+// The nested-row reader (io/parquet_rows.h) on pyarrow's chat fixtures, mutated the same way.
+TEST_F(PackedParquetFuzz, corrupted_chat_rows_read_cleanly_or_fail_with_input_error) {
+  Bounds bounds;
+  Fuzzer fz(bounds.seed + 2000);
+  std::vector<std::string> pool;
+  for (const char* v : {"default", "zstd_v2_plain", "small_pages"}) {
+    std::ifstream in(fs::path(NEMOTRON_SOURCE_DIR) / "tests/fixtures/parquet" / fmt::format("chat_{}.parquet", v), std::ios::binary);
+    pool.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const fs::path p = dir_ / "chat.parquet";
+  uint64_t i = 0, errors = 0;
+  for (; bounds.more(i); ++i) {
+    std::string bytes = pool[fz.u(pool.size())];
+    fz.mutate(bytes);
+    {
+      std::ofstream out(p, std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    try {
+      ParquetRowReader r(p.string());
+      nlohmann::ordered_json row;
+      int64_t n = 0;
+      while (r.next_row(row)) ++n, (void)row.dump();
+      ASSERT_EQ(n, r.num_rows()) << "iteration " << i;
+    } catch (const InputError& e) {
+      ASSERT_NE(std::string(e.what()).find(p.string()), std::string::npos) << "error without the path: " << e.what();
+      ++errors;
+    } catch (const std::exception& e) {
+      FAIL() << "iteration " << i << " (seed " << bounds.seed << "): not an InputError: " << e.what();
+    }
+  }
+  std::printf("parquet chat rows fuzz: %llu iterations, %llu InputErrors\n", static_cast<unsigned long long>(i),
+              static_cast<unsigned long long>(errors));
+  EXPECT_GT(errors, 0u);
 }
 
 TEST(PackedParquetDecoderFuzz, random_bytes_decode_cleanly_or_fail_with_input_error) {

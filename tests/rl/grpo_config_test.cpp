@@ -102,6 +102,18 @@ TEST(GrpoConfig, bad_values_name_their_key) {
                "grpo.reward_shaping.stop_properly_penalty_coef");
 }
 
+// 2^62 generations x 32 prompts wrapped to 0 rollouts (issue 25): the product is bounded first.
+TEST(GrpoConfig, a_rollout_batch_past_2_pow_31_is_refused_not_wrapped) {
+  expect_error("grpo: {num_generations_per_prompt: 4611686018427387904}",
+               "grpo.yaml: grpo.num_generations_per_prompt: 4611686018427387904 x grpo.num_prompts_per_step 32 rollouts per "
+               "step is more than 2147483648");
+  expect_error("grpo: {num_prompts_per_step: 65536, num_generations_per_prompt: 65536}", "grpo.num_generations_per_prompt: 65536 x");
+  EXPECT_EQ(read("grpo: {num_prompts_per_step: 2, num_generations_per_prompt: 4}\npolicy: {train_global_batch_size: 8, "
+                 "train_micro_batch_size: 4}")
+                .rollout_rows(),
+            8);
+}
+
 // The rest of NeMo RL's ClippedPGLossConfig and grpo.adv_estimator, as grpo_math_1B.yaml writes them
 // (every key explicit, with its default), then each set.
 TEST(GrpoConfig, nemo_rl_loss_options_are_accepted_with_their_defaults) {
