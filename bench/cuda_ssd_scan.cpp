@@ -123,12 +123,12 @@ void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int6
   line("backward", bwd_ms, bwd_flops, bwd_bytes);
   line("fwd+bwd", fwd_ms + bwd_ms, fwd_flops + bwd_flops, fwd_bytes + bwd_bytes);
   if (profile) {  // one more call of each with the per-phase timer on
-    setenv("NEMOTRON_SSD_PROFILE", "1", 1);
+    a.profile = true;
     std::printf("  forward phases:\n");
     CHECK(ops::ssd_scan_forward_cuda(a, nullptr));
     std::printf("  backward phases:\n");
     CHECK(ops::ssd_scan_backward_cuda(a, nullptr));
-    unsetenv("NEMOTRON_SSD_PROFILE");
+    a.profile = false;
   }
   for (const void* p : {a.x, a.Bm, a.Cm, a.D, static_cast<const void*>(a.dt), static_cast<const void*>(a.A), a.dy,
                         static_cast<const void*>(a.y), static_cast<const void*>(a.dx), static_cast<const void*>(a.dBm),

@@ -47,6 +47,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_op_profiler.h"
+#include "core/host_waits.h"
 #include "core/op_profiler.h"
 #include "core/rng.h"
 #include "core/workspace.h"
@@ -215,6 +216,9 @@ int main(int argc, char** argv) {
       loss = r.loss, norm = r.grad_norm;
     };
     step();  // warm-up: allocator, cuBLASLt heuristics
+    const int64_t waits_before = host_waits();
+    step();  // one more, counting the host's waits for the GPU in it
+    const int64_t waits_per_step = host_waits() - waits_before;
     const double step_ms = median_cuda_ms(ctx, steps, step, 0);  // step() above was the warm-up
     const double flops = 3.0 * net.forward_flops_per_token(T) * tokens;
     const double tflops = flops / (step_ms * 1e-3) / 1e12;
@@ -295,6 +299,14 @@ int main(int argc, char** argv) {
                   static_cast<long long>(ph.calls_of(p)));
     std::printf("  %-14s %9.2f %6.1f%%          (launch gaps, host syncs, memsets outside ops)\n", "unattributed",
                 unattributed_ms, 100.0 * unattributed_ms / profiled_ms);
+    std::printf("host waits for the GPU per step: %lld (copies back, stream synchronises; core/host_waits.h)\n",
+                static_cast<long long>(waits_per_step));
+    std::vector<std::pair<std::string, double>> gaps(ph.gap_before_ms.begin(), ph.gap_before_ms.end());
+    std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::printf("GPU idle between ops, by the op that came next (ms per step):");
+    for (size_t i = 0; i < gaps.size() && i < 9; ++i)
+      std::printf("%s%s %.3f", i % 3 == 0 ? "\n  " : " | ", gaps[i].first.c_str(), gaps[i].second);
+    std::printf("\n");
     std::printf("GEMM: %.1f TFLOP/s (%.2f TFLOP issued per step, %.0f%% of the measured peak)", gemm_tflops,
                 ph.gemm_flops / 1e12, 100.0 * gemm_tflops / peak);
     if (scan_ms > 0) std::printf(" | SSD scan: %.1f TFLOP/s (matmul FLOPs, backward at 2x)", scan_flops / (scan_ms * 1e-3) / 1e12);
@@ -320,6 +332,10 @@ int main(int argc, char** argv) {
     phases["unattributed"] = {{"ms", unattributed_ms}};
     rec["op_phases"] = phases;
     rec["profiled_step_ms"] = profiled_ms;
+    rec["host_waits_per_step"] = waits_per_step;
+    nlohmann::json gap_json = nlohmann::json::object();
+    for (size_t i = 0; i < gaps.size() && i < 9; ++i) gap_json[gaps[i].first] = gaps[i].second;
+    rec["gap_before_ms"] = gap_json;
     rec["gemm_tflops"] = gemm_tflops;
     rec["gemm_flops_per_step"] = ph.gemm_flops;
     if (reference) {

@@ -1,5 +1,6 @@
 #include "model/finite_check.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -8,10 +9,23 @@
 
 namespace nemotron::model {
 
+namespace {
+// -1 until the environment is read (at the first check), then 0 or 1. Read once: a getenv per layer
+// is a lock and a scan of the environment on every step.
+std::atomic<int> g_checks{-1};
+}  // namespace
+
 bool finite_checks_enabled() {
-  const char* v = std::getenv("NEMOTRON_CHECK_FINITE");  // read per call: cheap next to a layer
-  return v && *v && std::strcmp(v, "0") != 0;
+  int on = g_checks.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* v = std::getenv("NEMOTRON_CHECK_FINITE");
+    on = v && *v && std::strcmp(v, "0") != 0;
+    g_checks.store(on, std::memory_order_relaxed);
+  }
+  return on != 0;
 }
+
+void set_finite_checks(bool on) { g_checks.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 namespace {
 

@@ -1,7 +1,8 @@
 // A debugging aid for locating where NaN/Inf first appears: with NEMOTRON_CHECK_FINITE=1 in the
 // environment, the model checks each layer's activations and gradients as they are produced and
 // stops at the first non-finite one with an error naming it. Each check copies the tensor to the
-// host, so it is for hunting a fault, not for training runs; unset, a check is one branch.
+// host, so it is for hunting a fault, not for training runs; unset, a check is one branch. The
+// environment is read once, at the first check; set_finite_checks overrides it (tests, tools).
 #pragma once
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 namespace nemotron::model {
 
 bool finite_checks_enabled();
+void set_finite_checks(bool on);
 // Always on, for a host tensor: "" when every value is finite (or the dtype is not a float one),
 // else "N NaN and M Inf of K, first at element E". Scans in place (no copy), so it can check
 // every tensor a checkpoint load reads.

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "backend/cpu/parallel.h"
+#include "core/host_waits.h"
 #include "core/op_profiler.h"
 #include "ops/adamw.h"
 #include "ops/dispatch.h"
@@ -150,6 +151,7 @@ double grad_norm(Context& ctx, const AdamWTensors& list) {
     NM_CUDA_CHECK(grad_sum_sq_cuda(static_cast<const OptimizerSlot*>(list.device_->slots.raw()),
                                    static_cast<const OptimizerWork*>(list.device_->work.raw()), list.device_->items,
                                    &sq, cuda::cuda_stream(ctx)));
+    note_host_wait();
     return std::sqrt(sq);
   }
 #endif

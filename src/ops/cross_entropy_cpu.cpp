@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "backend/cpu/parallel.h"
+#include "core/host_waits.h"
 #include "core/op_profiler.h"
 #include "ops/cross_entropy.h"
 #include "ops/dispatch.h"
@@ -75,6 +76,7 @@ void cross_entropy_cuda(Context& ctx, const Tensor& logits, const Tensor& target
   a.N = logits.dim(0), a.V = logits.dim(1), a.grad_scale = static_cast<float>(grad_scale), a.bf16 = dt == DType::bf16;
   int64_t bad = -1;
   NM_CUDA_CHECK(softmax_cross_entropy_cuda(a, cuda::cuda_stream(ctx), &bad));
+  note_host_wait();
   if (bad >= 0) throw_bad_label(static_cast<int64_t>(t.slice(bad, bad + 1).to_f64_vector()[0]), bad, a.V);
 }
 #endif

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/cpu/parallel.h"
+#include "core/host_waits.h"
 #include "core/op_profiler.h"
 #include "ops/dispatch.h"
 #include "ops/embedding.h"
@@ -83,6 +84,7 @@ void forward_rows(Context& ctx, const Tensor& ids, const Tensor& w, int64_t voca
     a.w = w.raw(), a.y = y.raw();
     int64_t bad = -1;
     NM_CUDA_CHECK(embedding_forward_cuda(a, cuda::cuda_stream(ctx), &bad));
+    note_host_wait();
     if (bad >= 0) throw_bad_id(dids, bad, vocab_size);
     return;
   }
@@ -117,6 +119,7 @@ void backward_rows(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vo
     a.dy = dy.raw(), a.dw = static_cast<float*>(dw.raw());
     int64_t bad = -1;
     NM_CUDA_CHECK(embedding_backward_cuda(a, cuda::cuda_stream(ctx), &bad));
+    note_host_wait();
     if (bad >= 0) throw_bad_id(dids, bad, vocab_size);
     return;
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ops/grouped_gemm_wgmma.h"
+#include "ops/param_upload_cuda.h"
 
 namespace nemotron::ops {
 
@@ -339,7 +340,7 @@ cudaError_t grouped_gemm_wgmma_bf16_cuda(const GroupedGemmProblem* problems, int
   const size_t bytes = descs.size() * sizeof(Desc);
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&dev), bytes, st);
   if (err != cudaSuccess) return err;
-  err = cudaMemcpyAsync(dev, descs.data(), bytes, cudaMemcpyHostToDevice, st);
+  err = upload_by_params(dev, descs.data(), bytes, st);  // no pageable copy for the next kernel to wait behind
   const int n = static_cast<int>(descs.size());
   if (err == cudaSuccess) {
     if (a_kmajor && b_kmajor && !c_f32_accumulate) err = launch<true, true, false>(dev, n, tiles, st);

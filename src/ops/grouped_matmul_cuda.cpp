@@ -2,8 +2,9 @@
 // all three bf16 products run in our wgmma kernel (grouped_gemm_wgmma.cu). cuBLAS runs what that
 // kernel cannot (float32, row widths that are not multiples of 8, unaligned rows, GPUs other than
 // Hopper): all experts of one product in one cublasGemmGroupedBatchedEx (one group per non-empty
-// expert; its device pointer arrays are built on the host and copied once per call), or one
-// cublasGemmEx per expert where it has no grouped kernel for the dtypes (bf16 in, float32 out).
+// expert; its device pointer arrays are built on the host and uploaded as kernel parameters,
+// ops/param_upload_cuda.h), or one cublasGemmEx per expert where it has no grouped kernel for the
+// dtypes (bf16 in, float32 out).
 // Row-major [rows, cols] is column-major [cols, rows], so with x_e [r, in], W_e [out, in],
 // dy_e [r, out] (all row-major) the cuBLAS calls are
 //   y_e^T  [out, r]  = W_e^T(op T) . x_e^T            gemm(T, N, m=out, n=r,   k=in)
@@ -20,6 +21,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "ops/grouped_gemm_wgmma.h"
+#include "ops/param_upload_cuda.h"
 
 namespace nemotron::ops {
 
@@ -65,8 +67,7 @@ bool run_grouped(Context& ctx, cublasHandle_t h, const std::vector<Problem>& ps,
   cudaStream_t st = cuda::cuda_stream(ctx);
   void** dev = nullptr;
   NM_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), 3 * G * sizeof(void*), st));
-  // From pageable memory: staged before the call returns, so `ptrs` may go out of scope.
-  NM_CUDA_CHECK(cudaMemcpyAsync(dev, ptrs.data(), 3 * G * sizeof(void*), cudaMemcpyHostToDevice, st));
+  NM_CUDA_CHECK(upload_by_params(dev, ptrs.data(), 3 * G * sizeof(void*), st));  // `ptrs` may go out of scope
   cublasStatus_t status = cublasGemmGroupedBatchedEx(
       h, ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(), const_cast<const void* const*>(dev),
       cuda_type(ab), lda.data(), const_cast<const void* const*>(dev + G), cuda_type(ab), ldb.data(), betas.data(),
@@ -172,8 +173,7 @@ void grouped_linear_forward_counted_cuda(Context& ctx, const Tensor& x, const Te
   for (size_t e = 0; e < E; ++e) ptrs[e] = weights[e].raw();
   void** dev = nullptr;
   NM_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), E * sizeof(void*), st));
-  // From pageable memory: staged before the call returns (no wait for the stream).
-  NM_CUDA_CHECK(cudaMemcpyAsync(dev, ptrs.data(), E * sizeof(void*), cudaMemcpyHostToDevice, st));
+  NM_CUDA_CHECK(upload_by_params(dev, ptrs.data(), E * sizeof(void*), st));
   ExpertRowsGemm g;
   g.counts = static_cast<const int32_t*>(counts.raw());
   g.experts = static_cast<int>(E);

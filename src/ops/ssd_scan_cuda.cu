@@ -236,7 +236,13 @@ struct Scratch {
   }
 };
 
-// With NEMOTRON_SSD_PROFILE set, each call prints the time of its phases (synchronises: benchmarks only).
+// With a.profile or NEMOTRON_SSD_PROFILE set, each call prints the time of its phases (synchronises:
+// benchmarks only). The environment is read once: a getenv per call would sit on the step path.
+bool profile_env() {
+  static const bool on = std::getenv("NEMOTRON_SSD_PROFILE") != nullptr;
+  return on;
+}
+
 struct Phases {
   static constexpr int kMax = 16;
   bool on;
@@ -244,7 +250,7 @@ struct Phases {
   cudaEvent_t ev[kMax];
   const char* name[kMax];
   int n = 0;
-  explicit Phases(cudaStream_t st) : on(std::getenv("NEMOTRON_SSD_PROFILE") != nullptr), s(st) { mark("start"); }
+  Phases(const SsdScanCudaArgs& a, cudaStream_t st) : on(a.profile || profile_env()), s(st) { mark("start"); }
   void mark(const char* what) {
     if (!on || n >= kMax) return;
     cudaEventCreate(&ev[n]);
@@ -307,7 +313,7 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const Dims d = make_dims(a);
   const int64_t PN = int64_t(d.P) * d.N;
   Scratch sc{s};
-  Phases ph(s);
+  Phases ph(a, s);
   float* lam = nullptr;
   ssd::Decay dk;
   T *cb = nullptr, *sloc = nullptr, *sin = nullptr;
@@ -339,7 +345,7 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const int n_tiles = (d.P + ssd::kBN - 1) / ssd::kBN;
   const int slices = static_cast<int>(blocks_for(PN, kPassSlice));
   Scratch sc{s};
-  Phases ph(s);
+  Phases ph(a, s);
   float *lam = nullptr, *sdot = nullptr, *r1 = nullptr, *rx = nullptr, *rdd = nullptr;
   float *dA_part = nullptr, *dD_part = nullptr;
   ssd::Decay dk;

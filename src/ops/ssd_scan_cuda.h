@@ -25,6 +25,9 @@ struct SsdScanCudaArgs {
   int64_t B = 0, T = 0, nH = 0, P = 0, G = 1, N = 0, Q = 128;
   bool bf16 = false;
   const int32_t* seq_idx = nullptr;  // [B, T] packed-sequence ids (ssd_scan.h); null = one per row
+  // Print each phase's time (synchronises: benchmarks only). NEMOTRON_SSD_PROFILE in the
+  // environment (read once, at the first call) turns it on for every call.
+  bool profile = false;
 };
 
 cudaError_t ssd_scan_forward_cuda(const SsdScanCudaArgs& a, cudaStream_t stream);

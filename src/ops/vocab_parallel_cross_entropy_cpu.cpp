@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "backend/cpu/parallel.h"
+#include "core/host_waits.h"
 #include "core/op_profiler.h"
 #include "ops/dispatch.h"
 #include "ops/vocab_parallel_cross_entropy.h"
@@ -132,6 +133,7 @@ void vocab_shard_stats(Context& ctx, const Tensor& logits, const Tensor& targets
     a.N = N, a.Vl = Vl, a.vocab_begin = vocab_begin, a.vocab_size = host_check ? 0 : vocab_size;
     int64_t bad = -1;
     NM_CUDA_CHECK(vocab_shard_stats_cuda(a, cuda::cuda_stream(ctx), &bad));
+    if (a.vocab_size > 0) note_host_wait();  // the range check's read-back
     if (bad >= 0) throw_bad_target(static_cast<int64_t>(t.slice(bad, bad + 1).to_f64_vector()[0]), bad, vocab_size);
     return;
   }

@@ -65,7 +65,8 @@ void trunk_backward(Context& ctx, model::HybridModel& net, model::Activations& a
 
 MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
                                   int64_t micro_index, double grad_scale, model::ForwardStats* stats,
-                                  const MtpWeights* mtp, const std::function<void(int64_t)>* trunk_layer_done) {
+                                  const MtpWeights* mtp, const std::function<void(int64_t)>* trunk_layer_done,
+                                  bool defer_loss_read) {
   MicroBatchResult r;
   model::Activations act;
   Tensor x = net.forward(ctx, mb.input_ids, &act, stats, mb.layout());
@@ -81,7 +82,8 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
       for (size_t k = 0; k < r.mtp_sums.size(); ++k) r.mtp_objective += mtp->weight[k] * r.mtp_sums[k];
     }
     trunk_backward(ctx, net, act, dx, trunk_layer_done);
-    r.loss_sum = sum_on_host(values);  // read after the backward is queued: one wait per micro-batch
+    if (defer_loss_read) r.loss_values = values.clone();  // its own buffer: the CPU's arena is reset per micro-batch
+    else r.loss_sum = sum_on_host(values);  // read after the backward is queued
     return r;
   }
   const int64_t N = mb.labels.numel();
@@ -95,6 +97,28 @@ MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const m
   r.loss_sum = g.loss_sum;
   r.metrics = std::move(g.metrics);
   return r;
+}
+
+double sum_loss_values(const std::vector<Tensor>& values) {
+  if (values.empty()) return 0.0;
+  int64_t total = 0;
+  for (const Tensor& v : values) total += v.numel();
+  Tensor all = Tensor::empty({total}, values.front().dtype(), values.front().backend());
+  int64_t at = 0;
+  for (const Tensor& v : values) {  // device-to-device copies: queued, no wait
+    all.slice(at, at + v.numel()).copy_from(v.view({v.numel()}));
+    at += v.numel();
+  }
+  const std::vector<double> host = all.to_f64_vector();
+  double sum = 0;
+  at = 0;
+  for (const Tensor& v : values) {  // each micro-batch's sum first, as sum_on_host would give it
+    double s = 0;
+    for (int64_t i = 0; i < v.numel(); ++i) s += host[static_cast<size_t>(at + i)];
+    sum += s;
+    at += v.numel();
+  }
+  return sum;
 }
 
 double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
@@ -163,17 +187,24 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   StepResult r;
   r.normaliser = normaliser;
   Backend& backend = net_.params().backend();
+  // Every micro-batch on the device before the first forward: an upload waits for the stream (its
+  // host buffer may go right after), and a wait between micro-batches would empty the GPU's queue.
+  std::vector<model::Batch> on_device;
+  for (const model::Batch& mb : micro) on_device.push_back(batch_on(mb, backend));
   const MtpWeights mtp = mtp_weights(net_, micro, loss, normaliser, &dp);
   std::vector<double> mtp_sums(mtp.weight.size(), 0.0);
   double mtp_objective = 0;
+  std::vector<Tensor> loss_values;  // linear losses: read once after the last micro-batch
   for (size_t k = 0; k < micro.size(); ++k) {
     model::ForwardStats stats;
     ctx_.dropout = {true, cfg_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(k)};
     // The last micro-batch's backward completes each layer's gradients: their buckets start
     // their reduction over the data group while the earlier layers' backward runs.
     const bool last = k + 1 == micro.size();
-    MicroBatchResult m = forward_backward(ctx_, net_, batch_on(micro[k], backend), loss, static_cast<int64_t>(k),
-                                          inv_normaliser, &stats, &mtp, last ? reducer_->layer_hook() : nullptr);
+    MicroBatchResult m = forward_backward(ctx_, net_, on_device[k], loss, static_cast<int64_t>(k),
+                                          inv_normaliser, &stats, &mtp, last ? reducer_->layer_hook() : nullptr,
+                                          /*defer_loss_read=*/true);
+    if (m.loss_values.defined()) loss_values.push_back(std::move(m.loss_values));
     ctx_.dropout = {};  // evaluation and whatever else runs on this context drop nothing
     ws_.reset();
     balancer_.add(stats);
@@ -193,6 +224,7 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
     OpScope scope(ctx_, OpPhase::optimizer, "data_parallel_grad_reduce");
     reducer_->finish();  // all-reduced, or this rank's range reduce-scattered (distributed optimizer)
   }
+  r.loss_sum += sum_loss_values(loss_values);
   if (dp.size() > 1) {  // the step's sums over the whole global batch
     std::vector<double> sums{r.loss_sum, mtp_objective};
     for (double v : mtp_sums) sums.push_back(v);

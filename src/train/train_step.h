@@ -7,6 +7,10 @@
 //   gradient hook; global-norm clip; a finite check; AdamW at the given lr; MoE expert-bias
 //   update from the step's expert counts.
 // The loop around it (logging, evaluation, checkpoints, resume) is the Trainer's (trainer.h).
+// On a GPU the step waits for the device as little as it can (core/host_waits.h): every
+// micro-batch is uploaded before the first forward and the loss is read once, after the last
+// backward; what remains are the ops' own waits (range checks of token ids and labels, the MoE
+// expert counts) and the gradient norm's.
 // The CPU reduces in a fixed order, so the same inputs give bit-identical results.
 #pragma once
 #include <functional>
@@ -42,6 +46,9 @@ MtpWeights mtp_weights(const model::HybridModel& net, const std::vector<model::B
 // One micro-batch's part of a step.
 struct MicroBatchResult {
   double loss_sum = 0;                    // the loss's numerator over this micro-batch (main head)
+  // With defer_loss_read (linear losses): loss_sum stays 0 and this holds the per-token values,
+  // not yet read, whose sum it is (their own copy on the model's device: no host wait).
+  Tensor loss_values;
   std::map<std::string, double> metrics;  // the loss's metrics (general form only)
   std::vector<double> mtp_sums;           // per MTP depth: its cross-entropy sum (when MTP is on)
   double mtp_objective = 0;               // sum_k weight_k * mtp_sums[k-1]: MTP's part of the numerator
@@ -56,10 +63,16 @@ struct MicroBatchResult {
 // `mtp` on (linear losses only): the MTP depths' loss joins the objective with those weights.
 // `trunk_layer_done` (when given) is called as the trunk's backward completes each layer's
 // gradients (Context::on_layer_backward; data parallelism's overlapped reduction).
+// `defer_loss_read`: leave the main head's loss on the device (MicroBatchResult::loss_values)
+// instead of waiting for it; the step reads every micro-batch's at once (sum_loss_values).
 MicroBatchResult forward_backward(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,
                                   int64_t micro_index, double grad_scale, model::ForwardStats* stats = nullptr,
                                   const MtpWeights* mtp = nullptr,
-                                  const std::function<void(int64_t)>* trunk_layer_done = nullptr);
+                                  const std::function<void(int64_t)>* trunk_layer_done = nullptr,
+                                  bool defer_loss_read = false);
+// The sums of deferred loss values, added in order (as the micro-batches' loss_sum would be),
+// with one copy to the host: one wait for the whole step instead of one per micro-batch.
+double sum_loss_values(const std::vector<Tensor>& values);
 // Forward only: the loss's numerator over one batch (evaluation: the main head's loss only).
 // With `mtp` on, *mtp_objective (when given) receives MTP's part of the numerator.
 double forward_loss(Context& ctx, model::HybridModel& net, const model::Batch& mb, LossFn& loss,

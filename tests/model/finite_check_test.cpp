@@ -14,12 +14,12 @@ namespace nemotron::model {
 namespace {
 
 struct CheckFiniteOn {
-  CheckFiniteOn() { setenv("NEMOTRON_CHECK_FINITE", "1", 1); }
-  ~CheckFiniteOn() { unsetenv("NEMOTRON_CHECK_FINITE"); }
+  CheckFiniteOn() { set_finite_checks(true); }
+  ~CheckFiniteOn() { set_finite_checks(false); }
 };
 
 TEST(FiniteCheck, off_by_default_and_names_the_tensor_when_on) {
-  unsetenv("NEMOTRON_CHECK_FINITE");
+  set_finite_checks(false);
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   Tensor t = Tensor::from_vector<float>({2, 3}, {1.0f, static_cast<float>(nan), 2.0f, static_cast<float>(inf), 0.0f,
                                                  static_cast<float>(nan)});

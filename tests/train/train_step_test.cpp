@@ -233,6 +233,16 @@ TEST(TrainStep, general_loss_form_matches_the_fused_cross_entropy) {
   EXPECT_NEAR(sa.evaluate(micro[0], fused).mean(), sb.evaluate(micro[0], general).mean(), 1e-13);
 }
 
+// The step's one read of the deferred loss values: each micro-batch's sum, added in order.
+TEST(TrainStep, sum_loss_values_adds_each_micro_batch_in_order) {
+  const Tensor a = Tensor::from_vector<float>({3}, {0.5f, 1.25f, 2.0f});
+  const Tensor b = Tensor::from_vector<float>({2, 2}, {1e-3f, 4.0f, 0.0f, 8.5f});
+  EXPECT_EQ(sum_loss_values({}), 0.0);
+  const double sa = 0.5 + 1.25 + 2.0, sb = static_cast<double>(1e-3f) + 4.0 + 0.0 + 8.5;
+  EXPECT_EQ(sum_loss_values({a, b}), sa + sb);
+  EXPECT_EQ(sum_loss_values({b}), sb);
+}
+
 // Everything a step reads is what it was given: an inference forward between steps (a rollout,
 // an evaluation) leaves the MoE expert counts, the bias update and the weights as they would be.
 TEST(TrainStep, forwards_between_steps_do_not_touch_moe_balancing) {

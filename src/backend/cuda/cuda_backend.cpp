@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "core/host_waits.h"
 
 namespace nemotron::cuda {
 
@@ -139,18 +140,23 @@ void CudaBackend::fill_zero(void* ptr, size_t bytes) { NM_CUDA_CHECK(cudaMemsetA
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   NM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   NM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  note_host_wait();
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, size_t bytes) {
   NM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   NM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffer may be freed right after
+  note_host_wait();
 }
 
 void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   NM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaBackend::synchronize() { NM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  NM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  note_host_wait();
+}
 
 cublasHandle_t CudaBackend::cublas() {
   if (!cublas_) {

@@ -52,6 +52,10 @@ OpPhaseTimes CudaOpProfiler::collect() {
       ++t.calls[p];
       OpPhaseTimes::Op& o = t.ops[names_[i]];
       o.phase = phases_[i], o.ms += ms, ++o.calls;
+      if (i == 0) continue;
+      float gap = 0;
+      NM_CUDA_CHECK(cudaEventElapsedTime(&gap, pool_[2 * i - 1], pool_[2 * i]));
+      t.gap_before_ms[names_[i]] += gap;
     }
   }
   used_ = 0;

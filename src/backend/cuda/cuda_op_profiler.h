@@ -27,6 +27,10 @@ struct OpPhaseTimes {
     int64_t calls = 0;
   };
   std::map<std::string, Op> ops;  // by op name, for finding the costly ones within a phase
+  // The GPU time between one scope's end and the next one's start, by the name of the op that
+  // came next: where the queue ran dry (a host wait before it, slow host work, a copy or memset
+  // outside every op). Their sum is the recording's time outside ops after its first scope.
+  std::map<std::string, double> gap_before_ms;
 };
 
 class CudaOpProfiler final : public OpProfiler {
