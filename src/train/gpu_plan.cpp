@@ -73,14 +73,13 @@ std::string nodes_text(int nodes) {
 
 }  // namespace
 
+// What each mixer's saved struct holds beyond its input (model/*_mixer.h), per token; the probe
+// in gpu_plan_test.cpp measures them on the CPU.
 double mixer_saved_per_token(const ModelConfig& c, LayerKind kind, int64_t T) {
   const double t = static_cast<double>(T);
   switch (kind) {
-    case LayerKind::mamba:  // in_proj output, conv output, scan output, chunk states: all per head
-      return (static_cast<double>(c.mamba_in_proj_dim() + c.mamba_conv_dim() + c.mamba_d_inner()) +
-              static_cast<double>(c.mamba_num_heads * c.mamba_head_dim * c.ssm_state_size) /
-                  static_cast<double>(c.chunk_size)) /
-             t;
+    case LayerKind::mamba:  // the in_proj output (z, x, B, C, dt), the scan output, the gated norm's rstd
+      return static_cast<double>(c.mamba_in_proj_dim() + c.mamba_d_inner() + c.n_groups) / t;
     case LayerKind::attention: {  // q, k, v, attention output, lse: per head
       const double hd = static_cast<double>(c.attn_head_dim());
       const double nq = static_cast<double>(c.num_attention_heads), nkv = static_cast<double>(c.num_key_value_heads);
@@ -89,14 +88,15 @@ double mixer_saved_per_token(const ModelConfig& c, LayerKind kind, int64_t T) {
     case LayerKind::mlp:  // the up (and gate) projection outputs
       return static_cast<double>((c.gated_mlp() ? 2 : 1) * c.intermediate_size) / t;
     case LayerKind::moe: {
-      // Whole: router scores, choices and weights, each routed slot's input and (partial) output,
-      // the latent projections' input and output. Split: each slot's up output, the shared expert's.
+      // Whole: router scores, choices, weights and the dispatch permutation, each routed slot's
+      // input and (partial) output, the latent combine. Split: each slot's up output, the shared
+      // expert's.
       const double K = static_cast<double>(c.num_experts_per_tok), de = static_cast<double>(c.moe_expert_dim());
-      double v = static_cast<double>(c.n_routed_experts) + 2 * K + K * 2 * de +
+      double v = static_cast<double>(c.n_routed_experts) + 4 * K + K * 2 * de +
                  (K * static_cast<double>(c.moe_intermediate_size) +
                   static_cast<double>(c.moe_shared_expert_intermediate_size * c.n_shared_experts)) /
                      t;
-      if (c.moe_latent_size > 0) v += 2 * de;
+      if (c.moe_latent_size > 0) v += de;
       return v;
     }
     case LayerKind::linear: return 0;  // only its input, counted with the layer

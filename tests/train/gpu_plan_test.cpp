@@ -3,6 +3,7 @@
 // (split tensors 1/TP, whole ones in full); the per-GPU memory follows the layout; a TP run is
 // not refused for memory it does not need; the knob found fits; the tensor group's traffic
 // matches a hand count.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/hybrid_model.h"
@@ -171,6 +172,32 @@ TEST(GpuPlan, tensor_traffic_by_hand) {
   const double latent = 4.0 * 2 * 32 * 64 * 2;
   EXPECT_DOUBLE_EQ(tensor->buffer_bytes, micro * (reduced + gathered) + latent);
   EXPECT_DOUBLE_EQ(tensor->sent_bytes, micro * (reduced + gathered / 2) + latent);  // n = 2: 2(n-1)/n = 1
+}
+
+// The values per token a layer's mixer keeps, counted from the config, against what a forward
+// with saved activations holds on the CPU (float32; bytes in use before and after): each block
+// kind alone, the normed input, residual input, rstd and output subtracted. (The estimate of a
+// GPU run counts the same values in bf16.)
+TEST(GpuPlan, saved_activations_match_a_measured_forward) {
+  for (const char* pattern : {"M", "*", "-", "E"}) {
+    model::ModelConfig c = tiny_super({"model.num_nextn_predict_layers=0", "model.mtp_num_layers=0", "model.use_bias=false",
+                                       "model.attention_bias=false", "model.mlp_bias=false",
+                                       fmt::format("model.hybrid_override_pattern=\"{}\"", pattern)});
+    c.mtp_hybrid_override_pattern = "";
+    model::HybridModel net(c, host_backend(), DType::f32);
+    net.init(1);
+    const int64_t B = 2, T = 64, H = c.hidden_size;
+    std::vector<int32_t> ids(B * T);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7) % c.vocab_size);
+    const Tensor t = Tensor::from_vector<int32_t>({B, T}, ids);
+    Context ctx;
+    const size_t before = host_backend().bytes_in_use();
+    model::Activations act;
+    const Tensor x = net.forward(ctx, t, &act);
+    const double measured = static_cast<double>(host_backend().bytes_in_use() - before) / 4 / (B * T) - 3 * H - 1;
+    // (The MoE also keeps its E per-expert counts: 16 bytes per layer, not per token.)
+    EXPECT_NEAR(measured, train::mixer_saved_per_token(c, c.layer_kind(0), 1), 0.05) << pattern;
+  }
 }
 
 }  // namespace
