@@ -15,6 +15,9 @@
 // --expert-parallel P splits the MoE layers' experts over groups of P ranks (model/expert_exchange.h:
 // the routed rows cross the group by all-to-all, each GPU runs E / P experts on every member's
 // rows); the line then also gives the all-to-all's bus bandwidth on one layer's rows.
+// --tensor-parallel P splits heads, widths and the vocabulary over groups of P adjacent ranks
+// (model/tensor_split.h): the P ranks of a group train the same micro-batches, so tokens/s per GPU
+// is the group's over P, and MFU counts each GPU's own part of the model's FLOPs.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +50,7 @@ double bus_gbps(double bytes, double ms, int n) { return n > 1 ? 2.0 * (n - 1) /
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
   int64_t B = 4, T = 4096, allreduce_mib = 1024, bucket_mib = 0;
-  int steps = 10, accum = 1, ep = 1;
+  int steps = 10, accum = 1, ep = 1, tp = 1;
   CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "micro-batch size per GPU");
@@ -57,6 +60,8 @@ int main(int argc, char** argv) {
   app.add_option("--allreduce-mib", allreduce_mib, "size of the plain NCCL all-reduce that sets the ceiling");
   app.add_option("--bucket-mib", bucket_mib, "gradient bucket size (MiB of float32; Megatron: 40M elements)");
   app.add_option("--expert-parallel", ep, "expert_model_parallel_size (divides the GPUs and the routed experts)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--tensor-parallel", tp, "tensor_model_parallel_size (divides the GPUs, heads, groups, widths)")
       ->check(CLI::PositiveNumber);
   app.add_option("--results", results, "append one JSON line with the figures to this file (rank 0)");
   CLI11_PARSE(app, argc, argv);
@@ -70,7 +75,8 @@ int main(int argc, char** argv) {
     model::ModelConfig cfg = model::load_model_config(config);
     parallel::ParallelSizes sizes;
     sizes.expert = ep;
-    const parallel::RankLayout layout(sizes, world, {cfg.n_routed_experts}, "cuda_data_parallel --expert-parallel");
+    sizes.tensor = tp;
+    const parallel::RankLayout layout(sizes, world, {cfg.n_routed_experts}, "cuda_data_parallel");
     auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
     parallel::Communicator& dp = *groups->data;
     const double peak = measure_gemm_peak_tflops(ctx);
@@ -83,15 +89,17 @@ int main(int argc, char** argv) {
       plain_bus = bus_gbps(static_cast<double>(big.nbytes()), plain_ms, world);
     }
 
-    model::HybridModel net(cfg, gpu, DType::bf16, {groups->coords().expert, layout.expert()});
+    const parallel::RankCoords coords = groups->coords();
+    model::HybridModel net(cfg, gpu, DType::bf16, {coords.expert, layout.expert(), coords.tensor, layout.tensor()});
     net.init(1234);
     net.params().create_masters();
-    train::AdamW opt(net.params(), {}, nullptr, groups->expert.get());
+    train::AdamW opt(net.params(), {}, nullptr, groups->expert.get(), groups->tensor.get());
     train::StepConfig sc{1.0, {}, 1234, groups};
     if (bucket_mib > 0) sc.grad_bucket_elements = bucket_mib << 18;
     train::TrainStep step(net, opt, sc);
     train::MaskedCrossEntropy ce;
-    model::Batch batch = bench::random_train_batch(cfg, B, T, 99 + static_cast<uint64_t>(rank));
+    // The ranks of a tensor group train the same rows: a batch per data coordinate.
+    model::Batch batch = bench::random_train_batch(cfg, B, T, 99 + static_cast<uint64_t>(coords.data));
     batch.input_ids = batch.input_ids.to(gpu);
     batch.labels = batch.labels.to(gpu);
     const std::vector<model::Batch> micro(static_cast<size_t>(accum), batch);
@@ -119,7 +127,7 @@ int main(int argc, char** argv) {
       a2a_bus = static_cast<double>(ep - 1) / ep * static_cast<double>(a2a_bytes) / (a2a_ms * 1e-3) / 1e9;
     }
 
-    const double tokens_gpu = static_cast<double>(B * T * accum);
+    const double tokens_gpu = static_cast<double>(B * T * accum) / tp;
     const double tok_s_gpu = tokens_gpu / (step_ms * 1e-3);
     const double tflops_gpu = 3.0 * net.forward_flops_per_token(T) * tok_s_gpu / 1e12;
     // Every rank's figures, so the slowest GPU is seen.
@@ -150,7 +158,8 @@ int main(int argc, char** argv) {
                     "4 per MoE layer and step (not overlapped)\n",
                     static_cast<double>(a2a_bytes) / (1 << 20), a2a_ms, a2a_bus);
       nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
-                            {"expert_parallel", ep}, {"layout", layout.describe()}, {"a2a_ms", a2a_ms},
+                            {"expert_parallel", ep}, {"tensor_parallel", tp}, {"layout", layout.describe()},
+                            {"a2a_ms", a2a_ms},
                             {"a2a_bytes_per_gpu", a2a_bytes}, {"a2a_bus_gbps", a2a_bus},
                             {"batch", B}, {"seq_len", T}, {"grad_accum", accum}, {"step_ms", step_ms},
                             {"slowest_rank_step_ms", worst[0]}, {"tokens_per_s_per_gpu", tok_s_gpu},

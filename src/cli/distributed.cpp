@@ -109,7 +109,15 @@ void refuse_expert_parallel(const parallel::RankLayout& layout, const std::strin
 
 model::ModelShard model_shard(const parallel::ProcessGroups& groups) {
   const parallel::RankCoords c = groups.coords();
-  return {c.expert, groups.layout.expert(), c.tensor, groups.layout.tensor()};
+  return {c.expert, groups.layout.expert(), c.tensor, groups.layout.tensor(), groups.layout.sizes().sequence_parallel};
+}
+
+void check_sequence_split(const parallel::RankLayout& layout, int64_t seq_length, const std::string& source) {
+  if (!layout.sizes().sequence_parallel || seq_length % layout.tensor() == 0) return;
+  throw_config_error(source, "model.sequence_parallel",
+                     fmt::format("true splits each sequence's {} tokens (dataset.seq_length) over the {} tensor-parallel "
+                                 "ranks, which must divide it",
+                                 seq_length, layout.tensor()));
 }
 
 void refuse_tensor_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {

@@ -43,6 +43,9 @@ parallel::RankLayout run_layout(const model::ModelConfig& model, const std::stri
 void refuse_expert_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
 // The part of the model this rank builds.
 model::ModelShard model_shard(const parallel::ProcessGroups& groups);
+// InputError naming model.sequence_parallel when it is on and the tensor-parallel size does not
+// divide the sequence length (Megatron's rule: each rank holds seq_length / TP of every row).
+void check_sequence_split(const parallel::RankLayout& layout, int64_t seq_length, const std::string& source);
 // InputError naming model.tensor_model_parallel_size when the layout splits tensors and the
 // command cannot yet (`why` says what).
 void refuse_tensor_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);

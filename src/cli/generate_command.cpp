@@ -20,6 +20,7 @@
 #include "backend/cpu/parallel.h"
 #include "core/backend.h"
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "core/progress.h"
@@ -310,13 +311,7 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--max-seq-len", o->max_seq_len, "Prompt plus generated tokens at most")->capture_default_str();
   c->add_flag("--recompute", o->recompute,
               "Recompute every sequence from scratch at each step (the exact reference of the cached model; slow)");
-  c->add_option("--device", o->device,
-                "auto (a GPU when this build has CUDA and one is visible, else the CPU), cpu, cuda or cuda:N")
-      ->capture_default_str();
-  c->add_option("--dtype", o->dtype,
-                "Compute dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16 (CUDA), float64 (CPU)")
-      ->check(CLI::IsMember({"auto", "float32", "bfloat16", "float64"}))
-      ->capture_default_str();
+  add_inference_device_options(c, o->device, o->dtype);
   c->callback([o] { run_generate(*o); });
 }
 

@@ -20,6 +20,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/host_memory.h"
 #include "cli/stop_signals.h"
 #include "core/error.h"
@@ -226,13 +227,7 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
-  c->add_option("--device", o->device,
-                "auto (a GPU when this build has CUDA and one is visible, else the CPU), cpu, cuda or cuda:N")
-      ->capture_default_str();
-  c->add_option("--dtype", o->dtype,
-                "Compute dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16 (CUDA), float64 (CPU)")
-      ->check(CLI::IsMember({"auto", "float32", "bfloat16", "float64"}))
-      ->capture_default_str();
+  add_inference_device_options(c, o->device, o->dtype);
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
                 "per slot when that is more)");

@@ -102,6 +102,7 @@ int run_sft(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "sft", o.config);
   train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
+  check_sequence_split(layout, cfg.dataset.seq_length, path);
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {

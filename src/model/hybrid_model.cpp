@@ -5,6 +5,7 @@
 
 #include "model/finite_check.h"
 #include "model/mixer_factory.h"
+#include "model/sequence_split.h"
 #include "model/tensor_split.h"
 #include "model/vocab_parallel.h"
 #include "ops/cast.h"
@@ -16,6 +17,13 @@
 #include "parallel/process_groups.h"
 
 namespace nemotron::model {
+
+namespace {
+// {B, T} of a call from its targets (a flat [N] is one row of N).
+Shape rows_of(const Tensor& targets) {
+  return targets.rank() == 2 ? targets.shape() : Shape({1, targets.numel()});
+}
+}  // namespace
 
 int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens) {
   // 1 GiB of logits: few enough chunks that the LM head GEMMs stay large and the float32 dW is
@@ -35,6 +43,7 @@ HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, 
   embed_ = &add_split(store_, names.embedding, {V, H}, vocab, true);
   trunk_ = std::make_unique<LayerStack>(cfg_, layer_specs(cfg_), store_, 0, shard_);
   norm_f_ = &store_.add(names.final_norm, {H}, false);
+  norm_f_->shard.grad_partial_over_tensor = shard_.sequence_split();  // it sees this rank's rows
   if (!cfg_.tie_word_embeddings) lm_head_ = &add_split(store_, "lm_head.weight", {V, H}, vocab, true);
   for (int64_t b = 0; b < cfg_.num_nextn_predict_layers; ++b)
     mtp_.push_back(std::make_unique<MtpBlock>(cfg_, store_, b, shard_));
@@ -55,13 +64,17 @@ void HybridModel::init(uint64_t seed) {
 Tensor HybridModel::forward(Context& ctx, const Tensor& ids, Activations* act, ForwardStats* stats,
                             const SequenceLayout& layout) {
   NM_CHECK(ids.rank() == 2, "input_ids must be [B, T], got {}", ids.shape().str());
-  if (act) act->input_ids = ids, act->layout = layout;
-  if (stats) stats->moe.clear(), stats->mtp_moe.clear();
   const int64_t B = ids.dim(0), T = ids.dim(1), H = cfg_.hidden_size;
+  SequenceLayout lay = layout;
+  if (shard_.sequence_split()) lay.rows = Shape({B, T});
+  if (act) act->input_ids = ids, act->layout = lay;
+  if (stats) stats->moe.clear(), stats->mtp_moe.clear();
   Tensor x = ctx.empty({B, T, H}, store_.dtype());
-  embed_tokens(ctx, ids, *embed_, cfg_.vocab_size, x);
+  // Sequence parallelism: the vocabulary's partial lookups summed into this rank's rows.
+  embed_tokens(ctx, ids, *embed_, cfg_.vocab_size, x, shard_.sequence_split());
+  if (shard_.sequence_split()) x = scatter_sequence(ctx, x);
   check_finite(x, "embedding output");
-  return trunk_->forward(ctx, x, act ? &act->layers : nullptr, stats ? &stats->moe : nullptr, layout, recompute());
+  return trunk_->forward(ctx, x, act ? &act->layers : nullptr, stats ? &stats->moe : nullptr, lay, recompute());
 }
 
 Tensor HybridModel::head(Context& ctx, const Tensor& x, const Tensor& targets, const Tensor& weights, double scale,
@@ -95,11 +108,14 @@ void HybridModel::set_logit_temperature(double t) {
 Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& targets, const Tensor& weights,
                                  double scale, Tensor* dhout) {
   Param& W = head_weight();
-  const int64_t H = cfg_.hidden_size, V = W.value.dim(0), N = hin.numel() / H;  // V: this rank's vocabulary rows
+  // Sequence parallelism: h holds this rank's rows; the head runs on every row of the call.
+  const bool rows_split = shard_.sequence_split();
+  const Tensor hall = rows_split ? gather_sequence(ctx, hin, rows_of(targets)) : hin;
+  const int64_t H = cfg_.hidden_size, V = W.value.dim(0), N = hall.numel() / H;  // V: this rank's vocabulary rows
   DType dt = store_.dtype();
   NM_CHECK(targets.numel() == N, "targets {} for {} tokens", targets.shape().str(), N);
   NM_CHECK(!weights.defined() || weights.numel() == N, "weights {} for {} tokens", weights.shape().str(), N);
-  Tensor h = hin.view({N, H});
+  Tensor h = hall.view({N, H});
   Tensor labels = targets.view({N});
   Tensor mask = weights.defined() ? weights.view({N}) : Tensor();
   Tensor dh = dhout ? ctx.empty({N, H}, dt) : Tensor();
@@ -119,8 +135,10 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
       ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
     }
   }
-  // A split head: each rank's vocabulary rows give part of dh.
-  if (dhout && W.tensor_split()) parallel::groups_of(ctx).tensor->all_reduce(dh);
+  // A split head: each rank's vocabulary rows give part of dh (summed into this rank's rows under
+  // sequence parallelism).
+  if (dhout && rows_split) dh = scatter_sequence(ctx, dh).view(hin.shape());
+  else if (dhout && W.tensor_split()) parallel::groups_of(ctx).tensor->all_reduce(dh);
   if (dhout) *dhout = dh;
   return out;
 }
@@ -134,7 +152,8 @@ std::vector<double> HybridModel::mtp_loss(Context& ctx, const Tensor& x, const B
   NM_CHECK(D > 0, "mtp_loss: the model has no MTP block");
   NM_CHECK(static_cast<int64_t>(scales.size()) == D, "mtp_loss: {} scales for {} depths", scales.size(), D);
   const DType dt = store_.dtype();
-  const SequenceLayout layout = mb.layout();
+  SequenceLayout layout = mb.layout();
+  if (shard_.sequence_split()) layout.rows = Shape({mb.input_ids.dim(0), mb.input_ids.dim(1)});
   if (stats) stats->mtp_moe.clear();
   Tensor xf = x.view({N, H});
   Tensor h = ctx.empty(x.shape(), dt), rstd0 = ctx.empty({N}, stat_dtype(dt));
@@ -183,6 +202,7 @@ Tensor HybridModel::token_logprobs(Context& ctx, const Tensor& ids, const Tensor
 
 Tensor HybridModel::logits(Context& ctx, const Tensor& ids, const SequenceLayout& layout) {
   Tensor x = forward(ctx, ids, nullptr, nullptr, layout);
+  if (shard_.sequence_split()) x = gather_sequence(ctx, x, Shape({ids.dim(0), ids.dim(1)}));
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, N = x.numel() / H;
   DType dt = store_.dtype();
   Tensor h = ctx.empty({N, H}, dt), rstd = ctx.empty({N}, stat_dtype(dt));
@@ -228,7 +248,10 @@ Tensor HybridModel::head_on_rows(Context& ctx, const Tensor& x, DType logits_dty
 
 Tensor HybridModel::head_logits(Context& ctx, const Tensor& x, const std::vector<int64_t>& rows, DType logits_dtype) {
   const int64_t H = cfg_.hidden_size;
-  return head_on_rows(ctx, gather_rows(ctx, x.view({x.numel() / H, H}), rows), logits_dtype);
+  // Sequence parallelism: forward() left this rank's rows; the rows asked for are the call's.
+  const Tensor all = shard_.sequence_split() ? gather_sequence(ctx, x, Shape({1, x.numel() / H * shard_.tensor_size}))
+                                             : x;
+  return head_on_rows(ctx, gather_rows(ctx, all.view({all.numel() / H, H}), rows), logits_dtype);
 }
 
 DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
@@ -304,7 +327,10 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
 
 void HybridModel::backward(Context& ctx, Activations& act, Tensor& dx) {
   trunk_->backward(ctx, act.layers, dx, act.layout);
-  if (embed_->requires_grad) embed_tokens_backward(ctx, act.input_ids, dx, *embed_);
+  if (!embed_->requires_grad) return;
+  // Sequence parallelism: every rank's rows of dx, for the lookups of this rank's vocabulary.
+  const Tensor dall = shard_.sequence_split() ? gather_sequence(ctx, dx, act.layout.rows) : dx;
+  embed_tokens_backward(ctx, act.input_ids, dall, *embed_);
 }
 
 double HybridModel::forward_flops_per_token(int64_t T) const {

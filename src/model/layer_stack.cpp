@@ -2,6 +2,7 @@
 
 #include "model/finite_check.h"
 #include "model/mixer_factory.h"
+#include "model/sequence_split.h"
 #include "ops/elementwise.h"
 #include "ops/rmsnorm.h"
 #include "parallel/process_groups.h"
@@ -10,12 +11,41 @@ namespace nemotron::model {
 
 LayerStack::LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store,
                        int64_t first_index, const ModelShard& shard)
-    : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), first_index_(first_index) {
+    : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), first_index_(first_index), sequence_split_(shard.sequence_split()) {
   for (size_t i = 0; i < specs.size(); ++i) {
     norms_.push_back(&store.add(specs[i].norm, {cfg.hidden_size}, false));
     mixers_.push_back(make_mixer(cfg, specs[i], store, first_index + static_cast<int64_t>(i), shard));
     moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
+    // Sequence parallelism: the norm sees this rank's rows only, and so does a whole (unsplit)
+    // per-token mixer.
+    if (sequence_split_) {
+      norms_.back()->shard.grad_partial_over_tensor = true;
+      if (!mixers_.back()->split_over_tensor())
+        for (Param* p : store.all())
+          if (p->name.rfind(specs[i].prefix, 0) == 0) p->shard.grad_partial_over_tensor = true;
+    }
   }
+}
+
+// A split mixer on the normed rows h: under sequence parallelism on the rows every tensor rank
+// gathers, its partial output summed back into this rank's rows; otherwise on h, summed over the
+// group (Megatron's row-parallel all-reduce). A whole mixer runs on h as it is.
+Tensor LayerStack::run_mixer(Context& ctx, size_t i, const Tensor& h, std::unique_ptr<MixerSaved>* ms,
+                             std::vector<MoeLayerStats>* stats, const SequenceLayout& layout) {
+  Mixer& m = *mixers_[i];
+  const bool split = m.split_over_tensor();
+  const Tensor in = split && sequence_split_ ? gather_sequence(ctx, h, layout.rows) : h;
+  Tensor out;
+  if (stats && moe_[i]) {
+    stats->emplace_back();
+    out = moe_[i]->forward(ctx, in, ms, &stats->back());
+  } else {
+    out = m.forward(ctx, in, ms, layout);
+  }
+  if (!split) return out;
+  if (sequence_split_) return scatter_sequence(ctx, out);
+  parallel::groups_of(ctx).tensor->all_reduce(out);
+  return out;
 }
 
 void LayerStack::init(uint64_t seed) {
@@ -46,15 +76,7 @@ Tensor LayerStack::forward(Context& ctx, Tensor x, std::vector<LayerSaved>* save
     const bool keep = saved && !recompute;
     check_finite(h, "layer {} normed input", li);
     std::unique_ptr<MixerSaved>* ms = keep ? &(*saved)[i].mixer : nullptr;
-    if (stats && moe_[i]) {
-      stats->emplace_back();
-      out = moe_[i]->forward(ctx, h, ms, &stats->back());
-    } else {
-      out = mixers_[i]->forward(ctx, h, ms, layout);
-    }
-    // A mixer split over the tensor group returned its part of the sum (Megatron's row-parallel
-    // all-reduce).
-    if (mixers_[i]->split_over_tensor()) parallel::groups_of(ctx).tensor->all_reduce(out);
+    out = run_mixer(ctx, i, h, ms, stats, layout);
     check_finite(out, "layer {} ({}) output", li, layer_kind_name(kind(i)));
     if (saved) (*saved)[i].x_in = x, (*saved)[i].rstd = rstd;
   }
@@ -77,13 +99,22 @@ void LayerStack::backward(Context& ctx, std::vector<LayerSaved>& saved, Tensor& 
     if (!s.mixer) {  // recompute: the normed input, then the mixer's forward with its saved state
       Tensor h = ctx.empty(s.x_in.shape(), s.x_in.dtype()), rstd = ctx.empty({N}, stat_dtype(s.x_in.dtype()));
       ops::rmsnorm_forward(ctx, s.x_in, norms_[i]->value, eps_, h, rstd);
-      mixers_[i]->forward(ctx, h, &s.mixer, layout);
+      const bool gather = sequence_split_ && mixers_[i]->split_over_tensor();
+      mixers_[i]->forward(ctx, gather ? gather_sequence(ctx, h, layout.rows) : h, &s.mixer, layout);
     }
     check_finite(dx, "layer {} output gradient", li);
-    Tensor du = mixers_[i]->backward(ctx, *s.mixer, dx);
-    // Each tensor rank's column-parallel projections give part of du (Megatron's all-reduce in the
-    // backward of copy_to_tensor_model_parallel_region).
-    if (mixers_[i]->split_over_tensor()) parallel::groups_of(ctx).tensor->all_reduce(du);
+    // The adjoints of run_mixer's: a split mixer's output gradient gathered (sequence parallel),
+    // its partial input gradient (each rank's column-parallel projections give part of du) summed
+    // over the group into this rank's rows, or whole.
+    Tensor du;
+    if (!mixers_[i]->split_over_tensor()) {
+      du = mixers_[i]->backward(ctx, *s.mixer, dx);
+    } else if (sequence_split_) {
+      du = scatter_sequence(ctx, mixers_[i]->backward(ctx, *s.mixer, gather_sequence(ctx, dx, layout.rows)));
+    } else {
+      du = mixers_[i]->backward(ctx, *s.mixer, dx);
+      parallel::groups_of(ctx).tensor->all_reduce(du);
+    }
     check_finite(du, "layer {} ({}) input gradient", li, layer_kind_name(kind(i)));
     s.mixer.reset();
     // The residual join, fused and in place: dx_in = dx_out + d(norm branch).

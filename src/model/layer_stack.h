@@ -34,7 +34,8 @@ class LayerStack {
   const std::vector<std::unique_ptr<Mixer>>& mixers() const { return mixers_; }
   const std::vector<Param*>& norms() const { return norms_; }
 
-  // x [B, T, H] -> the stream after every layer. `saved` null: inference; else what backward()
+  // x [B, T, H] -> the stream after every layer (under sequence parallelism x and the result are
+  // this rank's rows [1, N / TP, H] and layout.rows the whole call's {B, T}). `saved` null: inference; else what backward()
   // needs (only inputs and norm statistics when `recompute`). `stats`, when given, receives each
   // MoE layer's routing statistics (appended, in layer order).
   Tensor forward(Context& ctx, Tensor x, std::vector<LayerSaved>* saved, std::vector<MoeLayerStats>* stats,
@@ -50,6 +51,10 @@ class LayerStack {
   std::vector<std::unique_ptr<Mixer>> mixers_;
   std::vector<MoeMixer*> moe_;  // per layer: the MoE mixer, or null
   std::vector<Param*> norms_;
+  bool sequence_split_ = false;  // ModelShard::sequence_split(): x holds this rank's rows only
+
+  Tensor run_mixer(Context& ctx, size_t i, const Tensor& h, std::unique_ptr<MixerSaved>* ms,
+                   std::vector<MoeLayerStats>* stats, const SequenceLayout& layout);
 };
 
 }  // namespace nemotron::model

@@ -21,6 +21,9 @@ namespace nemotron::model {
 struct SequenceLayout {
   Tensor seq_idx;
   Tensor position_ids;
+  // Sequence parallelism (model/sequence_split.h): {B, T} of the whole call, whose rows the
+  // tensor group's ranks hold in parts between the mixers; empty otherwise.
+  Shape rows;
 };
 
 struct MixerSaved {

@@ -17,7 +17,12 @@ struct ModelShard {
   // contiguous blocks, this rank holding block tensor_rank of each (model/tensor_split.h). A
   // mixer then returns its part of the output, which the layer stack sums over the tensor group.
   int tensor_rank = 0, tensor_size = 1;
+  // Sequence parallelism (model/sequence_split.h): between the split mixers each tensor rank holds
+  // only its share of the rows; whole parameters fed by those rows (norms, MTP's projection, a
+  // whole mixer) then get gradients that are partial over the tensor group.
+  bool sequence_parallel = false;
   bool tensor_parallel() const { return tensor_size > 1; }
+  bool sequence_split() const { return tensor_size > 1 && sequence_parallel; }
   bool operator==(const ModelShard&) const = default;
 };
 

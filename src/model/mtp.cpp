@@ -8,6 +8,7 @@
 #include "model/hybrid_model.h"
 #include "ops/embedding.h"
 #include "model/vocab_parallel.h"
+#include "model/sequence_split.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 
@@ -68,6 +69,9 @@ MtpBlock::MtpBlock(const ModelConfig& cfg, ParamStore& store, int64_t b, const M
   stack_ = std::make_unique<LayerStack>(cfg, mtp_layer_specs(cfg, b), store,
                                         cfg.num_layers() + first, shard);
   final_norm_ = &store.add(name(first + P - 1) + "final_layernorm.weight", {H_}, false);
+  // Sequence parallelism: the block's own norms and eh_proj see this rank's rows only.
+  sequence_split_ = shard.sequence_split();
+  for (Param* p : {enorm_, hnorm_, eh_proj_, final_norm_}) p->shard.grad_partial_over_tensor = sequence_split_;
 }
 
 void MtpBlock::init(uint64_t seed) {
@@ -84,8 +88,15 @@ Tensor MtpBlock::forward(Context& ctx, const Tensor& h_prev, const Tensor& ids, 
   const Shape shape = h_prev.shape();
   const int64_t N = h_prev.numel() / H_;
   const DType dt = h_prev.dtype(), st = stat_dtype(dt);
-  Tensor e = ctx.empty({N, H_}, dt);
-  embed_tokens(ctx, ids, embed, vocab_size_, e);
+  Tensor e;
+  if (sequence_split_) {  // the call's lookups, summed into this rank's rows
+    Tensor all = ctx.empty({ids.numel(), H_}, dt);
+    embed_tokens(ctx, ids, embed, vocab_size_, all, true);
+    e = scatter_sequence(ctx, all).view({N, H_});
+  } else {
+    e = ctx.empty({N, H_}, dt);
+    embed_tokens(ctx, ids, embed, vocab_size_, e);
+  }
   // enorm(e) and hnorm(h) stacked as [2N, H], then interleaved into the concat [N, 2H].
   Tensor stacked = ctx.empty({2 * N, H_}, dt), rstd_e = ctx.empty({N}, st), rstd_h = ctx.empty({N}, st);
   Tensor en = stacked.slice(0, N), hn = stacked.slice(N, 2 * N);
@@ -133,7 +144,8 @@ Tensor MtpBlock::backward(Context& ctx, MtpDepthSaved& s, const Tensor& dh, Para
   Tensor d_hnorm = grad_sink(ctx, *hnorm_);
   ops::rmsnorm_backward(ctx, s.h_prev.view({N, H_}), hnorm_->value, s.rstd_h, dstacked.slice(N, 2 * N), dh_prev_rows,
                         d_hnorm);
-  if (embed.requires_grad) embed_tokens_backward(ctx, s.ids, de, embed);
+  if (embed.requires_grad)
+    embed_tokens_backward(ctx, s.ids, sequence_split_ ? gather_sequence(ctx, de, layout.rows) : de, embed);
   s = MtpDepthSaved{};
   return dh_prev;
 }

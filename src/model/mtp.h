@@ -58,6 +58,7 @@ class MtpBlock {
 
  private:
   int64_t H_, vocab_size_;
+  bool sequence_split_ = false;  // ModelShard::sequence_split(): h holds this rank's rows only
   float eps_;
   Param *enorm_, *hnorm_, *eh_proj_, *final_norm_;
   double init_std_;

@@ -11,10 +11,10 @@ namespace {
 int64_t vocab_begin(const Param& table) { return table.global_offset()[0]; }
 }  // namespace
 
-void embed_tokens(Context& ctx, const Tensor& ids, const Param& table, int64_t vocab_size, Tensor& x) {
+void embed_tokens(Context& ctx, const Tensor& ids, const Param& table, int64_t vocab_size, Tensor& x, bool partial) {
   if (!table.tensor_split()) return ops::embedding_forward(ctx, ids, table.value, x);
   ops::embedding_forward_range(ctx, ids, table.value, vocab_begin(table), vocab_size, x);
-  parallel::groups_of(ctx).tensor->all_reduce(x);
+  if (!partial) parallel::groups_of(ctx).tensor->all_reduce(x);
 }
 
 void embed_tokens_backward(Context& ctx, const Tensor& ids, const Tensor& dx, Param& table) {

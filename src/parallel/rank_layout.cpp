@@ -17,8 +17,8 @@ RankLayout::RankLayout(const ParallelSizes& sizes, int world, const LayoutModelF
                         std::pair{"context_parallel_size", sizes.context},
                         std::pair{"expert_model_parallel_size", sizes.expert}})
     if (v < 1) fail(key, fmt::format("expected a positive integer, got {}", v));
-  // Context and sequence parallelism are the rest of issue 23: the groups exist so they fit, the
-  // model code does not split sequences yet. Say so before anything starts rather than train
+  // Context parallelism is the rest of issue 23: the groups exist so they fit, the model code does
+  // not split sequences over it yet. Say so before anything starts rather than train
   // something else.
   if (sizes.context > 1)
     fail("context_parallel_size",
@@ -26,9 +26,6 @@ RankLayout::RankLayout(const ParallelSizes& sizes, int world, const LayoutModelF
   if (sizes.sequence_parallel && sizes.tensor == 1)
     fail("sequence_parallel", "true needs model.tensor_model_parallel_size > 1 (sequence parallelism splits the "
                               "tensor-parallel group's activations)");
-  if (sizes.sequence_parallel)
-    fail("sequence_parallel", "true: sequence parallelism is not implemented yet in this build (set false; tensor "
-                              "parallelism is)");
   if (sizes.tensor > 1)
     for (const auto& [key, size] : model.tensor_split)
       if (size % sizes.tensor != 0)

@@ -94,7 +94,7 @@ else
 fi
 
 # Bad layouts: one line naming the key (rank 0's), exit 2, nothing trained.
-bad_layout() {
+bad_run_layout() {  # NAME NP MESSAGE OVERRIDES...: the tiny run with them refused, nothing trained
   local name=$1 np=$2 message=$3
   shift 3
   "${MPIRUN[@]}" -np $np "${run[@]}" checkpoint.save="$TMP/bad" "$@" >"$TMP/out" 2>"$TMP/err"
@@ -106,17 +106,17 @@ bad_layout() {
   echo "ok: $name"
 }
 recipe=recipes/super3/pretrain/tiny.yaml
-bad_layout "EP not dividing the experts" 3 \
+bad_run_layout "EP not dividing the experts" 3 \
   "$recipe: model.expert_model_parallel_size: 3 does not divide model.n_routed_experts 4" model.expert_model_parallel_size=3
-bad_layout "EP larger than the data ranks" 2 \
+bad_run_layout "EP larger than the data ranks" 2 \
   "$recipe: model.expert_model_parallel_size: 4 does not divide the 2 data x context parallel ranks (world size 2 / tensor 1); experts are split within them" \
   model.expert_model_parallel_size=4
-bad_layout "a global batch that does not split over the ranks" 3 \
+bad_run_layout "a global batch that does not split over the ranks" 3 \
   "$recipe: train.global_batch_size: 8 is not a multiple of train.micro_batch_size 2 x 3 data-parallel ranks = 6 (every rank runs whole micro-batches; change either, or the number of ranks)"
-bad_layout "context parallelism not yet" 2 \
+bad_run_layout "context parallelism not yet" 2 \
   "$recipe: model.context_parallel_size: 2: context parallelism is not implemented yet in this build (set 1)" \
   model.context_parallel_size=2
-bad_layout "sequence parallelism not yet" 2 \
+bad_run_layout "sequence parallelism not yet" 2 \
   "$recipe: model.sequence_parallel: true: sequence parallelism is not implemented yet in this build (set false; tensor parallelism is)" \
   model.tensor_model_parallel_size=2 model.sequence_parallel=true
 

@@ -55,17 +55,7 @@ if mpi 2 ep2zto1 "${zero[@]}" checkpoint.load="$TMP/ep2dp4zero" checkpoint.save=
   same_run "EP 2 in DP 4 (distributed optimizer) checkpoint resumed at DP 2, EP 1" "$TMP/ep2zto1" 6 5
 fi
 
-# Layouts that cannot run: one line naming the key (rank 0's), exit 2, nothing trained.
-bad_layout() {  # NAME NP MESSAGE CMD...
-  local name=$1 np=$2 message=$3
-  shift 3
-  "${MPIRUN[@]}" -np "$np" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2: $(head -3 "$TMP/err")"; return; fi
-  [[ $(grep -c '^error: ' "$TMP/err") -eq 1 ]] || { fail "$name: not one error line: $(grep '^error' "$TMP/err")"; return; }
-  grep -qF "error: $message" "$TMP/err" || { fail "$name: stderr was [$(grep '^error' "$TMP/err")], expected [error: $message]"; return; }
-  echo "ok: $name"
-}
+# Layouts that cannot run (mpi_lib.sh's bad_layout).
 bad_layout "EP on a model without routed experts" 2 \
   "recipes/nano3/pretrain/tiny.yaml: model.expert_model_parallel_size: 2: the model has no routed experts (no E layer in hybrid_override_pattern)" \
   "$BIN" nano3 pretrain -c tiny dataset.mock=true model.hybrid_override_pattern='M*M' model.expert_model_parallel_size=2

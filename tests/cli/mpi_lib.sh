@@ -72,3 +72,16 @@ mpi() {
   local rc=$?
   [[ $rc -eq 0 ]] || { fail "$name: mpirun -np $np: exit $rc: $(tail -5 "$TMP/err.$name")"; return 1; }
 }
+
+# bad_layout NAME NP MESSAGE CMD...: a layout that cannot run: one line naming the key (rank 0's),
+# exit 2, nothing trained.
+bad_layout() {
+  local name=$1 np=$2 message=$3
+  shift 3
+  "${MPIRUN[@]}" -np "$np" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2: $(head -3 "$TMP/err")"; return; fi
+  [[ $(grep -c '^error: ' "$TMP/err") -eq 1 ]] || { fail "$name: not one error line: $(grep '^error' "$TMP/err")"; return; }
+  grep -qF "error: $message" "$TMP/err" || { fail "$name: stderr was [$(grep '^error' "$TMP/err")], expected [error: $message]"; return; }
+  echo "ok: $name"
+}

@@ -9,8 +9,8 @@
 # sums the mixers' partial outputs and input gradients over the group (Megatron's row-parallel
 # all-reduce and its adjoint).
 # The layouts: TP 2, TP 4 (with 4 KV heads and 4 Mamba groups, which TP 4 must divide), TP 2 x
-# DP 2, TP 2 x EP 2 (DP 2, the experts split over the data ranks and by width), and TP 2 x DP 2
-# with the distributed optimizer. Every loss (train, MTP, grad norm, validation) and the weights at
+# DP 2, TP 2 x EP 2 (DP 2, the experts split over the data ranks and by width), TP 2 x DP 2 with
+# the distributed optimizer, and sequence parallelism at TP 2, TP 4 and TP 2 x EP 2 (+ ZeRO). Every loss (train, MTP, grad norm, validation) and the weights at
 # iteration 4 must equal the single process's within float32 rounding of another summation order
 # (cli.data_parallel's tolerances). Then a TP 2 checkpoint continues in one process and at TP 4
 # (with the TP 4 model) as the uninterrupted single process; then the layouts that cannot run.
@@ -52,6 +52,12 @@ layout tp4 4 wide1 model.tensor_model_parallel_size=4 "${wide[@]}"
 layout tp2dp2 4 dp1 model.tensor_model_parallel_size=2
 layout tp2ep2 4 dp1 model.tensor_model_parallel_size=2 model.expert_model_parallel_size=2
 layout tp2dp2zero 4 dp1 model.tensor_model_parallel_size=2 "${zero[@]}"
+# Sequence parallelism: between the split mixers each rank holds half (a quarter) of the rows;
+# all-gathers and reduce-scatters replace the all-reduces; norms' gradients summed over the group.
+layout tp2sp 2 dp1 model.tensor_model_parallel_size=2 model.sequence_parallel=true
+layout tp4sp 4 wide1 model.tensor_model_parallel_size=4 model.sequence_parallel=true "${wide[@]}"
+layout tp2spep2 4 dp1 model.tensor_model_parallel_size=2 model.sequence_parallel=true model.expert_model_parallel_size=2 \
+  "${zero[@]}"
 grep -q '^rank layout: DP 2 x EP 2 x TP 2 x CP 1 over 4 ranks' "$TMP/out.tp2ep2" ||
   fail "the run does not print its layout: $(head -20 "$TMP/out.tp2ep2")"
 
@@ -86,17 +92,7 @@ if mpi 4 wide1to4 model.tensor_model_parallel_size=4 "${wide[@]}" checkpoint.loa
   same_run_wide "one process's checkpoint resumed at TP 4" "$TMP/wide1to4" 6 5
 fi
 
-# Layouts that cannot run: one line naming the key (rank 0's), exit 2, nothing trained.
-bad_layout() {  # NAME NP MESSAGE CMD...
-  local name=$1 np=$2 message=$3
-  shift 3
-  "${MPIRUN[@]}" -np "$np" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then fail "$name: exit $rc, expected 2: $(head -3 "$TMP/err")"; return; fi
-  [[ $(grep -c '^error: ' "$TMP/err") -eq 1 ]] || { fail "$name: not one error line: $(grep '^error' "$TMP/err")"; return; }
-  grep -qF "error: $message" "$TMP/err" || { fail "$name: stderr was [$(grep '^error' "$TMP/err")], expected [error: $message]"; return; }
-  echo "ok: $name"
-}
+# Layouts that cannot run (mpi_lib.sh's bad_layout).
 bad_layout "TP not dividing the KV heads" 4 \
   "recipes/super3/pretrain/tiny.yaml: model.tensor_model_parallel_size: 4 does not divide model.num_key_value_heads = 2 (tensor parallelism splits it)" \
   "${run[@]}" model.tensor_model_parallel_size=4 model.n_groups=4
@@ -106,8 +102,11 @@ bad_layout "TP not dividing the Mamba groups" 4 \
 bad_layout "TP not dividing the world" 2 \
   "recipes/super3/pretrain/tiny.yaml: model.tensor_model_parallel_size: 4 x model.context_parallel_size 1 = 4 does not divide the world size 2 (ranks started by the launcher)" \
   "${run[@]}" model.tensor_model_parallel_size=4 "${wide[@]}"
+bad_layout "SP not dividing the sequence" 2 \
+  "recipes/super3/pretrain/tiny.yaml: model.sequence_parallel: true splits each sequence's 127 tokens (dataset.seq_length) over the 2 tensor-parallel ranks, which must divide it" \
+  "${run[@]}" model.tensor_model_parallel_size=2 model.sequence_parallel=true dataset.seq_length=127
 bad_layout "GRPO under TP" 2 \
   "recipes/super3/rl/tiny.yaml: model.tensor_model_parallel_size: 2: GRPO's rollouts do not run tensor-parallel yet (the generation engine holds whole layers) (set 1: data and expert parallelism are)" \
   "$BIN" super3 rl -c tiny model.tensor_model_parallel_size=2
 
-finish "tensor parallelism (TP 2, TP 4, TP 2 x DP 2, TP 2 x EP 2, with the distributed optimizer; DeciLM at TP 2) equals one process, its checkpoints load at other layouts; layouts it cannot run refused"
+finish "tensor parallelism (TP 2, TP 4, TP 2 x DP 2, TP 2 x EP 2, with the distributed optimizer, with sequence parallelism; DeciLM at TP 2) equals one process, its checkpoints load at other layouts; layouts it cannot run refused"
