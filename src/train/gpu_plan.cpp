@@ -44,11 +44,13 @@ bool is_split(LayerKind k) { return k != LayerKind::linear; }
 bool is_moe(LayerKind k) { return k == LayerKind::moe; }
 
 // Values per token a layer keeps in bf16 (the float32 rstd counts as 2): with recompute only its
-// residual input and norm statistics, else also the norm output and the mixer's tensors.
-double layer_kept(const ModelConfig& c, const LayerSpec& s, int64_t T, bool recompute) {
+// residual input and norm statistics, else also the mixer's input and its tensors. Under
+// sequence parallelism (`S` = TP, else 1) the residual stream and the norm are on N / S rows, and a
+// split mixer keeps the input it gathered whole.
+double layer_kept(const ModelConfig& c, const LayerSpec& s, int64_t T, double S, bool recompute) {
   const double H = static_cast<double>(c.hidden_size);
-  if (recompute) return H + 2;
-  return 2 * H + 2 + mixer_saved_per_token(model::sized_for(c, s), s.kind, T);
+  if (recompute) return (H + 2) / S;
+  return (H + 2) / S + (is_split(s.kind) ? H : H / S) + mixer_saved_per_token(model::sized_for(c, s), s.kind, T);
 }
 
 // Ring algorithms: what each of n ranks sends for a buffer of b bytes.
@@ -138,15 +140,17 @@ GpuMemory gpu_memory(const GpuPlanInput& in, const parallel::RankLayout& layout)
   // Activations of one micro-batch (mbs x seq tokens on every rank: no context parallelism).
   const Passes ps = passes(c);
   const double H = static_cast<double>(c.hidden_size), N = static_cast<double>(in.micro_batch_size * in.seq_length);
+  const double S = c.parallel.sequence_parallel && T > 1 ? static_cast<double>(T) : 1.0;
   for (const bool recompute : {false, true}) {
-    double per_token = 2 * H + 2;  // the final norm's input and output
+    // The final norm's input and output (the head gathers its rows under sequence parallelism).
+    double per_token = (2 * H + 2) / S + (S > 1 ? H : 0.0);
     double busiest = 0;             // recompute: the layer whose forward is rerun holds its whole set meanwhile
     for (const std::vector<LayerSpec>* specs : {&ps.trunk, &ps.mtp})
       for (const LayerSpec& s : *specs) {
-        per_token += layer_kept(c, s, T, recompute);
-        if (recompute) busiest = std::max(busiest, layer_kept(c, s, T, false) - layer_kept(c, s, T, true));
+        per_token += layer_kept(c, s, T, S, recompute);
+        if (recompute) busiest = std::max(busiest, layer_kept(c, s, T, S, false) - layer_kept(c, s, T, S, true));
       }
-    per_token += static_cast<double>(ps.depths) * (5 * H + 6);  // MTP: embedding, input, concat, output
+    per_token += static_cast<double>(ps.depths) * (5 * H + 6) / S;  // MTP: embedding, input, concat, output
     const int64_t V = c.vocab_size / T;  // the logits' columns on this rank, one chunk at a time
     const double logits = static_cast<double>(model::head_rows_per_chunk(V, DType::bf16, in.micro_batch_size * in.seq_length)) *
                           static_cast<double>(V);
@@ -190,7 +194,23 @@ std::vector<GroupTraffic> step_traffic(const GpuPlanInput& in, const parallel::R
         fmt::format("all-reduce of the {} float32 gradients of the held experts", model::human_count(experts)),
         kF32 * experts, all_reduce_sent(kF32 * experts, layout.expert_data()));
   const int tp = layout.tensor();
-  if (tp > 1) {
+  if (tp > 1 && c.parallel.sequence_parallel) {
+    // Sequence parallelism: each split layer all-gathers its input and reduce-scatters its output
+    // (the adjoints in the backward, and the input gathered again by a recomputed forward); the
+    // embedding reduce-scatters and the head gathers its rows (and back) per pass; the loss's
+    // all-gather and the MoE combine weights as without. Per step: the whole parameters'
+    // gradients, partial over the group (norms, MTP projections, whole mixers, latent projections).
+    const double heads = static_cast<double>(1 + ps.depths), split = static_cast<double>(split_layers);
+    const double spread = kBf16 * N * H * ((recompute ? 5 : 4) * split + 3 * heads) + heads * kF32 * 3 * N * tp;
+    const double reduced = kF32 * N * static_cast<double>(c.num_experts_per_tok * moe_layers);
+    const double whole = kF32 * static_cast<double>(m.params.whole);
+    add("tensor", layout.tensor_group(0),
+        fmt::format("{} micro-batch(es) x ({} all-gathers / reduce-scatters of [{} x {}] bf16 per split layer ({}), "
+                    "the embedding's and head's, the loss's all-gather), the whole parameters' gradients",
+                    micro, recompute ? 5 : 4, N, H, split_layers),
+        micro * (spread + reduced) + whole,
+        micro * (spread_sent(spread, tp) + all_reduce_sent(reduced, tp)) + all_reduce_sent(whole, tp));
+  } else if (tp > 1) {
     // Per micro-batch: each split layer's output (forward) and input gradient (backward); the
     // vocab-parallel embedding's output and the head's input gradient per pass (trunk + MTP
     // depths); the MoE combine weights' gradient (float32 [N, K]); the loss's all-gather of 3
@@ -229,42 +249,47 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
   const int64_t per_node = in.ranks_per_node > 0 ? in.ranks_per_node : 8;
   // Candidates: each knob at its current value or turned; the cost says how much the change
   // slows a step (the distributed optimizer almost nothing; more expert parallelism an
-  // all-to-all; tensor parallelism an all-reduce per layer; recompute a third more compute;
-  // smaller micro-batches smaller GEMMs), and the cheapest sum that fits wins.
+  // all-to-all; tensor parallelism an all-reduce per layer; sequence parallelism the same bytes
+  // in other collectives; recompute a third more compute; smaller micro-batches smaller GEMMs),
+  // and the cheapest sum that fits wins.
   for (const bool dist : {in.distributed_optimizer, true})
     for (int64_t ep = now.expert; ep <= std::max<int64_t>(now.expert, model::routed_experts(c)); ep *= 2)
       for (int64_t tp = now.tensor; tp <= std::max<int64_t>(now.tensor, per_node); tp *= 2)
         for (const bool rc : {c.recompute_granularity == "full", true})
-          for (int64_t mbs = in.micro_batch_size; mbs >= 1; mbs /= 2) {
-            double cost = 0;
-            std::vector<std::string> o;
-            if (dist != in.distributed_optimizer) cost += 1, o.push_back("ddp.use_distributed_optimizer=true");
-            for (int64_t e = now.expert; e < ep; e *= 2) cost += 2;
-            if (ep != now.expert) o.push_back(fmt::format("model.expert_model_parallel_size={}", ep));
-            for (int64_t t = now.tensor; t < tp; t *= 2) cost += 3;
-            if (tp != now.tensor) o.push_back(fmt::format("model.tensor_model_parallel_size={}", tp));
-            if (rc != (c.recompute_granularity == "full")) cost += 4, o.push_back("model.recompute_granularity=full");
-            for (int64_t b = in.micro_batch_size; b > mbs; b /= 2) cost += 4;
-            if (mbs != in.micro_batch_size) o.push_back(fmt::format("train.micro_batch_size={}", mbs));
-            if (o.empty() || cost > best_cost) continue;
-            GpuPlanInput t = in;
-            t.model.parallel.expert = ep;
-            t.model.parallel.tensor = tp;
-            t.model.recompute_granularity = rc ? "full" : "";
-            t.micro_batch_size = mbs;
-            t.distributed_optimizer = dist;
-            double total = 0;
-            try {
-              const parallel::RankLayout l = layout_of(t);
-              if (t.global_batch_size % (mbs * l.data()) != 0) continue;
-              total = gpu_memory(t, l).total();
-            } catch (const InputError&) {
-              continue;  // a layout the model or the world does not divide
+          for (const bool sp : {now.sequence_parallel, true})
+            for (int64_t mbs = in.micro_batch_size; mbs >= 1; mbs /= 2) {
+              if (sp && (tp == 1 || in.seq_length % tp != 0)) continue;
+              double cost = 0;
+              std::vector<std::string> o;
+              if (dist != in.distributed_optimizer) cost += 1, o.push_back("ddp.use_distributed_optimizer=true");
+              if (sp != now.sequence_parallel) cost += 1, o.push_back("model.sequence_parallel=true");
+              for (int64_t e = now.expert; e < ep; e *= 2) cost += 2;
+              if (ep != now.expert) o.push_back(fmt::format("model.expert_model_parallel_size={}", ep));
+              for (int64_t t = now.tensor; t < tp; t *= 2) cost += 3;
+              if (tp != now.tensor) o.push_back(fmt::format("model.tensor_model_parallel_size={}", tp));
+              if (rc != (c.recompute_granularity == "full")) cost += 4, o.push_back("model.recompute_granularity=full");
+              for (int64_t b = in.micro_batch_size; b > mbs; b /= 2) cost += 4;
+              if (mbs != in.micro_batch_size) o.push_back(fmt::format("train.micro_batch_size={}", mbs));
+              if (o.empty() || cost > best_cost) continue;
+              GpuPlanInput t = in;
+              t.model.parallel.expert = ep;
+              t.model.parallel.tensor = tp;
+              t.model.parallel.sequence_parallel = sp;
+              t.model.recompute_granularity = rc ? "full" : "";
+              t.micro_batch_size = mbs;
+              t.distributed_optimizer = dist;
+              double total = 0;
+              try {
+                const parallel::RankLayout l = layout_of(t);
+                if (t.global_batch_size % (mbs * l.data()) != 0) continue;
+                total = gpu_memory(t, l).total();
+              } catch (const InputError&) {
+                continue;  // a layout the model or the world does not divide
+              }
+              if (total > gpu_bytes || (cost == best_cost && total >= best.memory)) continue;
+              best = {o, total, true};
+              best_cost = cost;
             }
-            if (total > gpu_bytes || (cost == best_cost && total >= best.memory)) continue;
-            best = {o, total, true};
-            best_cost = cost;
-          }
   return best;
 }
 
@@ -274,8 +299,8 @@ std::string knob_line(const GpuPlanInput& in, double need, double gpu_bytes) {
   const Knob k = find_knob(in, gpu_bytes);
   if (!k.fits)
     return fmt::format(
-        "knob: nothing fits {} per GPU on {} GPU(s), even with the distributed optimizer, recompute, micro-batch 1 and "
-        "every tensor (within a node) and expert parallel size: use more nodes (about {:.0f}x the GPUs) or a smaller "
+        "knob: nothing fits {} per GPU on {} GPU(s), even with the distributed optimizer, recompute, micro-batch 1, "
+        "sequence parallelism and every tensor (within a node) and expert parallel size: use more nodes (about {:.0f}x the GPUs) or a smaller "
         "model",
         human_bytes(gpu_bytes), in.world, std::ceil(need / gpu_bytes));
   return fmt::format("knob: set {} (about {} per GPU)", fmt::join(k.overrides, " "), human_bytes(k.memory));

@@ -6,7 +6,8 @@
 //    leaves expert-parallel experts whole, train/adamw.h); the activations one micro-batch keeps
 //    for the backward in bf16, with and without model.recompute_granularity=full. Tensor
 //    parallelism divides what lives inside a mixer (heads, widths, the logits' vocabulary); the
-//    residual stream and the normed input are whole on every rank (no sequence parallelism).
+//    residual stream and the normed input are whole on every rank unless model.sequence_parallel
+//    splits the stream's rows (a split mixer still keeps the input it gathers whole).
 //    Transient buffers, allocator slack and the MoE's routing imbalance are not counted.
 //  - Communication per optimizer step per group: the bytes of the collectives' buffers and the
 //    bytes each rank sends over the wire with ring algorithms (all-reduce 2(n-1)/n of the buffer,

@@ -200,5 +200,36 @@ TEST(GpuPlan, saved_activations_match_a_measured_forward) {
   }
 }
 
+// Sequence parallelism: the residual stream's rows split over the tensor group (a split mixer
+// still keeps the input it gathers whole), and the tensor group's bytes in all-gathers and
+// reduce-scatters, plus the whole parameters' partial gradients once per step.
+TEST(GpuPlan, sequence_parallelism_splits_the_stream_and_changes_the_collectives) {
+  const model::ModelConfig c = tiny_super();
+  train::GpuPlanInput tp = input(c, 4, 2), sp = tp;
+  sp.model.parallel.sequence_parallel = true;
+  const train::GpuMemory a = train::gpu_memory(tp, layout(tp)), b = train::gpu_memory(sp, layout(sp));
+  EXPECT_EQ(b.weights, a.weights);
+  EXPECT_LT(b.activations_kept, a.activations_kept);
+  EXPECT_LT(b.activations_recompute, a.activations_recompute);
+  const std::vector<train::GroupTraffic> t = train::step_traffic(sp, layout(sp));
+  const train::GroupTraffic* tensor = nullptr;
+  for (const train::GroupTraffic& g : t)
+    if (g.group == "tensor") tensor = &g;
+  ASSERT_NE(tensor, nullptr);
+  // 10 split layers x 4 of [N, H] bf16, 3 passes x (embedding reduce-scatter, head all-gather and
+  // its adjoint) + the loss's all-gather; the MoE combine weights' all-reduce (3 MoE layers, top-2).
+  const double N = 128, H = 64, micro = 4;
+  const double spread = 2 * N * H * (4 * 10 + 3 * 3) + 3 * 4 * 3 * N * 2, reduced = 4 * N * 2 * 3;
+  const double whole = 4.0 * static_cast<double>(b.params.whole);
+  EXPECT_DOUBLE_EQ(tensor->buffer_bytes, micro * (spread + reduced) + whole);
+  EXPECT_DOUBLE_EQ(tensor->sent_bytes, micro * (spread / 2 + reduced) + whole);
+  // The knob may turn it on: with the optimizer already sharded, just under the TP 2 run's total,
+  // sequence parallelism alone fits.
+  tp.distributed_optimizer = true;
+  const train::Knob k = train::find_knob(tp, train::gpu_memory(tp, layout(tp)).total() - 1);
+  ASSERT_TRUE(k.fits);
+  EXPECT_EQ(k.overrides, std::vector<std::string>{"model.sequence_parallel=true"});
+}
+
 }  // namespace
 }  // namespace nemotron::testing
