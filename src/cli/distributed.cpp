@@ -2,12 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/config_tree.h"
 #include "core/error.h"
-#include "model/layer_spec.h"
+#include "model/shard_sizes.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/rank_layout.h"
 
@@ -70,70 +71,34 @@ std::string rank_device(const std::string& device, const std::string& source) {
   return fmt::format("cuda:{}", l.local_rank);
 }
 
-namespace {
-int64_t routed_experts(const model::ModelConfig& model) {
-  const bool moe = model.hybrid_override_pattern.find('E') != std::string::npos ||
-                   model.mtp_hybrid_override_pattern.find('E') != std::string::npos;
-  return moe ? model.n_routed_experts : 0;
-}
 
-// What tensor parallelism splits, for the layers this model has (trunk and MTP blocks).
-std::vector<std::pair<std::string, int64_t>> tensor_split_sizes(const model::ModelConfig& m) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  auto add = [&](std::string key, int64_t v) {
-    for (const auto& [k, x] : out)
-      if (k == key && x == v) return;
-    out.emplace_back(std::move(key), v);
-  };
-  add("model.vocab_size", m.vocab_size);  // the embedding and the head split by vocabulary rows
-  std::vector<model::LayerSpec> specs = model::layer_specs(m);
-  for (int64_t b = 0; b < m.num_nextn_predict_layers; ++b)
-    for (model::LayerSpec& s : model::mtp_layer_specs(m, b)) specs.push_back(s);
-  for (const model::LayerSpec& s : specs) {
-    switch (s.kind) {
-      case model::LayerKind::attention:
-        add("model.num_attention_heads", m.num_attention_heads);
-        if (s.num_key_value_heads > 0 && s.num_key_value_heads != m.num_key_value_heads)
-          add(fmt::format("the KV heads of layer {} (block_configs)", s.block), s.num_key_value_heads);
-        else
-          add("model.num_key_value_heads", m.num_key_value_heads);
-        break;
-      case model::LayerKind::mamba:
-        add("model.mamba_num_heads", m.mamba_num_heads);
-        add("model.n_groups", m.n_groups);
-        break;
-      case model::LayerKind::mlp:
-        if (s.intermediate_size != m.intermediate_size)
-          add(fmt::format("the FFN width of layer {} (block_configs)", s.block), s.intermediate_size);
-        else
-          add("model.intermediate_size", m.intermediate_size);
-        break;
-      case model::LayerKind::moe:
-        add("model.moe_intermediate_size", m.moe_intermediate_size);
-        if (m.n_shared_experts > 0 && m.moe_shared_expert_intermediate_size > 0)
-          add("model.moe_shared_expert_intermediate_size x model.n_shared_experts",
-              m.moe_shared_expert_intermediate_size * m.n_shared_experts);
-        break;
-      case model::LayerKind::linear: break;  // whole on every rank
-    }
-  }
-  return out;
-}
-
-parallel::LayoutModelFacts layout_facts(const model::ModelConfig& m) {
-  return {routed_experts(m), tensor_split_sizes(m)};
-}
-
-}  // namespace
-
-std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model) {
+std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model, int64_t ranks_per_node) {
   std::string s = "rank layout: " + layout.describe() + "\n";
-  for (const std::string& line : layout.rank_table(routed_experts(model))) s += "  " + line + "\n";
+  const std::vector<std::string> table = layout.rank_table(model::routed_experts(model));
+  // A big world shows its first ranks, the rule that gives every other rank, and its last.
+  const int shown = layout.world() <= kFullRankTable ? layout.world() : std::max(8, std::min(16, layout.tensor() * 2));
+  auto row = [&](int r) {
+    const std::string where =
+        ranks_per_node > 0 ? fmt::format(" (node {}, GPU {})", r / ranks_per_node, r % ranks_per_node) : "";
+    const std::string& t = table[static_cast<size_t>(r)];
+    const size_t colon = t.find(':');
+    s += "  " + t.substr(0, colon) + where + t.substr(colon) + "\n";
+  };
+  for (int r = 0; r < shown; ++r) row(r);
+  if (shown < layout.world()) {
+    s += fmt::format("  ... rank = tp + {} x (cp + {} x dp); ep = (cp + {} x dp) mod {}, edp = (cp + {} x dp) / {}{}\n",
+                     layout.tensor(), layout.context(), layout.context(), layout.expert(), layout.context(),
+                     layout.expert(),
+                     ranks_per_node > 0 ? fmt::format("; node = rank / {}, GPU = rank mod {}", ranks_per_node,
+                                                      ranks_per_node)
+                                        : std::string());
+    row(layout.world() - 1);
+  }
   return s;
 }
 
 parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source, int world) {
-  return parallel::RankLayout(model.parallel, world > 0 ? world : launch_info().size, layout_facts(model), source);
+  return parallel::RankLayout(model.parallel, world > 0 ? world : launch_info().size, model::layout_facts(model), source);
 }
 
 void refuse_expert_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {

@@ -49,8 +49,12 @@ void check_sequence_split(const parallel::RankLayout& layout, int64_t seq_length
 // InputError naming model.tensor_model_parallel_size when the layout splits tensors and the
 // command cannot yet (`why` says what).
 void refuse_tensor_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
-// Its rank table for a dry run: "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks" and one line per rank.
-std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model);
+// Its rank table for a dry run: "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks" and one line per rank
+// (with its node and GPU when `ranks_per_node` > 0); a world of more than kFullRankTable ranks
+// shows its first ranks, the rule for the others and its last rank.
+constexpr int kFullRankTable = 32;
+std::string layout_text(const parallel::RankLayout& layout, const model::ModelConfig& model,
+                        int64_t ranks_per_node = 0);
 // Its groups over the world (NCCL on `backend` when it is a GPU; MPI on the host otherwise).
 std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,
                                                                    Backend* backend);

@@ -26,7 +26,8 @@ const std::vector<std::string> kReserved = {"wandb", "artifacts", "cache", "cli"
 const std::vector<std::string> kKeys = {
     "extends",        "executor",        "nproc_per_node", "nodes",         "ntasks_per_node", "gpus_per_node",
     "cpus_per_task",  "account",         "partition",      "run_partition", "batch_partition", "time",
-    "mem",            "exclusive",       "container_image", "container",    "mounts",          "startup_commands"};
+    "mem",            "exclusive",       "container_image", "container",    "mounts",          "startup_commands",
+    "gpu_memory_gib"};
 
 std::string type_name(const toml::node& v) {
   switch (v.type()) {
@@ -80,6 +81,12 @@ void apply_keys(EnvProfile& p, const toml::table& t, const Reader& r) {
       if (!v.is_integer() || v.as_integer()->get() < 0) r.fail(key, "expected an integer >= 0, got " + type_name(v));
       p.gpus_per_node = v.as_integer()->get();
     } else if (key == "cpus_per_task") p.cpus_per_task = r.positive(key, v);
+    else if (key == "gpu_memory_gib") {
+      const double g = v.is_integer() ? static_cast<double>(v.as_integer()->get())
+                                      : v.is_floating_point() ? v.as_floating_point()->get() : -1.0;
+      if (!(g > 0)) r.fail(key, "expected a positive number of GiB, got " + type_name(v));
+      p.gpu_memory_gib = g;
+    }
     else if (key == "account") p.account = r.str(key, v);
     else if (key == "partition") p.partition = r.str(key, v);
     else if (key == "run_partition") p.run_partition = r.str(key, v);

@@ -17,6 +17,7 @@ struct EnvProfile {
   int64_t nproc_per_node = 1;                    // local
   int64_t nodes = 1, ntasks_per_node = 1;        // slurm
   int64_t gpus_per_node = 0, cpus_per_task = 0;  // 0: not asked for
+  double gpu_memory_gib = 0;  // each GPU's memory for the dry run's planner (0: assume an 80 GiB H100)
   std::string account, partition, run_partition, batch_partition;
   std::string time = "04:00:00", mem;
   bool exclusive = false;
@@ -25,6 +26,7 @@ struct EnvProfile {
 
   // Ranks the profile starts: nproc_per_node (local) or nodes x ntasks_per_node (slurm).
   int64_t world_size() const { return executor == "local" ? nproc_per_node : nodes * ntasks_per_node; }
+  int64_t ranks_per_node() const { return executor == "local" ? nproc_per_node : ntasks_per_node; }
 };
 
 // The env.toml that applies from `start_dir`: the first found walking up to the root; "" if none.

@@ -253,6 +253,8 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
   planned.run_profile.clear();
   planned.batch_profile.clear();
   planned.planned_world_size = static_cast<int>(p.world_size());
+  planned.planned_ranks_per_node = p.ranks_per_node();
+  planned.planned_gpu_bytes = p.gpu_memory_gib * 1024.0 * 1024.0 * 1024.0;
   planned.dry_run = true;
   if (o.dry_run) {
     std::printf("%s\n%s", banner.c_str(), batch ? fmt::format("{} (not written):\n", script.string()).c_str() : "");

@@ -31,6 +31,7 @@
 #include "model/model_info.h"
 #include "train/compute_device.h"
 #include "train/data_sources.h"
+#include "train/gpu_plan.h"
 #include "train/plan.h"
 #include "train/trainer.h"
 
@@ -64,7 +65,7 @@ int run_pretrain(const TrainingCommandOptions& o) {
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
-      if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+      std::fputs(layout_plan_text(o, layout, cfg, cfg.model).c_str(), stdout);
     }
     return 0;
   }
@@ -84,10 +85,9 @@ int run_pretrain(const TrainingCommandOptions& o) {
   train::ComputeDevice dev = train::open_compute_device(cfg);
   // The planner before the weights exist: a model that cannot fit is one line, not an allocation
   // failure minutes in.
-  const int64_t optimizer_shards = cfg.ddp.use_distributed_optimizer ? layout.data() : 1;
-  if (const std::string why = train::gpu_memory_shortfall(
-          train::estimate_memory(cfg), static_cast<double>(dev.backend->available_bytes()), optimizer_shards,
-          layout.expert());
+  // Per GPU of this layout: tensor- and expert-parallel ranks hold their part of the model.
+  if (const std::string why = train::gpu_memory_shortfall(train::gpu_plan_input(cfg, cfg.model, layout.world()),
+                                                          static_cast<double>(dev.backend->available_bytes()));
       !why.empty())
     throw InputError(fmt::format("{}: {}: {}", path, dev.backend->name(), why));
   std::shared_ptr<const parallel::ProcessGroups> groups = make_process_groups(layout, dev.backend);

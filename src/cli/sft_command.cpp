@@ -116,7 +116,10 @@ int run_sft(const TrainingCommandOptions& o) {
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
-      if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+      std::fputs(layout_plan_text(o, layout, cfg, cfg.model,
+                                  cfg.peft ? model::lora_param_count(cfg.model, *cfg.peft) : -1)
+                     .c_str(),
+                 stdout);
     }
     return 0;
   }

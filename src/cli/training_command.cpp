@@ -16,6 +16,7 @@
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
 #include "core/error.h"
+#include "train/gpu_plan.h"
 #include "train/run_dir.h"
 
 namespace nemotron::cli {
@@ -85,6 +86,16 @@ train::SaveStageHook test_crash_hook() {
       std::raise(SIGKILL);
     }
   };
+}
+
+std::string layout_plan_text(const TrainingCommandOptions& o, const parallel::RankLayout& layout,
+                             const train::TrainLoopConfig& cfg, const model::ModelConfig& model, int64_t lora_params) {
+  std::string s = layout.world() > 1 ? layout_text(layout, model, o.planned_ranks_per_node) : "";
+  const bool assumed = o.planned_gpu_bytes <= 0;
+  return s + train::gpu_plan_text(
+                 train::gpu_plan_input(cfg, model, layout.world(), o.planned_ranks_per_node, lora_params),
+                 assumed ? train::kDefaultGpuBytes : o.planned_gpu_bytes,
+                 assumed ? "assumed: an 80 GB H100; set gpu_memory_gib in the env.toml profile" : "the profile's gpu_memory_gib");
 }
 
 train::TrainerOptions trainer_options(const std::string& save_dir, std::vector<std::string> artifact_inputs) {

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "model/model_config.h"
+#include "parallel/rank_layout.h"
+#include "train/train_loop_config.h"
 #include "train/trainer.h"
 
 namespace CLI {
@@ -27,6 +30,10 @@ struct TrainingCommandOptions {
   std::string run_profile, batch_profile, env_file;
   // The world a --dry-run of a launch plans for (0: this process's launcher, as when running).
   int planned_world_size = 0;
+  // Of that launch's profile: ranks per node and each GPU's memory in bytes (0: unknown), for the
+  // dry run's per-GPU plan.
+  int64_t planned_ranks_per_node = 0;
+  double planned_gpu_bytes = 0;
   // With dry_run: print nothing, only load and validate (a launch checks the command this way
   // before it starts ranks or submits a job, so a bad config is one line here, not in a job log).
   bool quiet = false;
@@ -44,6 +51,13 @@ void add_training_command(CLI::App& app, const std::string& stage, const std::st
 // Trainer options of a command: the stop query answered by the SIGTERM/SIGINT handlers, and a
 // model artifact published after every save (cli/artifact_publish.h) with `artifact_inputs`
 // (the data directory, the checkpoint a fine-tune starts from) as its inputs.
+// The dry run's tail: the rank layout (compact for big worlds, with each rank's node and GPU when
+// a launch profile says how many a node runs) and the per-GPU plan (train/gpu_plan.h).
+// `lora_params` >= 0: only that many LoRA parameters train.
+std::string layout_plan_text(const TrainingCommandOptions& o, const parallel::RankLayout& layout,
+                             const train::TrainLoopConfig& cfg, const model::ModelConfig& model,
+                             int64_t lora_params = -1);
+
 train::TrainerOptions trainer_options(const std::string& save_dir = "",
                                       std::vector<std::string> artifact_inputs = {});
 

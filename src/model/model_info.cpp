@@ -42,7 +42,7 @@ int64_t mixer_matrix_params(const ModelConfig& c, LayerKind kind, bool active) {
   return 0;
 }
 
-int64_t mixer_vector_params(const ModelConfig& c, LayerKind kind) {
+int64_t mixer_vector_params(const ModelConfig& c, LayerKind kind, bool active) {
   const int64_t H = c.hidden_size;
   switch (kind) {
     case LayerKind::mamba: {
@@ -56,8 +56,9 @@ int64_t mixer_vector_params(const ModelConfig& c, LayerKind kind) {
       return c.attention_bias ? (c.num_attention_heads + 2 * c.num_key_value_heads) * c.attn_head_dim() + H : 0;
     case LayerKind::mlp:
       return c.mlp_bias ? (c.gated_mlp() ? 2 : 1) * c.intermediate_size + H : 0;
-    case LayerKind::moe: {  // e_score_correction_bias [E]; the shared expert is an MLP (mlp_bias)
+    case LayerKind::moe: {  // e_score_correction_bias [E]; the experts and shared expert are MLPs (mlp_bias)
       int64_t p = c.n_routed_experts;
+      if (c.mlp_bias) p += (active ? c.num_experts_per_tok : c.n_routed_experts) * (c.moe_intermediate_size + c.moe_expert_dim());
       if (c.mlp_bias && shared_width(c) > 0) p += shared_width(c) + H;
       return p;
     }
@@ -103,11 +104,11 @@ double attention_flops_per_token(const ModelConfig& c, int64_t T) {
 }  // namespace
 
 int64_t mixer_params(const ModelConfig& c, LayerKind kind) {
-  return mixer_matrix_params(c, kind, /*active=*/false) + mixer_vector_params(c, kind);
+  return mixer_matrix_params(c, kind, /*active=*/false) + mixer_vector_params(c, kind, false);
 }
 
 int64_t mixer_active_params(const ModelConfig& c, LayerKind kind) {
-  return mixer_matrix_params(c, kind, /*active=*/true) + mixer_vector_params(c, kind);
+  return mixer_matrix_params(c, kind, /*active=*/true) + mixer_vector_params(c, kind, true);
 }
 
 int64_t mixer_matmul_macs(const ModelConfig& c, LayerKind kind) { return mixer_matrix_params(c, kind, true); }

@@ -7,43 +7,11 @@
 #include "model/hybrid_model.h"
 #include "model/layer_spec.h"
 #include "model/model_info.h"
+#include "train/gpu_plan.h"
 
 namespace nemotron::train {
 
 namespace {
-
-// Values per token the backward keeps for one layer (float32 on the CPU): the residual input,
-// the norm's rstd and output, and the mixer's saved tensors.
-double saved_per_token(const model::ModelConfig& c, model::LayerKind kind) {
-  const double H = static_cast<double>(c.hidden_size);
-  double v = 2 * H + 1;
-  switch (kind) {
-    case model::LayerKind::mamba:  // in_proj output, conv output, scan output, chunk states
-      v += static_cast<double>(c.mamba_in_proj_dim() + c.mamba_conv_dim() + c.mamba_d_inner()) +
-           static_cast<double>(c.mamba_num_heads * c.mamba_head_dim * c.ssm_state_size) /
-               static_cast<double>(c.chunk_size);
-      break;
-    case model::LayerKind::attention: {  // q, k, v, attention output, lse
-      const double hd = static_cast<double>(c.attn_head_dim());
-      v += (2.0 * static_cast<double>(c.num_attention_heads) + 2.0 * static_cast<double>(c.num_key_value_heads)) * hd +
-           static_cast<double>(c.num_attention_heads);
-      break;
-    }
-    case model::LayerKind::mlp:  // the up (and gate) projection outputs
-      v += static_cast<double>((c.gated_mlp() ? 2 : 1) * c.intermediate_size);
-      break;
-    case model::LayerKind::moe: {  // scores, choice, per routed slot input/up/output, shared, latent
-      const double K = static_cast<double>(c.num_experts_per_tok), de = static_cast<double>(c.moe_expert_dim());
-      v += static_cast<double>(c.n_routed_experts) + 2 * K +
-           K * (2 * de + static_cast<double>(c.moe_intermediate_size)) +
-           static_cast<double>(c.moe_shared_expert_intermediate_size * c.n_shared_experts);
-      if (c.moe_latent_size > 0) v += 2 * de;
-      break;
-    }
-    case model::LayerKind::linear: break;  // only its input, already counted
-  }
-  return v;
-}
 
 std::string lr_at(const LrSchedule& s, int64_t iteration, int64_t gbs) {
   return fmt::format("{:.4E}", s.lr((iteration - 1) * gbs));
@@ -89,36 +57,6 @@ std::string host_memory_shortfall(const PretrainConfig& cfg, double have) {
                      human_bytes(m.total()), model::human_count(static_cast<double>(m.params)), human_bytes(have));
 }
 
-std::string gpu_memory_shortfall(const MemoryEstimate& m, double have, int64_t optimizer_shards,
-                                 int64_t expert_parallel) {
-  if (have <= 0) return "";
-  // The experts other ranks hold (all of them train unless the run is LoRA, whose adapters the
-  // experts never carry).
-  const double away = static_cast<double>(m.routed_expert_params) * (1.0 - 1.0 / static_cast<double>(expert_parallel));
-  const double P = static_cast<double>(m.params) - away,
-               T = m.trainable < 0 ? P : static_cast<double>(m.trainable);
-  const double E = m.trainable < 0 ? static_cast<double>(m.routed_expert_params) - away : 0.0;  // held experts
-  // Sharded (ZeRO-1, train/adamw.h): each rank also holds its float32 gradient shard apart from
-  // the full gradient buffer (reduce-scatter does not write in place) and gathers the bf16 values
-  // through one buffer of the whole model. Expert-parallel experts keep their state whole.
-  const double shards = static_cast<double>(optimizer_shards);
-  const double D = expert_parallel > 1 ? T - E : T;  // what the distributed optimizer shards
-  const double weights = 2 * P, grads = 4 * T + (optimizer_shards > 1 ? 4 * D / shards + 2 * D : 0.0),
-               optimizer = 12 * D / shards + 12 * (T - D), activations = m.activation_bytes / 2;
-  const double need = weights + grads + optimizer + activations;
-  if (need <= have) return "";
-  return fmt::format(
-      "does not fit one GPU: about {} per GPU (bf16 weights {}, float32 gradients {}, float32 masters + Adam "
-      "moments {}{}, activations of one micro-batch {}) but {} is available. {}",
-      human_bytes(need), human_bytes(weights), human_bytes(grads), human_bytes(optimizer),
-      optimizer_shards > 1 ? fmt::format(" (split over {} ranks)", optimizer_shards) : std::string(),
-      human_bytes(activations), human_bytes(have),
-      activations > weights + grads + optimizer
-          ? "Lower train.micro_batch_size or dataset.seq_length, or set model.recompute_granularity=full"
-          : "Train on several GPUs with the distributed optimizer (ddp.use_distributed_optimizer: masters and "
-            "moments split over the data-parallel ranks), or use LoRA (peft:), or a smaller model");
-}
-
 MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_batch_size, int64_t seq_length,
                                int64_t trainable) {
   const model::ModelInfo info = model::model_info(model, seq_length);
@@ -138,7 +76,8 @@ MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_ba
   m.moment_bytes = 8 * T;
   double per_token = 2.0 * static_cast<double>(model.hidden_size);  // final norm input and output
   for (const model::LayerSpec& l : model::layer_specs(model))
-    per_token += saved_per_token(model::sized_for(model, l), l.kind);
+    per_token += 2.0 * static_cast<double>(model.hidden_size) + 1 +  // residual input, norm output, rstd
+                 mixer_saved_per_token(model::sized_for(model, l), l.kind);
   const double tokens = static_cast<double>(micro_batch_size) * static_cast<double>(seq_length);
   // Plus one chunk of logits, whose gradient overwrites it in place.
   const double head_rows =

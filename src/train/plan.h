@@ -2,7 +2,8 @@
 // the model's size (model::model_info), the run's plan (batches, tokens, schedule milestones,
 // validation, checkpoints) and a rough memory estimate: parameters + gradients + Adam moments
 // (float32 each, as the CPU trains) + saved activations of one micro-batch (the per-layer tensors
-// the backward keeps, from the shapes; transient buffers and allocator slack not counted).
+// the backward keeps, from the shapes; transient buffers and allocator slack not counted). The
+// per-GPU plan of a parallel layout (and the check before a GPU run) is train/gpu_plan.h.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,16 +42,6 @@ MemoryEstimate estimate_memory(const model::ModelConfig& model, int64_t micro_ba
 // unknown): on the CPU everything above, on a GPU the data indices. Says which part is too large
 // and which keys to lower; the caller prefixes the recipe's path.
 std::string host_memory_shortfall(const PretrainConfig& cfg, double host_bytes);
-
-// Why training would not fit in `device_bytes` of one GPU's memory ("" if it fits, or when
-// device_bytes is 0 = unknown): bf16 weights, float32 gradients, float32 masters and Adam moments
-// (split over `optimizer_shards` data-parallel ranks when the distributed optimizer shards them)
-// and one micro-batch's bf16 activations. Names the part that is too large and the knobs that
-// lower it; the caller prefixes the recipe's path and the device.
-// With expert parallelism each rank holds 1 / expert_parallel of the routed experts (and their
-// gradients and state, which the distributed optimizer does not shard further).
-std::string gpu_memory_shortfall(const MemoryEstimate& m, double device_bytes, int64_t optimizer_shards = 1,
-                                 int64_t expert_parallel = 1);
 
 // The dry-run report. `recipe` names the file, `overrides` the command line's key=value list.
 std::string dry_run_text(const PretrainConfig& cfg, const std::string& recipe, size_t overrides);

@@ -71,6 +71,12 @@ TEST(EnvToml, extends_inherits_and_overrides_recursively) {
   EXPECT_EQ(p.mounts, std::vector<std::string>{"/lustre:/lustre"});
   EXPECT_EQ(p.world_size(), 8);
   EXPECT_EQ(parse("cluster").world_size(), 32);
+  EXPECT_EQ(parse("cluster-small").ranks_per_node(), 8);
+  EXPECT_EQ(parse("local2").ranks_per_node(), 2);
+  // The planner's GPU memory: unset (0: the dry run assumes an 80 GB H100), GiB as integer or float.
+  EXPECT_EQ(parse("cluster").gpu_memory_gib, 0);
+  EXPECT_EQ(parse("a", "[a]\ngpu_memory_gib = 141\n").gpu_memory_gib, 141);
+  EXPECT_EQ(parse("a", "[a]\ngpu_memory_gib = 79.6\n").gpu_memory_gib, 79.6);
 }
 
 TEST(EnvToml, errors_name_file_profile_and_key) {
@@ -79,6 +85,7 @@ TEST(EnvToml, errors_name_file_profile_and_key) {
   EXPECT_EQ(error_of("[a]\nnproc_per_node = 0\n", "a"), "env.toml: [a] nproc_per_node: expected a positive integer, got 0");
   EXPECT_EQ(error_of("[a]\nmounts = \"/x:/x\"\n", "a"), "env.toml: [a] mounts: expected an array of strings, got \"/x:/x\"");
   EXPECT_EQ(error_of("[a]\nexclusive = 1\n", "a"), "env.toml: [a] exclusive: expected true or false, got 1");
+  EXPECT_EQ(error_of("[a]\ngpu_memory_gib = 0\n", "a"), "env.toml: [a] gpu_memory_gib: expected a positive number of GiB, got 0");
   EXPECT_EQ(error_of("[a]\nexecutor = \"docker\"\n", "a"),
             "env.toml: [a] executor: \"docker\" is not an executor of this build (expected \"local\" or \"slurm\")");
   EXPECT_EQ(error_of("[a]\ntime = \"4 hours\"\n", "a"),

@@ -79,7 +79,7 @@ expect_error "a bad layout before anything starts" \
 expect_ok "--dry-run --run local2 prints mpirun and the rank layout" '^rank layout: DP 2 x .* over 2 ranks' \
   "${run[@]}" checkpoint.save="$TMP/dry" --run local2 --env-file "$TMP/env.toml" --dry-run
 grep -qE '^mpirun -np 2 ' "$TMP/out" || fail "--dry-run: no mpirun line"
-grep -qE '^  rank 1: dp 1' "$TMP/out" || fail "--dry-run: no rank table: $(grep -A3 'rank layout' "$TMP/out")"
+grep -qE '^  rank 1 \(node 0, GPU 1\): dp 1' "$TMP/out" || fail "--dry-run: no rank table: $(grep -A3 'rank layout' "$TMP/out")"
 [[ -e "$TMP/dry" ]] && fail "--dry-run wrote $TMP/dry"
 
 # rl and sft take --run too (add_training_command): their dry runs plan for the profile's 2 ranks.

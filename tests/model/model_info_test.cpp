@@ -83,6 +83,8 @@ std::map<std::string, std::vector<int64_t>> hub_tensors(const ModelConfig& c) {
         for (int64_t e = 0; e < c.n_routed_experts; ++e) {
           t[p + "mixer.experts." + std::to_string(e) + ".up_proj.weight"] = {c.moe_intermediate_size, de};
           t[p + "mixer.experts." + std::to_string(e) + ".down_proj.weight"] = {de, c.moe_intermediate_size};
+          if (c.mlp_bias) t[p + "mixer.experts." + std::to_string(e) + ".up_proj.bias"] = {c.moe_intermediate_size};
+          if (c.mlp_bias) t[p + "mixer.experts." + std::to_string(e) + ".down_proj.bias"] = {de};  // MLPs too
         }
         const int64_t fsh = c.moe_shared_expert_intermediate_size * c.n_shared_experts;
         t[p + "mixer.shared_experts.up_proj.weight"] = {fsh, H};
