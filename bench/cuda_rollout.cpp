@@ -16,10 +16,15 @@
 // --sweep-baseline each point is also timed with the skinny GEMM off (cuBLASLt for every linear,
 // ops/matmul_cuda.h), interleaved step by step in the same process; --skinny-gemm off runs the
 // whole benchmark that way. A profiled step at batch 1 says where a decode step's time goes.
+// --generations G asks each prompt G times in a row (GRPO's rollout: N prompts x G requests) and
+// --prefix-sharing on|off says whether the engine prefills a shared prompt once
+// (engine::EngineOptions::prefix_sharing); the record then carries the prefill tokens shared, the
+// engine's prefill time and a hash of every generated token, to compare a run with and without.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
+//                     [--generations G] [--prefix-sharing on|off]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 //                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
 //                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
@@ -73,7 +78,7 @@ class TimedStepModel : public engine::StepModel {
   int64_t vocab_size() const override { return m_.vocab_size(); }
   int64_t max_slots() const override { return m_.max_slots(); }
   int64_t max_seq_len() const override { return m_.max_seq_len(); }
-  bool can_admit(int64_t total_tokens) const override { return m_.can_admit(total_tokens); }
+  bool can_admit(std::span<const int64_t> totals) const override { return m_.can_admit(totals); }
   void release(int64_t slot) override { m_.release(slot); }
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -84,12 +89,15 @@ class TimedStepModel : public engine::StepModel {
   bool samples_on_device() const override { return device_sampling_ && m_.samples_on_device(); }
   std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
                                                 const std::vector<std::vector<int32_t>>& tokens,
-                                                std::span<const ops::RowSampling> rows) override {
+                                                std::span<const ops::RowSampling> rows,
+                                                std::span<const int64_t> logits_rows) override {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<ops::TokenDraw> out = m_.extend_and_sample(slots, tokens, rows);
+    std::vector<ops::TokenDraw> out = m_.extend_and_sample(slots, tokens, rows, logits_rows);
     record(tokens, t0);
     return out;
   }
+  bool can_fork() const override { return m_.can_fork(); }
+  void fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) override { m_.fork(pairs); }
   std::vector<double> prefill_s, decode_s;
   int64_t prefill_tokens = 0, decode_tokens = 0;
 
@@ -180,7 +188,8 @@ SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results = "bench/results/rollout.jsonl";
   std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out, save_weights_dir;
-  int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24;
+  int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24, generations = 1;
+  std::string prefix_sharing = "on";
   double temperature = 1.0;
   bool host_sampling = false, sweep_baseline = false;
   std::string skinny = "on";
@@ -204,6 +213,10 @@ int main(int argc, char** argv) {
   app.add_option("--skinny-gemm", skinny, "the skinny GEMM for decode-size linears (off: cuBLASLt for all)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--sweep-baseline", sweep_baseline, "also time each sweep point with the skinny GEMM off");
+  app.add_option("--generations", generations, "requests per prompt, in a row (GRPO's G): --prompts x G in all")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prefix-sharing", prefix_sharing, "prefill a prompt shared by requests admitted together once")
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   try {
     const model::ModelConfig cfg = model::load_model_config(config);
@@ -257,14 +270,14 @@ int main(int argc, char** argv) {
 
     // The rollout: N requests through B slots, each holding prompt + new tokens (N = B: all
     // admitted at once; N > B: a finished slot takes the next request).
-    const int64_t N = num_prompts > 0 ? num_prompts : B;
+    const int64_t N = (num_prompts > 0 ? num_prompts : B) * generations;
     engine::CachedStepModel cached(net, ctx, B, prompt + new_tokens);
     TimedStepModel timed(cached, !host_sampling);
-    engine::Engine engine(timed);
-    const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(N, prompt, cfg.vocab_size, 99);
+    engine::Engine engine(timed, nullptr, engine::EngineOptions{prefix_sharing == "on"});
+    const std::vector<std::vector<int32_t>> prompts = bench::random_prompts(N / generations, prompt, cfg.vocab_size, 99);
     for (int64_t i = 0; i < N; ++i) {
       engine::Request r;
-      r.prompt = prompts[static_cast<size_t>(i)];
+      r.prompt = prompts[static_cast<size_t>(i / generations)];
       r.params.temperature = temperature;
       r.params.max_new_tokens = new_tokens;
       r.params.seed = 1;
@@ -273,7 +286,11 @@ int main(int argc, char** argv) {
     const std::vector<engine::Result> out = engine.run();
     const engine::EngineStats& s = engine.stats();
     int64_t generated = 0;
-    for (const engine::Result& r : out) generated += static_cast<int64_t>(r.tokens.size());
+    uint64_t tokens_hash = 1469598103934665603ull;  // FNV-1a over every request's tokens, in order
+    for (const engine::Result& r : out) {
+      generated += static_cast<int64_t>(r.tokens.size());
+      for (int32_t t : r.tokens) tokens_hash = (tokens_hash ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+    }
     const double prefill_s = sum(timed.prefill_s), decode_model_s = sum(timed.decode_s);
     const double decode_wall_s = s.seconds - prefill_s;  // decode steps with sampling and bookkeeping
     const int64_t decode_steps = static_cast<int64_t>(timed.decode_s.size());
@@ -300,6 +317,11 @@ int main(int argc, char** argv) {
       std::printf("  (slots refilled: a step that admits a prompt counts as prefill with the decode tokens beside it)\n");
     std::printf("prefill: %.0f tokens/s (%lld tokens in %.1f ms, the first draw included)\n", prefill_tok_s,
                 static_cast<long long>(timed.prefill_tokens), 1e3 * prefill_s);
+    std::printf("prefix sharing %s, %lld requests per prompt: %lld prompt tokens prefilled, %lld shared; the engine's "
+                "prefill steps %.1f ms (forks included) | tokens hash %016llx\n",
+                prefix_sharing.c_str(), static_cast<long long>(generations), static_cast<long long>(s.prefill_tokens),
+                static_cast<long long>(s.shared_prefill_tokens), 1e3 * s.prefill_seconds,
+                static_cast<unsigned long long>(tokens_hash));
     std::printf("generated: %.0f tokens/s end to end (prefill included) | decode phase %.0f tokens/s\n", gen_tok_s,
                 decode_tok_s);
     std::printf("decode step: %.2f ms median model step (%s) | %.2f ms per step with sampling and bookkeeping "
@@ -423,6 +445,12 @@ int main(int argc, char** argv) {
                           {"profiled_step_batch1", profile_b1_json},
                           {"copy_tbs", copy_tbs},
                           {"skinny_gemm", skinny},
+                          {"generations", generations},
+                          {"prefix_sharing", prefix_sharing == "on"},
+                          {"prefill_tokens", s.prefill_tokens},
+                          {"prefill_tokens_shared", s.shared_prefill_tokens},
+                          {"engine_prefill_seconds", s.prefill_seconds},
+                          {"tokens_hash", fmt::format("{:016x}", tokens_hash)},
                           {"version", NEMOTRON_VERSION},
                           {"commit", bench::commit_or_unknown()}};
     bench::stamp_date(rec);

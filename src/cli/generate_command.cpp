@@ -254,11 +254,12 @@ void run_generate(const GenerateOptions& o) {
                 r.prompt.size(), r.tokens.size());
   }
   const engine::EngineStats& s = engine.stats();
-  std::printf("generated %lld tokens for %lld prompts in %.2f s: %.1f tokens/s (prefill %lld tokens), %lld steps, "
+  std::printf("generated %lld tokens for %lld prompts in %.2f s: %.1f tokens/s (prefill %lld tokens%s), %lld steps, "
               "batch up to %lld\n",
               static_cast<long long>(s.decode_tokens), static_cast<long long>(s.requests), s.seconds,
-              s.tokens_per_second(), static_cast<long long>(s.prefill_tokens), static_cast<long long>(s.steps),
-              static_cast<long long>(s.peak_running));
+              s.tokens_per_second(), static_cast<long long>(s.prefill_tokens),
+              s.shared_prefill_tokens > 0 ? fmt::format(", {} more shared", s.shared_prefill_tokens).c_str() : "",
+              static_cast<long long>(s.steps), static_cast<long long>(s.peak_running));
 }
 
 }  // namespace

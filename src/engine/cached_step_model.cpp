@@ -4,6 +4,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "core/dtype.h"
+#include "ops/embedding.h"
 
 namespace nemotron::engine {
 
@@ -35,10 +36,20 @@ std::vector<float> CachedStepModel::extend(const std::vector<int64_t>& slots,
 
 std::vector<ops::TokenDraw> CachedStepModel::extend_and_sample(const std::vector<int64_t>& slots,
                                                                const std::vector<std::vector<int32_t>>& tokens,
-                                                               std::span<const ops::RowSampling> rows) {
+                                                               std::span<const ops::RowSampling> rows,
+                                                               std::span<const int64_t> logits_rows) {
   // The head's dtype as it is (bf16 for a bf16 model): the kernel widens as it reads.
   const Tensor logits = model_.extend(ctx_, state_, slots, tokens, model_.params().dtype());  // [S, V]
-  return ops::sample_rows(ctx_, logits, rows);
+  if (logits_rows.empty()) return ops::sample_rows(ctx_, logits, rows);
+  // Several draws from one row (prefix sharing): the rows gathered first (an embedding lookup).
+  const int64_t R = static_cast<int64_t>(logits_rows.size()), V = logits.dim(1);
+  NM_CHECK(rows.size() == logits_rows.size(), "extend_and_sample: {} draws, {} logits rows", rows.size(), R);
+  std::vector<int32_t> ids(logits_rows.begin(), logits_rows.end());
+  Tensor ids_t = Tensor::from_vector<int32_t>({R}, ids);
+  if (!ctx_.backend->device().is_cpu()) ids_t = ids_t.to(*ctx_.backend);
+  Tensor picked = ctx_.empty({R, V}, logits.dtype());
+  ops::embedding_forward(ctx_, ids_t, logits, picked);
+  return ops::sample_rows(ctx_, picked, rows);
 }
 
 }  // namespace nemotron::engine

@@ -30,14 +30,19 @@ class CachedStepModel : public StepModel {
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_slots() const override { return state_.max_slots(); }
   int64_t max_seq_len() const override { return state_.max_seq_len(); }
-  bool can_admit(int64_t total_tokens) const override { return state_.can_admit(total_tokens); }
+  bool can_admit(std::span<const int64_t> totals) const override { return state_.can_admit(totals); }
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override;
   // On a GPU: the tokens are drawn there (ops::sample_rows), S tokens and log-probs come back.
   bool samples_on_device() const override { return !ctx_.backend->device().is_cpu(); }
   std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
                                                 const std::vector<std::vector<int32_t>>& tokens,
-                                                std::span<const ops::RowSampling> rows) override;
+                                                std::span<const ops::RowSampling> rows,
+                                                std::span<const int64_t> logits_rows = {}) override;
   void release(int64_t slot) override { state_.release(slot); }
+  // model::DecodeState::fork: full KV blocks shared, the partial last block and the Mamba states
+  // copied on the model's device.
+  bool can_fork() const override { return true; }
+  void fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) override { state_.fork(ctx_, pairs); }
 
   const model::DecodeState& state() const { return state_; }
   model::DecodeState& state() { return state_; }  // for benchmarks driving HybridModel::extend directly

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "backend/cpu/parallel.h"
 #include "core/error.h"
@@ -29,11 +30,13 @@ struct Engine::Sequence {
   bool wants_logits = false;  // Request::wants_logits
   Result result;
   bool prefilled = false;
+  int64_t leader = -1;  // the slot whose prefill of the same prompt this one shares (its first step only)
   size_t prefix_offset = 0, read_offset = 0;
   size_t stop_scan_from = 0;  // stop strings are searched from here in result.text
 };
 
-Engine::Engine(StepModel& model, const data::Tokenizer* tokenizer) : model_(model), tok_(tokenizer) {}
+Engine::Engine(StepModel& model, const data::Tokenizer* tokenizer, EngineOptions options)
+    : model_(model), tok_(tokenizer), options_(options) {}
 
 uint64_t Engine::add(Request r) {
   const uint64_t id = r.id ? *r.id : next_id_;
@@ -126,21 +129,25 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
     }
     if (queue_.empty() && running == 0) break;
     // Admit queued requests into free slots, in order, while the model has memory for them. The
-    // model allocates at the first extend, so requests admitted in this pass but not yet extended
-    // are asked for together (`pending` tokens).
-    int64_t pending = 0;
+    // model allocates at the first extend, so the requests admitted in this pass are asked for
+    // together (each within max_seq_len, their memory summed: asking for the sum of their tokens
+    // as one sequence refused a second request whenever two budgets passed max_seq_len, so that
+    // each step admitted one request).
+    std::vector<int64_t> admitted;  // token budgets (prompt + max_new_tokens) of this pass's requests
+    const bool share = options_.prefix_sharing && model_.can_fork();
+    std::map<std::vector<int32_t>, int64_t> leader_of;  // prompt -> the slot admitted with it in this pass
     for (int64_t slot = 0; slot < S && !queue_.empty(); ++slot) {
       if (slots[static_cast<size_t>(slot)]) continue;
       Request& r = queue_.front().second;
       const int64_t total =
           std::min<int64_t>(static_cast<int64_t>(r.prompt.size()) + r.params.max_new_tokens, model_.max_seq_len());
-      if (!model_.can_admit(pending + total)) {
+      admitted.push_back(total);
+      if (!model_.can_admit(admitted)) {
         if (running == 0)
           throw InputError(fmt::format("request {}: the model has no memory for a sequence of {} tokens even when idle",
                                        *r.id, total));
         break;  // wait for a running sequence to finish
       }
-      pending += total;
       Sequence s;
       s.position = queue_.front().first;
       s.slot = slot;
@@ -149,64 +156,96 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       s.result.id = *r.id;
       s.result.tag = r.tag;
       s.result.prompt = std::move(r.prompt);
+      if (share) {
+        const auto [it, first] = leader_of.try_emplace(s.result.prompt, slot);
+        if (!first) s.leader = it->second;
+      }
       queue_.pop_front();
       slots[static_cast<size_t>(slot)] = std::move(s);
       ++running;
     }
     if (running == 0) continue;
 
-    // One step: prefill the new, decode the running.
-    std::vector<int64_t> ids;
+    // One step: prefill the new, decode the running. A request sharing its prompt with one
+    // admitted in the same pass (prefix sharing: the G generations of a GRPO prompt) is not
+    // extended: its first token is drawn from its leader's logits row, and its slot is forked
+    // from the leader's after the step (the KV blocks shared, the Mamba states copied).
+    std::vector<int64_t> ids;  // slots extended, row i of the logits for ids[i]
     std::vector<std::vector<int32_t>> tokens;
+    std::vector<int64_t> row_of_slot(static_cast<size_t>(S), -1);
+    bool prefill = false;
     for (auto& s : slots) {
-      if (!s) continue;
+      if (!s || s->leader >= 0) continue;
+      row_of_slot[static_cast<size_t>(s->slot)] = static_cast<int64_t>(ids.size());
       ids.push_back(s->slot);
       if (!s->prefilled) {
         tokens.push_back(s->result.prompt);
         stats_.prefill_tokens += static_cast<int64_t>(s->result.prompt.size());
-        s->prefilled = true;
+        s->prefilled = prefill = true;
       } else {
         tokens.push_back({s->result.tokens.back()});
+      }
+    }
+    std::vector<int64_t> drawers, rows_of_draws;  // every running slot draws, in slot order
+    std::vector<std::pair<int64_t, int64_t>> forks;
+    for (auto& s : slots) {
+      if (!s) continue;
+      drawers.push_back(s->slot);
+      if (s->leader >= 0) {
+        rows_of_draws.push_back(row_of_slot[static_cast<size_t>(s->leader)]);
+        forks.emplace_back(s->leader, s->slot);
+        stats_.shared_prefill_tokens += static_cast<int64_t>(s->result.prompt.size());
+        s->leader = -1;
+        s->prefilled = true;
+      } else {
+        rows_of_draws.push_back(row_of_slot[static_cast<size_t>(s->slot)]);
       }
     }
     // Where the model offers it (a GPU) and every row is greedy or temperature-only, the tokens
     // are drawn where the logits are and only they come back; otherwise [S, V] logits come to the
     // host (top-k / top-p sort the vocabulary here; a request that wants its logits row gets it).
     bool on_device = model_.samples_on_device();
-    for (int64_t slot : ids) {
+    for (int64_t slot : drawers) {
       const Sequence& s = *slots[static_cast<size_t>(slot)];
       on_device = on_device && device_samplable(s.params) && !(hooks.on_token && s.wants_logits);
     }
-    std::vector<SampledToken> drawn(ids.size());
+    std::vector<SampledToken> drawn(drawers.size());
     std::vector<float> logits;
     const auto m0 = Clock::now();
     if (on_device) {
-      std::vector<ops::RowSampling> rows(ids.size());
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const Sequence& s = *slots[static_cast<size_t>(ids[i])];
+      std::vector<ops::RowSampling> rows(drawers.size());
+      for (size_t i = 0; i < drawers.size(); ++i) {
+        const Sequence& s = *slots[static_cast<size_t>(drawers[i])];
         rows[i] = row_sampling(s.params, s.result.id, s.result.tokens.size());
       }
-      drawn = model_.extend_and_sample(ids, tokens, rows);
-      NM_CHECK(drawn.size() == ids.size(), "extend_and_sample returned {} tokens for {} slots", drawn.size(), ids.size());
-      stats_.model_seconds += std::chrono::duration<double>(Clock::now() - m0).count();
+      drawn = forks.empty() ? model_.extend_and_sample(ids, tokens, rows)
+                            : model_.extend_and_sample(ids, tokens, rows, rows_of_draws);
+      NM_CHECK(drawn.size() == drawers.size(), "extend_and_sample returned {} tokens for {} draws", drawn.size(),
+               drawers.size());
     } else {
       logits = model_.extend(ids, tokens);
-      stats_.model_seconds += std::chrono::duration<double>(Clock::now() - m0).count();
       NM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(ids.size()) * V,
                "extend returned {} logits for {} slots of vocabulary {}", logits.size(), ids.size(), V);
+    }
+    // Before any token is handled: a leader that finishes at once releases its slot.
+    if (!forks.empty()) model_.fork(forks);
+    const double model_s = std::chrono::duration<double>(Clock::now() - m0).count();
+    stats_.model_seconds += model_s;
+    if (prefill) stats_.prefill_seconds += model_s;
+    if (!on_device) {
       // Sampling is a pure function of (logits row, params, id, index): the rows are drawn on all
       // cores (a log-sum-exp over the vocabulary per row: 256 rows of 131072 logits is ~34M exps a
       // step, which on one core would take longer than the GPU's decode step), then applied in order.
-      cpu::parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t i) {
-        const Sequence& s = *slots[static_cast<size_t>(ids[static_cast<size_t>(i)])];
-        drawn[static_cast<size_t>(i)] = sample_token(logits.data() + static_cast<size_t>(i) * static_cast<size_t>(V), V,
-                                                     s.params, s.result.id, s.result.tokens.size(), s.result.tokens);
+      cpu::parallel_for(static_cast<int64_t>(drawers.size()), [&](int64_t i) {
+        const Sequence& s = *slots[static_cast<size_t>(drawers[static_cast<size_t>(i)])];
+        const float* row = logits.data() + static_cast<size_t>(rows_of_draws[static_cast<size_t>(i)]) * static_cast<size_t>(V);
+        drawn[static_cast<size_t>(i)] = sample_token(row, V, s.params, s.result.id, s.result.tokens.size(), s.result.tokens);
       }, cpu::grain_for(V));
     }
     ++stats_.steps;
-    stats_.peak_running = std::max(stats_.peak_running, static_cast<int64_t>(ids.size()));
-    for (size_t i = 0; i < ids.size(); ++i) {
-      Sequence& s = *slots[static_cast<size_t>(ids[i])];
+    stats_.peak_running = std::max(stats_.peak_running, static_cast<int64_t>(drawers.size()));
+    for (size_t i = 0; i < drawers.size(); ++i) {
+      Sequence& s = *slots[static_cast<size_t>(drawers[i])];
       const SampledToken& t = drawn[i];
       s.result.tokens.push_back(t.token);
       s.result.logprobs.push_back(t.logprob);
@@ -216,7 +255,8 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       std::optional<FinishReason> why = check_finish(s);
       if (hooks.on_token) {  // the logits row only for a request that asked (never a device step)
         const std::span<const float> row =
-            s.wants_logits ? std::span<const float>(logits.data() + i * static_cast<size_t>(V), static_cast<size_t>(V))
+            s.wants_logits ? std::span<const float>(logits.data() + static_cast<size_t>(rows_of_draws[i]) * static_cast<size_t>(V),
+                                                    static_cast<size_t>(V))
                            : std::span<const float>();
         if (!hooks.on_token(s.result, row) && !why) why = FinishReason::cancelled;
       }

@@ -48,8 +48,12 @@ struct Result {
 
 struct EngineStats {
   int64_t requests = 0, steps = 0, prefill_tokens = 0, decode_tokens = 0;  // decode = generated tokens
+  // Prompt tokens not prefilled because another request's prefill of the same prompt was shared
+  // (EngineOptions::prefix_sharing); prefill_tokens counts only those computed.
+  int64_t shared_prefill_tokens = 0;
   int64_t peak_running = 0;  // most sequences in one step
-  double seconds = 0, model_seconds = 0;  // wall time of run(); of which inside extend
+  double seconds = 0, model_seconds = 0;  // wall time of run(); of which inside extend (and fork)
+  double prefill_seconds = 0;             // of model_seconds, the steps that prefilled a prompt
   double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }  // generated
 };
 
@@ -70,10 +74,23 @@ struct RunHooks {
   bool keep_results = true;
 };
 
+struct EngineOptions {
+  // Requests admitted together with the same prompt (the G generations of a GRPO prompt, a
+  // server's n > 1) prefill it once: the others' slots are forked from it (StepModel::fork) and
+  // draw their first tokens from its logits row. Each keeps its own sampling stream, and a fork
+  // continues exactly as its source would, so the results are those without sharing to the
+  // rounding of a batch change: without sharing the G copies of a prompt are G rows of one packed
+  // prefill, and a GEMM may round a row by its position in the batch (OpenBLAS's edge tiles on
+  // the CPU, cuBLAS's choice of algorithm by row count on a GPU), so even the copies differ from
+  // one another in the last bits. Same tokens (tests/engine/prefix_sharing_test.cpp), log-probs
+  // to float rounding. Off, or on a model without fork: every request prefills its own prompt.
+  bool prefix_sharing = true;
+};
+
 class Engine {
  public:
   // `tokenizer` (may be null: no text, stop strings unsupported) must outlive the engine.
-  Engine(StepModel& model, const data::Tokenizer* tokenizer = nullptr);
+  Engine(StepModel& model, const data::Tokenizer* tokenizer = nullptr, EngineOptions options = {});
 
   // Queues a request (InputError, naming it, for an empty prompt, a token outside the vocabulary,
   // a prompt that leaves no room below max_seq_len, bad sampling parameters). Returns its id.
@@ -93,6 +110,7 @@ class Engine {
 
   StepModel& model_;
   const data::Tokenizer* tok_;
+  EngineOptions options_;
   std::deque<std::pair<size_t, Request>> queue_;  // (position in results, request)
   uint64_t next_id_ = 0;
   size_t added_ = 0;

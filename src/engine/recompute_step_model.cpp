@@ -14,12 +14,15 @@ RecomputeStepModel::RecomputeStepModel(model::HybridModel& model, Context ctx, i
 
 int64_t RecomputeStepModel::vocab_size() const { return model_.config().vocab_size; }
 
-bool RecomputeStepModel::can_admit(int64_t total_tokens) const {
-  if (total_tokens > max_seq_len_) return false;
-  if (max_total_tokens_ <= 0) return true;
+bool RecomputeStepModel::can_admit(std::span<const int64_t> totals) const {
   int64_t held = 0;
+  for (int64_t t : totals) {
+    if (t > max_seq_len_) return false;
+    held += t;
+  }
+  if (max_total_tokens_ <= 0) return true;
   for (const auto& s : seqs_) held += static_cast<int64_t>(s.size());
-  return held + total_tokens <= max_total_tokens_;
+  return held <= max_total_tokens_;
 }
 
 std::vector<float> RecomputeStepModel::extend(const std::vector<int64_t>& slots,
@@ -48,6 +51,15 @@ std::vector<float> RecomputeStepModel::extend(const std::vector<int64_t>& slots,
 void RecomputeStepModel::release(int64_t slot) {
   NM_CHECK(slot >= 0 && slot < max_slots(), "release: slot {} of {}", slot, max_slots());
   seqs_[static_cast<size_t>(slot)].clear();
+}
+
+void RecomputeStepModel::fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  for (const auto& [from, to] : pairs) {
+    NM_CHECK(from >= 0 && from < max_slots() && to >= 0 && to < max_slots(), "fork: slot {} or {} of {}", from, to,
+             max_slots());
+    NM_CHECK(seqs_[static_cast<size_t>(to)].empty(), "fork: slot {} holds a sequence", to);
+    seqs_[static_cast<size_t>(to)] = seqs_[static_cast<size_t>(from)];
+  }
 }
 
 }  // namespace nemotron::engine

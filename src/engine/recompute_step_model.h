@@ -21,9 +21,12 @@ class RecomputeStepModel : public StepModel {
   int64_t vocab_size() const override;
   int64_t max_slots() const override { return static_cast<int64_t>(seqs_.size()); }
   int64_t max_seq_len() const override { return max_seq_len_; }
-  bool can_admit(int64_t total_tokens) const override;
+  bool can_admit(std::span<const int64_t> totals) const override;
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override;
   void release(int64_t slot) override;
+  // Copies the token history (each slot is recomputed alone, so a fork is exact by construction).
+  bool can_fork() const override { return true; }
+  void fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) override;
 
   int64_t length(int64_t slot) const { return static_cast<int64_t>(seqs_.at(static_cast<size_t>(slot)).size()); }
 

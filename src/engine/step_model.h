@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -18,8 +19,10 @@ class StepModel {
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_slots() const = 0;
   virtual int64_t max_seq_len() const = 0;
-  // Whether memory (KV blocks) is free for a new sequence of up to `total_tokens` tokens.
-  virtual bool can_admit(int64_t total_tokens) const = 0;
+  // Whether memory (KV blocks) is free for new sequences of up to totals[i] tokens each, all of
+  // them together (the engine asks for the requests of one admission pass at once: their blocks
+  // are taken only at the next extend).
+  virtual bool can_admit(std::span<const int64_t> totals) const = 0;
   // Appends tokens[i] to slot slots[i] (a slot at length 0 starts a sequence; prefill = many
   // tokens, decode = one each) and returns float32 logits [S * V] at each slot's last appended
   // token, row i for slots[i].
@@ -28,16 +31,28 @@ class StepModel {
   // steps whose every row is greedy or temperature-only, and gets S tokens back instead of S x V
   // logits.
   virtual bool samples_on_device() const { return false; }
-  // extend(), then row i's next token drawn under rows[i] (ops::sample_rows) from slot slots[i]'s
-  // logits, where they are. Only called when samples_on_device().
+  // extend(), then draw i under rows[i] (ops::sample_rows) from the logits of slot
+  // slots[logits_rows[i]] (empty logits_rows: of slots[i], one draw per slot), where they are.
+  // Several draws from one row serve prefix sharing (the G generations of a prompt prefilled
+  // once). Only called when samples_on_device().
   virtual std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
                                                         const std::vector<std::vector<int32_t>>& tokens,
-                                                        std::span<const ops::RowSampling> rows) {
-    (void)slots, (void)tokens, (void)rows;
+                                                        std::span<const ops::RowSampling> rows,
+                                                        std::span<const int64_t> logits_rows = {}) {
+    (void)slots, (void)tokens, (void)rows, (void)logits_rows;
     throw Error("extend_and_sample: this step model samples on the host only");
   }
   // Frees the slot; its next extend starts a new sequence.
   virtual void release(int64_t slot) = 0;
+  // Prefix sharing: whether fork() is offered. The engine then prefills a prompt that several
+  // queued requests share once and forks the others' slots from it.
+  virtual bool can_fork() const { return false; }
+  // Each empty slot pairs[i].second continues slot pairs[i].first's sequence as the last extend
+  // left it: its next extend appends after the same tokens, with the same logits to rounding.
+  virtual void fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+    (void)pairs;
+    throw Error("fork: this step model does not share prefixes");
+  }
 };
 
 }  // namespace nemotron::engine

@@ -102,6 +102,10 @@ namespace {
 struct AttentionDecodeState : LayerDecodeState {
   Tensor k, v;  // [num_blocks, block_size, nkv, hd]
   void release(int64_t) override {}  // the blocks are DecodeState's; stale rows are never read
+  void fork(Context& ctx, const ForkPlan& plan) override {  // full blocks are shared, not copied
+    copy_rows(ctx, k, plan.from_blocks, plan.to_blocks);
+    copy_rows(ctx, v, plan.from_blocks, plan.to_blocks);
+  }
   int64_t bytes() const override { return static_cast<int64_t>(k.nbytes() + v.nbytes()); }
 };
 

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "model/layer_spec.h"
+#include "ops/embedding.h"
+#include "ops/kv_cache_decode.h"
 
 namespace nemotron::model {
 
@@ -17,6 +19,19 @@ Tensor upload(Backend& backend, Shape shape, const std::vector<int32_t>& v) {
 }
 
 }  // namespace
+
+void copy_rows(Context& ctx, Tensor& t, const std::vector<int32_t>& from, const std::vector<int32_t>& to) {
+  NM_CHECK(from.size() == to.size(), "copy_rows: {} sources, {} targets", from.size(), to.size());
+  if (from.empty()) return;
+  const int64_t R = static_cast<int64_t>(from.size()), rows = t.dim(0), W = t.numel() / rows;
+  for (size_t i = 0; i < from.size(); ++i)
+    NM_CHECK(to[i] >= 0 && to[i] < rows, "copy_rows: target row {} outside [0, {})", to[i], rows);
+  // The embedding lookup is a row gather; the KV cache write a row scatter (block_size 1).
+  Tensor picked = ctx.empty({R, W}, t.dtype());
+  ops::embedding_forward(ctx, upload(*ctx.backend, {R}, from), t.view({rows, W}), picked);
+  Tensor as_cache = t.view({rows, 1, 1, W});
+  ops::kv_cache_write_decode(ctx, picked.view({R, 1, W}), upload(*ctx.backend, {R}, to), as_cache);
+}
 
 void DecodeConfig::validate(const std::string& where) const {
   auto positive = [&](const char* key, int64_t v) {
@@ -40,6 +55,7 @@ DecodeState::DecodeState(const DecodeConfig& cfg, std::vector<std::unique_ptr<La
   table_.resize(static_cast<size_t>(cfg_.max_slots));
   if (uses_kv_blocks_) {
     const int64_t n = cfg_.resolved_num_blocks();
+    refs_.assign(static_cast<size_t>(n), 0);
     // Lowest ids on top of the stack: a fresh state hands out blocks 0, 1, 2, ...
     for (int64_t b = n; b-- > 0;) free_.push_back(static_cast<int32_t>(b));
   }
@@ -59,9 +75,15 @@ int64_t DecodeState::length(int64_t slot) const {
   return length_[slot];
 }
 
-bool DecodeState::can_admit(int64_t total_tokens) const {
-  if (total_tokens <= 0 || total_tokens > cfg_.max_seq_len) return false;
-  return blocks_for(total_tokens) <= free_blocks();
+bool DecodeState::can_admit(int64_t total_tokens) const { return can_admit(std::span<const int64_t>(&total_tokens, 1)); }
+
+bool DecodeState::can_admit(std::span<const int64_t> totals) const {
+  int64_t blocks = 0;
+  for (int64_t t : totals) {
+    if (t <= 0 || t > cfg_.max_seq_len) return false;
+    blocks += blocks_for(t);
+  }
+  return blocks <= free_blocks();
 }
 
 int64_t DecodeState::blocks_for(int64_t tokens) const {
@@ -77,8 +99,10 @@ void DecodeState::release(int64_t slot) {
   check_slot(slot, "release");
   for (auto& l : layers_)
     if (l) l->release(slot);
-  // Push in reverse so the slot's first block is handed out first again.
-  for (auto it = table_[slot].rbegin(); it != table_[slot].rend(); ++it) free_.push_back(*it);
+  // Push in reverse so the slot's first block is handed out first again; a block another slot
+  // still shares (prefix sharing) stays with it.
+  for (auto it = table_[slot].rbegin(); it != table_[slot].rend(); ++it)
+    if (--refs_[*it] == 0) free_.push_back(*it);
   table_[slot].clear();
   length_[slot] = 0;
 }
@@ -134,6 +158,7 @@ DecodeBatch DecodeState::begin(Backend& backend, const std::vector<int64_t>& slo
       auto& t = table_[slots[i]];
       while (static_cast<int64_t>(t.size()) < ceil_div(length_[slots[i]] + new_tokens[i], bs)) {
         t.push_back(free_.back());
+        refs_[free_.back()] = 1;
         free_.pop_back();
       }
     }
@@ -167,6 +192,48 @@ DecodeBatch DecodeState::begin(Backend& backend, const std::vector<int64_t>& slo
   b.slot_mapping = upload(backend, {b.total_tokens}, mapping);
   b.position_ids = upload(backend, {1, b.total_tokens}, positions);
   return b;
+}
+
+void DecodeState::fork(Context& ctx, const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  if (pairs.empty()) return;
+  const int64_t bs = cfg_.block_size;
+  std::vector<char> used(static_cast<size_t>(cfg_.max_slots), 0);
+  int64_t copies = 0;
+  for (const auto& [from, to] : pairs) {
+    check_slot(from, "fork");
+    check_slot(to, "fork");
+    if (length_[from] == 0) throw Error(fmt::format("decode state: fork from slot {}, which holds no sequence", from));
+    if (length_[to] != 0 || !table_[to].empty())
+      throw Error(fmt::format("decode state: fork onto slot {}, which holds a sequence (release it first)", to));
+    if (used[to]) throw Error(fmt::format("decode state: slot {} is forked onto twice", to));
+    used[to] = 1;
+    if (uses_kv_blocks_ && length_[from] % bs != 0) ++copies;
+  }
+  if (copies > free_blocks())
+    throw Error(fmt::format("decode state: forking needs {} free KV blocks, {} are free", copies, free_blocks()));
+  ForkPlan plan;
+  for (const auto& [from, to] : pairs) {
+    plan.from_slots.push_back(static_cast<int32_t>(from));
+    plan.to_slots.push_back(static_cast<int32_t>(to));
+    const int64_t L = length_[from];
+    if (uses_kv_blocks_) {
+      auto& t = table_[to];
+      for (int64_t b = 0; b < L / bs; ++b) {
+        t.push_back(table_[from][b]);
+        ++refs_[t.back()];
+      }
+      if (L % bs != 0) {  // the last block is still written to: each slot gets its own
+        plan.from_blocks.push_back(table_[from][L / bs]);
+        plan.to_blocks.push_back(free_.back());
+        t.push_back(free_.back());
+        refs_[free_.back()] = 1;
+        free_.pop_back();
+      }
+    }
+    length_[to] = L;
+  }
+  for (auto& l : layers_)
+    if (l) l->fork(ctx, plan);
 }
 
 void DecodeState::commit(const DecodeBatch& batch) {

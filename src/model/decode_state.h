@@ -6,8 +6,13 @@
 // under bf16); MLP and MoE keep nothing. Block accounting lives here, shared by every attention
 // layer (they all hold the same positions); the tensors live in the layers' LayerDecodeState.
 // HybridModel::make_decode_state builds one; HybridModel::extend feeds it.
+// Prefix sharing (fork): a slot can take over another's sequence as it stands, so the G
+// generations of one prompt prefill it once. KV blocks are reference-counted: the full blocks of
+// the shared part are held by both slots (never written again, since a sequence only appends),
+// the partially filled last one is copied, as are the Mamba conv windows and SSM states.
 #pragma once
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/context.h"
@@ -25,12 +30,25 @@ struct DecodeConfig {
   int64_t resolved_num_blocks() const;
 };
 
+// What DecodeState::fork asks of each layer: slot to_slots[i] continues from slot from_slots[i]
+// (Mamba copies the conv windows and SSM state), and KV block from_blocks[j] is copied onto
+// to_blocks[j] (attention: the shared part's partially filled last block).
+struct ForkPlan {
+  std::vector<int32_t> from_slots, to_slots, from_blocks, to_blocks;
+};
+
 // One layer's decoding tensors (attention: KV pools; Mamba: conv windows, SSM states).
 struct LayerDecodeState {
   virtual ~LayerDecodeState() = default;
   virtual void release(int64_t slot) = 0;  // forget the slot's sequence (Mamba: zero its state)
+  virtual void fork(Context& ctx, const ForkPlan& plan) = 0;
   virtual int64_t bytes() const = 0;
 };
+
+// Copies rows from[i] of t's first dimension onto rows to[i] (t on any device, a float dtype;
+// no row both read and written): one gather and one scatter whatever the count, so forking a
+// whole rollout batch costs a few launches per tensor, not one copy per slot.
+void copy_rows(Context& ctx, Tensor& t, const std::vector<int32_t>& from, const std::vector<int32_t>& to);
 
 // The sequences of one HybridModel::extend call, as every stateful mixer reads them. Sequence i
 // (slot slots[i]) appends new_tokens[i] tokens after its start[i] cached ones; its new tokens are
@@ -66,13 +84,22 @@ class DecodeState {
   // Whether a new sequence of that many tokens (prompt + generation) fits: not longer than
   // max_seq_len and, with attention layers, enough free KV blocks for all of it.
   bool can_admit(int64_t total_tokens) const;
+  // Whether new sequences of totals[i] tokens each fit together (each within max_seq_len, their
+  // blocks summed).
+  bool can_admit(std::span<const int64_t> totals) const;
   // KV blocks that `tokens` positions take, and those the slot holds now: a scheduler that admits
   // by can_admit(prompt + max_new_tokens) keeps, for each running sequence, its final
   // blocks_for(...) - blocks_held(slot) in reserve (sequences take blocks as they grow).
   int64_t blocks_for(int64_t tokens) const;
   int64_t blocks_held(int64_t slot) const;
-  // Frees the slot's blocks, zeroes its Mamba state, length 0. Releasing an empty slot is a no-op.
+  // Frees the slot's blocks (those it shares only when no other slot holds them), zeroes its
+  // Mamba state, length 0. Releasing an empty slot is a no-op.
   void release(int64_t slot);
+  // Prefix sharing: each empty slot pairs[i].second takes over slot pairs[i].first's sequence as
+  // it stands after the last commit (same length; full KV blocks shared, the partial last block
+  // and the Mamba states copied on ctx's device). Throws Error (changing nothing) for a target
+  // that is not empty, a source that is, a slot used twice, or too few free blocks for the copies.
+  void fork(Context& ctx, const std::vector<std::pair<int64_t, int64_t>>& pairs);
   int64_t bytes() const;  // device memory held by the layers' tensors
   // KV + conv + SSM bytes of one sequence of seq_len tokens (KV in `dtype`, SSM in its
   // stat_dtype), for sizing (--dry-run); block rounding not included.
@@ -96,6 +123,7 @@ class DecodeState {
   std::vector<int64_t> length_;
   std::vector<std::vector<int32_t>> table_;  // per slot: its blocks in position order
   std::vector<int32_t> free_;                // free block ids, a stack
+  std::vector<int32_t> refs_;                // per block: the slots whose tables hold it
 };
 
 }  // namespace nemotron::model

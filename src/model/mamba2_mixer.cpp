@@ -268,6 +268,10 @@ struct Mamba2DecodeState : LayerDecodeState {
     Tensor s = ssm.slice(slot, slot + 1);
     s.zero_();
   }
+  void fork(Context& ctx, const ForkPlan& plan) override {
+    for (Tensor& c : conv) copy_rows(ctx, c, plan.from_slots, plan.to_slots);
+    copy_rows(ctx, ssm, plan.from_slots, plan.to_slots);
+  }
   int64_t bytes() const override {
     return static_cast<int64_t>(conv[0].nbytes() + conv[1].nbytes() + conv[2].nbytes() + ssm.nbytes());
   }

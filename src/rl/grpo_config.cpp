@@ -222,6 +222,7 @@ void read_policy(ConfigReader& root, PolicySection& p) {
   }
   g.ignore("max_new_tokens");
   gen.max_new_tokens = g.has("max_new_tokens") ? g.get_positive_int("max_new_tokens", 1) : p.max_total_sequence_length;
+  gen.prefix_sharing = g.get_bool("prefix_sharing", gen.prefix_sharing);
   g.ignore("stop_strings");
   if (g.has("stop_strings")) {
     const nlohmann::json& v = g.get_raw("stop_strings");

@@ -100,6 +100,9 @@ struct GenerationSection {  // policy.generation:
   std::optional<int64_t> top_k;  // null = off
   int64_t max_new_tokens = 0;    // null/absent = policy.max_total_sequence_length
   std::vector<std::string> stop_strings;
+  // The G generations of a prompt prefill it once (engine::EngineOptions::prefix_sharing): the
+  // same rollouts on the CPU, fewer prefill tokens.
+  bool prefix_sharing = true;
 };
 
 struct PolicySection {  // policy:

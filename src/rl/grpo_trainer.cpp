@@ -278,10 +278,14 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
       static_cast<uint64_t>(r.step) * kIdsPerStep + static_cast<uint64_t>(rank * per_rank * ro.generations);
   ro.progress_label = opts_.progress ? "rollouts" : nullptr;
   ro.groups = step_runner_.context().groups;
+  ro.prefix_sharing = g.policy.generation.prefix_sharing;
   const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   r.generation_seconds = rb.generation_seconds + rb.reward_seconds;
   r.engine_setup_seconds = rb.engine_setup_seconds;
   r.generated_tokens = rb.generated_tokens;
+  r.prefill_tokens = rb.prefill_tokens;
+  r.shared_prefill_tokens = rb.shared_prefill_tokens;
+  r.prefill_seconds = rb.prefill_seconds;
   r.overlong_prompts = rb.overlong_prompts;
   r.unscored_rows = rb.unscored;
   r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
@@ -293,13 +297,16 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
       rewarded += !x.unscored, judged += !x.unscored && !(x.response.empty() && x.mask_sample);
     std::vector<double> v{r.reward_mean * rewarded, static_cast<double>(rewarded), r.accuracy * judged,
                           static_cast<double>(judged), static_cast<double>(r.generated_tokens),
-                          static_cast<double>(r.overlong_prompts), static_cast<double>(r.unscored_rows)};
+                          static_cast<double>(r.overlong_prompts), static_cast<double>(r.unscored_rows),
+                          static_cast<double>(r.prefill_tokens), static_cast<double>(r.shared_prefill_tokens)};
     groups_->data->all_reduce_host(v);
     r.reward_mean = v[1] > 0 ? v[0] / v[1] : 0.0;
     r.accuracy = v[3] > 0 ? v[2] / v[3] : 0.0;
     r.generated_tokens = static_cast<int64_t>(v[4]);
     r.overlong_prompts = static_cast<int64_t>(v[5]);
     r.unscored_rows = static_cast<int64_t>(v[6]);
+    r.prefill_tokens = static_cast<int64_t>(v[7]);
+    r.shared_prefill_tokens = static_cast<int64_t>(v[8]);
   }
 
   // The rewards (optionally scaled/shaped) and the prompt groups.
@@ -524,6 +531,9 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
               {"engine_setup_seconds", r.engine_setup_seconds},
               {"generated_tokens", r.generated_tokens},
               {"generation_tokens_per_second", r.tokens_per_second()},
+              {"prefill_tokens", r.prefill_tokens},
+              {"prefill_tokens_shared", r.shared_prefill_tokens},
+              {"prefill_seconds", r.prefill_seconds},
               {"overlong_prompts", r.overlong_prompts},
               {"masked_rows", r.masked_rows},
               {"unscored_rows", r.unscored_rows}};
@@ -544,12 +554,14 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
   std::string line = fmt::format(
       "step {}/{} | reward {:.4f} | accuracy {:.4f} | loss {:.4e} | kl {:.4e} | clip fraction {:.4f} | ratio {:.4f} "
       "[{:.4f}, {:.4f}]{} | "
-      "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s | "
+      "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s (prefill "
+      "{:.2f} s, {} prompt tokens, {} shared) | "
       "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s (engine "
       "setup {:.3f} s){}\n",
       r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction, metric("probs_ratio"),
       metric("probs_ratio_min"), metric("probs_ratio_max"), optional_metrics, r.token_mult_prob_error,
-      r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.logprob_seconds, r.train_seconds,
+      r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.prefill_seconds, r.prefill_tokens,
+      r.shared_prefill_tokens, r.logprob_seconds, r.train_seconds,
       r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
       r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
           ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)", r.overlong_prompts,

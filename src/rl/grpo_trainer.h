@@ -60,6 +60,10 @@ struct GrpoStepRecord {
   // its peak so far (the rollouts' KV/SSM cache and the training activations included).
   int64_t device_bytes_in_use = 0, device_peak_bytes = 0;
   int64_t generated_tokens = 0, overlong_prompts = 0, masked_rows = 0, loss_tokens = 0;
+  // The rollouts' prompt tokens prefilled, and those not (policy.generation.prefix_sharing: the G
+  // generations of a prompt prefill it once); the engine's prefill steps' time, of generation_seconds.
+  int64_t prefill_tokens = 0, shared_prefill_tokens = 0;
+  double prefill_seconds = 0;
   // Rows the environment could not score (left out of the loss and the baselines), and how many
   // of each kind of fault ({"unreachable": 8}; empty when none).
   int64_t unscored_rows = 0;

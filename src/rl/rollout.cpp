@@ -105,7 +105,7 @@ RolloutBatch collect_rollouts(model::HybridModel& net, const data::Tokenizer& to
   Context ctx{&net.params().backend(), nullptr, net.params().dtype()};
   ctx.groups = opt.groups;
   CachedStepModel step(net, ctx, std::min<int64_t>(opt.max_slots, static_cast<int64_t>(n)), L);
-  Engine engine(step, &tok);
+  Engine engine(step, &tok, engine::EngineOptions{opt.prefix_sharing});
   b.engine_setup_seconds = seconds_since(t_setup);
 
   SamplingParams base = opt.sampling;
@@ -144,6 +144,9 @@ RolloutBatch collect_rollouts(model::HybridModel& net, const data::Tokenizer& to
   if (bar) bar->finish();
   b.generation_seconds = engine.stats().seconds;
   b.generated_tokens = engine.stats().decode_tokens;
+  b.prefill_tokens = engine.stats().prefill_tokens;
+  b.shared_prefill_tokens = engine.stats().shared_prefill_tokens;
+  b.prefill_seconds = engine.stats().prefill_seconds;
 
   auto t_reward = std::chrono::steady_clock::now();
   std::vector<env::EnvRow> env_rows;

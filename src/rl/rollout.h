@@ -43,6 +43,7 @@ struct RolloutOptions {
   int64_t max_slots = 64;             // sequences the engine runs at once
   uint64_t first_request_id = 0;      // request ids first_request_id, +1, ...: the sampling streams
   const char* progress_label = nullptr;  // a progress bar on stderr ("rollouts"); null = none
+  bool prefix_sharing = true;         // engine::EngineOptions::prefix_sharing
   // The run's process groups (the engine's context carries them): a model split over a tensor
   // group decodes in lockstep with the group's other ranks, which run the same requests.
   const parallel::ProcessGroups* groups = nullptr;
@@ -56,6 +57,9 @@ struct RolloutBatch {
   int64_t scored_rows = 0;               // rows sent to the environment (over-long prompts are not)
   int64_t unscored = 0;                  // of those, rows it could not score (Rollout::unscored)
   int64_t generated_tokens = 0;
+  int64_t prefill_tokens = 0;            // prompt tokens the engine prefilled
+  int64_t shared_prefill_tokens = 0;     // prompt tokens it did not, sharing another row's prefill
+  double prefill_seconds = 0;            // the engine's steps that prefilled (engine::EngineStats)
   double generation_seconds = 0;         // the engine's run
   double engine_setup_seconds = 0;      // the KV/SSM cache's allocation: no weights are copied
   double reward_seconds = 0;

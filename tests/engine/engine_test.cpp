@@ -146,7 +146,7 @@ class DrawingStepModel : public StepModel {
   int64_t vocab_size() const override { return m_.vocab_size(); }
   int64_t max_slots() const override { return m_.max_slots(); }
   int64_t max_seq_len() const override { return m_.max_seq_len(); }
-  bool can_admit(int64_t n) const override { return m_.can_admit(n); }
+  bool can_admit(std::span<const int64_t> totals) const override { return m_.can_admit(totals); }
   void release(int64_t slot) override { m_.release(slot); }
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override {
     ++host_steps;
@@ -155,12 +155,21 @@ class DrawingStepModel : public StepModel {
   bool samples_on_device() const override { return true; }
   std::vector<ops::TokenDraw> extend_and_sample(const std::vector<int64_t>& slots,
                                                 const std::vector<std::vector<int32_t>>& tokens,
-                                                std::span<const ops::RowSampling> rows) override {
+                                                std::span<const ops::RowSampling> rows,
+                                                std::span<const int64_t> logits_rows) override {
     ++device_steps;
-    const std::vector<float> z = m_.extend(slots, tokens);
+    std::vector<float> z = m_.extend(slots, tokens);
+    if (!logits_rows.empty()) {  // prefix sharing: several draws from one row
+      std::vector<float> picked;
+      for (int64_t r : logits_rows)
+        picked.insert(picked.end(), z.begin() + r * vocab_size(), z.begin() + (r + 1) * vocab_size());
+      z = std::move(picked);
+    }
     Context ctx{&host_backend(), nullptr, DType::f32};
-    return ops::sample_rows(ctx, Tensor::from_vector<float>({static_cast<int64_t>(slots.size()), vocab_size()}, z), rows);
+    return ops::sample_rows(ctx, Tensor::from_vector<float>({static_cast<int64_t>(rows.size()), vocab_size()}, z), rows);
   }
+  bool can_fork() const override { return m_.can_fork(); }
+  void fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) override { m_.fork(pairs); }
   int host_steps = 0, device_steps = 0;
 
  private:
@@ -194,6 +203,28 @@ TEST(Engine, DrawingWhereTheLogitsAreEqualsTheHostPath) {
   const std::vector<Result> want = run_all(host, reqs), got = run_all(device, reqs);
   EXPECT_GT(device.host_steps, 0);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+}
+
+// Prefix sharing on the device path: requests with one prompt draw their first tokens from the
+// leader's logits row (extend_and_sample's logits_rows), as the host path without sharing draws.
+TEST(Engine, SharedPromptsDrawWhereTheLogitsAreAsTheHostPathWithout) {
+  Tiny m;
+  SamplingParams p;
+  p.temperature = 0.8;
+  std::vector<Request> reqs = some_requests(6, p);
+  for (size_t i = 1; i < reqs.size(); i += 2) reqs[i].prompt = reqs[i - 1].prompt;  // pairs share a prompt
+  RecomputeStepModel host(m.net, m.ctx(), 4, 32), inner(m.net, m.ctx(), 4, 32);
+  DrawingStepModel device(inner);
+  Engine off(host, nullptr, EngineOptions{false}), on(device);
+  for (const Request& r : reqs) off.add(r), on.add(r);
+  const std::vector<Result> want = off.run(), got = on.run();
+  EXPECT_EQ(device.host_steps, 0);
+  EXPECT_GT(on.stats().shared_prefill_tokens, 0);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+  }
 }
 
 TEST(Engine, FinishedSlotsAreRefilledAtOnce) {

@@ -109,6 +109,46 @@ TEST(GenerationCuda, DeciLmGreedyTokensMatchTheCpuAndBatchedMatchesOneAtATime) {
   const size_t generated = check_generation(decilm_config(), "DeciLM");
   std::printf("DeciLM generation on CUDA float32: %zu greedy tokens over 9 requests equal to the CPU's\n", generated);
 }
+
+// Prefix sharing on the GPU (the forks' copies of the partial KV block and the Mamba states run
+// there, the draws of a shared row go through extend_and_sample's gather): 3 prompts x 4 requests,
+// prompt lengths on and off the block size, through 6 slots, give the tokens of the engine without
+// sharing (log-probs to float32 rounding: a prefill of one prompt and of four copies may sum in
+// another order), greedy and sampled, and every KV block comes back.
+TEST(GenerationCuda, PrefixSharingGivesTheTokensOfTheEngineWithout) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  model::ModelConfig cfg = hybrid_config("M*-EM*E");
+  cfg.position_embedding_type = "rope", cfg.rope_theta = 10000.0;
+  cfg.vocab_size = 61;
+  model::HybridModel net(cfg, gpu, DType::f32);
+  fill_generation_params(net, 21);
+  const Context ctx{&gpu, nullptr, DType::f32};
+  auto run = [&](bool sharing, double temperature, int64_t* shared) {
+    engine::CachedStepModel step(net, ctx, 6, 40, 4);
+    engine::Engine e(step, nullptr, engine::EngineOptions{sharing});
+    for (int p = 0; p < 3; ++p)
+      for (int g = 0; g < 4; ++g) {
+        engine::Request r;
+        for (int t = 0; t < (p == 1 ? 6 : 8); ++t) r.prompt.push_back((p * 13 + t * 7 + 2) % 61);
+        r.params.temperature = temperature;
+        r.params.max_new_tokens = 1 + ((p + g) * 5) % 12;
+        r.params.seed = 3;
+        e.add(r);
+      }
+    std::vector<engine::Result> out = e.run();
+    EXPECT_EQ(step.state().free_blocks(), 6 * 10) << "every KV block back after the run";
+    *shared = e.stats().shared_prefill_tokens;
+    return out;
+  };
+  for (double temperature : {0.0, 0.9}) {
+    int64_t shared_off = 0, shared_on = 0;
+    const std::vector<engine::Result> off = run(false, temperature, &shared_off), on = run(true, temperature, &shared_on);
+    expect_same_tokens(off, on, temperature > 0 ? "prefix sharing, temperature 0.9" : "prefix sharing, greedy", 1e-4);
+    EXPECT_EQ(shared_off, 0);
+    EXPECT_GT(shared_on, 0);
+  }
+}
 #endif
 
 }  // namespace

@@ -185,6 +185,30 @@ TEST(GrpoTrainer, stopped_and_resumed_run_matches_an_uninterrupted_one_bit_for_b
   EXPECT_FALSE(weights(fresh.net) == wa);
 }
 
+// policy.generation.prefix_sharing: the G generations of a prompt prefill it once, and the run is
+// the same, bit for bit, as one where each prefills its own (the CPU's prefill of a prompt does
+// not depend on the rows beside it).
+TEST(GrpoTrainer, prefix_sharing_on_and_off_give_the_same_run_bit_for_bit) {
+  const std::string data = write_data("grpo_trainer_prefix_sharing", 10);
+  Policy on(data, "", {"grpo.max_num_steps=2"}), off(data, "", {"grpo.max_num_steps=2", "policy.generation.prefix_sharing=false"});
+  const GrpoRunResult a = on.trainer->run(), b = off.trainer->run();
+  ASSERT_EQ(a.steps.size(), 2u);
+  ASSERT_EQ(b.steps.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const GrpoStepRecord &x = a.steps[i], &y = b.steps[i];
+    EXPECT_EQ(x.reward_mean, y.reward_mean) << "step " << i;
+    EXPECT_EQ(x.loss, y.loss) << "step " << i;
+    EXPECT_EQ(x.grad_norm, y.grad_norm) << "step " << i;
+    EXPECT_EQ(x.token_mult_prob_error, y.token_mult_prob_error) << "step " << i;
+    EXPECT_EQ(x.generated_tokens, y.generated_tokens) << "step " << i;
+    EXPECT_EQ(x.loss_metrics, y.loss_metrics) << "step " << i;
+    EXPECT_EQ(y.shared_prefill_tokens, 0) << "step " << i;
+    EXPECT_GT(x.shared_prefill_tokens, 0) << "step " << i;
+    EXPECT_EQ(x.prefill_tokens + x.shared_prefill_tokens, y.prefill_tokens) << "step " << i;
+  }
+  EXPECT_TRUE(weights(on.net) == weights(off.net)) << "final weights differ";
+}
+
 TEST(GrpoTrainer, resume_refuses_a_cursor_of_another_data_set) {
   const std::string data = write_data("grpo_trainer_cursor", 10);
   const fs::path dir = fs::temp_directory_path() / "grpo_cursor_ckpt";
