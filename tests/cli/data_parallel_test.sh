@@ -116,8 +116,8 @@ bad_run_layout "a global batch that does not split over the ranks" 3 \
 bad_run_layout "context parallelism not yet" 2 \
   "$recipe: model.context_parallel_size: 2: context parallelism is not implemented yet in this build (set 1)" \
   model.context_parallel_size=2
-bad_run_layout "sequence parallelism not yet" 2 \
-  "$recipe: model.sequence_parallel: true: sequence parallelism is not implemented yet in this build (set false; tensor parallelism is)" \
-  model.tensor_model_parallel_size=2 model.sequence_parallel=true
+bad_run_layout "sequence parallelism without tensor parallelism" 2 \
+  "$recipe: model.sequence_parallel: true needs model.tensor_model_parallel_size > 1 (sequence parallelism splits the tensor-parallel group's activations)" \
+  model.sequence_parallel=true
 
 finish "data parallelism (pretraining over 2 and 4 ranks, GRPO over 2) equals one process; bad layouts refused"

@@ -118,6 +118,17 @@ for layout in "2 2" "4 2"; do
   fi
 done
 
+# convert export gathers a TP 4 checkpoint (several row boxes per Mamba in_proj and conv1d) into
+# the Hugging Face tensors the one-process run of that model exports.
+expect_ok "convert export of TP 4" 'wrote' "$BIN" convert export --checkpoint "$TMP/tp4" --out "$TMP/hf_tp4"
+expect_ok "convert export of one process" 'wrote' "$BIN" convert export --checkpoint "$TMP/wide1/iter_0000004" \
+  --out "$TMP/hf_wide1"
+if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/hf_tp4/model.safetensors" "$TMP/hf_wide1/model.safetensors" 2e-4 1e-4); then
+  echo "ok: the TP 4 export equals the single process's ($msg)"
+else
+  fail "the TP 4 export differs: $msg"
+fi
+
 # Checkpoints reshard across tensor-parallel layouts: TP 2 -> one process, TP 2 x DP 2 with the
 # distributed optimizer -> TP 2 alone, and (the TP 4 model) TP 4 -> TP 2 -> ... each continuing
 # with the uninterrupted single process's losses for iterations 5 and 6 and its final weights.

@@ -77,9 +77,8 @@ TEST(RankLayout, BadLayoutsNameTheirKey) {
             "run.yaml: model.tensor_model_parallel_size: 4 does not divide model.num_key_value_heads = 2 (tensor "
             "parallelism splits it)");
   ParallelSizes tsp = sizes(2, 1, 1);
-  tsp.sequence_parallel = true;
-  EXPECT_NE(error_of(tsp, 2).find("model.sequence_parallel: true: sequence parallelism is not implemented yet"),
-            std::string::npos);
+  tsp.sequence_parallel = true;  // sequence parallelism runs with tensor parallelism
+  EXPECT_EQ(error_of(tsp, 2), "");
   EXPECT_NE(error_of(sizes(1, 2, 1), 4).find("model.context_parallel_size: 2:"), std::string::npos);
   EXPECT_NE(error_of(sizes(0, 1, 1), 4).find("model.tensor_model_parallel_size: expected a positive integer"),
             std::string::npos);
