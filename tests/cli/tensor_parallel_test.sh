@@ -74,7 +74,8 @@ run=("${tiny_run[@]}")
 [[ $ok -eq 1 ]] && same_run_as decilm1 1e-4 "DeciLM at TP 2" "$TMP/decilm_tp2" 4 0
 
 # GRPO: the trainer and the generation engine tensor-parallel (every rank of a tensor group decodes
-# the same rollouts in lockstep, the split layers summed over the group), at TP 2 and TP 2 x DP 2
+# the same rollouts in lockstep, the split layers summed over the group), at TP 2 (with and without
+# sequence parallelism in the trainer) and TP 2 x DP 2
 # (each data rank half of every step's prompts). Random initial weights with an overlong-length
 # penalty, so the rows get different rewards and the update a gradient (cli.data_parallel's run).
 expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
@@ -95,17 +96,18 @@ for line in open(sys.argv[1]):
 }
 expect_ok "GRPO, one process" '^step 2/2 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
 grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
-for layout in "2 2" "4 2"; do
-  read -r np tp <<<"$layout"
-  name="rl-tp$tp-np$np"
+for layout in "2 2 false" "2 2 true" "4 2 false"; do
+  read -r np tp sp <<<"$layout"
+  name="rl-tp$tp-np$np-sp$sp"
   run=("${grpo[@]}")
   ok=0
-  mpi "$np" "$name" model.tensor_model_parallel_size=$tp checkpointing.checkpoint_dir="$TMP/$name" && ok=1
+  mpi "$np" "$name" model.tensor_model_parallel_size=$tp model.sequence_parallel=$sp \
+    checkpointing.checkpoint_dir="$TMP/$name" && ok=1
   run=("${tiny_run[@]}")
   if [[ $ok -eq 1 ]]; then
     grpo_metrics "$TMP/$name/metrics.jsonl" >"$TMP/$name.m"
     if msg=$(close "$TMP/$name.m" "$TMP/rl1.m" 1e-5); then
-      echo "ok: GRPO at TP $tp over $np ranks: losses, grad norms, rewards and generated tokens equal one process's ($msg)"
+      echo "ok: GRPO at TP $tp (sequence parallel $sp) over $np ranks: losses, grad norms, rewards and generated tokens equal one process's ($msg)"
     else
       fail "GRPO at TP $tp over $np ranks differs ($msg): $(paste -d' ' "$TMP/$name.m" "$TMP/rl1.m" | tr '\n' ';')"
     fi
