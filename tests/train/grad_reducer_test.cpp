@@ -118,7 +118,9 @@ TEST(GradReducer, TheStepReducesThroughTheLayerHook) {
   net.init(7);
   auto pair = std::make_shared<RecordingPair>();
   auto groups = std::make_shared<parallel::ProcessGroups>();
-  groups->world = groups->data = groups->expert = groups->expert_data = groups->tensor = groups->context = pair;
+  groups->world = groups->data = groups->expert = groups->expert_data = pair;
+  // The model is whole (not split over a tensor group): its tensor and context groups are of one.
+  groups->tensor = groups->context = std::make_shared<parallel::SelfCommunicator>();
   AdamW opt(net.params(), {});
   TrainStep step(net, opt, StepConfig{1.0, cfg.moe, cfg.seed, groups, 2000});
   pair->buffer = &net.params().grad_buffer();
