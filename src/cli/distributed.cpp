@@ -120,6 +120,35 @@ void check_sequence_split(const parallel::RankLayout& layout, int64_t seq_length
                                  seq_length, layout.tensor()));
 }
 
+void check_context_split(const parallel::RankLayout& layout, const model::ModelConfig& model, int64_t seq_length,
+                         const std::string& moe_balancing, const std::string& source) {
+  const int64_t C = layout.context();
+  if (C == 1) return;
+  auto fail = [&](const std::string& why) { throw_config_error(source, "model.context_parallel_size", why); };
+  if (seq_length % (2 * C) != 0)
+    fail(fmt::format("{} cuts each sequence into 2 x {} = {} equal chunks (two per rank, for causal load balance), "
+                     "which must divide dataset.seq_length {}",
+                     C, C, 2 * C, seq_length));
+  const bool mamba = model.hybrid_override_pattern.find('M') != std::string::npos;
+  if (mamba && seq_length / (2 * C) < model.conv_kernel - 1)
+    fail(fmt::format("{} cuts each sequence into chunks of {} tokens, fewer than the {} before a token that Mamba's "
+                     "conv1d reads (model.conv_kernel - 1)",
+                     C, seq_length / (2 * C), model.conv_kernel - 1));
+  if (model.mtp_depths() > 0)
+    fail(fmt::format("{}: multi-token prediction does not run context-parallel yet (its shifted tokens cross the "
+                     "chunks; set model.num_nextn_predict_layers=0)",
+                     C));
+  if (moe_balancing == "seq_aux_loss")
+    fail(fmt::format("{}: moe.moe_router_load_balancing_type seq_aux_loss (per-sequence statistics) does not run "
+                     "context-parallel yet; set none (the expert-bias update does)",
+                     C));
+}
+
+void refuse_context_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {
+  if (layout.context() > 1)
+    throw_config_error(source, "model.context_parallel_size", fmt::format("{}: {} (set 1)", layout.context(), why));
+}
+
 void refuse_tensor_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {
   if (layout.tensor() > 1)
     throw_config_error(source, "model.tensor_model_parallel_size",

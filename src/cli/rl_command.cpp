@@ -54,6 +54,9 @@ int run_rl(const TrainingCommandOptions& o) {
   refuse_expert_parallel(layout, path,
                          "GRPO's rollouts do not run expert-parallel yet (each rank's engine decodes on its own "
                          "schedule, while the experts' exchange needs the whole expert group at once)");
+  refuse_context_parallel(layout, path,
+                          "GRPO does not split sequences over context ranks yet (its rollouts and per-token losses "
+                          "need whole rows)");
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);

@@ -111,6 +111,8 @@ int run_sft(const TrainingCommandOptions& o) {
   train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   check_sequence_split(layout, cfg.dataset.seq_length, path);
+  check_context_split(layout, cfg.model, cfg.dataset.seq_length, cfg.moe.moe_router_load_balancing_type, path);
+  if (cfg.peft) refuse_context_parallel(layout, path, "LoRA fine-tuning does not run context-parallel yet");
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {

@@ -1,5 +1,6 @@
 #include "model/attention_mixer.h"
 
+#include "model/context_split.h"
 #include "ops/attention.h"
 #include "ops/attention_decode.h"
 #include "ops/kv_cache_decode.h"
@@ -56,9 +57,23 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
     ops::rope_forward(ctx, q, rope_freq_, q, 0, layout.position_ids);
     ops::rope_forward(ctx, k, rope_freq_, k, 0, layout.position_ids);
   }
-  Tensor o = ctx.empty({B, T, nq_, hd_}, u.dtype());
-  Tensor lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
-  ops::attention_forward(ctx, q, k, v, o, lse, layout.seq_idx);
+  Tensor o, lse;
+  if (layout.context_split) {
+    // Context parallelism, all-gather of K/V (Megatron's cp_comm_type=all_gather): every rank's
+    // keys and values in sequence order, this rank's queries at their global rows of an otherwise
+    // zero query block, so the causal (and packed-sequence) mask is the whole sequence's. The
+    // other rows' outputs are dropped; their zero output gradient gives them none in backward.
+    const Tensor kf = gather_context(ctx, k), vf = gather_context(ctx, v), qf = pad_context_rows(ctx, q);
+    const Tensor seq = layout.seq_idx.defined() ? gather_context(ctx, layout.seq_idx) : Tensor();
+    Tensor of = ctx.empty(qf.shape(), u.dtype());
+    lse = ctx.empty({B, nq_, qf.dim(1)}, stat_dtype(u.dtype()));
+    ops::attention_forward(ctx, qf, kf, vf, of, lse, seq);
+    o = local_context_rows(ctx, of);
+  } else {
+    o = ctx.empty({B, T, nq_, hd_}, u.dtype());
+    lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
+    ops::attention_forward(ctx, q, k, v, o, lse, layout.seq_idx);
+  }
   Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}), keep ? &kept[3] : nullptr);
   if (saved) {
     auto s = std::make_unique<AttentionSaved>();
@@ -84,8 +99,21 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
   const DType dt = dout.dtype();
   Tensor d_o = ctx.empty({B, T, nq_ * hd_}, dt);
   o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o, false, &s.o_proj);
-  Tensor dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
-  ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv, s.layout.seq_idx);
+  Tensor dq, dk, dv;
+  if (s.layout.context_split) {  // the forward's whole-sequence call again; dK/dV summed back to their owners
+    const Tensor kf = gather_context(ctx, s.k), vf = gather_context(ctx, s.v);
+    const Tensor qf = pad_context_rows(ctx, s.q), of = pad_context_rows(ctx, s.o);
+    const Tensor dof = pad_context_rows(ctx, d_o.view({B, T, nq_, hd_}));
+    const Tensor seq = s.layout.seq_idx.defined() ? gather_context(ctx, s.layout.seq_idx) : Tensor();
+    Tensor dqf = ctx.empty(qf.shape(), dt), dkf = ctx.empty(kf.shape(), dt), dvf = ctx.empty(vf.shape(), dt);
+    ops::attention_backward(ctx, qf, kf, vf, of, s.lse, dof, dqf, dkf, dvf, seq);
+    dq = local_context_rows(ctx, dqf);
+    dk = reduce_scatter_context(ctx, dkf);
+    dv = reduce_scatter_context(ctx, dvf);
+  } else {
+    dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
+    ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv, s.layout.seq_idx);
+  }
   if (rope_) {
     ops::rope_backward(ctx, dq, rope_freq_, dq, 0, s.layout.position_ids);
     ops::rope_backward(ctx, dk, rope_freq_, dk, 0, s.layout.position_ids);

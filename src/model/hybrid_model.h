@@ -25,7 +25,9 @@ struct Batch {
   // (one sequence per row).
   Tensor seq_idx = {};
   Tensor position_ids = {};
-  SequenceLayout layout() const { return {seq_idx, position_ids}; }
+  // This context rank's chunks of every row (train/context_batch.h), not whole rows.
+  bool context_split = false;
+  SequenceLayout layout() const { return {seq_idx, position_ids, {}, context_split}; }
 };
 
 // What a forward reports besides its output, when asked: each MoE layer's routing statistics,

@@ -11,6 +11,7 @@
 #include "ops/matmul.h"
 #include "ops/ssd_decode.h"
 #include "ops/ssd_scan.h"
+#include "model/mamba_context.h"
 #include "model/tensor_split.h"
 
 namespace nemotron::model {
@@ -136,6 +137,21 @@ void Mamba2Mixer::conv_forward(Context& ctx, Part part, const Tensor& raw, const
                              conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), out, seq_idx);
 }
 
+void Mamba2Mixer::convs(Context& ctx, const Tensor* raw[3], const Tensor& seq_idx, bool context_split,
+                        Tensor out[3]) const {
+  for (Part p : {kX, kB, kC}) {
+    const Tensor& in = *raw[p - kX];
+    if (!context_split) {
+      out[p - kX] = ctx.empty(in.shape(), in.dtype());
+      conv_forward(ctx, p, in, seq_idx, out[p - kX]);
+      continue;
+    }
+    Tensor ext = ctx.empty(in.shape(), in.dtype());
+    conv_forward(ctx, p, in, seq_idx, ext);
+    out[p - kX] = context_halo_drop(ctx, ext, K_ - 1);
+  }
+}
+
 Tensor Mamba2Mixer::compute_dt(Context& ctx, const Tensor& dt_raw) const {
   Tensor dt = ctx.empty(dt_raw.shape(), stat_dtype(dt_raw.dtype()));
   ops::dt_softplus_forward(ctx, dt_raw, dt_bias_->value, cfg_.time_step_limit_min, cfg_.time_step_limit_max, dt);
@@ -157,18 +173,31 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
   in_proj_.forward_rows(ctx, u, in_blocks(), part_out, saved ? &in_kept : nullptr);
   Tensor &z = part_out[kZ], &dt_raw = part_out[kDt];
 
-  Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
   const Tensor& seq_idx = layout.seq_idx;
-  conv_forward(ctx, kX, part_out[kX], seq_idx, x);
-  conv_forward(ctx, kB, part_out[kB], seq_idx, Bm);
-  conv_forward(ctx, kC, part_out[kC], seq_idx, Cm);
+  const bool cp = layout.context_split;
+  // Context parallelism: the conv inputs with their halos, the local chunks as 2B rows of L.
+  const int64_t halo = K_ - 1, Bs = cp ? 2 * B : B, Ts = cp ? T / 2 : T;
+  Tensor raw[3], conv_seq = seq_idx;
+  for (Part p : {kX, kB, kC}) raw[p - kX] = cp ? context_halo_extend(ctx, part_out[p], halo) : part_out[p];
+  if (cp && seq_idx.defined()) conv_seq = context_halo_extend(ctx, seq_idx, halo);
+  const Tensor* raw_in[3] = {&raw[0], &raw[1], &raw[2]};
+  Tensor conv_out[3];
+  convs(ctx, raw_in, conv_seq, cp, conv_out);
+  Tensor &x = conv_out[0], &Bm = conv_out[1], &Cm = conv_out[2];
   Tensor dt = compute_dt(ctx, dt_raw);
 
-  ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, A(ctx, dtype), Bm.view({B, T, G_, N_}),
-                        Cm.view({B, T, G_, N_}), D_->value, Tensor(), cfg_.chunk_size, seq_idx};
+  ops::SsdScanArgs args{x.view({Bs, Ts, nH_, P_}), dt.view({Bs, Ts, nH_}), A(ctx, dtype), Bm.view({Bs, Ts, G_, N_}),
+                        Cm.view({Bs, Ts, G_, N_}), D_->value, Tensor(), cfg_.chunk_size,
+                        seq_idx.defined() ? seq_idx.view({Bs, Ts}) : Tensor()};
   Tensor y = ctx.empty({B, T, d_}, dtype);
-  Tensor y4 = y.view({B, T, nH_, P_});
-  ops::ssd_scan_forward(ctx, args, y4);
+  Tensor y4 = y.view({Bs, Ts, nH_, P_});
+  std::shared_ptr<ContextScanChain> chain;
+  if (cp) {
+    chain = std::make_shared<ContextScanChain>();
+    context_scan_forward(ctx, args, y4, *chain);
+  } else {
+    ops::ssd_scan_forward(ctx, args, y4);
+  }
 
   Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, y, z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
@@ -180,9 +209,12 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
     auto s = std::make_unique<Mamba2Saved>();
     s->u = u;
     s->z = z;
-    s->x_raw = part_out[kX];
-    s->B_raw = part_out[kB];
-    s->C_raw = part_out[kC];
+    s->x_raw = raw[0];
+    s->B_raw = raw[1];
+    s->C_raw = raw[2];
+    s->context_split = cp;
+    s->conv_seq_idx = conv_seq;
+    s->chain = std::move(chain);
     s->dt_raw = dt_raw;
     s->y = y;
     s->rstd = rstd;
@@ -213,19 +245,23 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, d_norm_w);
 
   // Scan: recompute its inputs (conv outputs, dt) from the saved pre-activations.
-  Tensor x = ctx.empty({B, T, d_}, dtype), Bm = ctx.empty({B, T, GN_}, dtype), Cm = ctx.empty({B, T, GN_}, dtype);
-  conv_forward(ctx, kX, s.x_raw, s.seq_idx, x);
-  conv_forward(ctx, kB, s.B_raw, s.seq_idx, Bm);
-  conv_forward(ctx, kC, s.C_raw, s.seq_idx, Cm);
+  const bool cp = s.context_split;
+  const int64_t Bs = cp ? 2 * B : B, Ts = cp ? T / 2 : T, halo = K_ - 1;
+  const Tensor* raw_in[3] = {&s.x_raw, &s.B_raw, &s.C_raw};
+  Tensor conv_out[3];
+  convs(ctx, raw_in, cp ? s.conv_seq_idx : s.seq_idx, cp, conv_out);
+  const Tensor &x = conv_out[0], &Bm = conv_out[1], &Cm = conv_out[2];
   Tensor dt = compute_dt(ctx, s.dt_raw);
   Tensor a = A(ctx, dtype);
-  ops::SsdScanArgs args{x.view({B, T, nH_, P_}), dt, a, Bm.view({B, T, G_, N_}), Cm.view({B, T, G_, N_}),
-                        D_->value, Tensor(), cfg_.chunk_size, s.seq_idx};
+  ops::SsdScanArgs args{x.view({Bs, Ts, nH_, P_}), dt.view({Bs, Ts, nH_}), a, Bm.view({Bs, Ts, G_, N_}),
+                        Cm.view({Bs, Ts, G_, N_}), D_->value, Tensor(), cfg_.chunk_size,
+                        s.seq_idx.defined() ? s.seq_idx.view({Bs, Ts}) : Tensor()};
   Tensor dx = ctx.empty({B, T, d_}, dtype), ddt = ctx.empty({B, T, nH_}, stat_dtype(dtype));
   Tensor dBm = ctx.empty({B, T, GN_}, dtype), dCm = ctx.empty({B, T, GN_}, dtype), dA = ctx.zeros({nH_}, grad_dtype(dtype));
-  ops::SsdScanGrads g{dx.view({B, T, nH_, P_}), ddt, dBm.view({B, T, G_, N_}), dCm.view({B, T, G_, N_}),
-                      dA, grad_sink(ctx, *D_), Tensor()};
-  ops::ssd_scan_backward(ctx, args, dy.view({B, T, nH_, P_}), nullptr, g);
+  ops::SsdScanGrads g{dx.view({Bs, Ts, nH_, P_}), ddt.view({Bs, Ts, nH_}), dBm.view({Bs, Ts, G_, N_}),
+                      dCm.view({Bs, Ts, G_, N_}), dA, grad_sink(ctx, *D_), Tensor()};
+  if (cp) context_scan_backward(ctx, args, *s.chain, dy.view({Bs, Ts, nH_, P_}), g);
+  else ops::ssd_scan_backward(ctx, args, dy.view({Bs, Ts, nH_, P_}), nullptr, g);
 
   if (A_log_->requires_grad) ops::mamba_a_backward(ctx, a, dA, A_log_->grad);  // dA_log += dA * A
 
@@ -241,12 +277,16 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   Tensor d_conv_w = grad_sink(ctx, *conv_w_), d_conv_b = conv_b_ ? grad_sink(ctx, *conv_b_) : Tensor();
   for (Part p : {kX, kB, kC}) {
     Rows r = conv_rows(p);
-    d_part[p] = ctx.empty(raw[p]->shape(), dtype);
     Tensor dw = d_conv_w.slice(r.begin, r.end);
     Tensor db = conv_b_ ? d_conv_b.slice(r.begin, r.end) : Tensor();
+    // Context parallelism: the halo rows get no output gradient; their input gradient goes back
+    // to the rank whose chunk tail they are.
+    const Tensor d_out = cp ? context_halo_pad(ctx, *d_act[p], halo) : *d_act[p];
+    Tensor d_in = ctx.empty(raw[p]->shape(), dtype);
     ops::causal_conv1d_backward(ctx, *raw[p], conv_w_->value.slice(r.begin, r.end),
-                                conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), *d_act[p], d_part[p], dw,
-                                db, s.seq_idx);
+                                conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), d_out, d_in, dw, db,
+                                cp ? s.conv_seq_idx : s.seq_idx);
+    d_part[p] = cp ? context_halo_reduce(ctx, d_in, halo) : d_in;
   }
 
   // in_proj: du = sum over parts of d_part W_part; dW_part += d_part^T u.

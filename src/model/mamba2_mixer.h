@@ -16,6 +16,8 @@
 
 namespace nemotron::model {
 
+struct ContextScanChain;
+
 // What backward needs, all [B, T, .] per token: d = nH*P, GN = G*N.
 struct Mamba2Saved : MixerSaved {
   Tensor u;                    // [B, T, H] mixer input, the caller's tensor (in_proj weight gradient)
@@ -26,6 +28,11 @@ struct Mamba2Saved : MixerSaved {
   Tensor rstd;                 // [B*T, G] gated-norm statistics
   Tensor seq_idx;              // [B, T] int32 packed-sequence ids of the forward, or undefined
   LinearSaved in_proj, out_proj;  // their adapters' h (LoRA), for the backward
+  // Context parallelism (model/mamba_context.h): x/B/C_raw are then the chunks with their halos
+  // [2B, K-1+L, .], conv_seq_idx their ids, and chain the scan's incoming states.
+  bool context_split = false;
+  Tensor conv_seq_idx;
+  std::shared_ptr<ContextScanChain> chain;
 };
 
 class Mamba2Mixer : public Mixer {
@@ -46,6 +53,8 @@ class Mamba2Mixer : public Mixer {
   // out_proj N(0, initializer_range / sqrt(num_layers)) when rescale_prenorm_residual; biases 0.
   void init(uint64_t seed) override;
   // Packed rows (layout.seq_idx): the conv window and the scan state restart at every sequence.
+  // Context parallelism (layout.context_split): the conv's halo and the scan's state pass between
+  // the context ranks' chunks in sequence order (model/mamba_context.h).
   Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
                  const SequenceLayout& layout = {}) override;
   Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
@@ -74,6 +83,8 @@ class Mamba2Mixer : public Mixer {
   std::array<RowBlock, kNumParts> in_blocks() const;  // in_rows of every part, in Part order
   Tensor A(Context& ctx, DType dtype) const;  // -exp(A_log) [nH]
   void conv_forward(Context& ctx, Part part, const Tensor& raw, const Tensor& seq_idx, Tensor& out) const;
+  // The x, B and C convs from their raw inputs (context parallel: with halos, which the outputs drop).
+  void convs(Context& ctx, const Tensor* raw[3], const Tensor& seq_idx, bool context_split, Tensor out[3]) const;
   Tensor compute_dt(Context& ctx, const Tensor& dt_raw) const;
 
   ModelConfig cfg_;

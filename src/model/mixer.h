@@ -24,6 +24,10 @@ struct SequenceLayout {
   // Sequence parallelism (model/sequence_split.h): {B, T} of the whole call, whose rows the
   // tensor group's ranks hold in parts between the mixers; empty otherwise.
   Shape rows;
+  // Context parallelism (model/context_split.h): the rows hold this context rank's two chunks of
+  // every sequence (position_ids then the global positions); attention and Mamba exchange over
+  // ctx's context group. False: the rows are whole sequences, whatever the groups.
+  bool context_split = false;
 };
 
 struct MixerSaved {

@@ -13,7 +13,7 @@ namespace nemotron::parallel {
 std::shared_ptr<const ProcessGroups> ProcessGroups::single() {
   auto g = std::make_shared<ProcessGroups>();
   auto self = std::make_shared<SelfCommunicator>();
-  g->world = g->data = g->expert = g->expert_data = g->tensor = g->context = self;
+  g->world = g->data = g->expert = g->expert_data = g->tensor = g->context = g->data_context = self;
   return g;
 }
 
@@ -57,6 +57,8 @@ std::shared_ptr<const ProcessGroups> ProcessGroups::create(const RankLayout& lay
   g->expert_data = make(layout.expert_data_group(me));
   g->tensor = make(layout.tensor_group(me));
   g->context = make(layout.context_group(me));
+  // Without context parallelism the data group is the same set of ranks: one communicator.
+  g->data_context = layout.context() == 1 ? g->data : make(layout.data_context_group(me));
   return g;
 }
 

@@ -1,6 +1,7 @@
 // The process groups of a run, built once from its RankLayout and carried in the Context
 // (ctx.groups): world, data (gradients averaged), expert (experts split, tokens exchanged),
-// expert_data (an expert's replicas), tensor and context (issue 23; size 1 today). A group of one
+// expert_data (an expert's replicas), tensor, context (sequences split, model/context_split.h) and
+// data_context (data x context: the replicas of a whole parameter). A group of one
 // is a SelfCommunicator, so a single-process run is this same code with every size 1.
 #pragma once
 #include <memory>
@@ -16,7 +17,7 @@ class MpiCommunicator;
 struct ProcessGroups {
   RankLayout layout;
   int world_rank = 0;
-  std::shared_ptr<Communicator> world, data, expert, expert_data, tensor, context;
+  std::shared_ptr<Communicator> world, data, expert, expert_data, tensor, context, data_context;
 
   RankCoords coords() const { return layout.coords(world_rank); }
   bool is_first_rank() const { return world_rank == 0; }  // logs, metrics, the commit of a save

@@ -17,12 +17,6 @@ RankLayout::RankLayout(const ParallelSizes& sizes, int world, const LayoutModelF
                         std::pair{"context_parallel_size", sizes.context},
                         std::pair{"expert_model_parallel_size", sizes.expert}})
     if (v < 1) fail(key, fmt::format("expected a positive integer, got {}", v));
-  // Context parallelism is the rest of issue 23: the groups exist so they fit, the model code does
-  // not split sequences over it yet. Say so before anything starts rather than train
-  // something else.
-  if (sizes.context > 1)
-    fail("context_parallel_size",
-         fmt::format("{}: context parallelism is not implemented yet in this build (set 1)", sizes.context));
   if (sizes.sequence_parallel && sizes.tensor == 1)
     fail("sequence_parallel", "true needs model.tensor_model_parallel_size > 1 (sequence parallelism splits the "
                               "tensor-parallel group's activations)");
@@ -81,6 +75,9 @@ std::vector<int> RankLayout::data_group(int rank) const {
   return group_where(rank, [](const RankCoords& a, const RankCoords& b) {
     return a.tensor == b.tensor && a.context == b.context;
   });
+}
+std::vector<int> RankLayout::data_context_group(int rank) const {
+  return group_where(rank, [](const RankCoords& a, const RankCoords& b) { return a.tensor == b.tensor; });
 }
 std::vector<int> RankLayout::tensor_group(int rank) const {
   return group_where(rank, [](const RankCoords& a, const RankCoords& b) {

@@ -48,6 +48,10 @@ class RankLayout {
   // The world ranks of `rank`'s group of each kind, in group-rank order (the group rank of a
   // member is its index here).
   std::vector<int> data_group(int rank) const;
+  // The data x context ranks of one tensor coordinate (Megatron's dp-cp group): the replicas of
+  // every whole parameter, whose gradients are summed over both (a context rank's tokens are a
+  // part of the global batch as a data rank's are).
+  std::vector<int> data_context_group(int rank) const;
   std::vector<int> tensor_group(int rank) const;
   std::vector<int> context_group(int rank) const;
   std::vector<int> expert_group(int rank) const;

@@ -49,7 +49,9 @@ void bind_to_calling_thread(const Backend& backend) {
 model::Batch batch_on(const model::Batch& b, Backend& backend) {
   if (backend.device().is_cpu()) return b;
   auto move = [&](const Tensor& t) { return !t.defined() || t.device() == backend.device() ? t : t.to(backend); };
-  return {move(b.input_ids), move(b.labels), move(b.loss_mask), move(b.seq_idx), move(b.position_ids)};
+  model::Batch out{move(b.input_ids), move(b.labels), move(b.loss_mask), move(b.seq_idx), move(b.position_ids)};
+  out.context_split = b.context_split;
+  return out;
 }
 
 }  // namespace nemotron::train

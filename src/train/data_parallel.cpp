@@ -73,11 +73,13 @@ int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_
 }  // namespace
 
 GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements,
-                         Tensor scatter_into, parallel::Communicator* expert_data, parallel::Communicator* tensor)
+                         Tensor scatter_into, parallel::Communicator* expert_data, parallel::Communicator* tensor,
+                         parallel::Communicator* context)
     : params_(net.params()),
       group_(group),
       expert_data_(expert_data),
       tensor_(tensor),
+      context_(context),
       scatter_into_(std::move(scatter_into)) {
   NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
   if (scatter_into_.defined()) {
@@ -148,6 +150,10 @@ void GradReducer::finish() {
     if (experts && p->grad.defined() && p->is_expert()) expert_data_->all_reduce_async(p->grad, parallel::ReduceOp::sum);
   if (scatter_into_.defined()) {
     sum_partial();
+    if (context_ && context_->size() > 1) {
+      Tensor all = params_.grad_buffer();
+      context_->all_reduce(all);
+    }
     group_.reduce_scatter(params_.grad_buffer(), scatter_into_, parallel::ReduceOp::sum);
   } else if (group_.size() > 1) {
     for (Bucket& b : buckets_)

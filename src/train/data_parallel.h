@@ -64,9 +64,11 @@ class GradReducer {
   // `tensor`: the tensor-parallel group, over which the gradients of whole parameters fed by
   // partial sums (model::ParamShard::grad_partial_over_tensor) are summed too; null or a group of
   // one: none.
+  // `context`: with scatter_into only, the context-parallel group, over which the buffer is summed
+  // before the reduce-scatter over `group` (without it, `group` is the data x context group).
   GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements = kDefaultBucketElements,
               Tensor scatter_into = Tensor(), parallel::Communicator* expert_data = nullptr,
-              parallel::Communicator* tensor = nullptr);
+              parallel::Communicator* tensor = nullptr, parallel::Communicator* context = nullptr);
   // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one,
   // and when reduce-scattering).
   const std::function<void(int64_t layer)>* layer_hook();
@@ -91,6 +93,7 @@ class GradReducer {
   parallel::Communicator& group_;
   parallel::Communicator* expert_data_;
   parallel::Communicator* tensor_;
+  parallel::Communicator* context_;
   Tensor scatter_into_;
   std::vector<Bucket> buckets_;  // in the order the backward completes them
   std::function<void(int64_t)> hook_;

@@ -20,10 +20,12 @@ namespace {
 
 // The first rank of a parameter's replicas writes its whole value (every copy is the same). A
 // parameter whole on every tensor rank is written by tensor rank 0; a split one by every tensor
-// rank (its own part).
+// rank (its own part). Context ranks are replicas too: an expert's group (expert_data) already
+// spans data x context, anything else is written by context rank 0.
 bool writes_replica(const model::Param& p, const parallel::ProcessGroups& g) {
   const parallel::Communicator& replicas = p.is_expert() ? *g.expert_data : *g.data;
-  return replicas.rank() == 0 && g.context->rank() == 0 && (p.tensor_split() || g.tensor->rank() == 0);
+  return replicas.rank() == 0 && (p.is_expert() || g.context->rank() == 0) &&
+         (p.tensor_split() || g.tensor->rank() == 0);
 }
 
 // Where a local flat range [begin, end) of a value meets each of its boxes: elements [begin, end)

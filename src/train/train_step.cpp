@@ -8,6 +8,7 @@
 #include "core/op_profiler.h"
 #include "ops/elementwise.h"
 #include "train/compute_device.h"
+#include "train/context_batch.h"
 
 namespace nemotron::train {
 
@@ -165,17 +166,34 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
   ctx_.groups = cfg_.groups.get();
   NM_CHECK(opt_.shard_count() == 1 || opt_.shard_count() == groups().data->size(),
            "an optimizer sharded over {} ranks in a data group of {}", opt_.shard_count(), groups().data->size());
-  reducer_ = std::make_unique<GradReducer>(net_, *groups().data, cfg_.grad_bucket_elements, opt_.shard_grads(),
-                                           groups().expert_data.get(), groups().tensor.get());
+  // Context parallelism folds into the gradient sum (Megatron's dp-cp group): the whole buffer over
+  // data x context; a sharded optimizer's reduce-scatter stays over the data ranks, after the sum
+  // over context.
+  const bool sharded = opt_.shard_grads().defined();
+  reducer_ = std::make_unique<GradReducer>(net_, sharded ? *groups().data : *groups().data_context,
+                                           cfg_.grad_bucket_elements, opt_.shard_grads(), groups().expert_data.get(),
+                                           groups().tensor.get(), sharded ? groups().context.get() : nullptr);
 }
 
-StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration) {
-  NM_CHECK(!micro.empty(), "a training step needs at least one micro-batch");
-  parallel::Communicator& dp = *groups().data;
+std::vector<model::Batch> TrainStep::context_rows(const std::vector<model::Batch>& micro) const {
+  const parallel::Communicator& cp = *groups().context;
+  if (cp.size() == 1) return micro;
+  std::vector<model::Batch> mine;
+  for (const model::Batch& mb : micro) mine.push_back(context_shard(mb, cp.rank(), cp.size()));
+  return mine;
+}
+
+StepResult TrainStep::run(const std::vector<model::Batch>& whole, LossFn& loss, double lr, int64_t iteration) {
+  NM_CHECK(!whole.empty(), "a training step needs at least one micro-batch");
+  // Context parallelism: this rank's chunks of every row; its sums are then reduced over data x
+  // context, as a data rank's are over data.
+  const std::vector<model::Batch> micro = context_rows(whole);
+  parallel::Communicator& dc = *groups().data_context;
+  const int64_t data_ranks = groups().data->size();
   // The global batch is every data-parallel rank's micro-batches: its normaliser is their sum.
   const double local_normaliser = loss.normaliser(micro);
-  loss.reduce_counts(dp);
-  const double normaliser = dp.all_reduce_host(local_normaliser);
+  loss.reduce_counts(dc);
+  const double normaliser = dc.all_reduce_host(local_normaliser);
   const bool empty = !(normaliser > 0);
   if (empty && !loss.zero_when_empty())
     throw InputError(fmt::format("iteration {}: the global batch has no token with a label", iteration));
@@ -183,7 +201,7 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   // rank takes the same collectives; the numerator is 0 there too.
   const double inv_normaliser = empty ? 0.0 : 1.0 / normaliser;
   net_.params().zero_grads();
-  balancer_.begin_step(static_cast<int64_t>(micro.size()) * dp.size());
+  balancer_.begin_step(static_cast<int64_t>(micro.size()) * data_ranks);
   StepResult r;
   r.normaliser = normaliser;
   Backend& backend = net_.params().backend();
@@ -191,7 +209,7 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
   // host buffer may go right after), and a wait between micro-batches would empty the GPU's queue.
   std::vector<model::Batch> on_device;
   for (const model::Batch& mb : micro) on_device.push_back(batch_on(mb, backend));
-  const MtpWeights mtp = mtp_weights(net_, micro, loss, normaliser, &dp);
+  const MtpWeights mtp = mtp_weights(net_, micro, loss, normaliser, &dc);
   std::vector<double> mtp_sums(mtp.weight.size(), 0.0);
   double mtp_objective = 0;
   std::vector<Tensor> loss_values;  // linear losses: read once after the last micro-batch
@@ -225,13 +243,13 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
     reducer_->finish();  // all-reduced, or this rank's range reduce-scattered (distributed optimizer)
   }
   r.loss_sum += sum_loss_values(loss_values);
-  if (dp.size() > 1) {  // the step's sums over the whole global batch
+  if (dc.size() > 1) {  // the step's sums over the whole global batch
     std::vector<double> sums{r.loss_sum, mtp_objective};
     for (double v : mtp_sums) sums.push_back(v);
     std::vector<std::string> names;
     for (const auto& [name, v] : r.metrics)
       if (loss.metric_op(name) == parallel::ReduceOp::sum) names.push_back(name), sums.push_back(v);
-    dp.all_reduce_host(sums);
+    dc.all_reduce_host(sums);
     r.loss_sum = sums[0], mtp_objective = sums[1];
     for (size_t d = 0; d < mtp_sums.size(); ++d) mtp_sums[d] = sums[2 + d];
     for (size_t i = 0; i < names.size(); ++i) r.metrics[names[i]] = sums[2 + mtp_sums.size() + i];
@@ -241,10 +259,10 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
       for (const auto& [name, x] : r.metrics)
         if (loss.metric_op(name) == op) ext.push_back(name), v.push_back(x);
       if (v.empty()) continue;  // the same names on every rank (the same loss)
-      dp.all_reduce_host(v, op);
+      dc.all_reduce_host(v, op);
       for (size_t i = 0; i < ext.size(); ++i) r.metrics[ext[i]] = v[i];
     }
-    balancer_.reduce(dp);
+    balancer_.reduce(dc);
   }
   if (grad_hook_) grad_hook_(net_.params());
   r.loss = empty ? 0.0 : r.loss_sum / normaliser;
@@ -271,15 +289,16 @@ StepResult TrainStep::run(const std::vector<model::Batch>& micro, LossFn& loss, 
 LossSum TrainStep::evaluate(const model::Batch& batch, LossFn& loss) {
   balancer_.for_evaluation();
   LossSum s;
-  s.loss_sum = forward_loss(ctx_, net_, batch_on(batch, net_.params().backend()), loss);
-  s.token_count = loss.normaliser({batch});
+  const model::Batch mine = context_rows({batch}).front();
+  s.loss_sum = forward_loss(ctx_, net_, batch_on(mine, net_.params().backend()), loss);
+  s.token_count = loss.normaliser({mine});
   ws_.reset();
   return s;
 }
 
 LossSum TrainStep::reduce(LossSum local) {
   std::vector<double> v{local.loss_sum, local.token_count};
-  groups().data->all_reduce_host(v);
+  groups().data_context->all_reduce_host(v);
   return {v[0], v[1]};
 }
 

@@ -130,7 +130,7 @@ class TrainStep {
   StepResult run(const std::vector<model::Batch>& micro, LossFn& loss, double lr, int64_t iteration);
   // Forward only, MoE aux loss off: the numerator and normaliser of one batch (evaluation).
   LossSum evaluate(const model::Batch& batch, LossFn& loss);
-  // A rank's evaluation sums -> the whole data group's (the identity on one process).
+  // A rank's evaluation sums -> the whole data x context group's (the identity on one process).
   LossSum reduce(LossSum local);
 
   void set_grad_hook(GradHook hook) { grad_hook_ = std::move(hook); }
@@ -143,6 +143,8 @@ class TrainStep {
   AdamW& optimizer() { return opt_; }
 
  private:
+  // Context parallelism: this context rank's chunks of each micro-batch (train/context_batch.h).
+  std::vector<model::Batch> context_rows(const std::vector<model::Batch>& micro) const;
   model::HybridModel& net_;
   AdamW& opt_;
   StepConfig cfg_;

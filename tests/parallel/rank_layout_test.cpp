@@ -43,6 +43,20 @@ TEST(RankLayout, DataParallelIsTheWorldOverTheOtherSizes) {
   }
 }
 
+TEST(RankLayout, ContextRanksSitBetweenTensorAndData) {
+  // TP 2 x CP 2 x DP 2 on 8 ranks: rank = tp + 2 (cp + 2 dp).
+  const RankLayout l(sizes(2, 2, 1), 8, {0}, "run.yaml");
+  EXPECT_EQ(l.data(), 2);
+  EXPECT_EQ(l.coords(6).context, 1);
+  EXPECT_EQ(l.coords(6).data, 1);
+  EXPECT_EQ(l.context_group(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.context_group(5), (std::vector<int>{5, 7}));
+  EXPECT_EQ(l.data_group(1), (std::vector<int>{1, 5}));
+  // A whole parameter's replicas: every data and context rank of one tensor coordinate.
+  EXPECT_EQ(l.data_context_group(0), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(l.data_context_group(7), (std::vector<int>{1, 3, 5, 7}));
+}
+
 TEST(RankLayout, ExpertsFoldIntoDataRanks) {
   // EP 2 x DP 4 on 4 ranks: EP groups {0,1}, {2,3}; an expert's replicas {0,2}, {1,3}.
   const RankLayout l(sizes(1, 1, 2), 4, {8}, "run.yaml");
@@ -79,7 +93,10 @@ TEST(RankLayout, BadLayoutsNameTheirKey) {
   ParallelSizes tsp = sizes(2, 1, 1);
   tsp.sequence_parallel = true;  // sequence parallelism runs with tensor parallelism
   EXPECT_EQ(error_of(tsp, 2), "");
-  EXPECT_NE(error_of(sizes(1, 2, 1), 4).find("model.context_parallel_size: 2:"), std::string::npos);
+  EXPECT_EQ(error_of(sizes(1, 2, 1), 4), "");  // context parallelism runs (issue 23)
+  EXPECT_EQ(error_of(sizes(2, 2, 1), 2),
+            "run.yaml: model.tensor_model_parallel_size: 2 x model.context_parallel_size 2 = 4 does not divide the "
+            "world size 2 (ranks started by the launcher)");
   EXPECT_NE(error_of(sizes(0, 1, 1), 4).find("model.tensor_model_parallel_size: expected a positive integer"),
             std::string::npos);
   ParallelSizes sp = sizes(1, 1, 1);
