@@ -7,8 +7,9 @@
 // Only non-fatal EXPECTs (a rank that returned early would leave the others in a collective).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/rng.h"
-#include "harness.h"
 #include "model/attention_mixer.h"
 #include "model/context_split.h"
 #include "model/mamba2_mixer.h"
@@ -18,6 +19,21 @@
 
 namespace nemotron::testing {
 namespace {
+
+Context cpu_context(DType dtype) {
+  Context c;
+  c.compute_dtype = dtype;
+  return c;
+}
+
+// ||got - want|| / ||want||.
+double relative_error(const Tensor& got, const Tensor& want) {
+  const std::vector<double> a = got.to_f64_vector(), b = want.to_f64_vector();
+  if (a.size() != b.size()) return 1e30;
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * (a[i] - b[i]), n += b[i] * b[i];
+  return std::sqrt(d / std::max(n, 1e-300));
+}
 
 parallel::MpiCommunicator& world() {
   static parallel::MpiCommunicator w(MPI_COMM_WORLD);
@@ -106,7 +122,7 @@ void expect_split_equals_whole(Make make, int64_t H, int64_t B, int64_t L, bool 
     model::Param& p = *split_store.all()[i];
     if (!p.grad.defined()) continue;
     Tensor g = p.grad.clone();
-    world().all_reduce(g);  // parameters are replicated over the context ranks: gradients summed
+    world().all_reduce(g, parallel::ReduceOp::sum);  // parameters are replicated over the context ranks: gradients summed
     EXPECT_LT(relative_error(g, whole_store.all()[i]->grad), 1e-11) << p.name << ", rank " << world().rank();
   }
 }
