@@ -137,9 +137,11 @@ GpuMemory gpu_memory(const GpuPlanInput& in, const parallel::RankLayout& layout)
   // (reduce-scatter does not write in place) and gathers the bf16 values through one buffer.
   m.grads = kF32 * Tr + (shards > 1 ? kF32 * D / shards + kBf16 * D : 0.0);
   m.optimizer = 3 * kF32 * (D / shards + E);  // master, exp_avg, exp_avg_sq
-  // Activations of one micro-batch (mbs x seq tokens on every rank: no context parallelism).
+  // Activations of one micro-batch: mbs x seq tokens, of which a context rank holds 1/CP
+  // (model/context_split.h; the all-gathered K/V of one attention layer at a time not counted).
   const Passes ps = passes(c);
-  const double H = static_cast<double>(c.hidden_size), N = static_cast<double>(in.micro_batch_size * in.seq_length);
+  const int64_t tokens = in.micro_batch_size * in.seq_length / layout.context();
+  const double H = static_cast<double>(c.hidden_size), N = static_cast<double>(tokens);
   const double S = c.parallel.sequence_parallel && T > 1 ? static_cast<double>(T) : 1.0;
   for (const bool recompute : {false, true}) {
     // The final norm's input and output (the head gathers its rows under sequence parallelism).
@@ -152,7 +154,7 @@ GpuMemory gpu_memory(const GpuPlanInput& in, const parallel::RankLayout& layout)
       }
     per_token += static_cast<double>(ps.depths) * (5 * H + 6) / S;  // MTP: embedding, input, concat, output
     const int64_t V = c.vocab_size / T;  // the logits' columns on this rank, one chunk at a time
-    const double logits = static_cast<double>(model::head_rows_per_chunk(V, DType::bf16, in.micro_batch_size * in.seq_length)) *
+    const double logits = static_cast<double>(model::head_rows_per_chunk(V, DType::bf16, tokens)) *
                           static_cast<double>(V);
     (recompute ? m.activations_recompute : m.activations_kept) = kBf16 * ((per_token + busiest) * N + logits);
   }

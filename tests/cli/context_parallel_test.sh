@@ -52,8 +52,8 @@ same_run "CP 2 checkpoint resumed in one process" "$TMP/cp2to1" 6 5 1e-4
 # chunks (attention masks and Mamba state restarts from the global sequence ids).
 expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pt"
 expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/data/sft" \
-  tokenizer.model="$TMP/data/pt/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 pack_size=128
-run=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/data/sft" dataset.seq_length=128 train.global_batch_size=2
+  tokenizer.model="$TMP/data/pt/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 pack_size=128 heldout_examples=0
+run=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/data/sft" checkpoint.pretrained_checkpoint= checkpoint.load= dataset.seq_length=128 train.global_batch_size=2
   train.micro_batch_size=1 train.train_iters=2 train.eval_interval=2 train.eval_iters=1 scheduler.lr_warmup_iters=1
   checkpoint.save_interval=2 logger.log_interval=1 logger.tensorboard_dir=null "${nomtp[@]}")
 expect_ok "SFT, one process" '^ iteration +2/ +2 ' "${run[@]}" checkpoint.save="$TMP/sft1"
@@ -72,10 +72,10 @@ fi
 
 # Layouts that cannot run: one line naming the key, exit 2, before anything starts.
 recipe=recipes/super3/pretrain/tiny.yaml
-tiny=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=1 checkpoint.save="$TMP/bad")
+tiny=("$BIN" super3 pretrain -c tiny dataset.mock=true checkpoint.save="$TMP/bad")
 bad_layout "CP not dividing the sequence" 2 \
-  "$recipe: model.context_parallel_size: 3 cuts each sequence into 2 x 3 = 6 equal chunks (two per rank, for causal load balance), which must divide dataset.seq_length 128" \
-  "${tiny[@]}" "${nomtp[@]}" model.context_parallel_size=3
+  "$recipe: model.context_parallel_size: 2 cuts each sequence into 2 x 2 = 4 equal chunks (two per rank, for causal load balance), which must divide dataset.seq_length 130" \
+  "${tiny[@]}" "${nomtp[@]}" model.context_parallel_size=2 dataset.seq_length=130
 bad_layout "CP chunks shorter than the conv window" 2 \
   "$recipe: model.context_parallel_size: 2 cuts each sequence into chunks of 2 tokens, fewer than the 3 before a token that Mamba's conv1d reads (model.conv_kernel - 1)" \
   "${tiny[@]}" "${nomtp[@]}" model.context_parallel_size=2 dataset.seq_length=8
