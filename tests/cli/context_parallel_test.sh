@@ -19,15 +19,6 @@ run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3 "${nomtp[@]}")
 expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
 
-# same_run against another single process's run ($TMP/REF) ATOL NAME DIR ITER FROM.
-same_run_as() {
-  local ref=$1 atol=$2
-  shift 2
-  mv "$TMP/dp1" "$TMP/dp1.keep" && cp -r "$TMP/$ref" "$TMP/dp1"
-  same_run "$@" "$atol"
-  rm -rf "$TMP/dp1" && mv "$TMP/dp1.keep" "$TMP/dp1"
-}
-
 layout() {  # NAME NP OVERRIDES...
   local name=$1 np=$2
   shift 2

@@ -33,15 +33,5 @@ for layout in "2 2 1" "4 2 2" "4 4 1"; do
     fail "$what weights: $msg"; fi
 done
 # A CP 2 checkpoint (parameters replicated over the context ranks) continues on one GPU.
-if [[ -d $TMP/cp2-tp1-np2 ]]; then
-  "${MPIRUN[@]}" -np 2 "${run[@]}" model.context_parallel_size=2 train.exit_interval=3 checkpoint.save="$TMP/cpz" \
-    >"$TMP/outcpz" 2>"$TMP/errcpz" || fail "CP 2 to iteration 3: $(tail -5 "$TMP/errcpz")"
-  if "${run[@]}" checkpoint.load="$TMP/cpz" checkpoint.save="$TMP/cpzr" >"$TMP/outcpzr" 2>"$TMP/errcpzr"; then
-    if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/cpzr/iter_0000006/model.safetensors" \
-      "$TMP/g1/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: CP 2 checkpoint resumed on one GPU: weights $msg"; else
-      fail "CP 2 checkpoint resumed on one GPU: weights $msg"; fi
-  else
-    fail "CP 2 checkpoint on one GPU: $(tail -5 "$TMP/errcpzr")"
-  fi
-fi
+[[ -d $TMP/cp2-tp1-np2 ]] && resumed_on_one_gpu "CP 2" cpz model.context_parallel_size=2
 finish "context parallelism on $gpus GPUs over NCCL (CP 2, CP 2 x TP 2, CP 4) against one GPU; a CP 2 checkpoint resumed on one GPU"

@@ -21,3 +21,19 @@ w = max(abs(float(x) - float(y)) / abs(float(y)) for x, y in zip(a, b))
 print(f"{w:.3e}"); sys.exit(0 if w <= float(sys.argv[3]) else 1)' "$1" "$2" "$3"
 }
 
+# resumed_on_one_gpu WHAT NAME OVERRIDES...: the run under `mpirun -np 2` with OVERRIDES stopped at
+# iteration 3, its checkpoint continued on one GPU to the end: the weights equal the uninterrupted
+# one-GPU run's ($TMP/g1) within the bf16 tolerance.
+resumed_on_one_gpu() {
+  local what=$1 name=$2
+  shift 2
+  "${MPIRUN[@]}" -np 2 "${run[@]}" "$@" train.exit_interval=3 checkpoint.save="$TMP/$name" \
+    >"$TMP/out$name" 2>"$TMP/err$name" || fail "$what to iteration 3: $(tail -5 "$TMP/err$name")"
+  if "${run[@]}" checkpoint.load="$TMP/$name" checkpoint.save="$TMP/${name}r" >"$TMP/out${name}r" 2>"$TMP/err${name}r"; then
+    if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/${name}r/iter_0000006/model.safetensors" \
+      "$TMP/g1/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: $what checkpoint resumed on one GPU: weights $msg"; else
+      fail "$what checkpoint resumed on one GPU: weights $msg"; fi
+  else
+    fail "$what checkpoint on one GPU: $(tail -5 "$TMP/err${name}r")"
+  fi
+}

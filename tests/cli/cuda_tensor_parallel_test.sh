@@ -41,15 +41,5 @@ for layout in "2 2 1 g1 false" "2 2 1 g1 true" "4 2 1 g1 false" "4 2 2 g1 true" 
     fail "$what weights: $msg"; fi
 done
 # A TP 2 checkpoint (sharded by heads, widths and vocabulary) continues on one GPU.
-if [[ -d $TMP/tp2-ep1-np2-spfalse ]]; then
-  "${MPIRUN[@]}" -np 2 "${run[@]}" model.tensor_model_parallel_size=2 train.exit_interval=3 checkpoint.save="$TMP/tpz" \
-    >"$TMP/outtpz" 2>"$TMP/errtpz" || fail "TP 2 to iteration 3: $(tail -5 "$TMP/errtpz")"
-  if "${run[@]}" checkpoint.load="$TMP/tpz" checkpoint.save="$TMP/tpzr" >"$TMP/outtpzr" 2>"$TMP/errtpzr"; then
-    if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/tpzr/iter_0000006/model.safetensors" \
-      "$TMP/g1/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: TP 2 checkpoint resumed on one GPU: weights $msg"; else
-      fail "TP 2 checkpoint resumed on one GPU: weights $msg"; fi
-  else
-    fail "TP 2 checkpoint on one GPU: $(tail -5 "$TMP/errtpzr")"
-  fi
-fi
+[[ -d $TMP/tp2-ep1-np2-spfalse ]] && resumed_on_one_gpu "TP 2" tpz model.tensor_model_parallel_size=2
 finish "tensor parallelism on $gpus GPUs over NCCL (with and without sequence parallelism, with DP and EP) against one GPU; a TP 2 checkpoint resumed on one GPU"

@@ -64,6 +64,16 @@ same_run() {
   fi
 }
 
+# same_run_as REF ATOL NAME DIR ITER FROM: same_run against another single process's run in
+# $TMP/REF instead of $TMP/dp1.
+same_run_as() {
+  local ref=$1 atol=$2
+  shift 2
+  mv "$TMP/dp1" "$TMP/dp1.keep" && cp -r "$TMP/$ref" "$TMP/dp1"
+  same_run "$@" "$atol"
+  rm -rf "$TMP/dp1" && mv "$TMP/dp1.keep" "$TMP/dp1"
+}
+
 # mpi NP NAME ARGS...: the caller's command `run` (an array) under mpirun; output in $TMP/out.NAME.
 mpi() {
   local np=$1 name=$2
