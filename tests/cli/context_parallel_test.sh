@@ -27,10 +27,13 @@ layout() {  # NAME NP OVERRIDES...
     same_run "$name" "$TMP/$name" 4 0 1e-4
   fi
 }
+# CP 4 with full recomputation (the mixers' forwards rerun on the chunks in the backward), CP 2 x
+# TP 2 with sequence parallelism, CP 2 x DP 2 with the distributed optimizer (the gradients summed
+# over context, then reduce-scattered over data).
 layout cp2 2 model.context_parallel_size=2
-layout cp4 4 model.context_parallel_size=4
-layout cp2tp2 4 model.context_parallel_size=2 model.tensor_model_parallel_size=2
-layout cp2dp2 4 model.context_parallel_size=2
+layout cp4 4 model.context_parallel_size=4 model.recompute_granularity=full
+layout cp2tp2 4 model.context_parallel_size=2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
+layout cp2dp2 4 model.context_parallel_size=2 "${zero[@]}"
 grep -q '^rank layout: DP 2 x EP 1 x TP 1 x CP 2 over 4 ranks' "$TMP/out.cp2dp2" ||
   fail "the run does not print its layout: $(head -5 "$TMP/out.cp2dp2")"
 
@@ -43,8 +46,8 @@ same_run "CP 2 checkpoint resumed in one process" "$TMP/cp2to1" 6 5 1e-4
 # chunks (attention masks and Mamba state restarts from the global sequence ids).
 expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pt"
 expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/data/sft" \
-  tokenizer.model="$TMP/data/pt/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 pack_size=128 heldout_examples=0
-run=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/data/sft" checkpoint.pretrained_checkpoint= checkpoint.load= dataset.seq_length=128 train.global_batch_size=2
+  tokenizer.model="$TMP/data/pt/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 heldout_examples=0
+run=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/data/sft" checkpoint.pretrained_checkpoint= checkpoint.load= train.global_batch_size=2
   train.micro_batch_size=1 train.train_iters=2 train.eval_interval=2 train.eval_iters=1 scheduler.lr_warmup_iters=1
   checkpoint.save_interval=2 logger.log_interval=1 logger.tensorboard_dir=null "${nomtp[@]}")
 expect_ok "SFT, one process" '^ iteration +2/ +2 ' "${run[@]}" checkpoint.save="$TMP/sft1"
