@@ -134,10 +134,10 @@ void check_context_split(const parallel::RankLayout& layout, const model::ModelC
     fail(fmt::format("{} cuts each sequence into chunks of {} tokens, fewer than the {} before a token that Mamba's "
                      "conv1d reads (model.conv_kernel - 1)",
                      C, seq_length / (2 * C), model.conv_kernel - 1));
-  if (model.mtp_depths() > 0)
-    fail(fmt::format("{}: multi-token prediction does not run context-parallel yet (its shifted tokens cross the "
-                     "chunks; set model.num_nextn_predict_layers=0)",
-                     C));
+  if (model.mtp_depths() > seq_length / (2 * C))
+    fail(fmt::format("{} cuts each sequence into chunks of {} tokens, fewer than the {} multi-token prediction "
+                     "depths (model.mtp_num_layers) read ahead of a token",
+                     C, seq_length / (2 * C), model.mtp_depths()));
   if (moe_balancing == "seq_aux_loss")
     fail(fmt::format("{}: moe.moe_router_load_balancing_type seq_aux_loss (per-sequence statistics) does not run "
                      "context-parallel yet; set none (the expert-bias update does)",

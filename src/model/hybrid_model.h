@@ -25,8 +25,12 @@ struct Batch {
   // (one sequence per row).
   Tensor seq_idx = {};
   Tensor position_ids = {};
-  // This context rank's chunks of every row (train/context_batch.h), not whole rows.
+  // This context rank's chunks of every row (train/context_batch.h), not whole rows; then `ahead`
+  // holds, for multi-token prediction, the tokens that follow each chunk in its row: [B, 2A]
+  // (chunk j's A tokens at columns [jA, (j+1)A); past the row's end ids 0, labels -1, loss mask
+  // 0, seq -1).
   bool context_split = false;
+  std::shared_ptr<const Batch> ahead = {};
   SequenceLayout layout() const { return {seq_idx, position_ids, {}, context_split}; }
 };
 

@@ -34,27 +34,72 @@ Tensor interleave_ids(int64_t N, bool to_concat, Backend& backend) {
 
 }  // namespace
 
+namespace {
+
+// A batch's per-token values as rows of `len` tokens each followed by `ext` more: whole rows
+// (ext 0), or under context parallelism each local chunk followed by the tokens after it.
+struct TokenRows {
+  int64_t rows = 0, len = 0, ext = 0;
+  std::vector<double> ids, labels, w, seq;  // rows x (len + ext)
+};
+
+TokenRows token_rows(const Batch& mb, const Tensor& weights) {
+  TokenRows r;
+  const int64_t B = mb.input_ids.dim(0), T = mb.input_ids.dim(1);
+  std::vector<double> ids = mb.input_ids.to_f64_vector(), labels = mb.labels.to_f64_vector();
+  std::vector<double> w = weights.defined() ? weights.to_f64_vector() : std::vector<double>();
+  std::vector<double> seq = mb.seq_idx.defined() ? mb.seq_idx.to_f64_vector() : std::vector<double>();
+  if (!mb.context_split) {
+    r.rows = B, r.len = T;
+    r.ids = std::move(ids), r.labels = std::move(labels), r.w = std::move(w), r.seq = std::move(seq);
+    return r;
+  }
+  NM_CHECK(mb.ahead && mb.ahead->input_ids.dim(0) == B, "context parallel MTP: no tokens after the chunks");
+  // The loss weights of the tokens after a chunk are their loss mask (the masked cross-entropy's).
+  NM_CHECK(weights.defined() == mb.loss_mask.defined() && (!weights.defined() || weights.raw() == mb.loss_mask.raw()),
+           "context parallel MTP: loss weights other than the loss mask");
+  const Batch& a = *mb.ahead;
+  const std::vector<double> aids = a.input_ids.to_f64_vector(), alab = a.labels.to_f64_vector();
+  const std::vector<double> aw = w.empty() ? w : a.loss_mask.to_f64_vector();
+  const std::vector<double> aseq = seq.empty() ? seq : a.seq_idx.to_f64_vector();
+  r.rows = 2 * B, r.len = T / 2, r.ext = a.input_ids.dim(1) / 2;
+  const int64_t S = r.len + r.ext;
+  auto join = [&](const std::vector<double>& local, const std::vector<double>& after, std::vector<double>& out) {
+    if (local.empty()) return;
+    out.resize(static_cast<size_t>(r.rows * S));
+    for (int64_t row = 0; row < r.rows; ++row) {  // row = 2b + j: chunk j of row b
+      std::copy_n(local.begin() + row * r.len, r.len, out.begin() + row * S);
+      std::copy_n(after.begin() + row * r.ext, r.ext, out.begin() + row * S + r.len);
+    }
+  };
+  join(ids, aids, r.ids), join(labels, alab, r.labels), join(w, aw, r.w), join(seq, aseq, r.seq);
+  return r;
+}
+
+}  // namespace
+
 MtpTargets mtp_targets(const Batch& mb, const Tensor& weights, int64_t k, Backend& backend) {
   NM_CHECK(k >= 1, "MTP depth {}", k);
   const int64_t B = mb.input_ids.dim(0), T = mb.input_ids.dim(1);
-  const std::vector<double> ids = mb.input_ids.to_f64_vector(), labels = mb.labels.to_f64_vector();
-  const std::vector<double> w = weights.defined() ? weights.to_f64_vector() : std::vector<double>();
-  const std::vector<double> seq = mb.seq_idx.defined() ? mb.seq_idx.to_f64_vector() : std::vector<double>();
-  std::vector<int32_t> rid(ids.size(), 0), rlab(ids.size(), -1);
-  std::vector<double> rw(w.empty() ? 0 : w.size(), 0.0);
+  const TokenRows tr = token_rows(mb, weights);
+  NM_CHECK(!mb.context_split || k <= tr.ext, "MTP depth {} beyond the {} tokens known after each chunk", k, tr.ext);
+  const int64_t S = tr.len + tr.ext;
+  std::vector<int32_t> rid(static_cast<size_t>(B * T), 0), rlab(rid.size(), -1);
+  std::vector<double> rw(tr.w.empty() ? 0 : rid.size(), 0.0);
   MtpTargets out;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t + k < T; ++t) {
-      const size_t n = static_cast<size_t>(b * T + t), m = n + static_cast<size_t>(k);
-      rid[n] = static_cast<int32_t>(ids[m]);
-      if (!seq.empty() && seq[m] != seq[n]) continue;  // the target lies in the next packed sequence
-      rlab[n] = static_cast<int32_t>(labels[m]);
-      if (!w.empty()) rw[n] = w[m];
-      if (labels[m] >= 0) out.tokens += w.empty() ? 1.0 : w[m];
+  for (int64_t row = 0; row < tr.rows; ++row)
+    for (int64_t t = 0; t < tr.len && t + k < S; ++t) {
+      const size_t o = static_cast<size_t>(row * tr.len + t), n = static_cast<size_t>(row * S + t),
+                   m = n + static_cast<size_t>(k);
+      rid[o] = static_cast<int32_t>(tr.ids[m]);
+      if (!tr.seq.empty() && tr.seq[m] != tr.seq[n]) continue;  // the target lies in the next packed sequence
+      rlab[o] = static_cast<int32_t>(tr.labels[m]);
+      if (!tr.w.empty()) rw[o] = tr.w[m];
+      if (tr.labels[m] >= 0) out.tokens += tr.w.empty() ? 1.0 : tr.w[m];
     }
   out.ids = on(Tensor::from_vector<int32_t>({B, T}, rid), backend);
   out.labels = on(Tensor::from_vector<int32_t>({B, T}, rlab), backend);
-  if (!w.empty()) out.weights = on(Tensor::from_vector<double>(weights.shape(), rw).to_host(weights.dtype()), backend);
+  if (!tr.w.empty()) out.weights = on(Tensor::from_vector<double>(weights.shape(), rw).to_host(weights.dtype()), backend);
   return out;
 }
 

@@ -29,6 +29,9 @@ struct MtpTargets {
   Tensor ids, labels, weights;
   double tokens = 0;
 };
+// A context-parallel batch (mb.context_split) rolls each of its two chunks with the tokens after it
+// (mb.ahead, at least k of them), exactly as the whole row would; its weights must then be its
+// loss mask (the masked cross-entropy's).
 MtpTargets mtp_targets(const Batch& mb, const Tensor& weights, int64_t k, Backend& backend);
 
 // What one depth's forward keeps for its backward.

@@ -51,6 +51,7 @@ model::Batch batch_on(const model::Batch& b, Backend& backend) {
   auto move = [&](const Tensor& t) { return !t.defined() || t.device() == backend.device() ? t : t.to(backend); };
   model::Batch out{move(b.input_ids), move(b.labels), move(b.loss_mask), move(b.seq_idx), move(b.position_ids)};
   out.context_split = b.context_split;
+  out.ahead = b.ahead;  // read on the host (MTP targets)
   return out;
 }
 

@@ -8,7 +8,9 @@
 namespace nemotron::train {
 
 // Rows [B, T] -> this rank's chunks [B, 2T / (2 size)] (chunks rank and 2 size - 1 - rank),
-// marked context_split; size 1 returns the batch as it is. T must be a multiple of 2 size.
-model::Batch context_shard(const model::Batch& batch, int rank, int size);
+// marked context_split, with the `lookahead` tokens after each chunk in batch.ahead (multi-token
+// prediction's targets; at most a chunk); size 1 returns the batch as it is. T must be a multiple
+// of 2 size.
+model::Batch context_shard(const model::Batch& batch, int rank, int size, int64_t lookahead = 0);
 
 }  // namespace nemotron::train

@@ -179,7 +179,7 @@ std::vector<model::Batch> TrainStep::context_rows(const std::vector<model::Batch
   const parallel::Communicator& cp = *groups().context;
   if (cp.size() == 1) return micro;
   std::vector<model::Batch> mine;
-  for (const model::Batch& mb : micro) mine.push_back(context_shard(mb, cp.rank(), cp.size()));
+  for (const model::Batch& mb : micro) mine.push_back(context_shard(mb, cp.rank(), cp.size(), net_.mtp_depths()));
   return mine;
 }
 

@@ -118,7 +118,7 @@ TEST(GradReducer, TheStepReducesThroughTheLayerHook) {
   net.init(7);
   auto pair = std::make_shared<RecordingPair>();
   auto groups = std::make_shared<parallel::ProcessGroups>();
-  groups->world = groups->data = groups->expert = groups->expert_data = pair;
+  groups->world = groups->data = groups->data_context = groups->expert = groups->expert_data = pair;
   // The model is whole (not split over a tensor group): its tensor and context groups are of one.
   groups->tensor = groups->context = std::make_shared<parallel::SelfCommunicator>();
   AdamW opt(net.params(), {});

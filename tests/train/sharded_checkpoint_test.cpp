@@ -44,7 +44,7 @@ class FixedRank final : public parallel::Communicator {
 parallel::ProcessGroups ep2_groups(int rank) {
   parallel::ProcessGroups g;
   g.world_rank = rank;
-  g.world = g.data = g.expert = std::make_shared<FixedRank>(rank, 2);
+  g.world = g.data = g.data_context = g.expert = std::make_shared<FixedRank>(rank, 2);
   g.expert_data = g.tensor = g.context = std::make_shared<FixedRank>(0, 1);
   return g;
 }
