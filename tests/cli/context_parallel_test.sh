@@ -3,9 +3,10 @@
 # rank holds 2 of the 2C chunks of every sequence (chunks r and 2C-1-r, Megatron's causal load
 # balance); attention all-gathers K/V over the context group, Mamba passes its conv halo and its
 # scan state from chunk to chunk, per-token layers run on the local rows, and the gradients are
-# summed over data x context. The tiny super3 trunk M*M-ME (Mamba-2, GQA attention, MLP, latent
-# MoE with a shared expert and the expert-bias update) without MTP and seq_aux_loss (refused at
-# CP > 1, below), 4 steps with validation, as one process and at CP 2, CP 4, CP 2 x TP 2 and
+# summed over data x context. The tiny super3 recipe (trunk M*M-ME: Mamba-2, GQA attention, MLP,
+# latent MoE with a shared expert and the expert-bias update; MTP block *E at two depths, whose
+# shifted targets read the tokens after each chunk) without seq_aux_loss (refused at CP > 1,
+# below), 4 steps with validation, as one process and at CP 2, CP 4, CP 2 x TP 2 and
 # CP 2 x DP 2: every loss and the weights at iteration 4 equal the single process's within float32
 # rounding of another summation order (cli.tensor_parallel's tolerances). Then packed SFT at CP 2
 # (sequence boundaries inside and across chunks), DeciLM (RoPE at global positions, per-layer GQA)
@@ -13,10 +14,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
-nomtp=(model.num_nextn_predict_layers=0 model.mtp_num_layers=0 moe.moe_router_load_balancing_type=none)
+noaux=(moe.moe_router_load_balancing_type=none)
 run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.global_batch_size=4
   train.micro_batch_size=2 train.eval_interval=2 train.eval_iters=1 logger.tensorboard_dir=null
-  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3 "${nomtp[@]}")
+  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3 "${noaux[@]}")
 expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
 
 layout() {  # NAME NP OVERRIDES...
@@ -49,7 +50,7 @@ expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny outpu
   tokenizer.model="$TMP/data/pt/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 heldout_examples=0
 run=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/data/sft" checkpoint.pretrained_checkpoint= checkpoint.load= train.global_batch_size=2
   train.micro_batch_size=1 train.train_iters=2 train.eval_interval=2 train.eval_iters=1 scheduler.lr_warmup_iters=1
-  checkpoint.save_interval=2 logger.log_interval=1 logger.tensorboard_dir=null "${nomtp[@]}")
+  checkpoint.save_interval=2 logger.log_interval=1 logger.tensorboard_dir=null "${noaux[@]}")
 expect_ok "SFT, one process" '^ iteration +2/ +2 ' "${run[@]}" checkpoint.save="$TMP/sft1"
 if mpi 2 sft_cp2 model.context_parallel_size=2 checkpoint.save="$TMP/sft_cp2"; then
   same_run_as sft1 1e-4 "packed SFT at CP 2" "$TMP/sft_cp2" 2 0
@@ -69,18 +70,15 @@ recipe=recipes/super3/pretrain/tiny.yaml
 tiny=("$BIN" super3 pretrain -c tiny dataset.mock=true checkpoint.save="$TMP/bad")
 bad_layout "CP not dividing the sequence" 2 \
   "$recipe: model.context_parallel_size: 2 cuts each sequence into 2 x 2 = 4 equal chunks (two per rank, for causal load balance), which must divide dataset.seq_length 130" \
-  "${tiny[@]}" "${nomtp[@]}" model.context_parallel_size=2 dataset.seq_length=130
+  "${tiny[@]}" "${noaux[@]}" model.context_parallel_size=2 dataset.seq_length=130
 bad_layout "CP chunks shorter than the conv window" 2 \
   "$recipe: model.context_parallel_size: 2 cuts each sequence into chunks of 2 tokens, fewer than the 3 before a token that Mamba's conv1d reads (model.conv_kernel - 1)" \
-  "${tiny[@]}" "${nomtp[@]}" model.context_parallel_size=2 dataset.seq_length=8
-bad_layout "CP with MTP" 2 \
-  "$recipe: model.context_parallel_size: 2: multi-token prediction does not run context-parallel yet (its shifted tokens cross the chunks; set model.num_nextn_predict_layers=0)" \
-  "${tiny[@]}" model.context_parallel_size=2
+  "${tiny[@]}" "${noaux[@]}" model.context_parallel_size=2 dataset.seq_length=8
 bad_layout "CP with seq_aux_loss" 2 \
   "$recipe: model.context_parallel_size: 2: moe.moe_router_load_balancing_type seq_aux_loss (per-sequence statistics) does not run context-parallel yet; set none (the expert-bias update does)" \
-  "${tiny[@]}" model.num_nextn_predict_layers=0 model.mtp_num_layers=0 model.context_parallel_size=2
+  "${tiny[@]}" model.context_parallel_size=2
 bad_layout "CP x TP over too few ranks" 2 \
   "$recipe: model.tensor_model_parallel_size: 2 x model.context_parallel_size 2 = 4 does not divide the world size 2 (ranks started by the launcher)" \
-  "${tiny[@]}" "${nomtp[@]}" model.context_parallel_size=2 model.tensor_model_parallel_size=2
+  "${tiny[@]}" "${noaux[@]}" model.context_parallel_size=2 model.tensor_model_parallel_size=2
 
 finish "context parallelism (CP 2, CP 4, CP 2 x TP 2, CP 2 x DP 2, packed SFT, DeciLM) equals one process; bad layouts refused"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Context parallelism on GPUs over NCCL (issue 23), against one GPU: the tiny super3 trunk (Mamba-2,
-# attention, MLP, MoE with the expert-bias update; MTP and seq_aux_loss off, which CP refuses) in
+# Context parallelism on GPUs over NCCL (issue 23), against one GPU: the tiny super3 recipe (Mamba-2,
+# attention, MLP, MoE with the expert-bias update, MTP; seq_aux_loss off, which CP refuses) in
 # bf16 with float32 masters, 6 steps, as one process on one GPU and under `mpirun -np N` at CP 2
 # and (4 GPUs) CP 2 x TP 2 and CP 4; bf16 tolerances of cli.cuda_tensor_parallel (losses 2e-3
 # relative, weights 2e-2 absolute). The K/V all-gather, the conv halo and the scan states go
@@ -12,7 +12,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [[ ${gpus:-0} -lt 2 ]]; then echo "skipped: $gpus GPU(s) visible, 2 needed"; exit 77; fi
 "$BIN" super3 pretrain -c tiny dataset.mock=true device=cuda --dry-run >/dev/null 2>&1 || { echo "skipped: no CUDA build"; exit 77; }
 source "$(dirname "${BASH_SOURCE[0]}")/cuda_mpi_lib.sh"
-run+=(model.num_nextn_predict_layers=0 model.mtp_num_layers=0 moe.moe_router_load_balancing_type=none)
+run+=(moe.moe_router_load_balancing_type=none)
 
 expect_ok "one GPU" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/g1"
 losses "$TMP/g1/metrics.jsonl" >"$TMP/g1.l"
