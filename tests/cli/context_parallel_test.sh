@@ -20,14 +20,7 @@ run=("$BIN" super3 pretrain -c tiny dataset.mock=true train.train_iters=6 train.
   scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=3 "${noaux[@]}")
 expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
 
-layout() {  # NAME NP OVERRIDES...
-  local name=$1 np=$2
-  shift 2
-  if mpi "$np" "$name" checkpoint.save="$TMP/$name" train.exit_interval=4 "$@"; then
-    [[ $(grep -cE '^ iteration +4/ +6 ' "$TMP/out.$name") -eq 1 ]] || fail "$name: not one log: $(tail -3 "$TMP/out.$name")"
-    same_run "$name" "$TMP/$name" 4 0 1e-4
-  fi
-}
+LAYOUT_ATOL=1e-4  # weights: cli.tensor_parallel's tolerance for partial sums in another order
 # CP 4 with full recomputation (the mixers' forwards rerun on the chunks in the backward), CP 2 x
 # TP 2 with sequence parallelism, CP 2 x DP 2 with the distributed optimizer (the gradients summed
 # over context, then reduce-scattered over data).

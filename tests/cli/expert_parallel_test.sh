@@ -22,17 +22,8 @@ run=("${tiny_run[@]}")
 # The uninterrupted single process (checkpoints at 2, 4, 6): the reference of same_run.
 expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
 
-# Each layout trains to iteration 4 (train.exit_interval saves a sharded iteration there): its
-# losses and its weights (each expert written once, by the first of its copies) are the single
-# process's.
-layout() {  # NAME NP OVERRIDES...
-  local name=$1 np=$2
-  shift 2
-  if mpi "$np" "$name" checkpoint.save="$TMP/$name" train.exit_interval=4 "$@"; then
-    [[ $(grep -cE '^ iteration +4/ +6 ' "$TMP/out.$name") -eq 1 ]] || fail "$name: not one log: $(tail -3 "$TMP/out.$name")"
-    same_run "$name" "$TMP/$name" 4 0
-  fi
-}
+# Each layout (mpi_lib.sh) trains to iteration 4: its losses and its weights (each expert written
+# once, by the first of its copies) are the single process's.
 layout ep2 2 model.expert_model_parallel_size=2
 layout ep4 4 model.expert_model_parallel_size=4
 layout ep2dp4 4 model.expert_model_parallel_size=2

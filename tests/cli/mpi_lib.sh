@@ -74,6 +74,18 @@ same_run_as() {
   rm -rf "$TMP/dp1" && mv "$TMP/dp1.keep" "$TMP/dp1"
 }
 
+# layout NAME NP OVERRIDES...: the caller's `run` (6 steps) under mpirun to iteration 4
+# (train.exit_interval saves a sharded iteration there), logged there once, then same_run against
+# $TMP/dp1 (weights within LAYOUT_ATOL, default 5e-5).
+layout() {
+  local name=$1 np=$2
+  shift 2
+  if mpi "$np" "$name" checkpoint.save="$TMP/$name" train.exit_interval=4 "$@"; then
+    [[ $(grep -cE '^ iteration +4/ +6 ' "$TMP/out.$name") -eq 1 ]] || fail "$name: not one log: $(tail -3 "$TMP/out.$name")"
+    same_run "$name" "$TMP/$name" 4 0 "${LAYOUT_ATOL:-5e-5}"
+  fi
+}
+
 # mpi NP NAME ARGS...: the caller's command `run` (an array) under mpirun; output in $TMP/out.NAME.
 mpi() {
   local np=$1 name=$2
