@@ -47,6 +47,7 @@ struct ServeOptions {
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
+  double scheduler_delay_factor = 0;  // engine::EngineOptions::admission_delay_factor
   serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
 
@@ -158,7 +159,10 @@ int run_serve(const ServeOptions& o) {
         in_use += model::DecodeState::bytes_per_sequence(cfg, st.blocks_held(slot) * st.block_size(), dt);
     return std::pair<int64_t, int64_t>{in_use, st.bytes()};
   };
-  serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); });
+  engine::EngineOptions engine_options;
+  engine_options.admission_delay_factor = o.scheduler_delay_factor;
+  serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); },
+                             engine_options);
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
@@ -225,6 +229,11 @@ void add_serve_command(CLI::App& app) {
                 "a .jinja file or a tokenizer_config.json")
       ->capture_default_str();
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
+  c->add_option("--scheduler-delay-factor", o->scheduler_delay_factor,
+                "While sequences decode, admit queued requests once the oldest has waited this many times the last "
+                "prefilling step (vLLM's option): arrivals are prefilled together instead of one prefill per step")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   add_inference_device_options(c, o->device, o->dtype);

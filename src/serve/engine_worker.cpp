@@ -31,9 +31,9 @@ constexpr const char* kShuttingDown = "the server is shutting down";
 }  // namespace
 
 EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                           WorkerObservers observers, ThreadStart thread_start)
+                           WorkerObservers observers, ThreadStart thread_start, engine::EngineOptions engine_options)
     : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), thread_start_(std::move(thread_start)),
-      engine_(step, &tok),
+      engine_(step, &tok, engine_options),
       thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }

@@ -83,7 +83,7 @@ class EngineWorker {
  public:
   // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
   EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-               WorkerObservers observers = {}, ThreadStart thread_start = {});
+               WorkerObservers observers = {}, ThreadStart thread_start = {}, engine::EngineOptions engine_options = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
