@@ -5,12 +5,30 @@
 #include "backend/cpu/parallel.h"
 #include "core/dtype.h"
 #include "ops/embedding.h"
+#include "parallel/process_groups.h"
 
 namespace nemotron::engine {
 
 CachedStepModel::CachedStepModel(model::HybridModel& model, Context ctx, int64_t max_slots, int64_t max_seq_len,
                                  int64_t block_size)
-    : model_(model), ctx_(ctx), state_(model.make_decode_state({max_slots, max_seq_len, block_size, 0})) {}
+    : model_(model),
+      ctx_(ctx),
+      slots_(max_slots),
+      state_(model.make_decode_state(
+          {max_slots + (parallel::groups_of(ctx).expert->size() > 1 ? 1 : 0), max_seq_len, block_size, 0})) {}
+
+bool CachedStepModel::group_has_work(bool mine) {
+  parallel::Communicator& group = *parallel::groups_of(ctx_).expert;
+  if (group.size() == 1) return mine;
+  return group.all_reduce_host(mine ? 1.0 : 0.0, parallel::ReduceOp::max) > 0;
+}
+
+void CachedStepModel::idle_step() {
+  NM_CHECK(state_.max_slots() > slots_, "idle_step: no slot of its own (the model is not expert-parallel)");
+  const int64_t own = slots_;
+  model_.extend(ctx_, state_, {own}, {{0}}, model_.params().dtype());
+  state_.release(own);
+}
 
 std::vector<float> CachedStepModel::extend(const std::vector<int64_t>& slots,
                                            const std::vector<std::vector<int32_t>>& tokens) {

@@ -28,7 +28,7 @@ class CachedStepModel : public StepModel {
                   int64_t block_size = kBlockSize);
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
-  int64_t max_slots() const override { return state_.max_slots(); }
+  int64_t max_slots() const override { return slots_; }
   int64_t max_seq_len() const override { return state_.max_seq_len(); }
   bool can_admit(std::span<const int64_t> totals) const override { return state_.can_admit(totals); }
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override;
@@ -43,6 +43,12 @@ class CachedStepModel : public StepModel {
   // copied on the model's device.
   bool can_fork() const override { return true; }
   void fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) override { state_.fork(ctx_, pairs); }
+  // Expert parallelism (ctx's expert group larger than one): the members' engines step together
+  // (one host all-reduce a step), and a member with nothing to decode extends a one-token
+  // sequence in a slot of its own beyond max_slots(), released at once, so that its MoE layers
+  // still exchange (and compute) the other members' tokens.
+  bool group_has_work(bool mine) override;
+  void idle_step() override;
 
   const model::DecodeState& state() const { return state_; }
   model::DecodeState& state() { return state_; }  // for benchmarks driving HybridModel::extend directly
@@ -50,6 +56,7 @@ class CachedStepModel : public StepModel {
  private:
   model::HybridModel& model_;
   Context ctx_;
+  int64_t slots_;         // the engine's slots; the state holds one more under expert parallelism
   model::DecodeState state_;
 };
 

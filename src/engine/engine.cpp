@@ -128,7 +128,15 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       if (hooks.keep_results) results.resize(added_);  // requests added since the run began
       done.resize(added_, false);
     }
-    if (queue_.empty() && running == 0) break;
+    // Every step, also one with nothing here, when the model steps with other engines (expert
+    // parallelism: StepModel::group_has_work).
+    const bool has_work = !(queue_.empty() && running == 0);
+    if (!model_.group_has_work(has_work)) break;
+    if (!has_work) {
+      model_.idle_step();
+      ++stats_.idle_steps;
+      continue;
+    }
     // Admit queued requests into free slots, in order, while the model has memory for them. The
     // model allocates at the first extend, so the requests admitted in this pass are asked for
     // together (each within max_seq_len, their memory summed: asking for the sum of their tokens

@@ -53,6 +53,9 @@ struct EngineStats {
   // (EngineOptions::prefix_sharing); prefill_tokens counts only those computed.
   int64_t shared_prefill_tokens = 0;
   int64_t peak_running = 0;  // most sequences in one step
+  // Steps taken with nothing to decode while other engines of the model's group had work
+  // (StepModel::idle_step; expert parallelism).
+  int64_t idle_steps = 0;
   double seconds = 0, model_seconds = 0;  // wall time of run(); of which inside extend (and fork)
   double prefill_seconds = 0;             // of model_seconds, the steps that prefilled a prompt
   double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }  // generated
