@@ -17,7 +17,12 @@
 // rows); the line then also gives the all-to-all's bus bandwidth on one layer's rows.
 // --tensor-parallel P splits heads, widths and the vocabulary over groups of P adjacent ranks
 // (model/tensor_split.h): the P ranks of a group train the same micro-batches, so tokens/s per GPU
-// is the group's over P, and MFU counts each GPU's own part of the model's FLOPs.
+// is the group's over P, and MFU counts each GPU's own part of the model's FLOPs. The line then
+// also gives the step with the tensor collectives overlapped (the default, Context::
+// overlap_tensor_comm) and without, in the same run, and the collectives' time alone: one of each
+// kind on the [B T, H] activations, times how many a step makes (per split layer one in the
+// forward and one in the backward, and the embedding's and the head's), their share of the
+// unoverlapped step and how much of it the overlap hides.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -114,6 +119,27 @@ int main(int argc, char** argv) {
     auto run = [&] { loss = step.run(micro, ce, 1e-4, ++iteration).loss; };
     run();
     const double step_ms = median_cuda_ms(ctx, steps, run, 1);
+    // Tensor parallelism: the same step with the collectives where they fall (the baseline), and
+    // the collectives of the [B T, H] activations alone.
+    double base_ms = step_ms, tp_comm_ms = 0;
+    int64_t split_layers = 0;
+    if (tp > 1) {
+      step.context().overlap_tensor_comm = false;
+      run();
+      base_ms = median_cuda_ms(ctx, steps, run, 1);
+      step.context().overlap_tensor_comm = true;
+      for (const auto& m : net.mixers()) split_layers += m->split_over_tensor() ? 1 : 0;
+      parallel::Communicator& tg = *groups->tensor;
+      Tensor whole = random_device_tensor(ctx, {B * T, cfg.hidden_size}, DType::bf16, 13);
+      Tensor part = Tensor::empty({B * T / tp, cfg.hidden_size}, DType::bf16, gpu);
+      // Per micro-batch: 2 per split layer, the embedding's and the head's.
+      const double per_step = static_cast<double>((2 * split_layers + 2) * accum);
+      if (sp)
+        tp_comm_ms = per_step * (median_cuda_ms(ctx, 10, [&] { tg.all_gather(part, whole); }, 2) +
+                                 median_cuda_ms(ctx, 10, [&] { tg.reduce_scatter(whole, part); }, 2));
+      else
+        tp_comm_ms = per_step * median_cuda_ms(ctx, 10, [&] { tg.all_reduce(whole); }, 2);
+    }
     // The step's gradient all-reduce alone, on the same buffer.
     Tensor grads = net.params().grad_buffer();
     const double grad_ms = dp.size() > 1 ? median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2) : 0.0;
@@ -161,6 +187,12 @@ int main(int argc, char** argv) {
                     static_cast<double>(grads.nbytes()) / (1 << 20), grad_ms, 100.0 * grad_ms / step_ms, grad_bus,
                     100.0 * grad_bus / plain_bus, static_cast<long long>(step.grad_reducer().overlapped_buckets()),
                     static_cast<long long>(step.grad_reducer().bucket_count()));
+      if (tp > 1)
+        std::printf("tensor collectives of the activations (%s on [%lld, %lld] bf16, %lld split layers; alone): %.2f "
+                    "ms = %.1f%% of the step without overlap (%.2f ms); overlapped: %.2f ms, %.0f%% of them hidden\n",
+                    sp ? "all-gather + reduce-scatter" : "all-reduce", static_cast<long long>(B * T),
+                    static_cast<long long>(cfg.hidden_size), static_cast<long long>(split_layers), tp_comm_ms,
+                    100.0 * tp_comm_ms / base_ms, base_ms, step_ms, 100.0 * (base_ms - step_ms) / tp_comm_ms);
       if (ep > 1)
         std::printf("expert all-to-all of one layer's routed rows (%.1f MiB bf16 per GPU, alone): %.2f ms, bus %.1f GB/s; "
                     "4 per MoE layer and step (not overlapped)\n",
@@ -179,6 +211,12 @@ int main(int argc, char** argv) {
                             {"overlapped_buckets", step.grad_reducer().overlapped_buckets()},
                             {"buckets", step.grad_reducer().bucket_count()},
                             {"bucket_elements", sc.grad_bucket_elements},
+                            {"tp_overlap", tp > 1}, {"step_ms_no_tp_overlap", base_ms},
+                            {"tokens_per_s_per_gpu_no_tp_overlap", tokens_gpu / (base_ms * 1e-3)},
+                            {"mfu_no_tp_overlap", tflops_gpu * step_ms / base_ms / peak},
+                            {"tp_comm_ms", tp_comm_ms}, {"tp_comm_share", tp_comm_ms / base_ms},
+                            {"tp_comm_hidden", tp > 1 ? (base_ms - step_ms) / tp_comm_ms : 0.0},
+                            {"split_layers", split_layers},
                             {"device", gpu.name()}, {"version", NEMOTRON_VERSION},
                             {"commit", bench::commit_or_unknown()}, {"params", net.params().numel()}};
       bench::append_result(results, rec);

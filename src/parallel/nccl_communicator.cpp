@@ -88,6 +88,16 @@ void NcclCommunicator::all_to_all_v_async(const Tensor& in, const std::vector<in
   pending_ = true;
 }
 
+void NcclCommunicator::reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) {
+  if (in.device().is_cpu()) return reduce_scatter(in, out, op);
+  check_chunked(in, out, size(), "reduce_scatter");
+  cudaStream_t comm = static_cast<cudaStream_t>(comm_stream_after_compute());
+  check_nccl(ncclReduceScatter(in.raw(), out.raw(), static_cast<size_t>(out.numel()), nccl_type(in.dtype()),
+                               nccl_op(op), comm_, comm),
+             "reduce_scatter");
+  pending_ = true;
+}
+
 void NcclCommunicator::wait_pending() {
   if (!pending_) return;
   cudaEvent_t done = static_cast<cudaEvent_t>(done_);

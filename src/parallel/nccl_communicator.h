@@ -36,6 +36,7 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_async(Tensor& t, ReduceOp op) override;
   void all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                           const std::vector<int64_t>& recv_counts) override;
+  void reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override;
   void wait_pending() override;
   void all_reduce_host(std::vector<double>& values, ReduceOp op) override { host_->all_reduce_host(values, op); }
 
@@ -43,10 +44,10 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<MpiCommunicator> host_;
   cuda::CudaBackend& device_;
   ncclComm* comm_ = nullptr;
-  // The communication stream of all_reduce_async, and the events that order it with the compute
+  // The communication stream of the async collectives, and the events that order it with the compute
   // stream (created on first use).
   void* comm_stream_ = nullptr;
-  void* queued_ = nullptr;  // recorded on the compute stream before each async all-reduce
+  void* queued_ = nullptr;  // recorded on the compute stream before each async collective
   void* done_ = nullptr;    // recorded on the communication stream by wait_pending
   bool pending_ = false;
   // The communication stream, after the compute stream's work queued so far (created on first use).
