@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
     // Every rank's figures, so the slowest GPU is seen.
     std::vector<double> worst{step_ms};
     groups->world->all_reduce_host(worst, parallel::ReduceOp::max);
+    const char* max_connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (rank == 0) {
       std::printf("device: %s x %d (%s) | nemotron %s | config %s | %.1f M params on rank 0 | per GPU: micro-batch "
                   "%lld x seq %lld, %d per step = %.0f tokens\n",
@@ -189,10 +190,12 @@ int main(int argc, char** argv) {
                     static_cast<long long>(step.grad_reducer().bucket_count()));
       if (tp > 1)
         std::printf("tensor collectives of the activations (%s on [%lld, %lld] bf16, %lld split layers; alone): %.2f "
-                    "ms = %.1f%% of the step without overlap (%.2f ms); overlapped: %.2f ms, %.0f%% of them hidden\n",
+                    "ms = %.1f%% of the step without overlap (%.2f ms); overlapped: %.2f ms, %.0f%% of them hidden "
+                    "(CUDA_DEVICE_MAX_CONNECTIONS %s)\n",
                     sp ? "all-gather + reduce-scatter" : "all-reduce", static_cast<long long>(B * T),
                     static_cast<long long>(cfg.hidden_size), static_cast<long long>(split_layers), tp_comm_ms,
-                    100.0 * tp_comm_ms / base_ms, base_ms, step_ms, 100.0 * (base_ms - step_ms) / tp_comm_ms);
+                    100.0 * tp_comm_ms / base_ms, base_ms, step_ms, 100.0 * (base_ms - step_ms) / tp_comm_ms,
+                    max_connections ? max_connections : "default");
       if (ep > 1)
         std::printf("expert all-to-all of one layer's routed rows (%.1f MiB bf16 per GPU, alone): %.2f ms, bus %.1f GB/s; "
                     "4 per MoE layer and step (not overlapped)\n",
@@ -217,6 +220,8 @@ int main(int argc, char** argv) {
                             {"tp_comm_ms", tp_comm_ms}, {"tp_comm_share", tp_comm_ms / base_ms},
                             {"tp_comm_hidden", tp > 1 ? (base_ms - step_ms) / tp_comm_ms : 0.0},
                             {"split_layers", split_layers},
+                            // CUDA's hardware queues per device (Megatron's TP overlap sets 1); "" = the default.
+                            {"cuda_device_max_connections", max_connections ? max_connections : ""},
                             {"device", gpu.name()}, {"version", NEMOTRON_VERSION},
                             {"commit", bench::commit_or_unknown()}, {"params", net.params().numel()}};
       bench::append_result(results, rec);

@@ -59,7 +59,11 @@ void* NcclCommunicator::comm_stream_after_compute() {
   if (!comm_stream_) {
     cudaStream_t s = nullptr;
     cudaEvent_t a = nullptr, b = nullptr;
-    NM_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate failed");
+    // The highest priority: when a GEMM on the compute stream frees SMs, the collective's blocks
+    // are scheduled first, so it runs beside the GEMM instead of after it.
+    int least = 0, greatest = 0;
+    NM_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess, "cudaDeviceGetStreamPriorityRange failed");
+    NM_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest) == cudaSuccess, "cudaStreamCreate failed");
     NM_CHECK(cudaEventCreateWithFlags(&a, cudaEventDisableTiming) == cudaSuccess &&
                  cudaEventCreateWithFlags(&b, cudaEventDisableTiming) == cudaSuccess,
              "cudaEventCreate failed");
