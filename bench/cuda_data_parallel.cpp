@@ -22,7 +22,8 @@
 // overlap_tensor_comm) and without, in the same run, and the collectives' time alone: one of each
 // kind on the [B T, H] activations, times how many a step makes (per split layer one in the
 // forward and one in the backward, and the embedding's and the head's), their share of the
-// unoverlapped step and how much of it the overlap hides.
+// unoverlapped step and how much of it the overlap hides. --tp-gemm-sm-margin N makes the GEMMs
+// that run beside a pending tensor collective leave it N multiprocessors (ops/matmul_cuda.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,7 @@
 #include "core/version.h"
 #include "model/hybrid_model.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/nccl_communicator.h"
 #include "parallel/process_groups.h"
 #include "train/adamw.h"
 #include "train/loss.h"
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   int steps = 10, accum = 1, ep = 1, tp = 1;
   double peak_given = 0;
   bool sp = false;
+  int sm_margin = 0;
   CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "micro-batch size per GPU");
@@ -71,6 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--tensor-parallel", tp, "tensor_model_parallel_size (divides the GPUs, heads, groups, widths)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--sequence-parallel", sp, "model.sequence_parallel (with --tensor-parallel > 1)");
+  app.add_option("--tp-gemm-sm-margin", sm_margin,
+                 "multiprocessors the GEMMs leave to a pending overlapped tensor collective (0: none)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--peak-tflops", peak_given,
                  "bf16 GEMM peak measured earlier in the same session (skips the ~30 s measurement)");
   app.add_option("--results", results, "append one JSON line with the figures to this file (rank 0)");
@@ -90,6 +96,7 @@ int main(int argc, char** argv) {
     const parallel::RankLayout layout(sizes, world, {cfg.n_routed_experts}, "cuda_data_parallel");
     auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
     parallel::Communicator& dp = *groups->data;
+    if (auto* nccl = dynamic_cast<parallel::NcclCommunicator*>(groups->tensor.get())) nccl->set_overlap_sm_margin(sm_margin);
     const double peak = peak_given > 0 ? peak_given : measure_gemm_peak_tflops(ctx);
 
     // The ceiling: a plain all-reduce of allreduce_mib MiB of float32.
@@ -191,11 +198,11 @@ int main(int argc, char** argv) {
       if (tp > 1)
         std::printf("tensor collectives of the activations (%s on [%lld, %lld] bf16, %lld split layers; alone): %.2f "
                     "ms = %.1f%% of the step without overlap (%.2f ms); overlapped: %.2f ms, %.0f%% of them hidden "
-                    "(CUDA_DEVICE_MAX_CONNECTIONS %s)\n",
+                    "(CUDA_DEVICE_MAX_CONNECTIONS %s, GEMMs leave %d SMs)\n",
                     sp ? "all-gather + reduce-scatter" : "all-reduce", static_cast<long long>(B * T),
                     static_cast<long long>(cfg.hidden_size), static_cast<long long>(split_layers), tp_comm_ms,
                     100.0 * tp_comm_ms / base_ms, base_ms, step_ms, 100.0 * (base_ms - step_ms) / tp_comm_ms,
-                    max_connections ? max_connections : "default");
+                    max_connections ? max_connections : "default", sm_margin);
       if (ep > 1)
         std::printf("expert all-to-all of one layer's routed rows (%.1f MiB bf16 per GPU, alone): %.2f ms, bus %.1f GB/s; "
                     "4 per MoE layer and step (not overlapped)\n",
@@ -219,7 +226,7 @@ int main(int argc, char** argv) {
                             {"mfu_no_tp_overlap", tflops_gpu * step_ms / base_ms / peak},
                             {"tp_comm_ms", tp_comm_ms}, {"tp_comm_share", tp_comm_ms / base_ms},
                             {"tp_comm_hidden", tp > 1 ? (base_ms - step_ms) / tp_comm_ms : 0.0},
-                            {"split_layers", split_layers},
+                            {"split_layers", split_layers}, {"tp_gemm_sm_margin", sm_margin},
                             // CUDA's hardware queues per device (Megatron's TP overlap sets 1); "" = the default.
                             {"cuda_device_max_connections", max_connections ? max_connections : ""},
                             {"device", gpu.name()}, {"version", NEMOTRON_VERSION},

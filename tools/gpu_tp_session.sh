@@ -8,9 +8,11 @@
 # hybrid on one GPU (last: its start-up, one rank making 2 B parameters, is the longest).
 # Run from the repository root with the binaries in DIR (built with -DNEMOTRON_CUDA=ON, bundled with
 # ../shared/device/bundle-libs.sh); logs and results.jsonl go to $OUT (or /tmp).
-# Usage: tools/gpu_tp_session.sh DIR [test|bench|all]
+# `sm`: only the sweep of --tp-gemm-sm-margin (the SMs the GEMMs leave to a pending overlapped
+# collective) at TP 2 (dense) and TP 4 (h4096).
+# Usage: tools/gpu_tp_session.sh DIR [test|bench|all|sm]
 set -uo pipefail
-DIR=${1:?usage: gpu_tp_session.sh DIR [test|bench|all]}
+DIR=${1:?usage: gpu_tp_session.sh DIR [test|bench|all|sm]}
 WHAT=${2:-all}
 OUT=${OUT:-/tmp}
 source "$DIR/gpu-env.sh"
@@ -35,6 +37,13 @@ bench() {  # NP CONFIG ARGS...
   measured=$(grep -o '"gemm_peak_tflops":[0-9.]*' "$OUT/results.jsonl" 2>/dev/null | head -1 | cut -d: -f2)
   [[ ${#peak[@]} -eq 0 && -n $measured ]] && peak=(--peak-tflops "$measured")
 }
+if [[ $WHAT == sm ]]; then
+  for m in 0 16 32; do bench 2 hybrid_dense_125m --batch 4 --tensor-parallel 2 --tp-gemm-sm-margin $m; done
+  if [[ $gpus -ge 4 ]]; then
+    for m in 16 32; do bench 4 hybrid_dense_h4096 --batch 1 --tensor-parallel 4 --tp-gemm-sm-margin $m; done
+  fi
+  exit 0
+fi
 bench 1 hybrid_dense_125m --batch 4
 bench 2 hybrid_dense_125m --batch 4 --tensor-parallel 2
 bench 2 hybrid_dense_125m --batch 4 --tensor-parallel 2 --sequence-parallel

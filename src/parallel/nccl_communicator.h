@@ -38,6 +38,9 @@ class NcclCommunicator final : public Communicator {
                           const std::vector<int64_t>& recv_counts) override;
   void reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override;
   void wait_pending() override;
+  // While an async collective of this group is pending, GEMMs leave `sms` multiprocessors to it
+  // (ops::set_gemm_sm_margin); 0 (the default): no margin.
+  void set_overlap_sm_margin(int sms) { overlap_sms_ = sms; }
   void all_reduce_host(std::vector<double>& values, ReduceOp op) override { host_->all_reduce_host(values, op); }
 
  private:
@@ -50,6 +53,9 @@ class NcclCommunicator final : public Communicator {
   void* queued_ = nullptr;  // recorded on the compute stream before each async collective
   void* done_ = nullptr;    // recorded on the communication stream by wait_pending
   bool pending_ = false;
+  int overlap_sms_ = 0;
+  // Marks an async collective queued: pending, and the GEMMs' margin while it is.
+  void queued_async();
   // The communication stream, after the compute stream's work queued so far (created on first use).
   void* comm_stream_after_compute();
   // The send/recv pairs of all_to_all_v on `stream`.
