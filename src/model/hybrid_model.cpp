@@ -131,6 +131,9 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
   Tensor* dW = W.requires_grad ? &W.grad : nullptr;
   // Per-token values stay on the device until the caller reads them: one read instead of one per chunk.
   Tensor out = ctx.empty({N}, stat_dtype(dt));
+  parallel::Communicator& tp = *parallel::groups_of(ctx).tensor;
+  const bool overlap = dhout && W.tensor_split() && ctx.overlap_tensor_comm && tp.size() > 1;
+  Tensor dh_rows;  // this rank's rows of dh under sequence parallelism, when overlapped
   const int64_t chunk = head_rows_per_chunk(V, dt, N);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     int64_t r1 = std::min(N, r0 + chunk), n = r1 - r0;
@@ -141,13 +144,28 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
     head_cross_entropy(ctx, W, cfg_.vocab_size, logits, labels.slice(r0, r1), mc, scale, lc, dhout != nullptr);
     if (dhout) {
       Tensor dhc = dh.slice(r0, r1);
-      ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
+      if (!overlap) {
+        ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
+        continue;
+      }
+      // The chunk's dh first; its sum over the group (all of dh's, after the last chunk, under
+      // sequence parallelism) then runs while the dW GEMM computes.
+      ops::linear_backward(ctx, hc, W.value, logits, &dhc, nullptr);
+      if (!rows_split) tp.all_reduce_async(dhc);
+      else if (r1 == N) dh_rows = scatter_sequence(ctx, dh, /*async=*/true);
+      if (dW) ops::linear_backward(ctx, hc, W.value, logits, nullptr, dW);
     }
   }
   // A split head: each rank's vocabulary rows give part of dh (summed into this rank's rows under
   // sequence parallelism).
-  if (dhout && rows_split) dh = scatter_sequence(ctx, dh).view(hin.shape());
-  else if (dhout && W.tensor_split()) parallel::groups_of(ctx).tensor->all_reduce(dh);
+  if (overlap) {
+    tp.wait_pending();
+    if (rows_split) dh = dh_rows.view(hin.shape());
+  } else if (dhout && rows_split) {
+    dh = scatter_sequence(ctx, dh).view(hin.shape());
+  } else if (dhout && W.tensor_split()) {
+    tp.all_reduce(dh);
+  }
   if (dhout) *dhout = dh;
   return out;
 }

@@ -50,6 +50,10 @@ class Communicator {
                                   const std::vector<int64_t>& recv_counts) {
     all_to_all_v(in, send_counts, out, recv_counts);
   }
+  // reduce_scatter in the same way: `in` and `out` must stay allocated until wait_pending().
+  virtual void reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::sum) {
+    reduce_scatter(in, out, op);
+  }
   virtual void wait_pending() {}
 
   // Host values (loss sums, token counts, flags), whatever device the group's tensors live on.
