@@ -21,6 +21,7 @@
 #include "core/backend.h"
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/inference_ranks.h"
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "core/progress.h"
@@ -31,6 +32,7 @@
 #include "engine/cached_step_model.h"
 #include "engine/engine.h"
 #include "engine/recompute_step_model.h"
+#include "engine/request_codec.h"
 #include "model/hybrid_model.h"
 #include "train/compute_device.h"
 #include "train/inference_model.h"
@@ -49,6 +51,7 @@ struct GenerateOptions {
   double temperature = 1.0, top_p = 1.0, presence_penalty = 0, frequency_penalty = 0;
   std::vector<std::string> logit_bias;  // "ID=BIAS" each
   int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
+  int tensor_parallel_size = 1;
   uint64_t seed = 0;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
@@ -139,6 +142,13 @@ std::vector<PromptRow> read_rows(const GenerateOptions& o, const data::ChatTempl
   return rows;
 }
 
+// The whole model's parameter count (a rank of a split model holds only its part of some).
+int64_t whole_numel(const model::ParamStore& params) {
+  int64_t n = 0;
+  for (const model::Param* p : params.all()) n += p->global_shape().numel();
+  return n;
+}
+
 void run_generate(const GenerateOptions& o) {
   const int given = !o.prompt.empty() + !o.chat.empty() + !o.input.empty();
   if (given != 1) throw InputError("generate: give exactly one of --prompt TEXT, --chat TEXT and --input FILE.jsonl");
@@ -166,8 +176,12 @@ void run_generate(const GenerateOptions& o) {
   params.frequency_penalty = o.frequency_penalty;
   params.logit_bias = parse_logit_bias(o.logit_bias);
   engine::validate(params, "sampling flags");
+  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
+  // Under tensor parallelism rank 0 alone reads the prompts (and writes the outputs); the others
+  // get the requests it queues.
   std::vector<PromptRow> rows;
-  if (!o.input.empty()) {
+  if (!ranks.leader()) {
+  } else if (!o.input.empty()) {
     rows = read_rows(o, chat_template);  // bad rows fail before the model loads
   } else if (!o.chat.empty()) {
     data::OrderedJson messages = data::OrderedJson::array({{{"role", "user"}, {"content", o.chat}}});
@@ -177,9 +191,10 @@ void run_generate(const GenerateOptions& o) {
   }
 
   if (!fs::exists(o.checkpoint)) throw InputError(fmt::format("--checkpoint {}: no such directory", o.checkpoint));
-  train::ComputeDevice dev = train::open_inference_device(o.device, "--device");
+  train::ComputeDevice dev = inference_device(o.device, ranks);
   const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
-  train::InferenceModel m = train::load_inference_model(o.checkpoint, *dev.backend, dt);
+  train::InferenceModel m =
+      train::load_inference_model(o.checkpoint, *dev.backend, dt, inference_shard_of(ranks, *dev.backend, o.checkpoint));
   const data::Tokenizer tok = data::Tokenizer::load(tokenizer_path(o, m));
   const model::ModelConfig& cfg = m.net->config();
   const std::string where_run = dev.backend->device().is_cpu()
@@ -187,8 +202,11 @@ void run_generate(const GenerateOptions& o) {
                                     : fmt::format("on {}", dev.backend->name());
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s %s (MTP heads, if any, unused)\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(m.net->params().numel()), dtype_name(dt), where_run.c_str());
+              static_cast<long long>(whole_numel(m.net->params())), dtype_name(dt), where_run.c_str());
   for (const std::string& n : m.notes) std::printf("note: %s\n", n.c_str());
+  if (ranks.distributed())
+    std::printf("tensor parallel: %d ranks, each holding %lld parameters (its part of the model)\n", ranks.tensor_size,
+                static_cast<long long>(m.net->params().numel()));
 
   params.stop_token_ids = o.stop_token_ids;
   if (!o.ignore_eos) {
@@ -198,7 +216,8 @@ void run_generate(const GenerateOptions& o) {
       if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) params.stop_token_ids.push_back(*end);
   }
 
-  const Context run_ctx{dev.backend, nullptr, dt};
+  Context run_ctx{dev.backend, nullptr, dt};
+  run_ctx.groups = ranks.groups.get();
   std::unique_ptr<engine::StepModel> step;
   if (o.recompute) step = std::make_unique<engine::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
   else {
@@ -211,6 +230,8 @@ void run_generate(const GenerateOptions& o) {
     step = std::move(cached);
   }
   engine::Engine engine(*step, &tok);
+  // Rank 0 checks and queues each request; the others queue the same ones, as rank 0 sends them.
+  nlohmann::json queued = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where =
         o.input.empty() ? (o.chat.empty() ? "--prompt" : "--chat") : fmt::format("{}: row {}", o.input, i + 1);
@@ -219,20 +240,28 @@ void run_generate(const GenerateOptions& o) {
     if (r.prompt.empty()) throw InputError(where + ": the prompt encodes to no tokens");
     r.params = params;
     r.id = i;
+    if (ranks.distributed()) queued.push_back(engine::request_to_json(r));
     try {
       engine.add(std::move(r));
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: {}", where, e.what()));
     }
   }
+  if (ranks.distributed()) {
+    std::string message = queued.dump();
+    parallel::broadcast_text(*ranks.host, message);
+    if (!ranks.leader())
+      for (const nlohmann::json& r : nlohmann::json::parse(message)) engine.add(engine::request_from_json(r));
+  }
 
   std::unique_ptr<ProgressBar> bar;
-  if (!o.input.empty()) bar = std::make_unique<ProgressBar>("generate", static_cast<int64_t>(rows.size()), "prompts");
+  if (!o.input.empty() && ranks.leader()) bar = std::make_unique<ProgressBar>("generate", static_cast<int64_t>(rows.size()), "prompts");
   std::vector<engine::Result> results = engine.run([&](const engine::Result& r, const engine::EngineStats&) {
     if (bar) bar->advance(1, static_cast<int64_t>(r.tokens.size()));
   });
   if (bar) bar->finish();
 
+  if (!ranks.leader()) return;
   if (!o.input.empty()) {
     std::vector<json> out;
     for (size_t i = 0; i < results.size(); ++i) {
@@ -310,6 +339,11 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--max-slots,--batch", o->max_slots, "Sequences generated at once (continuous batching)")
       ->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len, "Prompt plus generated tokens at most")->capture_default_str();
+  c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
+                "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; "
+                "each rank takes the GPU of its local rank. Sizes that do not divide the heads, KV heads, Mamba "
+                "groups or vocabulary are refused")
+      ->capture_default_str();
   c->add_flag("--recompute", o->recompute,
               "Recompute every sequence from scratch at each step (the exact reference of the cached model; slow)");
   add_inference_device_options(c, o->device, o->dtype);

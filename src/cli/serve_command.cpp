@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "cli/host_memory.h"
+#include "cli/inference_ranks.h"
 #include "cli/stop_signals.h"
 #include "core/error.h"
 #include "data/chat_template.h"
@@ -46,6 +47,7 @@ struct ServeOptions {
               device = "auto";
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
+  int tensor_parallel_size = 1;
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
   serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
@@ -110,9 +112,11 @@ int run_serve(const ServeOptions& o) {
       throw InputError(fmt::format("--chat-template: {}", e.what()));
     }
   }();
-  train::ComputeDevice dev = train::open_inference_device(o.device, "--device");
+  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
+  train::ComputeDevice dev = inference_device(o.device, ranks);
   const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
-  train::InferenceModel m = train::load_inference_model(o.checkpoint, *dev.backend, dt);
+  train::InferenceModel m =
+      train::load_inference_model(o.checkpoint, *dev.backend, dt, inference_shard_of(ranks, *dev.backend, o.checkpoint));
   const std::string tok_path = o.tokenizer.empty() ? m.tokenizer_path : o.tokenizer;
   if (tok_path.empty() || !fs::exists(tok_path))
     throw InputError(fmt::format("{}: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's "
@@ -144,8 +148,17 @@ int run_serve(const ServeOptions& o) {
   const std::string where_run =
       gpu ? dev.backend->name() : fmt::format("{} CPU threads", cpu::num_threads());
   const std::string memory_line = cache_budget_line(cfg, dt, o.max_slots, max_len, *dev.backend);
-  const Context run_ctx{dev.backend, nullptr, dt};
+  Context run_ctx{dev.backend, nullptr, dt};
+  run_ctx.groups = ranks.groups.get();
   engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
+  serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get()};
+  if (!ranks.leader()) {
+    // No HTTP here: this rank runs its part of the model at each step rank 0 broadcasts, until
+    // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there).
+    const StopSignals signals("stopping when rank 0 has stopped the server");
+    serve::follow_worker(step, *m.net, tok, worker_ranks);
+    return StopSignals::signal_number();
+  }
   serve::ServerMetrics metrics;
   serve::WorkerObservers observers;
   observers.metrics = &metrics;
@@ -158,7 +171,8 @@ int run_serve(const ServeOptions& o) {
         in_use += model::DecodeState::bytes_per_sequence(cfg, st.blocks_held(slot) * st.block_size(), dt);
     return std::pair<int64_t, int64_t>{in_use, st.bytes()};
   };
-  serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); });
+  serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); },
+                            worker_ranks);
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
@@ -172,6 +186,9 @@ int run_serve(const ServeOptions& o) {
               static_cast<long long>(m.net->params().numel()), dtype_name(dt), where_run.c_str(),
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("%s\n", memory_line.c_str());
+  if (ranks.distributed())
+    std::printf("tensor parallel: %d ranks (rank 0 serves HTTP; every rank runs its part of each step)\n",
+                ranks.tensor_size);
   std::printf("serving \"%s\" at http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models, "
               "/v1/health; /tokenize, /detokenize, /metrics); Ctrl-C stops\n",
               served.name.c_str(), o.host.c_str(), port);
@@ -228,6 +245,10 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   add_inference_device_options(c, o->device, o->dtype);
+  c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
+                "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; rank "
+                "0 serves HTTP, each rank takes the GPU of its local rank")
+      ->capture_default_str();
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
                 "per slot when that is more)");

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The generation engine under tensor parallelism (issue 23 §4), as users start it: `mpirun -np 2
+# nemotron generate|serve --tensor-parallel-size 2`, each rank holding half of the heads, KV heads,
+# Mamba heads and groups, widths and vocabulary of the dense Hugging Face fixture and of a native
+# checkpoint of the tiny super3 recipe (latent MoE with a shared expert), the ranks running the engine in lockstep and rank 0 alone reading prompts, writing
+# outputs and serving HTTP. Each must give the one process's tokens: greedy and at a seed with
+# top-p; the server's answers (a completion, a chat, an echo with log-probs, a stream) equal the
+# one-process server's, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
+# KV heads do not divide (1 KV head at TP 2: refused, as every model with fewer KV heads than TP),
+# a size that is not the launch's.
+# Usage: engine_tensor_parallel_test.sh path/to/nemotron
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
+source "$ROOT/tests/cli/serve_lib.sh"
+
+DENSE=tests/fixtures/hf/dense
+cat >"$TMP/in.jsonl" <<'ROWS'
+{"id": "a", "prompt": "1+1="}
+{"id": "b", "messages": [{"role": "user", "content": "Say hi"}]}
+{"id": "c", "prompt": "The answer is"}
+{"id": "d", "prompt": "Once upon a time"}
+ROWS
+
+# same_output NAME A B: the same completions and tokens row for row; log-probs within 1e-4
+# (float32 sums over a split in another order).
+same_output() {
+  if msg=$(python3 - "$2" "$3" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 4, (len(a), len(b))
+worst = 0.0
+for x, y in zip(a, b):
+    assert x["tokens"] == y["tokens"], (x["id"], x["tokens"], y["tokens"])
+    assert x["completion"] == y["completion"] and x["finish_reason"] == y["finish_reason"], x["id"]
+    worst = max([worst] + [abs(p - q) for p, q in zip(x["logprobs"], y["logprobs"])])
+assert worst < 1e-4, worst
+print(f"{sum(len(x['tokens']) for x in a)} tokens equal, log-probs within {worst:.1e}")
+PY
+  ); then echo "ok: $1: $msg"; else fail "$1: $msg"; fi
+}
+
+# gen NAME NP CHECKPOINT FLAGS...: generate over $TMP/in.jsonl into $TMP/NAME.jsonl, one process
+# (NP 1) or NP ranks at --tensor-parallel-size NP.
+gen() {
+  local name=$1 np=$2 ck=$3
+  shift 3
+  local cmd=("$BIN" generate --checkpoint "$ck" --tokenizer $DENSE/tokenizer.json --input "$TMP/in.jsonl" --output "$TMP/$name.jsonl" --max-new-tokens 12
+    --ignore-eos --batch 3 "$@")
+  if [[ $np -gt 1 ]]; then cmd=("${MPIRUN[@]}" -np "$np" "${cmd[@]}" --tensor-parallel-size "$np"); fi
+  "${cmd[@]}" >"$TMP/out.$name" 2>"$TMP/err.$name" || { fail "$name: exit $?: $(tail -3 "$TMP/err.$name")"; return 1; }
+}
+
+# A native checkpoint of the tiny super3 recipe (Mamba, attention, MLP, latent MoE with a shared
+# expert; its MTP block unused): two pretraining steps.
+expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny dataset.mock=true \
+  dataset.seq_length=32 train.global_batch_size=2 train.micro_batch_size=2 train.train_iters=2 train.eval_iters=0 \
+  train.eval_interval=0 scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=0 checkpoint.save="$TMP/tiny"
+for model in dense tiny; do
+  ck=$DENSE
+  [[ $model == tiny ]] && ck=$TMP/tiny
+  gen "$model-greedy-1" 1 "$ck" --temperature 0 && gen "$model-greedy-tp2" 2 "$ck" --temperature 0 &&
+    same_output "$model: generate greedy, TP 2 = one process" "$TMP/$model-greedy-1.jsonl" "$TMP/$model-greedy-tp2.jsonl"
+  gen "$model-seed-1" 1 "$ck" --temperature 0.9 --top-p 0.9 --seed 7 &&
+    gen "$model-seed-tp2" 2 "$ck" --temperature 0.9 --top-p 0.9 --seed 7 &&
+    same_output "$model: generate seed 7, top-p, TP 2 = one process" "$TMP/$model-seed-1.jsonl" "$TMP/$model-seed-tp2.jsonl"
+done
+grep -q '^tensor parallel: 2 ranks' "$TMP/out.dense-greedy-tp2" || fail "no tensor parallel line: $(cat "$TMP/out.dense-greedy-tp2")"
+[[ $(grep -c '^wrote 4 completions' "$TMP/out.dense-greedy-tp2") -eq 1 ]] || fail "rank 0 alone should write: $(cat "$TMP/out.dense-greedy-tp2")"
+# --prompt prints on rank 0 only.
+"${MPIRUN[@]}" -np 2 "$BIN" generate --checkpoint $DENSE --prompt "Hello world" --temperature 0 --max-new-tokens 6 \
+  --ignore-eos --tensor-parallel-size 2 >"$TMP/out" 2>"$TMP/err" || fail "prompt TP 2: $(tail -3 "$TMP/err")"
+"$BIN" generate --checkpoint $DENSE --prompt "Hello world" --temperature 0 --max-new-tokens 6 --ignore-eos >"$TMP/out1"
+text_of() { grep -Ev '^(model|tensor parallel|cache|generated|note):? ' "$1"; }
+[[ "$(text_of "$TMP/out")" == "$(text_of "$TMP/out1")" ]] &&
+  [[ $(grep -c '^finish_reason: length, [0-9]* prompt tokens, 6 generated$' "$TMP/out") -eq 1 ]] &&
+  echo "ok: generate --prompt at TP 2 prints the one process's text once" || fail "prompt TP 2: $(cat "$TMP/out")"
+
+# --- serve -------------------------------------------------------------------------------------
+# ask NAME BODY ROUTE: the answer's choices (text, or message content, with log-probs) into $TMP/NAME.
+ask() {
+  curl -s "$URL/v1/$3" -H 'Content-Type: application/json' --data-binary "$2" >"$TMP/$1.raw"
+  python3 - "$TMP/$1.raw" >"$TMP/$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r["choices"]:
+    print(repr(c.get("text", c.get("message", {}).get("content"))), c["finish_reason"])
+    lp = c.get("logprobs") or {}
+    for t, p in zip(lp.get("tokens", []), lp.get("token_logprobs", [])):
+        print(t, "none" if p is None else f"{p:.4f}")
+PY
+}
+stream() {  # NAME BODY: the streamed text of a completion
+  curl -sN "$URL/v1/completions" -H 'Content-Type: application/json' --data-binary "$2" |
+    python3 -c 'import json, sys
+print("".join(json.loads(l[6:])["choices"][0]["text"] for l in sys.stdin if l.startswith("data: {")))' >"$TMP/$1"
+}
+queries() {  # SUFFIX
+  ask "complete$1" '{"model": "m", "prompt": "Once upon a time", "max_tokens": 10, "temperature": 0}' completions
+  ask "chat$1" '{"model": "m", "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 8, "temperature": 0}' \
+    chat/completions
+  ask "echo$1" '{"model": "m", "prompt": "The answer is", "max_tokens": 4, "temperature": 0, "echo": true, "logprobs": 2}' \
+    completions
+  ask "seeded$1" '{"model": "m", "prompt": "1+1=", "max_tokens": 8, "temperature": 0.8, "seed": 5, "n": 2}' completions
+  stream "stream$1" '{"model": "m", "prompt": "Hello", "max_tokens": 8, "temperature": 0, "stream": true}'
+}
+start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 && queries 1 && stop_server TERM
+SERVE_LAUNCH=("${MPIRUN[@]}" -np 2)
+if start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 --tensor-parallel-size 2; then
+  grep -q '^tensor parallel: 2 ranks' "$TMP/server.log" || fail "serve: no tensor parallel line"
+  queries 2
+  for q in complete chat echo seeded stream; do
+    if [[ -s "$TMP/${q}1" ]] && cmp -s "$TMP/${q}1" "$TMP/${q}2"; then
+      echo "ok: serve $q at TP 2 = one process: $(head -1 "$TMP/${q}1")"
+    else
+      fail "serve $q: TP 2 [$(cat "$TMP/${q}2" 2>/dev/null)] vs one process [$(cat "$TMP/${q}1" 2>/dev/null)]"
+    fi
+  done
+  # SIGTERM (mpirun forwards it to every rank): rank 0 stops serving and tells the other rank.
+  kill -TERM $SERVER_PID
+  for ((i = 0; i < 300; ++i)); do kill -0 $SERVER_PID 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $SERVER_PID 2>/dev/null; then fail "serve TP 2: still running 30 s after SIGTERM"; else
+    grep -q '^stopped by SIGTERM: served 6 requests' "$TMP/server.log" && echo "ok: serve TP 2 stops every rank on SIGTERM" ||
+      fail "serve TP 2 stop: $(tail -3 "$TMP/server.log")"
+  fi
+  wait $SERVER_PID 2>/dev/null
+fi
+SERVE_LAUNCH=()
+
+# --- layouts that cannot run ----------------------------------------------------------------------
+bad_layout "TP 2 with 1 KV head" 2 \
+  "--tensor-parallel-size 2: tests/fixtures/hf/moe_flat: model.tensor_model_parallel_size: 2 does not divide model.num_key_value_heads = 1 (tensor parallelism splits it)" \
+  "$BIN" generate --checkpoint tests/fixtures/hf/moe_flat --prompt hi --tensor-parallel-size 2
+bad_layout "serve: TP 4 with 2 Mamba groups" 4 \
+  "--tensor-parallel-size 4: $DENSE: model.tensor_model_parallel_size: 4 does not divide model.n_groups = 2 (tensor parallelism splits it)" \
+  "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 4
+bad_layout "two ranks, no --tensor-parallel-size" 2 \
+  "--tensor-parallel-size 1: the model is split over every rank of the launch, and this one has 2 (start it with \`mpirun -np 1\` or \`srun --ntasks 1\`, or pass --tensor-parallel-size 2)" \
+  "$BIN" generate --checkpoint $DENSE --prompt hi
+expect_error "TP 2 in one process" \
+  "--tensor-parallel-size 2: the model is split over every rank of the launch, and this one has 1 (start it with \`mpirun -np 2\` or \`srun --ntasks 2\`, or pass --tensor-parallel-size 1)" \
+  "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 2
+finish "generate and serve under tensor parallelism"
