@@ -248,9 +248,9 @@ int main(int argc, char** argv) {
     Context ctx{&gpu, nullptr, dt};
     std::unique_ptr<parallel::MpiCommunicator> world_comm;
     if (tp > 1) world_comm = std::make_unique<parallel::MpiCommunicator>(MPI_COMM_WORLD);
-    parallel::ParallelSizes sizes;
-    sizes.tensor = tp;
-    const parallel::RankLayout layout(sizes, tp, model::layout_facts(cfg), config);
+    parallel::ParallelSizes split;
+    split.tensor = tp;
+    const parallel::RankLayout layout(split, tp, model::layout_facts(cfg), config);
     const auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
     ctx.groups = groups.get();
     ops::set_skinny_gemm_enabled(skinny == "on");
