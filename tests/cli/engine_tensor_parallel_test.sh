@@ -7,7 +7,7 @@
 # top-p; the server's answers (a completion, a chat, an echo with log-probs, a stream) equal the
 # one-process server's, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
 # KV heads do not divide (1 KV head at TP 2: refused, as every model with fewer KV heads than TP),
-# a size that is not the launch's.
+# a size that is not the launch's; and GRPO's generator asked to split otherwise than its trainer.
 # Usage: engine_tensor_parallel_test.sh path/to/nemotron
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -141,4 +141,10 @@ bad_layout "two ranks, no --tensor-parallel-size" 2 \
 expect_error "TP 2 in one process" \
   "--tensor-parallel-size 2: the model is split over every rank of the launch, and this one has 1 (start it with \`mpirun -np 2\` or \`srun --ntasks 2\`, or pass --tensor-parallel-size 1)" \
   "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 2
+# GRPO's generator shares the trainer's weights in place: NeMo RL's own generator layout is refused.
+expect_error "GRPO generator TP other than the trainer's" \
+  "recipes/super3/rl/tiny.yaml: policy.generation.vllm_cfg.tensor_parallel_size: 2: a generator split otherwise than the trainer (model.tensor_model_parallel_size = 1) is not offered yet (the engine decodes with the trainer's weights in place, without a refit that could reshard them); set 1 or leave it out" \
+  "$BIN" super3 rl -c tiny --dry-run policy.generation.vllm_cfg.tensor_parallel_size=2
+expect_ok "GRPO generator TP equal to the trainer's" '^training memory' \
+  "$BIN" super3 rl -c tiny --dry-run policy.generation.vllm_cfg.tensor_parallel_size=1
 finish "generate and serve under tensor parallelism"
