@@ -64,13 +64,14 @@ std::string default_model_name(const std::string& checkpoint) {
 // most that fit; a cache larger than its share of the memory left after the weights (the GPU's
 // free memory, or the machine's physical memory) is refused here (InputError), before it is
 // allocated, with the values that would fit.
-std::string cache_budget_line(const model::ModelConfig& cfg, DType dt, int64_t slots, int64_t len, Backend& backend) {
+std::string cache_budget_line(const model::ModelConfig& cfg, DType dt, int64_t slots, int64_t len, Backend& backend,
+                              int tensor_size) {
   const bool gpu = !backend.device().is_cpu();
   const auto weights = static_cast<int64_t>(backend.bytes_in_use());
   const auto available = gpu ? static_cast<int64_t>(backend.available_bytes())
                              : std::max<int64_t>(0, static_cast<int64_t>(physical_memory_bytes()) - weights);
   const engine::CacheBudget b =
-      engine::cache_budget(cfg, dt, slots, len, available, engine::CachedStepModel::kBlockSize);
+      engine::cache_budget(cfg, dt, slots, len, available, engine::CachedStepModel::kBlockSize, tensor_size);
   auto bytes = [](int64_t n) { return train::human_bytes(static_cast<double>(n)); };
   const std::string cost = fmt::format("KV pages and Mamba states: {} for --max-slots {} x --max-seq-len {} ({} per slot)",
                                        bytes(b.total_bytes), slots, len, bytes(b.per_slot_bytes));
@@ -147,7 +148,7 @@ int run_serve(const ServeOptions& o) {
   const bool gpu = !dev.backend->device().is_cpu();
   const std::string where_run =
       gpu ? dev.backend->name() : fmt::format("{} CPU threads", cpu::num_threads());
-  const std::string memory_line = cache_budget_line(cfg, dt, o.max_slots, max_len, *dev.backend);
+  const std::string memory_line = cache_budget_line(cfg, dt, o.max_slots, max_len, *dev.backend, ranks.tensor_size);
   Context run_ctx{dev.backend, nullptr, dt};
   run_ctx.groups = ranks.groups.get();
   engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
@@ -187,8 +188,9 @@ int run_serve(const ServeOptions& o) {
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("%s\n", memory_line.c_str());
   if (ranks.distributed())
-    std::printf("tensor parallel: %d ranks (rank 0 serves HTTP; every rank runs its part of each step)\n",
-                ranks.tensor_size);
+    std::printf("tensor parallel: %d ranks (rank 0 serves HTTP; every rank runs its part of each step and holds 1/%d "
+                "of the KV pages and Mamba states: the figures above are one rank's)\n",
+                ranks.tensor_size, ranks.tensor_size);
   std::printf("serving \"%s\" at http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models, "
               "/v1/health; /tokenize, /detokenize, /metrics); Ctrl-C stops\n",
               served.name.c_str(), o.host.c_str(), port);

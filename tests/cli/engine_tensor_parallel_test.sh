@@ -105,10 +105,18 @@ queries() {  # SUFFIX
   ask "seeded$1" '{"model": "m", "prompt": "1+1=", "max_tokens": 8, "temperature": 0.8, "seed": 5, "n": 2}' completions
   stream "stream$1" '{"model": "m", "prompt": "Hello", "max_tokens": 8, "temperature": 0, "stream": true}'
 }
+cache_of() { sed -nE 's/^KV pages and Mamba states: ([0-9.]+ [KMGT]?i?B) for .*/\1/p' "$TMP/server.log"; }
 start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 && queries 1 && stop_server TERM
+cache1=$(cache_of)
 SERVE_LAUNCH=("${MPIRUN[@]}" -np 2)
 if start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 --tensor-parallel-size 2; then
   grep -q '^tensor parallel: 2 ranks' "$TMP/server.log" || fail "serve: no tensor parallel line"
+  # The start line prices one rank's cache: half the one-process server's.
+  python3 -c 'import sys
+unit = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+a, b = (float(x.split()[0]) * unit[x.split()[1]] for x in sys.argv[1:])
+sys.exit(0 if abs(2 * b - a) <= 0.01 * a else 1)' "$cache1" "$(cache_of)" &&
+    echo "ok: serve TP 2 prices one rank's cache: $(cache_of) against $cache1" || fail "serve TP 2 cache: $(cache_of) vs $cache1"
   queries 2
   for q in complete chat echo seeded stream; do
     if [[ -s "$TMP/${q}1" ]] && cmp -s "$TMP/${q}1" "$TMP/${q}2"; then
