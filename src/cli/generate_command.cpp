@@ -142,13 +142,6 @@ std::vector<PromptRow> read_rows(const GenerateOptions& o, const data::ChatTempl
   return rows;
 }
 
-// The whole model's parameter count (a rank of a split model holds only its part of some).
-int64_t whole_numel(const model::ParamStore& params) {
-  int64_t n = 0;
-  for (const model::Param* p : params.all()) n += p->global_shape().numel();
-  return n;
-}
-
 void run_generate(const GenerateOptions& o) {
   const int given = !o.prompt.empty() + !o.chat.empty() + !o.input.empty();
   if (given != 1) throw InputError("generate: give exactly one of --prompt TEXT, --chat TEXT and --input FILE.jsonl");
@@ -202,7 +195,7 @@ void run_generate(const GenerateOptions& o) {
                                     : fmt::format("on {}", dev.backend->name());
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s %s (MTP heads, if any, unused)\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(whole_numel(m.net->params())), dtype_name(dt), where_run.c_str());
+              static_cast<long long>(whole_parameter_count(m.net->params())), dtype_name(dt), where_run.c_str());
   for (const std::string& n : m.notes) std::printf("note: %s\n", n.c_str());
   if (ranks.distributed())
     std::printf("tensor parallel: %d ranks, each holding %lld parameters (its part of the model)\n", ranks.tensor_size,

@@ -52,4 +52,10 @@ train::ShardOf inference_shard_of(InferenceRanks& ranks, Backend& backend, const
   };
 }
 
+int64_t whole_parameter_count(const model::ParamStore& params) {
+  int64_t n = 0;
+  for (const model::Param* p : params.all()) n += p->global_shape().numel();
+  return n;
+}
+
 }  // namespace nemotron::cli

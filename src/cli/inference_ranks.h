@@ -35,5 +35,8 @@ train::ComputeDevice inference_device(const std::string& device, const Inference
 // divide the heads, KV groups, Mamba groups or vocabulary is one line naming --tensor-parallel-size
 // and the model's key, before any weight is read), the groups made on `backend`, this rank's part.
 train::ShardOf inference_shard_of(InferenceRanks& ranks, Backend& backend, const std::string& source);
+// The whole model's parameter count, split parameters counted whole (ParamStore::numel is this
+// rank's part): what the start lines print.
+int64_t whole_parameter_count(const model::ParamStore& params);
 
 }  // namespace nemotron::cli

@@ -184,7 +184,7 @@ int run_serve(const ServeOptions& o) {
 
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %s; %lld slots, context %lld tokens\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(m.net->params().numel()), dtype_name(dt), where_run.c_str(),
+              static_cast<long long>(whole_parameter_count(m.net->params())), dtype_name(dt), where_run.c_str(),
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("%s\n", memory_line.c_str());
   if (ranks.distributed())

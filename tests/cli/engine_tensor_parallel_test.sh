@@ -111,6 +111,7 @@ cache1=$(cache_of)
 SERVE_LAUNCH=("${MPIRUN[@]}" -np 2)
 if start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 --tensor-parallel-size 2; then
   grep -q '^tensor parallel: 2 ranks' "$TMP/server.log" || fail "serve: no tensor parallel line"
+  grep -q '^model: .*, 37016 parameters, ' "$TMP/server.log" || fail "serve TP 2: not the whole model's size: $(head -1 "$TMP/server.log")"
   # The start line prices one rank's cache: half the one-process server's.
   python3 -c 'import sys
 unit = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
