@@ -4,8 +4,9 @@
 # Mamba heads and groups, widths and vocabulary of the dense Hugging Face fixture and of a native
 # checkpoint of the tiny super3 recipe (latent MoE with a shared expert), the ranks running the engine in lockstep and rank 0 alone reading prompts, writing
 # outputs and serving HTTP. Each must give the one process's tokens: greedy and at a seed with
-# top-p; the server's answers (a completion, a chat, an echo with log-probs, a stream) equal the
-# one-process server's, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
+# top-p; the server's answers (a completion, a chat, an echo with log-probs, a seeded n = 2, a
+# stream) equal the one-process server's, it stays so after 6 requests at once and 2 streams whose
+# client left early, its start line prices one rank's cache, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
 # KV heads do not divide (1 KV head at TP 2: refused, as every model with fewer KV heads than TP),
 # a size that is not the launch's; and GRPO's generator asked to split otherwise than its trainer.
 # Usage: engine_tensor_parallel_test.sh path/to/nemotron
@@ -126,11 +127,31 @@ sys.exit(0 if abs(2 * b - a) <= 0.01 * a else 1)' "$cache1" "$(cache_of)" &&
       fail "serve $q: TP 2 [$(cat "$TMP/${q}2" 2>/dev/null)] vs one process [$(cat "$TMP/${q}1" 2>/dev/null)]"
     fi
   done
+  # Busy: 6 requests at once through 4 slots (admissions at many steps) and 2 streams whose client
+  # leaves early (cancelled mid-run: every rank ends them at the same step); then the server still
+  # answers as the one-process one.
+  pids=()
+  for i in 1 2 3 4 5 6; do
+    curl -s "$URL/v1/completions" -H 'Content-Type: application/json' -o "$TMP/busy$i" -w '%{http_code}\n' --data-binary \
+      "{\"model\": \"m\", \"prompt\": \"Hello $i\", \"max_tokens\": 60, \"temperature\": 0.7, \"seed\": $i}" >"$TMP/code$i" &
+    pids+=($!)
+  done
+  for i in 1 2; do
+    (curl -sN "$URL/v1/completions" -H 'Content-Type: application/json' --data-binary \
+      '{"model": "m", "prompt": "Stream", "max_tokens": 100, "temperature": 0, "stream": true}' | head -c 200 >/dev/null) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  [[ $(cat "$TMP"/code? | sort -u) == 200 ]] && echo "ok: serve TP 2 answers 6 requests at once (200)" ||
+    fail "serve TP 2 busy: codes $(cat "$TMP"/code? | tr '\n' ' ')"
+  ask complete3 '{"model": "m", "prompt": "Once upon a time", "max_tokens": 10, "temperature": 0}' completions
+  cmp -s "$TMP/complete1" "$TMP/complete3" && echo "ok: serve TP 2 after clients left: the one-process answer" ||
+    fail "serve TP 2 after clients left: [$(cat "$TMP/complete3")] vs [$(cat "$TMP/complete1")]"
   # SIGTERM (mpirun forwards it to every rank): rank 0 stops serving and tells the other rank.
   kill -TERM $SERVER_PID
   for ((i = 0; i < 300; ++i)); do kill -0 $SERVER_PID 2>/dev/null || break; sleep 0.1; done
   if kill -0 $SERVER_PID 2>/dev/null; then fail "serve TP 2: still running 30 s after SIGTERM"; else
-    grep -q '^stopped by SIGTERM: served 6 requests' "$TMP/server.log" && echo "ok: serve TP 2 stops every rank on SIGTERM" ||
+    grep -q '^stopped by SIGTERM: served 15 requests' "$TMP/server.log" && echo "ok: serve TP 2 stops every rank on SIGTERM" ||
       fail "serve TP 2 stop: $(tail -3 "$TMP/server.log")"
   fi
   wait $SERVER_PID 2>/dev/null
