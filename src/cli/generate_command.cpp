@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "cli/inference_ranks.h"
+#include "cli/launch.h"
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "core/progress.h"
@@ -52,6 +53,7 @@ struct GenerateOptions {
   std::vector<std::string> logit_bias;  // "ID=BIAS" each
   int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
   int tensor_parallel_size = 1;
+  std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   uint64_t seed = 0;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
@@ -332,15 +334,24 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--max-slots,--batch", o->max_slots, "Sequences generated at once (continuous batching)")
       ->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len, "Prompt plus generated tokens at most")->capture_default_str();
-  c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
+  CLI::Option* tp_opt = c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
                 "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; "
                 "each rank takes the GPU of its local rank. Sizes that do not divide the heads, KV heads, Mamba "
                 "groups or vocabulary are refused")
       ->capture_default_str();
+  c->add_option("-r,--run", o->run_profile,
+                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
+                "model split over all of them");
+  c->add_option("--env-file", o->env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
+                                           "walking up from the current directory)");
   c->add_flag("--recompute", o->recompute,
               "Recompute every sequence from scratch at each step (the exact reference of the cached model; slow)");
   add_inference_device_options(c, o->device, o->dtype);
-  c->callback([o] { run_generate(*o); });
+  c->callback([o, tp_opt] {
+    if (!o->run_profile.empty())
+      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0);
+    run_generate(*o);
+  });
 }
 
 }  // namespace nemotron::cli

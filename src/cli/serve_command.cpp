@@ -23,6 +23,7 @@
 #include "cli/device_options.h"
 #include "cli/host_memory.h"
 #include "cli/inference_ranks.h"
+#include "cli/launch.h"
 #include "cli/stop_signals.h"
 #include "core/error.h"
 #include "data/chat_template.h"
@@ -48,6 +49,7 @@ struct ServeOptions {
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
   int tensor_parallel_size = 1;
+  std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
   serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
@@ -247,10 +249,15 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   add_inference_device_options(c, o->device, o->dtype);
-  c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
+  CLI::Option* tp_opt = c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
                 "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; rank "
                 "0 serves HTTP, each rank takes the GPU of its local rank")
       ->capture_default_str();
+  c->add_option("-r,--run", o->run_profile,
+                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
+                "model split over all of them");
+  c->add_option("--env-file", o->env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
+                                           "walking up from the current directory)");
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
                 "per slot when that is more)");
@@ -268,7 +275,9 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--allowed-origins", o->server.allowed_origins,
                 "Origins (comma-separated, or *) allowed to call the API from a browser (CORS); default: none")
       ->delimiter(',');
-  c->callback([o] {
+  c->callback([o, tp_opt] {
+    if (!o->run_profile.empty())
+      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0);
     if (o->server.api_key.empty())
       if (const char* k = std::getenv("NEMOTRON_API_KEY")) o->server.api_key = k;
     if (int sig = run_serve(*o)) reraise(sig);  // after every destructor: the socket closed

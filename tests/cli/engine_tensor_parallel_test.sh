@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The generation engine under tensor parallelism (issue 23 §4), as users start it: `mpirun -np 2
-# nemotron generate|serve --tensor-parallel-size 2`, each rank holding half of the heads, KV heads,
+# nemotron generate|serve --tensor-parallel-size 2` (or `--run PROFILE` of an env.toml), each rank holding half of the heads, KV heads,
 # Mamba heads and groups, widths and vocabulary of the dense Hugging Face fixture and of a native
 # checkpoint of the tiny super3 recipe (latent MoE with a shared expert), the ranks running the engine in lockstep and rank 0 alone reading prompts, writing
 # outputs and serving HTTP. Each must give the one process's tokens: greedy and at a seed with
@@ -77,6 +77,17 @@ text_of() { grep -Ev '^(model|tensor parallel|cache|generated|note):? ' "$1"; }
 [[ "$(text_of "$TMP/out")" == "$(text_of "$TMP/out1")" ]] &&
   [[ $(grep -c '^finish_reason: length, [0-9]* prompt tokens, 6 generated$' "$TMP/out") -eq 1 ]] &&
   echo "ok: generate --prompt at TP 2 prints the one process's text once" || fail "prompt TP 2: $(cat "$TMP/out")"
+
+# --run PROFILE (env.toml, executor local): generate starts its own 2 ranks, the model split over them.
+printf '[local2]\nexecutor = "local"\nnproc_per_node = 2\n' >"$TMP/env.toml"
+"$BIN" generate --checkpoint $DENSE --tokenizer $DENSE/tokenizer.json --input "$TMP/in.jsonl" --output "$TMP/run.jsonl" \
+  --max-new-tokens 12 --ignore-eos --batch 3 --temperature 0 --run local2 --env-file "$TMP/env.toml" >"$TMP/out" 2>"$TMP/err" ||
+  fail "--run local2: $(tail -3 "$TMP/err")"
+grep -q -- '--tensor-parallel-size 2$' "$TMP/out" || fail "--run local2: not split over the 2 ranks: $(head -2 "$TMP/out")"
+same_output "generate --run local2 (2 ranks) = one process" "$TMP/dense-greedy-1.jsonl" "$TMP/run.jsonl"
+expect_error "--run with another --tensor-parallel-size" \
+  "--tensor-parallel-size 4: --run local2 starts 2 ranks ([local2] of $TMP/env.toml), which the model is split over; leave the flag out or pass 2" \
+  "$BIN" serve --checkpoint $DENSE --run local2 --env-file "$TMP/env.toml" --tensor-parallel-size 4
 
 # --- serve -------------------------------------------------------------------------------------
 # ask NAME BODY ROUTE: the answer's choices (text, or message content, with log-probs) into $TMP/NAME.
