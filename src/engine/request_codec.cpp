@@ -6,6 +6,9 @@ using nlohmann::json;
 
 json request_to_json(const Request& r) {
   const SamplingParams& p = r.params;
+  // Stop strings as their bytes: a --stop argument need not be UTF-8, which JSON text must be.
+  json stop = json::array();
+  for (const std::string& s : p.stop) stop.push_back(std::vector<uint8_t>(s.begin(), s.end()));
   json bias = json::array();
   for (const auto& [id, b] : p.logit_bias) bias.push_back({id, b});
   json j = {{"prompt", r.prompt},
@@ -16,7 +19,7 @@ json request_to_json(const Request& r) {
             {"top_k", p.top_k},
             {"max_new_tokens", p.max_new_tokens},
             {"stop_token_ids", p.stop_token_ids},
-            {"stop", p.stop},
+            {"stop", stop},
             {"seed", p.seed},
             {"logit_bias", bias},
             {"presence_penalty", p.presence_penalty},
@@ -37,7 +40,10 @@ Request request_from_json(const json& j) {
   p.top_k = j.at("top_k").get<int64_t>();
   p.max_new_tokens = j.at("max_new_tokens").get<int64_t>();
   p.stop_token_ids = j.at("stop_token_ids").get<std::vector<int32_t>>();
-  p.stop = j.at("stop").get<std::vector<std::string>>();
+  for (const json& s : j.at("stop")) {
+    const auto bytes = s.get<std::vector<uint8_t>>();
+    p.stop.emplace_back(bytes.begin(), bytes.end());
+  }
   p.seed = j.at("seed").get<uint64_t>();
   for (const json& b : j.at("logit_bias")) p.logit_bias.emplace_back(b.at(0).get<int32_t>(), b.at(1).get<float>());
   p.presence_penalty = j.at("presence_penalty").get<double>();

@@ -1,7 +1,8 @@
 // The messages rank 0 of a tensor-parallel server (and generate) hands the other ranks
 // (serve/step_message.h, engine/request_codec.h): every field of a request, its sampling
 // parameters and the step's admissions, cancellations and stop come back exactly, including
-// doubles that have no short decimal form, full 64-bit seeds and stop strings with any bytes.
+// doubles that have no short decimal form, full 64-bit seeds and stop strings of any bytes (not
+// UTF-8 too: a --stop argument).
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -24,7 +25,7 @@ engine::Request every_field_set() {
   p.top_k = 7;
   p.max_new_tokens = 33;
   p.stop_token_ids = {3, 9};
-  p.stop = {"\n\n", "END\x01", std::string("a\0b", 3)};
+  p.stop = {"\n\n", "END\x01", std::string("a\0b", 3), "\xff\xfe not UTF-8"};
   p.seed = std::numeric_limits<uint64_t>::max();
   p.logit_bias = {{4, -100.0f}, {11, 0.1f}};
   p.presence_penalty = -1.5;
