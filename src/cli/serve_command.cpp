@@ -51,6 +51,7 @@ struct ServeOptions {
   int tensor_parallel_size = 1;
   std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
+  double scheduler_delay_factor = 0;  // engine::EngineOptions::admission_delay_factor
   serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
 
@@ -116,6 +117,12 @@ int run_serve(const ServeOptions& o) {
     }
   }();
   InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
+  // The delay is each engine's own clock against its own step times: ranks in lockstep must admit
+  // at the same steps, which needs rank 0's decision sent (not done yet).
+  if (ranks.distributed() && o.scheduler_delay_factor > 0)
+    throw InputError(fmt::format("--scheduler-delay-factor {}: not with --tensor-parallel-size {} yet (each rank would "
+                                 "time its own admissions, and the ranks must admit at the same steps); leave it at 0",
+                                 o.scheduler_delay_factor, o.tensor_parallel_size));
   train::ComputeDevice dev = inference_device(o.device, ranks);
   const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
   train::InferenceModel m =
@@ -155,11 +162,13 @@ int run_serve(const ServeOptions& o) {
   run_ctx.groups = ranks.groups.get();
   engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
   serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get()};
+  engine::EngineOptions engine_options;
+  engine_options.admission_delay_factor = o.scheduler_delay_factor;
   if (!ranks.leader()) {
     // No HTTP here: this rank runs its part of the model at each step rank 0 broadcasts, until
     // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there).
     const StopSignals signals("stopping when rank 0 has stopped the server");
-    serve::follow_worker(step, *m.net, tok, worker_ranks);
+    serve::follow_worker(step, *m.net, tok, engine_options, worker_ranks);
     return StopSignals::signal_number();
   }
   serve::ServerMetrics metrics;
@@ -175,7 +184,7 @@ int run_serve(const ServeOptions& o) {
     return std::pair<int64_t, int64_t>{in_use, st.bytes()};
   };
   serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); },
-                            worker_ranks);
+                             engine_options, worker_ranks);
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
@@ -246,6 +255,11 @@ void add_serve_command(CLI::App& app) {
                 "a .jinja file or a tokenizer_config.json")
       ->capture_default_str();
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
+  c->add_option("--scheduler-delay-factor", o->scheduler_delay_factor,
+                "While sequences decode, admit queued requests once the oldest has waited this many times the last "
+                "prefilling step (vLLM's option): arrivals are prefilled together instead of one prefill per step")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   add_inference_device_options(c, o->device, o->dtype);

@@ -4,6 +4,7 @@
 // max_seq_len) releases its slot at once and the next step refills it from the queue. A request
 // the model has no memory for (can_admit false) waits in the queue until a running one finishes.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -85,6 +86,11 @@ struct EngineOptions {
   // one another in the last bits. Same tokens (tests/engine/prefix_sharing_test.cpp), log-probs
   // to float rounding. Off, or on a model without fork: every request prefills its own prompt.
   bool prefix_sharing = true;
+  // vLLM's scheduler_delay_factor: while sequences are decoding, queued requests are admitted only
+  // once the oldest has waited longer than this factor times the last prefilling step's time, so
+  // that arrivals spread over steps (a server's clients) are prefilled together rather than each
+  // adding a prefill to almost every decode step. 0: admit at every step (batch callers, GRPO).
+  double admission_delay_factor = 0;
 };
 
 class Engine {
@@ -111,7 +117,12 @@ class Engine {
   StepModel& model_;
   const data::Tokenizer* tok_;
   EngineOptions options_;
-  std::deque<std::pair<size_t, Request>> queue_;  // (position in results, request)
+  struct Queued {
+    size_t position;  // in run()'s results
+    Request request;
+    std::chrono::steady_clock::time_point at;  // when add() queued it
+  };
+  std::deque<Queued> queue_;
   uint64_t next_id_ = 0;
   size_t added_ = 0;
   EngineStats stats_;

@@ -32,9 +32,10 @@ constexpr const char* kShuttingDown = "the server is shutting down";
 }  // namespace
 
 EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                           WorkerObservers observers, ThreadStart thread_start, WorkerRanks ranks)
+                           WorkerObservers observers, ThreadStart thread_start, engine::EngineOptions engine_options,
+                           WorkerRanks ranks)
     : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), thread_start_(std::move(thread_start)),
-      ranks_(ranks), engine_(step, &tok),
+      ranks_(ranks), engine_(step, &tok, engine_options),
       thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }
@@ -269,8 +270,9 @@ void EngineWorker::loop() {
 }
 
 void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                   const WorkerRanks& ranks) {
-  engine::Engine engine(step, &tok);
+                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks) {
+  NM_CHECK(engine_options.admission_delay_factor == 0, "follow_worker: admissions timed by each rank's clock");
+  engine::Engine engine(step, &tok, engine_options);
   std::vector<uint64_t> ending;
   auto receive = [&] {
     std::string text;

@@ -96,7 +96,8 @@ class EngineWorker {
  public:
   // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
   EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-               WorkerObservers observers = {}, ThreadStart thread_start = {}, WorkerRanks ranks = {});
+               WorkerObservers observers = {}, ThreadStart thread_start = {}, engine::EngineOptions engine_options = {},
+               WorkerRanks ranks = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -146,7 +147,9 @@ class EngineWorker {
 // rank's engine (each admitted prompt scored when asked, each request queued with rank 0's tag,
 // each listed cancellation at its step) until rank 0 sends stop. Runs on the calling thread; an
 // engine failure (which rank 0 meets at the same step) ends it with the error printed.
+// `engine_options` must be rank 0's (its admission_delay_factor 0: admissions by the clock would
+// differ between ranks).
 void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                   const WorkerRanks& ranks);
+                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks);
 
 }  // namespace nemotron::serve

@@ -52,4 +52,23 @@ if [[ -d $TMP/tp2-ep1-np2-spfalse ]]; then
     fail "TP 2 checkpoint on one GPU: $(tail -5 "$TMP/errtpzr")"
   fi
 fi
-finish "tensor parallelism on $gpus GPUs over NCCL (with and without sequence parallelism, with DP and EP) against one GPU; a TP 2 checkpoint resumed on one GPU"
+# A model that does not fit one GPU (bench/configs/hybrid_moe_5b_pretrain.yaml; cli.cuda_data_parallel
+# shows one GPU refusing it) trains at TP 4 without the distributed optimizer: every GPU holds a
+# quarter of each layer's weights, gradients, masters and moments (the router and norms whole).
+if [[ $gpus -ge 4 ]]; then
+  mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  pattern="MEMEM*EMEMEM*EMEMEMEE"
+  [[ ${mem:-0} -gt 100000 ]] && pattern="MEMEMEM*EMEMEMEM*EMEEEEEEEEEEE"
+  big=("$BIN" super3 pretrain -c bench/configs/hybrid_moe_5b_pretrain.yaml model.hybrid_override_pattern="$pattern")
+  t0=$SECONDS
+  "${MPIRUN[@]}" -np 4 "${big[@]}" model.tensor_model_parallel_size=4 model.sequence_parallel=true \
+    >"$TMP/outbig4" 2>"$TMP/errbig4"
+  rc=$?
+  grep -E "parameters|^ iteration|peak device memory" "$TMP/outbig4"
+  if [[ $rc -eq 0 ]] && grep -qE '^ iteration +3/ +3 ' "$TMP/outbig4"; then
+    echo "ok: a model too large for one GPU trains at TP 4 with SP ($((SECONDS - t0)) s with start-up)"
+  else
+    fail "the large model at TP 4: exit $rc: $(tail -5 "$TMP/errbig4")"
+  fi
+fi
+finish "tensor parallelism on $gpus GPUs over NCCL (with and without sequence parallelism, with DP and EP) against one GPU; a TP 2 checkpoint resumed on one GPU; a model too large for one GPU at TP 4"

@@ -176,6 +176,9 @@ bad_layout "TP 2 with 1 KV head" 2 \
 bad_layout "serve: TP 4 with 2 Mamba groups" 4 \
   "--tensor-parallel-size 4: $DENSE: model.tensor_model_parallel_size: 4 does not divide model.n_groups = 2 (tensor parallelism splits it)" \
   "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 4
+bad_layout "serve: TP 2 with --scheduler-delay-factor" 2 \
+  "--scheduler-delay-factor 0.5: not with --tensor-parallel-size 2 yet (each rank would time its own admissions, and the ranks must admit at the same steps); leave it at 0" \
+  "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 2 --scheduler-delay-factor 0.5
 bad_layout "two ranks, no --tensor-parallel-size" 2 \
   "--tensor-parallel-size 1: the model is split over every rank of the launch, and this one has 2 (start it with \`mpirun -np 1\` or \`srun --ntasks 1\`, or pass --tensor-parallel-size 2)" \
   "$BIN" generate --checkpoint $DENSE --prompt hi
