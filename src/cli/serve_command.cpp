@@ -117,12 +117,6 @@ int run_serve(const ServeOptions& o) {
     }
   }();
   InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
-  // The delay is each engine's own clock against its own step times: ranks in lockstep must admit
-  // at the same steps, which needs rank 0's decision sent (not done yet).
-  if (ranks.distributed() && o.scheduler_delay_factor > 0)
-    throw InputError(fmt::format("--scheduler-delay-factor {}: not with --tensor-parallel-size {} yet (each rank would "
-                                 "time its own admissions, and the ranks must admit at the same steps); leave it at 0",
-                                 o.scheduler_delay_factor, o.tensor_parallel_size));
   train::ComputeDevice dev = inference_device(o.device, ranks);
   const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
   train::InferenceModel m =

@@ -29,13 +29,25 @@ GenerationState Generation::wait(size_t seen) const {
 
 namespace {
 constexpr const char* kShuttingDown = "the server is shutting down";
+
+// In lockstep the admission delay (a clock decision) is rank 0's, sent to the other ranks at each
+// step that weighs it.
+engine::EngineOptions lockstep_options(engine::EngineOptions o, const WorkerRanks& ranks) {
+  if (ranks.host)
+    o.agree_delay = [host = ranks.host](bool delayed) {
+      std::string flag = delayed ? "1" : "0";
+      parallel::broadcast_text(*host, flag);
+      return flag == "1";
+    };
+  return o;
+}
 }  // namespace
 
 EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
                            WorkerObservers observers, ThreadStart thread_start, engine::EngineOptions engine_options,
                            WorkerRanks ranks)
     : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), thread_start_(std::move(thread_start)),
-      ranks_(ranks), engine_(step, &tok, engine_options),
+      ranks_(ranks), engine_(step, &tok, lockstep_options(engine_options, ranks)),
       thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }
@@ -271,8 +283,7 @@ void EngineWorker::loop() {
 
 void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
                    const engine::EngineOptions& engine_options, const WorkerRanks& ranks) {
-  NM_CHECK(engine_options.admission_delay_factor == 0, "follow_worker: admissions timed by each rank's clock");
-  engine::Engine engine(step, &tok, engine_options);
+  engine::Engine engine(step, &tok, lockstep_options(engine_options, ranks));
   std::vector<uint64_t> ending;
   auto receive = [&] {
     std::string text;

@@ -147,8 +147,7 @@ class EngineWorker {
 // rank's engine (each admitted prompt scored when asked, each request queued with rank 0's tag,
 // each listed cancellation at its step) until rank 0 sends stop. Runs on the calling thread; an
 // engine failure (which rank 0 meets at the same step) ends it with the error printed.
-// `engine_options` must be rank 0's (its admission_delay_factor 0: admissions by the clock would
-// differ between ranks).
+// `engine_options` must be rank 0's (the admission delay then follows rank 0's clock).
 void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
                    const engine::EngineOptions& engine_options, const WorkerRanks& ranks);
 

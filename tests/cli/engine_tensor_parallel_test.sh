@@ -6,7 +6,8 @@
 # outputs and serving HTTP. Each must give the one process's tokens: greedy and at a seed with
 # top-p; the server's answers (a completion, a chat, an echo with log-probs, a seeded n = 2, a
 # stream) equal the one-process server's, it stays so after 6 requests at once and 2 streams whose
-# client left early, its start line prices one rank's cache, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
+# client left early (its admissions delayed by rank 0's clock: --scheduler-delay-factor), its start
+# line prices one rank's cache, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
 # KV heads do not divide (1 KV head at TP 2: refused, as every model with fewer KV heads than TP),
 # a size that is not the launch's; and GRPO's generator asked to split otherwise than its trainer.
 # Usage: engine_tensor_parallel_test.sh path/to/nemotron
@@ -121,7 +122,9 @@ cache_of() { sed -nE 's/^KV pages and Mamba states: ([0-9.]+ [KMGT]?i?B) for .*/
 start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 && queries 1 && stop_server TERM
 cache1=$(cache_of)
 SERVE_LAUNCH=("${MPIRUN[@]}" -np 2)
-if start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 --tensor-parallel-size 2; then
+# The TP server times its admissions (--scheduler-delay-factor): rank 0's clock decides for every rank.
+if start_server --checkpoint $DENSE --served-model-name m --max-seq-len 128 --max-slots 4 --tensor-parallel-size 2 \
+  --scheduler-delay-factor 0.5; then
   grep -q '^tensor parallel: 2 ranks' "$TMP/server.log" || fail "serve: no tensor parallel line"
   grep -q '^model: .*, 37016 parameters, ' "$TMP/server.log" || fail "serve TP 2: not the whole model's size: $(head -1 "$TMP/server.log")"
   # The start line prices one rank's cache: half the one-process server's.
@@ -138,9 +141,9 @@ sys.exit(0 if abs(2 * b - a) <= 0.01 * a else 1)' "$cache1" "$(cache_of)" &&
       fail "serve $q: TP 2 [$(cat "$TMP/${q}2" 2>/dev/null)] vs one process [$(cat "$TMP/${q}1" 2>/dev/null)]"
     fi
   done
-  # Busy: 6 requests at once through 4 slots (admissions at many steps) and 2 streams whose client
-  # leaves early (cancelled mid-run: every rank ends them at the same step); then the server still
-  # answers as the one-process one.
+  # Busy: 6 requests at once through 4 slots (admissions at many steps, some delayed) and 2 streams
+  # whose client leaves early (cancelled mid-run: every rank ends them at the same step); then the
+  # server still answers as the one-process one.
   pids=()
   for i in 1 2 3 4 5 6; do
     curl -s "$URL/v1/completions" -H 'Content-Type: application/json' -o "$TMP/busy$i" -w '%{http_code}\n' --data-binary \
@@ -176,9 +179,6 @@ bad_layout "TP 2 with 1 KV head" 2 \
 bad_layout "serve: TP 4 with 2 Mamba groups" 4 \
   "--tensor-parallel-size 4: $DENSE: model.tensor_model_parallel_size: 4 does not divide model.n_groups = 2 (tensor parallelism splits it)" \
   "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 4
-bad_layout "serve: TP 2 with --scheduler-delay-factor" 2 \
-  "--scheduler-delay-factor 0.5: not with --tensor-parallel-size 2 yet (each rank would time its own admissions, and the ranks must admit at the same steps); leave it at 0" \
-  "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 2 --scheduler-delay-factor 0.5
 bad_layout "two ranks, no --tensor-parallel-size" 2 \
   "--tensor-parallel-size 1: the model is split over every rank of the launch, and this one has 2 (start it with \`mpirun -np 1\` or \`srun --ntasks 1\`, or pass --tensor-parallel-size 2)" \
   "$BIN" generate --checkpoint $DENSE --prompt hi
