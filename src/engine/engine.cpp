@@ -146,9 +146,10 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
     const bool share = options_.prefix_sharing && model_.can_fork();
     std::map<std::vector<int32_t>, int64_t> leader_of;  // prompt -> the slot admitted with it in this pass
     const auto step_start = Clock::now();
-    const bool delayed = options_.admission_delay_factor > 0 && running > 0 && !queue_.empty() &&
-                         std::chrono::duration<double>(step_start - queue_.front().at).count() <
-                             options_.admission_delay_factor * last_prefill_step_s;
+    const bool weighs_delay = options_.admission_delay_factor > 0 && running > 0 && !queue_.empty();
+    bool delayed = weighs_delay && std::chrono::duration<double>(step_start - queue_.front().at).count() <
+                                       options_.admission_delay_factor * last_prefill_step_s;
+    if (weighs_delay && options_.agree_delay) delayed = options_.agree_delay(delayed);
     for (int64_t slot = 0; slot < S && !queue_.empty() && !delayed; ++slot) {
       if (slots[static_cast<size_t>(slot)]) continue;
       Request& r = queue_.front().request;

@@ -94,6 +94,10 @@ struct EngineOptions {
   // that arrivals spread over steps (a server's clients) are prefilled together rather than each
   // adding a prefill to almost every decode step. 0: admit at every step (batch callers, GRPO).
   double admission_delay_factor = 0;
+  // Engines in lockstep (the ranks of a tensor-parallel group) must admit at the same steps, but
+  // the delay above is a clock decision: when set, each step that weighs it passes its own decision
+  // here and follows the one returned (rank 0's, broadcast). Unset: its own.
+  std::function<bool(bool delayed)> agree_delay;
 };
 
 class Engine {

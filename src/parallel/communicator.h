@@ -82,6 +82,11 @@ class SelfCommunicator final : public Communicator {
   void all_reduce_host(std::vector<double>&, ReduceOp) override {}
 };
 
+// `text` on every member = `text` on `root`, through host memory: for a communicator of host
+// tensors (MPI, or the self group), not NCCL's device tensors. How rank 0 hands the others its
+// decisions (the requests of an inference run, a server's admissions and stop).
+void broadcast_text(Communicator& c, std::string& text, int root = 0);
+
 // Checks shared by the implementations (InputError-free: these are internal invariants).
 void check_chunked(const Tensor& in, const Tensor& out, int size, const char* what);
 void check_counts(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,

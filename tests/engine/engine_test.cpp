@@ -253,10 +253,11 @@ TEST(Engine, AdmissionDelayPrefillsArrivalsTogether) {
   Tiny m;
   SamplingParams p;
   p.temperature = 0;
-  auto first_token_steps = [&](double factor) {
+  auto first_token_steps = [&](double factor, std::function<bool(bool)> agree = {}) {
     RecomputeStepModel step(m.net, m.ctx(), 4, 24);
     EngineOptions o;
     o.admission_delay_factor = factor;
+    o.agree_delay = agree;
     Engine e(step, nullptr, o);
     p.max_new_tokens = 6;
     e.add({{1, 2}, p, {}});
@@ -279,6 +280,13 @@ TEST(Engine, AdmissionDelayPrefillsArrivalsTogether) {
   };
   EXPECT_EQ(first_token_steps(0), (std::map<uint64_t, int>{{0, 1}, {1, 2}, {2, 3}}));
   EXPECT_EQ(first_token_steps(1e9), (std::map<uint64_t, int>{{0, 1}, {1, 7}, {2, 7}}));
+  // Lockstep (tensor parallelism): the decision agree_delay returns (rank 0's) is the one followed,
+  // whatever this engine's clock says; it is asked only at steps that weigh a delay.
+  int asked = 0;
+  EXPECT_EQ(first_token_steps(1e9, [&](bool mine) { return ++asked, mine && false; }),
+            (std::map<uint64_t, int>{{0, 1}, {1, 2}, {2, 3}}));
+  EXPECT_EQ(asked, 2);  // steps 2 and 3, each with one request queued
+  EXPECT_EQ(first_token_steps(1e-30, [](bool) { return true; }), (std::map<uint64_t, int>{{0, 1}, {1, 7}, {2, 7}}));
 }
 
 TEST(Engine, StopTokensAndMaxSeqLen) {
