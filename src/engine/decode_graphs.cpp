@@ -38,8 +38,9 @@ struct PoolScope {
 
 // One batch-size bucket: its device buffers (inputs, the drawn tokens), the host staging for
 // them, the private pool of its step's memory and its graph once captured. The int32 inputs are
-// one buffer: ids [B], slot_ids [B], cu_seqlens [B+1], context_lens [B], block_table [B, M],
-// slot_mapping [B], positions [B].
+// one buffer: the ids [B], then the batch's index arrays in model::view_batch_tensors's order
+// (slot_ids [B], cu_seqlens [B+1], context_lens [B], block_table [B, M], slot_mapping [B],
+// positions [B]).
 struct DecodeGraphs::Bucket {
   cuda::CudaBackend& backend;
   int64_t rows, ints;
@@ -55,24 +56,6 @@ struct DecodeGraphs::Bucket {
   Bucket(cuda::CudaBackend& be, int64_t B, int64_t M)
       : backend(be), rows(B), ints(6 * B + 1 + B * M), pool(be.make_pool()), host_inputs(ints), host_params(2 * B),
         host_tokens(B), host_logprobs(2 * B), graph(be) {
-    inputs = Tensor::empty({ints}, DType::i32, be);
-    params = Tensor::empty({B, 2}, DType::f64, be);
-    tokens = Tensor::empty({B}, DType::i32, be);
-    logprobs = Tensor::empty({B, 2}, DType::f32, be);
-    int64_t at = 0;
-    auto take = [&](Shape shape) {
-      const int64_t n = shape.numel();
-      Tensor t = inputs.slice(at, at + n).view(std::move(shape));
-      at += n;
-      return t;
-    };
-    ids = take({1, B});
-    batch.slot_ids = take({B});
-    batch.cu_seqlens = take({B + 1});
-    batch.context_lens = take({B});
-    batch.block_table = take({B, M});
-    batch.slot_mapping = take({B});
-    batch.position_ids = take({1, B});
     // The host side of the padded batch: B sequences of one new token (only its sizes are read).
     for (int64_t i = 0; i < B; ++i) {
       batch.slots.push_back(i);
@@ -83,6 +66,12 @@ struct DecodeGraphs::Bucket {
     batch.cu.push_back(static_cast<int32_t>(B));
     batch.total_tokens = B;
     batch.table_width = M;
+    inputs = Tensor::empty({ints}, DType::i32, be);
+    params = Tensor::empty({B, 2}, DType::f64, be);
+    tokens = Tensor::empty({B}, DType::i32, be);
+    logprobs = Tensor::empty({B, 2}, DType::f32, be);
+    ids = inputs.slice(0, B).view({1, B});
+    model::view_batch_tensors(inputs.slice(B, ints), batch);
   }
   ~Bucket() { backend.free_pool(pool); }
 };

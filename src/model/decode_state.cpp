@@ -131,28 +131,37 @@ int64_t DecodeState::bytes_per_sequence(const ModelConfig& cfg, int64_t seq_len,
   return b;
 }
 
-void upload_batch(Backend& backend, DecodeBatch& b) {
-  const int64_t S = b.size(), N = b.total_tokens, M = b.table_width;
-  // One buffer: slot_ids [S], cu [S+1], context_lens [S], block_table [S*M], slot_mapping [N], positions [N].
-  std::vector<int32_t> all;
-  all.reserve(static_cast<size_t>(3 * S + 1 + S * M + 2 * N));
-  for (const auto* part : {&b.host_slot_ids, &b.cu, &b.host_context_lens, &b.host_block_table, &b.host_slot_mapping,
-                           &b.host_positions})
-    all.insert(all.end(), part->begin(), part->end());
-  const Tensor flat = upload(backend, {static_cast<int64_t>(all.size())}, all);
+int64_t batch_index_elements(const DecodeBatch& b) {
+  const int64_t S = b.size();
+  return 3 * S + 1 + S * b.table_width + 2 * b.total_tokens;
+}
+
+void view_batch_tensors(const Tensor& flat, DecodeBatch& b) {
+  NM_CHECK(flat.dtype() == DType::i32 && flat.numel() == batch_index_elements(b),
+           "decode batch: index buffer {} for {} elements", flat.describe(), batch_index_elements(b));
+  const int64_t S = b.size(), N = b.total_tokens;
   int64_t at = 0;
   auto take = [&](Shape shape) {
     const int64_t n = shape.numel();
-    Tensor t = flat.slice(at, at + n).view(std::move(shape));
+    Tensor t = flat.view({flat.numel()}).slice(at, at + n).view(std::move(shape));
     at += n;
     return t;
   };
   b.slot_ids = take({S});
   b.cu_seqlens = take({S + 1});
   b.context_lens = take({S});
-  b.block_table = take({S, M});
+  b.block_table = take({S, b.table_width});
   b.slot_mapping = take({N});
   b.position_ids = take({1, N});
+}
+
+void upload_batch(Backend& backend, DecodeBatch& b) {
+  std::vector<int32_t> all;
+  all.reserve(static_cast<size_t>(batch_index_elements(b)));
+  for (const auto* part : {&b.host_slot_ids, &b.cu, &b.host_context_lens, &b.host_block_table, &b.host_slot_mapping,
+                           &b.host_positions})
+    all.insert(all.end(), part->begin(), part->end());
+  view_batch_tensors(upload(backend, {static_cast<int64_t>(all.size())}, all), b);
 }
 
 DecodeBatch DecodeState::begin(Backend& backend, const std::vector<int64_t>& slots,

@@ -75,6 +75,12 @@ struct DecodeBatch {
 // Uploads the batch's host index arrays to `backend` as its tensors, in one copy (on the host:
 // views of the host arrays).
 void upload_batch(Backend& backend, DecodeBatch& batch);
+// The batch's index arrays as one int32 buffer, in this order: slot_ids [S], cu_seqlens [S+1],
+// context_lens [S], block_table [S, table_width], slot_mapping [Ntot], position_ids [Ntot].
+// batch_index_elements: its length (from the batch's sizes); view_batch_tensors points the
+// batch's tensors at their parts of `flat`.
+int64_t batch_index_elements(const DecodeBatch& batch);
+void view_batch_tensors(const Tensor& flat, DecodeBatch& batch);
 
 class DecodeState {
  public:
