@@ -20,11 +20,13 @@
 // --prefix-sharing on|off says whether the engine prefills a shared prompt once
 // (engine::EngineOptions::prefix_sharing); the record then carries the prefill tokens shared, the
 // engine's prefill time and a hash of every generated token, to compare a run with and without.
+// --decode-graphs off runs the engine's decode steps eagerly instead of as CUDA graphs
+// (engine/decode_graphs.h); the record says which and how many steps a graph replayed.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
-//                     [--generations G] [--prefix-sharing on|off]
+//                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 //                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
 //                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
@@ -200,7 +202,7 @@ int main(int argc, char** argv) {
   int tp = 1;
   double temperature = 1.0;
   bool host_sampling = false, sweep_baseline = false;
-  std::string skinny = "on";
+  std::string skinny = "on", graphs = "on";
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "prompts generated together (engine slots)")->check(CLI::PositiveNumber);
@@ -228,7 +230,10 @@ int main(int argc, char** argv) {
   app.add_option("--tensor-parallel", tp, "tensor_model_parallel_size: the GPUs the model is split over (mpirun -np P)")
       ->check(CLI::PositiveNumber);
   app.add_option("--tokens-out", tokens_out, "write each request's generated tokens here, one JSON array per line");
+  app.add_option("--decode-graphs", graphs, "the engine's decode steps as CUDA graphs (engine/decode_graphs.h)")
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
+  engine::set_decode_graphs_default(graphs == "on");
   parallel::MpiRuntime mpi;
   const int rank = mpi.world_rank();
   if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 prints
@@ -477,6 +482,8 @@ int main(int argc, char** argv) {
                           {"profiled_step_batch1", profile_b1_json},
                           {"copy_tbs", copy_tbs},
                           {"skinny_gemm", skinny},
+                          {"decode_graphs", graphs == "on"},
+                          {"decode_graph_replays", cached.graph_replays()},
                           {"generations", generations},
                           {"prefix_sharing", prefix_sharing == "on"},
                           {"prefill_tokens", s.prefill_tokens},
