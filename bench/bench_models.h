@@ -14,8 +14,8 @@
 namespace nemotron::bench {
 
 inline std::unique_ptr<model::HybridModel> make_bench_model(const model::ModelConfig& cfg, Backend& backend,
-                                                            DType dtype) {
-  auto net = std::make_unique<model::HybridModel>(cfg, backend, dtype);
+                                                            DType dtype, const model::ModelShard& shard = {}) {
+  auto net = std::make_unique<model::HybridModel>(cfg, backend, dtype, shard);
   net->init(1234);
   return net;
 }

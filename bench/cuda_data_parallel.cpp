@@ -17,7 +17,13 @@
 // rows); the line then also gives the all-to-all's bus bandwidth on one layer's rows.
 // --tensor-parallel P splits heads, widths and the vocabulary over groups of P adjacent ranks
 // (model/tensor_split.h): the P ranks of a group train the same micro-batches, so tokens/s per GPU
-// is the group's over P, and MFU counts each GPU's own part of the model's FLOPs.
+// is the group's over P, and MFU counts each GPU's own part of the model's FLOPs. The line then
+// also gives the step with the tensor collectives overlapped (the default, Context::
+// overlap_tensor_comm) and without, in the same run, and the collectives' time alone: one of each
+// kind on the [B T, H] activations, times how many a step makes (per split layer one in the
+// forward and one in the backward, and the embedding's and the head's), their share of the
+// unoverlapped step and how much of it the overlap hides. --tp-gemm-sm-margin N makes the GEMMs
+// that run beside a pending tensor collective leave it N multiprocessors (ops/matmul_cuda.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +34,7 @@
 #include "core/version.h"
 #include "model/hybrid_model.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/nccl_communicator.h"
 #include "parallel/process_groups.h"
 #include "train/adamw.h"
 #include "train/loss.h"
@@ -53,6 +60,7 @@ int main(int argc, char** argv) {
   int steps = 10, accum = 1, ep = 1, tp = 1;
   double peak_given = 0;
   bool sp = false;
+  int sm_margin = 0;
   CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "micro-batch size per GPU");
@@ -66,6 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--tensor-parallel", tp, "tensor_model_parallel_size (divides the GPUs, heads, groups, widths)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--sequence-parallel", sp, "model.sequence_parallel (with --tensor-parallel > 1)");
+  app.add_option("--tp-gemm-sm-margin", sm_margin,
+                 "multiprocessors the GEMMs leave to a pending overlapped tensor collective (0: none)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--peak-tflops", peak_given,
                  "bf16 GEMM peak measured earlier in the same session (skips the ~30 s measurement)");
   app.add_option("--results", results, "append one JSON line with the figures to this file (rank 0)");
@@ -85,6 +96,7 @@ int main(int argc, char** argv) {
     const parallel::RankLayout layout(sizes, world, {cfg.n_routed_experts}, "cuda_data_parallel");
     auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
     parallel::Communicator& dp = *groups->data;
+    if (auto* nccl = dynamic_cast<parallel::NcclCommunicator*>(groups->tensor.get())) nccl->set_overlap_sm_margin(sm_margin);
     const double peak = peak_given > 0 ? peak_given : measure_gemm_peak_tflops(ctx);
 
     // The ceiling: a plain all-reduce of allreduce_mib MiB of float32.
@@ -114,6 +126,27 @@ int main(int argc, char** argv) {
     auto run = [&] { loss = step.run(micro, ce, 1e-4, ++iteration).loss; };
     run();
     const double step_ms = median_cuda_ms(ctx, steps, run, 1);
+    // Tensor parallelism: the same step with the collectives where they fall (the baseline), and
+    // the collectives of the [B T, H] activations alone.
+    double base_ms = step_ms, tp_comm_ms = 0;
+    int64_t split_layers = 0;
+    if (tp > 1) {
+      step.context().overlap_tensor_comm = false;
+      run();
+      base_ms = median_cuda_ms(ctx, steps, run, 1);
+      step.context().overlap_tensor_comm = true;
+      for (const auto& m : net.mixers()) split_layers += m->split_over_tensor() ? 1 : 0;
+      parallel::Communicator& tg = *groups->tensor;
+      Tensor whole = random_device_tensor(ctx, {B * T, cfg.hidden_size}, DType::bf16, 13);
+      Tensor part = Tensor::empty({B * T / tp, cfg.hidden_size}, DType::bf16, gpu);
+      // Per micro-batch: 2 per split layer, the embedding's and the head's.
+      const double per_step = static_cast<double>((2 * split_layers + 2) * accum);
+      if (sp)
+        tp_comm_ms = per_step * (median_cuda_ms(ctx, 10, [&] { tg.all_gather(part, whole); }, 2) +
+                                 median_cuda_ms(ctx, 10, [&] { tg.reduce_scatter(whole, part); }, 2));
+      else
+        tp_comm_ms = per_step * median_cuda_ms(ctx, 10, [&] { tg.all_reduce(whole); }, 2);
+    }
     // The step's gradient all-reduce alone, on the same buffer.
     Tensor grads = net.params().grad_buffer();
     const double grad_ms = dp.size() > 1 ? median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2) : 0.0;
@@ -141,6 +174,7 @@ int main(int argc, char** argv) {
     // Every rank's figures, so the slowest GPU is seen.
     std::vector<double> worst{step_ms};
     groups->world->all_reduce_host(worst, parallel::ReduceOp::max);
+    const char* max_connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (rank == 0) {
       std::printf("device: %s x %d (%s) | nemotron %s | config %s | %.1f M params on rank 0 | per GPU: micro-batch "
                   "%lld x seq %lld, %d per step = %.0f tokens\n",
@@ -161,6 +195,14 @@ int main(int argc, char** argv) {
                     static_cast<double>(grads.nbytes()) / (1 << 20), grad_ms, 100.0 * grad_ms / step_ms, grad_bus,
                     100.0 * grad_bus / plain_bus, static_cast<long long>(step.grad_reducer().overlapped_buckets()),
                     static_cast<long long>(step.grad_reducer().bucket_count()));
+      if (tp > 1)
+        std::printf("tensor collectives of the activations (%s on [%lld, %lld] bf16, %lld split layers; alone): %.2f "
+                    "ms = %.1f%% of the step without overlap (%.2f ms); overlapped: %.2f ms, %.0f%% of them hidden "
+                    "(CUDA_DEVICE_MAX_CONNECTIONS %s, GEMMs leave %d SMs)\n",
+                    sp ? "all-gather + reduce-scatter" : "all-reduce", static_cast<long long>(B * T),
+                    static_cast<long long>(cfg.hidden_size), static_cast<long long>(split_layers), tp_comm_ms,
+                    100.0 * tp_comm_ms / base_ms, base_ms, step_ms, 100.0 * (base_ms - step_ms) / tp_comm_ms,
+                    max_connections ? max_connections : "default", sm_margin);
       if (ep > 1)
         std::printf("expert all-to-all of one layer's routed rows (%.1f MiB bf16 per GPU, alone): %.2f ms, bus %.1f GB/s; "
                     "4 per MoE layer and step (not overlapped)\n",
@@ -179,6 +221,14 @@ int main(int argc, char** argv) {
                             {"overlapped_buckets", step.grad_reducer().overlapped_buckets()},
                             {"buckets", step.grad_reducer().bucket_count()},
                             {"bucket_elements", sc.grad_bucket_elements},
+                            {"tp_overlap", tp > 1}, {"step_ms_no_tp_overlap", base_ms},
+                            {"tokens_per_s_per_gpu_no_tp_overlap", tokens_gpu / (base_ms * 1e-3)},
+                            {"mfu_no_tp_overlap", tflops_gpu * step_ms / base_ms / peak},
+                            {"tp_comm_ms", tp_comm_ms}, {"tp_comm_share", tp_comm_ms / base_ms},
+                            {"tp_comm_hidden", tp > 1 ? (base_ms - step_ms) / tp_comm_ms : 0.0},
+                            {"split_layers", split_layers}, {"tp_gemm_sm_margin", sm_margin},
+                            // CUDA's hardware queues per device (Megatron's TP overlap sets 1); "" = the default.
+                            {"cuda_device_max_connections", max_connections ? max_connections : ""},
                             {"device", gpu.name()}, {"version", NEMOTRON_VERSION},
                             {"commit", bench::commit_or_unknown()}, {"params", net.params().numel()}};
       bench::append_result(results, rec);

@@ -20,15 +20,21 @@
 // --prefix-sharing on|off says whether the engine prefills a shared prompt once
 // (engine::EngineOptions::prefix_sharing); the record then carries the prefill tokens shared, the
 // engine's prefill time and a hash of every generated token, to compare a run with and without.
+// --decode-graphs off runs the engine's decode steps eagerly instead of as CUDA graphs
+// (engine/decode_graphs.h); the record says which and how many steps a graph replayed.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
-//                     [--generations G] [--prefix-sharing on|off]
+//                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 //                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
 //                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
 //                      serves the same model as the rollout it compares with)]
+// --tensor-parallel P (under `mpirun -np P`): the model split over P GPUs (model/tensor_split.h),
+// every rank running the same engine in lockstep (as generate, serve and GRPO's rollouts do), rank
+// 0 printing and appending the record; --tokens-out FILE writes every request's generated tokens
+// (one JSON array per line) to compare a TP run with a one-GPU run token for token.
 // DeciLM configs run too (bench/configs/llama31_8b.yaml: Llama-3.1-8B's shape as 32 uniform blocks;
 // decilm_1b.yaml). --hf-config-out then writes the DeciLM config.json; tools/hf_bench_model.py
 // builds a uniform one as LlamaForCausalLM and refuses a heterogeneous one (no transformers class).
@@ -60,9 +66,12 @@
 #include "engine/engine.h"
 #include "model/decode_state.h"
 #include "model/hf_convert.h"
+#include "model/shard_sizes.h"
 #include "model/weights_io.h"
 #include "io/mapped_file.h"
 #include "ops/matmul_cuda.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/process_groups.h"
 
 using namespace nemotron;
 using bench::seconds_since;
@@ -189,10 +198,11 @@ int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results = "bench/results/rollout.jsonl";
   std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out, save_weights_dir;
   int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24, generations = 1;
-  std::string prefix_sharing = "on";
+  std::string prefix_sharing = "on", tokens_out;
+  int tp = 1;
   double temperature = 1.0;
   bool host_sampling = false, sweep_baseline = false;
-  std::string skinny = "on";
+  std::string skinny = "on", graphs = "on";
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "prompts generated together (engine slots)")->check(CLI::PositiveNumber);
@@ -217,8 +227,20 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--prefix-sharing", prefix_sharing, "prefill a prompt shared by requests admitted together once")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--tensor-parallel", tp, "tensor_model_parallel_size: the GPUs the model is split over (mpirun -np P)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--tokens-out", tokens_out, "write each request's generated tokens here, one JSON array per line");
+  app.add_option("--decode-graphs", graphs, "the engine's decode steps as CUDA graphs (engine/decode_graphs.h)")
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
+  engine::set_decode_graphs_default(graphs == "on");
+  parallel::MpiRuntime mpi;
+  const int rank = mpi.world_rank();
+  if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 prints
   try {
+    if (mpi.world_size() != tp)
+      throw InputError(fmt::format("--tensor-parallel {} under {} ranks (start it with mpirun -np {})", tp,
+                                   mpi.world_size(), tp));
     const model::ModelConfig cfg = model::load_model_config(config);
     if (!hf_config_out.empty()) std::ofstream(hf_config_out) << model::model_config_to_hf_json(cfg).dump(2) << "\n";
     if (cuda::device_count() == 0) {
@@ -226,12 +248,21 @@ int main(int argc, char** argv) {
       return 2;
     }
     const DType dt = dtype_name == "bfloat16" ? DType::bf16 : DType::f32;
-    cuda::CudaBackend gpu(0);
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    cuda::CudaBackend gpu(local ? std::atoi(local) : 0);
     Context ctx{&gpu, nullptr, dt};
+    std::unique_ptr<parallel::MpiCommunicator> world_comm;
+    if (tp > 1) world_comm = std::make_unique<parallel::MpiCommunicator>(MPI_COMM_WORLD);
+    parallel::ParallelSizes split;
+    split.tensor = tp;
+    const parallel::RankLayout layout(split, tp, model::layout_facts(cfg), config);
+    const auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
+    ctx.groups = groups.get();
     ops::set_skinny_gemm_enabled(skinny == "on");
     const double copy_tbs = measure_copy_tbs(ctx);  // the memory ceiling, before the weights take room
     gpu.release_cache();
-    std::unique_ptr<model::HybridModel> model = bench::make_bench_model(cfg, gpu, dt);
+    std::unique_ptr<model::HybridModel> model =
+        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false});
     model::HybridModel& net = *model;
     // Generation only: freeze every parameter, as train::load_inference_model does for generate,
     // eval and serve, dropping the float32 gradients the store allocated (for an 8B in bf16 they
@@ -240,6 +271,7 @@ int main(int argc, char** argv) {
     for (model::Param* p : net.params().all())
       if (p->requires_grad) net.params().set_requires_grad(*p, false);
     if (!save_weights_dir.empty()) {
+      if (tp > 1) throw InputError("--save-weights writes a whole model: run it without --tensor-parallel");
       std::filesystem::create_directories(save_weights_dir);
       model::save_weights(save_weights_dir, net.params());
       const std::string yaml = model::checkpoint_config_yaml(cfg, {{"bench_config", config}, {"init_seed", 1234}});
@@ -284,6 +316,10 @@ int main(int argc, char** argv) {
       engine.add(r);
     }
     const std::vector<engine::Result> out = engine.run();
+    if (!tokens_out.empty() && rank == 0) {
+      std::ofstream f(tokens_out);
+      for (const engine::Result& r : out) f << nlohmann::json(r.tokens).dump() << "\n";
+    }
     const engine::EngineStats& s = engine.stats();
     int64_t generated = 0;
     uint64_t tokens_hash = 1469598103934665603ull;  // FNV-1a over every request's tokens, in order
@@ -302,9 +338,10 @@ int main(int argc, char** argv) {
     const double state_bytes = static_cast<double>(cached.state().bytes());
     const double peak_gib = static_cast<double>(gpu.peak_bytes()) / (1ull << 30);
 
-    std::printf("device: %s | nemotron %s | config %s | %.1f M params | %s | weights %.2f GiB\n", gpu.name().c_str(),
+    std::printf("device: %s | nemotron %s | config %s | %.1f M params | %s | weights %.2f GiB%s\n", gpu.name().c_str(),
                 NEMOTRON_VERSION, config.c_str(), static_cast<double>(net.params().numel()) / 1e6, dtype_name.c_str(),
-                static_cast<double>(weights_bytes) / (1ull << 30));
+                static_cast<double>(weights_bytes) / (1ull << 30),
+                tp > 1 ? fmt::format(" per GPU, tensor parallel over {} GPUs", tp).c_str() : "");
     std::printf("memory ceiling: device-to-device copy %.3f TB/s (measured now) | skinny GEMM %s | a decode step "
                 "reads >= %.2f GB of weights\n",
                 copy_tbs, skinny.c_str(), streamed_weight_bytes / 1e9);
@@ -445,6 +482,8 @@ int main(int argc, char** argv) {
                           {"profiled_step_batch1", profile_b1_json},
                           {"copy_tbs", copy_tbs},
                           {"skinny_gemm", skinny},
+                          {"decode_graphs", graphs == "on"},
+                          {"decode_graph_replays", cached.graph_replays()},
                           {"generations", generations},
                           {"prefix_sharing", prefix_sharing == "on"},
                           {"prefill_tokens", s.prefill_tokens},
@@ -453,10 +492,11 @@ int main(int argc, char** argv) {
                           {"tokens_hash", fmt::format("{:016x}", tokens_hash)},
                           {"version", NEMOTRON_VERSION},
                           {"commit", bench::commit_or_unknown()}};
+    rec["tensor_parallel"] = tp;
     bench::stamp_date(rec);
     // The last line of output, for scripts (bench/run_rollout_comparison.sh).
     std::printf("%s\n", nlohmann::json({{"nemotron_rollout", rec}}).dump().c_str());
-    bench::append_line(results, rec);
+    if (rank == 0) bench::append_line(results, rec);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

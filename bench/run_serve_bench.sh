@@ -13,7 +13,8 @@
 # Writes OUT/serve.jsonl (one row per client count, with the rollout's figure and the ratio), the
 # logs, and the rollout rows to OUT/rollout.jsonl.
 # usage: bench/run_serve_bench.sh BIN_DIR OUT_DIR   (BIN_DIR holds nemotron and cuda_rollout)
-#        env: DURATION (60), PROMPT_LEN (128), TOKENS (128), CLIENTS ("32 128"), MACHINE_KIND, COMMIT
+#        env: DURATION (60), PROMPT_LEN (128), TOKENS (128), CLIENTS ("32 128"), MACHINE_KIND, COMMIT,
+#        SERVE_ARGS (more `nemotron serve` options, e.g. "--scheduler-delay-factor 0.5"; recorded in the rows)
 set -uo pipefail
 bin=$(cd "${1:?usage: run_serve_bench.sh BIN_DIR OUT_DIR}" && pwd)
 out=$(mkdir -p "${2:?usage: run_serve_bench.sh BIN_DIR OUT_DIR}" && cd "$2" && pwd)
@@ -45,7 +46,7 @@ done
 
 max_clients=$(tr ' ' '\n' <<<"$clients" | sort -n | tail -1)
 "$bin/nemotron" serve --checkpoint "$work/model" --tokenizer "$work/tokenizer.json" --device cuda \
-  --max-slots "$max_clients" --max-seq-len $((prompt_len + tokens)) --port 0 >"$out/server.log" 2>&1 &
+  --max-slots "$max_clients" --max-seq-len $((prompt_len + tokens)) --port 0 ${SERVE_ARGS:-} >"$out/server.log" 2>&1 &
 server=$!
 for ((i = 0; i < 1200; ++i)); do
   port=$(sed -nE 's|^serving ".*" at http://127\.0\.0\.1:([0-9]+)/v1 .*|\1|p' "$out/server.log")
@@ -69,9 +70,10 @@ tail -1 "$out/server.log"
 server=
 
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-python3 - "$out" "$config" "${MACHINE_KIND:-unknown}" "$card" "${COMMIT:-unknown}" $clients <<'EOF'
+python3 - "$out" "$config" "${MACHINE_KIND:-unknown}" "$card" "${COMMIT:-unknown}" "${SERVE_ARGS:-}" $clients <<'EOF'
 import datetime, json, sys
-out, config, kind, card, commit, clients = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
+out, config, kind, card, commit, serve_args, clients = (sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5],
+                                                        sys.argv[6], sys.argv[7:])
 rollouts = {}
 for line in open(f"{out}/rollout.jsonl"):
     r = json.loads(line)
@@ -81,7 +83,7 @@ with open(f"{out}/serve.jsonl", "a") as f:
         s = json.loads(open(f"{out}/serve_bench_{c}.json").read().strip().splitlines()[-1])["serve_bench"]
         r = rollouts[int(c)]
         row = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit,
-               "machine_kind": kind, "card": card, "config": config, "dtype": "bfloat16", "server": "nemotron serve --device cuda",
+               "machine_kind": kind, "card": card, "config": config, "dtype": "bfloat16", "server": ("nemotron serve --device cuda " + serve_args).strip(),
                **{k: v for k, v in s.items() if k != "lost_examples"},
                "rollout": {k: r[k] for k in ("batch", "prompts", "prompt_len", "new_tokens", "generated_tokens_per_s",
                                              "decode_tokens_per_s", "decode_step_ms_median", "seconds")},

@@ -101,12 +101,6 @@ parallel::RankLayout run_layout(const model::ModelConfig& model, const std::stri
   return parallel::RankLayout(model.parallel, world > 0 ? world : launch_info().size, model::layout_facts(model), source);
 }
 
-void refuse_expert_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {
-  if (layout.expert() > 1)
-    throw_config_error(source, "model.expert_model_parallel_size",
-                       fmt::format("{}: {} (set 1: data parallelism is)", layout.expert(), why));
-}
-
 model::ModelShard model_shard(const parallel::ProcessGroups& groups) {
   const parallel::RankCoords c = groups.coords();
   return {c.expert, groups.layout.expert(), c.tensor, groups.layout.tensor(), groups.layout.sizes().sequence_parallel};

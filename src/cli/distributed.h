@@ -39,8 +39,6 @@ std::string rank_device(const std::string& device, const std::string& source);
 // one line naming the key, before anything starts. `world` > 0 plans for that many ranks instead
 // (a --dry-run of `--run`/`--batch`, cli/launch.h).
 parallel::RankLayout run_layout(const model::ModelConfig& model, const std::string& source, int world = 0);
-// Commands whose every part cannot run expert-parallel yet refuse a layout with EP > 1 (`why`).
-void refuse_expert_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
 // The part of the model this rank builds.
 model::ModelShard model_shard(const parallel::ProcessGroups& groups);
 // InputError naming model.sequence_parallel when it is on and the tensor-parallel size does not

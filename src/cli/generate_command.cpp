@@ -21,6 +21,8 @@
 #include "core/backend.h"
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/inference_ranks.h"
+#include "cli/launch.h"
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "core/progress.h"
@@ -31,6 +33,7 @@
 #include "engine/cached_step_model.h"
 #include "engine/engine.h"
 #include "engine/recompute_step_model.h"
+#include "engine/request_codec.h"
 #include "model/hybrid_model.h"
 #include "train/compute_device.h"
 #include "train/inference_model.h"
@@ -49,6 +52,8 @@ struct GenerateOptions {
   double temperature = 1.0, top_p = 1.0, presence_penalty = 0, frequency_penalty = 0;
   std::vector<std::string> logit_bias;  // "ID=BIAS" each
   int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
+  int tensor_parallel_size = 1;
+  std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   uint64_t seed = 0;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
@@ -166,8 +171,12 @@ void run_generate(const GenerateOptions& o) {
   params.frequency_penalty = o.frequency_penalty;
   params.logit_bias = parse_logit_bias(o.logit_bias);
   engine::validate(params, "sampling flags");
+  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
+  // Under tensor parallelism rank 0 alone reads the prompts (and writes the outputs); the others
+  // get the requests it queues.
   std::vector<PromptRow> rows;
-  if (!o.input.empty()) {
+  if (!ranks.leader()) {
+  } else if (!o.input.empty()) {
     rows = read_rows(o, chat_template);  // bad rows fail before the model loads
   } else if (!o.chat.empty()) {
     data::OrderedJson messages = data::OrderedJson::array({{{"role", "user"}, {"content", o.chat}}});
@@ -177,9 +186,10 @@ void run_generate(const GenerateOptions& o) {
   }
 
   if (!fs::exists(o.checkpoint)) throw InputError(fmt::format("--checkpoint {}: no such directory", o.checkpoint));
-  train::ComputeDevice dev = train::open_inference_device(o.device, "--device");
+  train::ComputeDevice dev = inference_device(o.device, ranks);
   const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
-  train::InferenceModel m = train::load_inference_model(o.checkpoint, *dev.backend, dt);
+  train::InferenceModel m =
+      train::load_inference_model(o.checkpoint, *dev.backend, dt, inference_shard_of(ranks, *dev.backend, o.checkpoint));
   const data::Tokenizer tok = data::Tokenizer::load(tokenizer_path(o, m));
   const model::ModelConfig& cfg = m.net->config();
   const std::string where_run = dev.backend->device().is_cpu()
@@ -187,8 +197,11 @@ void run_generate(const GenerateOptions& o) {
                                     : fmt::format("on {}", dev.backend->name());
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s %s (MTP heads, if any, unused)\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(m.net->params().numel()), dtype_name(dt), where_run.c_str());
+              static_cast<long long>(whole_parameter_count(m.net->params())), dtype_name(dt), where_run.c_str());
   for (const std::string& n : m.notes) std::printf("note: %s\n", n.c_str());
+  if (ranks.distributed())
+    std::printf("tensor parallel: %d ranks, each holding %lld parameters (its part of the model)\n", ranks.tensor_size,
+                static_cast<long long>(m.net->params().numel()));
 
   params.stop_token_ids = o.stop_token_ids;
   if (!o.ignore_eos) {
@@ -198,7 +211,8 @@ void run_generate(const GenerateOptions& o) {
       if (std::optional<int32_t> end = tok.token_to_id("<|im_end|>")) params.stop_token_ids.push_back(*end);
   }
 
-  const Context run_ctx{dev.backend, nullptr, dt};
+  Context run_ctx{dev.backend, nullptr, dt};
+  run_ctx.groups = ranks.groups.get();
   std::unique_ptr<engine::StepModel> step;
   if (o.recompute) step = std::make_unique<engine::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
   else {
@@ -211,6 +225,8 @@ void run_generate(const GenerateOptions& o) {
     step = std::move(cached);
   }
   engine::Engine engine(*step, &tok);
+  // Rank 0 checks and queues each request; the others queue the same ones, as rank 0 sends them.
+  nlohmann::json queued = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where =
         o.input.empty() ? (o.chat.empty() ? "--prompt" : "--chat") : fmt::format("{}: row {}", o.input, i + 1);
@@ -219,20 +235,28 @@ void run_generate(const GenerateOptions& o) {
     if (r.prompt.empty()) throw InputError(where + ": the prompt encodes to no tokens");
     r.params = params;
     r.id = i;
+    if (ranks.distributed()) queued.push_back(engine::request_to_json(r));
     try {
       engine.add(std::move(r));
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: {}", where, e.what()));
     }
   }
+  if (ranks.distributed()) {
+    std::string message = queued.dump();
+    parallel::broadcast_text(*ranks.host, message);
+    if (!ranks.leader())
+      for (const nlohmann::json& r : nlohmann::json::parse(message)) engine.add(engine::request_from_json(r));
+  }
 
   std::unique_ptr<ProgressBar> bar;
-  if (!o.input.empty()) bar = std::make_unique<ProgressBar>("generate", static_cast<int64_t>(rows.size()), "prompts");
+  if (!o.input.empty() && ranks.leader()) bar = std::make_unique<ProgressBar>("generate", static_cast<int64_t>(rows.size()), "prompts");
   std::vector<engine::Result> results = engine.run([&](const engine::Result& r, const engine::EngineStats&) {
     if (bar) bar->advance(1, static_cast<int64_t>(r.tokens.size()));
   });
   if (bar) bar->finish();
 
+  if (!ranks.leader()) return;
   if (!o.input.empty()) {
     std::vector<json> out;
     for (size_t i = 0; i < results.size(); ++i) {
@@ -310,10 +334,24 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--max-slots,--batch", o->max_slots, "Sequences generated at once (continuous batching)")
       ->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len, "Prompt plus generated tokens at most")->capture_default_str();
+  CLI::Option* tp_opt = c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
+                "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; "
+                "each rank takes the GPU of its local rank. Sizes that do not divide the heads, KV heads, Mamba "
+                "groups or vocabulary are refused")
+      ->capture_default_str();
+  c->add_option("-r,--run", o->run_profile,
+                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
+                "model split over all of them");
+  c->add_option("--env-file", o->env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
+                                           "walking up from the current directory)");
   c->add_flag("--recompute", o->recompute,
               "Recompute every sequence from scratch at each step (the exact reference of the cached model; slow)");
   add_inference_device_options(c, o->device, o->dtype);
-  c->callback([o] { run_generate(*o); });
+  c->callback([o, tp_opt] {
+    if (!o->run_profile.empty())
+      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0);
+    run_generate(*o);
+  });
 }
 
 }  // namespace nemotron::cli

@@ -126,6 +126,48 @@ std::string submit(const fs::path& script) {
   return id;
 }
 
+// The profile `name` of --env-file or the env.toml found walking up; `option` (--run, --batch)
+// names the flag in errors. Refused inside a launch: the option starts the ranks itself.
+EnvProfile find_profile(const std::string& option, const std::string& name, const std::string& env_file) {
+  if (!launch_info().launcher.empty())
+    throw InputError(fmt::format("{}: this process is already rank {} of {} started by {}; {} starts the ranks itself "
+                                 "(run it outside the launcher)",
+                                 option, launch_info().rank, launch_info().size, launch_info().launcher, option));
+  std::string file = env_file;
+  if (file.empty()) {
+    file = find_env_file(fs::current_path().string());
+    if (file.empty())
+      throw InputError(fmt::format("{} {}: no env.toml in {} or any directory above it (write one with a [{}] "
+                                   "profile, or pass --env-file PATH)",
+                                   option, name, fs::current_path().string(), name));
+  }
+  return load_env_profile(file, name);
+}
+
+std::string run_banner(const std::string& option, const EnvProfile& p) {
+  return fmt::format("{} {}: profile [{}] of {}, executor {}, {} rank{}", option, p.name, p.name, p.file, p.executor,
+                     p.world_size(), p.world_size() == 1 ? "" : "s");
+}
+
+// --run: the launcher's command line for `rank` under `p`.
+std::vector<std::string> attached_argv(const EnvProfile& p, const std::vector<std::string>& rank) {
+  return p.executor == "local" ? mpirun_argv(p, rank, geteuid() == 0) : srun_argv(p, rank);
+}
+
+// --run: replaces this process with the launcher running `rank` (after the banner and command).
+[[noreturn]] void exec_attached(const EnvProfile& p, const std::vector<std::string>& rank, const std::string& banner) {
+  // srun places the ranks in the allocation this shell holds; outside one it would make its own
+  // (blocking in a queue, without the profile's partition and account): refuse instead.
+  if (p.executor == "slurm" && !std::getenv("SLURM_JOB_ID"))
+    throw InputError(fmt::format("{}: [{}]: --run with executor slurm runs inside an allocation, and SLURM_JOB_ID is "
+                                 "not set (salloc -N {} --ntasks-per-node {} first, or submit with --batch {})",
+                                 p.file, p.name, p.nodes, p.ntasks_per_node, p.name));
+  std::printf("%s\n%s\n", banner.c_str(), join_quoted(attached_argv(p, rank)).c_str());
+  if (p.executor == "local")
+    share_cores(p.nproc_per_node, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  exec(with_startup(p, attached_argv(p, rank)));
+}
+
 }  // namespace
 
 std::string shell_quote(const std::string& word) {
@@ -202,20 +244,7 @@ std::string sbatch_script(const EnvProfile& p, const std::vector<std::string>& r
 void launch_training(const TrainingCommandOptions& o, const std::function<int(const TrainingCommandOptions&)>& run) {
   const bool batch = !o.batch_profile.empty();
   const std::string option = batch ? "--batch" : "--run";
-  if (!launch_info().launcher.empty())
-    throw InputError(fmt::format("{}: this process is already rank {} of {} started by {}; {} starts the ranks itself "
-                                 "(run it outside the launcher)",
-                                 option, launch_info().rank, launch_info().size, launch_info().launcher, option));
-  std::string file = o.env_file;
-  if (file.empty()) {
-    file = find_env_file(fs::current_path().string());
-    if (file.empty())
-      throw InputError(fmt::format("{} {}: no env.toml in {} or any directory above it (write one with a [{}] "
-                                   "profile, or pass --env-file PATH)",
-                                   option, batch ? o.batch_profile : o.run_profile, fs::current_path().string(),
-                                   batch ? o.batch_profile : o.run_profile));
-  }
-  const EnvProfile p = load_env_profile(file, batch ? o.batch_profile : o.run_profile);
+  const EnvProfile p = find_profile(option, batch ? o.batch_profile : o.run_profile, o.env_file);
   if (batch && p.executor != "slurm")
     throw InputError(fmt::format("{}: [{}] executor: --batch submits to Slurm, the profile's executor is \"{}\" (use "
                                  "--run {} to run attached)",
@@ -241,13 +270,10 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
     const std::string run_dir = fs::absolute(dir).lexically_normal().string();
     text = sbatch_script(p, rank, run_dir, fs::current_path().string(), fmt::format("nemotron-{}-{}", o.family, o.stage));
     script = fs::path(run_dir) / fmt::format("sbatch_{}.sh", timestamp());
-  } else if (p.executor == "local") {
-    text = join_quoted(mpirun_argv(p, rank, geteuid() == 0)) + "\n";
   } else {
-    text = join_quoted(srun_argv(p, rank)) + "\n";
+    text = join_quoted(attached_argv(p, rank)) + "\n";
   }
-  const std::string banner = fmt::format("{} {}: profile [{}] of {}, executor {}, {} rank{}", option, p.name, p.name,
-                                         p.file, p.executor, p.world_size(), p.world_size() == 1 ? "" : "s");
+  const std::string banner = run_banner(option, p);
 
   TrainingCommandOptions planned = o;  // the command itself, at the launch's world size
   planned.run_profile.clear();
@@ -275,18 +301,32 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
                 script.string().c_str(), script.parent_path().string().c_str(), id.c_str());
     return;
   }
-  // srun places the ranks in the allocation this shell holds; outside one it would make its own
-  // (blocking in a queue, without the profile's partition and account): refuse instead.
-  if (p.executor == "slurm" && !std::getenv("SLURM_JOB_ID"))
-    throw InputError(fmt::format("{}: [{}]: --run with executor slurm runs inside an allocation, and SLURM_JOB_ID is "
-                                 "not set (salloc -N {} --ntasks-per-node {} first, or submit with --batch {})",
-                                 p.file, p.name, p.nodes, p.ntasks_per_node, p.name));
-  std::printf("%s\n%s", banner.c_str(), text.c_str());
-  if (p.executor == "local") {
-    share_cores(p.nproc_per_node, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    exec(with_startup(p, mpirun_argv(p, rank, geteuid() == 0)));
+  exec_attached(p, rank, banner);
+}
+
+void launch_inference(const std::string& profile, const std::string& env_file, int tensor_parallel_size) {
+  const EnvProfile p = find_profile("--run", profile, env_file);
+  const int64_t world = p.world_size();
+  if (tensor_parallel_size > 0 && tensor_parallel_size != world)
+    throw InputError(fmt::format("--tensor-parallel-size {}: --run {} starts {} ranks ([{}] of {}), which the model "
+                                 "is split over; leave the flag out or pass {}",
+                                 tensor_parallel_size, profile, world, p.name, p.file, world));
+  // Each rank runs this command line as it was typed, without --run and --env-file.
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> typed;
+  for (std::string word; std::getline(in, word, '\0');) typed.push_back(word);
+  std::vector<std::string> rank = {fs::read_symlink("/proc/self/exe").string()};
+  for (size_t i = 1; i < typed.size(); ++i) {
+    const std::string& w = typed[i];
+    if (w == "-r" || w == "--run" || w == "--env-file") {
+      ++i;  // and its value
+      continue;
+    }
+    if (w.rfind("--run=", 0) == 0 || w.rfind("--env-file=", 0) == 0) continue;
+    rank.push_back(w);
   }
-  exec(with_startup(p, srun_argv(p, rank)));
+  if (tensor_parallel_size <= 0) rank.insert(rank.end(), {"--tensor-parallel-size", std::to_string(world)});
+  exec_attached(p, rank, run_banner("--run", p));
 }
 
 }  // namespace nemotron::cli

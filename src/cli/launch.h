@@ -1,4 +1,4 @@
-// `--run PROFILE` and `--batch PROFILE` on the training commands: the same command started as the
+// `--run PROFILE` and `--batch PROFILE` on the training commands (and --run on generate and serve): the same command started as the
 // ranks an env.toml profile asks for, by the launchers that exist (no home-made cluster manager):
 //  - executor local, --run: `mpirun -np nproc_per_node nemotron <same args>`, replacing this
 //    process, so the output streams and mpirun's exit code is the command's;
@@ -21,6 +21,12 @@ namespace nemotron::cli {
 // command itself, called only for --dry-run. --run replaces this process with the launcher (its
 // exit code is the command's); --batch returns once submitted. Failures throw.
 void launch_training(const TrainingCommandOptions& o, const std::function<int(const TrainingCommandOptions&)>& run);
+
+// `--run PROFILE` on generate and serve: this command line as typed (without --run and
+// --env-file) as the profile's ranks, the model split over all of them (--tensor-parallel-size
+// added when not given; `tensor_parallel_size` > 0, given, must equal the profile's world size).
+// Replaces this process with the launcher; failures throw.
+[[noreturn]] void launch_inference(const std::string& profile, const std::string& env_file, int tensor_parallel_size);
 
 // The pieces, for tests and --dry-run (no side effects).
 // The command each rank runs: this binary, the family, stage, -c and the overrides.

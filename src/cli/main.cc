@@ -9,6 +9,7 @@
 #include "cli/app.h"
 #include "cli/distributed.h"
 #include "core/error.h"
+#include "engine/cached_step_model.h"
 #include "io/checkpoint_layout.h"
 
 namespace {
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
     // Checkpoint content hashes are verified on load unless turned off (huge checkpoints).
     if (const char* v = std::getenv("NEMOTRON_CHECKPOINT_VERIFY"); v && std::string(v) == "0")
       nemotron::io::set_verify_checkpoint_hashes(false);
+    // The engine's decode steps run as CUDA graphs unless turned off (engine/decode_graphs.h).
+    if (const char* v = std::getenv("NEMOTRON_DECODE_GRAPHS"); v && std::string(v) == "0")
+      nemotron::engine::set_decode_graphs_default(false);
     return nemotron::cli::run(argc, argv);
   } catch (const nemotron::InputError& e) {
     return fail(2, e.what(), true);

@@ -51,9 +51,6 @@ int run_rl(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "rl", o.config);
   const rl::RlConfig cfg = rl::load_rl_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
-  refuse_expert_parallel(layout, path,
-                         "GRPO's rollouts do not run expert-parallel yet (each rank's engine decodes on its own "
-                         "schedule, while the experts' exchange needs the whole expert group at once)");
   refuse_context_parallel(layout, path,
                           "GRPO does not split sequences over context ranks yet (its rollouts and per-token losses "
                           "need whole rows)");

@@ -22,6 +22,8 @@
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "cli/host_memory.h"
+#include "cli/inference_ranks.h"
+#include "cli/launch.h"
 #include "cli/stop_signals.h"
 #include "core/error.h"
 #include "data/chat_template.h"
@@ -46,7 +48,10 @@ struct ServeOptions {
               device = "auto";
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
+  int tensor_parallel_size = 1;
+  std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
+  double scheduler_delay_factor = 0;  // engine::EngineOptions::admission_delay_factor
   serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
 
@@ -62,13 +67,14 @@ std::string default_model_name(const std::string& checkpoint) {
 // most that fit; a cache larger than its share of the memory left after the weights (the GPU's
 // free memory, or the machine's physical memory) is refused here (InputError), before it is
 // allocated, with the values that would fit.
-std::string cache_budget_line(const model::ModelConfig& cfg, DType dt, int64_t slots, int64_t len, Backend& backend) {
+std::string cache_budget_line(const model::ModelConfig& cfg, DType dt, int64_t slots, int64_t len, Backend& backend,
+                              int tensor_size) {
   const bool gpu = !backend.device().is_cpu();
   const auto weights = static_cast<int64_t>(backend.bytes_in_use());
   const auto available = gpu ? static_cast<int64_t>(backend.available_bytes())
                              : std::max<int64_t>(0, static_cast<int64_t>(physical_memory_bytes()) - weights);
   const engine::CacheBudget b =
-      engine::cache_budget(cfg, dt, slots, len, available, engine::CachedStepModel::kBlockSize);
+      engine::cache_budget(cfg, dt, slots, len, available, engine::CachedStepModel::kBlockSize, tensor_size);
   auto bytes = [](int64_t n) { return train::human_bytes(static_cast<double>(n)); };
   const std::string cost = fmt::format("KV pages and Mamba states: {} for --max-slots {} x --max-seq-len {} ({} per slot)",
                                        bytes(b.total_bytes), slots, len, bytes(b.per_slot_bytes));
@@ -110,9 +116,11 @@ int run_serve(const ServeOptions& o) {
       throw InputError(fmt::format("--chat-template: {}", e.what()));
     }
   }();
-  train::ComputeDevice dev = train::open_inference_device(o.device, "--device");
+  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
+  train::ComputeDevice dev = inference_device(o.device, ranks);
   const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
-  train::InferenceModel m = train::load_inference_model(o.checkpoint, *dev.backend, dt);
+  train::InferenceModel m =
+      train::load_inference_model(o.checkpoint, *dev.backend, dt, inference_shard_of(ranks, *dev.backend, o.checkpoint));
   const std::string tok_path = o.tokenizer.empty() ? m.tokenizer_path : o.tokenizer;
   if (tok_path.empty() || !fs::exists(tok_path))
     throw InputError(fmt::format("{}: no tokenizer.json; pass --tokenizer FILE (e.g. the data prep output's "
@@ -143,9 +151,20 @@ int run_serve(const ServeOptions& o) {
   const bool gpu = !dev.backend->device().is_cpu();
   const std::string where_run =
       gpu ? dev.backend->name() : fmt::format("{} CPU threads", cpu::num_threads());
-  const std::string memory_line = cache_budget_line(cfg, dt, o.max_slots, max_len, *dev.backend);
-  const Context run_ctx{dev.backend, nullptr, dt};
+  const std::string memory_line = cache_budget_line(cfg, dt, o.max_slots, max_len, *dev.backend, ranks.tensor_size);
+  Context run_ctx{dev.backend, nullptr, dt};
+  run_ctx.groups = ranks.groups.get();
   engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
+  serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get()};
+  engine::EngineOptions engine_options;
+  engine_options.admission_delay_factor = o.scheduler_delay_factor;
+  if (!ranks.leader()) {
+    // No HTTP here: this rank runs its part of the model at each step rank 0 broadcasts, until
+    // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there).
+    const StopSignals signals("stopping when rank 0 has stopped the server");
+    serve::follow_worker(step, *m.net, tok, engine_options, worker_ranks);
+    return StopSignals::signal_number();
+  }
   serve::ServerMetrics metrics;
   serve::WorkerObservers observers;
   observers.metrics = &metrics;
@@ -158,7 +177,8 @@ int run_serve(const ServeOptions& o) {
         in_use += model::DecodeState::bytes_per_sequence(cfg, st.blocks_held(slot) * st.block_size(), dt);
     return std::pair<int64_t, int64_t>{in_use, st.bytes()};
   };
-  serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); });
+  serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); },
+                             engine_options, worker_ranks);
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
@@ -169,9 +189,13 @@ int run_serve(const ServeOptions& o) {
 
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %s; %lld slots, context %lld tokens\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(m.net->params().numel()), dtype_name(dt), where_run.c_str(),
+              static_cast<long long>(whole_parameter_count(m.net->params())), dtype_name(dt), where_run.c_str(),
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("%s\n", memory_line.c_str());
+  if (ranks.distributed())
+    std::printf("tensor parallel: %d ranks (rank 0 serves HTTP; every rank runs its part of each step and holds 1/%d "
+                "of the KV pages and Mamba states: the figures above are one rank's)\n",
+                ranks.tensor_size, ranks.tensor_size);
   std::printf("serving \"%s\" at http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models, "
               "/v1/health; /tokenize, /detokenize, /metrics); Ctrl-C stops\n",
               served.name.c_str(), o.host.c_str(), port);
@@ -225,9 +249,23 @@ void add_serve_command(CLI::App& app) {
                 "a .jinja file or a tokenizer_config.json")
       ->capture_default_str();
   c->add_option("--max-slots", o->max_slots, "Sequences generated at once (continuous batching)")->capture_default_str();
+  c->add_option("--scheduler-delay-factor", o->scheduler_delay_factor,
+                "While sequences decode, admit queued requests once the oldest has waited this many times the last "
+                "prefilling step (vLLM's option): arrivals are prefilled together instead of one prefill per step")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   add_inference_device_options(c, o->device, o->dtype);
+  CLI::Option* tp_opt = c->add_option("--tensor-parallel-size", o->tensor_parallel_size,
+                "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; rank "
+                "0 serves HTTP, each rank takes the GPU of its local rank")
+      ->capture_default_str();
+  c->add_option("-r,--run", o->run_profile,
+                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
+                "model split over all of them");
+  c->add_option("--env-file", o->env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
+                                           "walking up from the current directory)");
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
                 "per slot when that is more)");
@@ -245,7 +283,9 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--allowed-origins", o->server.allowed_origins,
                 "Origins (comma-separated, or *) allowed to call the API from a browser (CORS); default: none")
       ->delimiter(',');
-  c->callback([o] {
+  c->callback([o, tp_opt] {
+    if (!o->run_profile.empty())
+      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0);
     if (o->server.api_key.empty())
       if (const char* k = std::getenv("NEMOTRON_API_KEY")) o->server.api_key = k;
     if (int sig = run_serve(*o)) reraise(sig);  // after every destructor: the socket closed

@@ -3,6 +3,7 @@
 // op profiler (core/op_profiler.h) and the run's process groups (parallel/process_groups.h).
 #pragma once
 #include <functional>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/tensor.h"
@@ -37,6 +38,18 @@ struct Context {
   // training step sets it for the last micro-batch, where data parallelism starts reducing the
   // gradients of finished layers while the earlier layers' backward still runs); null: none.
   const std::function<void(int64_t layer)>* on_layer_backward = nullptr;
+  // Tensor parallelism: overlap the split mixers' collectives with their compute (model/
+  // layer_stack.cpp); false queues each where it falls on the compute stream (the baseline).
+  bool overlap_tensor_comm = true;
+  // Set by the layer stack around a split mixer's backward: Linear's backward queues its weight-
+  // gradient GEMMs here instead of running them, and the stack runs them (in order, with its own
+  // context) while the
+  // mixer's input-gradient all-reduce is in flight (Megatron's async gradient all-reduce).
+  std::vector<std::function<void(Context&)>>* deferred_weight_grads = nullptr;
+  // Set by the layer stack around a split mixer's forward on a device: the mixer's row-parallel
+  // output projection (Linear::forward_output) computes its rows in chunks and hands each here once
+  // computed, so the chunk's all-reduce runs while the next one computes.
+  const std::function<void(Tensor& rows)>* on_output_rows = nullptr;
 
   // Scratch/activation tensors: from the arena when there is one, else from the backend.
   Tensor empty(Shape shape, DType dtype) const {

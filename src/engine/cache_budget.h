@@ -25,7 +25,9 @@ struct CacheBudget {
 };
 
 // `available_bytes`: device memory free after the weights (Backend::available_bytes; 0 = unknown).
+// `tensor_size`: the model is split over that many ranks (tensor parallelism), each holding 1/T of
+// every KV head and Mamba head and group, so of every slot's state; the figures are one rank's.
 CacheBudget cache_budget(const model::ModelConfig& cfg, DType dtype, int64_t max_slots, int64_t max_seq_len,
-                         int64_t available_bytes, int64_t block_size);
+                         int64_t available_bytes, int64_t block_size, int64_t tensor_size = 1);
 
 }  // namespace nemotron::engine

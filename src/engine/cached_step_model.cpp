@@ -1,16 +1,94 @@
 #include "engine/cached_step_model.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cpu/parallel.h"
 #include "core/dtype.h"
 #include "ops/embedding.h"
+#include "parallel/process_groups.h"
 
 namespace nemotron::engine {
 
+namespace {
+
+std::atomic<bool> graphs_default{true};
+
+bool expert_parallel(const Context& ctx) { return parallel::groups_of(ctx).expert->size() > 1; }
+
+bool graphs_apply(const model::HybridModel& model, const Context& ctx) {
+#if NEMOTRON_CUDA
+  return graphs_default.load() && ctx.backend->device().is_cuda() && !model.shard().tensor_parallel() &&
+         !expert_parallel(ctx);
+#else
+  (void)model, (void)ctx;
+  return false;
+#endif
+}
+
+// With graphs: one slot and one KV block more than asked, the padded rows' scratch. Under expert
+// parallelism (no graphs): one slot more with its blocks, idle_step's.
+model::DecodeConfig state_config(bool graphs, bool idle_slot, int64_t max_slots, int64_t max_seq_len,
+                                 int64_t block_size) {
+  model::DecodeConfig c{max_slots, max_seq_len, block_size, 0};
+  if (graphs) {
+    c.num_blocks = c.resolved_num_blocks() + 1;
+    c.max_slots = max_slots + 1;
+  } else if (idle_slot) {
+    c.max_slots = max_slots + 1;
+  }
+  return c;
+}
+
+}  // namespace
+
+void set_decode_graphs_default(bool on) { graphs_default.store(on); }
+bool decode_graphs_default() { return graphs_default.load(); }
+
 CachedStepModel::CachedStepModel(model::HybridModel& model, Context ctx, int64_t max_slots, int64_t max_seq_len,
                                  int64_t block_size)
-    : model_(model), ctx_(ctx), state_(model.make_decode_state({max_slots, max_seq_len, block_size, 0})) {}
+    : model_(model), ctx_(ctx), max_slots_(max_slots),
+      state_(model.make_decode_state(
+          state_config(graphs_apply(model, ctx), expert_parallel(ctx), max_slots, max_seq_len, block_size))) {
+#if NEMOTRON_CUDA
+  if (state_.max_slots() > max_slots_ && !expert_parallel(ctx_)) {
+    // The scratch slot holds one token for good: its block is the padded rows' to write.
+    const model::DecodeBatch scratch = state_.begin_host({max_slots_}, {1});
+    state_.commit(scratch);
+    graphs_ = std::make_unique<DecodeGraphs>(model_, ctx_, state_, max_slots_, max_slots_, scratch.host_block_table[0]);
+  }
+#endif
+}
+
+CachedStepModel::~CachedStepModel() = default;
+
+int64_t CachedStepModel::graph_replays() const {
+#if NEMOTRON_CUDA
+  if (graphs_) return graphs_->replays();
+#endif
+  return 0;
+}
+
+bool CachedStepModel::uses_decode_graphs() const {
+#if NEMOTRON_CUDA
+  if (graphs_) return graphs_->enabled();
+#endif
+  return false;
+}
+
+bool CachedStepModel::group_has_work(bool mine) {
+  parallel::Communicator& group = *parallel::groups_of(ctx_).expert;
+  if (group.size() == 1) return mine;
+  return group.all_reduce_host(mine ? 1.0 : 0.0, parallel::ReduceOp::max) > 0;
+}
+
+void CachedStepModel::idle_step() {
+  NM_CHECK(expert_parallel(ctx_) && state_.max_slots() > max_slots_,
+           "idle_step: no slot of its own (the model is not expert-parallel)");
+  const int64_t own = max_slots_;
+  model_.extend(ctx_, state_, {own}, {{0}}, model_.params().dtype());
+  state_.release(own);
+}
 
 std::vector<float> CachedStepModel::extend(const std::vector<int64_t>& slots,
                                            const std::vector<std::vector<int32_t>>& tokens) {
@@ -38,6 +116,12 @@ std::vector<ops::TokenDraw> CachedStepModel::extend_and_sample(const std::vector
                                                                const std::vector<std::vector<int32_t>>& tokens,
                                                                std::span<const ops::RowSampling> rows,
                                                                std::span<const int64_t> logits_rows) {
+#if NEMOTRON_CUDA
+  // A decode step (one token per slot, each drawing from its own row) replays a graph.
+  if (graphs_ && graphs_->enabled() && logits_rows.empty() &&
+      std::all_of(tokens.begin(), tokens.end(), [](const std::vector<int32_t>& t) { return t.size() == 1; }))
+    return graphs_->step(slots, tokens, rows);
+#endif
   // The head's dtype as it is (bf16 for a bf16 model): the kernel widens as it reads.
   const Tensor logits = model_.extend(ctx_, state_, slots, tokens, model_.params().dtype());  // [S, V]
   if (logits_rows.empty()) return ops::sample_rows(ctx_, logits, rows);

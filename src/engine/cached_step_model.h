@@ -9,16 +9,28 @@
 // the batch's index tensors and brings back only the [S, V] logits of the slots' last tokens
 // (bf16 as the head wrote them, for a bf16 model; widened on the host), one sync per step; or,
 // for steps the engine samples on the device (greedy or temperature-only rows), only the drawn
-// tokens and their log-probs.
+// tokens and their log-probs. Those decode steps (one token per sequence) run as CUDA graphs
+// (engine/decode_graphs.h) unless turned off: the state then holds one more slot and KV block,
+// the padded rows' scratch, which the engine never sees.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "core/context.h"
 #include "engine/step_model.h"
 #include "model/decode_state.h"
 #include "model/hybrid_model.h"
+#if NEMOTRON_CUDA
+#include "engine/decode_graphs.h"
+#endif
 
 namespace nemotron::engine {
+
+// Whether CachedStepModels made from now on run their GPU decode steps as CUDA graphs (on by
+// default; the CLI turns it off once at start for NEMOTRON_DECODE_GRAPHS=0, the benchmarks with
+// --decode-graphs off). No effect on the CPU or under tensor parallelism.
+void set_decode_graphs_default(bool on);
+bool decode_graphs_default();
 
 class CachedStepModel : public StepModel {
  public:
@@ -28,7 +40,8 @@ class CachedStepModel : public StepModel {
                   int64_t block_size = kBlockSize);
 
   int64_t vocab_size() const override { return model_.config().vocab_size; }
-  int64_t max_slots() const override { return state_.max_slots(); }
+  ~CachedStepModel() override;
+  int64_t max_slots() const override { return max_slots_; }
   int64_t max_seq_len() const override { return state_.max_seq_len(); }
   bool can_admit(std::span<const int64_t> totals) const override { return state_.can_admit(totals); }
   std::vector<float> extend(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) override;
@@ -43,6 +56,19 @@ class CachedStepModel : public StepModel {
   // copied on the model's device.
   bool can_fork() const override { return true; }
   void fork(const std::vector<std::pair<int64_t, int64_t>>& pairs) override { state_.fork(ctx_, pairs); }
+  // Expert parallelism (ctx's expert group larger than one): the members' engines step together
+  // (one host all-reduce a step), and a member with nothing to decode extends a one-token
+  // sequence in a slot of its own beyond max_slots(), released at once, so that its MoE layers
+  // still exchange (and compute) the other members' tokens. No decode graphs then (the
+  // exchange's counts come to the host).
+  bool group_has_work(bool mine) override;
+  void idle_step() override;
+
+  // Decode steps run by a CUDA graph replay so far (0 without graphs).
+  int64_t graph_replays() const;
+  // Whether decode steps go through CUDA graphs now (false on the CPU, when turned off, or after
+  // a step failed to capture).
+  bool uses_decode_graphs() const;
 
   const model::DecodeState& state() const { return state_; }
   model::DecodeState& state() { return state_; }  // for benchmarks driving HybridModel::extend directly
@@ -50,7 +76,11 @@ class CachedStepModel : public StepModel {
  private:
   model::HybridModel& model_;
   Context ctx_;
+  int64_t max_slots_;  // the engine's; the state holds one more with graphs or expert parallelism
   model::DecodeState state_;
+#if NEMOTRON_CUDA
+  std::unique_ptr<DecodeGraphs> graphs_;
+#endif
 };
 
 }  // namespace nemotron::engine

@@ -53,7 +53,7 @@ uint64_t Engine::add(Request r) {
   if (!r.params.stop.empty() && !tok_)
     throw InputError(where + ": stop strings need a tokenizer to detokenize with");
   r.id = id;
-  queue_.emplace_back(added_++, std::move(r));
+  queue_.push_back({added_++, std::move(r), std::chrono::steady_clock::now()});
   return id;
 }
 
@@ -108,6 +108,7 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
   std::vector<bool> done(added_, false);
   std::vector<std::optional<Sequence>> slots(static_cast<size_t>(S));
   int64_t running = 0;
+  double last_prefill_step_s = 0;  // the wall time of the last step that prefilled (admission_delay_factor)
   auto finish = [&](Sequence& s, FinishReason why) {
     if (why != FinishReason::stop_string) detokenize(s, /*final=*/true);  // a stop string's text is already cut
     s.result.finish = why;
@@ -127,7 +128,15 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       if (hooks.keep_results) results.resize(added_);  // requests added since the run began
       done.resize(added_, false);
     }
-    if (queue_.empty() && running == 0) break;
+    // Every step, also one with nothing here, when the model steps with other engines (expert
+    // parallelism: StepModel::group_has_work).
+    const bool has_work = !(queue_.empty() && running == 0);
+    if (!model_.group_has_work(has_work)) break;
+    if (!has_work) {
+      model_.idle_step();
+      ++stats_.idle_steps;
+      continue;
+    }
     // Admit queued requests into free slots, in order, while the model has memory for them. The
     // model allocates at the first extend, so the requests admitted in this pass are asked for
     // together (each within max_seq_len, their memory summed: asking for the sum of their tokens
@@ -136,9 +145,14 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
     std::vector<int64_t> admitted;  // token budgets (prompt + max_new_tokens) of this pass's requests
     const bool share = options_.prefix_sharing && model_.can_fork();
     std::map<std::vector<int32_t>, int64_t> leader_of;  // prompt -> the slot admitted with it in this pass
-    for (int64_t slot = 0; slot < S && !queue_.empty(); ++slot) {
+    const auto step_start = Clock::now();
+    const bool weighs_delay = options_.admission_delay_factor > 0 && running > 0 && !queue_.empty();
+    bool delayed = weighs_delay && std::chrono::duration<double>(step_start - queue_.front().at).count() <
+                                       options_.admission_delay_factor * last_prefill_step_s;
+    if (weighs_delay && options_.agree_delay) delayed = options_.agree_delay(delayed);
+    for (int64_t slot = 0; slot < S && !queue_.empty() && !delayed; ++slot) {
       if (slots[static_cast<size_t>(slot)]) continue;
-      Request& r = queue_.front().second;
+      Request& r = queue_.front().request;
       const int64_t total =
           std::min<int64_t>(static_cast<int64_t>(r.prompt.size()) + r.params.max_new_tokens, model_.max_seq_len());
       admitted.push_back(total);
@@ -149,7 +163,7 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
         break;  // wait for a running sequence to finish
       }
       Sequence s;
-      s.position = queue_.front().first;
+      s.position = queue_.front().position;
       s.slot = slot;
       s.params = r.params;
       s.wants_logits = r.wants_logits;
@@ -231,7 +245,10 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
     if (!forks.empty()) model_.fork(forks);
     const double model_s = std::chrono::duration<double>(Clock::now() - m0).count();
     stats_.model_seconds += model_s;
-    if (prefill) stats_.prefill_seconds += model_s;
+    if (prefill) {
+      stats_.prefill_seconds += model_s;
+      last_prefill_step_s = std::chrono::duration<double>(Clock::now() - step_start).count();
+    }
     if (!on_device) {
       // Sampling is a pure function of (logits row, params, id, index): the rows are drawn on all
       // cores (a log-sum-exp over the vocabulary per row: 256 rows of 131072 logits is ~34M exps a

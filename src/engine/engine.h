@@ -4,6 +4,7 @@
 // max_seq_len) releases its slot at once and the next step refills it from the queue. A request
 // the model has no memory for (can_admit false) waits in the queue until a running one finishes.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -52,6 +53,9 @@ struct EngineStats {
   // (EngineOptions::prefix_sharing); prefill_tokens counts only those computed.
   int64_t shared_prefill_tokens = 0;
   int64_t peak_running = 0;  // most sequences in one step
+  // Steps taken with nothing to decode while other engines of the model's group had work
+  // (StepModel::idle_step; expert parallelism).
+  int64_t idle_steps = 0;
   double seconds = 0, model_seconds = 0;  // wall time of run(); of which inside extend (and fork)
   double prefill_seconds = 0;             // of model_seconds, the steps that prefilled a prompt
   double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }  // generated
@@ -85,6 +89,15 @@ struct EngineOptions {
   // one another in the last bits. Same tokens (tests/engine/prefix_sharing_test.cpp), log-probs
   // to float rounding. Off, or on a model without fork: every request prefills its own prompt.
   bool prefix_sharing = true;
+  // vLLM's scheduler_delay_factor: while sequences are decoding, queued requests are admitted only
+  // once the oldest has waited longer than this factor times the last prefilling step's time, so
+  // that arrivals spread over steps (a server's clients) are prefilled together rather than each
+  // adding a prefill to almost every decode step. 0: admit at every step (batch callers, GRPO).
+  double admission_delay_factor = 0;
+  // Engines in lockstep (the ranks of a tensor-parallel group) must admit at the same steps, but
+  // the delay above is a clock decision: when set, each step that weighs it passes its own decision
+  // here and follows the one returned (rank 0's, broadcast). Unset: its own.
+  std::function<bool(bool delayed)> agree_delay;
 };
 
 class Engine {
@@ -111,7 +124,12 @@ class Engine {
   StepModel& model_;
   const data::Tokenizer* tok_;
   EngineOptions options_;
-  std::deque<std::pair<size_t, Request>> queue_;  // (position in results, request)
+  struct Queued {
+    size_t position;  // in run()'s results
+    Request request;
+    std::chrono::steady_clock::time_point at;  // when add() queued it
+  };
+  std::deque<Queued> queue_;
   uint64_t next_id_ = 0;
   size_t added_ = 0;
   EngineStats stats_;

@@ -53,6 +53,14 @@ class StepModel {
     (void)pairs;
     throw Error("fork: this step model does not share prefixes");
   }
+  // Lockstep for a model whose forward is collective over other processes' engines (expert
+  // parallelism: every MoE layer exchanges tokens with the whole expert group, so every member
+  // must step as often as the busiest one). Called once per engine step by every member with
+  // whether this engine has work; returns whether any member has. A model on its own: `mine`.
+  virtual bool group_has_work(bool mine) { return mine; }
+  // A step for a member with no work of its own while others have: takes part in the collective
+  // forward without touching any slot's sequence.
+  virtual void idle_step() {}
 };
 
 }  // namespace nemotron::engine

@@ -74,7 +74,7 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
     lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
     ops::attention_forward(ctx, q, k, v, o, lse, layout.seq_idx);
   }
-  Tensor out = o_proj_.forward(ctx, o.view({B, T, nq_ * hd_}), keep ? &kept[3] : nullptr);
+  Tensor out = o_proj_.forward_output(ctx, o.view({B, T, nq_ * hd_}), keep ? &kept[3] : nullptr);
   if (saved) {
     auto s = std::make_unique<AttentionSaved>();
     s->u = u;

@@ -131,8 +131,47 @@ int64_t DecodeState::bytes_per_sequence(const ModelConfig& cfg, int64_t seq_len,
   return b;
 }
 
+int64_t batch_index_elements(const DecodeBatch& b) {
+  const int64_t S = b.size();
+  return 3 * S + 1 + S * b.table_width + 2 * b.total_tokens;
+}
+
+void view_batch_tensors(const Tensor& flat, DecodeBatch& b) {
+  NM_CHECK(flat.dtype() == DType::i32 && flat.numel() == batch_index_elements(b),
+           "decode batch: index buffer {} for {} elements", flat.describe(), batch_index_elements(b));
+  const int64_t S = b.size(), N = b.total_tokens;
+  int64_t at = 0;
+  auto take = [&](Shape shape) {
+    const int64_t n = shape.numel();
+    Tensor t = flat.view({flat.numel()}).slice(at, at + n).view(std::move(shape));
+    at += n;
+    return t;
+  };
+  b.slot_ids = take({S});
+  b.cu_seqlens = take({S + 1});
+  b.context_lens = take({S});
+  b.block_table = take({S, b.table_width});
+  b.slot_mapping = take({N});
+  b.position_ids = take({1, N});
+}
+
+void upload_batch(Backend& backend, DecodeBatch& b) {
+  std::vector<int32_t> all;
+  all.reserve(static_cast<size_t>(batch_index_elements(b)));
+  for (const auto* part : {&b.host_slot_ids, &b.cu, &b.host_context_lens, &b.host_block_table, &b.host_slot_mapping,
+                           &b.host_positions})
+    all.insert(all.end(), part->begin(), part->end());
+  view_batch_tensors(upload(backend, {static_cast<int64_t>(all.size())}, all), b);
+}
+
 DecodeBatch DecodeState::begin(Backend& backend, const std::vector<int64_t>& slots,
                                const std::vector<int64_t>& new_tokens) {
+  DecodeBatch b = begin_host(slots, new_tokens);
+  upload_batch(backend, b);
+  return b;
+}
+
+DecodeBatch DecodeState::begin_host(const std::vector<int64_t>& slots, const std::vector<int64_t>& new_tokens) {
   if (slots.empty()) throw Error("decode state: extend needs at least one slot");
   if (slots.size() != new_tokens.size())
     throw Error(fmt::format("decode state: {} slots but {} token lists", slots.size(), new_tokens.size()));
@@ -167,7 +206,10 @@ DecodeBatch DecodeState::begin(Backend& backend, const std::vector<int64_t>& slo
   b.slots = slots;
   b.new_tokens = new_tokens;
   b.cu.push_back(0);
-  std::vector<int32_t> slot_ids, ctx_lens, mapping, positions;
+  auto& slot_ids = b.host_slot_ids;
+  auto& ctx_lens = b.host_context_lens;
+  auto& mapping = b.host_slot_mapping;
+  auto& positions = b.host_positions;
   int64_t M = 1;
   for (size_t i = 0; i < slots.size(); ++i) {
     const int64_t s = slots[i], L = length_[s];
@@ -182,15 +224,10 @@ DecodeBatch DecodeState::begin(Backend& backend, const std::vector<int64_t>& slo
     }
   }
   b.total_tokens = b.cu.back();
-  std::vector<int32_t> table(slots.size() * static_cast<size_t>(M), 0);
+  b.table_width = M;
+  std::vector<int32_t>& table = b.host_block_table;
+  table.assign(slots.size() * static_cast<size_t>(M), 0);
   for (size_t i = 0; i < slots.size(); ++i) std::copy(table_[slots[i]].begin(), table_[slots[i]].end(), table.begin() + i * M);
-  const int64_t S = b.size();
-  b.slot_ids = upload(backend, {S}, slot_ids);
-  b.cu_seqlens = upload(backend, {S + 1}, b.cu);
-  b.context_lens = upload(backend, {S}, ctx_lens);
-  b.block_table = upload(backend, {S, M}, table);
-  b.slot_mapping = upload(backend, {b.total_tokens}, mapping);
-  b.position_ids = upload(backend, {1, b.total_tokens}, positions);
   return b;
 }
 

@@ -53,7 +53,8 @@ void copy_rows(Context& ctx, Tensor& t, const std::vector<int32_t>& from, const 
 // The sequences of one HybridModel::extend call, as every stateful mixer reads them. Sequence i
 // (slot slots[i]) appends new_tokens[i] tokens after its start[i] cached ones; its new tokens are
 // rows [cu[i], cu[i+1]) of the packed [1, Ntot, H] activations. The tensors (int32, on the
-// compute device, uploaded once per call) feed the ops of ops/*decode*.h.
+// compute device, uploaded together once per call) feed the ops of ops/*decode*.h; their host
+// copies stay here for a caller with its own device buffers (a captured decode step).
 struct DecodeBatch {
   std::vector<int64_t> slots, start, new_tokens;
   std::vector<int32_t> cu;  // host copy of cu_seqlens
@@ -64,8 +65,22 @@ struct DecodeBatch {
   Tensor block_table;   // [S, M] KV blocks of each sequence (attention layers only)
   Tensor slot_mapping;  // [Ntot] cache row block * block_size + offset of each new token
   Tensor position_ids;  // [1, Ntot] position of each new token in its sequence (RoPE)
+  // Host copies of the tensors above (slot_ids, context_lens, block_table [S, table_width] row
+  // major, slot_mapping, position_ids); cu is cu_seqlens's.
+  std::vector<int32_t> host_slot_ids, host_context_lens, host_block_table, host_slot_mapping, host_positions;
+  int64_t table_width = 1;
   int64_t size() const { return static_cast<int64_t>(slots.size()); }
 };
+
+// Uploads the batch's host index arrays to `backend` as its tensors, in one copy (on the host:
+// views of the host arrays).
+void upload_batch(Backend& backend, DecodeBatch& batch);
+// The batch's index arrays as one int32 buffer, in this order: slot_ids [S], cu_seqlens [S+1],
+// context_lens [S], block_table [S, table_width], slot_mapping [Ntot], position_ids [Ntot].
+// batch_index_elements: its length (from the batch's sizes); view_batch_tensors points the
+// batch's tensors at their parts of `flat`.
+int64_t batch_index_elements(const DecodeBatch& batch);
+void view_batch_tensors(const Tensor& flat, DecodeBatch& batch);
 
 class DecodeState {
  public:
@@ -110,6 +125,8 @@ class DecodeState {
   // throws Error and changes nothing) and uploads the batch tensors to `backend`. Lengths move on
   // only with commit().
   DecodeBatch begin(Backend& backend, const std::vector<int64_t>& slots, const std::vector<int64_t>& new_tokens);
+  // begin() without the upload: the host arrays only, the tensors undefined.
+  DecodeBatch begin_host(const std::vector<int64_t>& slots, const std::vector<int64_t>& new_tokens);
   void commit(const DecodeBatch& batch);
   LayerDecodeState* layer(size_t i) { return layers_.at(i).get(); }
   size_t num_layers() const { return layers_.size(); }

@@ -131,6 +131,9 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
   Tensor* dW = W.requires_grad ? &W.grad : nullptr;
   // Per-token values stay on the device until the caller reads them: one read instead of one per chunk.
   Tensor out = ctx.empty({N}, stat_dtype(dt));
+  parallel::Communicator& tp = *parallel::groups_of(ctx).tensor;
+  const bool overlap = dhout && W.tensor_split() && ctx.overlap_tensor_comm && tp.size() > 1;
+  Tensor dh_rows;  // this rank's rows of dh under sequence parallelism, when overlapped
   const int64_t chunk = head_rows_per_chunk(V, dt, N);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     int64_t r1 = std::min(N, r0 + chunk), n = r1 - r0;
@@ -141,13 +144,28 @@ Tensor HybridModel::lm_head_loss(Context& ctx, const Tensor& hin, const Tensor& 
     head_cross_entropy(ctx, W, cfg_.vocab_size, logits, labels.slice(r0, r1), mc, scale, lc, dhout != nullptr);
     if (dhout) {
       Tensor dhc = dh.slice(r0, r1);
-      ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
+      if (!overlap) {
+        ops::linear_backward(ctx, hc, W.value, logits, &dhc, dW);
+        continue;
+      }
+      // The chunk's dh first; its sum over the group (all of dh's, after the last chunk, under
+      // sequence parallelism) then runs while the dW GEMM computes.
+      ops::linear_backward(ctx, hc, W.value, logits, &dhc, nullptr);
+      if (!rows_split) tp.all_reduce_async(dhc);
+      else if (r1 == N) dh_rows = scatter_sequence(ctx, dh, /*async=*/true);
+      if (dW) ops::linear_backward(ctx, hc, W.value, logits, nullptr, dW);
     }
   }
   // A split head: each rank's vocabulary rows give part of dh (summed into this rank's rows under
   // sequence parallelism).
-  if (dhout && rows_split) dh = scatter_sequence(ctx, dh).view(hin.shape());
-  else if (dhout && W.tensor_split()) parallel::groups_of(ctx).tensor->all_reduce(dh);
+  if (overlap) {
+    tp.wait_pending();
+    if (rows_split) dh = dh_rows.view(hin.shape());
+  } else if (dhout && rows_split) {
+    dh = scatter_sequence(ctx, dh).view(hin.shape());
+  } else if (dhout && W.tensor_split()) {
+    tp.all_reduce(dh);
+  }
   if (dhout) *dhout = dh;
   return out;
 }
@@ -274,32 +292,49 @@ DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
   return DecodeState(cfg, std::move(layers), attention);
 }
 
-// The forward() loop on the packed new tokens [1, Ntot, H] of all sequences, each stateful mixer
-// continuing its slots; then the head on each sequence's last row only.
-Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<int64_t>& slots,
-                           const std::vector<std::vector<int32_t>>& tokens, DType logits_dtype) {
-  NM_CHECK(state.num_layers() == trunk_->size(), "extend: a decode state of {} layers for a model of {}",
-           state.num_layers(), trunk_->size());
-  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
-  std::vector<int64_t> counts;
-  std::vector<int32_t> ids;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    counts.push_back(static_cast<int64_t>(tokens[i].size()));
-    for (int32_t t : tokens[i]) {
+void HybridModel::check_token_ids(const std::vector<int64_t>& slots,
+                                  const std::vector<std::vector<int32_t>>& tokens) const {
+  const int64_t V = cfg_.vocab_size;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    for (int32_t t : tokens[i])
       if (t < 0 || t >= V)
         throw InputError(fmt::format("extend: token id {} for slot {} outside the vocabulary [0, {})", t,
                                      i < slots.size() ? slots[i] : -1, V));
-      ids.push_back(t);
-    }
+}
+
+Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<int64_t>& slots,
+                           const std::vector<std::vector<int32_t>>& tokens, DType logits_dtype) {
+  check_token_ids(slots, tokens);
+  std::vector<int64_t> counts;
+  std::vector<int32_t> ids;
+  for (const std::vector<int32_t>& t : tokens) {
+    counts.push_back(static_cast<int64_t>(t.size()));
+    ids.insert(ids.end(), t.begin(), t.end());
   }
   check_groups(ctx);
   DecodeBatch batch = state.begin(*ctx.backend, slots, counts);
-  const int64_t N = batch.total_tokens, S = batch.size();
-  const DType dt = store_.dtype();
-  Tensor ids_t = Tensor::from_vector<int32_t>({1, N}, ids);
+  Tensor ids_t = Tensor::from_vector<int32_t>({1, batch.total_tokens}, ids);
   if (!ctx.backend->device().is_cpu()) ids_t = ids_t.to(*ctx.backend);
+  Tensor logits = extend_batch(ctx, state, batch, ids_t, logits_dtype);
+  state.commit(batch);
+  return logits;
+}
+
+// The forward() loop on the packed new tokens [1, Ntot, H] of all sequences, each stateful mixer
+// continuing its slots; then the head on each sequence's last row only.
+Tensor HybridModel::extend_batch(Context& ctx, DecodeState& state, const DecodeBatch& batch, const Tensor& ids_t,
+                                 DType logits_dtype) {
+  NM_CHECK(state.num_layers() == trunk_->size(), "extend: a decode state of {} layers for a model of {}",
+           state.num_layers(), trunk_->size());
+  check_groups(ctx);
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  const int64_t N = batch.total_tokens, S = batch.size();
+  NM_CHECK(ids_t.numel() == N, "extend: {} token ids for a batch of {} tokens", ids_t.numel(), N);
+  const DType dt = store_.dtype();
   Tensor x = ctx.empty({1, N, H}, dt);
-  embed_tokens(ctx, ids_t, *embed_, V, x);
+  // The ids were checked on the host: the lookup reads nothing back (no wait for the stream).
+  if (embed_->tensor_split()) embed_tokens(ctx, ids_t, *embed_, V, x);
+  else ops::embedding_forward_prechecked(ctx, ids_t, embed_->value, x);
   Tensor out;
   const auto& mixers = trunk_->mixers();
   const auto& norms = trunk_->norms();
@@ -333,9 +368,7 @@ Tensor HybridModel::extend(Context& ctx, DecodeState& state, const std::vector<i
     ops::add(ctx, last_x, last_out, sum);
     last_x = sum;
   }
-  Tensor logits = head_on_rows(ctx, last_x, logits_dtype);
-  state.commit(batch);
-  return logits;
+  return head_on_rows(ctx, last_x, logits_dtype);
 }
 
 void HybridModel::backward(Context& ctx, Activations& act, Tensor& dx) {

@@ -133,6 +133,15 @@ class HybridModel {
   // the call's slots is undefined: release them.
   Tensor extend(Context& ctx, DecodeState& state, const std::vector<int64_t>& slots,
                 const std::vector<std::vector<int32_t>>& tokens, DType logits_dtype = DType::f32);
+  // extend() in parts, for a decode step captured as a CUDA graph (engine/decode_graphs.h):
+  // check_token_ids is its host check (InputError naming the slot); extend_batch runs the model
+  // on a planned batch (DecodeState::begin_host, its tensors on ctx's device) and the token ids
+  // ids [1, Ntot] int32 already on the device and checked, and only queues work: for a batch of
+  // one token per sequence it never waits for the stream (under tensor parallelism its
+  // collectives do). The caller commits the batch (DecodeState::commit).
+  void check_token_ids(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens) const;
+  Tensor extend_batch(Context& ctx, DecodeState& state, const DecodeBatch& batch, const Tensor& ids,
+                      DType logits_dtype);
 
   // Forward FLOPs per token at sequence length T (matmuls + attention), for MFU; with MTP, its
   // depths' too (a training step runs them).

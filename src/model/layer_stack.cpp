@@ -27,25 +27,89 @@ LayerStack::LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& spe
   }
 }
 
+namespace {
+
+// Sets a context field for one call and restores it, also when the call throws.
+template <class T>
+class ScopedField {
+ public:
+  ScopedField(T& field, T value) : field_(field), old_(field) { field = value; }
+  ~ScopedField() { field_ = old_; }
+  ScopedField(const ScopedField&) = delete;
+  ScopedField& operator=(const ScopedField&) = delete;
+
+ private:
+  T& field_;
+  T old_;
+};
+
+// Whether a split mixer's collectives overlap its compute: ctx.overlap_tensor_comm with a tensor
+// group of several. On the host the "async" collectives are synchronous and the reordered GEMMs
+// compute the same sums, so a CPU run takes this path too, with the same results.
+bool overlaps(const Context& ctx) { return ctx.overlap_tensor_comm && parallel::groups_of(ctx).tensor->size() > 1; }
+
+}  // namespace
+
 // A split mixer on the normed rows h: under sequence parallelism on the rows every tensor rank
 // gathers, its partial output summed back into this rank's rows; otherwise on h, summed over the
 // group (Megatron's row-parallel all-reduce). A whole mixer runs on h as it is.
+// Overlap: the mixer's output projection (Linear::forward_output) hands its row chunks over as
+// they are computed, and each chunk's all-reduce runs while the next computes.
 Tensor LayerStack::run_mixer(Context& ctx, size_t i, const Tensor& h, std::unique_ptr<MixerSaved>* ms,
                              std::vector<MoeLayerStats>* stats, const SequenceLayout& layout) {
   Mixer& m = *mixers_[i];
   const bool split = m.split_over_tensor();
   const Tensor in = split && sequence_split_ ? gather_sequence(ctx, h, layout.rows) : h;
+  parallel::Communicator& tp = *parallel::groups_of(ctx).tensor;
+  bool chunked = false;
+  const std::function<void(Tensor&)> reduce_rows = [&](Tensor& rows) {
+    tp.all_reduce_async(rows);
+    chunked = true;
+  };
+  const bool overlap = split && !sequence_split_ && overlaps(ctx);
   Tensor out;
-  if (stats && moe_[i]) {
-    stats->emplace_back();
-    out = moe_[i]->forward(ctx, in, ms, &stats->back());
-  } else {
-    out = m.forward(ctx, in, ms, layout);
+  {
+    ScopedField<const std::function<void(Tensor&)>*> hook(ctx.on_output_rows, overlap ? &reduce_rows : nullptr);
+    if (stats && moe_[i]) {
+      stats->emplace_back();
+      out = moe_[i]->forward(ctx, in, ms, &stats->back());
+    } else {
+      out = m.forward(ctx, in, ms, layout);
+    }
   }
   if (!split) return out;
   if (sequence_split_) return scatter_sequence(ctx, out);
-  parallel::groups_of(ctx).tensor->all_reduce(out);
+  if (chunked) tp.wait_pending();
+  else tp.all_reduce(out);
   return out;
+}
+
+// A split mixer's backward: dout (this rank's rows gathered under sequence parallelism) down to
+// its partial input gradient, summed over the group (into this rank's rows under sequence
+// parallelism). Overlap: the weight-gradient GEMMs wait until du is complete and run while its
+// collective does (Megatron's async gradient all-reduce); the compute stream waits for it after.
+Tensor LayerStack::backward_split(Context& ctx, size_t i, const MixerSaved& ms, const Tensor& dout,
+                                  const SequenceLayout& layout) {
+  Mixer& m = *mixers_[i];
+  parallel::Communicator& tp = *parallel::groups_of(ctx).tensor;
+  const Tensor dy = sequence_split_ ? gather_sequence(ctx, dout, layout.rows) : dout;
+  if (!overlaps(ctx)) {
+    Tensor du = m.backward(ctx, ms, dy);
+    if (sequence_split_) return scatter_sequence(ctx, du);
+    tp.all_reduce(du);
+    return du;
+  }
+  std::vector<std::function<void(Context&)>> weight_grads;
+  Tensor du;
+  {
+    ScopedField<std::vector<std::function<void(Context&)>>*> defer(ctx.deferred_weight_grads, &weight_grads);
+    du = m.backward(ctx, ms, dy);
+  }
+  if (sequence_split_) du = scatter_sequence(ctx, du, /*async=*/true);
+  else tp.all_reduce_async(du);
+  for (auto& grad : weight_grads) grad(ctx);
+  tp.wait_pending();
+  return du;
 }
 
 void LayerStack::init(uint64_t seed) {
@@ -106,15 +170,8 @@ void LayerStack::backward(Context& ctx, std::vector<LayerSaved>& saved, Tensor& 
     // The adjoints of run_mixer's: a split mixer's output gradient gathered (sequence parallel),
     // its partial input gradient (each rank's column-parallel projections give part of du) summed
     // over the group into this rank's rows, or whole.
-    Tensor du;
-    if (!mixers_[i]->split_over_tensor()) {
-      du = mixers_[i]->backward(ctx, *s.mixer, dx);
-    } else if (sequence_split_) {
-      du = scatter_sequence(ctx, mixers_[i]->backward(ctx, *s.mixer, gather_sequence(ctx, dx, layout.rows)));
-    } else {
-      du = mixers_[i]->backward(ctx, *s.mixer, dx);
-      parallel::groups_of(ctx).tensor->all_reduce(du);
-    }
+    Tensor du = mixers_[i]->split_over_tensor() ? backward_split(ctx, i, *s.mixer, dx, layout)
+                                                : mixers_[i]->backward(ctx, *s.mixer, dx);
     check_finite(du, "layer {} ({}) input gradient", li, layer_kind_name(kind(i)));
     s.mixer.reset();
     // The residual join, fused and in place: dx_in = dx_out + d(norm branch).

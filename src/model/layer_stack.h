@@ -55,6 +55,7 @@ class LayerStack {
 
   Tensor run_mixer(Context& ctx, size_t i, const Tensor& h, std::unique_ptr<MixerSaved>* ms,
                    std::vector<MoeLayerStats>* stats, const SequenceLayout& layout);
+  Tensor backward_split(Context& ctx, size_t i, const MixerSaved& ms, const Tensor& dout, const SequenceLayout& layout);
 };
 
 }  // namespace nemotron::model

@@ -46,6 +46,25 @@ void Linear::forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate, 
   if (weight_->lora) lora_forward(ctx, x2, {&all, 1}, {&y2, 1}, keep);
 }
 
+Tensor Linear::forward_output(Context& ctx, const Tensor& x, LinearSaved* keep) const {
+  const std::function<void(Tensor&)>* hook = ctx.on_output_rows;
+  const int64_t rows = x.numel() / in_;
+  // Chunks of >= 1024 rows keep the GEMMs efficient; an adapter's h would have to be joined.
+  constexpr int64_t kChunks = 4, kMinRows = 1024;
+  if (!hook || weight_->lora || rows % kChunks != 0 || rows / kChunks < kMinRows) return forward(ctx, x, keep);
+  std::vector<int64_t> dims = x.shape().dims();
+  dims.back() = out_;
+  Tensor y = ctx.empty(Shape(dims), x.dtype());
+  Tensor x2 = x.view({rows, in_}), y2 = y.view({rows, out_});
+  const int64_t n = rows / kChunks;
+  for (int64_t c = 0; c < kChunks; ++c) {
+    Tensor yc = y2.slice(c * n, (c + 1) * n);
+    forward(ctx, x2.slice(c * n, (c + 1) * n), yc);
+    (*hook)(yc);
+  }
+  return y;
+}
+
 void Linear::backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx,
                       const LinearSaved* kept) const {
   const RowBlock all{0, out_};
@@ -83,10 +102,14 @@ void Linear::backward_rows(Context& ctx, const Tensor& x, std::span<const RowBlo
     const bool all = begin == 0 && end == out_;
     Tensor dw;
     if (weight_->requires_grad) dw = all ? weight_->grad : weight_->grad.slice(begin, end);
-    // dx: the first block writes it (unless the caller accumulates), the others add.
-    if (dx || dw.defined())
-      ops::linear_backward(ctx, x, all ? weight_->value : weight_->value.slice(begin, end), dys[i], dx,
-                           dw.defined() ? &dw : nullptr, accumulate_dx || i > 0);
+    // dx: the first block writes it (unless the caller accumulates), the others add. Deferred, dW
+    // runs later as the same GEMM (the same sums, in the same order per parameter).
+    const Tensor w = all ? weight_->value : weight_->value.slice(begin, end);
+    std::vector<std::function<void(Context&)>>* later = ctx.deferred_weight_grads;
+    if (dx || (dw.defined() && !later))
+      ops::linear_backward(ctx, x, w, dys[i], dx, dw.defined() && !later ? &dw : nullptr, accumulate_dx || i > 0);
+    if (dw.defined() && later)
+      later->push_back([x, w, dy = dys[i], dw](Context& c) mutable { ops::linear_backward(c, x, w, dy, nullptr, &dw); });
     if (bias_ && bias_->requires_grad) {
       Tensor db = all ? bias_->grad : bias_->grad.slice(begin, end);
       ops::bias_backward(ctx, dys[i], db);

@@ -46,8 +46,13 @@ class Linear {
   Tensor forward(Context& ctx, const Tensor& x, LinearSaved* keep = nullptr) const;
   // Into a given y [..., out]; accumulate: y += x W^T (+ b) instead of y =.
   void forward(Context& ctx, const Tensor& x, Tensor& y, bool accumulate = false, LinearSaved* keep = nullptr) const;
+  // The mixer's row-parallel output projection: forward(ctx, x, keep), except that with
+  // ctx.on_output_rows set (tensor overlap; and no adapter) it computes y in row chunks and hands
+  // each to the hook once computed.
+  Tensor forward_output(Context& ctx, const Tensor& x, LinearSaved* keep = nullptr) const;
   // dW += dy^T x, db += sum_rows dy; when dx is given: dx = dy W (or dx += dy W). `kept`: the
-  // forward's LinearSaved of this x.
+  // forward's LinearSaved of this x. With ctx.deferred_weight_grads set, dx comes now and the dW
+  // GEMM is queued there (x and dy must stay allocated until it runs).
   void backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor* dx, bool accumulate_dx = false,
                 const LinearSaved* kept = nullptr) const;
 

@@ -201,9 +201,7 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
 
   Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, y, z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
-  Tensor out = ctx.empty({B, T, H_}, dtype);
-  const RowBlock all_out{0, H_};
-  out_proj_.forward_rows(ctx, normed, {&all_out, 1}, {&out, 1}, saved ? &out_kept : nullptr);
+  Tensor out = out_proj_.forward_output(ctx, normed, saved ? &out_kept : nullptr);
 
   if (saved) {
     auto s = std::make_unique<Mamba2Saved>();

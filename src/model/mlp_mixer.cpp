@@ -34,9 +34,9 @@ void MlpMixer::init(uint64_t seed) {
 }
 
 Tensor MlpMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, const SequenceLayout&) {
-  Tensor y = ctx.empty(u.shape(), u.dtype());
-  forward_into(ctx, u, y, saved);
-  return y;
+  Tensor y;  // made by down_proj's forward_output (in row chunks under tensor overlap)
+  project(ctx, u, &y, saved, false);
+  return y.view(u.shape());
 }
 
 Tensor MlpMixer::backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) {
@@ -49,6 +49,11 @@ void MlpMixer::forward_into(Context& ctx, const Tensor& x, Tensor& y, std::uniqu
                             bool accumulate) {
   NM_CHECK(x.dim(-1) == spec_.in_dim && y.shape() == x.shape(), "mlp: x {} -> y {}, width {}", x.shape().str(),
            y.shape().str(), spec_.in_dim);
+  project(ctx, x, &y, saved, accumulate);
+}
+
+void MlpMixer::project(Context& ctx, const Tensor& x, Tensor* y, std::unique_ptr<MixerSaved>* saved, bool accumulate) {
+  NM_CHECK(x.dim(-1) == spec_.in_dim, "mlp: x {}, width {}", x.shape().str(), spec_.in_dim);
   const int64_t rows = x.numel() / spec_.in_dim;
   Tensor x2 = x.view({rows, spec_.in_dim});
   LinearSaved kept[3];  // up, gate, down
@@ -62,8 +67,12 @@ void MlpMixer::forward_into(Context& ctx, const Tensor& x, Tensor& y, std::uniqu
   } else {
     ops::relu2_forward(ctx, up, act);
   }
-  Tensor y2 = y.view({rows, spec_.in_dim});
-  down_.forward(ctx, act, y2, accumulate, keep ? &kept[2] : nullptr);
+  if (y->defined()) {
+    Tensor y2 = y->view({rows, spec_.in_dim});
+    down_.forward(ctx, act, y2, accumulate, keep ? &kept[2] : nullptr);
+  } else {
+    *y = down_.forward_output(ctx, act, keep ? &kept[2] : nullptr);
+  }
   if (saved) {
     auto s = std::make_unique<MlpSaved>();
     s->x = x2;

@@ -59,6 +59,10 @@ class MlpMixer : public Mixer {
   const MlpSpec& spec() const { return spec_; }
 
  private:
+  // forward_into's work; an undefined *y is made by down_proj's forward_output (the mixer's own
+  // forward: its row chunks may be reduced as computed), a defined one written or accumulated.
+  void project(Context& ctx, const Tensor& x, Tensor* y, std::unique_ptr<MixerSaved>* saved, bool accumulate);
+
   MlpSpec spec_;  // the whole layer's widths
   bool split_ = false;
   double init_std_, out_std_;

@@ -1,6 +1,7 @@
 #include "model/param.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace nemotron::model {
 
@@ -158,12 +159,21 @@ namespace {
 
 // Element k of a split parameter takes the value its global index has in the whole tensor's
 // stream, so it holds exactly the values the whole one would: a run initialises alike at any
-// tensor-parallel layout.
+// tensor-parallel layout. Each value is a pure function of its index, so the fill is split over
+// threads without changing a bit (a TP 4 rank's part of a 2 B model took ~30 s on one core).
 template <class F>
 void fill_split(Param& p, F f) {
   const std::vector<int64_t> gi = p.global_indices();
   std::vector<double> v(gi.size());
-  for (size_t k = 0; k < gi.size(); ++k) v[k] = f(static_cast<uint64_t>(gi[k]));
+  const int64_t n = static_cast<int64_t>(gi.size());
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t workers = std::clamp<int64_t>(n >> 16, 1, cores);  // >= 64K values per thread
+  std::vector<std::thread> pool;
+  for (int64_t w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      for (int64_t k = w * n / workers; k < (w + 1) * n / workers; ++k) v[k] = f(static_cast<uint64_t>(gi[k]));
+    });
+  for (std::thread& t : pool) t.join();
   p.value.copy_from(Tensor::from_vector<double>(p.value.shape(), v).to_host(p.value.dtype()));
 }
 

@@ -14,12 +14,13 @@ Tensor gather_sequence(Context& ctx, const Tensor& local, const Shape& rows) {
   return whole;
 }
 
-Tensor scatter_sequence(Context& ctx, const Tensor& partial) {
+Tensor scatter_sequence(Context& ctx, const Tensor& partial, bool async) {
   parallel::Communicator& tp = *parallel::groups_of(ctx).tensor;
   const int64_t H = partial.dim(-1), N = partial.numel() / H;
   NM_CHECK(N % tp.size() == 0, "sequence parallel: {} rows over {} ranks", N, tp.size());
   Tensor local = ctx.empty({1, N / tp.size(), H}, partial.dtype());
-  tp.reduce_scatter(partial, local);
+  if (async) tp.reduce_scatter_async(partial, local);
+  else tp.reduce_scatter(partial, local);
   return local;
 }
 

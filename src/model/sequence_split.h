@@ -14,7 +14,8 @@ namespace nemotron::model {
 // local [1, N / TP, H] of every tensor rank -> the whole [B, T, H] (`rows` = {B, T}).
 Tensor gather_sequence(Context& ctx, const Tensor& local, const Shape& rows);
 // partial [B, T, H] (or [N, H]) summed over the tensor group, this rank's rows: [1, N / TP, H].
-Tensor scatter_sequence(Context& ctx, const Tensor& partial);
+// `async`: queued by reduce_scatter_async; read the result only after the group's wait_pending().
+Tensor scatter_sequence(Context& ctx, const Tensor& partial, bool async = false);
 // This rank's rows of a tensor every rank holds whole (no communication): a view.
 Tensor local_sequence(Context& ctx, const Tensor& whole);
 

@@ -2,6 +2,7 @@
 
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
+#include "ops/transpose_blocks.h"
 #include "ops/vocab_parallel_cross_entropy.h"
 #include "parallel/process_groups.h"
 
@@ -40,19 +41,12 @@ Tensor gather_vocab(Context& ctx, const Param& head, const Tensor& logits) {
   if (!head.tensor_split()) return logits;
   parallel::Communicator& tp = *parallel::groups_of(ctx).tensor;
   const int64_t R = logits.dim(0), Vl = logits.dim(1), T = tp.size();
-  Tensor every = Tensor::empty({T, R, Vl}, logits.dtype(), *ctx.backend);
+  // All on the device: [T, R, Vl] (rank-major, as the all-gather leaves it) -> [R, T * Vl].
+  Tensor every = ctx.empty({T, R, Vl}, logits.dtype());
   tp.all_gather(logits, every);
-  // [T, R, Vl] -> [R, T * Vl]: rank t's block of columns.
-  const Tensor host = every.to_host(logits.dtype());
-  Tensor whole = Tensor::empty({R, T * Vl}, logits.dtype());
-  const size_t es = dtype_size(logits.dtype());
-  const char* src = static_cast<const char*>(host.raw());
-  char* dst = static_cast<char*>(whole.raw());
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t r = 0; r < R; ++r)
-      std::memcpy(dst + static_cast<size_t>((r * T + t) * Vl) * es, src + static_cast<size_t>((t * R + r) * Vl) * es,
-                  static_cast<size_t>(Vl) * es);
-  return ctx.backend->device().is_cpu() ? whole : whole.to(*ctx.backend);
+  Tensor whole = Tensor::empty({R, T * Vl}, logits.dtype(), *ctx.backend);
+  ops::transpose_blocks(ctx, every, T, R, whole);
+  return whole;
 }
 
 }  // namespace nemotron::model

@@ -24,7 +24,9 @@ void head_cross_entropy(Context& ctx, const Param& head, int64_t vocab_size, Ten
                         const Tensor& mask, double grad_scale, Tensor& losses, bool dlogits);
 
 // The whole vocabulary's logits [R, V] from this rank's [R, Vl] of a split head (every rank gets
-// them): scoring and inference paths, not the training step (the rows go through the host).
+// them): scoring and inference paths, not the training step. One all-gather and a block
+// transpose on the logits' device (no host copy); the result is a fresh tensor (not the
+// workspace), since callers keep it past the step.
 Tensor gather_vocab(Context& ctx, const Param& head, const Tensor& logits);
 
 }  // namespace nemotron::model

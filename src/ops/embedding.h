@@ -13,6 +13,10 @@ namespace nemotron::ops {
 // ids [N] (any shape, flattened), W [V, D] -> y [N, D] (y may be viewed as [B, T, D]).
 void embedding_forward(Context& ctx, const Tensor& ids, const Tensor& w, Tensor& y);
 void embedding_backward(Context& ctx, const Tensor& ids, const Tensor& dy, Tensor& dw);
+// embedding_forward for ids the caller has already checked on the host: on CUDA nothing is read
+// back, so the call never waits for the stream (a decode step captured as a CUDA graph,
+// engine/decode_graphs.h). An id outside [0, V) gives a zero row there (the CPU still refuses it).
+void embedding_forward_prechecked(Context& ctx, const Tensor& ids, const Tensor& w, Tensor& y);
 
 // y[n] = W[ids[n] - vocab_begin] when ids[n] is in this range, else 0 (the caller sums y over
 // the group). ids are checked against [0, vocab_size) as embedding_forward checks them. Backward

@@ -68,8 +68,9 @@ void throw_bad_id(const Tensor& ids, int64_t position, int64_t vocab_size) {
 
 // Rows [vocab_begin, vocab_begin + W.rows) of a vocabulary of vocab_size; ids outside the rows
 // but inside the vocabulary give zero rows.
+// `read_back` false: the CUDA path reads no flag back (the ids were checked by the caller).
 void forward_rows(Context& ctx, const Tensor& ids, const Tensor& w, int64_t vocab_begin, int64_t vocab_size,
-                  Tensor& y) {
+                  Tensor& y, bool read_back = true) {
   NM_CHECK(w.rank() == 2, "embedding weight must be [V, D], got {}", w.shape().str());
   int64_t V = w.dim(0), D = w.dim(1), N = ids.numel();
   NM_CHECK(y.numel() == N * D && y.dtype() == w.dtype(), "embedding output {} for {} ids of width {}",
@@ -82,6 +83,10 @@ void forward_rows(Context& ctx, const Tensor& ids, const Tensor& w, int64_t voca
     Tensor dids = device_ids(ids, vocab_size, w.backend());
     EmbeddingCudaArgs a = cuda_args(dids, V, D, w.dtype(), vocab_begin, vocab_size);
     a.w = w.raw(), a.y = y.raw();
+    if (!read_back) {
+      NM_CUDA_CHECK(embedding_forward_cuda(a, cuda::cuda_stream(ctx), nullptr));
+      return;
+    }
     int64_t bad = -1;
     NM_CUDA_CHECK(embedding_forward_cuda(a, cuda::cuda_stream(ctx), &bad));
     note_host_wait();
@@ -89,7 +94,7 @@ void forward_rows(Context& ctx, const Tensor& ids, const Tensor& w, int64_t voca
     return;
   }
 #endif
-  (void)ctx;
+  (void)ctx, (void)read_back;
   require_cpu(w, "embedding_forward");
   std::vector<int64_t> id = token_ids(ids, vocab_size);
   size_t row_bytes = static_cast<size_t>(D) * dtype_size(w.dtype());
@@ -146,6 +151,12 @@ void embedding_forward(Context& ctx, const Tensor& ids, const Tensor& w, Tensor&
   OpScope scope(ctx, OpPhase::elementwise, __func__);
   NM_CHECK(w.rank() == 2, "embedding weight must be [V, D], got {}", w.shape().str());
   forward_rows(ctx, ids, w, 0, w.dim(0), y);
+}
+
+void embedding_forward_prechecked(Context& ctx, const Tensor& ids, const Tensor& w, Tensor& y) {
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
+  NM_CHECK(w.rank() == 2, "embedding weight must be [V, D], got {}", w.shape().str());
+  forward_rows(ctx, ids, w, 0, w.dim(0), y, /*read_back=*/false);
 }
 
 void embedding_backward(Context& ctx, const Tensor& ids, const Tensor& dy, Tensor& dw) {

@@ -31,13 +31,13 @@ __global__ void forward_kernel(const void* ids, bool ids64, const U* w, U* y, in
                                int64_t vocab_size, u64* bad) {
   const int64_t n = blockIdx.x;
   const int64_t id = id_at(ids, ids64, n);
-  if (id < 0 || id >= vocab_size) {
+  if (bad && (id < 0 || id >= vocab_size)) {
     if (threadIdx.x == 0) atomicMin(bad, static_cast<u64>(n));
     return;
   }
   const int64_t local = id - begin;
   U* dst = y + n * units;
-  if (local < 0 || local >= V) {
+  if (local < 0 || local >= V) {  // another rank's row, or (no flag) an id the caller let through
     for (int64_t i = threadIdx.x; i < units; i += blockDim.x) dst[i] = U{};
     return;
   }
@@ -157,10 +157,10 @@ cudaError_t new_flag(u64** bad, cudaStream_t s) {
 }  // namespace
 
 cudaError_t embedding_forward_cuda(const EmbeddingCudaArgs& a, cudaStream_t s, int64_t* bad_position) {
-  *bad_position = -1;
+  if (bad_position) *bad_position = -1;
   if (a.N == 0 || a.D == 0) return cudaSuccess;
   u64* bad = nullptr;
-  cudaError_t err = new_flag(&bad, s);
+  cudaError_t err = bad_position ? new_flag(&bad, s) : cudaSuccess;
   if (err != cudaSuccess) return err;
   const int64_t row_bytes = a.D * (a.bf16 ? 2 : 4);
   const bool aligned16 = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 &&
@@ -179,6 +179,7 @@ cudaError_t embedding_forward_cuda(const EmbeddingCudaArgs& a, cudaStream_t s, i
                                                  a.vocab_size, bad);
   }
   err = cudaGetLastError();
+  if (!bad_position) return err;
   if (err == cudaSuccess) err = read_bad(bad, s, bad_position);
   cudaError_t free_err = cudaFreeAsync(bad, s);
   return err != cudaSuccess ? err : free_err;

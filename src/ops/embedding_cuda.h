@@ -24,6 +24,8 @@ struct EmbeddingCudaArgs {
 
 // Both read back (one 8-byte copy, which waits for the stream) the first position whose id is
 // outside [0, vocab_size) into *bad_position, or -1 when every id is in range; nothing is written then.
+// The forward with bad_position null reads nothing back and never waits (ids the caller checked;
+// one outside the vocabulary gets a zero row), so a CUDA graph can capture it.
 cudaError_t embedding_forward_cuda(const EmbeddingCudaArgs& a, cudaStream_t stream, int64_t* bad_position);
 // Deterministic: the (id, position) pairs are sorted on the device and each distinct id sums its
 // rows of dy in position order, so repeated ids add in a fixed order without atomics.

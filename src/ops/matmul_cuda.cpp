@@ -11,6 +11,7 @@
 #if NEMOTRON_CUDA
 #include "ops/matmul_cuda.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,7 @@ struct Key {
   bool trans_a, trans_b, bias;
   int64_t M, N, K, lda, ldb, batch, stride_a, stride_b, stride_c;
   uint32_t align_a, align_b, align_c, align_bias;
+  int32_t sm_target;  // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, 0: none
   bool operator==(const Key&) const = default;
 };
 
@@ -42,6 +44,7 @@ struct KeyHash {
     for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.batch, k.stride_a, k.stride_b, k.stride_c})
       mix(static_cast<uint64_t>(v));
     mix(uint64_t{k.align_a} | uint64_t{k.align_b} << 16 | uint64_t{k.align_c} << 32 | uint64_t{k.align_bias} << 48);
+    mix(static_cast<uint64_t>(k.sm_target));
     return h;
   }
 };
@@ -112,6 +115,7 @@ std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes, const cubl
   NM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
   set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N));
+  if (k.sm_target > 0) set_desc(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, k.sm_target);
   if (k.bias) {
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(k.c)));
@@ -152,6 +156,7 @@ std::unique_ptr<Plan> make_plan(const Key& k, size_t workspace_bytes, const cubl
 }
 
 std::atomic<bool> skinny_on{true};
+std::atomic<int> sm_margin{0};
 
 SkinnyGemmCudaArgs skinny_args(const MatmulCudaArgs& a) {
   SkinnyGemmCudaArgs s;
@@ -198,6 +203,8 @@ bool skinny_gemm_wins(const SkinnyGemmCudaArgs& s) {
 }  // namespace
 
 void set_skinny_gemm_enabled(bool on) { skinny_on.store(on, std::memory_order_relaxed); }
+void set_gemm_sm_margin(int sms) { sm_margin.store(std::max(0, sms), std::memory_order_relaxed); }
+int gemm_sm_margin() { return sm_margin.load(std::memory_order_relaxed); }
 bool skinny_gemm_enabled() { return skinny_on.load(std::memory_order_relaxed); }
 
 bool uses_skinny_gemm(const MatmulCudaArgs& a) {
@@ -216,7 +223,9 @@ void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, c
   Key k{lt, a.ab, a.c_dtype, a.trans_a, a.trans_b, a.bias != nullptr, a.M, a.N, a.K, a.lda, a.ldb, a.batch,
         a.batch > 1 ? a.stride_a : 0, a.batch > 1 ? a.stride_b : 0, a.batch > 1 ? a.stride_c : 0,
         alignment(a.a, a.batch, a.stride_a, ab_bytes), alignment(a.b, a.batch, a.stride_b, ab_bytes),
-        alignment(a.c, a.batch, a.stride_c, c_bytes), a.bias ? alignment(a.bias, 1, 0, c_bytes) : 0u};
+        alignment(a.c, a.batch, a.stride_c, c_bytes), a.bias ? alignment(a.bias, 1, 0, c_bytes) : 0u, 0};
+  if (const int margin = gemm_sm_margin(); margin > 0)
+    k.sm_target = static_cast<int32_t>(std::max<int64_t>(1, sm_count() - margin));
   // Plans hold a few small cuBLASLt objects each (host memory only); the bucket map holds one
   // algorithm per power-of-two bucket of (M, N, K).
   static std::mutex mu;

@@ -37,6 +37,14 @@ void matmul_cuda(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, c
 // while another thread runs matmuls.
 void set_skinny_gemm_enabled(bool on);
 bool skinny_gemm_enabled();
+// cuBLASLt GEMMs leave `sms` multiprocessors free (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = the
+// device's count - sms), process-wide; 0 (the default) lets them take every one. Hopper's GEMM
+// kernels are persistent (one block per SM until the last tile), so a collective queued beside
+// one on another stream finds no SM until it ends: the NCCL communicator sets a margin while its
+// overlapped collectives are pending (NcclCommunicator::set_overlap_sm_margin; Transformer Engine's
+// comm-GEMM overlap does the same).
+void set_gemm_sm_margin(int sms);
+int gemm_sm_margin();
 // Whether matmul_cuda sends these arguments to the skinny GEMM (enabled, supported, and the
 // measured rule says it wins).
 bool uses_skinny_gemm(const MatmulCudaArgs& args);

@@ -42,4 +42,12 @@ TokenDraw sample_row(const float* logits, int64_t V, double temperature, double 
 // rows[i]; the S draws come back to the host (one sync on a GPU).
 std::vector<TokenDraw> sample_rows(Context& ctx, const Tensor& logits, std::span<const RowSampling> rows);
 
+// sample_rows in two halves, for a decode step captured as a CUDA graph (engine/decode_graphs.h):
+// the host packs the rows' parameters ([S, 2] float64: 1 / temperature or 0 for greedy, then u;
+// checked as sample_rows checks them), the caller uploads them, and sample_rows_into draws on the
+// device into tokens [S] int32 and logprobs [S, 2] float32 (logprob, raw_logprob) without reading
+// anything back. CUDA tensors only.
+std::vector<double> sample_rows_params(std::span<const RowSampling> rows);
+void sample_rows_into(Context& ctx, const Tensor& logits, const Tensor& params, Tensor& tokens, Tensor& logprobs);
+
 }  // namespace nemotron::ops

@@ -66,36 +66,67 @@ TokenDraw sample_row(const float* z, int64_t V, double temperature, double u) {
   return out;
 }
 
+namespace {
+
+void check_logits(const Tensor& logits, int64_t S, const char* op) {
+  NM_CHECK(logits.rank() == 2, "{}: logits must be [S, V], got {}", op, logits.shape().str());
+  NM_CHECK(logits.dim(0) == S, "{}: {} rows of sampling parameters for {} rows of logits", op, S, logits.dim(0));
+  NM_CHECK(logits.dim(1) > 0, "{}: empty vocabulary", op);
+  NM_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16, "{}: float32 or bfloat16 logits, got {}", op,
+           dtype_name(logits.dtype()));
+}
+
+}  // namespace
+
+std::vector<double> sample_rows_params(std::span<const RowSampling> rows) {
+  std::vector<double> params(2 * rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    NM_CHECK(std::isfinite(rows[i].temperature) && rows[i].temperature >= 0 && rows[i].u >= 0 && rows[i].u < 1,
+             "sample_rows: temperature {} (>= 0) and u {} (in [0, 1)) out of range", rows[i].temperature, rows[i].u);
+    params[2 * i] = rows[i].temperature == 0 ? 0.0 : 1.0 / rows[i].temperature;
+    params[2 * i + 1] = rows[i].u;
+  }
+  return params;
+}
+
+void sample_rows_into(Context& ctx, const Tensor& logits, const Tensor& params, Tensor& tokens, Tensor& logprobs) {
+  OpScope scope(ctx, OpPhase::loss, __func__);
+  const char* op = "sample_rows_into";
+  const int64_t S = params.numel() / 2;
+  check_logits(logits, S, op);
+  NM_CHECK(params.dtype() == DType::f64 && params.numel() == 2 * S && tokens.dtype() == DType::i32 &&
+               tokens.numel() == S && logprobs.dtype() == DType::f32 && logprobs.numel() == 2 * S,
+           "{}: params {}, tokens {}, logprobs {} for {} rows", op, params.describe(), tokens.describe(),
+           logprobs.describe(), S);
+#if NEMOTRON_CUDA
+  if (logits.device().is_cuda()) {
+    SampleRowsCudaArgs a;
+    // raw(): data<T>() is for host tensors.
+    a.logits = logits.raw(), a.params = static_cast<const double*>(params.raw());
+    a.tokens = static_cast<int32_t*>(tokens.raw()), a.logprobs = static_cast<float*>(logprobs.raw());
+    a.S = S, a.V = logits.dim(1), a.elem_size = static_cast<int>(dtype_size(logits.dtype()));
+    NM_CUDA_CHECK(sample_rows_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  throw Error(fmt::format("{}: CUDA tensors only (the host samples with sample_rows), got {}", op,
+                          logits.device().str()));
+}
+
 std::vector<TokenDraw> sample_rows(Context& ctx, const Tensor& logits, std::span<const RowSampling> rows) {
   OpScope scope(ctx, OpPhase::loss, __func__);
   const char* op = "sample_rows";
-  NM_CHECK(logits.rank() == 2, "{}: logits must be [S, V], got {}", op, logits.shape().str());
-  const int64_t S = logits.dim(0), V = logits.dim(1);
-  NM_CHECK(static_cast<int64_t>(rows.size()) == S, "{}: {} rows of sampling parameters for {} rows of logits", op,
-           rows.size(), S);
-  NM_CHECK(V > 0, "{}: empty vocabulary", op);
-  NM_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16, "{}: float32 or bfloat16 logits, got {}", op,
-           dtype_name(logits.dtype()));
-  for (const RowSampling& r : rows)
-    NM_CHECK(std::isfinite(r.temperature) && r.temperature >= 0 && r.u >= 0 && r.u < 1,
-             "{}: temperature {} (>= 0) and u {} (in [0, 1)) out of range", op, r.temperature, r.u);
+  const int64_t S = static_cast<int64_t>(rows.size());
+  check_logits(logits, S, op);
+  const int64_t V = logits.dim(1);
+  const std::vector<double> params = sample_rows_params(rows);
   std::vector<TokenDraw> out(static_cast<size_t>(S));
   if (S == 0) return out;
 #if NEMOTRON_CUDA
   if (logits.device().is_cuda()) {
-    std::vector<double> params(static_cast<size_t>(2 * S));
-    for (int64_t i = 0; i < S; ++i) {
-      params[2 * i] = rows[i].temperature == 0 ? 0.0 : 1.0 / rows[i].temperature;
-      params[2 * i + 1] = rows[i].u;
-    }
     const Tensor p = Tensor::from_vector<double>({S, 2}, params).to(*ctx.backend);
     Tensor tokens = ctx.empty({S}, DType::i32), lps = ctx.empty({S, 2}, DType::f32);
-    SampleRowsCudaArgs a;
-    // raw(): data<T>() is for host tensors.
-    a.logits = logits.raw(), a.params = static_cast<const double*>(p.raw());
-    a.tokens = static_cast<int32_t*>(tokens.raw()), a.logprobs = static_cast<float*>(lps.raw());
-    a.S = S, a.V = V, a.elem_size = static_cast<int>(dtype_size(logits.dtype()));
-    NM_CUDA_CHECK(sample_rows_cuda(a, cuda::cuda_stream(ctx)));
+    sample_rows_into(ctx, logits, p, tokens, lps);
     const Tensor ht = tokens.to(host_backend()), hl = lps.to(host_backend());  // synchronises
     for (int64_t i = 0; i < S; ++i)
       out[i] = {ht.data<int32_t>()[i], hl.data<float>()[2 * i], hl.data<float>()[2 * i + 1]};

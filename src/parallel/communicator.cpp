@@ -1,5 +1,7 @@
 #include "parallel/communicator.h"
 
+#include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "core/error.h"
@@ -54,5 +56,17 @@ void SelfCommunicator::all_to_all_v(const Tensor& in, const std::vector<int64_t>
 }
 
 void SelfCommunicator::broadcast(Tensor&, int root) { NM_CHECK(root == 0, "broadcast from {} in a group of one", root); }
+
+void broadcast_text(Communicator& c, std::string& text, int root) {
+  if (c.size() == 1) return;
+  Tensor n = Tensor::from_vector<int64_t>({1}, {static_cast<int64_t>(text.size())});
+  c.broadcast(n, root);
+  const int64_t bytes = n.data<int64_t>()[0];
+  // Whole int32 words (the tensor dtypes have no byte type); the tail word's padding is ignored.
+  Tensor words = Tensor::zeros({std::max<int64_t>((bytes + 3) / 4, 1)}, DType::i32);
+  if (c.rank() == root) std::memcpy(words.raw(), text.data(), static_cast<size_t>(bytes));
+  c.broadcast(words, root);
+  text.assign(static_cast<const char*>(words.raw()), static_cast<size_t>(bytes));
+}
 
 }  // namespace nemotron::parallel

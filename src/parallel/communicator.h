@@ -50,6 +50,10 @@ class Communicator {
                                   const std::vector<int64_t>& recv_counts) {
     all_to_all_v(in, send_counts, out, recv_counts);
   }
+  // reduce_scatter in the same way: `in` and `out` must stay allocated until wait_pending().
+  virtual void reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::sum) {
+    reduce_scatter(in, out, op);
+  }
   virtual void wait_pending() {}
 
   // Host values (loss sums, token counts, flags), whatever device the group's tensors live on.
@@ -77,6 +81,11 @@ class SelfCommunicator final : public Communicator {
   void barrier() override {}
   void all_reduce_host(std::vector<double>&, ReduceOp) override {}
 };
+
+// `text` on every member = `text` on `root`, through host memory: for a communicator of host
+// tensors (MPI, or the self group), not NCCL's device tensors. How rank 0 hands the others its
+// decisions (the requests of an inference run, a server's admissions and stop).
+void broadcast_text(Communicator& c, std::string& text, int root = 0);
 
 // Checks shared by the implementations (InputError-free: these are internal invariants).
 void check_chunked(const Tensor& in, const Tensor& out, int size, const char* what);

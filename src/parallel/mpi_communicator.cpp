@@ -54,7 +54,9 @@ void check_host(const Tensor& t, const char* what) {
 
 MpiRuntime::MpiRuntime() {
   int provided = 0;
-  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
+  // Serialized: one thread at a time, not always the main one (a tensor-parallel server's engine
+  // thread makes rank 0's collectives while its main thread serves HTTP).
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "init");
   // Errors come back as return codes so they become exceptions naming the call.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

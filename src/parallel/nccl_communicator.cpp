@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "ops/matmul_cuda.h"
 
 namespace nemotron::parallel {
 
@@ -59,7 +60,11 @@ void* NcclCommunicator::comm_stream_after_compute() {
   if (!comm_stream_) {
     cudaStream_t s = nullptr;
     cudaEvent_t a = nullptr, b = nullptr;
-    NM_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate failed");
+    // The highest priority: when a GEMM on the compute stream frees SMs, the collective's blocks
+    // are scheduled first, so it runs beside the GEMM instead of after it.
+    int least = 0, greatest = 0;
+    NM_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess, "cudaDeviceGetStreamPriorityRange failed");
+    NM_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest) == cudaSuccess, "cudaStreamCreate failed");
     NM_CHECK(cudaEventCreateWithFlags(&a, cudaEventDisableTiming) == cudaSuccess &&
                  cudaEventCreateWithFlags(&b, cudaEventDisableTiming) == cudaSuccess,
              "cudaEventCreate failed");
@@ -78,18 +83,34 @@ void NcclCommunicator::all_reduce_async(Tensor& t, ReduceOp op) {
   check_nccl(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), nccl_op(op), comm_,
                            comm),
              "all_reduce");
-  pending_ = true;
+  queued_async();
 }
 
 void NcclCommunicator::all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                                           const std::vector<int64_t>& recv_counts) {
   if (in.device().is_cpu()) return all_to_all_v(in, send_counts, out, recv_counts);
   queue_all_to_all(in, send_counts, out, recv_counts, comm_stream_after_compute());
+  queued_async();
+}
+
+void NcclCommunicator::reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) {
+  if (in.device().is_cpu()) return reduce_scatter(in, out, op);
+  check_chunked(in, out, size(), "reduce_scatter");
+  cudaStream_t comm = static_cast<cudaStream_t>(comm_stream_after_compute());
+  check_nccl(ncclReduceScatter(in.raw(), out.raw(), static_cast<size_t>(out.numel()), nccl_type(in.dtype()),
+                               nccl_op(op), comm_, comm),
+             "reduce_scatter");
+  queued_async();
+}
+
+void NcclCommunicator::queued_async() {
   pending_ = true;
+  if (overlap_sms_ > 0) ops::set_gemm_sm_margin(overlap_sms_);
 }
 
 void NcclCommunicator::wait_pending() {
   if (!pending_) return;
+  if (overlap_sms_ > 0) ops::set_gemm_sm_margin(0);
   cudaEvent_t done = static_cast<cudaEvent_t>(done_);
   NM_CHECK(cudaEventRecord(done, static_cast<cudaStream_t>(comm_stream_)) == cudaSuccess, "cudaEventRecord failed");
   NM_CHECK(cudaStreamWaitEvent(device_.stream(), done, 0) == cudaSuccess, "cudaStreamWaitEvent failed");

@@ -36,19 +36,26 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_async(Tensor& t, ReduceOp op) override;
   void all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                           const std::vector<int64_t>& recv_counts) override;
+  void reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override;
   void wait_pending() override;
+  // While an async collective of this group is pending, GEMMs leave `sms` multiprocessors to it
+  // (ops::set_gemm_sm_margin); 0 (the default): no margin.
+  void set_overlap_sm_margin(int sms) { overlap_sms_ = sms; }
   void all_reduce_host(std::vector<double>& values, ReduceOp op) override { host_->all_reduce_host(values, op); }
 
  private:
   std::unique_ptr<MpiCommunicator> host_;
   cuda::CudaBackend& device_;
   ncclComm* comm_ = nullptr;
-  // The communication stream of all_reduce_async, and the events that order it with the compute
+  // The communication stream of the async collectives, and the events that order it with the compute
   // stream (created on first use).
   void* comm_stream_ = nullptr;
-  void* queued_ = nullptr;  // recorded on the compute stream before each async all-reduce
+  void* queued_ = nullptr;  // recorded on the compute stream before each async collective
   void* done_ = nullptr;    // recorded on the communication stream by wait_pending
   bool pending_ = false;
+  int overlap_sms_ = 0;
+  // Marks an async collective queued: pending, and the GEMMs' margin while it is.
+  void queued_async();
   // The communication stream, after the compute stream's work queued so far (created on first use).
   void* comm_stream_after_compute();
   // The send/recv pairs of all_to_all_v on `stream`.

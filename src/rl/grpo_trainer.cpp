@@ -285,6 +285,7 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   r.generated_tokens = rb.generated_tokens;
   r.prefill_tokens = rb.prefill_tokens;
   r.shared_prefill_tokens = rb.shared_prefill_tokens;
+  r.engine_idle_steps = rb.idle_steps;
   r.prefill_seconds = rb.prefill_seconds;
   r.overlong_prompts = rb.overlong_prompts;
   r.unscored_rows = rb.unscored;
@@ -298,7 +299,8 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
     std::vector<double> v{r.reward_mean * rewarded, static_cast<double>(rewarded), r.accuracy * judged,
                           static_cast<double>(judged), static_cast<double>(r.generated_tokens),
                           static_cast<double>(r.overlong_prompts), static_cast<double>(r.unscored_rows),
-                          static_cast<double>(r.prefill_tokens), static_cast<double>(r.shared_prefill_tokens)};
+                          static_cast<double>(r.prefill_tokens), static_cast<double>(r.shared_prefill_tokens),
+                          static_cast<double>(r.engine_idle_steps)};
     groups_->data->all_reduce_host(v);
     r.reward_mean = v[1] > 0 ? v[0] / v[1] : 0.0;
     r.accuracy = v[3] > 0 ? v[2] / v[3] : 0.0;
@@ -307,6 +309,7 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
     r.unscored_rows = static_cast<int64_t>(v[6]);
     r.prefill_tokens = static_cast<int64_t>(v[7]);
     r.shared_prefill_tokens = static_cast<int64_t>(v[8]);
+    r.engine_idle_steps = static_cast<int64_t>(v[9]);
   }
 
   // The rewards (optionally scaled/shaped) and the prompt groups.
@@ -533,6 +536,7 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
               {"generation_tokens_per_second", r.tokens_per_second()},
               {"prefill_tokens", r.prefill_tokens},
               {"prefill_tokens_shared", r.shared_prefill_tokens},
+              {"engine_idle_steps", r.engine_idle_steps},
               {"prefill_seconds", r.prefill_seconds},
               {"overlong_prompts", r.overlong_prompts},
               {"masked_rows", r.masked_rows},

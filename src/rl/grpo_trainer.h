@@ -63,6 +63,7 @@ struct GrpoStepRecord {
   // The rollouts' prompt tokens prefilled, and those not (policy.generation.prefix_sharing: the G
   // generations of a prompt prefill it once); the engine's prefill steps' time, of generation_seconds.
   int64_t prefill_tokens = 0, shared_prefill_tokens = 0;
+  int64_t engine_idle_steps = 0;  // summed over the data ranks (expert parallelism's lockstep)
   double prefill_seconds = 0;
   // Rows the environment could not score (left out of the loss and the baselines), and how many
   // of each kind of fault ({"unreachable": 8}; empty when none).

@@ -40,6 +40,21 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
     }
   }
 
+  // NeMo RL's policy.generation.vllm_cfg.tensor_parallel_size, the generator's own layout: here the
+  // engine decodes with the trainer's weights in place (no refit), so it is split as the trainer is.
+  ConfigReader& gen = p.section("generation");
+  if (gen.has("vllm_cfg")) {
+    ConfigReader& v = gen.section("vllm_cfg");
+    const int64_t tp = c.model.parallel.tensor;
+    const int64_t want = v.get_positive_int("tensor_parallel_size", tp);
+    if (want != tp)
+      v.fail("tensor_parallel_size",
+             fmt::format("{}: a generator split otherwise than the trainer (model.tensor_model_parallel_size = {}) is "
+                         "not offered yet (the engine decodes with the trainer's weights in place, without a refit "
+                         "that could reshard them); set {} or leave it out",
+                         want, tp, tp));
+  }
+
   ConfigReader& o = p.section("optimizer");
   RlOptimizerSection& opt = c.optimizer;
   opt.lr = o.get_number("lr", opt.lr);

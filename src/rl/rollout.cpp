@@ -146,6 +146,7 @@ RolloutBatch collect_rollouts(model::HybridModel& net, const data::Tokenizer& to
   b.generated_tokens = engine.stats().decode_tokens;
   b.prefill_tokens = engine.stats().prefill_tokens;
   b.shared_prefill_tokens = engine.stats().shared_prefill_tokens;
+  b.idle_steps = engine.stats().idle_steps;
   b.prefill_seconds = engine.stats().prefill_seconds;
 
   auto t_reward = std::chrono::steady_clock::now();

@@ -59,6 +59,7 @@ struct RolloutBatch {
   int64_t generated_tokens = 0;
   int64_t prefill_tokens = 0;            // prompt tokens the engine prefilled
   int64_t shared_prefill_tokens = 0;     // prompt tokens it did not, sharing another row's prefill
+  int64_t idle_steps = 0;                // engine steps with no rows of its own (engine::EngineStats)
   double prefill_seconds = 0;            // the engine's steps that prefilled (engine::EngineStats)
   double generation_seconds = 0;         // the engine's run
   double engine_setup_seconds = 0;      // the KV/SSM cache's allocation: no weights are copied

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <tuple>
 
@@ -28,12 +29,25 @@ GenerationState Generation::wait(size_t seen) const {
 
 namespace {
 constexpr const char* kShuttingDown = "the server is shutting down";
+
+// In lockstep the admission delay (a clock decision) is rank 0's, sent to the other ranks at each
+// step that weighs it.
+engine::EngineOptions lockstep_options(engine::EngineOptions o, const WorkerRanks& ranks) {
+  if (ranks.host)
+    o.agree_delay = [host = ranks.host](bool delayed) {
+      std::string flag = delayed ? "1" : "0";
+      parallel::broadcast_text(*host, flag);
+      return flag == "1";
+    };
+  return o;
+}
 }  // namespace
 
 EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                           WorkerObservers observers, ThreadStart thread_start)
+                           WorkerObservers observers, ThreadStart thread_start, engine::EngineOptions engine_options,
+                           WorkerRanks ranks)
     : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), thread_start_(std::move(thread_start)),
-      engine_(step, &tok),
+      ranks_(ranks), engine_(step, &tok, lockstep_options(engine_options, ranks)),
       thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() { stop(); }
@@ -82,40 +96,84 @@ void EngineWorker::finish(Generation& g, engine::FinishReason why, const std::st
   g.cv_.notify_all();
 }
 
-void EngineWorker::admit(Pending p) {
-  Generation& g = *p.gen;
-  if (g.cancelled()) {
-    finish(g, engine::FinishReason::cancelled);
-    std::lock_guard lock(m_);
-    ++stats_.cancelled;
-    return;
-  }
+namespace {
+
+engine::Request request_of(const GenerationJob& job, uint64_t tag) {
+  engine::Request r;
+  r.prompt = job.prompt;
+  r.params = job.params;
+  r.id = job.stream_id;
+  r.tag = tag;
+  r.wants_logits = job.top_logprobs >= 0;  // the rest sample on the GPU (only tokens come back)
+  return r;
+}
+
+bool lists(const std::vector<uint64_t>& tags, uint64_t tag) {
+  return std::find(tags.begin(), tags.end(), tag) != tags.end();
+}
+
+}  // namespace
+
+StepMessage EngineWorker::next_message(bool outer) {
+  std::deque<Pending> batch;
+  StepMessage m;
+  bool stopping;
   {
     std::lock_guard lock(m_);
-    ++stats_.requests;
-    stats_.prompt_tokens += static_cast<int64_t>(p.job.prompt.size());
+    batch.swap(incoming_);
+    stopping = stopping_;
+    m.stop = outer && stopping && batch.empty();
   }
-  if (observers_.metrics) observers_.metrics->add_tokens(static_cast<int64_t>(p.job.prompt.size()), 0);
-  try {
-    if (p.job.score_prompt) {
-      std::vector<TokenLogprob> lp = prompt_logprobs(net_, p.job.prompt, std::max<int64_t>(p.job.top_logprobs, 0));
-      std::lock_guard lock(g.m_);
-      g.s_.prompt_logprobs = std::move(lp);
+  for (Pending& p : batch) {
+    Generation& g = *p.gen;
+    if (g.cancelled()) {
+      finish(g, engine::FinishReason::cancelled);
+      std::lock_guard lock(m_);
+      ++stats_.cancelled;
+      continue;
     }
-    if (p.job.params.max_new_tokens == 0) {
-      finish(g, engine::FinishReason::length);
-      return;
+    {
+      std::lock_guard lock(m_);
+      ++stats_.requests;
+      stats_.prompt_tokens += static_cast<int64_t>(p.job.prompt.size());
     }
-    engine::Request r;
-    r.prompt = p.job.prompt;
-    r.params = p.job.params;
-    r.id = p.job.stream_id;
-    r.tag = next_tag_++;
-    r.wants_logits = p.job.top_logprobs >= 0;  // the rest sample on the GPU (only tokens come back)
-    engine_.add(std::move(r));
-    running_.emplace(next_tag_ - 1, std::move(p));
-  } catch (const std::exception& e) {  // InputError: the routes check first, so this is a last line
-    finish(g, engine::FinishReason::cancelled, e.what());
+    if (observers_.metrics) observers_.metrics->add_tokens(static_cast<int64_t>(p.job.prompt.size()), 0);
+    const uint64_t tag = next_tag_++;
+    m.admitted.push_back({request_of(p.job, tag), p.job.score_prompt, std::max<int64_t>(p.job.top_logprobs, 0),
+                          p.job.params.max_new_tokens != 0});
+    running_.emplace(tag, std::move(p));
+  }
+  if (ranks_.host)
+    for (const auto& [tag, p] : running_)
+      if (p.gen->cancelled() || stopping) m.cancelled.push_back(tag);
+  if (ranks_.host) {
+    std::string text = encode(m);
+    parallel::broadcast_text(*ranks_.host, text);
+  }
+  return m;
+}
+
+void EngineWorker::apply(const StepMessage& m) {
+  ending_ = m.cancelled;
+  for (const AdmittedJob& a : m.admitted) {
+    const uint64_t tag = a.request.tag;
+    Generation& g = *running_.at(tag).gen;
+    try {
+      if (a.score_prompt) {
+        std::vector<TokenLogprob> lp = prompt_logprobs(net_, a.request.prompt, a.top_logprobs, ranks_.groups);
+        std::lock_guard lock(g.m_);
+        g.s_.prompt_logprobs = std::move(lp);
+      }
+      if (!a.generates) {
+        finish(g, engine::FinishReason::length);
+        running_.erase(tag);
+        continue;
+      }
+      engine_.add(a.request);
+    } catch (const std::exception& e) {  // InputError: the routes check first, so this is a last line
+      finish(g, engine::FinishReason::cancelled, e.what());
+      running_.erase(tag);
+    }
   }
 }
 
@@ -132,13 +190,12 @@ void EngineWorker::loop() {
     }
   engine::RunHooks hooks;
   hooks.keep_results = false;
+  // A run's first step follows the wake message at once (every rank replays it just before the
+  // run); each later step starts with a message of its own.
+  bool first_step = false;
   hooks.before_step = [&] {
-    std::deque<Pending> batch;
-    {
-      std::lock_guard lock(m_);
-      batch.swap(incoming_);
-    }
-    for (Pending& p : batch) admit(std::move(p));
+    if (first_step) first_step = false;
+    else apply(next_message(/*outer=*/false));
     report_gauges();
   };
   hooks.on_token = [&](const engine::Result& r, std::span<const float> logits) {
@@ -166,6 +223,8 @@ void EngineWorker::loop() {
       ++stats_.generated_tokens;
       stopping = stopping_;
     }
+    // In lockstep every rank ends a request at the same step: the one rank 0 listed it for.
+    if (ranks_.host) return !lists(ending_, r.tag);
     return !g.cancelled() && !stopping;
   };
   auto on_finish = [&](const engine::Result& r, const engine::EngineStats&) {
@@ -191,9 +250,14 @@ void EngineWorker::loop() {
     {
       std::unique_lock lock(m_);
       cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
-      if (stopping_ && incoming_.empty()) break;
     }
     try {
+      // Woken: the jobs that arrived are admitted before the run (the other ranks replay the
+      // same message before theirs), or the stop goes to every rank.
+      const StepMessage wake = next_message(/*outer=*/true);
+      if (wake.stop) break;
+      apply(wake);
+      first_step = true;
       engine_.run(on_finish, hooks);
       report_gauges();  // idle again
     } catch (const std::exception& e) {
@@ -215,6 +279,45 @@ void EngineWorker::loop() {
     finish(*p.gen, engine::FinishReason::cancelled, failure_.empty() ? kShuttingDown : failure_,
            failure_.empty() ? 503 : 500);
   incoming_.clear();
+}
+
+void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
+                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks) {
+  engine::Engine engine(step, &tok, lockstep_options(engine_options, ranks));
+  std::vector<uint64_t> ending;
+  auto receive = [&] {
+    std::string text;
+    parallel::broadcast_text(*ranks.host, text);
+    return decode_step_message(text);
+  };
+  // What rank 0's apply() does, without the clients: the same forwards and the same queue.
+  auto replay = [&](const StepMessage& m) {
+    ending = m.cancelled;
+    for (const AdmittedJob& a : m.admitted) try {
+        if (a.score_prompt) prompt_logprobs(net, a.request.prompt, a.top_logprobs, ranks.groups);
+        if (a.generates) engine.add(a.request);
+      } catch (const std::exception&) {  // rank 0 meets the same and answers its client
+      }
+  };
+  bool first_step = false;  // the run's first before_step replays nothing: the wake message did
+  engine::RunHooks hooks;
+  hooks.keep_results = false;
+  hooks.before_step = [&] {
+    if (first_step) first_step = false;
+    else replay(receive());
+  };
+  hooks.on_token = [&](const engine::Result& r, std::span<const float>) { return !lists(ending, r.tag); };
+  try {
+    while (true) {
+      const StepMessage wake = receive();
+      if (wake.stop) break;
+      replay(wake);
+      first_step = true;
+      engine.run({}, hooks);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "serve: the generation engine failed: %s\n", e.what());
+  }
 }
 
 void EngineWorker::report_gauges() {

@@ -5,6 +5,9 @@
 // away) finishes at the next step and frees its slot without touching the others. A job the
 // server's shutdown ends fails with status 503 (no finish_reason: OpenAI's set has none for it).
 // The worker reports tokens, latencies, queue and memory to ServerMetrics (serve/metrics.h).
+// Under tensor parallelism rank 0's worker broadcasts what each step admits and cancels
+// (serve/step_message.h) and the other ranks replay it in follow_worker(), so that every rank's
+// engine runs the same steps; a cancellation then takes effect at the step after it is seen.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -23,7 +26,9 @@
 #include "data/tokenizer.h"
 #include "engine/engine.h"
 #include "model/hybrid_model.h"
+#include "parallel/communicator.h"
 #include "serve/metrics.h"
+#include "serve/step_message.h"
 #include "serve/token_logprobs.h"
 
 namespace nemotron::serve {
@@ -75,6 +80,14 @@ struct WorkerObservers {
   std::function<std::pair<int64_t, int64_t>()> state_bytes;
 };
 
+// A model split over a tensor group: rank 0's worker sends each step's StepMessage over `host` (a
+// host-memory communicator of the group), and the echo forward runs with `groups`. Default: one
+// process.
+struct WorkerRanks {
+  parallel::Communicator* host = nullptr;
+  const parallel::ProcessGroups* groups = nullptr;
+};
+
 // Run first on the worker thread (optional): a GPU model binds its device there
 // (train::bind_to_calling_thread), since the thread that loaded it is not the one that runs it.
 using ThreadStart = std::function<void()>;
@@ -83,7 +96,8 @@ class EngineWorker {
  public:
   // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
   EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-               WorkerObservers observers = {}, ThreadStart thread_start = {});
+               WorkerObservers observers = {}, ThreadStart thread_start = {}, engine::EngineOptions engine_options = {},
+               WorkerRanks ranks = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -101,7 +115,11 @@ class EngineWorker {
     std::chrono::steady_clock::time_point submitted, last_token;
   };
   void loop();
-  void admit(Pending p);  // on the worker thread, inside the engine's run
+  // On the worker thread, before each step: the incoming jobs become this step's admissions (the
+  // ones whose client already left finish here), the running ones to end are listed, and the
+  // message goes to the other ranks; then run() applies it.
+  StepMessage next_message(bool outer);
+  void apply(const StepMessage& m);
   void report_gauges();   // on the worker thread
   static void finish(Generation& g, engine::FinishReason why, const std::string& error = "", int status = 500);
 
@@ -110,6 +128,7 @@ class EngineWorker {
   const data::Tokenizer& tok_;
   WorkerObservers observers_;
   ThreadStart thread_start_;
+  WorkerRanks ranks_;
   engine::Engine engine_;
   mutable std::mutex m_;
   std::condition_variable cv_;
@@ -119,8 +138,17 @@ class EngineWorker {
   WorkerStats stats_;
   // Worker thread only: running jobs by their engine::Request::tag.
   std::map<uint64_t, Pending> running_;
+  std::vector<uint64_t> ending_;  // the tags the current step cancels (lockstep only)
   uint64_t next_tag_ = 0;
   std::thread thread_;
 };
+
+// The other ranks of a tensor-parallel server (no HTTP): replays rank 0's step messages on this
+// rank's engine (each admitted prompt scored when asked, each request queued with rank 0's tag,
+// each listed cancellation at its step) until rank 0 sends stop. Runs on the calling thread; an
+// engine failure (which rank 0 meets at the same step) ends it with the error printed.
+// `engine_options` must be rank 0's (the admission delay then follows rank 0's clock).
+void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
+                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks);
 
 }  // namespace nemotron::serve

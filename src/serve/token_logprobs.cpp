@@ -33,7 +33,8 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int64_t
   return out;
 }
 
-std::vector<TokenLogprob> prompt_logprobs(model::HybridModel& net, const std::vector<int32_t>& prompt, int64_t k) {
+std::vector<TokenLogprob> prompt_logprobs(model::HybridModel& net, const std::vector<int32_t>& prompt, int64_t k,
+                                          const parallel::ProcessGroups* groups) {
   std::vector<TokenLogprob> out;
   if (prompt.empty()) return out;
   TokenLogprob first;
@@ -45,6 +46,7 @@ std::vector<TokenLogprob> prompt_logprobs(model::HybridModel& net, const std::ve
   const int64_t V = net.config().vocab_size;
   Backend& backend = net.params().backend();
   Context ctx{&backend, nullptr, net.params().dtype()};
+  ctx.groups = groups;
   const Tensor input = Tensor::from_vector<int64_t>({1, T}, std::vector<int64_t>(prompt.begin(), prompt.end())).to(backend);
   const Tensor logits = net.logits(ctx, input).to_host(DType::f32);
   const float* z = logits.data<float>();

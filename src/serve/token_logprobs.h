@@ -21,7 +21,9 @@ struct TokenLogprob {
 TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int64_t k);
 
 // Every prompt token's log-prob given those before it (the first: NaN, no alternatives), from
-// one forward of `net` over the prompt. Runs on the thread that owns the model.
-std::vector<TokenLogprob> prompt_logprobs(model::HybridModel& net, const std::vector<int32_t>& prompt, int64_t k);
+// one forward of `net` over the prompt. Runs on the thread that owns the model. A model split over
+// a tensor group (`groups`) runs it on every rank of the group at once.
+std::vector<TokenLogprob> prompt_logprobs(model::HybridModel& net, const std::vector<int32_t>& prompt, int64_t k,
+                                          const parallel::ProcessGroups* groups = nullptr);
 
 }  // namespace nemotron::serve

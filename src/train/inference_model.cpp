@@ -26,7 +26,7 @@ bool has_weights(const std::string& dir) {
 
 }  // namespace
 
-InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype) {
+InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype, const ShardOf& shard_of) {
   InferenceModel m;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such checkpoint directory", path));
@@ -64,7 +64,8 @@ InferenceModel load_inference_model(const std::string& path, Backend& backend, D
                                  "directory (config.json)",
                                  path));
   }
-  m.net = std::make_unique<model::HybridModel>(ck->config(), backend, dtype);
+  const model::ModelShard shard = shard_of ? shard_of(ck->config()) : model::ModelShard{};
+  m.net = std::make_unique<model::HybridModel>(ck->config(), backend, dtype, shard);
   ck->load_into(m.net->params());
   m.notes = ck->notes();
   for (const std::string& s : ck->skipped()) m.notes.push_back("not used: " + s);
@@ -73,7 +74,7 @@ InferenceModel load_inference_model(const std::string& path, Backend& backend, D
   return m;
 }
 
-ComputeDevice open_inference_device(const std::string& device, const std::string& where) {
+ComputeDevice open_inference_device(const std::string& device, const std::string& where, int gpu) {
   const bool cuda = device == "cuda" || (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 9 &&
                                          device.find_first_not_of("0123456789", 5) == std::string::npos);
   if (device != "auto" && device != "cpu" && !cuda)
@@ -82,7 +83,7 @@ ComputeDevice open_inference_device(const std::string& device, const std::string
 #if NEMOTRON_CUDA
   const int n = cuda::device_count();
   if (device == "cpu" || (device == "auto" && n == 0)) return d;
-  const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+  const int index = device.size() > 5 ? std::stoi(device.substr(5)) : gpu;
   if (index >= n)
     throw InputError(fmt::format("{}: {} asked, but {} CUDA device(s) are visible{}", where, device, n,
                                  n == 0 ? " (no GPU or no driver; use --device cpu)" : ""));
@@ -91,6 +92,7 @@ ComputeDevice open_inference_device(const std::string& device, const std::string
   d.dtype = DType::bf16;
   return d;
 #else
+  (void)gpu;
   if (cuda)
     throw InputError(fmt::format("{}: {} asked, but this nemotron was built without CUDA (configure with "
                                  "-DNEMOTRON_CUDA=ON on a machine with nvcc)",

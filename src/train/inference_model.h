@@ -4,6 +4,7 @@
 // safetensors), loaded onto the given backend in the given dtype with every parameter frozen (no
 // gradient, no master). Eval, generate and serve read models this way.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,13 +28,19 @@ struct InferenceModel {
 };
 
 // InputError naming `path` when it is neither kind, or the weights do not fit the config.
-InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype);
+// `shard_of` (optional) is asked, with the checkpoint's model config, which part of the model this
+// rank builds (tensor parallelism: generate and serve under a launcher); each parameter then loads
+// its part of the whole tensor.
+using ShardOf = std::function<model::ModelShard(const model::ModelConfig&)>;
+InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype,
+                                    const ShardOf& shard_of = {});
 
 // The backend a model runs on, from a --device value: "cpu", "cuda", "cuda:N", or "auto" (the
-// first GPU when this build has CUDA and the machine shows one, else the CPU). The returned
+// first GPU when this build has CUDA and the machine shows one, else the CPU); "cuda" and "auto"
+// take GPU `gpu` instead of the first (a launcher's local rank). The returned
 // dtype is the device's default for inference (bf16 on CUDA, float32 on the CPU). InputError
 // naming `where` for a value of another form, or a device this build or machine lacks.
-ComputeDevice open_inference_device(const std::string& device, const std::string& where);
+ComputeDevice open_inference_device(const std::string& device, const std::string& where, int gpu = 0);
 
 // A --dtype value on that device: "auto" is the device's default (bf16 on CUDA, float32 on the
 // CPU); the CPU runs float32 or float64, CUDA float32 or bfloat16. InputError naming `where`

@@ -42,4 +42,23 @@ for layout in "2 2 1 g1 false" "2 2 1 g1 true" "4 2 1 g1 false" "4 2 2 g1 true" 
 done
 # A TP 2 checkpoint (sharded by heads, widths and vocabulary) continues on one GPU.
 [[ -d $TMP/tp2-ep1-np2-spfalse ]] && resumed_on_one_gpu "TP 2" tpz model.tensor_model_parallel_size=2
-finish "tensor parallelism on $gpus GPUs over NCCL (with and without sequence parallelism, with DP and EP) against one GPU; a TP 2 checkpoint resumed on one GPU"
+# A model that does not fit one GPU (bench/configs/hybrid_moe_5b_pretrain.yaml; cli.cuda_data_parallel
+# shows one GPU refusing it) trains at TP 4 without the distributed optimizer: every GPU holds a
+# quarter of each layer's weights, gradients, masters and moments (the router and norms whole).
+if [[ $gpus -ge 4 ]]; then
+  mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  pattern="MEMEM*EMEMEM*EMEMEMEE"
+  [[ ${mem:-0} -gt 100000 ]] && pattern="MEMEMEM*EMEMEMEM*EMEEEEEEEEEEE"
+  big=("$BIN" super3 pretrain -c bench/configs/hybrid_moe_5b_pretrain.yaml model.hybrid_override_pattern="$pattern")
+  t0=$SECONDS
+  "${MPIRUN[@]}" -np 4 "${big[@]}" model.tensor_model_parallel_size=4 model.sequence_parallel=true \
+    >"$TMP/outbig4" 2>"$TMP/errbig4"
+  rc=$?
+  grep -E "parameters|^ iteration|peak device memory" "$TMP/outbig4"
+  if [[ $rc -eq 0 ]] && grep -qE '^ iteration +3/ +3 ' "$TMP/outbig4"; then
+    echo "ok: a model too large for one GPU trains at TP 4 with SP ($((SECONDS - t0)) s with start-up)"
+  else
+    fail "the large model at TP 4: exit $rc: $(tail -5 "$TMP/errbig4")"
+  fi
+fi
+finish "tensor parallelism on $gpus GPUs over NCCL (with and without sequence parallelism, with DP and EP) against one GPU; a TP 2 checkpoint resumed on one GPU; a model too large for one GPU at TP 4"

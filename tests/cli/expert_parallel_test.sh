@@ -13,7 +13,8 @@
 # single process's within float32 rounding of another summation order (cli.data_parallel's
 # tolerances; seen: 4e-8 for the losses). Then the sharded checkpoints of EP 4 and of EP 2 in DP 4
 # continue at EP 2, in one process and at DP 2, again as the uninterrupted single process.
-# Then the layouts that cannot run: one line naming the key, exit 2, before anything starts.
+# Then the layouts that cannot run: one line naming the key, exit 2, before anything starts; and
+# GRPO at EP 2, EP 2 in DP 4 and TP 2 x EP 2 against one process.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
@@ -50,8 +51,43 @@ fi
 bad_layout "EP on a model without routed experts" 2 \
   "recipes/nano3/pretrain/tiny.yaml: model.expert_model_parallel_size: 2: the model has no routed experts (no E layer in hybrid_override_pattern)" \
   "$BIN" nano3 pretrain -c tiny dataset.mock=true model.hybrid_override_pattern='M*M' model.expert_model_parallel_size=2
-bad_layout "GRPO under EP" 2 \
-  "recipes/super3/rl/tiny.yaml: model.expert_model_parallel_size: 2: GRPO's rollouts do not run expert-parallel yet (each rank's engine decodes on its own schedule, while the experts' exchange needs the whole expert group at once) (set 1: data parallelism is)" \
-  "$BIN" super3 rl -c tiny model.expert_model_parallel_size=2
 
-finish "expert parallelism (EP 2, EP 4, EP 2 in DP 4, with the distributed optimizer) equals one process, its checkpoints load at other layouts; layouts it cannot run refused"
+# GRPO with the experts split: each data rank generates and trains its share of every step's
+# prompts, and the engines of an expert group step together (one host all-reduce a step; a rank
+# whose rollouts are done extends a one-token dummy so its MoE layers still serve the others'
+# tokens: engine::StepModel::group_has_work / idle_step). EP 2 over 2 ranks, EP 2 in DP 4 and
+# TP 2 x EP 2 must give one process's losses, grad norms, rewards, generated tokens and weights.
+# A stop string the random model's text often holds ends rows at different steps, so some ranks'
+# engines idle while others decode (metrics' engine_idle_steps, summed over the ranks, must be > 0).
+grpo_setup
+grpo+=('policy.generation.stop_strings=["1"]')
+expect_ok "GRPO, one process" '^step 2/2 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
+grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
+for layout in "2 1 2" "4 1 2" "4 2 2"; do
+  read -r np tp ep <<<"$layout"
+  name="rl-ep$ep-tp$tp-np$np"
+  run=("${grpo[@]}")
+  ok=0
+  mpi "$np" "$name" model.expert_model_parallel_size=$ep model.tensor_model_parallel_size=$tp \
+    checkpointing.checkpoint_dir="$TMP/$name" && ok=1
+  run=("${tiny_run[@]}")
+  [[ $ok -eq 1 ]] || continue
+  what="GRPO at EP $ep, TP $tp over $np ranks"
+  grpo_metrics "$TMP/$name/metrics.jsonl" >"$TMP/$name.m"
+  idle=$(python3 -c 'import json,sys; print(sum(json.loads(l).get("engine_idle_steps", 0) for l in open(sys.argv[1])))' \
+    "$TMP/$name/metrics.jsonl")
+  [[ $idle -gt 0 ]] && echo "ok: $what: $idle idle engine steps (ranks whose rollouts ended first)" ||
+    fail "$what: no engine ever idled, so the lockstep was not exercised"
+  if msg=$(close "$TMP/$name.m" "$TMP/rl1.m" 1e-5); then
+    echo "ok: $what: losses, grad norms, rewards and generated tokens equal one process's ($msg)"
+  else
+    fail "$what differs ($msg): $(paste -d' ' "$TMP/$name.m" "$TMP/rl1.m" | tr '\n' ';')"
+  fi
+  if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/$name/iter_0000002/model.safetensors" \
+    "$TMP/rl1/iter_0000002/model.safetensors" 1e-4 1e-4); then
+    echo "ok: $what: final weights equal one process's ($msg)"
+  else
+    fail "$what: final weights differ: $msg"
+  fi
+done
+finish "expert parallelism (EP 2, EP 4, EP 2 in DP 4, with the distributed optimizer; GRPO at EP 2, EP 2 in DP 4, TP 2 x EP 2) equals one process, its checkpoints load at other layouts; layouts it cannot run refused"

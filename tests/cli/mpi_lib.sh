@@ -107,3 +107,29 @@ bad_layout() {
   grep -qF "error: $message" "$TMP/err" || { fail "$name: stderr was [$(grep '^error' "$TMP/err")], expected [error: $message]"; return; }
   echo "ok: $name"
 }
+
+# grpo_setup: the tiny GRPO run the multi-rank tests compare with one process (super3 rl on the
+# bundled RL data and tokenizer, prepared here under $TMP/data): 2 steps of 4 prompts x 4
+# generations, random initial weights (rewards 0), so an overlong-length penalty gives the rows
+# different rewards and the update a gradient. Sets the array `grpo`; grpo_metrics FILE prints each
+# step's loss, grad norm, reward, generated tokens and the probability ratio's extrema.
+grpo_setup() {
+  expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
+  expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir="$TMP/data/rl" \
+    sources.0.generator.num_examples=40 val_rows=8
+  grpo=("$BIN" super3 rl -c tiny policy.model_name= policy.tokenizer.name="$TMP/data/pretrain/tokenizer/tokenizer.json"
+    data.train_jsonl_fpath="$TMP/data/rl/train.jsonl" data.validation_jsonl_fpath="$TMP/data/rl/val.jsonl"
+    grpo.num_prompts_per_step=4 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=16
+    policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
+    grpo.max_num_steps=2 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=2 policy.generation.top_k=
+    grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
+    grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16)
+}
+grpo_metrics() {
+  python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "train":
+        print(repr(r["loss"]), repr(r["grad_norm"]), repr(r["reward"]), r["generated_tokens"],
+              repr(r["probs_ratio_min"]), repr(r["probs_ratio_max"]))' "$1"
+}

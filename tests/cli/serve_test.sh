@@ -19,6 +19,8 @@ source "$ROOT/tests/cli/serve_lib.sh"
 
 expect_error "no checkpoint" "/nonexistent: no such checkpoint directory" "$BIN" serve --checkpoint /nonexistent
 expect_error "bad port" "--port: expected 0..65535, got 70000" "$BIN" serve --checkpoint tests/fixtures/hf/dense --port 70000
+expect_usage_error "negative --scheduler-delay-factor" "scheduler-delay-factor" "$BIN" serve \
+  --checkpoint tests/fixtures/hf/dense --scheduler-delay-factor -1
 
 start_server --checkpoint tests/fixtures/hf/dense --served-model-name tiny --max-seq-len 256 --max-slots 4 || {
   finish "serve checks"

@@ -2,7 +2,8 @@
 // CachedStepModel allocates (KV blocks rounded up, Mamba states), for a hybrid stack and an
 // attention-only one and a Mamba-only one; the most slots and the longest context it reports fit
 // the budget and one more slot (one more block of context) does not; no budget when the memory
-// available is unknown.
+// available is unknown; a rank of a model split over 2 (tensor parallelism) allocates the total
+// for tensor_size 2.
 #include <gtest/gtest.h>
 
 #include "engine/cache_budget.h"
@@ -47,6 +48,19 @@ TEST(CacheBudget, TotalIsWhatTheCacheAllocatesAndTheMostThatFitFits) {
     }
   }
   EXPECT_GE(positive, 2);
+}
+
+TEST(CacheBudget, TotalIsWhatOneRankOfASplitModelAllocates) {
+  for (const std::string pattern : {"M*-E", "*-*", "MM"}) {
+    model::ModelConfig cfg = testing::hybrid_config(pattern);
+    cfg.vocab_size = 30;
+    const int64_t slots = 3, len = 37, bs = CachedStepModel::kBlockSize;
+    model::HybridModel net(cfg, host_backend(), DType::f32, model::ModelShard{0, 1, 1, 2, false});
+    CachedStepModel step(net, Context{&host_backend(), nullptr, DType::f32}, slots, len);
+    const CacheBudget b = cache_budget(cfg, DType::f32, slots, len, 0, bs, 2);
+    EXPECT_EQ(b.total_bytes, step.state().bytes()) << pattern;
+    EXPECT_EQ(2 * b.total_bytes, cache_budget(cfg, DType::f32, slots, len, 0, bs).total_bytes) << pattern;
+  }
 }
 
 TEST(CacheBudget, AModelWithoutAttentionFitsAnyLengthOnceItsStatesFit) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -242,6 +243,50 @@ TEST(Engine, FinishedSlotsAreRefilledAtOnce) {
   // Steps: 1 {0,1} -> 0 ends; 2 {2,1}; 3 {2,1} -> 2 ends; 4 {3,1}; 5 {3,1} -> 3 ends; 6 {1} -> 1 ends.
   EXPECT_EQ(order, (std::vector<uint64_t>{0, 2, 3, 1}));
   EXPECT_EQ(e.stats().steps, 6);
+}
+
+// Requests arriving one per step while another decodes: without a delay each is prefilled at the
+// step after it arrives; with admission_delay_factor (vLLM's scheduler_delay_factor) they wait
+// while sequences decode — with a factor no wait reaches, until the running one ends — and are
+// then prefilled together in one step.
+TEST(Engine, AdmissionDelayPrefillsArrivalsTogether) {
+  Tiny m;
+  SamplingParams p;
+  p.temperature = 0;
+  auto first_token_steps = [&](double factor, std::function<bool(bool)> agree = {}) {
+    RecomputeStepModel step(m.net, m.ctx(), 4, 24);
+    EngineOptions o;
+    o.admission_delay_factor = factor;
+    o.agree_delay = agree;
+    Engine e(step, nullptr, o);
+    p.max_new_tokens = 6;
+    e.add({{1, 2}, p, {}});
+    int steps = 0;
+    std::map<uint64_t, int> first;  // request id -> the step that drew its first token
+    RunHooks h;
+    h.before_step = [&] {
+      ++steps;
+      if (steps == 2 || steps == 3) {
+        p.max_new_tokens = 2;
+        e.add({{3, 4, 5}, p, {}});
+      }
+    };
+    h.on_token = [&](const Result& r, std::span<const float>) {
+      if (r.tokens.size() == 1) first[r.id] = steps;
+      return true;
+    };
+    e.run({}, h);
+    return first;
+  };
+  EXPECT_EQ(first_token_steps(0), (std::map<uint64_t, int>{{0, 1}, {1, 2}, {2, 3}}));
+  EXPECT_EQ(first_token_steps(1e9), (std::map<uint64_t, int>{{0, 1}, {1, 7}, {2, 7}}));
+  // Lockstep (tensor parallelism): the decision agree_delay returns (rank 0's) is the one followed,
+  // whatever this engine's clock says; it is asked only at steps that weigh a delay.
+  int asked = 0;
+  EXPECT_EQ(first_token_steps(1e9, [&](bool mine) { return ++asked, mine && false; }),
+            (std::map<uint64_t, int>{{0, 1}, {1, 2}, {2, 3}}));
+  EXPECT_EQ(asked, 2);  // steps 2 and 3, each with one request queued
+  EXPECT_EQ(first_token_steps(1e-30, [](bool) { return true; }), (std::map<uint64_t, int>{{0, 1}, {1, 7}, {2, 7}}));
 }
 
 TEST(Engine, StopTokensAndMaxSeqLen) {

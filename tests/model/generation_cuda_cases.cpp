@@ -3,8 +3,9 @@
 // give the same greedy tokens (and log-probs to float32 rounding), and on the GPU batched
 // generation (several slots, prefill beside decode, slots refilled) gives the same tokens as one
 // request at a time, greedy and sampled. A model with every block kind (Mamba, attention with
-// RoPE, MLP, MoE), and a DeciLM one (every sub-block kind). Compiled into test_model too, where it
-// adds nothing.
+// RoPE, MLP, MoE), and a DeciLM one (every sub-block kind). Decode steps as CUDA graphs
+// (engine/decode_graphs.h) give the tokens of eager steps, batches padded to their bucket
+// included. Compiled into test_model too, where it adds nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -148,6 +149,69 @@ TEST(GenerationCuda, PrefixSharingGivesTheTokensOfTheEngineWithout) {
     EXPECT_EQ(shared_off, 0);
     EXPECT_GT(shared_on, 0);
   }
+}
+
+// Decode graphs against eager steps: 9 requests of different lengths through 4 slots (batches of
+// 1 to 4 sequences, 3 padded to the bucket of 4, slots refilled between graph replays), greedy
+// and sampled with a seed, give the same tokens and log-probs (float32: to rounding, a GEMM of 3
+// rows and of 4 may round differently; bfloat16: the decode GEMMs are the skinny kernel, whose
+// rows are batch-invariant). Graphs must really have replayed steps, and every KV block comes
+// back (the padded rows' scratch block is not the engine's).
+void check_graphs_match_eager(const std::string& pattern, DType dtype, double logprob_tol) {
+  cuda::CudaBackend gpu(0);
+  model::ModelConfig cfg = hybrid_config(pattern);
+  cfg.position_embedding_type = "rope", cfg.rope_theta = 10000.0;
+  cfg.vocab_size = 61;
+  model::HybridModel net(cfg, gpu, dtype);
+  fill_generation_params(net, 21);
+  const Context ctx{&gpu, nullptr, dtype};
+  const std::string what = pattern + (dtype == DType::bf16 ? " bfloat16" : " float32");
+  for (double temperature : {0.0, 0.9}) {
+    engine::set_decode_graphs_default(false);
+    engine::CachedStepModel eager(net, ctx, 4, 40, 4);
+    engine::set_decode_graphs_default(true);
+    engine::CachedStepModel graphs(net, ctx, 4, 40, 4);
+    EXPECT_FALSE(eager.uses_decode_graphs());
+    const std::vector<engine::Result> want = generate(eager, temperature), got = generate(graphs, temperature);
+    const std::string t = what + (temperature > 0 ? ", temperature 0.9" : ", greedy");
+    expect_same_tokens(want, got, (t + ": decode graphs against eager steps").c_str(), logprob_tol);
+    EXPECT_TRUE(graphs.uses_decode_graphs()) << t << ": a capture failed and turned graphs off";
+    EXPECT_GT(graphs.graph_replays(), 10) << t;  // 19 on an H100: all but each bucket's first step
+    EXPECT_EQ(eager.graph_replays(), 0) << t;
+    EXPECT_EQ(graphs.state().free_blocks(), eager.state().free_blocks()) << t << ": every KV block back";
+    EXPECT_EQ(graphs.max_slots(), eager.max_slots()) << t;
+  }
+}
+
+TEST(GenerationCuda, DecodeGraphsGiveTheTokensOfEagerStepsFloat32) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  check_graphs_match_eager("M*-M*-", DType::f32, 1e-4);
+}
+
+// With MoE: the expert GEMM reads its counts on the device (the bfloat16 grouped GEMM), so the
+// step has nothing to wait for and captures whole.
+TEST(GenerationCuda, DecodeGraphsGiveTheTokensOfEagerStepsBfloat16WithMoe) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  check_graphs_match_eager("M*-EM*E", DType::bf16, 2e-2);
+}
+
+// A step that cannot be captured (float32 MoE: the expert counts come to the host) runs eagerly,
+// with the tokens of eager steps, and turns graphs off for that model.
+TEST(GenerationCuda, DecodeGraphsFallBackToEagerStepsWhenAStepCannotBeCaptured) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  model::ModelConfig cfg = hybrid_config("M*-EM*E");
+  cfg.vocab_size = 61;
+  model::HybridModel net(cfg, gpu, DType::f32);
+  fill_generation_params(net, 21);
+  const Context ctx{&gpu, nullptr, DType::f32};
+  engine::set_decode_graphs_default(false);
+  engine::CachedStepModel eager(net, ctx, 4, 40, 4);
+  engine::set_decode_graphs_default(true);
+  engine::CachedStepModel graphs(net, ctx, 4, 40, 4);
+  expect_same_tokens(generate(eager, 0.0), generate(graphs, 0.0), "float32 MoE, graphs off after a failed capture", 1e-4);
+  EXPECT_FALSE(graphs.uses_decode_graphs());
+  EXPECT_EQ(graphs.graph_replays(), 0);
 }
 #endif
 

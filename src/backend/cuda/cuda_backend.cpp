@@ -52,6 +52,7 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
 CudaBackend::~CudaBackend() {
   cudaSetDevice(index_);
   cudaStreamSynchronize(stream_);
+  for (auto& [start, bytes] : pool_chunks_) cudaFree(start);
   if (cublas_) cublasDestroy(cublas_);
   if (cublaslt_) cublasLtDestroy(cublaslt_);
   if (lt_workspace_) cudaFree(lt_workspace_);
@@ -100,6 +101,7 @@ size_t CudaBackend::available_bytes() const {
 
 void* CudaBackend::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (active_pool_ >= 0) return pool_allocate(pools_.at(active_pool_), bytes);
   size_t rounded = round_size(bytes);
   void* p = nullptr;
   auto it = free_.lower_bound(rounded);
@@ -120,10 +122,76 @@ void* CudaBackend::allocate(size_t bytes) {
 void CudaBackend::deallocate(void* ptr, size_t) {
   if (!ptr) return;
   std::lock_guard<std::mutex> lock(mu_);
-  size_t rounded = block_size_.at(ptr);
+  auto block = block_size_.find(ptr);
+  if (block == block_size_.end()) {  // a pool's: it stays there until free_pool
+    auto chunk = pool_chunks_.upper_bound(static_cast<char*>(ptr));
+    NM_CHECK(chunk != pool_chunks_.begin() && static_cast<char*>(ptr) < std::prev(chunk)->first + std::prev(chunk)->second,
+             "cuda:{}: deallocate of {} which this backend never allocated", index_, ptr);
+    return;
+  }
+  size_t rounded = block->second;
   in_use_ -= rounded;
   cached_ += rounded;
   free_.emplace(rounded, ptr);  // stream-ordered reuse: the one stream serialises users
+}
+
+void* CudaBackend::pool_allocate(Pool& pool, size_t bytes) {
+  constexpr size_t kAlign = 256, kChunk = size_t{8} << 20;
+  const size_t need = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  while (pool.chunk < pool.chunks.size() && pool.offset + need > pool.chunks[pool.chunk].second)
+    ++pool.chunk, pool.offset = 0;  // a later chunk (this pass asks in another order than the last)
+  if (pool.chunk == pool.chunks.size()) {
+    void* p = allocate_fresh(std::max(need, kChunk));
+    const size_t got = block_size_.at(p);
+    block_size_.erase(p);  // the pool's now, never the free lists'
+    pool.chunks.emplace_back(static_cast<char*>(p), got);
+    pool_chunks_[static_cast<char*>(p)] = got;
+    pool.offset = 0;
+    in_use_ += got;  // held for good, as far as the caching allocator's figures go
+    peak_ = std::max(peak_, in_use_);
+  }
+  char* p = pool.chunks[pool.chunk].first + pool.offset;
+  pool.offset += need;
+  return p;
+}
+
+int64_t CudaBackend::make_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pools_[next_pool_] = Pool{};
+  return next_pool_++;
+}
+
+void CudaBackend::activate_pool(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  NM_CHECK(id < 0 || pools_.count(id), "cuda:{}: no pool {}", index_, id);
+  active_pool_ = id;
+}
+
+void CudaBackend::rewind_pool(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Pool& pool = pools_.at(id);
+  pool.chunk = 0, pool.offset = 0;
+}
+
+void CudaBackend::free_pool(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pools_.find(id);
+  if (it == pools_.end()) return;
+  NM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // its last replay may still be running
+  for (auto& [start, bytes] : it->second.chunks) {
+    cudaFree(start);
+    pool_chunks_.erase(start);
+    in_use_ -= bytes;
+  }
+  if (active_pool_ == id) active_pool_ = -1;
+  pools_.erase(it);
+}
+
+size_t CudaBackend::pool_bytes(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t b = 0;
+  for (auto& [start, bytes] : pools_.at(id).chunks) b += bytes;
+  return b;
 }
 
 void CudaBackend::release_cache() {

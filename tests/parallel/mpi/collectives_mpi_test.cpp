@@ -80,6 +80,17 @@ TEST(Mpi, AllToAllVMovesUnevenCounts) {
   EXPECT_EQ(out.to_f64_vector(), want);
 }
 
+// broadcast_text: the root's bytes, whatever their length (a tail word half used, none at all,
+// bytes a C string would cut), replace every other rank's.
+TEST(Mpi, BroadcastTextCopiesTheRootsBytes) {
+  const int R = world().size(), me = world().rank();
+  for (const std::string sent : {std::string("{\"stop\": true}"), std::string(), std::string("a\0b\xff", 4)}) {
+    std::string text = me == R - 1 ? sent : std::string("left over from before");
+    broadcast_text(world(), text, R - 1);
+    EXPECT_EQ(text, sent);
+  }
+}
+
 TEST(Mpi, BroadcastAndHostValues) {
   const int R = world().size(), me = world().rank();
   Tensor t = ramp(4, me == R - 1 ? 7.0 : -1.0);
