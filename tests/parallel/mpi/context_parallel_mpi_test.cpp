@@ -7,6 +7,8 @@
 // Only non-fatal EXPECTs (a rank that returned early would leave the others in a collective).
 #include <gtest/gtest.h>
 
+#include "mpi_gtest_main.h"
+
 #include <cmath>
 
 #include "core/rng.h"
@@ -171,15 +173,4 @@ TEST(ContextParallel, gather_and_reduce_scatter_are_adjoint) {
 }  // namespace
 }  // namespace nemotron::testing
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  nemotron::parallel::MpiRuntime mpi;
-  if (mpi.world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any;
-}
+int main(int argc, char** argv) { return nemotron::testing::run_mpi_gtests(argc, argv); }

@@ -8,6 +8,8 @@
 // early would leave the others waiting in a collective).
 #include <gtest/gtest.h>
 
+#include "mpi_gtest_main.h"
+
 #include "parallel/mpi_communicator.h"
 #include "train/adamw.h"
 
@@ -158,15 +160,4 @@ TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
 }  // namespace
 }  // namespace nemotron::train
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  nemotron::parallel::MpiRuntime mpi;
-  if (mpi.world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  const double worst =
-      nemotron::train::world().all_reduce_host(static_cast<double>(rc), nemotron::parallel::ReduceOp::max);
-  return worst > 0 ? 1 : 0;
-}
+int main(int argc, char** argv) { return nemotron::testing::run_mpi_gtests(argc, argv); }

@@ -5,6 +5,8 @@
 // early would leave the others waiting in a collective).
 #include <gtest/gtest.h>
 
+#include "mpi_gtest_main.h"
+
 #include <cstring>
 
 #include "model/vocab_parallel.h"
@@ -95,14 +97,4 @@ TEST(GatherVocab, whole_head_is_returned_as_it_is) {
 }  // namespace
 }  // namespace nemotron::model
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  nemotron::parallel::MpiRuntime mpi;
-  if (mpi.world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  const double worst = nemotron::model::world()->all_reduce_host(static_cast<double>(rc), nemotron::parallel::ReduceOp::max);
-  return worst > 0 ? 1 : 0;
-}
+int main(int argc, char** argv) { return nemotron::testing::run_mpi_gtests(argc, argv); }
