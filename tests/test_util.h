@@ -1,5 +1,6 @@
 // Small helpers shared by the test files: capture an InputError's message, write a scratch file.
 #pragma once
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -9,8 +10,16 @@
 
 namespace nemotron::testing {
 
-// The repository root (set by CMake: __FILE__ is not an absolute path under compiler caches).
-inline std::filesystem::path source_root() { return NEMOTRON_SOURCE_DIR; }
+// The repository root, for fixtures: $NEMOTRON_SOURCE_DIR when set, else the working directory when
+// it holds tests/fixtures (ctest runs tests from the repository root; so does a bundle of test
+// binaries run on another machine), else where CMake configured the build (__FILE__ is not an
+// absolute path under compiler caches).
+inline std::filesystem::path source_root() {
+  if (const char* env = std::getenv("NEMOTRON_SOURCE_DIR"); env && *env) return env;
+  std::error_code ec;
+  if (std::filesystem::is_directory("tests/fixtures", ec)) return std::filesystem::current_path();
+  return NEMOTRON_SOURCE_DIR;
+}
 
 // The InputError message of f(), or a marker that no InputError was thrown.
 inline std::string input_error(const std::function<void()>& f) {

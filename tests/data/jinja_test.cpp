@@ -15,6 +15,7 @@
 #include "data/chat_template.h"
 #include "data/data_test_util.h"
 #include "data/jinja/template.h"
+#include "test_util.h"
 
 namespace nemotron::data {
 namespace {
@@ -25,7 +26,7 @@ using jinja::TemplateError;
 using jinja::Value;
 
 std::string fixture(const std::string& name) {
-  return testing::read_text(NEMOTRON_SOURCE_DIR "/tests/fixtures/jinja/" + name);
+  return testing::read_text(nemotron::testing::source_root().string() + "/tests/fixtures/jinja/" + name);
 }
 
 const OrderedJson& expected() {

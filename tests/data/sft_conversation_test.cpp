@@ -17,17 +17,18 @@
 #include "data/chat_template.h"
 #include "data/data_test_util.h"
 #include "data/sft_conversation.h"
+#include "test_util.h"
 
 namespace nemotron::data {
 namespace {
 
 const OrderedJson& expected() {
-  static const OrderedJson e = OrderedJson::parse(testing::read_text(NEMOTRON_SOURCE_DIR "/tests/fixtures/jinja/expected.json"));
+  static const OrderedJson e = OrderedJson::parse(testing::read_text(nemotron::testing::source_root().string() + "/tests/fixtures/jinja/expected.json"));
   return e;
 }
 
 const OrderedJson& input_case(const std::string& name) {
-  static const OrderedJson cases = OrderedJson::parse(testing::read_text(NEMOTRON_SOURCE_DIR "/tests/fixtures/jinja/cases.json"));
+  static const OrderedJson cases = OrderedJson::parse(testing::read_text(nemotron::testing::source_root().string() + "/tests/fixtures/jinja/cases.json"));
   for (const OrderedJson& c : cases)
     if (c.at("name") == name) return c;
   throw std::runtime_error("no case " + name);
@@ -125,7 +126,7 @@ TEST(SftConversation, trailing_whitespace_after_the_generation_prompt_is_realign
 // The chunker is the template's, not nano3's: nano3.jinja through the interpreter cuts every case
 // exactly as the built-in renderer does.
 TEST(SftConversation, a_jinja_template_is_cut_like_the_builtin_it_equals) {
-  const ChatTemplate jinja = ChatTemplate::load(NEMOTRON_SOURCE_DIR "/tests/fixtures/jinja/nano3.jinja");
+  const ChatTemplate jinja = ChatTemplate::load(nemotron::testing::source_root().string() + "/tests/fixtures/jinja/nano3.jinja");
   ASSERT_FALSE(jinja.builtin());
   for (const OrderedJson& c : expected().at("chunks")) {
     const OrderedJson& in = input_case(c.at("case"));

@@ -11,6 +11,7 @@
 #include "eval/eval_task.h"
 #include "eval/task_scoring.h"
 #include "model/hf_checkpoint.h"
+#include "test_util.h"
 
 using namespace nemotron;
 using namespace nemotron::eval;
@@ -18,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kFixture = std::string(NEMOTRON_SOURCE_DIR) + "/tests/fixtures/hf/dense";
+const std::string kFixture = nemotron::testing::source_root().string() + "/tests/fixtures/hf/dense";
 
 std::string error_of(const json& row, TaskType type, RowFormat f) {
   try {

@@ -10,6 +10,7 @@
 #include "io/checkpoint_layout.h"
 #include "pipeline/pipeline_recipe.h"
 #include "pipeline/stage_state.h"
+#include "test_util.h"
 
 namespace nemotron::pipeline {
 namespace {
@@ -85,7 +86,7 @@ TEST(PipelineRecipe, SelectsStagesByFromAndOnly) {
 
 TEST(PipelineRecipe, TheShippedTinyRecipesListEveryStage) {
   for (const char* family : {"super3", "nano3"}) {
-    const std::string path = std::string(NEMOTRON_SOURCE_DIR) + "/recipes/" + family + "/pipeline/tiny.yaml";
+    const std::string path = nemotron::testing::source_root().string() + "/recipes/" + family + "/pipeline/tiny.yaml";
     const PipelineRecipe r = read_pipeline_recipe(load_config_file(path), path);
     std::vector<std::string> names;
     for (const StageSpec& s : r.stages) names.push_back(s.name);

@@ -15,6 +15,7 @@
 #include "engine/recompute_step_model.h"
 #include "model/block_configs.h"
 #include "serve/engine_worker.h"
+#include "test_util.h"
 
 namespace nemotron::serve {
 namespace {
@@ -150,7 +151,7 @@ GenerationState wait_all(Generation& g) {
 
 TEST(EngineWorker, ServesManyThreadsCancelsAndScoresPrompts) {
   Tiny m;
-  const data::Tokenizer tok = data::Tokenizer::load(std::string(NEMOTRON_SOURCE_DIR) + "/tests/fixtures/hf/dense/tokenizer.json");
+  const data::Tokenizer tok = data::Tokenizer::load(nemotron::testing::source_root().string() + "/tests/fixtures/hf/dense/tokenizer.json");
   std::vector<std::vector<int32_t>> alone;
   for (int i = 0; i < 6; ++i) {
     engine::RecomputeStepModel step(m.net, m.ctx(), 1, 32);

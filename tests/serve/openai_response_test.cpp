@@ -9,13 +9,14 @@
 #include "serve/job_builder.h"
 #include "serve/openai_response.h"
 #include "serve/token_logprobs.h"
+#include "test_util.h"
 
 namespace nemotron::serve {
 namespace {
 
 const data::Tokenizer& tok() {
   static const data::Tokenizer t =
-      data::Tokenizer::load(std::string(NEMOTRON_SOURCE_DIR) + "/tests/fixtures/hf/dense/tokenizer.json");
+      data::Tokenizer::load(nemotron::testing::source_root().string() + "/tests/fixtures/hf/dense/tokenizer.json");
   return t;
 }
 

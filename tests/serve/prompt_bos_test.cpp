@@ -12,12 +12,13 @@
 #include "data/prompt_encoding.h"
 #include "eval/task_scoring.h"
 #include "serve/job_builder.h"
+#include "test_util.h"
 
 namespace nemotron::serve {
 namespace {
 
 std::string fixture_json() {
-  std::ifstream in(std::string(NEMOTRON_SOURCE_DIR) + "/tests/fixtures/hf/dense/tokenizer.json");
+  std::ifstream in(nemotron::testing::source_root().string() + "/tests/fixtures/hf/dense/tokenizer.json");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

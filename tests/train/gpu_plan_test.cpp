@@ -12,6 +12,7 @@
 #include "parallel/rank_layout.h"
 #include "core/backend.h"
 #include "train/gpu_plan.h"
+#include "test_util.h"
 
 namespace nemotron::testing {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string recipe(const std::string& family, const std::string& stage, const std::string& name) {
-  return std::string(NEMOTRON_SOURCE_DIR) + "/recipes/" + family + "/" + stage + "/" + name + ".yaml";
+  return nemotron::testing::source_root().string() + "/recipes/" + family + "/" + stage + "/" + name + ".yaml";
 }
 
 // Super's tiny model (Mamba, attention, MLP, MoE with shared expert and latent, MTP) with every
