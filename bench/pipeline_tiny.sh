@@ -33,5 +33,6 @@ print(f"{'stages':<20} {'':<12} {total:>8.1f}")
 print(f"{'wall (command)':<20} {'':<12} {float(sys.argv[3]) - float(sys.argv[2]):>8.1f}")
 PY
 sed -n '/^==> evaluation/,/^$/p' pipeline.log
+grep '^verdict ' pipeline.log || true
 grep '^report: ' pipeline.log || true
 echo "bench: load at the end $(cut -d' ' -f1-3 /proc/loadavg); log $WORK/pipeline.log"

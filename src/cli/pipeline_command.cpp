@@ -7,7 +7,8 @@
 // short resumes from its latest checkpoint, and RUN_DIR/pipeline.json records every stage's
 // config, inputs, outputs and seconds. A SIGTERM/SIGINT during a training stage saves a
 // checkpoint and ends the process (cli/stop_signals.h); rerunning the pipeline goes on from there.
-// It ends with a table of the stages, the eval table (base -> SFT -> RL) and the HTML report.
+// It ends with a table of the stages, the eval table (base -> SFT -> RL), one verdict line per
+// stage the recipe judges (pipeline/stage_verdict.h: did it raise its skill?) and the HTML report.
 #include <CLI/CLI.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -31,6 +32,7 @@
 #include "core/json_limits.h"
 #include "pipeline/pipeline_recipe.h"
 #include "pipeline/stage_state.h"
+#include "pipeline/stage_verdict.h"
 
 namespace nemotron::cli {
 
@@ -140,14 +142,15 @@ std::vector<std::string> stage_argv(const std::string& family, const StageSpec& 
 }
 
 // The eval stage's results.json (models side by side) as a table: one row per task metric.
-void print_eval_table(const std::string& results_path) {
+// Returns the parsed results (discarded when unreadable).
+json print_eval_table(const std::string& results_path) {
   std::ifstream in(results_path);
   std::stringstream ss;
   ss << in.rdbuf();
   const json r = parse_json_or_discarded<json>(ss.str());
   if (r.is_discarded() || !r.contains("models") || !r["models"].is_array() || r["models"].empty()) {
     std::printf("(no readable results in %s)\n", results_path.c_str());
-    return;
+    return r;
   }
   std::vector<std::string> labels;
   for (const json& m : r["models"]) {
@@ -209,6 +212,7 @@ void print_eval_table(const std::string& results_path) {
     for (size_t i = 2; i < row.size(); ++i) line += fmt::format("  {:>{}}", row[i], w[i]);
     std::printf("%s\n", line.c_str());
   }
+  return r;
 }
 
 void run_pipeline(const PipelineOptions& o) {
@@ -373,7 +377,14 @@ void run_pipeline(const PipelineOptions& o) {
     const std::string results = (fs::path(output_dir(stages[i])) / "results.json").string();
     if (!fs::exists(results)) break;
     std::printf("\n==> evaluation (%s)\n", results.c_str());
-    print_eval_table(results);
+    const json r = print_eval_table(results);
+    if (!recipe.verdicts.empty()) {
+      const std::vector<pipeline::Verdict> verdicts = pipeline::judge(recipe.verdicts, r);
+      std::printf("\n");
+      for (const pipeline::Verdict& v : verdicts) std::printf("%s\n", v.line.c_str());
+      state.verdicts = pipeline::verdicts_json(verdicts);
+      save_state(state, state_path);
+    }
     break;
   }
   std::printf("\n");

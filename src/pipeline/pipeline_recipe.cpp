@@ -105,6 +105,9 @@ PipelineRecipe read_pipeline_recipe(const nlohmann::json& tree, const std::strin
     st.check_unknown_keys();
     r.stages.push_back(std::move(s));
   }
+  std::vector<std::string> names_in_order;
+  for (const StageSpec& s : r.stages) names_in_order.push_back(s.name);
+  r.verdicts = read_verdicts(root.get_raw("verdicts"), source, names_in_order);
   root.check_unknown_keys();
   return r;
 }

@@ -11,10 +11,13 @@
 //     - {name: data_prep_pretrain, command: data prep pretrain, config: tiny}
 //     - {name: pretrain, command: pretrain, config: tiny, overrides: [checkpoint.load=runs/super3/tiny/pretrain]}
 //     - {name: eval, command: eval, config: tiny, overrides: ["run.model=a:latest,b:latest"]}
+//   verdicts: [...]   # optional: per stage, the eval gain that proves it (stage_verdict.h)
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "pipeline/stage_verdict.h"
 
 namespace nemotron::pipeline {
 
@@ -39,6 +42,7 @@ struct PipelineRecipe {
   std::string source;   // the file, for error messages
   std::string run_dir;  // pipeline.json and report.html go here
   std::vector<StageSpec> stages;
+  std::vector<VerdictSpec> verdicts;  // judged after the last eval stage, against its results.json
 };
 
 // Reads and checks a recipe tree (after overrides); InputError naming `source` and the key.

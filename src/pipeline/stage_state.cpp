@@ -94,7 +94,8 @@ json PipelineState::to_json() const {
                   {"outputs", strings(r.outputs)},
                   {"inputs", strings(r.fingerprint.inputs)},
                   {"config", r.fingerprint.config}});
-  return {{"format", "nemotron-pipeline/1"}, {"recipe", recipe}, {"family", family}, {"stages", st}, {"lineage", lineage}};
+  return {{"format", "nemotron-pipeline/1"}, {"recipe", recipe}, {"family", family}, {"stages", st}, {"lineage", lineage},
+          {"verdicts", verdicts}};
 }
 
 PipelineState PipelineState::from_json(const json& j, const std::string& source) {
@@ -107,6 +108,7 @@ PipelineState PipelineState::from_json(const json& j, const std::string& source)
     throw_config_error(source, "recipe", "expected a string");
   }
   if (j.contains("lineage") && j["lineage"].is_array()) s.lineage = j["lineage"];
+  if (j.contains("verdicts") && j["verdicts"].is_array()) s.verdicts = j["verdicts"];
   const json& st = j.contains("stages") ? j["stages"] : json::array();
   if (!st.is_array()) throw_config_error(source, "stages", "expected a list");
   for (size_t i = 0; i < st.size(); ++i) {

@@ -49,6 +49,7 @@ struct PipelineState {
   std::string recipe, family;
   std::vector<StageRecord> stages;
   nlohmann::json lineage = nlohmann::json::array();  // [{artifact, type, inputs}] of every output, for the report
+  nlohmann::json verdicts = nlohmann::json::array();  // the last eval's verdicts (stage_verdict.h: verdicts_json)
   const StageRecord* find(const std::string& name) const;
   StageRecord& upsert(const std::string& name);
   nlohmann::json to_json() const;

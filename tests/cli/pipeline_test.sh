@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `nemotron super3 pipeline` as a user runs it, on a shortened copy of the tiny pipeline (every
 # stage but RL, a few iterations each): every stage in order, each one's header, output and
-# seconds, the summary table, the eval table base -> SFT and the report; a rerun skips every
+# seconds, the summary table, the eval table base -> SFT, the verdict line (FAIL: 4 iterations teach
+# nothing) and the report; a rerun skips every
 # stage; a changed training config is refused (the old run kept) until --force moves it aside; a
 # SIGTERM during SFT saves a checkpoint and stops the process, and the rerun resumes it; bad
 # recipes and options as one `error:` line, exit 2.
@@ -38,6 +39,9 @@ stages:
     config: tiny
     overrides: ["run.model=super3-tiny-pretrain:latest,super3-tiny-sft:latest", evaluation.limit_samples=4,
                 evaluation.tasks.1.max_new_tokens=12]
+verdicts:
+  - {stage: sft, says: SFT, task: arithmetic_onestep, metric: pass@1, before: super3-tiny-pretrain, after: super3-tiny-sft,
+     min_gain: 0.5}
 EOF2
 }
 recipe >pipe.yaml
@@ -66,6 +70,10 @@ grep -Eq '^Task +Metric +super3-tiny-pretrain:v[0-9]+ +super3-tiny-sft:v[0-9]+$'
   fail "eval table header: $(grep '^Task' table.out)"
 [[ $(grep -Eo '^arithmetic_[a-z]+' table.out | uniq | tr '\n' ' ') == "arithmetic_facts arithmetic_chat arithmetic_onestep arithmetic_text " ]] ||
   fail "eval table: tasks not in the config's order"
+# the verdict: 4 SFT iterations teach nothing, so the line reads FAIL (tests/cli/pipeline_tiny_test.sh: the
+# real recipe reads PASS), after the eval table, and pipeline.json records it
+grep -Eq '^verdict sft: SFT did not clearly raise arithmetic_onestep pass@1 [0-9.]+% -> [0-9.]+% \([-+][0-9.]+ points, needs \+50\.0 points\): FAIL$' table.out ||
+  fail "no FAIL verdict line for sft: $(grep '^verdict' table.out)"
 [[ -f $R/report.html ]] && grep -q '<h2>pipeline</h2>' $R/report.html && grep -q '<title>artifact lineage</title>' $R/report.html ||
   fail "report: no pipeline section or lineage"
 python3 - $R/pipeline.json <<'PY' || fail "pipeline.json malformed"
@@ -76,6 +84,7 @@ assert list(st) == ["data_prep_pretrain", "pretrain", "data_prep_sft", "sft", "d
 assert all(s["status"] == "done" and s["result"] == "ran" and s["seconds"] > 0 for s in st.values()), st
 assert st["sft"]["inputs"] == st["data_prep_pretrain"]["outputs"] + st["pretrain"]["outputs"] + st["data_prep_sft"]["outputs"]
 assert st["pretrain"]["config"]["train"]["train_iters"] == 4
+assert [(v["stage"], v["passed"]) for v in p["verdicts"]] == [("sft", False)], p["verdicts"]
 lin = {e["artifact"]: e["inputs"] for e in p["lineage"]}
 sft = st["sft"]["outputs"][0]
 assert st["pretrain"]["outputs"][0] in lin[sft] and st["data_prep_sft"]["outputs"][0] in lin[sft], lin
