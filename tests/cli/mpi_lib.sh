@@ -133,3 +133,21 @@ for line in open(sys.argv[1]):
         print(repr(r["loss"]), repr(r["grad_norm"]), repr(r["reward"]), r["generated_tokens"],
               repr(r["probs_ratio_min"]), repr(r["probs_ratio_max"]))' "$1"
 }
+
+# grpo_same_as_one WHAT DIR: DIR's GRPO run (grpo_setup's, 2 steps) gives the one-process run's
+# ($TMP/rl1) losses, grad norms, rewards and generated tokens, and its final weights.
+grpo_same_as_one() {
+  local what=$1 dir=$2 msg
+  grpo_metrics "$dir/metrics.jsonl" >"$dir.m"
+  if msg=$(close "$dir.m" "$TMP/rl1.m" 1e-5); then
+    echo "ok: $what: losses, grad norms, rewards and generated tokens equal one process's ($msg)"
+  else
+    fail "$what differs ($msg): $(paste -d' ' "$dir.m" "$TMP/rl1.m" | tr '\n' ';')"
+  fi
+  if msg=$(python3 tests/cli/safetensors_diff.py "$dir/iter_0000002/model.safetensors" \
+    "$TMP/rl1/iter_0000002/model.safetensors" 1e-4 1e-4); then
+    echo "ok: $what: final weights equal one process's ($msg)"
+  else
+    fail "$what: final weights differ: $msg"
+  fi
+}
