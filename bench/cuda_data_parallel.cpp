@@ -22,7 +22,12 @@
 // overlap_tensor_comm) and without, in the same run, and the collectives' time alone: one of each
 // kind on the [B T, H] activations, times how many a step makes (per split layer one in the
 // forward and one in the backward, and the embedding's and the head's), their share of the
-// unoverlapped step and how much of it the overlap hides. --tp-gemm-sm-margin N makes the GEMMs
+// unoverlapped step and how much of it the overlap hides. --context-parallel C splits every sequence
+// over groups of C ranks (model/context_split.h: two chunks per rank, load-balanced for the causal
+// mask; attention all-gathers K/V, the Mamba scan passes its state chunk to chunk): the ranks of a
+// group train the same rows, so tokens/s per GPU is the group's over C (and over TP), and each
+// GPU's FLOPs are its 1/C of the rows' (the CP target compares --seq-len 4T at C 4 with
+// --seq-len T at C 1, per GPU). --tp-gemm-sm-margin N makes the GEMMs
 // that run beside a pending tensor collective leave it N multiprocessors (ops/matmul_cuda.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -57,7 +62,7 @@ double bus_gbps(double bytes, double ms, int n) { return n > 1 ? 2.0 * (n - 1) /
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results;
   int64_t B = 4, T = 4096, allreduce_mib = 1024, bucket_mib = 0;
-  int steps = 10, accum = 1, ep = 1, tp = 1;
+  int steps = 10, accum = 1, ep = 1, tp = 1, cp = 1;
   double peak_given = 0;
   bool sp = false;
   int sm_margin = 0;
@@ -72,6 +77,8 @@ int main(int argc, char** argv) {
   app.add_option("--expert-parallel", ep, "expert_model_parallel_size (divides the GPUs and the routed experts)")
       ->check(CLI::PositiveNumber);
   app.add_option("--tensor-parallel", tp, "tensor_model_parallel_size (divides the GPUs, heads, groups, widths)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--context-parallel", cp, "context_parallel_size (divides the GPUs; --seq-len a multiple of 2 C)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--sequence-parallel", sp, "model.sequence_parallel (with --tensor-parallel > 1)");
   app.add_option("--tp-gemm-sm-margin", sm_margin,
@@ -92,6 +99,7 @@ int main(int argc, char** argv) {
     parallel::ParallelSizes sizes;
     sizes.expert = ep;
     sizes.tensor = tp;
+    sizes.context = cp;
     sizes.sequence_parallel = sp;
     const parallel::RankLayout layout(sizes, world, {cfg.n_routed_experts}, "cuda_data_parallel");
     auto groups = parallel::ProcessGroups::create(layout, world_comm.get(), &gpu);
@@ -116,7 +124,8 @@ int main(int argc, char** argv) {
     if (bucket_mib > 0) sc.grad_bucket_elements = bucket_mib << 18;
     train::TrainStep step(net, opt, sc);
     train::MaskedCrossEntropy ce;
-    // The ranks of a tensor group train the same rows: a batch per data coordinate.
+    // The ranks of a tensor or context group train the same rows (the step cuts a context rank's
+    // chunks out of them): a batch per data coordinate.
     model::Batch batch = bench::random_train_batch(cfg, B, T, 99 + static_cast<uint64_t>(coords.data));
     batch.input_ids = batch.input_ids.to(gpu);
     batch.labels = batch.labels.to(gpu);
@@ -166,11 +175,12 @@ int main(int argc, char** argv) {
       a2a_bus = static_cast<double>(ep - 1) / ep * static_cast<double>(a2a_bytes) / (a2a_ms * 1e-3) / 1e9;
     }
 
-    // A tensor group's ranks share its tokens: per GPU, the group's tokens over TP; each GPU's
-    // FLOPs are its own part of the model (forward_flops_per_token counts it) on all of them.
-    const double tokens_group = static_cast<double>(B * T * accum), tokens_gpu = tokens_group / tp;
+    // A tensor x context group's ranks share its tokens: per GPU, the group's tokens over TP x CP;
+    // each GPU's FLOPs are its own part of the model (forward_flops_per_token counts it) on its
+    // 1/CP of the rows' tokens (attention over the whole row: the causal work is balanced).
+    const double tokens_group = static_cast<double>(B * T * accum), tokens_gpu = tokens_group / (tp * cp);
     const double tok_s_gpu = tokens_gpu / (step_ms * 1e-3);
-    const double tflops_gpu = 3.0 * net.forward_flops_per_token(T) * tokens_group / (step_ms * 1e-3) / 1e12;
+    const double tflops_gpu = 3.0 * net.forward_flops_per_token(T) * tokens_group / cp / (step_ms * 1e-3) / 1e12;
     // Every rank's figures, so the slowest GPU is seen.
     std::vector<double> worst{step_ms};
     groups->world->all_reduce_host(worst, parallel::ReduceOp::max);
@@ -208,7 +218,7 @@ int main(int argc, char** argv) {
                     "4 per MoE layer and step (not overlapped)\n",
                     static_cast<double>(a2a_bytes) / (1 << 20), a2a_ms, a2a_bus);
       nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
-                            {"expert_parallel", ep}, {"tensor_parallel", tp}, {"sequence_parallel", sp}, {"layout", layout.describe()},
+                            {"expert_parallel", ep}, {"tensor_parallel", tp}, {"context_parallel", cp}, {"sequence_parallel", sp}, {"layout", layout.describe()},
                             {"a2a_ms", a2a_ms},
                             {"a2a_bytes_per_gpu", a2a_bytes}, {"a2a_bus_gbps", a2a_bus},
                             {"batch", B}, {"seq_len", T}, {"grad_accum", accum}, {"step_ms", step_ms},
