@@ -60,15 +60,21 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
   Tensor o, lse;
   if (layout.context_split) {
     // Context parallelism, all-gather of K/V (Megatron's cp_comm_type=all_gather): every rank's
-    // keys and values in sequence order, this rank's queries at their global rows of an otherwise
-    // zero query block, so the causal (and packed-sequence) mask is the whole sequence's. The
-    // other rows' outputs are dropped; their zero output gradient gives them none in backward.
-    const Tensor kf = gather_context(ctx, k), vf = gather_context(ctx, v), qf = pad_context_rows(ctx, q);
+    // keys and values in sequence order; each local chunk's queries attend over the keys up to the
+    // chunk's end (ops/attention.h's query tail: the causal and packed-sequence masks at their
+    // global positions), so a rank does its own share of the work and no more.
+    const ContextChunks c = context_chunks(ctx, T);
+    const Tensor kf = gather_context(ctx, k), vf = gather_context(ctx, v);
     const Tensor seq = layout.seq_idx.defined() ? gather_context(ctx, layout.seq_idx) : Tensor();
-    Tensor of = ctx.empty(qf.shape(), u.dtype());
-    lse = ctx.empty({B, nq_, qf.dim(1)}, stat_dtype(u.dtype()));
-    ops::attention_forward(ctx, qf, kf, vf, of, lse, seq);
-    o = local_context_rows(ctx, of);
+    o = ctx.empty({B, T, nq_, hd_}, u.dtype());
+    lse = ctx.empty({2, B, nq_, c.L}, stat_dtype(u.dtype()));
+    for (int j = 0; j < 2; ++j) {
+      const int64_t keys = (c.chunk(j) + 1) * c.L;
+      Tensor oj = ctx.empty({B, c.L, nq_, hd_}, u.dtype()), lj = lse.select(j);
+      ops::attention_forward(ctx, row_block(ctx, q, j * c.L, c.L), row_block(ctx, kf, 0, keys),
+                             row_block(ctx, vf, 0, keys), oj, lj, seq.defined() ? row_block(ctx, seq, 0, keys) : seq);
+      copy_row_block(o, j * c.L, oj, 0, c.L);
+    }
   } else {
     o = ctx.empty({B, T, nq_, hd_}, u.dtype());
     lse = ctx.empty({B, nq_, T}, stat_dtype(u.dtype()));
@@ -100,20 +106,32 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
   Tensor d_o = ctx.empty({B, T, nq_ * hd_}, dt);
   o_proj_.backward(ctx, s.o.view({B, T, nq_ * hd_}), dout, &d_o, false, &s.o_proj);
   Tensor dq, dk, dv;
-  if (s.layout.context_split) {  // the forward's whole-sequence call again; dK/dV summed back to their owners
+  if (s.layout.context_split) {  // each chunk's call again; dK/dV summed back to their owners
+    const ContextChunks c = context_chunks(ctx, T);
     const Tensor kf = gather_context(ctx, s.k), vf = gather_context(ctx, s.v);
-    const Tensor qf = pad_context_rows(ctx, s.q), of = pad_context_rows(ctx, s.o);
-    const Tensor dof = pad_context_rows(ctx, d_o.view({B, T, nq_, hd_}));
     const Tensor seq = s.layout.seq_idx.defined() ? gather_context(ctx, s.layout.seq_idx) : Tensor();
-    Tensor dqf = ctx.empty(qf.shape(), dt), dkf = ctx.empty(kf.shape(), dt), dvf = ctx.empty(vf.shape(), dt);
-    ops::attention_backward(ctx, qf, kf, vf, of, s.lse, dof, dqf, dkf, dvf, seq);
-    dq = local_context_rows(ctx, dqf);
+    const Tensor d_o4 = d_o.view({B, T, nq_, hd_});
+    dq = ctx.empty(s.q.shape(), dt);
+    Tensor dkf = ctx.zeros(kf.shape(), dt), dvf = ctx.zeros(vf.shape(), dt);
+    for (int j = 1; j >= 0; --j) {  // chunk 1's keys include chunk 0's: copy its, then add
+      const int64_t keys = (c.chunk(j) + 1) * c.L;
+      const Tensor kj = row_block(ctx, kf, 0, keys), vj = row_block(ctx, vf, 0, keys);
+      Tensor dqj = ctx.empty({B, c.L, nq_, hd_}, dt), dkj = ctx.empty(kj.shape(), dt), dvj = ctx.empty(vj.shape(), dt);
+      ops::attention_backward(ctx, row_block(ctx, s.q, j * c.L, c.L), kj, vj, row_block(ctx, s.o, j * c.L, c.L),
+                              s.lse.select(j), row_block(ctx, d_o4, j * c.L, c.L), dqj, dkj, dvj,
+                              seq.defined() ? row_block(ctx, seq, 0, keys) : seq);
+      copy_row_block(dq, j * c.L, dqj, 0, c.L);
+      if (j == 1) {
+        copy_row_block(dkf, 0, dkj, 0, keys);
+        copy_row_block(dvf, 0, dvj, 0, keys);
+      } else {
+        add_row_block(ctx, dkf, 0, dkj, 0, keys);
+        add_row_block(ctx, dvf, 0, dvj, 0, keys);
+      }
+    }
     dk = reduce_scatter_context(ctx, dkf);
     dv = reduce_scatter_context(ctx, dvf);
   } else {
-    dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
-    ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv, s.layout.seq_idx);
-  }
   if (rope_) {
     ops::rope_backward(ctx, dq, rope_freq_, dq, 0, s.layout.position_ids);
     ops::rope_backward(ctx, dk, rope_freq_, dk, 0, s.layout.position_ids);

@@ -18,8 +18,8 @@ struct AttentionSaved : MixerSaved {
   Tensor u;        // input [B, T, H]
   Tensor q, k, v;  // heads, after RoPE when used: [B, T, nq|nkv, hd]
   Tensor o;        // attention output [B, T, nq, hd], the o_proj input
-  Tensor lse;      // row log-sum-exp of the scaled scores [B, nq, T] (context parallel: of the whole
-                   // padded query block, [B, nq, C T])
+  Tensor lse;      // row log-sum-exp of the scaled scores [B, nq, T] (context parallel: per local
+                   // chunk, [2, B, nq, T / 2])
   SequenceLayout layout;  // packed rows: the forward's seq_idx and position_ids
   LinearSaved q_proj, k_proj, v_proj, o_proj;  // their adapters' h (LoRA), for the backward
 };
@@ -29,8 +29,9 @@ class AttentionMixer : public Mixer {
   // num_key_value_heads: this layer's KV-head count (DeciLM: per layer), 0 = the config's.
   // Tensor parallelism (shard.tensor_size T > 1): this rank holds nq / T query heads and nkv / T
   // KV groups (q/k/v split by rows, o_proj by columns) and returns its partial o_proj product.
-  // Context parallelism (layout.context_split): K and V all-gathered over the context group, the
-  // local queries (RoPE at their global positions) attend over the whole sequence; see forward().
+  // Context parallelism (layout.context_split): K and V all-gathered over the context group, each
+  // local chunk's queries (RoPE at their global positions) attend over the keys up to the chunk's
+  // end; see forward().
   AttentionMixer(const ModelConfig& cfg, ParamStore& store, const std::string& prefix, int64_t layer_index,
                  int64_t num_key_value_heads = 0, const ModelShard& shard = {});
 

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "ops/elementwise.h"
 #include "parallel/process_groups.h"
 
 namespace nemotron::model {
@@ -32,6 +33,25 @@ void copy_row_block(Tensor& dst, int64_t d0, const Tensor& src, int64_t s0, int6
   Tensor d = dst.view({B * Td, R});
   const Tensor s = src.view({B * Ts, R});
   for (int64_t b = 0; b < B; ++b) d.slice(b * Td + d0, b * Td + d0 + n).copy_from(s.slice(b * Ts + s0, b * Ts + s0 + n));
+}
+
+Tensor row_block(Context& ctx, const Tensor& src, int64_t s0, int64_t n) {
+  const int64_t B = src.dim(0), T = src.dim(1), R = trailing(src);
+  if (s0 == 0 && n == T) return src;
+  if (B == 1) return src.view({T, R}).slice(s0, s0 + n).view(with_rows(src, n));
+  Tensor out = ctx.empty(with_rows(src, n), src.dtype());
+  copy_row_block(out, 0, src, s0, n);
+  return out;
+}
+
+void add_row_block(Context& ctx, Tensor& dst, int64_t d0, const Tensor& src, int64_t s0, int64_t n) {
+  const int64_t B = dst.dim(0), Td = dst.dim(1), Ts = src.dim(1), R = trailing(dst);
+  Tensor d = dst.view({B * Td, R});
+  const Tensor s = src.view({B * Ts, R});
+  for (int64_t b = 0; b < B; ++b) {
+    Tensor rows = d.slice(b * Td + d0, b * Td + d0 + n);
+    ops::add_inplace(ctx, rows, s.slice(b * Ts + s0, b * Ts + s0 + n));
+  }
 }
 
 Tensor gather_context(Context& ctx, const Tensor& local) {

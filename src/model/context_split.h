@@ -31,6 +31,12 @@ ContextChunks context_chunks(const Context& ctx, int64_t local_rows);
 // dst[b, d0 : d0 + n] = src[b, s0 : s0 + n] for every b (same B, dtype and trailing size).
 void copy_row_block(Tensor& dst, int64_t d0, const Tensor& src, int64_t s0, int64_t n);
 
+// src[b, s0 : s0 + n] for every b as a new [B, n, ...] tensor (a view when that is contiguous: B = 1
+// or the whole rows).
+Tensor row_block(Context& ctx, const Tensor& src, int64_t s0, int64_t n);
+// dst[b, d0 : d0 + n] += src[b, s0 : s0 + n] for every b.
+void add_row_block(Context& ctx, Tensor& dst, int64_t d0, const Tensor& src, int64_t s0, int64_t n);
+
 // local [B, 2L, ...] of every context rank -> the whole [B, 2CL, ...] in sequence order.
 Tensor gather_context(Context& ctx, const Tensor& local);
 // whole [B, 2CL, ...] summed over the context group -> this rank's rows [B, 2L, ...]: the adjoint

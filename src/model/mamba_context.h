@@ -7,16 +7,16 @@
 //    and are added to the tails they came from.
 //  - SSD scan: the state runs through the chunks in sequence order, and the scan is affine in its
 //    initial state with a per-(row, head) decay. Each rank scans its chunks from a zero state (final
-//    state F_g) and, without input, from a state of ones (the decay D_g: 0 where a sequence starts
-//    inside the chunk); F and D are all-gathered and every rank composes the incoming states
-//    S_0 = 0, S_{g+1} = F_g + D_g S_g (0 where chunk g+1 starts a new sequence), then scans its
-//    chunks from S_g. Backward, the adjoint: a first backward gives each chunk's d S_g for a zero
-//    final-state gradient, the reverse composition dF_g = dS_{g+1}, dS_g += D_g dF_g gives every
-//    chunk's final-state gradient, and the second backward with it is the exact gradient.
-// The compositions run on the host in float64 (a few states per layer); CUDA runs the same code.
+//    state F_g) and computes each chunk's decay D_g = exp(A sum dt) (ops/context_scan_states.h; 0
+//    where a sequence starts inside the chunk); F, D (and the packed-sequence ids) are all-gathered
+//    and every rank composes the incoming states S_0 = 0, S_{g+1} = F_g + D_g S_g (0 where chunk g+1
+//    starts a new sequence) on its device, then scans its chunks from S_g. Backward, the adjoint: a
+//    first backward gives each chunk's d S_g for a zero final-state gradient, the reverse
+//    composition dF_g = dS_{g+1}, dS_g += D_g dF_g gives every chunk's final-state gradient, and the
+//    second backward with it is the exact gradient.
+// Everything stays on the tensors' device and stream (NCCL or MPI all-gathers, no host copies).
 #pragma once
 #include <memory>
-#include <vector>
 
 #include "core/context.h"
 #include "ops/ssd_scan.h"
@@ -36,9 +36,9 @@ Tensor context_halo_reduce(Context& ctx, const Tensor& d_ext, int64_t halo);
 
 // What the scan's backward needs of its forward's composition.
 struct ContextScanChain {
-  Tensor initial_state;       // [2B, nH, P, N] each local chunk's incoming state
-  std::vector<double> decay;  // [2C, B, nH * P * N]: every chunk's D_g (host)
-  std::vector<char> link;     // [2C, B]: chunk g continues chunk g-1's sequence in row b
+  Tensor initial_state;  // [2B, nH, P, N] each local chunk's incoming state
+  Tensor decay;          // [C, 2B, nH]: every rank's chunks' D_g (gathered, rank order)
+  Tensor seq;            // [C, 2B, L] int32: every rank's chunks' seq_idx, or undefined
 };
 
 // args: the local chunks as 2B rows ([2B, L, .]; initial_state undefined); y [2B, L, nH, P].

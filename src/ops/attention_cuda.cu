@@ -55,14 +55,28 @@ cudaError_t row_dot(const AttentionCudaArgs& a, float* d, cudaStream_t s) {
 
 }  // namespace attn
 
-cudaError_t attention_forward_cuda(const AttentionCudaArgs& a, cudaStream_t s) {
+namespace {
+
+// The kernels read a.Tk; callers that leave it 0 mean T keys.
+AttentionCudaArgs with_keys(AttentionCudaArgs a) {
+  if (a.Tk == 0) a.Tk = a.T;
+  return a;
+}
+
+}  // namespace
+
+cudaError_t attention_forward_cuda(const AttentionCudaArgs& args, cudaStream_t s) {
+  const AttentionCudaArgs a = with_keys(args);
   if (a.B * a.T * a.nq == 0) return cudaSuccess;
+  if (a.Tk < a.T) return cudaErrorInvalidValue;
   if (a.hd < 1 || a.hd > attention_cuda_max_hd) return cudaErrorInvalidValue;
   return use_flash(a, false) ? attn::flash_forward(a, s) : attn::simt_forward(a, s);
 }
 
-cudaError_t attention_backward_cuda(const AttentionCudaArgs& a, cudaStream_t s) {
+cudaError_t attention_backward_cuda(const AttentionCudaArgs& args, cudaStream_t s) {
+  const AttentionCudaArgs a = with_keys(args);
   if (a.B * a.T * a.nq == 0) return cudaSuccess;
+  if (a.Tk < a.T) return cudaErrorInvalidValue;
   if (a.hd < 1 || a.hd > attention_cuda_max_hd) return cudaErrorInvalidValue;
   float* d = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&d), a.B * a.nq * a.T * sizeof(float), s);

@@ -35,8 +35,9 @@ struct AttentionCudaArgs {
   void* dk = nullptr;
   void* dv = nullptr;
   int64_t B = 0, T = 0, nq = 0, nkv = 0, hd = 0;
+  int64_t Tk = 0;  // key rows (attention.h: queries are the keys' last T rows); 0 = T
   bool bf16 = false;
-  // [B, T] packed-sequence ids (attention.h) or null. The flash path takes it through a second
+  // [B, Tk] packed-sequence ids (attention.h) or null. The flash path takes it through a second
   // instance of each kernel (a call without it runs unchanged code) that masks keys of other
   // sequences and skips the key (query) blocks lying wholly before (after) the tile's sequences;
   // the simt path narrows its key/query loops to the row's sequence.

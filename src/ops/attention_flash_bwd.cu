@@ -9,6 +9,8 @@
 // Packed rows (PACKED instances): P is also zero where query and key lie in different sequences;
 // dkdv stops at the query block holding the end of its last key's sequence, dq starts at the key
 // block holding the start of its first row's sequence.
+// Queries of a sequence's tail (T < Tk): query row i is key position i + off (off = Tk - T); masks
+// compare key positions, Q, dO, dQ, lse and D are indexed by local rows.
 #include <cmath>
 
 #include "ops/attention_internal_cuda.h"
@@ -27,8 +29,8 @@ struct BwdParams {
   const float *lse, *D;
   bf16 *dq, *dk, *dv;
   float *dk_part, *dv_part;  // split > 1: float32 partials [split, B, T, nkv, hd]
-  const int32_t* seq;        // seq_idx [B, T] (PACKED instances only)
-  int64_t T, nq, nkv;
+  const int32_t* seq;        // seq_idx [B, Tk] (PACKED instances only)
+  int64_t T, Tk, off, nq, nkv;  // T query rows, Tk keys, off = Tk - T
   int hd, split;
   float scale, scale_log2;
 };
@@ -55,28 +57,34 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
   const int64_t g = p.nq / p.nkv / p.split, h0 = j * g * p.split + part * g;  // this block's query heads
   const int64_t n0 = static_cast<int64_t>(kb) * kBlk;
   const int64_t ldq = p.nq * p.hd, ldk = p.nkv * p.hd;
-  const int64_t kv_off = b * p.T * ldk + j * p.hd;
+  const int64_t kv_off = b * p.Tk * ldk + j * p.hd;
   const int64_t kw0 = n0 + warp * 16;  // this warp's first key
   const int64_t key0 = kw0 + (lane >> 2);
-  // Packed: one past the last query that sees each of the thread's two keys, and of the block.
-  int64_t q_end[2] = {p.T, p.T}, q_stop = p.T;
+  // Packed: one past the last query (key position) that sees each of the thread's two keys, and
+  // of the block.
+  int64_t q_end[2] = {p.Tk, p.Tk}, q_stop = p.Tk;
   if constexpr (PACKED) {
-    const int32_t* seq = p.seq + b * p.T;
+    const int32_t* seq = p.seq + b * p.Tk;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int64_t key = key0 + 8 * r;
-      q_end[r] = seq_end(seq, key < p.T ? key : p.T - 1, p.T);
+      q_end[r] = seq_end(seq, key < p.Tk ? key : p.Tk - 1, p.Tk);
     }
-    q_stop = seq_end(seq, n0 + kBlk - 1 < p.T ? n0 + kBlk - 1 : p.T - 1, p.T);
+    q_stop = seq_end(seq, n0 + kBlk - 1 < p.Tk ? n0 + kBlk - 1 : p.Tk - 1, p.Tk);
   }
-  const int nqb = static_cast<int>((q_stop + kBlk - 1) / kBlk) - kb;  // query blocks per head
+  // Local query blocks qb0 .. that see the block's keys (at least one: a block no query sees
+  // runs one fully masked tile and writes zeros).
+  const int qb0 = static_cast<int>((n0 > p.off ? n0 - p.off : 0) / kBlk);
+  const int64_t q_last = q_stop - p.off;  // one past the last local query row that sees a key
+  const int nqb_seen = static_cast<int>((q_last + kBlk - 1) / kBlk) - qb0;
+  const int nqb = nqb_seen > 0 ? nqb_seen : 1;  // query blocks per head
   const int its = static_cast<int>(g) * nqb;
 
-  load_tile<kBlk, KHD, kThreads>(sK, p.k + kv_off, ldk, n0, p.T, p.hd);
-  load_tile<kBlk, KHD, kThreads>(sV, p.v + kv_off, ldk, n0, p.T, p.hd);
+  load_tile<kBlk, KHD, kThreads>(sK, p.k + kv_off, ldk, n0, p.Tk, p.hd);
+  load_tile<kBlk, KHD, kThreads>(sV, p.v + kv_off, ldk, n0, p.Tk, p.hd);
   auto issue = [&](int it) {
     const uint32_t buf = buf0 + (it & 1) * kBufBytes;
-    const int64_t h = h0 + it / nqb, i0 = static_cast<int64_t>(kb + it % nqb) * kBlk;
+    const int64_t h = h0 + it / nqb, i0 = static_cast<int64_t>(qb0 + it % nqb) * kBlk;
     const int64_t q_off = b * p.T * ldq + h * p.hd;
     load_tile<kBlk, KHD, kThreads>(buf, p.q + q_off, ldq, i0, p.T, p.hd);
     load_tile<kBlk, KHD, kThreads>(buf + tile_bytes<KHD>(), p.dout + q_off, ldq, i0, p.T, p.hd);
@@ -103,10 +111,10 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
     const uint32_t sQ = buf0 + (it & 1) * kBufBytes, sO = sQ + tile_bytes<KHD>();
     const float* sL = fsmem + (sO + tile_bytes<KHD>() - smem_u32(smem)) / 4;
     const float* sD = sL + kBlk;
-    const int64_t i0 = static_cast<int64_t>(kb + it % nqb) * kBlk;
+    const int64_t i0 = static_cast<int64_t>(qb0 + it % nqb) * kBlk, i0k = i0 + p.off;  // local, key position
 #pragma unroll
     for (int sub = 0; sub < 2; ++sub) {
-      const int64_t q_lo = i0 + sub * 32;
+      const int64_t q_lo = i0k + sub * 32;
       if (q_lo + 31 < kw0) continue;  // every query of the sub-tile precedes every key of the warp
       float st[4][4], dpt[4][4];
 #pragma unroll
@@ -136,8 +144,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
         for (int e = 0; e < 4; ++e) {
           const int qc = sub * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);  // query column in the tile
           float pv = exp2f(st[nt][e] * p.scale_log2 - sL[qc] * kLog2e);
-          if (diag && key0 + (e >> 1) * 8 > i0 + qc) pv = 0.0f;
-          if (PACKED && i0 + qc >= q_end[e >> 1]) pv = 0.0f;
+          if (diag && key0 + (e >> 1) * 8 > i0k + qc) pv = 0.0f;
+          if (PACKED && i0k + qc >= q_end[e >> 1]) pv = 0.0f;
           st[nt][e] = pv;
           dpt[nt][e] = pv * (dpt[nt][e] - sD[qc]);
         }
@@ -164,12 +172,12 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dkdv_kernel(BwdParams p
     __syncthreads();  // the next iteration refills this buffer
   }
   if (p.split == 1) {
-    store_strip<KHD / 8>(p.dv + kv_off, ldk, kw0, p.T, p.hd, dv, 1.0f, 1.0f, lane);
-    store_strip<KHD / 8>(p.dk + kv_off, ldk, kw0, p.T, p.hd, dk, p.scale, p.scale, lane);
+    store_strip<KHD / 8>(p.dv + kv_off, ldk, kw0, p.Tk, p.hd, dv, 1.0f, 1.0f, lane);
+    store_strip<KHD / 8>(p.dk + kv_off, ldk, kw0, p.Tk, p.hd, dk, p.scale, p.scale, lane);
   } else {
-    const int64_t part_off = part * (p.T * ldk * gridDim.z) + kv_off;
-    store_strip_f32<KHD / 8>(p.dv_part + part_off, ldk, kw0, p.T, p.hd, dv, 1.0f, lane);
-    store_strip_f32<KHD / 8>(p.dk_part + part_off, ldk, kw0, p.T, p.hd, dk, p.scale, lane);
+    const int64_t part_off = part * (p.Tk * ldk * gridDim.z) + kv_off;
+    store_strip_f32<KHD / 8>(p.dv_part + part_off, ldk, kw0, p.Tk, p.hd, dv, 1.0f, lane);
+    store_strip_f32<KHD / 8>(p.dk_part + part_off, ldk, kw0, p.Tk, p.hd, dk, p.scale, lane);
   }
 }
 
@@ -205,38 +213,39 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) 
   const int64_t m0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kBlk;  // heavy blocks first
   const int64_t h = blockIdx.y, b = blockIdx.z, j = h / (p.nq / p.nkv);
   const int64_t ldq = p.nq * p.hd, ldk = p.nkv * p.hd;
-  const int64_t q_off = b * p.T * ldq + h * p.hd, kv_off = b * p.T * ldk + j * p.hd;
-  const int64_t last_row = (m0 + kBlk < p.T ? m0 + kBlk : p.T) - 1;
+  const int64_t q_off = b * p.T * ldq + h * p.hd, kv_off = b * p.Tk * ldk + j * p.hd;
+  const int64_t m0k = m0 + p.off;  // the tile's first row as a key position
+  const int64_t last_row = (m0 + kBlk < p.T ? m0 + kBlk : p.T) - 1 + p.off;
   const int nkb = static_cast<int>(last_row / kBlk) + 1;
 
   load_tile<kBlk, KHD, kThreads>(sQ, p.q + q_off, ldq, m0, p.T, p.hd);
   load_tile<kBlk, KHD, kThreads>(sO, p.dout + q_off, ldq, m0, p.T, p.hd);
   auto issue = [&](int kb) {
     const uint32_t buf = kv0 + (kb & 1) * 2 * tile_bytes<KHD>();
-    load_tile<kBlk, KHD, kThreads>(buf, p.k + kv_off, ldk, static_cast<int64_t>(kb) * kBlk, p.T, p.hd);
-    load_tile<kBlk, KHD, kThreads>(buf + tile_bytes<KHD>(), p.v + kv_off, ldk, static_cast<int64_t>(kb) * kBlk, p.T,
+    load_tile<kBlk, KHD, kThreads>(buf, p.k + kv_off, ldk, static_cast<int64_t>(kb) * kBlk, p.Tk, p.hd);
+    load_tile<kBlk, KHD, kThreads>(buf + tile_bytes<KHD>(), p.v + kv_off, ldk, static_cast<int64_t>(kb) * kBlk, p.Tk,
                                    p.hd);
     cp_async_commit();
   };
-  const int64_t row0 = m0 + warp * 16 + (lane >> 2);
+  const int64_t row0 = m0k + warp * 16 + (lane >> 2);  // key position of the thread's first row
   // Packed: first visible key of each of the thread's two rows, and the first key block needed.
   int64_t first_key[2] = {0, 0};
   int kb_min = 0;
   if constexpr (PACKED) {
-    const int32_t* seq = p.seq + b * p.T;
+    const int32_t* seq = p.seq + b * p.Tk;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int64_t row = row0 + 8 * r;
-      first_key[r] = seq_first(seq, row < p.T ? row : p.T - 1);
+      first_key[r] = seq_first(seq, row < p.Tk ? row : p.Tk - 1);
     }
-    kb_min = static_cast<int>(seq_first(seq, m0) / kBlk);
+    kb_min = static_cast<int>(seq_first(seq, m0k) / kBlk);
   }
   issue(kb_min);
 
   float L2[2], Dr[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int64_t row = row0 + 8 * r;
+    const int64_t row = row0 - p.off + 8 * r;  // local row
     L2[r] = row < p.T ? p.lse[(b * p.nq + h) * p.T + row] * kLog2e : 0.0f;
     Dr[r] = row < p.T ? p.D[(b * p.nq + h) * p.T + row] : 0.0f;
   }
@@ -254,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) 
     __syncthreads();
     const uint32_t sK = kv0 + (kb & 1) * 2 * tile_bytes<KHD>(), sV = sK + tile_bytes<KHD>();
     const int64_t c0 = static_cast<int64_t>(kb) * kBlk;
-    if (m0 + warp * 16 + 15 >= c0) {  // else every key of the block follows every row of the warp
+    if (m0k + warp * 16 + 15 >= c0) {  // else every key of the block follows every row of the warp
       float s[kBlk / 8][4], dp[kBlk / 8][4];
 #pragma unroll
       for (int i = 0; i < kBlk / 8; ++i)
@@ -276,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_bwd_dq_kernel(BwdParams p) 
           mma16816(dp[2 * np + 1], ao, bv[2], bv[3]);
         }
       }
-      const bool diag = c0 + kBlk - 1 > m0 + warp * 16;
+      const bool diag = c0 + kBlk - 1 > m0k + warp * 16;
 #pragma unroll
       for (int nt = 0; nt < kBlk / 8; ++nt)
 #pragma unroll
@@ -316,11 +325,12 @@ cudaError_t launch(const AttentionCudaArgs& a, const float* D, cudaStream_t s) {
   const float scale = 1.0f / sqrtf(static_cast<float>(a.hd));
   BwdParams p{static_cast<const bf16*>(a.q), static_cast<const bf16*>(a.k), static_cast<const bf16*>(a.v),
               static_cast<const bf16*>(a.dout), a.lse, D, static_cast<bf16*>(a.dq), static_cast<bf16*>(a.dk),
-              static_cast<bf16*>(a.dv), nullptr, nullptr, a.seq_idx, a.T, a.nq, a.nkv, static_cast<int>(a.hd), 1, scale,
-              scale * kLog2e};
-  const unsigned nblk = static_cast<unsigned>((a.T + kBlk - 1) / kBlk);
+              static_cast<bf16*>(a.dv), nullptr, nullptr, a.seq_idx, a.T, a.Tk, a.Tk - a.T, a.nq, a.nkv,
+              static_cast<int>(a.hd), 1, scale, scale * kLog2e};
+  const unsigned nblk = static_cast<unsigned>((a.Tk + kBlk - 1) / kBlk);   // key blocks
+  const unsigned nqblk = static_cast<unsigned>((a.T + kBlk - 1) / kBlk);   // query blocks
   p.split = head_split(static_cast<int64_t>(nblk) * a.nkv * a.B, a.nq / a.nkv);
-  const int64_t n_kv = a.B * a.T * a.nkv * a.hd;
+  const int64_t n_kv = a.B * a.Tk * a.nkv * a.hd;
   if (p.split > 1) {
     err = cudaMallocAsync(reinterpret_cast<void**>(&p.dk_part), 2 * p.split * n_kv * sizeof(float), s);
     if (err != cudaSuccess) return err;
@@ -328,7 +338,7 @@ cudaError_t launch(const AttentionCudaArgs& a, const float* D, cudaStream_t s) {
   }
   flash_bwd_dkdv_kernel<KHD, PACKED><<<dim3(nblk, static_cast<unsigned>(a.nkv * p.split), static_cast<unsigned>(a.B)),
                                kThreads, smem_kv, s>>>(p);
-  flash_bwd_dq_kernel<KHD, PACKED><<<dim3(nblk, static_cast<unsigned>(a.nq), static_cast<unsigned>(a.B)), kThreads, smem_q, s>>>(p);
+  flash_bwd_dq_kernel<KHD, PACKED><<<dim3(nqblk, static_cast<unsigned>(a.nq), static_cast<unsigned>(a.B)), kThreads, smem_q, s>>>(p);
   if (p.split > 1) {
     const unsigned eb = static_cast<unsigned>((n_kv + 255) / 256);
     sum_parts_kernel<<<eb, 256, 0, s>>>(p.dk_part, p.split, n_kv, p.dk);

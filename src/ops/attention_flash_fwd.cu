@@ -7,7 +7,8 @@
 // MMAs (one 8-warp block keeps all warps in the same phase between its barriers). Scores live in
 // the log2 domain (exp2f); lse is written in natural log. Packed rows (PACKED instance): each row
 // also masks keys before its sequence's first token, and key blocks before the first row's
-// sequence are skipped.
+// sequence are skipped. Queries of a sequence's tail (T < Tk): query row i is key position
+// i + off (off = Tk - T); masks and key ranges use key positions, Q, O and lse local rows.
 #include <cmath>
 
 #include "ops/attention_internal_cuda.h"
@@ -25,8 +26,8 @@ struct FwdParams {
   const bf16 *q, *k, *v;
   bf16* o;
   float* lse;
-  const int32_t* seq;  // seq_idx [B, T] (PACKED instances only)
-  int64_t T, nq, nkv;
+  const int32_t* seq;  // seq_idx [B, Tk] (PACKED instances only)
+  int64_t T, Tk, off, nq, nkv;  // T query rows, Tk keys, off = Tk - T
   int hd;
   float scale_log2;  // log2(e) / sqrt(hd)
 };
@@ -47,29 +48,30 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
   const int64_t h = blockIdx.y, b = blockIdx.z, j = h / (p.nq / p.nkv);
   const int64_t ldq = p.nq * p.hd, ldk = p.nkv * p.hd;
   const bf16* Q = p.q + b * p.T * ldq + h * p.hd;
-  const bf16* K = p.k + b * p.T * ldk + j * p.hd;
-  const bf16* V = p.v + b * p.T * ldk + j * p.hd;
-  const int64_t last_row = (m0 + kBM < p.T ? m0 + kBM : p.T) - 1;
+  const bf16* K = p.k + b * p.Tk * ldk + j * p.hd;
+  const bf16* V = p.v + b * p.Tk * ldk + j * p.hd;
+  const int64_t m0k = m0 + p.off;  // the tile's first row as a key position
+  const int64_t last_row = (m0 + kBM < p.T ? m0 + kBM : p.T) - 1 + p.off;
   const int nkb = static_cast<int>(last_row / kBN) + 1;
   const int wrow = warp * 16 * MS;  // the warp's first row in the tile
-  const int64_t row0 = m0 + wrow + (lane >> 2);  // strip m's rows: row0 + 16 m, row0 + 16 m + 8
+  const int64_t row0 = m0k + wrow + (lane >> 2);  // strip m's rows (key positions): row0 + 16 m, + 8
   // Packed: first visible key of each of the thread's rows, and the first key block any row needs.
   int64_t first_key[MS][2] = {};
   int kb_min = 0;
   if constexpr (PACKED) {
-    const int32_t* seq = p.seq + b * p.T;
+    const int32_t* seq = p.seq + b * p.Tk;
 #pragma unroll
     for (int m = 0; m < MS; ++m)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int64_t row = row0 + 16 * m + 8 * r;
-        first_key[m][r] = seq_first(seq, row < p.T ? row : p.T - 1);
+        first_key[m][r] = seq_first(seq, row < p.Tk ? row : p.Tk - 1);
       }
-    kb_min = static_cast<int>(seq_first(seq, m0) / kBN);
+    kb_min = static_cast<int>(seq_first(seq, m0k) / kBN);
   }
 
   load_tile<kBM, KHD, kThreads>(sQ, Q, ldq, m0, p.T, p.hd);
-  load_tile<kBN, KHD, kThreads>(sK, K, ldk, static_cast<int64_t>(nkb - 1) * kBN, p.T, p.hd);
+  load_tile<kBN, KHD, kThreads>(sK, K, ldk, static_cast<int64_t>(nkb - 1) * kBN, p.Tk, p.hd);
   cp_async_commit();
 
   uint32_t qf[MS == 1 ? KC : 1][4];
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
         for (int kc = 0; kc < KC; ++kc) ldsm_a<KHD>(qf[kc], sQ, wrow, kc, lane);
       }
     }
-    load_tile<kBN, KHD, kThreads>(sV, V, ldk, static_cast<int64_t>(kb) * kBN, p.T, p.hd);
+    load_tile<kBN, KHD, kThreads>(sV, V, ldk, static_cast<int64_t>(kb) * kBN, p.Tk, p.hd);
     cp_async_commit();
 
     float s[MS][kBN / 8][4];
@@ -123,9 +125,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
       }
     }
 
-    // Causal mask (keys past a row; this also covers keys >= T for every row < T).
+    // Causal mask (keys past a row; this also covers keys >= Tk for every row < T).
     const int64_t col0 = static_cast<int64_t>(kb) * kBN + 2 * (lane & 3);
-    const bool diag = static_cast<int64_t>(kb) * kBN + kBN - 1 > m0 + wrow;
+    const bool diag = static_cast<int64_t>(kb) * kBN + kBN - 1 > m0k + wrow;
 #pragma unroll
     for (int m = 0; m < MS; ++m)
 #pragma unroll
@@ -166,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
     cp_async_wait<0>();
     __syncthreads();  // V[kb] landed; every warp is done with K[kb]
     if (kb > kb_min) {
-      load_tile<kBN, KHD, kThreads>(sK, K, ldk, static_cast<int64_t>(kb - 1) * kBN, p.T, p.hd);
+      load_tile<kBN, KHD, kThreads>(sK, K, ldk, static_cast<int64_t>(kb - 1) * kBN, p.Tk, p.hd);
       cp_async_commit();
     }
 #pragma unroll
@@ -204,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_kernel(FwdParams p) {
     store_strip<KHD / 8>(p.o + b * p.T * ldq + h * p.hd, ldq, m0 + wrow + 16 * m, p.T, p.hd, acc[m],
                          1.0f / lrow[m][0], 1.0f / lrow[m][1], lane);
     if ((lane & 3) == 0) {
-      const int64_t r0 = row0 + 16 * m;
+      const int64_t r0 = row0 - p.off + 16 * m;  // local row
       if (r0 < p.T) L[r0] = mrow[m][0] * kLn2 + logf(lrow[m][0]);
       if (r0 + 8 < p.T) L[r0 + 8] = mrow[m][1] * kLn2 + logf(lrow[m][1]);
     }
@@ -218,7 +220,7 @@ cudaError_t launch_instance(const AttentionCudaArgs& a, cudaStream_t s) {
       cudaFuncSetAttribute(flash_fwd_kernel<KHD, MS, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   FwdParams p{static_cast<const bf16*>(a.q), static_cast<const bf16*>(a.k), static_cast<const bf16*>(a.v),
-              static_cast<bf16*>(a.o), a.lse, a.seq_idx, a.T, a.nq, a.nkv, static_cast<int>(a.hd),
+              static_cast<bf16*>(a.o), a.lse, a.seq_idx, a.T, a.Tk, a.Tk - a.T, a.nq, a.nkv, static_cast<int>(a.hd),
               1.4426950408889634f / sqrtf(static_cast<float>(a.hd))};
   const dim3 grid(static_cast<unsigned>((a.T + kBM - 1) / kBM), static_cast<unsigned>(a.nq), static_cast<unsigned>(a.B));
   flash_fwd_kernel<KHD, MS, PACKED><<<grid, kThreads, smem, s>>>(p);

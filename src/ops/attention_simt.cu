@@ -26,15 +26,17 @@ __device__ inline float warp_sum(float v) {
 }
 
 struct Dims {
-  int64_t B, T, nq, nkv, hd;
+  int64_t B, T, nq, nkv, hd, Tk;  // T query rows at key positions off + t, off = Tk - T
   float scale;
-  const int32_t* seq;  // seq_idx [B, T] or null: keys range over the query's own sequence only
+  const int32_t* seq;  // seq_idx [B, Tk] or null: keys range over the query's own sequence only
+  __device__ int64_t off() const { return Tk - T; }
 };
 
-// Keys query t of row b sees start here; queries key s is seen by end before seq_end.
-__device__ inline int64_t key_first(const Dims& d, int64_t b, int64_t t) { return d.seq ? seq_first(d.seq + b * d.T, t) : 0; }
+// Keys the query at key position p of row b sees start here; the queries key s is seen by end
+// before seq_end (key positions).
+__device__ inline int64_t key_first(const Dims& d, int64_t b, int64_t p) { return d.seq ? seq_first(d.seq + b * d.Tk, p) : 0; }
 __device__ inline int64_t query_end(const Dims& d, int64_t b, int64_t s) {
-  return d.seq ? seq_end(d.seq + b * d.T, s, d.T) : d.T;
+  return d.seq ? seq_end(d.seq + b * d.Tk, s, d.Tk) : d.Tk;
 }
 
 template <class T>
@@ -68,7 +70,7 @@ __device__ inline float dot_row(const float (&a)[kPerLane], const T* p, int64_t 
 
 // Row (b, h, t) -> element offset of head h at token t.
 __device__ inline int64_t qoff(const Dims& d, int64_t b, int64_t t, int64_t h) { return ((b * d.T + t) * d.nq + h) * d.hd; }
-__device__ inline int64_t koff(const Dims& d, int64_t b, int64_t t, int64_t j) { return ((b * d.T + t) * d.nkv + j) * d.hd; }
+__device__ inline int64_t koff(const Dims& d, int64_t b, int64_t t, int64_t j) { return ((b * d.Tk + t) * d.nkv + j) * d.hd; }
 
 template <class T>
 __global__ void forward_kernel(Dims d, const T* q, const T* k, const T* v, T* o, float* lse) {
@@ -79,7 +81,7 @@ __global__ void forward_kernel(Dims d, const T* q, const T* k, const T* v, T* o,
   float qr[kPerLane], acc[kPerLane] = {};
   load_row(q + qoff(d, b, t, h), d.hd, lane, qr);
   float m = -INFINITY, l = 0;
-  for (int64_t s = key_first(d, b, t); s <= t; ++s) {
+  for (int64_t s = key_first(d, b, t + d.off()); s <= t + d.off(); ++s) {
     const float x = dot_row(qr, k + koff(d, b, s, j), d.hd, lane) * d.scale;
     const float mn = fmaxf(m, x), alpha = expf(m - mn), p = expf(x - mn);
     l = l * alpha + p;
@@ -107,7 +109,7 @@ __global__ void dq_kernel(Dims d, const T* q, const T* k, const T* v, const floa
   load_row(q + qoff(d, b, t, h), d.hd, lane, qr);
   load_row(dout + qoff(d, b, t, h), d.hd, lane, dor);
   const float L = lse[row], Dr = D[row];
-  for (int64_t s = key_first(d, b, t); s <= t; ++s) {
+  for (int64_t s = key_first(d, b, t + d.off()); s <= t + d.off(); ++s) {
     const T* kr = k + koff(d, b, s, j);
     const float p = expf(dot_row(qr, kr, d.hd, lane) * d.scale - L);
     const float ds = p * (dot_row(dor, v + koff(d, b, s, j), d.hd, lane) - Dr);
@@ -126,17 +128,17 @@ template <class T>
 __global__ void dkdv_kernel(Dims d, const T* q, const T* k, const T* v, const float* lse, const float* D,
                             const T* dout, T* dk, T* dv) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;  // (b, j, s)
-  if (row >= d.B * d.nkv * d.T) return;
+  if (row >= d.B * d.nkv * d.Tk) return;
   const int lane = threadIdx.x % 32;
-  const int64_t s = row % d.T, j = (row / d.T) % d.nkv, b = row / (d.T * d.nkv), g = d.nq / d.nkv;
+  const int64_t s = row % d.Tk, j = (row / d.Tk) % d.nkv, b = row / (d.Tk * d.nkv), g = d.nq / d.nkv;
   float kr[kPerLane], vr[kPerLane], ak[kPerLane] = {}, av[kPerLane] = {};
   load_row(k + koff(d, b, s, j), d.hd, lane, kr);
   load_row(v + koff(d, b, s, j), d.hd, lane, vr);
-  const int64_t t_end = query_end(d, b, s);
+  const int64_t off = d.off(), t_end = query_end(d, b, s) - off;  // local query rows
   for (int64_t h = j * g; h < (j + 1) * g; ++h) {
     const float* L = lse + (b * d.nq + h) * d.T;
     const float* Dh = D + (b * d.nq + h) * d.T;
-    for (int64_t t = s; t < t_end; ++t) {
+    for (int64_t t = s > off ? s - off : 0; t < t_end; ++t) {
       const T* qr = q + qoff(d, b, t, h);
       const T* dor = dout + qoff(d, b, t, h);
       const float p = expf(dot_row(kr, qr, d.hd, lane) * d.scale - L[t]);
@@ -153,7 +155,7 @@ __global__ void dkdv_kernel(Dims d, const T* q, const T* k, const T* v, const fl
 }
 
 Dims dims(const AttentionCudaArgs& a) {
-  return {a.B, a.T, a.nq, a.nkv, a.hd, 1.0f / sqrtf(static_cast<float>(a.hd)), a.seq_idx};
+  return {a.B, a.T, a.nq, a.nkv, a.hd, a.Tk, 1.0f / sqrtf(static_cast<float>(a.hd)), a.seq_idx};
 }
 
 unsigned blocks_for(int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
@@ -180,7 +182,7 @@ cudaError_t simt_backward(const AttentionCudaArgs& a, const float* D, cudaStream
     const T *q = static_cast<const T*>(a.q), *k = static_cast<const T*>(a.k), *v = static_cast<const T*>(a.v);
     const T* dout = static_cast<const T*>(a.dout);
     dq_kernel<T><<<blocks_for(a.B * a.nq * a.T), kWarps * 32, 0, s>>>(d, q, k, v, a.lse, D, dout, static_cast<T*>(a.dq));
-    dkdv_kernel<T><<<blocks_for(a.B * a.nkv * a.T), kWarps * 32, 0, s>>>(d, q, k, v, a.lse, D, dout,
+    dkdv_kernel<T><<<blocks_for(a.B * a.nkv * a.Tk), kWarps * 32, 0, s>>>(d, q, k, v, a.lse, D, dout,
                                                                           static_cast<T*>(a.dk), static_cast<T*>(a.dv));
   };
   if (a.bf16) run(__nv_bfloat16{});
