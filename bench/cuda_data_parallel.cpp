@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backend/cuda/cuda_op_profiler.h"
 #include "bench_io.h"
 #include "bench_models.h"
 #include "gemm_peak.h"
@@ -48,6 +49,15 @@
 using namespace nemotron;
 
 namespace {
+
+// {phase: GPU ms} of a profiled step, and "outside_ops": the rest of its wall time.
+nlohmann::json phase_json(const cuda::OpPhaseTimes& t, double step_ms) {
+  nlohmann::json j = nlohmann::json::object();
+  for (OpPhase p : all_op_phases())
+    if (t.calls_of(p) > 0) j[op_phase_name(p)] = t.ms_of(p);
+  j["outside_ops"] = step_ms - t.total_ms();
+  return j;
+}
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -135,6 +145,17 @@ int main(int argc, char** argv) {
     auto run = [&] { loss = step.run(micro, ce, 1e-4, ++iteration).loss; };
     run();
     const double step_ms = median_cuda_ms(ctx, steps, run, 1);
+    // One profiled step (a second one: the first fills the event pool): GPU ms per op phase
+    // (core/op_profiler.h); the rest of the step is outside ops: collectives, copies, launch gaps.
+    cuda::CudaOpProfiler profiler;
+    ctx.profiler = step.context().profiler = &profiler;
+    cuda::OpPhaseTimes phases;
+    double profiled_ms = 0;
+    for (int i = 0; i < 2; ++i) {
+      profiled_ms = median_cuda_ms(ctx, 1, run, 0);
+      phases = profiler.collect();
+    }
+    ctx.profiler = step.context().profiler = nullptr;
     // Tensor parallelism: the same step with the collectives where they fall (the baseline), and
     // the collectives of the [B T, H] activations alone.
     double base_ms = step_ms, tp_comm_ms = 0;
@@ -198,6 +219,10 @@ int main(int argc, char** argv) {
       std::printf("train step (median of %d, slowest rank %.2f ms): %.2f ms | %.0f tokens/s per GPU, %.0f in all | "
                   "MFU %.1f%% | loss %.4f\n",
                   steps, worst[0], step_ms, tok_s_gpu, tok_s_gpu * world, 100.0 * tflops_gpu / peak, loss);
+      std::printf("op phases of one profiled step on rank 0 (%.2f ms):", profiled_ms);
+      for (OpPhase p : all_op_phases())
+        if (phases.calls_of(p) > 0) std::printf(" %s %.2f ms", op_phase_name(p), phases.ms_of(p));
+      std::printf(" | outside ops %.2f ms\n", profiled_ms - phases.total_ms());
       if (dp.size() > 1)
         std::printf("gradient all-reduce (%.1f MiB float32 buffer, alone): %.2f ms = %.1f%% of the step, bus %.1f GB/s "
                     "= %.0f%% of the plain all-reduce's; in the step %lld of %lld buckets start during the last "
@@ -239,6 +264,7 @@ int main(int argc, char** argv) {
                             {"split_layers", split_layers}, {"tp_gemm_sm_margin", sm_margin},
                             // CUDA's hardware queues per device (Megatron's TP overlap sets 1); "" = the default.
                             {"cuda_device_max_connections", max_connections ? max_connections : ""},
+                            {"profiled_step_ms", profiled_ms}, {"phases_ms", phase_json(phases, profiled_ms)},
                             {"device", gpu.name()}, {"version", NEMOTRON_VERSION},
                             {"commit", bench::commit_or_unknown()}, {"params", net.params().numel()}};
       bench::append_result(results, rec);

@@ -132,6 +132,9 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
     dk = reduce_scatter_context(ctx, dkf);
     dv = reduce_scatter_context(ctx, dvf);
   } else {
+    dq = ctx.empty(s.q.shape(), dt), dk = ctx.empty(s.k.shape(), dt), dv = ctx.empty(s.v.shape(), dt);
+    ops::attention_backward(ctx, s.q, s.k, s.v, s.o, s.lse, d_o.view({B, T, nq_, hd_}), dq, dk, dv, s.layout.seq_idx);
+  }
   if (rope_) {
     ops::rope_backward(ctx, dq, rope_freq_, dq, 0, s.layout.position_ids);
     ops::rope_backward(ctx, dk, rope_freq_, dk, 0, s.layout.position_ids);
