@@ -52,6 +52,7 @@ struct ServeOptions {
   std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
   double scheduler_delay_factor = 0;  // engine::EngineOptions::admission_delay_factor
+  bool async_scheduling = false;      // engine::EngineOptions::async_scheduling
   serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
 
@@ -158,6 +159,7 @@ int run_serve(const ServeOptions& o) {
   serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get()};
   engine::EngineOptions engine_options;
   engine_options.admission_delay_factor = o.scheduler_delay_factor;
+  engine_options.async_scheduling = o.async_scheduling;
   if (!ranks.leader()) {
     // No HTTP here: this rank runs its part of the model at each step rank 0 broadcasts, until
     // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there).
@@ -254,6 +256,10 @@ void add_serve_command(CLI::App& app) {
                 "prefilling step (vLLM's option): arrivals are prefilled together instead of one prefill per step")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  c->add_flag("--async-scheduling,!--no-async-scheduling", o->async_scheduling,
+              "Stream each step's tokens while the next step runs on the GPU (vLLM's option): the per-token work "
+              "of the server then no longer adds to every decode step")
+      ->capture_default_str();
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   add_inference_device_options(c, o->device, o->dtype);
