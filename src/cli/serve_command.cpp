@@ -277,11 +277,7 @@ void add_serve_command(CLI::App& app) {
                 "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; rank "
                 "0 serves HTTP, each rank takes the GPU of its local rank")
       ->capture_default_str();
-  c->add_option("-r,--run", o->run_profile,
-                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
-                "model split over all of them");
-  c->add_option("--env-file", o->env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
-                                           "walking up from the current directory)");
+  add_inference_launch_options(c, o->run_profile, o->env_file);
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
                 "per slot when that is more)");
