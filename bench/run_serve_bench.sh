@@ -10,8 +10,9 @@
 # The model's vocabulary is 131072 and a random model draws from all of it: the server detokenizes
 # with tests/fixtures/tokenizer/hf_tokenizer.json widened to 131072 tokens (an entry " w<id>" for
 # each id the fixture lacks), so that every token streams as text, as a real tokenizer's would.
-# Writes OUT/serve.jsonl (one row per client count, with the rollout's figure and the ratio), the
-# logs, and the rollout rows to OUT/rollout.jsonl.
+# Writes OUT/serve.jsonl (one row per client count, with the rollout's figure, the ratio and what
+# the server's engine did meanwhile, from its /metrics), the logs, and the rollout rows to
+# OUT/rollout.jsonl.
 # usage: bench/run_serve_bench.sh BIN_DIR OUT_DIR   (BIN_DIR holds nemotron and cuda_rollout)
 #        env: DURATION (60), PROMPT_LEN (128), TOKENS (128), CLIENTS ("32 128"), MACHINE_KIND, COMMIT,
 #        SERVE_ARGS (more `nemotron serve` options, e.g. "--scheduler-delay-factor 0.5"; recorded in the rows)
@@ -93,4 +94,10 @@ with open(f"{out}/serve.jsonl", "a") as f:
               f"offline (cuda_rollout, {c} slots): {100 * row['fraction_of_rollout']:.1f}%; {s['requests_per_s']} requests/s, "
               f"TTFT p50 {s['ttft_ms_p50']} ms p99 {s['ttft_ms_p99']} ms, ITL p50 {s['itl_ms_p50']} ms p99 {s['itl_ms_p99']} ms, "
               f"lost {s['lost']}")
+        if "engine" in s:
+            e = s["engine"]
+            print(f"  engine: {e['steps']} steps, {100 * e['prefill_step_fraction']:.1f}% prefilling "
+                  f"({e['prefill_step_model_ms']} ms each in the model, {100 * e['prefill_share_of_busy']:.1f}% of the busy time); "
+                  f"decode steps {e['decode_step_model_ms']} ms in the model; {e['busy_ms_per_step']} ms per step in all, "
+                  f"{e['hook_ms_per_step']} ms of it in the server's per-token work")
 EOF

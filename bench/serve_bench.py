@@ -7,7 +7,9 @@ for --tokens tokens with ignore_eos, so every request must return exactly that m
 counts as lost). Prints one JSON line: requests/s, output tokens/s, time to first token p50/p99,
 inter-token latency p50/p99 (the gaps between streamed chunks that carry text; the server sends
 one per token while the text grows) and time per output token p50/p99 ((latency - TTFT) / (tokens
-- 1) per request), and the lost requests. Exit 1 when a request was lost.
+- 1) per request), and the lost requests; and, from the server's /metrics before and after, what its
+engine did meanwhile (steps, those that prefilled, model and host time per step). Exit 1 when a
+request was lost.
 
 Python 3 with the standard library only (asyncio, raw HTTP/1.1): it runs on the GPU machine, whose
 image has python3 but no Node.js, and here alike.
@@ -162,6 +164,41 @@ def summarize(results, args, model, wall):
     }
 
 
+def engine_counters(url):
+    """The server's nemotron_engine_* counters from GET /metrics ({} from a server without them)."""
+    try:
+        text = urllib.request.urlopen(f"{url.rstrip('/')}/metrics", timeout=10).read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("nemotron_engine_"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def engine_summary(before, after):
+    """What the engine did in the bench's window, from its counters: steps (those that prefilled a
+    prompt are eager; the decode-only ones replay a CUDA graph), the model's time per step of each
+    kind, and the host time per step spent in the server's per-token work (streaming, detokenizing,
+    admission) and outside the model."""
+    d = {k: after[k] - before.get(k, 0.0) for k in after}
+    if not d:
+        return None
+    pre, dec = d['nemotron_engine_steps_total{kind="prefill"}'], d['nemotron_engine_steps_total{kind="decode"}']
+    pre_s, dec_s = (d['nemotron_engine_model_seconds_total{kind="prefill"}'],
+                    d['nemotron_engine_model_seconds_total{kind="decode"}'])
+    steps = max(1.0, pre + dec)
+    ms = lambda v: round(1e3 * v, 4)  # noqa: E731
+    return {"steps": int(pre + dec), "prefill_steps": int(pre), "prefill_step_fraction": round(pre / steps, 4),
+            "decode_step_model_ms": ms(dec_s / max(1.0, dec)), "prefill_step_model_ms": ms(pre_s / max(1.0, pre)),
+            "prefill_share_of_busy": round(pre_s / max(1e-9, d["nemotron_engine_busy_seconds_total"]), 4),
+            "hook_ms_per_step": ms(d["nemotron_engine_hook_seconds_total"] / steps),
+            "busy_ms_per_step": ms(d["nemotron_engine_busy_seconds_total"] / steps),
+            "busy_s": round(d["nemotron_engine_busy_seconds_total"], 3)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("url")
@@ -179,6 +216,7 @@ def main():
         ap.error("--clients, --duration, --prompt-len, --tokens and --vocab must be positive")
     model = args.model or json.load(urllib.request.urlopen(f"{args.url.rstrip('/')}/v1/models"))["data"][0]["id"]
     procs = max(1, min(args.clients, args.processes or min(8, (args.clients + 15) // 16)))
+    counters = engine_counters(args.url)
     t0 = time.monotonic()
     deadline = t0 + args.duration
     jobs = [(k * args.clients // procs, (k + 1) * args.clients // procs - k * args.clients // procs, args, model, deadline)
@@ -187,6 +225,9 @@ def main():
         results = [r for part in pool.map(run_clients, jobs) for r in part]
     s = summarize(results, args, model, time.monotonic() - t0)
     s["client_processes"] = procs
+    engine = engine_summary(counters, engine_counters(args.url))
+    if engine:
+        s["engine"] = engine
     print(json.dumps({"serve_bench": s}), flush=True)
     return 1 if s["lost"] else 0
 

@@ -11,4 +11,12 @@ void add_inference_device_options(CLI::App* c, std::string& device, std::string&
       ->capture_default_str();
 }
 
+void add_inference_launch_options(CLI::App* c, std::string& run_profile, std::string& env_file) {
+  c->add_option("-r,--run", run_profile,
+                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
+                "model split over all of them");
+  c->add_option("--env-file", env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
+                                        "walking up from the current directory)");
+}
+
 }  // namespace nemotron::cli

@@ -339,11 +339,7 @@ void add_generate_command(CLI::App& app) {
                 "each rank takes the GPU of its local rank. Sizes that do not divide the heads, KV heads, Mamba "
                 "groups or vocabulary are refused")
       ->capture_default_str();
-  c->add_option("-r,--run", o->run_profile,
-                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
-                "model split over all of them");
-  c->add_option("--env-file", o->env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
-                                           "walking up from the current directory)");
+  add_inference_launch_options(c, o->run_profile, o->env_file);
   c->add_flag("--recompute", o->recompute,
               "Recompute every sequence from scratch at each step (the exact reference of the cached model; slow)");
   add_inference_device_options(c, o->device, o->dtype);

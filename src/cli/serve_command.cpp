@@ -52,6 +52,7 @@ struct ServeOptions {
   std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
   double scheduler_delay_factor = 0;  // engine::EngineOptions::admission_delay_factor
+  bool async_scheduling = true;       // engine::EngineOptions::async_scheduling, where decode graphs run
   serve::ServerOptions server;  // timeouts, body limit, API key, CORS
 };
 
@@ -158,6 +159,9 @@ int run_serve(const ServeOptions& o) {
   serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get()};
   engine::EngineOptions engine_options;
   engine_options.admission_delay_factor = o.scheduler_delay_factor;
+  // Only where a step can be in flight while the host works (decode graphs: one GPU rank);
+  // elsewhere it would only hold each token back a step.
+  engine_options.async_scheduling = o.async_scheduling && step.uses_decode_graphs();
   if (!ranks.leader()) {
     // No HTTP here: this rank runs its part of the model at each step rank 0 broadcasts, until
     // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there).
@@ -168,14 +172,19 @@ int run_serve(const ServeOptions& o) {
   serve::ServerMetrics metrics;
   serve::WorkerObservers observers;
   observers.metrics = &metrics;
-  // Memory of the running sequences: each one's KV blocks (whole blocks) and its Mamba state.
-  observers.state_bytes = [&step, &cfg, dt] {
+  // Memory of the running sequences: each one's KV blocks (whole blocks) and its Mamba state. It
+  // runs before every step, so the sizes are worked out once here: a sequence's bytes are its
+  // fixed Mamba state plus a KV cost per token (bytes_per_sequence walks the layers' specs,
+  // ~0.5 ms a step at 128 sequences when called per sequence).
+  const int64_t seq_fixed_bytes = model::DecodeState::bytes_per_sequence(cfg, 0, dt);
+  const int64_t token_bytes = model::DecodeState::bytes_per_sequence(cfg, 1, dt) - seq_fixed_bytes;
+  const int64_t state_total_bytes = step.state().bytes();
+  observers.state_bytes = [&step, seq_fixed_bytes, token_bytes, state_total_bytes] {
     const model::DecodeState& st = step.state();
     int64_t in_use = 0;
     for (int64_t slot = 0; slot < st.max_slots(); ++slot)
-      if (st.length(slot) > 0)
-        in_use += model::DecodeState::bytes_per_sequence(cfg, st.blocks_held(slot) * st.block_size(), dt);
-    return std::pair<int64_t, int64_t>{in_use, st.bytes()};
+      if (st.length(slot) > 0) in_use += seq_fixed_bytes + token_bytes * st.blocks_held(slot) * st.block_size();
+    return std::pair<int64_t, int64_t>{in_use, state_total_bytes};
   };
   serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); },
                              engine_options, worker_ranks);
@@ -192,6 +201,9 @@ int run_serve(const ServeOptions& o) {
               static_cast<long long>(whole_parameter_count(m.net->params())), dtype_name(dt), where_run.c_str(),
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("%s\n", memory_line.c_str());
+  std::printf("async scheduling: %s\n", engine_options.async_scheduling ? "on (a step's tokens stream while the next step runs)"
+                                         : gpu && o.async_scheduling ? "off (decode steps do not replay CUDA graphs here)"
+                                                                     : "off");
   if (ranks.distributed())
     std::printf("tensor parallel: %d ranks (rank 0 serves HTTP; every rank runs its part of each step and holds 1/%d "
                 "of the KV pages and Mamba states: the figures above are one rank's)\n",
@@ -254,6 +266,10 @@ void add_serve_command(CLI::App& app) {
                 "prefilling step (vLLM's option): arrivals are prefilled together instead of one prefill per step")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  c->add_flag("--async-scheduling,!--no-async-scheduling", o->async_scheduling,
+              "Stream each step's tokens while the next step runs on the GPU (vLLM's option; on by default where "
+              "decode steps replay CUDA graphs: one GPU): the server's per-token work then no longer adds to "
+              "every decode step, and each token streams one step later");
   c->add_option("--max-seq-len", o->max_seq_len,
                 "Prompt plus generated tokens at most (default: 4096, or the model's max_position_embeddings if smaller)");
   add_inference_device_options(c, o->device, o->dtype);
@@ -261,11 +277,7 @@ void add_serve_command(CLI::App& app) {
                 "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; rank "
                 "0 serves HTTP, each rank takes the GPU of its local rank")
       ->capture_default_str();
-  c->add_option("-r,--run", o->run_profile,
-                "Start the ranks of env.toml profile PROFILE (local: mpirun; slurm: srun in the allocation) with the "
-                "model split over all of them");
-  c->add_option("--env-file", o->env_file, "env.toml to read --run's profile from (default: ./env.toml or the first "
-                                           "walking up from the current directory)");
+  add_inference_launch_options(c, o->run_profile, o->env_file);
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
                 "per slot when that is more)");

@@ -112,16 +112,50 @@ std::vector<float> CachedStepModel::extend(const std::vector<int64_t>& slots,
   return out;
 }
 
+bool CachedStepModel::graph_step(std::span<const int64_t> logits_rows,
+                                 const std::vector<std::vector<int32_t>>& tokens) const {
+#if NEMOTRON_CUDA
+  // A decode step (one token per slot, each drawing from its own row) replays a graph.
+  return graphs_ && graphs_->enabled() && logits_rows.empty() &&
+         std::all_of(tokens.begin(), tokens.end(), [](const std::vector<int32_t>& t) { return t.size() == 1; });
+#else
+  (void)logits_rows, (void)tokens;
+  return false;
+#endif
+}
+
 std::vector<ops::TokenDraw> CachedStepModel::extend_and_sample(const std::vector<int64_t>& slots,
                                                                const std::vector<std::vector<int32_t>>& tokens,
                                                                std::span<const ops::RowSampling> rows,
                                                                std::span<const int64_t> logits_rows) {
 #if NEMOTRON_CUDA
-  // A decode step (one token per slot, each drawing from its own row) replays a graph.
-  if (graphs_ && graphs_->enabled() && logits_rows.empty() &&
-      std::all_of(tokens.begin(), tokens.end(), [](const std::vector<int32_t>& t) { return t.size() == 1; }))
-    return graphs_->step(slots, tokens, rows);
+  if (graph_step(logits_rows, tokens)) return graphs_->step(slots, tokens, rows);
 #endif
+  return eager_extend_and_sample(slots, tokens, rows, logits_rows);
+}
+
+void CachedStepModel::launch_and_sample(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
+                                        std::span<const ops::RowSampling> rows, std::span<const int64_t> logits_rows) {
+#if NEMOTRON_CUDA
+  if (graph_step(logits_rows, tokens)) {
+    graphs_->launch(slots, tokens, rows);
+    return;
+  }
+#endif
+  launched_ = eager_extend_and_sample(slots, tokens, rows, logits_rows);
+}
+
+std::vector<ops::TokenDraw> CachedStepModel::collect_draws() {
+#if NEMOTRON_CUDA
+  if (graphs_ && graphs_->in_flight()) return graphs_->collect();
+#endif
+  return std::move(launched_);
+}
+
+std::vector<ops::TokenDraw> CachedStepModel::eager_extend_and_sample(const std::vector<int64_t>& slots,
+                                                                     const std::vector<std::vector<int32_t>>& tokens,
+                                                                     std::span<const ops::RowSampling> rows,
+                                                                     std::span<const int64_t> logits_rows) {
   // The head's dtype as it is (bf16 for a bf16 model): the kernel widens as it reads.
   const Tensor logits = model_.extend(ctx_, state_, slots, tokens, model_.params().dtype());  // [S, V]
   if (logits_rows.empty()) return ops::sample_rows(ctx_, logits, rows);

@@ -51,6 +51,11 @@ class CachedStepModel : public StepModel {
                                                 const std::vector<std::vector<int32_t>>& tokens,
                                                 std::span<const ops::RowSampling> rows,
                                                 std::span<const int64_t> logits_rows = {}) override;
+  // A decode step that replays a graph is launched without waiting for it (the engine's host
+  // work for the previous step overlaps it); any other step runs whole in launch_and_sample.
+  void launch_and_sample(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
+                         std::span<const ops::RowSampling> rows, std::span<const int64_t> logits_rows = {}) override;
+  std::vector<ops::TokenDraw> collect_draws() override;
   void release(int64_t slot) override { state_.release(slot); }
   // model::DecodeState::fork: full KV blocks shared, the partial last block and the Mamba states
   // copied on the model's device.
@@ -78,6 +83,13 @@ class CachedStepModel : public StepModel {
   Context ctx_;
   int64_t max_slots_;  // the engine's; the state holds one more with graphs or expert parallelism
   model::DecodeState state_;
+  // Whether a step replays a decode graph (one token per slot, a draw per row, graphs on).
+  bool graph_step(std::span<const int64_t> logits_rows, const std::vector<std::vector<int32_t>>& tokens) const;
+  std::vector<ops::TokenDraw> eager_extend_and_sample(const std::vector<int64_t>& slots,
+                                                      const std::vector<std::vector<int32_t>>& tokens,
+                                                      std::span<const ops::RowSampling> rows,
+                                                      std::span<const int64_t> logits_rows);
+  std::vector<ops::TokenDraw> launched_;  // the draws of a step launch_and_sample ran whole
 #if NEMOTRON_CUDA
   std::unique_ptr<DecodeGraphs> graphs_;
 #endif

@@ -103,18 +103,18 @@ void DecodeGraphs::run(Bucket& b) {
   ops::sample_rows_into(ctx_, logits, b.params, b.tokens, b.logprobs);
 }
 
-std::vector<ops::TokenDraw> DecodeGraphs::step(const std::vector<int64_t>& slots,
-                                               const std::vector<std::vector<int32_t>>& tokens,
-                                               std::span<const ops::RowSampling> rows) {
+void DecodeGraphs::launch(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
+                          std::span<const ops::RowSampling> rows) {
   const int64_t S = static_cast<int64_t>(slots.size());
   NM_CHECK(enabled_, "decode graphs: step after they were turned off ({})", failure_);
+  NM_CHECK(!pending_, "decode graphs: a step launched while another is in flight");
   NM_CHECK(S > 0 && S <= max_slots_ && static_cast<int64_t>(tokens.size()) == S && static_cast<int64_t>(rows.size()) == S,
            "decode graphs: {} slots, {} token lists, {} draws (at most {} slots)", S, tokens.size(), rows.size(),
            max_slots_);
   for (const std::vector<int32_t>& t : tokens) NM_CHECK(t.size() == 1, "decode graphs: a step of {} tokens for a slot", t.size());
   model_.check_token_ids(slots, tokens);
   const std::vector<double> params = ops::sample_rows_params(rows);
-  const model::DecodeBatch plan = state_.begin_host(slots, std::vector<int64_t>(static_cast<size_t>(S), 1));
+  model::DecodeBatch plan = state_.begin_host(slots, std::vector<int64_t>(static_cast<size_t>(S), 1));
 
   Bucket& b = bucket_for(S);
   const int64_t B = b.rows, M = table_width_, bs = state_.block_size();
@@ -172,9 +172,19 @@ std::vector<ops::TokenDraw> DecodeGraphs::step(const std::vector<int64_t>& slots
                                 cudaMemcpyDeviceToHost, s));
   NM_CUDA_CHECK(cudaMemcpyAsync(b.host_logprobs.p, b.logprobs.raw(), static_cast<size_t>(2 * B) * sizeof(float),
                                 cudaMemcpyDeviceToHost, s));
-  NM_CUDA_CHECK(cudaStreamSynchronize(s));
+  pending_ = &b;
+  pending_rows_ = S;
+  pending_plan_ = std::move(plan);
+}
+
+std::vector<ops::TokenDraw> DecodeGraphs::collect() {
+  NM_CHECK(pending_, "decode graphs: collect without a step in flight");
+  Bucket& b = *pending_;
+  const int64_t S = pending_rows_;
+  pending_ = nullptr;
+  NM_CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_backend(ctx_).stream()));
   note_host_wait();
-  state_.commit(plan);
+  state_.commit(pending_plan_);
   std::vector<ops::TokenDraw> out(static_cast<size_t>(S));
   for (int64_t i = 0; i < S; ++i)
     out[static_cast<size_t>(i)] = {b.host_tokens.p[i], b.host_logprobs.p[2 * i], b.host_logprobs.p[2 * i + 1]};

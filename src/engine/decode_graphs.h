@@ -46,7 +46,17 @@ class DecodeGraphs {
   // Appends tokens[i] (one each) to slot slots[i] and draws row i under rows[i] from its logits,
   // as CachedStepModel::extend_and_sample does without prefix sharing; the state is committed.
   std::vector<ops::TokenDraw> step(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
-                                   std::span<const ops::RowSampling> rows);
+                                   std::span<const ops::RowSampling> rows) {
+    launch(slots, tokens, rows);
+    return collect();
+  }
+  // step() in two halves: launch() queues the step on the stream and returns without waiting
+  // (the caller's host work then overlaps the GPU's), collect() waits for the draws and commits
+  // the state. One step in flight at a time; the state must not change in between.
+  void launch(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
+              std::span<const ops::RowSampling> rows);
+  std::vector<ops::TokenDraw> collect();
+  bool in_flight() const { return pending_ != nullptr; }
   int64_t replays() const { return replays_; }    // steps run by a graph launch
   int64_t captures() const { return captures_; }  // graphs captured (one per bucket seen)
 
@@ -63,6 +73,10 @@ class DecodeGraphs {
   int32_t scratch_block_;
   int64_t table_width_;  // KV blocks a sequence can hold: every bucket's block_table width
   std::vector<std::unique_ptr<Bucket>> buckets_;  // by log2 of the bucket's rows
+  // The step launched and not yet collected: its bucket, rows and plan.
+  Bucket* pending_ = nullptr;
+  int64_t pending_rows_ = 0;
+  model::DecodeBatch pending_plan_;
   bool enabled_ = true;
   std::string failure_;
   int64_t replays_ = 0, captures_ = 0;

@@ -33,6 +33,7 @@ struct Engine::Sequence {
   int64_t leader = -1;  // the slot whose prefill of the same prompt this one shares (its first step only)
   size_t prefix_offset = 0, read_offset = 0;
   size_t stop_scan_from = 0;  // stop strings are searched from here in result.text
+  bool cancelling = false;    // on_token cancelled it while its next step was in flight (async_scheduling)
 };
 
 Engine::Engine(StepModel& model, const data::Tokenizer* tokenizer, EngineOptions options)
@@ -109,30 +110,72 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
   std::vector<std::optional<Sequence>> slots(static_cast<size_t>(S));
   int64_t running = 0;
   double last_prefill_step_s = 0;  // the wall time of the last step that prefilled (admission_delay_factor)
-  auto finish = [&](Sequence& s, FinishReason why) {
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  // A finished sequence leaves its slot at once (the next admission may refill it); its result
+  // waits in `retired` for deliver().
+  std::vector<Sequence> retired;
+  auto retire = [&](Sequence& s, FinishReason why) {
     if (why != FinishReason::stop_string) detokenize(s, /*final=*/true);  // a stop string's text is already cut
     s.result.finish = why;
     model_.release(s.slot);
     --running;
     ++stats_.requests;
-    stats_.seconds = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
-    if (on_finish) on_finish(s.result, stats_);
-    done[s.position] = true;
-    if (hooks.keep_results) results[s.position] = std::move(s.result);
-    slots[static_cast<size_t>(s.slot)].reset();
+    const auto slot = static_cast<size_t>(s.slot);
+    retired.push_back(std::move(s));
+    slots[slot].reset();
+  };
+  // The tokens of the last step not yet shown to the hooks: a running sequence's slot or, for one
+  // that finished, its index in `retired`; its logits row when the step brought logits back.
+  struct Undelivered {
+    int64_t slot = -1;
+    size_t retired = 0;
+    int64_t row = -1;
+  };
+  std::vector<Undelivered> undelivered;
+  std::vector<float> undelivered_logits;
+  // The host work of those tokens: on_token for each (which may cancel), then on_finish for each
+  // finished sequence. Right after the step, or, with async_scheduling, while the next one runs.
+  auto deliver = [&] {
+    if (undelivered.empty() && retired.empty()) return;
+    const auto h0 = Clock::now();
+    for (const Undelivered& u : undelivered) {
+      if (!hooks.on_token) break;
+      Sequence& s = u.slot >= 0 ? *slots[static_cast<size_t>(u.slot)] : retired[u.retired];
+      if (u.slot >= 0) detokenize(s, false);  // a finished one's text is final
+      const std::span<const float> row =  // the logits row only for a request that asked (never a device step)
+          s.wants_logits ? std::span<const float>(undelivered_logits.data() + static_cast<size_t>(u.row) * static_cast<size_t>(V),
+                                                  static_cast<size_t>(V))
+                         : std::span<const float>();
+      if (!hooks.on_token(s.result, row) && u.slot >= 0) {
+        if (options_.async_scheduling) s.cancelling = true;  // it is in the step in flight: ends after it
+        else retire(s, FinishReason::cancelled);
+      }
+    }
+    undelivered.clear();
+    for (Sequence& s : retired) {
+      stats_.seconds = seconds_before + since(t0);
+      if (on_finish) on_finish(s.result, stats_);
+      done[s.position] = true;
+      if (hooks.keep_results) results[s.position] = std::move(s.result);
+    }
+    retired.clear();
+    stats_.hook_seconds += since(h0);
   };
 
   while (true) {
     if (hooks.before_step) {
+      const auto h0 = Clock::now();
       hooks.before_step();
       if (hooks.keep_results) results.resize(added_);  // requests added since the run began
       done.resize(added_, false);
+      stats_.hook_seconds += since(h0);
     }
     // Every step, also one with nothing here, when the model steps with other engines (expert
     // parallelism: StepModel::group_has_work).
     const bool has_work = !(queue_.empty() && running == 0);
     if (!model_.group_has_work(has_work)) break;
     if (!has_work) {
+      deliver();
       model_.idle_step();
       ++stats_.idle_steps;
       continue;
@@ -178,7 +221,10 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
       slots[static_cast<size_t>(slot)] = std::move(s);
       ++running;
     }
-    if (running == 0) continue;
+    if (running == 0) {
+      deliver();
+      continue;
+    }
 
     // One step: prefill the new, decode the running. A request sharing its prompt with one
     // admitted in the same pass (prefix sharing: the G generations of a GRPO prompt) is not
@@ -226,28 +272,36 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
     std::vector<SampledToken> drawn(drawers.size());
     std::vector<float> logits;
     const auto m0 = Clock::now();
+    std::vector<ops::RowSampling> rows;
     if (on_device) {
-      std::vector<ops::RowSampling> rows(drawers.size());
+      rows.resize(drawers.size());
       for (size_t i = 0; i < drawers.size(); ++i) {
         const Sequence& s = *slots[static_cast<size_t>(drawers[i])];
         rows[i] = row_sampling(s.params, s.result.id, s.result.tokens.size());
       }
-      drawn = forks.empty() ? model_.extend_and_sample(ids, tokens, rows)
-                            : model_.extend_and_sample(ids, tokens, rows, rows_of_draws);
-      NM_CHECK(drawn.size() == drawers.size(), "extend_and_sample returned {} tokens for {} draws", drawn.size(),
-               drawers.size());
+      if (forks.empty()) model_.launch_and_sample(ids, tokens, rows);
+      else model_.launch_and_sample(ids, tokens, rows, rows_of_draws);
     } else {
       logits = model_.extend(ids, tokens);
       NM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(ids.size()) * V,
                "extend returned {} logits for {} slots of vocabulary {}", logits.size(), ids.size(), V);
     }
+    double model_s = since(m0);
+    deliver();  // the last step's tokens (async_scheduling; otherwise none are left)
+    const auto m1 = Clock::now();
+    if (on_device) {
+      drawn = model_.collect_draws();
+      NM_CHECK(drawn.size() == drawers.size(), "extend_and_sample returned {} tokens for {} draws", drawn.size(),
+               drawers.size());
+    }
     // Before any token is handled: a leader that finishes at once releases its slot.
     if (!forks.empty()) model_.fork(forks);
-    const double model_s = std::chrono::duration<double>(Clock::now() - m0).count();
+    model_s += since(m1);
     stats_.model_seconds += model_s;
     if (prefill) {
       stats_.prefill_seconds += model_s;
-      last_prefill_step_s = std::chrono::duration<double>(Clock::now() - step_start).count();
+      ++stats_.prefill_steps;
+      last_prefill_step_s = since(step_start);
     }
     if (!on_device) {
       // Sampling is a pure function of (logits row, params, id, index): the rows are drawn on all
@@ -261,25 +315,33 @@ std::vector<Result> Engine::run(const FinishCallback& on_finish, const RunHooks&
     }
     ++stats_.steps;
     stats_.peak_running = std::max(stats_.peak_running, static_cast<int64_t>(drawers.size()));
+    // The tokens into the results and the finishes they make (a slot freed here is refilled at
+    // the next step); the hooks' share of the work goes to deliver().
     for (size_t i = 0; i < drawers.size(); ++i) {
       Sequence& s = *slots[static_cast<size_t>(drawers[i])];
+      if (s.cancelling) {  // its token is dropped: the hooks saw the result without it
+        retire(s, FinishReason::cancelled);
+        continue;
+      }
       const SampledToken& t = drawn[i];
       s.result.tokens.push_back(t.token);
       s.result.logprobs.push_back(t.logprob);
       s.result.raw_logprobs.push_back(t.raw_logprob);
       ++stats_.decode_tokens;
-      if (!s.params.stop.empty() || hooks.on_token) detokenize(s, false);
-      std::optional<FinishReason> why = check_finish(s);
-      if (hooks.on_token) {  // the logits row only for a request that asked (never a device step)
-        const std::span<const float> row =
-            s.wants_logits ? std::span<const float>(logits.data() + static_cast<size_t>(rows_of_draws[i]) * static_cast<size_t>(V),
-                                                    static_cast<size_t>(V))
-                           : std::span<const float>();
-        if (!hooks.on_token(s.result, row) && !why) why = FinishReason::cancelled;
+      if (!s.params.stop.empty()) detokenize(s, false);
+      const std::optional<FinishReason> why = check_finish(s);
+      Undelivered u{s.slot, 0, rows_of_draws[i]};
+      if (why) {
+        retire(s, *why);
+        u = {-1, retired.size() - 1, rows_of_draws[i]};
       }
-      if (why) finish(s, *why);
+      undelivered.push_back(u);
     }
+    undelivered_logits = std::move(logits);
+    stats_.seconds = seconds_before + since(t0);
+    if (!options_.async_scheduling) deliver();
   }
+  deliver();
   added_ = 0;
   stats_.seconds = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
   for (size_t i = 0; i < done.size(); ++i) NM_CHECK(done[i], "request at position {} never finished", i);

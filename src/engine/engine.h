@@ -56,8 +56,12 @@ struct EngineStats {
   // Steps taken with nothing to decode while other engines of the model's group had work
   // (StepModel::idle_step; expert parallelism).
   int64_t idle_steps = 0;
+  int64_t prefill_steps = 0;  // of steps, those that prefilled a prompt (the rest only decode)
   double seconds = 0, model_seconds = 0;  // wall time of run(); of which inside extend (and fork)
   double prefill_seconds = 0;             // of model_seconds, the steps that prefilled a prompt
+  // Of seconds, in the caller's RunHooks and on_finish and the detokenizing done for them (with
+  // EngineOptions::async_scheduling, mostly while a step is in flight, so not in model_seconds).
+  double hook_seconds = 0;
   double tokens_per_second() const { return seconds > 0 ? decode_tokens / seconds : 0; }  // generated
 };
 
@@ -98,6 +102,13 @@ struct EngineOptions {
   // the delay above is a clock decision: when set, each step that weighs it passes its own decision
   // here and follows the one returned (rank 0's, broadcast). Unset: its own.
   std::function<bool(bool delayed)> agree_delay;
+  // vLLM's async_scheduling: the host work of a step's tokens (RunHooks::on_token, the
+  // detokenizing for it, on_finish) runs while the next step is in flight on the model
+  // (StepModel::launch_and_sample / collect_draws: a GPU decode step replaying its graph), so a
+  // server's per-token work no longer adds to every step. The tokens are the same; a request's
+  // hooks and its on_finish come one step later, and one that on_token cancels ends at its next
+  // step (the token that step drew for it is dropped), as it would with the hooks run at once.
+  bool async_scheduling = false;
 };
 
 class Engine {

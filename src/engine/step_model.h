@@ -42,6 +42,15 @@ class StepModel {
     (void)slots, (void)tokens, (void)rows, (void)logits_rows;
     throw Error("extend_and_sample: this step model samples on the host only");
   }
+  // extend_and_sample in two halves, for a caller with host work to overlap with the step
+  // (EngineOptions::async_scheduling): launch_and_sample queues the step and may return before it
+  // is done; collect_draws waits for it and returns its draws. One step in flight at a time, and
+  // nothing else is asked of the model in between. Default: the whole step in launch_and_sample.
+  virtual void launch_and_sample(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
+                                 std::span<const ops::RowSampling> rows, std::span<const int64_t> logits_rows = {}) {
+    launched_ = extend_and_sample(slots, tokens, rows, logits_rows);
+  }
+  virtual std::vector<ops::TokenDraw> collect_draws() { return std::move(launched_); }
   // Frees the slot; its next extend starts a new sequence.
   virtual void release(int64_t slot) = 0;
   // Prefix sharing: whether fork() is offered. The engine then prefills a prompt that several
@@ -61,6 +70,9 @@ class StepModel {
   // A step for a member with no work of its own while others have: takes part in the collective
   // forward without touching any slot's sequence.
   virtual void idle_step() {}
+
+ private:
+  std::vector<ops::TokenDraw> launched_;  // the default launch_and_sample's draws
 };
 
 }  // namespace nemotron::engine

@@ -29,12 +29,47 @@ AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const 
     throw InputError(fmt::format("head_dim: expected a positive{} size, got {}", rope_ ? " even" : "", hd_));
   split_ = shard.tensor_parallel();
   const TensorSplit column = TensorSplit::column(shard), row = TensorSplit::row(shard);
+  // Fewer KV groups than tensor ranks (the layout checked that they divide the group): k and v
+  // whole on every rank, each computing only the group its query heads read (rank t's heads all
+  // fall in group t / (T / nkv)); the ranks sharing a group each give its weights the gradient of
+  // their own heads, summed over the tensor group like every whole parameter fed by partial sums.
+  const int64_t T = shard.tensor_size;
+  const bool shared_kv = split_ && nkv_ % T != 0;
+  if (shared_kv && T % nkv_ != 0)
+    throw InputError(fmt::format("{}num_key_value_heads: {} neither divides the tensor size {} nor is a multiple of it",
+                                 prefix, nkv_, T));
+  const TensorSplit kv_split = shared_kv ? TensorSplit{} : column;
   q_proj_ = Linear(store, prefix + "q_proj.", H_, nq_ * hd_, cfg.attention_bias, column);
-  k_proj_ = Linear(store, prefix + "k_proj.", H_, nkv_ * hd_, cfg.attention_bias, column);
-  v_proj_ = Linear(store, prefix + "v_proj.", H_, nkv_ * hd_, cfg.attention_bias, column);
+  k_proj_ = Linear(store, prefix + "k_proj.", H_, nkv_ * hd_, cfg.attention_bias, kv_split);
+  v_proj_ = Linear(store, prefix + "v_proj.", H_, nkv_ * hd_, cfg.attention_bias, kv_split);
   o_proj_ = Linear(store, prefix + "o_proj.", nq_ * hd_, H_, cfg.attention_bias, row);
   nq_ = split_extent(nq_, column, prefix + "num_attention_heads");
-  nkv_ = split_extent(nkv_, column, prefix + "num_key_value_heads");
+  if (shared_kv) {
+    const int64_t group = shard.tensor_rank / (T / nkv_);
+    kv_rows_ = {group * hd_, (group + 1) * hd_};
+    nkv_ = 1;
+    for (const Linear* l : {&k_proj_, &v_proj_}) {
+      l->weight().shard.grad_partial_over_tensor = true;
+      if (l->bias()) l->bias()->shard.grad_partial_over_tensor = true;
+    }
+  } else {
+    nkv_ = split_extent(nkv_, column, prefix + "num_key_value_heads");
+  }
+}
+
+Tensor AttentionMixer::project_kv(Context& ctx, const Linear& proj, const Tensor& u, LinearSaved* keep) const {
+  if (kv_rows_.end == 0) return proj.forward(ctx, u, keep);
+  std::vector<int64_t> dims = u.shape().dims();
+  dims.back() = hd_;
+  Tensor y = ctx.empty(Shape(std::move(dims)), u.dtype());
+  proj.forward_rows(ctx, u, {&kv_rows_, 1}, {&y, 1}, keep);
+  return y;
+}
+
+void AttentionMixer::project_kv_backward(Context& ctx, const Linear& proj, const Tensor& u, const Tensor& dy, Tensor& du,
+                                         const LinearSaved& kept) const {
+  if (kv_rows_.end == 0) return proj.backward(ctx, u, dy, &du, true, &kept);
+  proj.backward_rows(ctx, u, {&kv_rows_, 1}, {&dy, 1}, &du, true, &kept);
 }
 
 void AttentionMixer::init(uint64_t seed) {
@@ -51,8 +86,8 @@ Tensor AttentionMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mi
   LinearSaved kept[4];  // q, k, v, o
   LinearSaved* keep = saved ? kept : nullptr;
   Tensor q = q_proj_.forward(ctx, u, keep ? &kept[0] : nullptr).view({B, T, nq_, hd_});
-  Tensor k = k_proj_.forward(ctx, u, keep ? &kept[1] : nullptr).view({B, T, nkv_, hd_});
-  Tensor v = v_proj_.forward(ctx, u, keep ? &kept[2] : nullptr).view({B, T, nkv_, hd_});
+  Tensor k = project_kv(ctx, k_proj_, u, keep ? &kept[1] : nullptr).view({B, T, nkv_, hd_});
+  Tensor v = project_kv(ctx, v_proj_, u, keep ? &kept[2] : nullptr).view({B, T, nkv_, hd_});
   if (rope_) {
     ops::rope_forward(ctx, q, rope_freq_, q, 0, layout.position_ids);
     ops::rope_forward(ctx, k, rope_freq_, k, 0, layout.position_ids);
@@ -141,8 +176,8 @@ Tensor AttentionMixer::backward(Context& ctx, const MixerSaved& saved_base, cons
   }
   Tensor du = ctx.empty(s.u.shape(), dt);
   q_proj_.backward(ctx, s.u, dq.view({B, T, nq_ * hd_}), &du, false, &s.q_proj);
-  k_proj_.backward(ctx, s.u, dk.view({B, T, nkv_ * hd_}), &du, true, &s.k_proj);
-  v_proj_.backward(ctx, s.u, dv.view({B, T, nkv_ * hd_}), &du, true, &s.v_proj);
+  project_kv_backward(ctx, k_proj_, s.u, dk.view({B, T, nkv_ * hd_}), du, s.k_proj);
+  project_kv_backward(ctx, v_proj_, s.u, dv.view({B, T, nkv_ * hd_}), du, s.v_proj);
   return du;
 }
 
@@ -175,8 +210,8 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
   const int64_t N = batch.total_tokens;
   NM_CHECK(u.numel() == N * H_, "attention extend: expected u [1, {}, {}], got {}", N, H_, u.shape().str());
   Tensor q = q_proj_.forward(ctx, u).view({1, N, nq_, hd_});
-  Tensor k = k_proj_.forward(ctx, u).view({1, N, nkv_, hd_});
-  Tensor v = v_proj_.forward(ctx, u).view({1, N, nkv_, hd_});
+  Tensor k = project_kv(ctx, k_proj_, u).view({1, N, nkv_, hd_});
+  Tensor v = project_kv(ctx, v_proj_, u).view({1, N, nkv_, hd_});
   if (rope_) {
     ops::rope_forward(ctx, q, rope_freq_, q, 0, batch.position_ids);
     ops::rope_forward(ctx, k, rope_freq_, k, 0, batch.position_ids);
@@ -190,7 +225,9 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
 }
 
 double AttentionMixer::forward_flops_per_token(int64_t T) const {
-  double proj = q_proj_.flops_per_row() + k_proj_.flops_per_row() + v_proj_.flops_per_row() + o_proj_.flops_per_row();
+  const double kv = kv_rows_.end == 0 ? k_proj_.flops_per_row() + v_proj_.flops_per_row()
+                                      : 4.0 * static_cast<double>(H_) * static_cast<double>(hd_);  // the one group
+  double proj = q_proj_.flops_per_row() + kv + o_proj_.flops_per_row();
   double attn = 4.0 * static_cast<double>(nq_ * hd_) * static_cast<double>(T + 1) / 2.0;
   return proj + attn;
 }

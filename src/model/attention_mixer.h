@@ -28,7 +28,8 @@ class AttentionMixer : public Mixer {
  public:
   // num_key_value_heads: this layer's KV-head count (DeciLM: per layer), 0 = the config's.
   // Tensor parallelism (shard.tensor_size T > 1): this rank holds nq / T query heads and nkv / T
-  // KV groups (q/k/v split by rows, o_proj by columns) and returns its partial o_proj product.
+  // KV groups (q/k/v split by rows, o_proj by columns) and returns its partial o_proj product;
+  // with fewer KV groups than T (T a multiple of nkv), k/v whole and one group computed per rank.
   // Context parallelism (layout.context_split): K and V all-gathered over the context group, each
   // local chunk's queries (RoPE at their global positions) attend over the keys up to the chunk's
   // end; see forward().
@@ -55,7 +56,14 @@ class AttentionMixer : public Mixer {
   Tensor extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) override;
 
  private:
+  // k or v of this rank's KV groups (all of the projection's rows, or kv_rows_ when shared), and
+  // its backward (du accumulated).
+  Tensor project_kv(Context& ctx, const Linear& proj, const Tensor& u, LinearSaved* keep = nullptr) const;
+  void project_kv_backward(Context& ctx, const Linear& proj, const Tensor& u, const Tensor& dy, Tensor& du,
+                           const LinearSaved& kept) const;
+
   int64_t H_, nq_, nkv_, hd_;  // nq_, nkv_: this rank's heads
+  RowBlock kv_rows_;           // the shared KV group's rows of k_proj / v_proj ({0, 0}: not shared)
   bool rope_;
   bool split_ = false;
   ops::RopeFreq rope_freq_;

@@ -33,10 +33,12 @@ LayerParams layer_params(const ModelConfig& c, LayerKind kind, const ModelShard&
       if (c.use_bias) p.split += in, p.whole += H;  // out_proj's bias is a row split's: whole
       break;
     }
-    case LayerKind::attention: {  // q, k, v by rows, o by columns
+    case LayerKind::attention: {  // q, k, v by rows, o by columns; k, v whole when KV groups < TP
       const int64_t hd = c.attn_head_dim(), q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
-      p.split = 2 * q * H + 2 * kv * H;
-      if (c.attention_bias) p.split += q + 2 * kv, p.whole += H;
+      const bool shared_kv = c.num_key_value_heads % T != 0;
+      p.split = 2 * q * H + (shared_kv ? 0 : 2 * kv * H);
+      if (shared_kv) p.whole += 2 * kv * H;
+      if (c.attention_bias) p.split += q + (shared_kv ? 0 : 2 * kv), p.whole += H + (shared_kv ? 2 * kv : 0);
       break;
     }
     case LayerKind::mlp: {  // gate, up by rows, down by columns
@@ -65,23 +67,26 @@ LayerParams layer_params(const ModelConfig& c, LayerKind kind, const ModelShard&
   return p;
 }
 
-// What tensor parallelism splits, for the layers this model has (trunk and MTP blocks).
-std::vector<std::pair<std::string, int64_t>> tensor_split_sizes(const ModelConfig& m) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  auto add = [&](std::string key, int64_t v) {
+// What tensor parallelism splits, for the layers this model has (trunk and MTP blocks): the
+// facts' tensor_split and (the KV groups) tensor_split_or_shared.
+parallel::LayoutModelFacts tensor_split_sizes(const ModelConfig& m) {
+  parallel::LayoutModelFacts facts;
+  auto put = [](std::vector<std::pair<std::string, int64_t>>& out, std::string key, int64_t v) {
     for (const auto& [k, x] : out)
       if (k == key && x == v) return;
     out.emplace_back(std::move(key), v);
   };
+  auto add = [&](std::string key, int64_t v) { put(facts.tensor_split, std::move(key), v); };
+  auto add_kv = [&](std::string key, int64_t v) { put(facts.tensor_split_or_shared, std::move(key), v); };
   add("model.vocab_size", m.vocab_size);  // the embedding and the head split by vocabulary rows
   for (const LayerSpec& s : all_layer_specs(m)) {
     switch (s.kind) {
       case LayerKind::attention:
         add("model.num_attention_heads", m.num_attention_heads);
         if (s.num_key_value_heads > 0 && s.num_key_value_heads != m.num_key_value_heads)
-          add(fmt::format("the KV heads of layer {} (block_configs)", s.block), s.num_key_value_heads);
+          add_kv(fmt::format("the KV heads of layer {} (block_configs)", s.block), s.num_key_value_heads);
         else
-          add("model.num_key_value_heads", m.num_key_value_heads);
+          add_kv("model.num_key_value_heads", m.num_key_value_heads);
         break;
       case LayerKind::mamba:
         add("model.mamba_num_heads", m.mamba_num_heads);
@@ -102,7 +107,7 @@ std::vector<std::pair<std::string, int64_t>> tensor_split_sizes(const ModelConfi
       case LayerKind::linear: break;  // whole on every rank
     }
   }
-  return out;
+  return facts;
 }
 
 }  // namespace
@@ -113,7 +118,11 @@ int64_t routed_experts(const ModelConfig& m) {
   return moe ? m.n_routed_experts : 0;
 }
 
-parallel::LayoutModelFacts layout_facts(const ModelConfig& m) { return {routed_experts(m), tensor_split_sizes(m)}; }
+parallel::LayoutModelFacts layout_facts(const ModelConfig& m) {
+  parallel::LayoutModelFacts facts = tensor_split_sizes(m);
+  facts.routed_experts = routed_experts(m);
+  return facts;
+}
 
 ShardParams shard_params(const ModelConfig& c, const ModelShard& s) {
   const int64_t H = c.hidden_size, V = c.vocab_size, T = s.tensor_size;

@@ -26,6 +26,13 @@ RankLayout::RankLayout(const ParallelSizes& sizes, int world, const LayoutModelF
         throw_config_error(source, "model.tensor_model_parallel_size",
                            fmt::format("{} does not divide {} = {} (tensor parallelism splits it)", sizes.tensor, key,
                                        size));
+  if (sizes.tensor > 1)
+    for (const auto& [key, size] : model.tensor_split_or_shared)
+      if (size % sizes.tensor != 0 && sizes.tensor % size != 0)
+        throw_config_error(source, "model.tensor_model_parallel_size",
+                           fmt::format("{} neither divides {} = {} nor is a multiple of it (tensor parallelism "
+                                       "splits the KV groups, or gives each rank one of them)",
+                                       sizes.tensor, key, size));
   const int64_t tc = sizes.tensor * sizes.context;
   if (world % tc != 0)
     fail("tensor_model_parallel_size",

@@ -27,6 +27,10 @@ struct LayoutModelFacts {
   // Mamba heads and groups, MLP and expert widths, the vocabulary), as "model.<key>" or, for a
   // layer's own size (DeciLM), "model.<key> of layer <i>".
   std::vector<std::pair<std::string, int64_t>> tensor_split;
+  // Sizes tensor parallelism splits when it divides them and shares when they divide it: the KV
+  // groups (Megatron-Core's num_query_groups < tensor size: each rank then computes the one KV
+  // group its query heads read, e.g. Nemotron 3 Super's 2 at TP 8).
+  std::vector<std::pair<std::string, int64_t>> tensor_split_or_shared;
 };
 
 class RankLayout {

@@ -330,6 +330,10 @@ void EngineWorker::report_gauges() {
   }
   g.running = static_cast<int64_t>(running_.size()) - queued;
   g.max_slots = step_.max_slots();
+  const engine::EngineStats& e = engine_.stats();
+  g.steps = e.steps, g.prefill_steps = e.prefill_steps;
+  g.model_seconds = e.model_seconds, g.prefill_model_seconds = e.prefill_seconds;
+  g.hook_seconds = e.hook_seconds, g.busy_seconds = e.seconds;
   if (observers_.state_bytes) std::tie(g.state_bytes_in_use, g.state_bytes_total) = observers_.state_bytes();
   observers_.metrics->set_engine(g);
 }

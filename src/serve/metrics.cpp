@@ -84,6 +84,20 @@ std::string ServerMetrics::render() const {
   out += fmt::format("nemotron_decode_state_bytes_in_use {}\n", engine_.state_bytes_in_use);
   head("nemotron_decode_state_bytes", "gauge", "Decode state allocated in all (KV pool and every slot's Mamba state).");
   out += fmt::format("nemotron_decode_state_bytes {}\n", engine_.state_bytes_total);
+  head("nemotron_engine_steps_total", "counter",
+       "Engine steps, by kind: prefill (the step prefilled a prompt beside the running sequences' tokens) or decode.");
+  out += fmt::format("nemotron_engine_steps_total{{kind=\"prefill\"}} {}\n", engine_.prefill_steps);
+  out += fmt::format("nemotron_engine_steps_total{{kind=\"decode\"}} {}\n", engine_.steps - engine_.prefill_steps);
+  head("nemotron_engine_model_seconds_total", "counter", "Time inside the model's steps, by kind of step.");
+  out += fmt::format("nemotron_engine_model_seconds_total{{kind=\"prefill\"}} {}\n", engine_.prefill_model_seconds);
+  out += fmt::format("nemotron_engine_model_seconds_total{{kind=\"decode\"}} {}\n",
+                     engine_.model_seconds - engine_.prefill_model_seconds);
+  head("nemotron_engine_hook_seconds_total", "counter",
+       "Time in the server's per-token work on the engine thread (streaming, detokenizing, admitting); with "
+       "--async-scheduling mostly while a step is in flight.");
+  out += fmt::format("nemotron_engine_hook_seconds_total {}\n", engine_.hook_seconds);
+  head("nemotron_engine_busy_seconds_total", "counter", "Time the engine ran steps (not idle waiting for requests).");
+  out += fmt::format("nemotron_engine_busy_seconds_total {}\n", engine_.busy_seconds);
   head("nemotron_time_to_first_token_seconds", "histogram",
        "From a request's arrival at the engine to its first generated token.");
   ttft_.render(out, "nemotron_time_to_first_token_seconds");

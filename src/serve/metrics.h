@@ -1,7 +1,7 @@
 // The server's figures for GET /metrics, in Prometheus' text exposition format (version 0.0.4):
 // requests by HTTP status, prompt and generated tokens, requests waiting and running, batch
-// occupancy, the decode state's memory (KV blocks, conv windows, SSM states) in use, and
-// histograms of time to first token and of the time between a request's tokens. Names carry the
+// occupancy, the decode state's memory (KV blocks, conv windows, SSM states) in use, the engine's
+// steps and where their time went, and histograms of time to first token and of the time between a request's tokens. Names carry the
 // `nemotron_` prefix and their unit (`_seconds`, `_bytes`, `_total` for counters), as
 // Prometheus' naming rules ask. HTTP threads and the engine's worker update it; it is thread-safe.
 #pragma once
@@ -36,6 +36,11 @@ struct EngineGauges {
   int64_t max_slots = 0;
   // The decode state (KV blocks + Mamba states) the running sequences hold, and all of it.
   int64_t state_bytes_in_use = 0, state_bytes_total = 0;
+  // The engine's counters since start (engine::EngineStats): steps, of which prefilling a prompt
+  // (the rest only decode: a GPU replays their graph); seconds inside the model's steps, of
+  // which the prefilling ones'; seconds in the server's per-token work on the engine thread.
+  int64_t steps = 0, prefill_steps = 0;
+  double model_seconds = 0, prefill_model_seconds = 0, hook_seconds = 0, busy_seconds = 0;
 };
 
 class ServerMetrics {

@@ -7,8 +7,9 @@
 # top-p; the server's answers (a completion, a chat, an echo with log-probs, a seeded n = 2, a
 # stream) equal the one-process server's, it stays so after 6 requests at once and 2 streams whose
 # client left early (its admissions delayed by rank 0's clock: --scheduler-delay-factor), its start
-# line prices one rank's cache, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
-# KV heads do not divide (1 KV head at TP 2: refused, as every model with fewer KV heads than TP),
+# line prices one rank's cache, and SIGTERM ends every rank. A model with fewer KV heads than ranks
+# (the tiny recipe with 1 at TP 2: each rank computes the one, its KV cache holds it) gives the one
+# process's tokens too. Then the layouts that cannot run: a size the Mamba groups do not divide,
 # a size that is not the launch's; and GRPO's generator asked to split otherwise than its trainer.
 # Usage: engine_tensor_parallel_test.sh path/to/nemotron
 set -uo pipefail
@@ -70,6 +71,13 @@ for model in dense tiny; do
 done
 grep -q '^tensor parallel: 2 ranks' "$TMP/out.dense-greedy-tp2" || fail "no tensor parallel line: $(cat "$TMP/out.dense-greedy-tp2")"
 [[ $(grep -c '^wrote 4 completions' "$TMP/out.dense-greedy-tp2") -eq 1 ]] || fail "rank 0 alone should write: $(cat "$TMP/out.dense-greedy-tp2")"
+# Fewer KV heads than ranks: the tiny recipe with 1 KV head at TP 2.
+expect_ok "pretrain 2 steps, 1 KV head" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny dataset.mock=true \
+  dataset.seq_length=32 train.global_batch_size=2 train.micro_batch_size=2 train.train_iters=2 train.eval_iters=0 \
+  train.eval_interval=0 scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=0 model.num_key_value_heads=1 \
+  checkpoint.save="$TMP/kv1"
+gen kv1-greedy-1 1 "$TMP/kv1" --temperature 0 && gen kv1-greedy-tp2 2 "$TMP/kv1" --temperature 0 &&
+  same_output "1 KV head: generate greedy, TP 2 = one process" "$TMP/kv1-greedy-1.jsonl" "$TMP/kv1-greedy-tp2.jsonl"
 # --prompt prints on rank 0 only.
 "${MPIRUN[@]}" -np 2 "$BIN" generate --checkpoint $DENSE --prompt "Hello world" --temperature 0 --max-new-tokens 6 \
   --ignore-eos --tensor-parallel-size 2 >"$TMP/out" 2>"$TMP/err" || fail "prompt TP 2: $(tail -3 "$TMP/err")"
@@ -173,9 +181,6 @@ fi
 SERVE_LAUNCH=()
 
 # --- layouts that cannot run ----------------------------------------------------------------------
-bad_layout "TP 2 with 1 KV head" 2 \
-  "--tensor-parallel-size 2: tests/fixtures/hf/moe_flat: model.tensor_model_parallel_size: 2 does not divide model.num_key_value_heads = 1 (tensor parallelism splits it)" \
-  "$BIN" generate --checkpoint tests/fixtures/hf/moe_flat --prompt hi --tensor-parallel-size 2
 bad_layout "serve: TP 4 with 2 Mamba groups" 4 \
   "--tensor-parallel-size 4: $DENSE: model.tensor_model_parallel_size: 4 does not divide model.n_groups = 2 (tensor parallelism splits it)" \
   "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 4

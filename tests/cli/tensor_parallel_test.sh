@@ -8,7 +8,8 @@
 # expert widths; the router, norms and latent projections are whole on every rank; the layer stack
 # sums the mixers' partial outputs and input gradients over the group (Megatron's row-parallel
 # all-reduce and its adjoint).
-# The layouts: TP 2, TP 4 (with 4 KV heads and 4 Mamba groups, which TP 4 must divide), TP 2 x
+# The layouts: TP 2, TP 4 (with 4 Mamba groups, which TP 4 must divide; the recipe's 2 KV groups,
+# fewer than 4 ranks: each rank computes the one its query heads read, k/v whole), TP 2 x
 # DP 2, TP 2 x EP 2 (DP 2, the experts split over the data ranks and by width), TP 2 x DP 2 with
 # the distributed optimizer, and sequence parallelism at TP 2, TP 4 and TP 2 x EP 2 (+ ZeRO). Every loss (train, MTP, grad norm, validation) and the weights at
 # iteration 4 must equal the single process's within float32 rounding of another summation order
@@ -17,13 +18,13 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
-wide=(model.num_key_value_heads=4 model.n_groups=4)  # divisible by 4: the TP 4 model
+wide=(model.n_groups=4)  # divisible by 4: the TP 4 model (2 KV groups shared by 2 ranks each)
 run=("${tiny_run[@]}")
 
 # The uninterrupted single processes (checkpoints at 2, 4, 6), of the recipe's model and of the
 # TP 4 one: the references of same_run ($TMP/dp1 is same_run's).
 expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
-expect_ok "one process, 4 KV heads and Mamba groups" '^ iteration +6/ +6 ' "${run[@]}" "${wide[@]}" \
+expect_ok "one process, 4 Mamba groups" '^ iteration +6/ +6 ' "${run[@]}" "${wide[@]}" \
   checkpoint.save="$TMP/wide1" checkpoint.save_interval=2
 
 # same_run_as (mpi_lib.sh) against another single process's run. Weights get an absolute tolerance
@@ -117,12 +118,12 @@ if mpi 4 wide1to4 model.tensor_model_parallel_size=4 "${wide[@]}" checkpoint.loa
 fi
 
 # Layouts that cannot run (mpi_lib.sh's bad_layout).
-bad_layout "TP not dividing the KV heads" 4 \
-  "recipes/super3/pretrain/tiny.yaml: model.tensor_model_parallel_size: 4 does not divide model.num_key_value_heads = 2 (tensor parallelism splits it)" \
-  "${run[@]}" model.tensor_model_parallel_size=4 model.n_groups=4
+bad_layout "TP neither dividing the KV heads nor a multiple of them" 4 \
+  "recipes/super3/pretrain/tiny.yaml: model.tensor_model_parallel_size: 4 neither divides model.num_key_value_heads = 3 nor is a multiple of it (tensor parallelism splits the KV groups, or gives each rank one of them)" \
+  "${run[@]}" model.tensor_model_parallel_size=4 model.n_groups=4 model.num_attention_heads=12 model.num_key_value_heads=3
 bad_layout "TP not dividing the Mamba groups" 4 \
   "recipes/super3/pretrain/tiny.yaml: model.tensor_model_parallel_size: 4 does not divide model.n_groups = 2 (tensor parallelism splits it)" \
-  "${run[@]}" model.tensor_model_parallel_size=4 model.num_key_value_heads=4
+  "${run[@]}" model.tensor_model_parallel_size=4
 bad_layout "TP not dividing the world" 2 \
   "recipes/super3/pretrain/tiny.yaml: model.tensor_model_parallel_size: 4 x model.context_parallel_size 1 = 4 does not divide the world size 2 (ranks started by the launcher)" \
   "${run[@]}" model.tensor_model_parallel_size=4 "${wide[@]}"

@@ -5,8 +5,10 @@
 // that draws where its logits are (extend_and_sample, the GPU path) gives the same results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -340,6 +342,119 @@ TEST(Engine, StopStringsCutTheTextAndEndTheSequence) {
   std::vector<int32_t> shorter(r.tokens.begin(), r.tokens.end() - 1);
   EXPECT_EQ(tok.decode(shorter, true).find(stop), std::string::npos);
   EXPECT_NE(tok.decode(r.tokens, true).find(stop), std::string::npos);
+}
+
+// A model whose launch_and_sample only records the step and whose collect_draws computes it (as a
+// GPU step is done only when collected): async scheduling must not read a step's draws early.
+class LaunchingStepModel : public DrawingStepModel {
+ public:
+  using DrawingStepModel::DrawingStepModel;
+  void launch_and_sample(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
+                         std::span<const ops::RowSampling> rows, std::span<const int64_t> logits_rows) override {
+    EXPECT_FALSE(in_flight) << "a step launched while another is in flight";
+    in_flight = true;
+    slots_ = slots, tokens_ = tokens;
+    rows_.assign(rows.begin(), rows.end()), logits_rows_.assign(logits_rows.begin(), logits_rows.end());
+  }
+  std::vector<ops::TokenDraw> collect_draws() override {
+    EXPECT_TRUE(in_flight) << "collect without a launch";
+    in_flight = false;
+    return extend_and_sample(slots_, tokens_, rows_, logits_rows_);
+  }
+  bool in_flight = false;
+
+ private:
+  std::vector<int64_t> slots_;
+  std::vector<std::vector<int32_t>> tokens_;
+  std::vector<ops::RowSampling> rows_;
+  std::vector<int64_t> logits_rows_;
+};
+
+// Async scheduling (the hooks of a step's tokens run while the next step is in flight) gives the
+// results, texts and on_token calls of the engine that runs them at once: with refills, stop
+// strings, shared prompts, a request cancelled from on_token (it ends with the tokens its hooks
+// saw) and one that wants its logits row (a host step).
+TEST(Engine, AsyncSchedulingGivesTheResultsAndHookCallsOfTheSyncEngine) {
+  data::Tokenizer tok = data::Tokenizer::load(
+      (nemotron::testing::source_root() / "tests" / "fixtures" / "hf" / "dense" / "tokenizer.json").string());
+  Tiny m(tok.vocab_size());
+  SamplingParams p;
+  p.temperature = 1.0;
+  std::vector<Request> reqs;
+  for (int i = 0; i < 9; ++i) {
+    Request r;
+    r.prompt = tok.encode(i % 3 == 2 ? "Hello world" : "The answer is " + std::to_string(i));
+    r.params = p;
+    r.params.seed = 7 + static_cast<uint64_t>(i);
+    r.params.max_new_tokens = 4 + (i * 5) % 9;
+    r.wants_logits = i == 7;
+    reqs.push_back(r);
+  }
+  {  // request 4 stops at two characters from the middle of its text without a stop string
+    RecomputeStepModel step(m.net, m.ctx(), 3, 64);
+    Engine e(step, &tok);
+    for (const Request& r : reqs) e.add(r);
+    const std::string text = e.run()[4].text;
+    ASSERT_GE(text.size(), 6u) << "the random model's text is too short to cut";
+    reqs[4].params.stop = {text.substr(text.size() / 2, 2)};
+  }
+  struct Seen {
+    std::vector<std::string> texts;  // per on_token call of the request
+    std::vector<bool> rows;          // whether it got a logits row
+  };
+  struct Run {
+    std::vector<Result> results;
+    std::map<uint64_t, Seen> seen;
+    std::vector<uint64_t> finished;
+    int overlapped = 0;  // on_token calls made while a step was in flight
+  };
+  auto run = [&](bool async) {
+    RecomputeStepModel inner(m.net, m.ctx(), 3, 64);
+    LaunchingStepModel model(inner);
+    EngineOptions o;
+    o.async_scheduling = async;
+    Engine e(model, &tok, o);
+    for (const Request& r : reqs) e.add(r);
+    Run out;
+    RunHooks h;
+    h.on_token = [&](const Result& r, std::span<const float> row) {
+      Seen& s = out.seen[r.id];
+      s.texts.push_back(r.text);
+      s.rows.push_back(!row.empty());
+      out.overlapped += model.in_flight;
+      return !(r.id == 1 && r.tokens.size() == 3);  // the client of request 1 leaves at its third token
+    };
+    out.results = e.run([&](const Result& r, const EngineStats&) { out.finished.push_back(r.id); }, h);
+    EXPECT_GT(model.host_steps, 0) << "request 7 wants its logits: its steps bring them back";
+    EXPECT_GT(e.stats().hook_seconds, 0);
+    EXPECT_EQ(inner.max_slots(), 3);
+    return out;
+  };
+  const Run sync = run(false), async = run(true);
+  EXPECT_EQ(sync.overlapped, 0);
+  EXPECT_GT(async.overlapped, 20) << "the hooks must run while the next step is in flight";
+  ASSERT_EQ(sync.results.size(), reqs.size());
+  ASSERT_EQ(async.results.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Result &a = sync.results[i], &b = async.results[i];
+    EXPECT_EQ(a.tokens, b.tokens) << "request " << i;
+    EXPECT_EQ(a.logprobs, b.logprobs) << "request " << i;
+    EXPECT_EQ(a.text, b.text) << "request " << i;
+    EXPECT_EQ(a.finish, b.finish) << "request " << i;
+    EXPECT_EQ(sync.seen.at(i).rows, async.seen.at(i).rows) << "request " << i;
+    EXPECT_EQ(sync.seen.at(i).texts, async.seen.at(i).texts) << "request " << i;
+    EXPECT_EQ(sync.seen.at(i).texts.size(), a.tokens.size()) << "request " << i << ": one on_token per token";
+    EXPECT_EQ(async.seen.at(i).texts.size(), b.tokens.size()) << "request " << i << ": one on_token per token";
+    EXPECT_EQ(async.seen.at(i).texts.back(), b.text) << "request " << i << ": the last call sees the final text";
+  }
+  EXPECT_EQ(sync.results[1].finish, FinishReason::cancelled);
+  EXPECT_EQ(sync.results[1].tokens.size(), 3u);
+  EXPECT_EQ(sync.results[4].finish, FinishReason::stop_string);
+  EXPECT_EQ(sync.seen.at(7).rows, std::vector<bool>(sync.results[7].tokens.size(), true));
+  std::vector<uint64_t> a = sync.finished, b = async.finished;
+  std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), reqs.size());
 }
 
 TEST(Engine, RequestsWithoutMemoryWaitInTheQueue) {

@@ -5,7 +5,8 @@
 // request at a time, greedy and sampled. A model with every block kind (Mamba, attention with
 // RoPE, MLP, MoE), and a DeciLM one (every sub-block kind). Decode steps as CUDA graphs
 // (engine/decode_graphs.h) give the tokens of eager steps, batches padded to their bucket
-// included. Compiled into test_model too, where it adds nothing.
+// included, and the engine's async scheduling (a graph step launched, collected after the hooks)
+// those of sync steps, log-probs to the bit. Compiled into test_model too, where it adds nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,8 +44,12 @@ void fill_generation_params(model::HybridModel& net, uint64_t seed) {
   }
 }
 
-std::vector<engine::Result> generate(engine::StepModel& model, double temperature) {
-  engine::Engine e(model);
+// `async`: with EngineOptions::async_scheduling and an on_token hook, which then runs while the
+// next step (a graph replay) is in flight.
+std::vector<engine::Result> generate(engine::StepModel& model, double temperature, bool async = false) {
+  engine::EngineOptions o;
+  o.async_scheduling = async;
+  engine::Engine e(model, nullptr, o);
   for (int i = 0; i < 9; ++i) {
     engine::Request r;
     for (int t = 0; t < 3 + (i * 5) % 11; ++t) r.prompt.push_back((i * 13 + t * 7 + 2) % 61);
@@ -53,7 +58,9 @@ std::vector<engine::Result> generate(engine::StepModel& model, double temperatur
     r.params.seed = 3;
     e.add(r);
   }
-  return e.run();
+  engine::RunHooks hooks;
+  if (async) hooks.on_token = [](const engine::Result&, std::span<const float>) { return true; };
+  return e.run({}, hooks);
 }
 
 void expect_same_tokens(const std::vector<engine::Result>& want, const std::vector<engine::Result>& got, const char* what,
@@ -175,6 +182,10 @@ void check_graphs_match_eager(const std::string& pattern, DType dtype, double lo
     const std::vector<engine::Result> want = generate(eager, temperature), got = generate(graphs, temperature);
     const std::string t = what + (temperature > 0 ? ", temperature 0.9" : ", greedy");
     expect_same_tokens(want, got, (t + ": decode graphs against eager steps").c_str(), logprob_tol);
+    const int64_t replays = graphs.graph_replays();
+    expect_same_tokens(got, generate(graphs, temperature, /*async=*/true),
+                       (t + ": async scheduling against sync, both with graphs").c_str(), 0.0);
+    EXPECT_GT(graphs.graph_replays(), replays + 10) << t << ": async scheduling replays the graphs";
     EXPECT_TRUE(graphs.uses_decode_graphs()) << t << ": a capture failed and turned graphs off";
     EXPECT_GT(graphs.graph_replays(), 10) << t;  // 19 on an H100: all but each bucket's first step
     EXPECT_EQ(eager.graph_replays(), 0) << t;

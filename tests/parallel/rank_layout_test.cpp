@@ -85,11 +85,18 @@ TEST(RankLayout, BadLayoutsNameTheirKey) {
             "hybrid_override_pattern)");
   // Tensor parallelism runs (issue 23) where it divides every size it splits.
   EXPECT_EQ(error_of(sizes(2, 1, 1), 4), "");
-  const LayoutModelFacts heads{8, {{"model.num_attention_heads", 4}, {"model.num_key_value_heads", 2}}};
+  const LayoutModelFacts heads{8, {{"model.num_attention_heads", 8}}, {{"model.num_key_value_heads", 2}}};
   EXPECT_EQ(error_of(sizes(2, 1, 1), 4, heads), "");
-  EXPECT_EQ(error_of(sizes(4, 1, 1), 4, heads),
-            "run.yaml: model.tensor_model_parallel_size: 4 does not divide model.num_key_value_heads = 2 (tensor "
+  // Fewer KV groups than tensor ranks: each rank computes one (Megatron-Core's num_query_groups < TP).
+  EXPECT_EQ(error_of(sizes(4, 1, 1), 4, heads), "");
+  EXPECT_EQ(error_of(sizes(8, 1, 1), 8, heads), "");
+  EXPECT_EQ(error_of(sizes(16, 1, 1), 16, heads),
+            "run.yaml: model.tensor_model_parallel_size: 16 does not divide model.num_attention_heads = 8 (tensor "
             "parallelism splits it)");
+  const LayoutModelFacts three{8, {{"model.num_attention_heads", 12}}, {{"model.num_key_value_heads", 3}}};
+  EXPECT_EQ(error_of(sizes(4, 1, 1), 4, three),
+            "run.yaml: model.tensor_model_parallel_size: 4 neither divides model.num_key_value_heads = 3 nor is a "
+            "multiple of it (tensor parallelism splits the KV groups, or gives each rank one of them)");
   ParallelSizes tsp = sizes(2, 1, 1);
   tsp.sequence_parallel = true;  // sequence parallelism runs with tensor parallelism
   EXPECT_EQ(error_of(tsp, 2), "");

@@ -65,6 +65,16 @@ TEST(GpuPlan, shard_params_equal_what_each_rank_registers) {
   }
 }
 
+TEST(GpuPlan, shard_params_with_fewer_kv_groups_than_tensor_ranks) {
+  // TP 4 over 2 KV groups (as Nemotron 3 Super's 2 at TP 8): k_proj / v_proj and their biases
+  // whole on every rank, counted as whole, equal to what each rank registers.
+  const model::ModelConfig c = tiny_super({"model.n_groups=4"});
+  ASSERT_EQ(c.num_key_value_heads, 2);
+  const model::ShardParams split2 = model::shard_params(c, {0, 1, 0, 2}), shared4 = model::shard_params(c, {0, 1, 0, 4});
+  EXPECT_GT(shared4.whole, split2.whole);
+  for (int tr = 0; tr < 4; ++tr) EXPECT_EQ(model::shard_params(c, {0, 1, tr, 4}).total, registered(c, {0, 1, tr, 4}));
+}
+
 TEST(GpuPlan, shard_params_by_hand) {
   // One attention layer, H 8, 2 heads and 2 KV heads of 4, vocabulary 16, biases, TP 2:
   // embedding and head 16 x 8 / 2 each, final norm and pre-norm 8 whole, q/k/v/o 8 x 8 / 2 each,
