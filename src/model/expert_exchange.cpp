@@ -45,14 +45,22 @@ std::vector<int64_t> elements(const std::vector<int64_t>& rows, int64_t d) {
 }  // namespace
 
 Tensor ExpertExchange::to_experts(Context& ctx, const Tensor& slots) const {
+  return to_experts_async(ctx, slots).finish();
+}
+
+ExpertExchange::InFlight ExpertExchange::to_experts_async(Context& ctx, const Tensor& slots) const {
   NM_CHECK(slots.rank() == 2 && slots.dim(0) == slots_, "expert exchange: slots {} for {} routed rows",
            slots.shape().str(), slots_);
   const int64_t d = slots.dim(1), R = received_rows();
-  Tensor arrived = ctx.empty({R, d}, slots.dtype());
-  group_->all_to_all_v(slots, elements(send_rows_, d), arrived, elements(recv_rows_, d));
-  Tensor rows = ctx.empty({R, d}, slots.dtype());
-  ops::moe_dispatch_forward(ctx, regroup_, arrived, rows);
-  return rows;
+  InFlight f;
+  f.group_ = group_;
+  f.ctx_ = &ctx;
+  f.regroup_ = &regroup_;
+  f.sent_ = slots;
+  // Not from the workspace: the buffer outlives the ops queued while the exchange runs.
+  f.arrived_ = Tensor::empty({R, d}, slots.dtype(), *ctx.backend);
+  group_->all_to_all_v_async(slots, elements(send_rows_, d), f.arrived_, elements(recv_rows_, d));
+  return f;
 }
 
 Tensor ExpertExchange::from_experts(Context& ctx, const Tensor& rows) const {
@@ -68,15 +76,20 @@ ExpertExchange::InFlight ExpertExchange::from_experts_async(Context& ctx, const 
   // Not from the workspace: the buffers outlive the ops queued while the exchange runs.
   f.arrived_ = Tensor::empty({R, d}, rows.dtype(), *ctx.backend);
   ops::moe_dispatch_backward(ctx, regroup_, rows, f.arrived_);  // top-k 1: a row copy back to arrival order
-  f.slots_ = Tensor::empty({slots_, d}, rows.dtype(), *ctx.backend);
-  group_->all_to_all_v_async(f.arrived_, elements(recv_rows_, d), f.slots_, elements(send_rows_, d));
+  f.out_ = Tensor::empty({slots_, d}, rows.dtype(), *ctx.backend);
+  group_->all_to_all_v_async(f.arrived_, elements(recv_rows_, d), f.out_, elements(send_rows_, d));
   return f;
 }
 
 Tensor ExpertExchange::InFlight::finish() {
   group_->wait_pending();
+  sent_ = Tensor();
+  if (regroup_) {  // to_experts: the rows of each held expert together
+    out_ = ctx_->empty(arrived_.shape(), arrived_.dtype());
+    ops::moe_dispatch_forward(*ctx_, *regroup_, arrived_, out_);
+  }
   arrived_ = Tensor();
-  return std::move(slots_);
+  return std::move(out_);
 }
 
 }  // namespace nemotron::model

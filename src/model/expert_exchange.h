@@ -41,10 +41,12 @@ class ExpertExchange {
   // member and slot it came from.
   Tensor from_experts(Context& ctx, const Tensor& rows) const;
 
-  // from_experts with the all-to-all left running on the group's communication stream (NCCL),
-  // so that compute queued meanwhile overlaps it (the MoE backward queues its weight gradients,
-  // which do not need the exchanged rows). finish() makes the compute stream wait and returns
-  // the slots; the buffers stay held until then.
+  // to_experts / from_experts with the all-to-all left running on the group's communication
+  // stream (NCCL), so that compute queued meanwhile overlaps it (the MoE layer queues its shared
+  // expert, forward and backward, and its weight gradients, none of which need the exchanged
+  // rows). finish() makes the compute stream wait and returns the rows (regrouped expert-major)
+  // or the slots; the buffers stay held until then. A group without a communication stream (MPI)
+  // has exchanged already: the same result, no overlap.
   class InFlight {
    public:
     Tensor finish();
@@ -52,8 +54,11 @@ class ExpertExchange {
    private:
     friend class ExpertExchange;
     parallel::Communicator* group_ = nullptr;
-    Tensor arrived_, slots_;
+    Context* ctx_ = nullptr;                     // to_experts: the context to regroup on
+    const ops::MoeDispatch* regroup_ = nullptr;  // to_experts: arrival order -> expert-major
+    Tensor sent_, arrived_, out_;
   };
+  InFlight to_experts_async(Context& ctx, const Tensor& slots) const;
   InFlight from_experts_async(Context& ctx, const Tensor& rows) const;
 
  private:

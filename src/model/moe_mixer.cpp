@@ -3,6 +3,7 @@
 #include "model/finite_check.h"
 #include "ops/activations.h"
 #include "ops/bias.h"
+#include "ops/elementwise.h"
 #include "ops/grouped_matmul.h"
 #include "ops/moe_aux_loss.h"
 #include "parallel/process_groups.h"
@@ -166,13 +167,22 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   // Routed experts on their rows (steps 4-5), expert-major: up, relu2, down as grouped GEMMs.
   ops::moe_dispatch_forward(ctx, dispatch, x_lat, xs);
   std::shared_ptr<const ExpertExchange> exchange;
+  std::unique_ptr<MixerSaved> shared_saved;
+  Tensor shared_out;  // expert parallelism: the shared expert's output, computed during the exchange
   if (ep_size_ > 1) {  // the rows go to their experts' ranks, and the held experts' rows come here
     const parallel::ProcessGroups& g = parallel::groups_of(ctx);
     NM_CHECK(g.expert->size() == ep_size_ && g.expert->rank() * local_experts() == first_expert_,
              "moe: built with experts {}.. of {} ranks, the expert group has {} (this rank {})", first_expert_,
              ep_size_, g.expert->size(), g.expert->rank());
     exchange = std::make_shared<ExpertExchange>(ctx, *g.expert, dispatch.tokens_per_expert);
-    xs = exchange->to_experts(ctx, xs);
+    ExpertExchange::InFlight dispatched = exchange->to_experts_async(ctx, xs);
+    // The shared expert needs nothing routed: it runs while the rows travel (Megatron's
+    // shared-expert overlap), into its own buffer, added after the combine.
+    if (shared_) {
+      shared_out = ctx.empty({N, H_}, dt);
+      shared_->forward_into(ctx, x, shared_out, saved ? &shared_saved : nullptr, false);
+    }
+    xs = dispatched.finish();
     const int64_t rows = exchange->received_rows();
     up = ctx.empty({rows, F_moe_}, dt), act = ctx.empty({rows, F_moe_}, dt);
     Tensor ys_local = ctx.empty({rows, d_e_}, dt);
@@ -206,8 +216,10 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   } else {
     ops::moe_combine_forward(ctx, dispatch, ys, topk_w, out);
   }
-  std::unique_ptr<MixerSaved> shared_saved;
-  if (shared_) shared_->forward_into(ctx, x, out, saved ? &shared_saved : nullptr, true);
+  if (shared_out.defined())
+    ops::add_inplace(ctx, out, shared_out);
+  else if (shared_)
+    shared_->forward_into(ctx, x, out, saved ? &shared_saved : nullptr, true);
 
   if (saved) {
     auto s = std::make_unique<MoeSaved>();
@@ -252,7 +264,17 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   ops::moe_combine_backward(ctx, m, s.ys, s.topk_w, dr, dys, dw);
   // Tensor parallelism: ys holds this rank's partial expert outputs, so dw = <dr, ys> is partial.
   if (split_) parallel::groups_of(ctx).tensor->all_reduce(dw);
-  if (s.exchange) dys = s.exchange->to_experts(ctx, dys);  // the adjoint of from_experts
+  // Expert parallelism: the adjoint of from_experts; the shared expert's backward (which needs
+  // only dy) runs while the rows travel, into its own input gradient, added at the end.
+  Tensor du_shared;
+  if (s.exchange) {
+    ExpertExchange::InFlight there = s.exchange->to_experts_async(ctx, dys);
+    if (shared_) {
+      du_shared = ctx.empty({N, H_}, dt);
+      shared_->backward_into(ctx, *s.shared, dy, du_shared, false);
+    }
+    dys = there.finish();
+  }
 
   // Experts: down (with relu2 recomputed for dW_down), relu2, up; then the inverse permutation
   // (and fc1_latent) into du.
@@ -298,7 +320,10 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   // The router runs whole on every tensor rank: its input gradient joins the sum over the group once.
   gate_.backward(ctx, s.x, dlogits, tensor_rank_ == 0 ? &du : nullptr, true);
 
-  if (shared_) shared_->backward_into(ctx, *s.shared, dy, du, true);
+  if (du_shared.defined())
+    ops::add_inplace(ctx, du, du_shared);
+  else if (shared_)
+    shared_->backward_into(ctx, *s.shared, dy, du, true);
   return du.view(dout.shape());
 }
 
