@@ -101,7 +101,8 @@ void relu2_backward_from_output(Context& ctx, const Tensor& y, const Tensor& dy,
     using T = decltype(zero);
     const T *py = y.data<T>(), *pdy = dy.data<T>();
     T* pdx = dx.data<T>();
-    cpu::parallel_for(y.numel(), [&](int64_t i) { pdx[i] = T(2) * std::sqrt(py[i]) * pdy[i]; }, kGrain);
+    cpu::parallel_for(y.numel(), [&](int64_t i) { pdx[i] = py[i] > T(0) ? T(2) * std::sqrt(py[i]) * pdy[i] : T(0); },
+                      kGrain);
   });
 }
 

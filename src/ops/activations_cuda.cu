@@ -42,7 +42,10 @@ struct Relu2Backward {
   }
 };
 
-// dx = dy * 2 sqrt(y), sqrt(y) rounded to T first (activations.h: then it is max(x, 0) exactly).
+// dx = dy * 2 sqrt(y), sqrt(y) rounded to T first (activations.h: then it is max(x, 0) exactly);
+// y = 0 gives +0 as relu2_backward does (not 2 * 0 * dy, -0 for dy < 0). sqrtf never sees the
+// zeros (half of y after a ReLU), which take its special-case path: with them this kernel ran
+// ~25% slower than relu2_backward on an H100.
 template <class T>
 struct Relu2BackwardFromOutput {
   static constexpr int kWidth = pack::pack_width<T>();
@@ -53,7 +56,11 @@ struct Relu2BackwardFromOutput {
     pack::load(y + i, count, whole, v);
     pack::load(dy + i, count, whole, d);
 #pragma unroll
-    for (int k = 0; k < kWidth; ++k) v[k] = 2.0f * static_cast<float>(static_cast<T>(sqrtf(v[k]))) * d[k];
+    for (int k = 0; k < kWidth; ++k) {
+      const bool on = v[k] > 0.0f;
+      const float r = static_cast<float>(static_cast<T>(sqrtf(on ? v[k] : 1.0f)));
+      v[k] = on ? 2.0f * r * d[k] : 0.0f;
+    }
     pack::store(dx + i, count, whole, v);
   }
 };
