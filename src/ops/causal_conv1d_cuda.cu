@@ -35,33 +35,33 @@ constexpr int bwd_tile(int K) { return 2 * kWarps * kRun - (K - 1); }
 constexpr int kFwdVec = 4;      // channels per thread when aligned: 8 B (bf16) or 16 B (f32)
 constexpr int kBwdVec = 2;      // fewer in the backward, which holds more per channel
 
-// One channel part: its tensors [B, T, C] and its first channel in w, bias, dw and dbias (the
-// concatenation of the parts); grid columns from lane_begin on are its lanes.
-template <class E>
+// One channel part: its channels (and row stride) C, its first channel in w, bias, dw and dbias
+// (the concatenation of the parts), and the grid column where its lanes start.
 struct Part {
-  const E* x;
-  E* y;
-  const E* dy;
-  E* dx;
-  int64_t C, c_begin;
-  int64_t lane_begin;
+  int64_t C, c_begin, lane_begin;
 };
 
-template <class E>
 struct Dims {
   int64_t B, T, C_total;
   int parts;
-  Part<E> part[kCausalConv1dCudaMaxParts];
+  Part part[kCausalConv1dCudaMaxParts];
 };
 
-// This block's part (static indices only: the parameter array stays in constant memory).
-template <class T>
-__device__ inline Part<T> my_part(const Dims<T>& d) {
-  Part<T> p = d.part[0];
+// This block's part index (static indices only: the parameter array stays in constant memory).
+__device__ inline int my_part(const Dims& d) {
+  int p = 0;
 #pragma unroll
   for (int q = 1; q < kCausalConv1dCudaMaxParts; ++q)
-    if (q < d.parts && blockIdx.x >= d.part[q].lane_begin) p = d.part[q];
+    if (q < d.parts && blockIdx.x >= d.part[q].lane_begin) p = q;
   return p;
+}
+
+// The parts' tensors travel as kernel parameters of their own, not inside Dims: nvcc takes a
+// pointer parameter for global memory (ld.global.nc, st.global) but a pointer read out of a struct
+// parameter for a generic one (the forward ran ~20% slower so on an H100, C = 6144).
+template <class P>
+__device__ inline P pick(int p, P p0, P p1, P p2) {
+  return p == 0 ? p0 : (p == 1 ? p1 : p2);
 }
 
 template <int VEC, int K, class T>
@@ -123,10 +123,13 @@ __device__ inline void conv_row(const float (&xs)[K - 1 + kRun][VEC], int r, con
 
 template <class T, int VEC, int K, bool PACKED>
 __global__ void __launch_bounds__(kLanes* kWarps)
-    forward_kernel(const T* __restrict__ w, const T* __restrict__ bias, const int32_t* __restrict__ seq, Dims<T> d) {
-  const Part<T> P = my_part(d);
-  const T* __restrict__ x = P.x;  // the part's tensors, as restrict-qualified as the parameters were
-  T* __restrict__ y = P.y;
+    forward_kernel(const T* __restrict__ x0, const T* __restrict__ x1, const T* __restrict__ x2, T* __restrict__ y0,
+                   T* __restrict__ y1, T* __restrict__ y2, const T* __restrict__ w, const T* __restrict__ bias,
+                   const int32_t* __restrict__ seq, Dims d) {
+  const int part = my_part(d);
+  const Part P = part == 0 ? d.part[0] : (part == 1 ? d.part[1] : d.part[2]);
+  const T* __restrict__ x = pick(part, x0, x1, x2);
+  T* __restrict__ y = pick(part, y0, y1, y2);
   const int64_t c0 = ((static_cast<int64_t>(blockIdx.x) - P.lane_begin) * kLanes + threadIdx.x) * VEC;
   const int64_t b = blockIdx.z, u0 = static_cast<int64_t>(blockIdx.y) * kFwdTile + threadIdx.y * kRun;
   if (c0 >= P.C || u0 >= d.T) return;
@@ -150,18 +153,21 @@ __global__ void __launch_bounds__(kLanes* kWarps)
 // partial [R, K + 1, C_total] with R = B * gridDim.y: rows k < K hold dw[:, k], row K holds dbias.
 template <class T, int VEC, int K, bool PACKED>
 __global__ void __launch_bounds__(kLanes* kWarps, 3)
-    backward_kernel(const T* __restrict__ w, const T* __restrict__ bias, float* __restrict__ partial,
-                    const int32_t* __restrict__ seq, Dims<T> d) {
+    backward_kernel(const T* __restrict__ x0, const T* __restrict__ x1, const T* __restrict__ x2,
+                    const T* __restrict__ dy0, const T* __restrict__ dy1, const T* __restrict__ dy2,
+                    T* __restrict__ dx0, T* __restrict__ dx1, T* __restrict__ dx2, const T* __restrict__ w,
+                    const T* __restrict__ bias, float* __restrict__ partial, const int32_t* __restrict__ seq, Dims d) {
   constexpr int kBwdTile = bwd_tile(K), kCols = kLanes * VEC, kRows = kBwdTile + K - 1;
   constexpr int kRuns = (kRows + kRun - 1) / kRun;
   // dpre rows t0 .. t0 + kBwdTile + K - 2; reused afterwards for the warp reduction.
   __shared__ float dpre[kRows][kCols];
   __shared__ int row_ids[PACKED ? kRows : 1];  // sequence ids of the dpre rows (PACKED only)
   static_assert(kWarps * (K + 1) <= kRows, "the reduction reuses the dpre buffer");
-  const Part<T> P = my_part(d);
-  const T* __restrict__ x = P.x;
-  const T* __restrict__ dy = P.dy;
-  T* __restrict__ dx = P.dx;
+  const int part = my_part(d);
+  const Part P = part == 0 ? d.part[0] : (part == 1 ? d.part[1] : d.part[2]);
+  const T* __restrict__ x = pick(part, x0, x1, x2);
+  const T* __restrict__ dy = pick(part, dy0, dy1, dy2);
+  T* __restrict__ dx = pick(part, dx0, dx1, dx2);
   const int64_t lane0 = (static_cast<int64_t>(blockIdx.x) - P.lane_begin) * kLanes;  // the block's first lane in its part
   const int64_t c0 = (lane0 + threadIdx.x) * VEC;
   const bool active = c0 < P.C;
@@ -273,13 +279,12 @@ __global__ void reduce_kernel(const float* __restrict__ partial, int64_t R, int6
 }
 
 // The kernels' view of the call: each part's tensors and where its lanes start (vec channels a lane).
-template <class T>
-Dims<T> dims_for(const CausalConv1dCudaArgs& a, int vec, int64_t* lanes_total) {
-  Dims<T> d{a.B, a.T, 0, a.parts, {}};
+// The kernels' view of the call: each part's channels and where its lanes start (vec channels a lane).
+Dims dims_for(const CausalConv1dCudaArgs& a, int vec, int64_t* lanes_total) {
+  Dims d{a.B, a.T, 0, a.parts, {}};
   int64_t lanes = 0;
   for (int p = 0; p < a.parts; ++p) {
-    d.part[p] = Part<T>{static_cast<const T*>(a.x[p]), static_cast<T*>(a.y[p]), static_cast<const T*>(a.dy[p]),
-                        static_cast<T*>(a.dx[p]), a.C[p], d.C_total, lanes};
+    d.part[p] = Part{a.C[p], d.C_total, lanes};
     d.C_total += a.C[p];
     lanes += (a.C[p] / vec + kLanes - 1) / kLanes;
   }
@@ -292,20 +297,25 @@ dim3 grid_for(const CausalConv1dCudaArgs& a, int64_t lanes, int tile) {
   return dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(tiles), static_cast<unsigned>(a.B));
 }
 
+template <class T> const T* in(const void* p) { return static_cast<const T*>(p); }
+template <class T> T* out(void* p) { return static_cast<T*>(p); }
+
 template <class T, int VEC, int K, bool PACKED>
 void launch_forward(const CausalConv1dCudaArgs& a, cudaStream_t s) {
   int64_t lanes = 0;
-  const Dims<T> d = dims_for<T>(a, VEC, &lanes);
+  const Dims d = dims_for(a, VEC, &lanes);
   forward_kernel<T, VEC, K, PACKED><<<grid_for(a, lanes, kFwdTile), dim3(kLanes, kWarps), 0, s>>>(
-      static_cast<const T*>(a.w), static_cast<const T*>(a.bias), a.seq_idx, d);
+      in<T>(a.x[0]), in<T>(a.x[1]), in<T>(a.x[2]), out<T>(a.y[0]), out<T>(a.y[1]), out<T>(a.y[2]), in<T>(a.w),
+      in<T>(a.bias), a.seq_idx, d);
 }
 
 template <class T, int VEC, int K, bool PACKED>
 void launch_backward(const CausalConv1dCudaArgs& a, float* partial, cudaStream_t s) {
   int64_t lanes = 0;
-  const Dims<T> d = dims_for<T>(a, VEC, &lanes);
+  const Dims d = dims_for(a, VEC, &lanes);
   backward_kernel<T, VEC, K, PACKED><<<grid_for(a, lanes, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
-      static_cast<const T*>(a.w), static_cast<const T*>(a.bias), partial, a.seq_idx, d);
+      in<T>(a.x[0]), in<T>(a.x[1]), in<T>(a.x[2]), in<T>(a.dy[0]), in<T>(a.dy[1]), in<T>(a.dy[2]), out<T>(a.dx[0]),
+      out<T>(a.dx[1]), out<T>(a.dx[2]), in<T>(a.w), in<T>(a.bias), partial, a.seq_idx, d);
 }
 
 // Calls f.template operator()<T, VEC, K>() for the runtime dtype, K and the vector width: `wide`
