@@ -1,5 +1,6 @@
 // Bandwidth of the Mamba-2 mixer's elementwise/conv kernels on one GPU (a benchmark, not a test):
-// causal_conv1d, dt_softplus, gated_rmsnorm and mamba_a, forward and backward, at the mixer's
+// causal_conv1d (whole, per part, and the three parts in one call as the mixer makes it),
+// dt_softplus, gated_rmsnorm and mamba_a, forward and backward, at the mixer's
 // shapes (B=2, T=4096, xBC width C = d + 2 G N = 4096 + 2*8*128, K=4, nH=64, d=4096, G=8), bf16.
 // Bytes = the op's main tensors read + written once; the ceiling is a device-to-device copy
 // measured here. Median of repeats of a batch of calls after warm-up, random non-zero data.
@@ -118,6 +119,22 @@ int main() {
       std::printf("  dw bitwise repeatable: %s\n",
                   bitwise_repeatable(dw, [&] { ops::causal_conv1d_backward(ctx, x, w, bias, dy, dx, dw, db); })
                       ? "yes" : "NO");
+    }
+
+    {  // the model's call: x, B and C as three tensors in one launch (the same bytes as C above)
+      const int64_t widths[3] = {d, G * N, G * N};
+      Tensor xs[3], ys[3], dys[3], dxs[3];
+      for (int p = 0; p < 3; ++p) {
+        xs[p] = random(ctx, {B, T, widths[p]}, bf, -1, 1, 11 + p), dys[p] = random(ctx, {B, T, widths[p]}, bf, -1, 1, 21 + p);
+        ys[p] = Tensor::empty({B, T, widths[p]}, bf, gpu), dxs[p] = Tensor::empty({B, T, widths[p]}, bf, gpu);
+      }
+      Tensor w = random(ctx, {C, 1, K}, bf, -0.5, 0.5, 2), bias = random(ctx, {C}, bf, -0.5, 0.5, 3);
+      Tensor dw = Tensor::zeros({C, 1, K}, f32, gpu), db = Tensor::zeros({C}, f32, gpu);
+      const double n = static_cast<double>(B * T * C);
+      rep.row("causal_conv1d forward parts x/B/C", time_ms(s, [&] { ops::causal_conv1d_forward_parts(ctx, xs, w, bias, ys); }),
+              2 * n * 2);
+      rep.row("causal_conv1d backward parts x/B/C",
+              time_ms(s, [&] { ops::causal_conv1d_backward_parts(ctx, xs, w, bias, dys, dxs, dw, db); }), 3 * n * 2);
     }
 
     {  // dt_softplus: dt_raw, d_dt_raw bf16; dt, ddt float32

@@ -318,6 +318,17 @@ int main(int argc, char** argv) {
       std::printf("%s%s [%s] %.2f (%lld)", i % 3 == 0 ? "\n  " : " | ", by_op[i].first.c_str(),
                   op_phase_name(by_op[i].second.phase), by_op[i].second.ms, static_cast<long long>(by_op[i].second.calls));
     std::printf("\n");
+    // Every op of the elementwise phase: what fusing would remove (norms, conv, activations, casts).
+    std::printf("elementwise phase by op (ms per step, calls, us per call):");
+    nlohmann::json elementwise_ops = nlohmann::json::object();
+    int shown = 0;
+    for (const auto& [name, op] : by_op) {
+      if (op.phase != OpPhase::elementwise) continue;
+      std::printf("%s%s %.2f (%lld, %.0f)", shown++ % 3 == 0 ? "\n  " : " | ", name.c_str(), op.ms,
+                  static_cast<long long>(op.calls), 1e3 * op.ms / static_cast<double>(std::max<int64_t>(1, op.calls)));
+      elementwise_ops[name] = {{"ms", op.ms}, {"calls", op.calls}};
+    }
+    std::printf("\n");
     std::printf("by layer kind (ms per micro-batch; each layer's forward + backward timed alone, the rest derived;\n"
                 "the optimizer once per step):\n");
     for (const auto& [name, ms] : phase) std::printf("  %-62s %9.2f  (%4.1f%%)\n", name.c_str(), ms, 100.0 * ms / step_ms);
@@ -336,6 +347,7 @@ int main(int argc, char** argv) {
     nlohmann::json gap_json = nlohmann::json::object();
     for (size_t i = 0; i < gaps.size() && i < 9; ++i) gap_json[gaps[i].first] = gaps[i].second;
     rec["gap_before_ms"] = gap_json;
+    rec["elementwise_ops"] = elementwise_ops;
     rec["gemm_tflops"] = gemm_tflops;
     rec["gemm_flops_per_step"] = ph.gemm_flops;
     if (reference) {

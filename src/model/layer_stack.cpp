@@ -1,5 +1,6 @@
 #include "model/layer_stack.h"
 
+#include "core/scoped_field.h"
 #include "model/finite_check.h"
 #include "model/mixer_factory.h"
 #include "model/sequence_split.h"
@@ -28,20 +29,6 @@ LayerStack::LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& spe
 }
 
 namespace {
-
-// Sets a context field for one call and restores it, also when the call throws.
-template <class T>
-class ScopedField {
- public:
-  ScopedField(T& field, T value) : field_(field), old_(field) { field = value; }
-  ~ScopedField() { field_ = old_; }
-  ScopedField(const ScopedField&) = delete;
-  ScopedField& operator=(const ScopedField&) = delete;
-
- private:
-  T& field_;
-  T old_;
-};
 
 // Whether a split mixer's collectives overlap its compute: ctx.overlap_tensor_comm with a tensor
 // group of several. On the host the "async" collectives are synchronous and the reordered GEMMs

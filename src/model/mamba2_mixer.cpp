@@ -1,7 +1,10 @@
 #include "model/mamba2_mixer.h"
 
 #include <cmath>
+#include <functional>
+#include <vector>
 
+#include "core/scoped_field.h"
 #include "ops/bias.h"
 #include "ops/causal_conv1d.h"
 #include "ops/causal_conv1d_decode.h"
@@ -131,25 +134,14 @@ Tensor Mamba2Mixer::A(Context& ctx, DType dtype) const {
   return a;
 }
 
-void Mamba2Mixer::conv_forward(Context& ctx, Part part, const Tensor& raw, const Tensor& seq_idx, Tensor& out) const {
-  Rows r = conv_rows(part);
-  ops::causal_conv1d_forward(ctx, raw, conv_w_->value.slice(r.begin, r.end),
-                             conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), out, seq_idx);
-}
-
+// conv1d's channels are x, B, C in that order, so the whole weight and bias cover the three parts.
 void Mamba2Mixer::convs(Context& ctx, const Tensor* raw[3], const Tensor& seq_idx, bool context_split,
                         Tensor out[3]) const {
-  for (Part p : {kX, kB, kC}) {
-    const Tensor& in = *raw[p - kX];
-    if (!context_split) {
-      out[p - kX] = ctx.empty(in.shape(), in.dtype());
-      conv_forward(ctx, p, in, seq_idx, out[p - kX]);
-      continue;
-    }
-    Tensor ext = ctx.empty(in.shape(), in.dtype());
-    conv_forward(ctx, p, in, seq_idx, ext);
-    out[p - kX] = context_halo_drop(ctx, ext, K_ - 1);
-  }
+  Tensor in[3];
+  for (int i = 0; i < 3; ++i) in[i] = *raw[i], out[i] = ctx.empty(raw[i]->shape(), raw[i]->dtype());
+  ops::causal_conv1d_forward_parts(ctx, in, conv_w_->value, conv_b_ ? conv_b_->value : Tensor(), {out, 3}, seq_idx);
+  if (context_split)
+    for (int i = 0; i < 3; ++i) out[i] = context_halo_drop(ctx, out[i], K_ - 1);
 }
 
 Tensor Mamba2Mixer::compute_dt(Context& ctx, const Tensor& dt_raw) const {
@@ -232,15 +224,28 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   const DType dtype = s.u.dtype();
   expect_shape(dout, s.u.shape(), "mamba dout");
 
-  // out_proj: recompute its input (the gated norm output) from y, z.
-  Tensor normed = ctx.empty({B, T, d_}, dtype), rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
-  ops::gated_rmsnorm_forward(ctx, s.y, s.z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
-  Tensor d_normed = ctx.empty({B, T, d_}, dtype);
-  out_proj_.backward(ctx, normed, dout, &d_normed, false, &s.out_proj);
-
+  // out_proj and the gated norm. out_proj's input (the norm's output) is not kept: the norm's
+  // backward writes it again beside dy and dz (one pass over y and z), so out_proj's dx comes
+  // first and its dW, queued, after. An adapter on out_proj needs its input with dx: then the
+  // norm's forward recomputes it first.
+  Tensor normed = ctx.empty({B, T, d_}, dtype), d_normed = ctx.empty({B, T, d_}, dtype);
   Tensor dy = ctx.empty({B, T, d_}, dtype), dz = ctx.empty({B, T, d_}, dtype);
   Tensor d_norm_w = grad_sink(ctx, *norm_w_);
-  ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, d_norm_w);
+  if (out_proj_.weight().lora) {
+    Tensor rstd = ctx.empty({B * T, G_}, stat_dtype(dtype));
+    ops::gated_rmsnorm_forward(ctx, s.y, s.z, norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
+    out_proj_.backward(ctx, normed, dout, &d_normed, false, &s.out_proj);
+    ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, d_norm_w);
+  } else {
+    std::vector<std::function<void(Context&)>> dw_later;
+    {  // an outer queue (tensor-parallel overlap) takes the dW as it would have anyway
+      ScopedField<std::vector<std::function<void(Context&)>>*> defer(
+          ctx.deferred_weight_grads, ctx.deferred_weight_grads ? ctx.deferred_weight_grads : &dw_later);
+      out_proj_.backward(ctx, normed, dout, &d_normed, false, &s.out_proj);  // normed: written just below
+    }
+    ops::gated_rmsnorm_backward(ctx, s.y, s.z, norm_w_->value, s.rstd, G_, d_normed, dy, dz, d_norm_w, &normed);
+    for (auto& dw : dw_later) dw(ctx);
+  }
 
   // Scan: recompute its inputs (conv outputs, dt) from the saved pre-activations.
   const bool cp = s.context_split;
@@ -270,22 +275,19 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
   Tensor d_dt_bias = grad_sink(ctx, *dt_bias_);
   ops::dt_softplus_backward(ctx, s.dt_raw, dt_bias_->value, cfg_.time_step_limit_min, cfg_.time_step_limit_max, ddt,
                             d_part[kDt], d_dt_bias);
-  const Tensor* raw[kNumParts] = {nullptr, &s.x_raw, &s.B_raw, &s.C_raw, nullptr};
-  const Tensor* d_act[kNumParts] = {nullptr, &dx, &dBm, &dCm, nullptr};
-  Tensor d_conv_w = grad_sink(ctx, *conv_w_), d_conv_b = conv_b_ ? grad_sink(ctx, *conv_b_) : Tensor();
-  for (Part p : {kX, kB, kC}) {
-    Rows r = conv_rows(p);
-    Tensor dw = d_conv_w.slice(r.begin, r.end);
-    Tensor db = conv_b_ ? d_conv_b.slice(r.begin, r.end) : Tensor();
-    // Context parallelism: the halo rows get no output gradient; their input gradient goes back
-    // to the rank whose chunk tail they are.
-    const Tensor d_out = cp ? context_halo_pad(ctx, *d_act[p], halo) : *d_act[p];
-    Tensor d_in = ctx.empty(raw[p]->shape(), dtype);
-    ops::causal_conv1d_backward(ctx, *raw[p], conv_w_->value.slice(r.begin, r.end),
-                                conv_b_ ? conv_b_->value.slice(r.begin, r.end) : Tensor(), d_out, d_in, dw, db,
-                                cp ? s.conv_seq_idx : s.seq_idx);
-    d_part[p] = cp ? context_halo_reduce(ctx, d_in, halo) : d_in;
+  // The three convs' backward in one launch. Context parallelism: the halo rows get no output
+  // gradient; their input gradient goes back to the rank whose chunk tail they are.
+  const Tensor raw[3] = {s.x_raw, s.B_raw, s.C_raw};
+  const Tensor* d_act[3] = {&dx, &dBm, &dCm};
+  Tensor d_out[3], d_in[3];
+  for (int i = 0; i < 3; ++i) {
+    d_out[i] = cp ? context_halo_pad(ctx, *d_act[i], halo) : *d_act[i];
+    d_in[i] = ctx.empty(raw[i].shape(), dtype);
   }
+  Tensor d_conv_w = grad_sink(ctx, *conv_w_), d_conv_b = conv_b_ ? grad_sink(ctx, *conv_b_) : Tensor();
+  ops::causal_conv1d_backward_parts(ctx, raw, conv_w_->value, conv_b_ ? conv_b_->value : Tensor(), d_out, d_in,
+                                    d_conv_w, d_conv_b, cp ? s.conv_seq_idx : s.seq_idx);
+  for (Part p : {kX, kB, kC}) d_part[p] = cp ? context_halo_reduce(ctx, d_in[p - kX], halo) : d_in[p - kX];
 
   // in_proj: du = sum over parts of d_part W_part; dW_part += d_part^T u.
   Tensor du = ctx.empty({B, T, H_}, dtype);

@@ -82,8 +82,8 @@ class Mamba2Mixer : public Mixer {
   Rows conv_rows(Part part) const;  // kX, kB, kC: channels of conv1d
   std::array<RowBlock, kNumParts> in_blocks() const;  // in_rows of every part, in Part order
   Tensor A(Context& ctx, DType dtype) const;  // -exp(A_log) [nH]
-  void conv_forward(Context& ctx, Part part, const Tensor& raw, const Tensor& seq_idx, Tensor& out) const;
-  // The x, B and C convs from their raw inputs (context parallel: with halos, which the outputs drop).
+  // The x, B and C convs from their raw inputs, one launch for the three (context parallel: with
+  // halos, which the outputs drop).
   void convs(Context& ctx, const Tensor* raw[3], const Tensor& seq_idx, bool context_split, Tensor out[3]) const;
   Tensor compute_dt(Context& ctx, const Tensor& dt_raw) const;
 

@@ -76,8 +76,8 @@ void MlpMixer::project(Context& ctx, const Tensor& x, Tensor* y, std::unique_ptr
   if (saved) {
     auto s = std::make_unique<MlpSaved>();
     s->x = x2;
-    s->up = up;
-    s->gate = gate;
+    if (spec_.gated) s->up = up, s->gate = gate;
+    else s->act = act;
     s->up_proj = std::move(kept[0]);
     s->gate_proj = std::move(kept[1]);
     s->down_proj = std::move(kept[2]);
@@ -93,21 +93,22 @@ void MlpMixer::backward_into(Context& ctx, const MixerSaved& saved_base, const T
            "mlp backward: dout {} / dx {} for {} rows of {}", dout.shape().str(), dx.shape().str(), rows,
            spec_.in_dim);
   Tensor dy = dout.view({rows, spec_.in_dim}), dx2 = dx.view({rows, spec_.in_dim});
-  // Recompute the activation (the down_proj input) for dW_down.
-  Tensor act = ctx.empty({rows, F}, dout.dtype());
-  if (spec_.gated) ops::swiglu_forward(ctx, s.gate, s.up, act);
-  else ops::relu2_forward(ctx, s.up, act);
+  // The down_proj input for dW_down: SwiGLU's recomputed, relu2's kept.
+  Tensor act = s.act;
+  if (spec_.gated) {
+    act = ctx.empty({rows, F}, dout.dtype());
+    ops::swiglu_forward(ctx, s.gate, s.up, act);
+  }
   Tensor dact = ctx.empty({rows, F}, dout.dtype());
   down_.backward(ctx, act, dy, &dact, false, &s.down_proj);
-  Tensor dup = ctx.empty({rows, F}, dout.dtype());
   if (spec_.gated) {
-    Tensor dgate = ctx.empty({rows, F}, dout.dtype());
+    Tensor dgate = ctx.empty({rows, F}, dout.dtype()), dup = ctx.empty({rows, F}, dout.dtype());
     ops::swiglu_backward(ctx, s.gate, s.up, dact, dgate, dup);
     gate_.backward(ctx, s.x, dgate, &dx2, accumulate, &s.gate_proj);
     up_.backward(ctx, s.x, dup, &dx2, true, &s.up_proj);
   } else {
-    ops::relu2_backward(ctx, s.up, dact, dup);
-    up_.backward(ctx, s.x, dup, &dx2, accumulate, &s.up_proj);
+    ops::relu2_backward_from_output(ctx, act, dact, dact);  // in place: dact becomes dup
+    up_.backward(ctx, s.x, dact, &dx2, accumulate, &s.up_proj);
   }
 }
 

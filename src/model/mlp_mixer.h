@@ -22,11 +22,14 @@ struct MlpSpec {
   static MlpSpec from_config(const ModelConfig& cfg);
 };
 
-// What the backward needs. The activation output is recomputed from the projections, not kept.
+// What the backward needs. SwiGLU keeps its inputs and recomputes its output for dW_down; squared
+// ReLU keeps its output instead, which dW_down reads and relu2's backward needs alone
+// (ops::relu2_backward_from_output): nothing recomputed, the same bytes kept.
 struct MlpSaved : MixerSaved {
   Tensor x;     // input [rows, in_dim]
-  Tensor up;    // up_proj output [rows, F] (the relu2 input when not gated)
+  Tensor up;    // up_proj output [rows, F], gated only
   Tensor gate;  // gate_proj output [rows, F], gated only
+  Tensor act;   // relu2(up) [rows, F], the down_proj input, not gated only
   LinearSaved up_proj, gate_proj, down_proj;  // their adapters' h (LoRA), for the backward
 };
 

@@ -230,7 +230,7 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
     s->dispatch = std::move(dispatch);
     s->exchange = std::move(exchange);
     s->xs = xs;
-    s->up = up;
+    s->act = act;
     s->ys = ys;
     s->routed = routed;
     s->shared = std::move(shared_saved);
@@ -276,10 +276,9 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
     dys = there.finish();
   }
 
-  // Experts: down (with relu2 recomputed for dW_down), relu2, up; then the inverse permutation
-  // (and fc1_latent) into du.
-  Tensor act = ctx.empty({R, F_moe_}, dt);
-  ops::relu2_forward(ctx, s.up, act);
+  // Experts: down (its input, relu2's output, kept), relu2, up; then the inverse permutation (and
+  // fc1_latent) into du.
+  const Tensor& act = s.act;
   Tensor dact = ctx.empty({R, F_moe_}, dt);
   std::vector<Tensor> down_grads = grads(ctx, down_), up_grads = grads(ctx, up_);
   Tensor dxs = ctx.empty({R, d_e_}, dt);
@@ -288,7 +287,7 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
     // to_experts) runs while the weight gradients, which need nothing exchanged, are computed.
     std::vector<Tensor> no_grads;
     ops::grouped_linear_backward(ctx, act, off, values(down_), dys, dact, no_grads);
-    ops::relu2_backward(ctx, s.up, dact, dact);  // in place: dact becomes dup
+    ops::relu2_backward_from_output(ctx, act, dact, dact);  // in place: dact becomes dup
     ops::grouped_linear_backward(ctx, s.xs, off, values(up_), dact, dxs, no_grads);
     ExpertExchange::InFlight back = s.exchange->from_experts_async(ctx, dxs);
     Tensor none;
@@ -300,7 +299,7 @@ Tensor MoeMixer::backward(Context& ctx, const MixerSaved& saved_base, const Tens
   } else {
     ops::grouped_linear_backward(ctx, act, off, values(down_), dys, dact, down_grads);
     expert_bias_grads(ctx, down_, off, dys);
-    ops::relu2_backward(ctx, s.up, dact, dact);  // in place: dact becomes dup
+    ops::relu2_backward_from_output(ctx, act, dact, dact);  // in place: dact becomes dup
     expert_bias_grads(ctx, up_, off, dact);
     ops::grouped_linear_backward(ctx, s.xs, off, values(up_), dact, dxs, up_grads);
   }

@@ -49,10 +49,11 @@ struct MoeSaved : MixerSaved {
   Tensor topk_w;            // their combine weights [N, K]
   ops::MoeDispatch dispatch;  // the permutation, with tokens_per_expert
   // Expert parallelism: the exchange of the rows with the experts' ranks (null without). The
-  // expert buffers xs and up then hold the R rows this rank's experts received, not N*K.
+  // expert buffers xs and act then hold the R rows this rank's experts received, not N*K.
   std::shared_ptr<const ExpertExchange> exchange;
   Tensor xs;                // expert inputs, expert-major slots [N*K, d_e] (or [R, d_e])
-  Tensor up;                // up_proj outputs [N*K, F_moe] (the relu2 input; relu2 is recomputed)
+  Tensor act;               // relu2 of the up_proj outputs [N*K, F_moe]: dW_down's input, and all
+                            // relu2's backward needs (ops::relu2_backward_from_output)
   Tensor ys;                // expert outputs [N*K, d_e], back in this rank's slots
   Tensor routed;            // weighted combine [N, d_e], the fc2_latent_proj input (latent only)
   std::unique_ptr<MixerSaved> shared;

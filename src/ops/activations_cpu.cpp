@@ -84,6 +84,28 @@ void relu2_backward(Context& ctx, const Tensor& x, const Tensor& dy, Tensor& dx)
   });
 }
 
+void relu2_backward_from_output(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
+  expect_like(dy, y, "relu2 dy");
+  expect_like(dx, y, "relu2 dx");
+#if NEMOTRON_CUDA
+  if (y.device().is_cuda()) {
+    ActivationCudaArgs a = cuda_args(y, "relu2_backward_from_output");
+    a.dy = dy.raw(), a.dx = dx.raw();
+    NM_CUDA_CHECK(relu2_backward_from_output_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  require_cpu(y, "relu2_backward_from_output");
+  dispatch_float(y.dtype(), "relu2_backward_from_output", [&](auto zero) {
+    using T = decltype(zero);
+    const T *py = y.data<T>(), *pdy = dy.data<T>();
+    T* pdx = dx.data<T>();
+    cpu::parallel_for(y.numel(), [&](int64_t i) { pdx[i] = py[i] > T(0) ? T(2) * std::sqrt(py[i]) * pdy[i] : T(0); },
+                      kGrain);
+  });
+}
+
 void swiglu_forward(Context& ctx, const Tensor& gate, const Tensor& up, Tensor& y) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
   expect_like(up, gate, "swiglu up");

@@ -8,7 +8,7 @@
 namespace nemotron::ops {
 
 struct ActivationCudaArgs {
-  const void* x = nullptr;   // relu2 input, or swiglu's gate
+  const void* x = nullptr;   // relu2 input (its output for relu2_backward_from_output), or swiglu's gate
   const void* up = nullptr;  // swiglu's up
   const void* dy = nullptr;
   void* y = nullptr;         // forward output
@@ -20,6 +20,7 @@ struct ActivationCudaArgs {
 
 cudaError_t relu2_forward_cuda(const ActivationCudaArgs& args, cudaStream_t stream);
 cudaError_t relu2_backward_cuda(const ActivationCudaArgs& args, cudaStream_t stream);
+cudaError_t relu2_backward_from_output_cuda(const ActivationCudaArgs& args, cudaStream_t stream);
 cudaError_t swiglu_forward_cuda(const ActivationCudaArgs& args, cudaStream_t stream);
 cudaError_t swiglu_backward_cuda(const ActivationCudaArgs& args, cudaStream_t stream);
 

@@ -12,6 +12,8 @@
 // another sequence than token t reads zero (the window restarts at every sequence start), in the
 // forward and in dx, dw, dbias. Undefined = one sequence per row, the behaviour above unchanged.
 #pragma once
+#include <span>
+
 #include "core/context.h"
 
 namespace nemotron::ops {
@@ -25,5 +27,15 @@ void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const
 // bias is).
 void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy,
                             Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& seq_idx = {});
+
+// Channels split over several tensors (Mamba-2's x, B and C, each from its own GEMM): the same as
+// one call on their concatenation along C, w, bias, dw and dbias covering the concatenation part
+// after part, but one launch on CUDA. Parts [B, T, C_i] of one dtype, at most kCausalConv1dMaxParts.
+inline constexpr int kCausalConv1dMaxParts = 3;
+void causal_conv1d_forward_parts(Context& ctx, std::span<const Tensor> xs, const Tensor& w, const Tensor& bias,
+                                 std::span<Tensor> ys, const Tensor& seq_idx = {});
+void causal_conv1d_backward_parts(Context& ctx, std::span<const Tensor> xs, const Tensor& w, const Tensor& bias,
+                                  std::span<const Tensor> dys, std::span<Tensor> dxs, Tensor& dw, Tensor& dbias,
+                                  const Tensor& seq_idx = {});
 
 }  // namespace nemotron::ops

@@ -116,19 +116,49 @@ ConvDims check_args(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 }
 
 #if NEMOTRON_CUDA
-CausalConv1dCudaArgs cuda_args(const ConvDims& d, const Tensor& x, const Tensor& w, const Tensor& bias,
+static_assert(kCausalConv1dMaxParts == kCausalConv1dCudaMaxParts);
+
+// The launch arguments for parts xs (their channels and x pointers; the caller sets y or dy, dx).
+CausalConv1dCudaArgs cuda_args(std::span<const Tensor> xs, int64_t K, const Tensor& w, const Tensor& bias,
                                const Tensor& seq_idx) {
-  NM_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
-           "causal_conv1d on CUDA: float32 or bfloat16, got {}", dtype_name(x.dtype()));
-  NM_CHECK(d.K <= kCausalConv1dCudaMaxK, "causal_conv1d on CUDA: kernel width K = {} exceeds {}", d.K,
+  const DType dt = xs[0].dtype();
+  NM_CHECK(dt == DType::f32 || dt == DType::bf16, "causal_conv1d on CUDA: float32 or bfloat16, got {}",
+           dtype_name(dt));
+  NM_CHECK(K <= kCausalConv1dCudaMaxK, "causal_conv1d on CUDA: kernel width K = {} exceeds {}", K,
            kCausalConv1dCudaMaxK);
   CausalConv1dCudaArgs a;
-  a.x = x.raw(), a.w = w.raw(), a.bias = bias.defined() ? bias.raw() : nullptr;
-  a.B = d.B, a.T = d.T, a.C = d.C, a.K = d.K, a.bf16 = x.dtype() == DType::bf16;
+  a.parts = static_cast<int>(xs.size());
+  for (size_t p = 0; p < xs.size(); ++p) a.x[p] = xs[p].raw(), a.C[p] = xs[p].dim(2);
+  a.w = w.raw(), a.bias = bias.defined() ? bias.raw() : nullptr;
+  a.B = xs[0].dim(0), a.T = xs[0].dim(1), a.K = K, a.bf16 = dt == DType::bf16;
   a.seq_idx = seq_idx.defined() ? static_cast<const int32_t*>(seq_idx.raw()) : nullptr;
   return a;
 }
 #endif
+
+// Checks parts xs (and their outputs `outs`, named `what`) against each other and w: every part
+// [B, T, C_i] of x's dtype, at most kCausalConv1dMaxParts, sum C_i = w's rows. Returns sum C_i.
+int64_t check_parts(std::span<const Tensor> xs, std::span<const Tensor> outs, const char* what, const Tensor& w,
+                    const char* op) {
+  NM_CHECK(!xs.empty() && xs.size() <= static_cast<size_t>(kCausalConv1dMaxParts) && outs.size() == xs.size(),
+           "{}: 1 to {} parts with one {} each, got {} parts and {} {}", op, kCausalConv1dMaxParts, what, xs.size(),
+           outs.size(), what);
+  int64_t C = 0;
+  for (size_t p = 0; p < xs.size(); ++p) {
+    NM_CHECK(xs[p].rank() == 3 && xs[p].dim(0) == xs[0].dim(0) && xs[p].dim(1) == xs[0].dim(1),
+             "{}: part {} must be [{}, {}, C], got {}", op, p, xs[0].dim(0), xs[0].dim(1), xs[p].shape().str());
+    expect_dtype(xs[p], xs[0].dtype(), "causal_conv1d part");
+    expect_shape(outs[p], xs[p].shape(), what);
+    expect_dtype(outs[p], xs[p].dtype(), what);
+    C += xs[p].dim(2);
+  }
+  NM_CHECK(w.rank() >= 2 && w.dim(0) == C, "{}: weight must have {} rows (the parts' channels), got {}", op, C,
+           w.shape().str());
+  return C;
+}
+
+// Part p's rows of a [C_total, ...] parameter (or gradient); undefined stays undefined.
+Tensor part_rows(const Tensor& t, int64_t begin, int64_t C) { return t.defined() ? t.slice(begin, begin + C) : Tensor(); }
 
 }  // namespace
 
@@ -141,8 +171,8 @@ void causal_conv1d_forward(Context& ctx, const Tensor& x, const Tensor& w, const
   expect_dtype(y, x.dtype(), "causal_conv1d output");
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
-    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias, seq_idx);
-    a.y = y.raw();
+    CausalConv1dCudaArgs a = cuda_args({&x, 1}, d.K, w, bias, seq_idx);
+    a.y[0] = y.raw();
     NM_CUDA_CHECK(causal_conv1d_forward_cuda(a, cuda::cuda_stream(ctx)));
     return;
   }
@@ -173,8 +203,8 @@ void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, cons
   }
 #if NEMOTRON_CUDA
   if (x.device().is_cuda()) {
-    CausalConv1dCudaArgs a = cuda_args(d, x, w, bias, seq_idx);
-    a.dy = dy.raw(), a.dx = dx.raw(), a.dw = static_cast<float*>(dw.raw());
+    CausalConv1dCudaArgs a = cuda_args({&x, 1}, d.K, w, bias, seq_idx);
+    a.dy[0] = dy.raw(), a.dx[0] = dx.raw(), a.dw = static_cast<float*>(dw.raw());
     a.dbias = dbias.defined() ? static_cast<float*>(dbias.raw()) : nullptr;
     NM_CUDA_CHECK(causal_conv1d_backward_cuda(a, cuda::cuda_stream(ctx)));
     return;
@@ -188,6 +218,65 @@ void causal_conv1d_backward(Context& ctx, const Tensor& x, const Tensor& w, cons
                     dy.data<T>(),
                     dpre.data<T>(), dx.data<T>(), dw.data<T>(), dbias.defined() ? dbias.data<T>() : nullptr);
   });
+}
+
+void causal_conv1d_forward_parts(Context& ctx, std::span<const Tensor> xs, const Tensor& w, const Tensor& bias,
+                                 std::span<Tensor> ys, const Tensor& seq_idx) {
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
+  const int64_t C = check_parts(xs, {ys.data(), ys.size()}, "causal_conv1d output", w, "causal_conv1d_forward_parts");
+  check_args(xs[0], part_rows(w, 0, xs[0].dim(2)), part_rows(bias, 0, xs[0].dim(2)), "causal_conv1d_forward_parts");
+  if (bias.defined()) expect_shape(bias, {C}, "causal_conv1d bias");
+  check_seq_idx(seq_idx, xs[0].dim(0), xs[0].dim(1), xs[0], "causal_conv1d_forward_parts");
+#if NEMOTRON_CUDA
+  if (xs[0].device().is_cuda()) {
+    CausalConv1dCudaArgs a = cuda_args(xs, w.dim(-1), w, bias, seq_idx);
+    for (size_t p = 0; p < ys.size(); ++p) a.y[p] = ys[p].raw();
+    NM_CUDA_CHECK(causal_conv1d_forward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  int64_t begin = 0;
+  for (size_t p = 0; p < xs.size(); ++p) {
+    const int64_t Cp = xs[p].dim(2);
+    causal_conv1d_forward(ctx, xs[p], part_rows(w, begin, Cp), part_rows(bias, begin, Cp), ys[p], seq_idx);
+    begin += Cp;
+  }
+}
+
+void causal_conv1d_backward_parts(Context& ctx, std::span<const Tensor> xs, const Tensor& w, const Tensor& bias,
+                                  std::span<const Tensor> dys, std::span<Tensor> dxs, Tensor& dw, Tensor& dbias,
+                                  const Tensor& seq_idx) {
+  OpScope scope(ctx, OpPhase::elementwise, __func__);
+  const int64_t C = check_parts(xs, dys, "causal_conv1d dy", w, "causal_conv1d_backward_parts");
+  check_parts(xs, {dxs.data(), dxs.size()}, "causal_conv1d dx", w, "causal_conv1d_backward_parts");
+  check_args(xs[0], part_rows(w, 0, xs[0].dim(2)), part_rows(bias, 0, xs[0].dim(2)), "causal_conv1d_backward_parts");
+  check_seq_idx(seq_idx, xs[0].dim(0), xs[0].dim(1), xs[0], "causal_conv1d_backward_parts");
+  expect_shape(dw, w.shape(), "causal_conv1d dw");
+  expect_dtype(dw, grad_dtype(xs[0].dtype()), "causal_conv1d dw");
+  NM_CHECK(bias.defined() == dbias.defined(), "causal_conv1d_backward_parts: dbias must be given exactly when bias is");
+  if (bias.defined()) {
+    expect_shape(bias, {C}, "causal_conv1d bias");
+    expect_shape(dbias, {C}, "causal_conv1d dbias");
+    expect_dtype(dbias, grad_dtype(xs[0].dtype()), "causal_conv1d dbias");
+  }
+#if NEMOTRON_CUDA
+  if (xs[0].device().is_cuda()) {
+    CausalConv1dCudaArgs a = cuda_args(xs, w.dim(-1), w, bias, seq_idx);
+    for (size_t p = 0; p < xs.size(); ++p) a.dy[p] = dys[p].raw(), a.dx[p] = dxs[p].raw();
+    a.dw = static_cast<float*>(dw.raw());
+    a.dbias = dbias.defined() ? static_cast<float*>(dbias.raw()) : nullptr;
+    NM_CUDA_CHECK(causal_conv1d_backward_cuda(a, cuda::cuda_stream(ctx)));
+    return;
+  }
+#endif
+  int64_t begin = 0;
+  for (size_t p = 0; p < xs.size(); ++p) {
+    const int64_t Cp = xs[p].dim(2);
+    Tensor dwp = part_rows(dw, begin, Cp), dbp = part_rows(dbias, begin, Cp);
+    causal_conv1d_backward(ctx, xs[p], part_rows(w, begin, Cp), part_rows(bias, begin, Cp), dys[p], dxs[p], dwp, dbp,
+                           seq_idx);
+    begin += Cp;
+  }
 }
 
 }  // namespace nemotron::ops

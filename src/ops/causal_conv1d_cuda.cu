@@ -10,6 +10,9 @@
 // Packed rows (seq_idx): a second instance of each kernel (template flag PACKED, so a call without
 // seq_idx runs the unchanged code) also loads the run's sequence ids and drops every tap whose
 // source row belongs to another sequence than the output row, in y, dx and dw/dbias alike.
+// Channel parts (Mamba's x, B and C, each its own tensor): one launch covers them all, the grid's
+// columns cut into each part's lanes, so the narrow B and C parts do not each pay a launch and a
+// tail of their own.
 #include <cuda_bf16.h>
 
 #include "ops/causal_conv1d_cuda.h"
@@ -32,9 +35,34 @@ constexpr int bwd_tile(int K) { return 2 * kWarps * kRun - (K - 1); }
 constexpr int kFwdVec = 4;      // channels per thread when aligned: 8 B (bf16) or 16 B (f32)
 constexpr int kBwdVec = 2;      // fewer in the backward, which holds more per channel
 
-struct Dims {
-  int64_t B, T, C;
+// One channel part: its channels (and row stride) C, its first channel in w, bias, dw and dbias
+// (the concatenation of the parts), and the grid column where its lanes start.
+struct Part {
+  int64_t C, c_begin, lane_begin;
 };
+
+struct Dims {
+  int64_t B, T, C_total;
+  int parts;
+  Part part[kCausalConv1dCudaMaxParts];
+};
+
+// This block's part index (static indices only: the parameter array stays in constant memory).
+__device__ inline int my_part(const Dims& d) {
+  int p = 0;
+#pragma unroll
+  for (int q = 1; q < kCausalConv1dCudaMaxParts; ++q)
+    if (q < d.parts && blockIdx.x >= d.part[q].lane_begin) p = q;
+  return p;
+}
+
+// The parts' tensors travel as kernel parameters of their own, not inside Dims: nvcc takes a
+// pointer parameter for global memory (ld.global.nc, st.global) but a pointer read out of a struct
+// parameter for a generic one (the forward ran ~20% slower so on an H100, C = 6144).
+template <class P>
+__device__ inline P pick(int p, P p0, P p1, P p2) {
+  return p == 0 ? p0 : (p == 1 ? p1 : p2);
+}
 
 template <int VEC, int K, class T>
 __device__ inline void load_weights(const T* w, const T* bias, int64_t c0, float (&wk)[K][VEC], float (&bs)[VEC]) {
@@ -95,15 +123,20 @@ __device__ inline void conv_row(const float (&xs)[K - 1 + kRun][VEC], int r, con
 
 template <class T, int VEC, int K, bool PACKED>
 __global__ void __launch_bounds__(kLanes* kWarps)
-    forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
+    forward_kernel(const T* __restrict__ x0, const T* __restrict__ x1, const T* __restrict__ x2, T* __restrict__ y0,
+                   T* __restrict__ y1, T* __restrict__ y2, const T* __restrict__ w, const T* __restrict__ bias,
                    const int32_t* __restrict__ seq, Dims d) {
-  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
+  const int part = my_part(d);
+  const Part P = part == 0 ? d.part[0] : (part == 1 ? d.part[1] : d.part[2]);
+  const T* __restrict__ x = pick(part, x0, x1, x2);
+  T* __restrict__ y = pick(part, y0, y1, y2);
+  const int64_t c0 = ((static_cast<int64_t>(blockIdx.x) - P.lane_begin) * kLanes + threadIdx.x) * VEC;
   const int64_t b = blockIdx.z, u0 = static_cast<int64_t>(blockIdx.y) * kFwdTile + threadIdx.y * kRun;
-  if (c0 >= d.C || u0 >= d.T) return;
+  if (c0 >= P.C || u0 >= d.T) return;
   float wk[K][VEC], bs[VEC], xs[K - 1 + kRun][VEC];
-  load_weights<VEC, K>(w, bias, c0, wk, bs);
-  const int64_t base = b * d.T * d.C + c0;
-  load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
+  load_weights<VEC, K>(w + P.c_begin * K, bias ? bias + P.c_begin : nullptr, c0, wk, bs);
+  const int64_t base = b * d.T * P.C + c0;
+  load_run<VEC, K>(x + base, u0, d.T, P.C, xs);
   int ids[K - 1 + kRun] = {};
   if constexpr (PACKED) load_ids<K>(seq + b * d.T, u0, d.T, ids);
 #pragma unroll
@@ -113,32 +146,39 @@ __global__ void __launch_bounds__(kLanes* kWarps)
     conv_row<VEC, K, PACKED>(xs, r, wk, bs, ids, pre);
 #pragma unroll
     for (int v = 0; v < VEC; ++v) out[v] = pre[v] * sigmoid(pre[v]);
-    store<VEC>(y + base + (u0 + r) * d.C, out);
+    store<VEC>(y + base + (u0 + r) * P.C, out);
   }
 }
 
-// partial [R, K + 1, C] with R = B * gridDim.y: rows k < K hold dw[:, k], row K holds dbias.
+// partial [R, K + 1, C_total] with R = B * gridDim.y: rows k < K hold dw[:, k], row K holds dbias.
 template <class T, int VEC, int K, bool PACKED>
 __global__ void __launch_bounds__(kLanes* kWarps, 3)
-    backward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                    const T* __restrict__ dy, T* __restrict__ dx, float* __restrict__ partial,
-                    const int32_t* __restrict__ seq, Dims d) {
+    backward_kernel(const T* __restrict__ x0, const T* __restrict__ x1, const T* __restrict__ x2,
+                    const T* __restrict__ dy0, const T* __restrict__ dy1, const T* __restrict__ dy2,
+                    T* __restrict__ dx0, T* __restrict__ dx1, T* __restrict__ dx2, const T* __restrict__ w,
+                    const T* __restrict__ bias, float* __restrict__ partial, const int32_t* __restrict__ seq, Dims d) {
   constexpr int kBwdTile = bwd_tile(K), kCols = kLanes * VEC, kRows = kBwdTile + K - 1;
   constexpr int kRuns = (kRows + kRun - 1) / kRun;
   // dpre rows t0 .. t0 + kBwdTile + K - 2; reused afterwards for the warp reduction.
   __shared__ float dpre[kRows][kCols];
   __shared__ int row_ids[PACKED ? kRows : 1];  // sequence ids of the dpre rows (PACKED only)
   static_assert(kWarps * (K + 1) <= kRows, "the reduction reuses the dpre buffer");
-  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kLanes + threadIdx.x) * VEC;
-  const bool active = c0 < d.C;
+  const int part = my_part(d);
+  const Part P = part == 0 ? d.part[0] : (part == 1 ? d.part[1] : d.part[2]);
+  const T* __restrict__ x = pick(part, x0, x1, x2);
+  const T* __restrict__ dy = pick(part, dy0, dy1, dy2);
+  T* __restrict__ dx = pick(part, dx0, dx1, dx2);
+  const int64_t lane0 = (static_cast<int64_t>(blockIdx.x) - P.lane_begin) * kLanes;  // the block's first lane in its part
+  const int64_t c0 = (lane0 + threadIdx.x) * VEC;
+  const bool active = c0 < P.C;
   const int64_t b = blockIdx.z, t0 = static_cast<int64_t>(blockIdx.y) * kBwdTile;
-  const int64_t base = b * d.T * d.C + c0;
+  const int64_t base = b * d.T * P.C + c0;
   float wk[K][VEC], bs[VEC], acc[K + 1][VEC];
 #pragma unroll
   for (int k = 0; k <= K; ++k)
 #pragma unroll
     for (int v = 0; v < VEC; ++v) acc[k][v] = 0.0f;
-  if (active) load_weights<VEC, K>(w, bias, c0, wk, bs);
+  if (active) load_weights<VEC, K>(w + P.c_begin * K, bias ? bias + P.c_begin : nullptr, c0, wk, bs);
   if constexpr (PACKED) {
     for (int i = threadIdx.y * kLanes + threadIdx.x; i < kRows; i += kLanes * kWarps)
       row_ids[i] = t0 + i < d.T ? seq[b * d.T + t0 + i] : 0;
@@ -150,12 +190,12 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
     float xs[K - 1 + kRun][VEC], g[kRun][VEC];
     int ids[K - 1 + kRun] = {};
     if (active) {
-      load_run<VEC, K>(x + base, u0, d.T, d.C, xs);
+      load_run<VEC, K>(x + base, u0, d.T, P.C, xs);
       if constexpr (PACKED) load_ids<K>(seq + b * d.T, u0, d.T, ids);
 #pragma unroll
       for (int r = 0; r < kRun; ++r) {
         if (u0 + r < d.T) {
-          load<VEC>(dy + base + (u0 + r) * d.C, g[r]);
+          load<VEC>(dy + base + (u0 + r) * P.C, g[r]);
         } else {  // past the sequence end dy, hence dpre, is zero
 #pragma unroll
           for (int v = 0; v < VEC; ++v) g[r][v] = 0.0f;
@@ -203,7 +243,7 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
           if (!PACKED || row_ids[i + K - 1 - k] == row_ids[i]) sum += dpre[i + K - 1 - k][threadIdx.x * VEC + v] * wk[k][v];
         gx[v] = sum;
       }
-      store<VEC>(dx + base + (t0 + i) * d.C, gx);
+      store<VEC>(dx + base + (t0 + i) * P.C, gx);
     }
   }
   __syncthreads();
@@ -218,12 +258,12 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
   const int64_t r = b * gridDim.y + blockIdx.y;
   for (int i = threadIdx.y * kLanes + threadIdx.x; i < (K + 1) * kCols; i += kLanes * kWarps) {
     const int k = i / kCols, cl = i % kCols;
-    const int64_t c = static_cast<int64_t>(blockIdx.x) * kCols + cl;
-    if (c >= d.C) continue;
+    const int64_t c = lane0 * VEC + cl;  // channel within the part
+    if (c >= P.C) continue;
     float sum = 0.0f;
 #pragma unroll
     for (int wy = 0; wy < kWarps; ++wy) sum += red[wy][k][cl];
-    partial[(r * (K + 1) + k) * d.C + c] = sum;
+    partial[(r * (K + 1) + k) * d.C_total + P.c_begin + c] = sum;
   }
 }
 
@@ -238,35 +278,59 @@ __global__ void reduce_kernel(const float* __restrict__ partial, int64_t R, int6
   else if (dbias) dbias[c] += total;
 }
 
-dim3 grid_for(const CausalConv1dCudaArgs& a, int vec, int tile) {
-  const int64_t lanes = (a.C / vec + kLanes - 1) / kLanes;
+// The kernels' view of the call: each part's tensors and where its lanes start (vec channels a lane).
+// The kernels' view of the call: each part's channels and where its lanes start (vec channels a lane).
+Dims dims_for(const CausalConv1dCudaArgs& a, int vec, int64_t* lanes_total) {
+  Dims d{a.B, a.T, 0, a.parts, {}};
+  int64_t lanes = 0;
+  for (int p = 0; p < a.parts; ++p) {
+    d.part[p] = Part{a.C[p], d.C_total, lanes};
+    d.C_total += a.C[p];
+    lanes += (a.C[p] / vec + kLanes - 1) / kLanes;
+  }
+  *lanes_total = lanes;
+  return d;
+}
+
+dim3 grid_for(const CausalConv1dCudaArgs& a, int64_t lanes, int tile) {
   const int64_t tiles = (a.T + tile - 1) / tile;
   return dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(tiles), static_cast<unsigned>(a.B));
 }
 
+template <class T> const T* in(const void* p) { return static_cast<const T*>(p); }
+template <class T> T* out(void* p) { return static_cast<T*>(p); }
+
 template <class T, int VEC, int K, bool PACKED>
 void launch_forward(const CausalConv1dCudaArgs& a, cudaStream_t s) {
-  forward_kernel<T, VEC, K, PACKED><<<grid_for(a, VEC, kFwdTile), dim3(kLanes, kWarps), 0, s>>>(
-      static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias), static_cast<T*>(a.y),
-      a.seq_idx, Dims{a.B, a.T, a.C});
+  int64_t lanes = 0;
+  const Dims d = dims_for(a, VEC, &lanes);
+  forward_kernel<T, VEC, K, PACKED><<<grid_for(a, lanes, kFwdTile), dim3(kLanes, kWarps), 0, s>>>(
+      in<T>(a.x[0]), in<T>(a.x[1]), in<T>(a.x[2]), out<T>(a.y[0]), out<T>(a.y[1]), out<T>(a.y[2]), in<T>(a.w),
+      in<T>(a.bias), a.seq_idx, d);
 }
 
 template <class T, int VEC, int K, bool PACKED>
 void launch_backward(const CausalConv1dCudaArgs& a, float* partial, cudaStream_t s) {
-  backward_kernel<T, VEC, K, PACKED><<<grid_for(a, VEC, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
-      static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias),
-      static_cast<const T*>(a.dy), static_cast<T*>(a.dx), partial, a.seq_idx, Dims{a.B, a.T, a.C});
+  int64_t lanes = 0;
+  const Dims d = dims_for(a, VEC, &lanes);
+  backward_kernel<T, VEC, K, PACKED><<<grid_for(a, lanes, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
+      in<T>(a.x[0]), in<T>(a.x[1]), in<T>(a.x[2]), in<T>(a.dy[0]), in<T>(a.dy[1]), in<T>(a.dy[2]), out<T>(a.dx[0]),
+      out<T>(a.dx[1]), out<T>(a.dx[2]), in<T>(a.w), in<T>(a.bias), partial, a.seq_idx, d);
 }
 
 // Calls f.template operator()<T, VEC, K>() for the runtime dtype, K and the vector width: `wide`
-// when C and every pointer allow it, else one channel per thread.
+// when every part's C and every pointer allow it, else one channel per thread.
 template <int kWide, class F>
-cudaError_t dispatch(const CausalConv1dCudaArgs& a, const void* const* ptrs, int nptrs, F&& f) {
+cudaError_t dispatch(const CausalConv1dCudaArgs& a, bool backward, F&& f) {
   if (a.K < 1 || a.K > kCausalConv1dCudaMaxK) return cudaErrorInvalidValue;
+  if (a.parts < 1 || a.parts > kCausalConv1dCudaMaxParts) return cudaErrorInvalidValue;
   auto with_t = [&](auto zero) {
     using T = decltype(zero);
-    bool wide = a.C % kWide == 0;
-    for (int i = 0; i < nptrs; ++i) wide = wide && aligned_for<T>(kWide, ptrs[i]);
+    bool wide = true;
+    for (int p = 0; p < a.parts; ++p) {
+      wide = wide && a.C[p] % kWide == 0 && aligned_for<T>(kWide, a.x[p]);
+      wide = wide && (backward ? aligned_for<T>(kWide, a.dy[p], a.dx[p]) : aligned_for<T>(kWide, a.y[p]));
+    }
     auto with_vec = [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       switch (a.K) {
@@ -284,13 +348,18 @@ cudaError_t dispatch(const CausalConv1dCudaArgs& a, const void* const* ptrs, int
   return cudaSuccess;
 }
 
+int64_t total_channels(const CausalConv1dCudaArgs& a) {
+  int64_t C = 0;
+  for (int p = 0; p < a.parts && p < kCausalConv1dCudaMaxParts; ++p) C += a.C[p];
+  return C;
+}
+
 }  // namespace
 
 cudaError_t causal_conv1d_forward_cuda(const CausalConv1dCudaArgs& a, cudaStream_t s) {
-  if (a.B == 0 || a.T == 0 || a.C == 0) return cudaSuccess;
-  const void* ptrs[] = {a.x, a.y};
+  if (a.B == 0 || a.T == 0 || total_channels(a) == 0) return cudaSuccess;
   cudaError_t err =
-      dispatch<kFwdVec>(a, ptrs, 2, [&]<class T, int V, int K>() {
+      dispatch<kFwdVec>(a, false, [&]<class T, int V, int K>() {
     if (a.seq_idx) launch_forward<T, V, K, true>(a, s);
     else launch_forward<T, V, K, false>(a, s);
   });
@@ -298,20 +367,20 @@ cudaError_t causal_conv1d_forward_cuda(const CausalConv1dCudaArgs& a, cudaStream
 }
 
 cudaError_t causal_conv1d_backward_cuda(const CausalConv1dCudaArgs& a, cudaStream_t s) {
-  if (a.B == 0 || a.T == 0 || a.C == 0) return cudaSuccess;
+  const int64_t C = total_channels(a);
+  if (a.B == 0 || a.T == 0 || C == 0) return cudaSuccess;
   const int tile = bwd_tile(static_cast<int>(a.K));
-  const int64_t R = a.B * static_cast<int64_t>(grid_for(a, 1, tile).y), n = (a.K + 1) * a.C;
+  const int64_t R = a.B * ((a.T + tile - 1) / tile), n = (a.K + 1) * C;
   float* partial = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), R * n * sizeof(float), s);
   if (err != cudaSuccess) return err;
-  const void* ptrs[] = {a.x, a.dy, a.dx};
-  err = dispatch<kBwdVec>(a, ptrs, 3, [&]<class T, int V, int K>() {
+  err = dispatch<kBwdVec>(a, true, [&]<class T, int V, int K>() {
     if (a.seq_idx) launch_backward<T, V, K, true>(a, partial, s);
     else launch_backward<T, V, K, false>(a, partial, s);
   });
   if (err == cudaSuccess) {
     reduce_kernel<<<reduce::column_sum_grid(n), reduce::column_sum_block(), 0, s>>>(
-        partial, R, a.C, static_cast<int>(a.K), a.dw, a.dbias);
+        partial, R, C, static_cast<int>(a.K), a.dw, a.dbias);
     err = cudaGetLastError();
   }
   cudaError_t free_err = cudaFreeAsync(partial, s);

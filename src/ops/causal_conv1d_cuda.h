@@ -10,18 +10,24 @@ namespace nemotron::ops {
 
 // The largest kernel width the CUDA kernels take (Mamba-2 uses 4).
 constexpr int64_t kCausalConv1dCudaMaxK = 4;
+// The most channel parts one launch takes (Mamba's x, B and C).
+constexpr int kCausalConv1dCudaMaxParts = 3;
 
+// The channels come in `parts` tensors each [B, T, C[p]]: part p holds channels C[0] + .. + C[p-1]
+// on of the concatenation that w, bias, dw and dbias cover (one part: the plain op).
 struct CausalConv1dCudaArgs {
-  const void* x = nullptr;
-  const void* w = nullptr;
-  const void* bias = nullptr;  // may be null (no conv bias)
-  void* y = nullptr;
-  const void* dy = nullptr;
-  void* dx = nullptr;       // overwritten
-  float* dw = nullptr;      // [C, K], +=
-  float* dbias = nullptr;   // [C], +=; null exactly when bias is
+  const void* x[kCausalConv1dCudaMaxParts] = {};
+  void* y[kCausalConv1dCudaMaxParts] = {};
+  const void* dy[kCausalConv1dCudaMaxParts] = {};
+  void* dx[kCausalConv1dCudaMaxParts] = {};  // overwritten
+  int64_t C[kCausalConv1dCudaMaxParts] = {};
+  int parts = 1;
+  const void* w = nullptr;     // [sum C, K]
+  const void* bias = nullptr;  // [sum C]; may be null (no conv bias)
+  float* dw = nullptr;         // [sum C, K], +=
+  float* dbias = nullptr;      // [sum C], +=; null exactly when bias is
   const int32_t* seq_idx = nullptr;  // [B, T] packed-sequence ids (causal_conv1d.h); null = none
-  int64_t B = 0, T = 0, C = 0, K = 0;
+  int64_t B = 0, T = 0, K = 0;
   bool bf16 = false;
 };
 

@@ -3,7 +3,9 @@
 // contiguous groups of d/G:
 //   v = y * SiLU(z);  out = w * v * rstd,  rstd = (mean_group(v^2) + eps)^(-1/2)
 // Forward saves rstd [rows, G]; backward recomputes v from y and z, overwrites dy and dz and
-// accumulates dw (+=).
+// accumulates dw (+=). Given `out`, the backward also writes the forward's output (bit for bit as
+// the forward does, from the saved rstd): Mamba's out_proj needs it for dW, and a layer that
+// recomputes it would read y and z once more (mamba_ssm's recompute_output).
 // Dtypes (src/ops/CUDA.md): y, z, w, out, dout, dy, dz in the compute dtype; rstd in stat_dtype
 // (float32 for bfloat16); dw is a parameter gradient in grad_dtype (float32 for bfloat16), reduced
 // over rows in a fixed order. The CUDA backward takes groups of up to 12288 channels.
@@ -16,6 +18,7 @@ namespace nemotron::ops {
 void gated_rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, int64_t n_groups,
                            double eps, Tensor& out, Tensor& rstd);
 void gated_rmsnorm_backward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, const Tensor& rstd,
-                            int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw);
+                            int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw,
+                            Tensor* out = nullptr);
 
 }  // namespace nemotron::ops

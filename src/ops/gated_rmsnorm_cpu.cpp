@@ -43,7 +43,7 @@ void forward_ref(const NormDims& n, const T* y, const T* z, const T* w, T eps, T
 
 template <class T>
 void backward_ref(const NormDims& n, const T* y, const T* z, const T* w, const T* rstd, const T* dout, T* dy, T* dz,
-                  T* dw) {
+                  T* dw, T* out) {
   cpu::parallel_for(n.rows, [&](int64_t r) {
     for (int64_t g = 0; g < n.G; ++g) {
       int64_t o = r * n.d + g * n.gs;
@@ -59,6 +59,7 @@ void backward_ref(const NormDims& n, const T* y, const T* z, const T* w, const T
         T dv = s * (w[g * n.gs + i] * dout[o + i] - v * s * dot);
         dy[o + i] = dv * silu;
         dz[o + i] = dv * y[o + i] * sz * (T(1) + z[o + i] * (T(1) - sz));
+        if (out) out[o + i] = y[o + i] * z[o + i] * sz * (s * w[g * n.gs + i]);  // forward_ref's order
       }
     }
   }, cpu::grain_for(16 * n.d));
@@ -120,7 +121,7 @@ void gated_rmsnorm_forward(Context& ctx, const Tensor& y, const Tensor& z, const
 }
 
 void gated_rmsnorm_backward(Context& ctx, const Tensor& y, const Tensor& z, const Tensor& w, const Tensor& rstd,
-                            int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw) {
+                            int64_t n_groups, const Tensor& dout, Tensor& dy, Tensor& dz, Tensor& dw, Tensor* out) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
   NormDims n = check_args(y, z, w, n_groups, "gated_rmsnorm_backward");
   expect_shape(rstd, {n.rows, n.G}, "gated_rmsnorm rstd");
@@ -133,12 +134,17 @@ void gated_rmsnorm_backward(Context& ctx, const Tensor& y, const Tensor& z, cons
   expect_dtype(dy, y.dtype(), "gated_rmsnorm dy");
   expect_dtype(dz, y.dtype(), "gated_rmsnorm dz");
   expect_dtype(dw, grad_dtype(y.dtype()), "gated_rmsnorm dw");
+  if (out) {
+    expect_shape(*out, y.shape(), "gated_rmsnorm output");
+    expect_dtype(*out, y.dtype(), "gated_rmsnorm output");
+  }
 #if NEMOTRON_CUDA
   if (y.device().is_cuda()) {
     NM_CHECK(n.gs <= kGatedRmsNormCudaMaxGroup, "gated_rmsnorm on CUDA: groups of {} channels exceed {}", n.gs,
              kGatedRmsNormCudaMaxGroup);
     GatedRmsNormCudaArgs a = cuda_args(n, y, z, w, rstd);
     a.dout = dout.raw(), a.dy = dy.raw(), a.dz = dz.raw(), a.dw = static_cast<float*>(dw.raw());
+    a.out = out ? out->raw() : nullptr;
     NM_CUDA_CHECK(gated_rmsnorm_backward_cuda(a, cuda::cuda_stream(ctx)));
     return;
   }
@@ -147,7 +153,7 @@ void gated_rmsnorm_backward(Context& ctx, const Tensor& y, const Tensor& z, cons
   dispatch_float(y.dtype(), "gated_rmsnorm_backward", [&](auto zero) {
     using T = decltype(zero);
     backward_ref<T>(n, y.data<T>(), z.data<T>(), w.data<T>(), rstd.data<T>(), dout.data<T>(), dy.data<T>(),
-                    dz.data<T>(), dw.data<T>());
+                    dz.data<T>(), dw.data<T>(), out ? out->data<T>() : nullptr);
   });
 }
 

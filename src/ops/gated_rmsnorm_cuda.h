@@ -16,7 +16,7 @@ struct GatedRmsNormCudaArgs {
   const void* y = nullptr;
   const void* z = nullptr;
   const void* w = nullptr;
-  void* out = nullptr;
+  void* out = nullptr;         // forward: written; backward: written when given (the forward's output)
   float* rstd = nullptr;      // [rows, G]
   const void* dout = nullptr;
   void* dy = nullptr;         // overwritten

@@ -95,7 +95,10 @@ __global__ void backward_dw_reduce_kernel(const float* partial, int64_t chunks, 
 }
 
 // ---- the vector path ----
-constexpr int kVecThreads = 128, kMaxVecs = 8, kBwdRows = 32;
+// kBwdRows: 16 rows per backward block gives 1024 blocks for 16384 rows, ~8 per SM, enough loads
+// in flight to stream at bandwidth (32 rows left an H100 at ~1.5 TB/s on 768-wide rows); the dw
+// partials stay small (64 KiB per 1024 rows of 1024 floats).
+constexpr int kVecThreads = 128, kMaxVecs = 8, kBwdRows = 16;
 
 // Sum over a 128-thread block, the same value returned to every thread.
 __device__ float block_sum128(float v) {
@@ -167,13 +170,18 @@ __global__ void __launch_bounds__(kVecThreads) backward_vec_kernel(const T* x, c
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t base = r * D;
     const float s = rstd[r];
-    float xv[NV][V], g[NV][V], dot = 0;
+    // The residual gradient is loaded with x and dy, before the block sum, so the three loads are
+    // in flight together (dx may be dx_add: each thread reads its own elements before writing them);
+    // above 4 vectors per thread, after it, to stay within the registers.
+    constexpr bool kEarlyAdd = NV <= 4;
+    float xv[NV][V], g[NV][V], add[NV][V], dot = 0;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
       if (c >= D) continue;
       vec_io::load<V>(x + base + c, xv[k]);
       vec_io::load<V>(dy + base + c, g[k]);
+      if (kEarlyAdd && dx_add) vec_io::load<V>(dx_add + base + c, add[k]);
 #pragma unroll
       for (int i = 0; i < V; ++i) dot += wv[k][i] * g[k][i] * xv[k][i];
     }
@@ -182,11 +190,11 @@ __global__ void __launch_bounds__(kVecThreads) backward_vec_kernel(const T* x, c
     for (int k = 0; k < NV; ++k) {
       const int64_t c = (threadIdx.x + k * kVecThreads) * static_cast<int64_t>(V);
       if (c >= D) continue;
-      float out[V], add[V];
-      if (dx_add) vec_io::load<V>(dx_add + base + c, add);
+      float out[V];
+      if (!kEarlyAdd && dx_add) vec_io::load<V>(dx_add + base + c, add[k]);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        out[i] = s * (wv[k][i] * g[k][i] - xv[k][i] * s * dot) + (dx_add ? add[i] : 0.0f);
+        out[i] = s * (wv[k][i] * g[k][i] - xv[k][i] * s * dot) + (dx_add ? add[k][i] : 0.0f);
         acc[k][i] += g[k][i] * xv[k][i] * s;
       }
       vec_io::store<V>(dx + base + c, out);

@@ -2,6 +2,7 @@
 // parameter gradients on a bf16 target, accumulated into a non-zero buffer). Packed rows
 // (seq_idx): the same checks with several sequences per row, and the proof that a packed row
 // gives every sequence exactly what it gets alone (y, dx; dw and dbias sum over the sequences).
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "case_buffers.h"
@@ -51,6 +52,57 @@ class CausalConv1dCase : public OpCase {
   PackedLayout packed_;
 };
 
+// causal_conv1d_*_parts: the channels in up to three tensors (Mamba's x, B, C), one launch on CUDA;
+// checked like the plain op (its gradients against float64 differences, the GPU against the CPU),
+// so the parts' channel offsets into w, bias, dw and dbias are proven too.
+class CausalConv1dPartsCase : public OpCase {
+ public:
+  CausalConv1dPartsCase(int64_t B, int64_t T, std::vector<int64_t> C, int64_t K, bool bias, PackedLayout packed = {})
+      : B_(B), T_(T), C_(std::move(C)), K_(K), bias_(bias), packed_(std::move(packed)) {}
+  std::string op() const override { return "causal_conv1d"; }
+  std::string params() const override {
+    return fmt::format("B={},T={},parts={},K={},bias={}{}", B_, T_, fmt::join(C_, "/"), K_, bias_ ? 1 : 0,
+                       packed_.empty() ? "" : ",packed=" + layout_str(packed_));
+  }
+  std::vector<InputSpec> inputs() const override {
+    std::vector<InputSpec> in;
+    int64_t total = 0;
+    for (size_t p = 0; p < C_.size(); ++p) in.push_back({fmt::format("x{}", p), {B_, T_, C_[p]}}), total += C_[p];
+    in.push_back({"w", {total, 1, K_}});
+    if (bias_) in.push_back({"bias", {total}});
+    return in;
+  }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    const size_t n = C_.size();
+    std::vector<Tensor> ys;
+    for (size_t p = 0; p < n; ++p) ys.push_back(poisoned(ctx, in[p].shape(), in[p].dtype()));
+    ops::causal_conv1d_forward_parts(ctx, {in.data(), n}, in[n], bias_ ? in[n + 1] : Tensor(), ys, seq_idx(ctx));
+    return ys;
+  }
+  std::vector<Tensor> backward(Context& ctx, const std::vector<Tensor>& in,
+                               const std::vector<Tensor>& douts) const override {
+    const size_t n = C_.size();
+    const DType dt = in[0].dtype();
+    std::vector<Tensor> dxs;
+    for (size_t p = 0; p < n; ++p) dxs.push_back(poisoned(ctx, in[p].shape(), dt));
+    Tensor dw = grad_buffer(ctx, in[n].shape(), dt), db = bias_ ? grad_buffer(ctx, in[n + 1].shape(), dt) : Tensor();
+    ops::causal_conv1d_backward_parts(ctx, {in.data(), n}, in[n], bias_ ? in[n + 1] : Tensor(), douts, dxs, dw, db,
+                                      seq_idx(ctx));
+    std::vector<Tensor> g = dxs;
+    g.push_back(accumulated(dw));
+    if (bias_) g.push_back(accumulated(db));
+    return g;
+  }
+
+ private:
+  Tensor seq_idx(Context& ctx) const { return packed_.empty() ? Tensor() : seq_idx_tensor(ctx, packed_, T_); }
+  int64_t B_, T_;
+  std::vector<int64_t> C_;
+  int64_t K_;
+  bool bias_;
+  PackedLayout packed_;
+};
+
 NM_OP_CASES(causal_conv1d_cases) {
   CaseList c;
   c.push_back(std::make_unique<CausalConv1dCase>(2, 9, 7, 4, true, true));
@@ -68,6 +120,15 @@ NM_OP_CASES(causal_conv1d_cases) {
   c.push_back(std::make_unique<CausalConv1dCase>(2, 301, 36, 4, true, false,
                                                  PackedLayout{{127, 1, 2, 128, 43}, {1, 129, 3, 168}}));
   c.push_back(std::make_unique<CausalConv1dCase>(1, 150, 67, 4, true, false, PackedLayout{{61, 1, 1, 87}}));
+  // Parts: Mamba-like widths (vector path), an odd part (one channel per thread for all), one part,
+  // several time blocks, packed rows.
+  c.push_back(std::make_unique<CausalConv1dPartsCase>(2, 9, std::vector<int64_t>{8, 4, 4}, 4, true));
+  c.push_back(std::make_unique<CausalConv1dPartsCase>(2, 37, std::vector<int64_t>{136, 8, 8}, 4, false));
+  c.push_back(std::make_unique<CausalConv1dPartsCase>(1, 301, std::vector<int64_t>{68, 12, 12}, 4, true));
+  c.push_back(std::make_unique<CausalConv1dPartsCase>(2, 12, std::vector<int64_t>{7, 4, 4}, 3, true));
+  c.push_back(std::make_unique<CausalConv1dPartsCase>(2, 10, std::vector<int64_t>{12}, 4, true));
+  c.push_back(std::make_unique<CausalConv1dPartsCase>(2, 12, std::vector<int64_t>{8, 4, 4}, 4, true,
+                                                      PackedLayout{{1, 2, 4, 5}, {3, 1, 1, 7}}));
   return c;
 }
 

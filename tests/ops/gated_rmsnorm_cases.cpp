@@ -7,11 +7,16 @@
 namespace nemotron::testing {
 namespace {
 
+// with_out: the backward also writes the forward's output (Mamba's out_proj dW input), which must
+// equal the forward's bit for bit on every backend; a difference fails the case.
 class GatedRmsNormCase : public OpCase {
  public:
-  GatedRmsNormCase(int64_t B, int64_t T, int64_t d, int64_t G) : B_(B), T_(T), d_(d), G_(G) {}
+  GatedRmsNormCase(int64_t B, int64_t T, int64_t d, int64_t G, bool with_out = false)
+      : B_(B), T_(T), d_(d), G_(G), with_out_(with_out) {}
   std::string op() const override { return "gated_rmsnorm"; }
-  std::string params() const override { return fmt::format("B={},T={},d={},G={}", B_, T_, d_, G_); }
+  std::string params() const override {
+    return fmt::format("B={},T={},d={},G={}{}", B_, T_, d_, G_, with_out_ ? ",with_out" : "");
+  }
   std::vector<InputSpec> inputs() const override {
     return {{"y", {B_, T_, d_}}, {"z", {B_, T_, d_}, DType::f64, true, -2.0, 2.0},
             {"w", {d_}, DType::f64, true, 0.5, 1.5}};
@@ -29,12 +34,16 @@ class GatedRmsNormCase : public OpCase {
     ops::gated_rmsnorm_forward(ctx, in[0], in[1], in[2], G_, 1e-5, out, rstd);
     Tensor dy = poisoned(ctx, in[0].shape(), dt), dz = poisoned(ctx, in[0].shape(), dt);
     Tensor dw = grad_buffer(ctx, {d_}, dt);
-    ops::gated_rmsnorm_backward(ctx, in[0], in[1], in[2], rstd, G_, douts[0], dy, dz, dw);
+    Tensor again = poisoned(ctx, in[0].shape(), dt);
+    ops::gated_rmsnorm_backward(ctx, in[0], in[1], in[2], rstd, G_, douts[0], dy, dz, dw, with_out_ ? &again : nullptr);
+    if (with_out_ && again.to_f64_vector() != out.to_f64_vector())
+      throw Error(fmt::format("gated_rmsnorm({}): the backward's output differs from the forward's", params()));
     return {dy, dz, accumulated(dw)};
   }
 
  private:
   int64_t B_, T_, d_, G_;
+  bool with_out_;
 };
 
 NM_OP_CASES(gated_rmsnorm_cases) {
@@ -47,6 +56,9 @@ NM_OP_CASES(gated_rmsnorm_cases) {
   c.push_back(std::make_unique<GatedRmsNormCase>(3, 29, 96, 2));   // 48 per group: vector path
   c.push_back(std::make_unique<GatedRmsNormCase>(1, 67, 264, 1));  // one wide group, several rows per warp
   c.push_back(std::make_unique<GatedRmsNormCase>(1, 5, 2080, 2));  // groups too wide for the register path
+  c.push_back(std::make_unique<GatedRmsNormCase>(2, 37, 201, 3, true));  // scalar path
+  c.push_back(std::make_unique<GatedRmsNormCase>(3, 29, 96, 2, true));   // vector path, registers
+  c.push_back(std::make_unique<GatedRmsNormCase>(1, 5, 2080, 2, true));  // vector path, re-read
   return c;
 }
 
