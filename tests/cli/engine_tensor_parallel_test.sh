@@ -9,7 +9,7 @@
 # client left early (its admissions delayed by rank 0's clock: --scheduler-delay-factor), its start
 # line prices one rank's cache, and SIGTERM ends every rank. Then the layouts that cannot run: a size the
 # KV heads do not divide (1 KV head at TP 2: refused, as every model with fewer KV heads than TP),
-# a size that is not the launch's; and GRPO's generator asked to split otherwise than its trainer.
+# a size that is not the launch's; and GRPO's generator at a size the launch's ranks cannot hold.
 # Usage: engine_tensor_parallel_test.sh path/to/nemotron
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -185,9 +185,10 @@ bad_layout "two ranks, no --tensor-parallel-size" 2 \
 expect_error "TP 2 in one process" \
   "--tensor-parallel-size 2: the model is split over every rank of the launch, and this one has 1 (start it with \`mpirun -np 2\` or \`srun --ntasks 2\`, or pass --tensor-parallel-size 1)" \
   "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 2
-# GRPO's generator shares the trainer's weights in place: NeMo RL's own generator layout is refused.
-expect_error "GRPO generator TP other than the trainer's" \
-  "recipes/super3/rl/tiny.yaml: policy.generation.vllm_cfg.tensor_parallel_size: 2: a generator split otherwise than the trainer (model.tensor_model_parallel_size = 1) is not offered yet (the engine decodes with the trainer's weights in place, without a refit that could reshard them); set 1 or leave it out" \
+# GRPO's generator at another size than the trainer (cli.generator_layout runs it) is planned for
+# the launch's ranks: one process cannot hold a TP 2 generator.
+expect_error "GRPO generator TP other than the trainer's, one process" \
+  "recipes/super3/rl/tiny.yaml: policy.generation.vllm_cfg.tensor_parallel_size: 2 does not divide the 1 ranks of the run (the generator's data-parallel size is the world over it)" \
   "$BIN" super3 rl -c tiny --dry-run policy.generation.vllm_cfg.tensor_parallel_size=2
 expect_ok "GRPO generator TP equal to the trainer's" '^training memory' \
   "$BIN" super3 rl -c tiny --dry-run policy.generation.vllm_cfg.tensor_parallel_size=1
