@@ -640,10 +640,12 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
     if (on_gpu) {
       const HeldBytes h = held_bytes(net_.params(), opt_, reference_.get());
       line += fmt::format(
-          "gpu memory: {:.4g} GiB in use, weights {:.4g} GiB (one copy: the engine reads the trainer's), peak "
+          "gpu memory: {:.4g} GiB in use, weights {:.4g} GiB ({}), peak "
           "{:.4g} GiB; besides the {} weights: fp32 masters {:.4g} GiB, gradients {:.4g} GiB, Adam moments "
           "{:.4g} GiB{}\n",
           static_cast<double>(r.device_bytes_in_use) / kGiB, static_cast<double>(r.weight_bytes) / kGiB,
+          opts_.generator_groups ? "the trainer's; the generator's copy is freed after the rollouts"
+                                 : "one copy: the engine reads the trainer's",
           static_cast<double>(r.device_peak_bytes) / kGiB, dtype_name(net_.params().dtype()),
           static_cast<double>(h.masters) / kGiB, static_cast<double>(h.grads) / kGiB,
           static_cast<double>(h.moments) / kGiB,

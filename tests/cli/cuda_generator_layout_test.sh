@@ -5,7 +5,8 @@
 # TP 2 (each GPU cuts its half of every split tensor), on the tiny super3 recipe against one GPU
 # and on a 158M-parameter variant of it for the refit's time. In bf16 a split sum rounds
 # otherwise, so a sampled token may differ from one GPU's: the gaps are printed, not bounded; each
-# run must train (finite loss, a gradient every step) and log its refit time and bytes per step.
+# run must train (finite loss; a gradient every step on the tiny recipe) and log its refit time and
+# bytes per step. The first step's refit includes the NCCL tensor group's lazy start.
 # Exit 77 (skipped) without 2 GPUs or without a CUDA build.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
@@ -54,7 +55,10 @@ a = [list(map(float, l.split())) for l in open(sys.argv[1])]
 b = [list(map(float, l.split())) for l in open(sys.argv[2])] if sys.argv[2] else [None] * len(a)
 assert len(a) == 3, a
 for i, (x, y) in enumerate(zip(a, b)):
-    assert all(math.isfinite(v) for v in x) and x[1] > 0 and x[3] > 0, f"step {i+1}: {x}"
+    # The 158M variant (no reference) on random weights may stop generating after two updates (a
+    # step with no token to train on: loss and gradient 0, as on 9a1be1c in both layouts): only the
+    # tiny runs must have a gradient every step.
+    assert all(math.isfinite(v) for v in x) and x[3] > 0 and (x[1] > 0 or not y), f"step {i+1}: {x}"
     vs = f" (one GPU: loss {y[0]:.6g}, grad norm {y[1]:.6g}, reward {y[2]:.4g})" if y else ""
     print(f"{sys.argv[3]} step {i+1}: loss {x[0]:.6g}, grad norm {x[1]:.6g}, reward {x[2]:.4g}; refit {x[3]*1e3:.2f} ms, "
           f"{x[4]/2**20:.1f} MiB gathered per GPU; generation {x[5]:.2f} s{vs}")' \
