@@ -53,6 +53,7 @@ struct GenerateOptions {
   std::vector<std::string> logit_bias;  // "ID=BIAS" each
   int64_t top_k = 0, max_new_tokens = 128, max_slots = 8, max_seq_len = 4096;
   int tensor_parallel_size = 1;
+  int expert_parallel_size = 1;
   std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   uint64_t seed = 0;
   std::vector<std::string> stop;
@@ -171,7 +172,7 @@ void run_generate(const GenerateOptions& o) {
   params.frequency_penalty = o.frequency_penalty;
   params.logit_bias = parse_logit_bias(o.logit_bias);
   engine::validate(params, "sampling flags");
-  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
+  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size, o.expert_parallel_size);
   // Under tensor parallelism rank 0 alone reads the prompts (and writes the outputs); the others
   // get the requests it queues.
   std::vector<PromptRow> rows;
@@ -197,9 +198,14 @@ void run_generate(const GenerateOptions& o) {
                                     : fmt::format("on {}", dev.backend->name());
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s %s (MTP heads, if any, unused)\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(whole_parameter_count(m.net->params())), dtype_name(dt), where_run.c_str());
+              static_cast<long long>(whole_parameter_count(m.net->params(), ranks.expert_size)), dtype_name(dt),
+              where_run.c_str());
   for (const std::string& n : m.notes) std::printf("note: %s\n", n.c_str());
-  if (ranks.distributed())
+  if (ranks.expert_size > 1)
+    std::printf("expert parallel: %d data ranks (each its share of the prompts, the routed experts split over them) "
+                "x %d tensor ranks, each holding %lld parameters (its part of the model)\n",
+                ranks.expert_size, ranks.tensor_size, static_cast<long long>(m.net->params().numel()));
+  else if (ranks.distributed())
     std::printf("tensor parallel: %d ranks, each holding %lld parameters (its part of the model)\n", ranks.tensor_size,
                 static_cast<long long>(m.net->params().numel()));
 
@@ -226,6 +232,10 @@ void run_generate(const GenerateOptions& o) {
   }
   engine::Engine engine(*step, &tok);
   // Rank 0 checks and queues each request; the others queue the same ones, as rank 0 sends them.
+  // Under expert parallelism each data rank queues request i when i % E is its data coordinate
+  // (rank 0 checks every request first, in an engine that never runs).
+  const auto mine = [&](size_t i) { return static_cast<int>(i % static_cast<size_t>(ranks.expert_size)) == ranks.data_rank(); };
+  engine::Engine checker(*step, &tok);
   nlohmann::json queued = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where =
@@ -237,7 +247,8 @@ void run_generate(const GenerateOptions& o) {
     r.id = i;
     if (ranks.distributed()) queued.push_back(engine::request_to_json(r));
     try {
-      engine.add(std::move(r));
+      if (mine(i)) engine.add(std::move(r));
+      else checker.add(std::move(r));
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: {}", where, e.what()));
     }
@@ -245,8 +256,11 @@ void run_generate(const GenerateOptions& o) {
   if (ranks.distributed()) {
     std::string message = queued.dump();
     parallel::broadcast_text(*ranks.host, message);
-    if (!ranks.leader())
-      for (const nlohmann::json& r : nlohmann::json::parse(message)) engine.add(engine::request_from_json(r));
+    if (!ranks.leader()) {
+      const nlohmann::json all = nlohmann::json::parse(message);
+      for (size_t i = 0; i < all.size(); ++i)
+        if (mine(i)) engine.add(engine::request_from_json(all[i]));
+    }
   }
 
   std::unique_ptr<ProgressBar> bar;
@@ -255,6 +269,9 @@ void run_generate(const GenerateOptions& o) {
     if (bar) bar->advance(1, static_cast<int64_t>(r.tokens.size()));
   });
   if (bar) bar->finish();
+  if (ranks.expert_size > 1) results = gather_results(ranks, std::move(results), rows.size());
+  engine::EngineStats s = engine.stats();
+  if (ranks.expert_size > 1) s = summed_stats(ranks, s);  // collective: before the other ranks leave
 
   if (!ranks.leader()) return;
   if (!o.input.empty()) {
@@ -277,7 +294,6 @@ void run_generate(const GenerateOptions& o) {
     std::printf("finish_reason: %s, %zu prompt tokens, %zu generated\n", engine::finish_reason_name(r.finish),
                 r.prompt.size(), r.tokens.size());
   }
-  const engine::EngineStats& s = engine.stats();
   std::printf("generated %lld tokens for %lld prompts in %.2f s: %.1f tokens/s (prefill %lld tokens%s), %lld steps, "
               "batch up to %lld\n",
               static_cast<long long>(s.decode_tokens), static_cast<long long>(s.requests), s.seconds,
@@ -338,6 +354,11 @@ void add_generate_command(CLI::App& app) {
                 "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; "
                 "each rank takes the GPU of its local rank. Sizes that do not divide the heads, KV heads, Mamba "
                 "groups or vocabulary are refused")
+      ->capture_default_str();
+  c->add_option("--expert-parallel-size", o->expert_parallel_size,
+                "Split a mixture-of-experts model's routed experts over this many data ranks, each generating its "
+                "share of the prompts (vLLM's --enable-expert-parallel over its data-parallel ranks); start "
+                "--tensor-parallel-size x this many ranks")
       ->capture_default_str();
   add_inference_launch_options(c, o->run_profile, o->env_file);
   c->add_flag("--recompute", o->recompute,

@@ -25,10 +25,12 @@
 #include "cli/recipe_paths.h"
 #include "cli/stop_signals.h"
 #include "cli/training_command.h"
+#include "core/config_tree.h"
 #include "core/error.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "model/hybrid_model.h"
+#include "model/shard_sizes.h"
 #include "rl/grpo_trainer.h"
 #include "rl/rl_config.h"
 #include "train/checkpoint.h"
@@ -46,6 +48,22 @@ void require_path(const std::string& recipe, const std::string& key, const std::
   if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: {}: {} does not exist; {}", recipe, key, path, hint));
 }
 
+// The generator's layout (policy.generation.vllm_cfg.tensor_parallel_size, checked against the
+// model when the config was read): the trainer's world with that tensor size, every other size 1
+// (rl_config.cpp refuses experts and context split otherwise than the trainer).
+parallel::RankLayout generator_layout(const rl::RlConfig& cfg, const parallel::RankLayout& trainer,
+                                      const std::string& path) {
+  const int64_t tp = cfg.generator_tensor_parallel;
+  if (trainer.world() % tp != 0)
+    throw_config_error(path, "policy.generation.vllm_cfg.tensor_parallel_size",
+                       fmt::format("{} does not divide the {} ranks of the run (the generator's data-parallel size "
+                                   "is the world over it)",
+                                   tp, trainer.world()));
+  parallel::ParallelSizes sizes;
+  sizes.tensor = tp;
+  return parallel::RankLayout(sizes, trainer.world(), model::layout_facts(cfg.model), path);
+}
+
 int run_rl(const TrainingCommandOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const std::string path = resolve_recipe(o.family, "rl", o.config);
@@ -54,10 +72,16 @@ int run_rl(const TrainingCommandOptions& o) {
   refuse_context_parallel(layout, path,
                           "GRPO does not split sequences over context ranks yet (its rollouts and per-token losses "
                           "need whole rows)");
+  const bool own_generator = cfg.generator_tensor_parallel != layout.tensor();
+  const parallel::RankLayout gen_layout = own_generator ? generator_layout(cfg, layout, path) : layout;
+  const std::string gen_line =
+      own_generator ? fmt::format("generator layout: {} (the trainer's: {})\n", gen_layout.describe(), layout.describe())
+                    : std::string();
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(rl::rl_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
       if (layout.world() > 1) std::fputs(layout_text(layout, cfg.model).c_str(), stdout);
+      std::fputs(gen_line.c_str(), stdout);
     }
     return 0;
   }
@@ -96,6 +120,10 @@ int run_rl(const TrainingCommandOptions& o) {
   // the optimizer writes back from the fp32 masters: one copy of the weights, no refit.
   rl::GrpoTrainerOptions opts;
   opts.groups = make_process_groups(layout, dev.backend);
+  if (own_generator) {
+    std::fputs(gen_line.c_str(), stdout);
+    opts.generator_groups = make_process_groups(gen_layout, dev.backend);
+  }
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*opts.groups));
   net.init(cfg.grpo.grpo.seed);
   net.params().create_masters();  // bf16 weights: fp32 masters (the checkpoint load fills them)

@@ -51,4 +51,30 @@ Request request_from_json(const json& j) {
   return r;
 }
 
+json result_to_json(const Result& r) {
+  // The text as its bytes: a detokenized cut need not end on a UTF-8 boundary.
+  return {{"id", r.id},
+          {"tag", r.tag},
+          {"prompt", r.prompt},
+          {"tokens", r.tokens},
+          {"logprobs", r.logprobs},
+          {"raw_logprobs", r.raw_logprobs},
+          {"finish", static_cast<int>(r.finish)},
+          {"text", std::vector<uint8_t>(r.text.begin(), r.text.end())}};
+}
+
+Result result_from_json(const json& j) {
+  Result r;
+  r.id = j.at("id").get<uint64_t>();
+  r.tag = j.at("tag").get<uint64_t>();
+  r.prompt = j.at("prompt").get<std::vector<int32_t>>();
+  r.tokens = j.at("tokens").get<std::vector<int32_t>>();
+  r.logprobs = j.at("logprobs").get<std::vector<float>>();
+  r.raw_logprobs = j.at("raw_logprobs").get<std::vector<float>>();
+  r.finish = static_cast<FinishReason>(j.at("finish").get<int>());
+  const auto bytes = j.at("text").get<std::vector<uint8_t>>();
+  r.text.assign(bytes.begin(), bytes.end());
+  return r;
+}
+
 }  // namespace nemotron::engine

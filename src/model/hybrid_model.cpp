@@ -33,8 +33,9 @@ int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens) {
   return std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, tokens));
 }
 
-HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard)
-    : cfg_(cfg), shard_(shard), store_(backend, dtype) {
+HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard,
+                         bool trainable)
+    : cfg_(cfg), shard_(shard), store_(backend, dtype, trainable) {
   validate(cfg_, "model");
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
   const StackNames names = stack_names(cfg_);

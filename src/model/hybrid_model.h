@@ -58,7 +58,9 @@ int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens);
 class HybridModel {
  public:
   // `shard`: the part of the model this rank builds (model/model_shard.h); the whole by default.
-  HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard = {});
+  // `trainable` false: every parameter frozen from the start (ParamStore), for a copy that only runs.
+  HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard = {},
+              bool trainable = true);
   ~HybridModel();
   const ModelConfig& config() const { return cfg_; }
   const ModelShard& shard() const { return shard_; }

@@ -11,7 +11,10 @@ Param& ParamStore::add(const std::string& name, Shape shape, bool weight_decay, 
   p->name = name;
   const DType vt = stat ? stat_dtype(dtype_) : dtype_;
   p->value = Tensor::zeros(shape, vt, *backend_);
-  p->grad = Tensor::zeros(shape, grad_dtype(vt), *backend_);
+  if (trainable_)
+    p->grad = Tensor::zeros(shape, grad_dtype(vt), *backend_);
+  else
+    p->requires_grad = false;
   p->weight_decay = weight_decay;
   Param& ref = *p;
   order_.push_back(p.get());

@@ -92,8 +92,11 @@ struct Param {
 
 class ParamStore {
  public:
-  ParamStore(Backend& backend, DType dtype) : backend_(&backend), dtype_(dtype) {}
-  // A new zero-initialised parameter with a zero gradient. Names must be unique. `stat` keeps the
+  // `trainable` false: a store to run, never to train (a generator's copy of a policy at another
+  // layout): every parameter is added frozen, so no gradient is ever allocated.
+  ParamStore(Backend& backend, DType dtype, bool trainable = true)
+      : backend_(&backend), dtype_(dtype), trainable_(trainable) {}
+  // A new zero-initialised parameter with a zero gradient (frozen, without, in a store not trainable). Names must be unique. `stat` keeps the
   // value in stat_dtype(dtype) (float32 in a bf16 store), for buffers whose small updates bf16
   // would lose (the MoE correction bias).
   Param& add(const std::string& name, Shape shape, bool weight_decay, bool stat = false);
@@ -129,6 +132,7 @@ class ParamStore {
  private:
   Backend* backend_;
   DType dtype_;
+  bool trainable_ = true;
   bool masters_ = false;  // create_masters() ran
   Tensor grad_buffer_;    // make_grads_contiguous()
   std::map<std::string, std::unique_ptr<Param>> by_name_;

@@ -11,8 +11,10 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/model_info.h"
+#include "model/weight_reshard.h"
 #include "rl/grpo_advantages.h"
 #include "rl/grpo_batch.h"
+#include "rl/rollout_exchange.h"
 #include "train/checkpoint.h"
 #include "train/train_loop_config.h"
 
@@ -118,6 +120,15 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
   if (g.policy.train_global_batch_size % D != 0)
     throw InputError(fmt::format("{}: policy.train_global_batch_size: {} does not split over {} data-parallel ranks",
                                  cfg_.source, g.policy.train_global_batch_size, D));
+  if (opts_.generator_groups) {
+    const int64_t E = opts_.generator_groups->data->size();
+    if (g.grpo.num_prompts_per_step % E != 0)
+      throw InputError(fmt::format("{}: grpo.num_prompts_per_step: {} does not split over the generator's {} data-parallel "
+                                   "ranks (policy.generation.vllm_cfg.tensor_parallel_size {} over {} ranks; each "
+                                   "generates whole groups of prompts)",
+                                   cfg_.source, g.grpo.num_prompts_per_step, E, cfg_.generator_tensor_parallel,
+                                   groups_->layout.world()));
+  }
   order_ = epoch_order(0);
   // The trained policy is the one the engine samples from: log softmax(logits / temperature).
   net_.set_logit_temperature(cfg_.grpo.policy.generation.temperature);
@@ -279,7 +290,8 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   ro.progress_label = opts_.progress ? "rollouts" : nullptr;
   ro.groups = step_runner_.context().groups;
   ro.prefix_sharing = g.policy.generation.prefix_sharing;
-  const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
+  const RolloutBatch rb = opts_.generator_groups ? rollouts_on_generator(r, all_prompts, ro)
+                                                 : collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
   r.generation_seconds = rb.generation_seconds + rb.reward_seconds;
   r.engine_setup_seconds = rb.engine_setup_seconds;
   r.generated_tokens = rb.generated_tokens;
@@ -289,7 +301,8 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   r.prefill_seconds = rb.prefill_seconds;
   r.overlong_prompts = rb.overlong_prompts;
   r.unscored_rows = rb.unscored;
-  r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
+  if (!opts_.generator_groups)  // else noted where the rows were generated
+    r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
   r.reward_mean = rb.mean_reward();
   r.accuracy = rb.accuracy();
   if (D > 1) {  // the step's figures over every rank's rows (weighted by the rows each mean is over)
@@ -443,6 +456,45 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   return r;
 }
 
+RolloutBatch GrpoTrainer::rollouts_on_generator(GrpoStepRecord& r, const std::vector<const RlPrompt*>& prompts,
+                                                RolloutOptions ro) {
+  const parallel::ProcessGroups& gen_groups = *opts_.generator_groups;
+  const parallel::RankCoords at = gen_groups.coords();
+  Backend& backend = net_.params().backend();
+  // The refit. The copy is built for this step and freed after it: between steps (the log-prob
+  // pass, the update) the device holds the trainer's weights only, so a generator whole on every
+  // rank (TP 2 -> 1) never sits beside the training activations; its cost is the allocation, not
+  // a copy (its parameters are frozen: no gradients).
+  const auto t_refit = std::chrono::steady_clock::now();
+  auto gen = std::make_unique<model::HybridModel>(
+      cfg_.model, backend, net_.params().dtype(),
+      model::ModelShard{0, 1, at.tensor, gen_groups.layout.tensor(), false}, /*trainable=*/false);
+  Context ctx{&backend, nullptr, net_.params().dtype()};
+  ctx.groups = groups_.get();
+  r.refit_bytes = model::reshard_values(ctx, net_.params(), *groups_->tensor, gen->params());
+  backend.synchronize();
+  r.refit_seconds = seconds_since(t_refit);
+
+  // This generator data rank's prompts (whole groups), each row on the sampling stream it has in
+  // one process; the members of a generator tensor group decode the same rows in lockstep.
+  const int64_t E = gen_groups.data->size(), per_rank = static_cast<int64_t>(prompts.size()) / E;
+  const int64_t G = ro.generations, rows = static_cast<int64_t>(prompts.size()) * G;
+  const std::vector<const RlPrompt*> mine(prompts.begin() + at.data * per_rank,
+                                          prompts.begin() + (at.data + 1) * per_rank);
+  ro.first_request_id = static_cast<uint64_t>(r.step) * kIdsPerStep + static_cast<uint64_t>(at.data * per_rank * G);
+  ro.groups = &gen_groups;
+  const RolloutBatch generated = collect_rollouts(*gen, tok_, *cfg_.environment, mine, ro);
+  gen.reset();
+  r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, generated, true);  // throws past the bound
+
+  // Every row to every rank, then this trainer data rank's share (whole groups, as without a
+  // generator); the counts stay with data rank 0, so their sum over the data group is the step's.
+  const RolloutBatch all =
+      share_rollouts(generated, at.tensor == 0, at.data * per_rank * G, rows, *groups_->world);
+  const int64_t D = groups_->data->size(), j = groups_->data->rank();
+  return rollout_rows(all, j * rows / D, (j + 1) * rows / D, j == 0);
+}
+
 GrpoValRecord GrpoTrainer::validate() {
   const auto t0 = std::chrono::steady_clock::now();
   const GrpoConfig& g = cfg_.grpo;
@@ -496,7 +548,13 @@ std::string GrpoTrainer::banner() {
       g.policy.generation.max_new_tokens, g.policy.max_total_sequence_length, cfg_.optimizer.lr,
       cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init, g.policy.max_grad_norm,
       1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
-  out += "refit: none (the engine reads the parameters the optimizer step writes, in place)\n";
+  if (opts_.generator_groups)
+    out += fmt::format(
+        "refit: the generator at tensor-parallel size {} (the trainer's {}; {}): its copy of the weights resharded "
+        "on the devices before every step's rollouts and freed after them\n",
+        cfg_.generator_tensor_parallel, cfg_.model.parallel.tensor, opts_.generator_groups->layout.describe());
+  else
+    out += "refit: none (the engine reads the parameters the optimizer step writes, in place)\n";
   return out;
 }
 
@@ -541,6 +599,7 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
               {"overlong_prompts", r.overlong_prompts},
               {"masked_rows", r.masked_rows},
               {"unscored_rows", r.unscored_rows}};
+  if (opts_.generator_groups) rec["refit_bytes"] = r.refit_bytes;
   if (!r.unscored_reasons.empty()) rec["unscored_reasons"] = r.unscored_reasons;
   for (const auto& [name, v] : r.loss_metrics)  // NeMo RL's loss metrics under its names
     if (!rec.contains(name)) rec[name] = v;
@@ -560,13 +619,17 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
       "[{:.4f}, {:.4f}]{} | "
       "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s (prefill "
       "{:.2f} s, {} prompt tokens, {} shared) | "
-      "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s (engine "
+      "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s ({}engine "
       "setup {:.3f} s){}\n",
       r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction, metric("probs_ratio"),
       metric("probs_ratio_min"), metric("probs_ratio_max"), optional_metrics, r.token_mult_prob_error,
       r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.prefill_seconds, r.prefill_tokens,
       r.shared_prefill_tokens, r.logprob_seconds, r.train_seconds,
-      r.total_seconds, r.tokens_per_second(), r.refit_seconds, r.engine_setup_seconds,
+      r.total_seconds, r.tokens_per_second(), r.refit_seconds,
+      opts_.generator_groups ? fmt::format("TP {} -> {} reshard, {:.3g} MiB gathered per rank; ", cfg_.model.parallel.tensor,
+                                           cfg_.generator_tensor_parallel, static_cast<double>(r.refit_bytes) / (1 << 20))
+                             : std::string(),
+      r.engine_setup_seconds,
       r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
           ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)", r.overlong_prompts,
                         r.masked_rows, r.unscored_rows)
@@ -577,10 +640,12 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
     if (on_gpu) {
       const HeldBytes h = held_bytes(net_.params(), opt_, reference_.get());
       line += fmt::format(
-          "gpu memory: {:.4g} GiB in use, weights {:.4g} GiB (one copy: the engine reads the trainer's), peak "
+          "gpu memory: {:.4g} GiB in use, weights {:.4g} GiB ({}), peak "
           "{:.4g} GiB; besides the {} weights: fp32 masters {:.4g} GiB, gradients {:.4g} GiB, Adam moments "
           "{:.4g} GiB{}\n",
           static_cast<double>(r.device_bytes_in_use) / kGiB, static_cast<double>(r.weight_bytes) / kGiB,
+          opts_.generator_groups ? "the trainer's; the generator's copy is freed after the rollouts"
+                                 : "one copy: the engine reads the trainer's",
           static_cast<double>(r.device_peak_bytes) / kGiB, dtype_name(net_.params().dtype()),
           static_cast<double>(h.masters) / kGiB, static_cast<double>(h.grads) / kGiB,
           static_cast<double>(h.moments) / kGiB,

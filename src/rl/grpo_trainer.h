@@ -48,10 +48,13 @@ struct GrpoStepRecord {
   // extrema (probs_ratio_min ...) over them, -1 when no token had one.
   std::map<std::string, double> loss_metrics;
   double generation_seconds = 0, logprob_seconds = 0, train_seconds = 0, total_seconds = 0;
-  // Weight transfer to the generator: 0, since the engine reads the tensors the optimizer step
-  // wrote (no copy, no conversion exists in the code path). What does take time before the first
-  // token is the engine's setup, the KV/SSM cache allocation, logged beside it.
+  // Weight transfer to the generator: 0 when it is laid out as the trainer, since the engine reads
+  // the tensors the optimizer step wrote (no copy). At another tensor-parallel size, the time to
+  // build its copy and reshard the weights into it on the devices (refit_bytes gathered per rank).
+  // What also takes time before the first token is the engine's setup, the KV/SSM cache
+  // allocation, logged beside it.
   double refit_seconds = 0;
+  int64_t refit_bytes = 0;
   double engine_setup_seconds = 0;
   // The policy's weights as the engine reads them: the compute-dtype values the optimizer step
   // writes (bf16 on a GPU by default; the fp32 masters are optimizer state, counted apart).
@@ -92,6 +95,10 @@ struct GrpoRunResult {
 // and GRPO's own.
 struct GrpoTrainerOptions : train::LoopHooks {
   bool progress = true;  // the rollout progress bar (stderr; never where writes_logs is false)
+  // The generator's groups when policy.generation.vllm_cfg.tensor_parallel_size differs from the
+  // trainer's (the same world, laid out with that tensor size); null: the engine runs on the
+  // trainer's parameters in place.
+  std::shared_ptr<const parallel::ProcessGroups> generator_groups;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
@@ -125,6 +132,11 @@ class GrpoTrainer : private train::TrainingJob {
   std::string summary(const train::LoopResult& r, nlohmann::json& record) override;
 
   GrpoStepRecord rollout_and_train();  // the step train_step() and the loop run
+  // The step's rollouts of this rank's trainer share, generated at the generator's layout: a
+  // copy of the policy resharded from the trainer's (the refit, timed into r.refit_seconds), this
+  // generator data rank's prompts generated on it, the copy freed, and the rows exchanged.
+  RolloutBatch rollouts_on_generator(GrpoStepRecord& r, const std::vector<const RlPrompt*>& prompts,
+                                     RolloutOptions ro);
   std::vector<const RlPrompt*> next_prompts();
   std::vector<size_t> epoch_order(int64_t epoch) const;
   // Logs the unscored rows of a rollout batch once per kind of fault ("step 3", "validation at

@@ -7,6 +7,7 @@
 #include "data/chat_template.h"
 #include "model/decode_state.h"
 #include "model/model_info.h"
+#include "model/shard_sizes.h"
 #include "train/plan.h"
 #include "train/train_loop_config.h"
 
@@ -40,19 +41,29 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
     }
   }
 
-  // NeMo RL's policy.generation.vllm_cfg.tensor_parallel_size, the generator's own layout: here the
-  // engine decodes with the trainer's weights in place (no refit), so it is split as the trainer is.
+  // NeMo RL's policy.generation.vllm_cfg.tensor_parallel_size, the generator's own layout: the
+  // trainer's by default (the engine decodes with the trainer's weights in place, no refit);
+  // another size gets a generator copy resharded after every update (model/weight_reshard.h).
   ConfigReader& gen = p.section("generation");
+  c.generator_tensor_parallel = c.model.parallel.tensor;
   if (gen.has("vllm_cfg")) {
     ConfigReader& v = gen.section("vllm_cfg");
     const int64_t tp = c.model.parallel.tensor;
     const int64_t want = v.get_positive_int("tensor_parallel_size", tp);
-    if (want != tp)
-      v.fail("tensor_parallel_size",
-             fmt::format("{}: a generator split otherwise than the trainer (model.tensor_model_parallel_size = {}) is "
-                         "not offered yet (the engine decodes with the trainer's weights in place, without a refit "
-                         "that could reshard them); set {} or leave it out",
-                         want, tp, tp));
+    if (want != tp) {
+      if (c.model.parallel.expert > 1 || c.model.parallel.context > 1)
+        v.fail("tensor_parallel_size",
+               fmt::format("{}: a generator split otherwise than the trainer (model.tensor_model_parallel_size = {}) "
+                           "needs model.expert_model_parallel_size and model.context_parallel_size 1 (experts are "
+                           "not resharded yet); set {} or leave it out",
+                           want, tp, tp));
+      for (const auto& [key, size] : model::layout_facts(c.model).tensor_split)
+        if (size % want != 0)
+          v.fail("tensor_parallel_size", fmt::format("{} does not divide {} ({}): the generator splits it over its "
+                                                     "tensor-parallel ranks",
+                                                     want, key, size));
+    }
+    c.generator_tensor_parallel = want;
   }
 
   ConfigReader& o = p.section("optimizer");
@@ -188,14 +199,23 @@ std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size
       "engine memory ({}): KV + SSM state {} per sequence at {} tokens; {} for the {} rollouts of a step at once\n",
       precision, train::human_bytes(static_cast<double>(per_seq)), L,
       train::human_bytes(static_cast<double>(per_seq * rows)), rows);
+  // With a generator laid out otherwise, its copy (1/TP of the weights per rank) exists only while it generates.
+  const bool own_copy = cfg.generator_tensor_parallel != cfg.model.parallel.tensor;
+  const std::string engine_weights =
+      own_copy ? fmt::format("the generator (policy.generation.vllm_cfg.tensor_parallel_size {}) holds its own copy of "
+                             "the weights, {} per rank, only while it generates",
+                             cfg.generator_tensor_parallel,
+                             train::human_bytes((bf16 ? mem.param_bytes / 2 : mem.param_bytes) /
+                                                static_cast<double>(cfg.generator_tensor_parallel)))
+      : bf16 ? std::string("the engine reads the same bf16 weights: no second copy")
+             : std::string("the engine reads the same weights: no second copy");
   if (bf16)
     s += fmt::format("training memory on {} (bf16 weights, fp32 masters, gradients and Adam moments, bf16 activations "
-                     "of one micro-batch): {}; the engine reads the same bf16 weights: no second copy\n",
-                     cfg.device, train::human_bytes(mem.gpu_mixed_precision_total()));
+                     "of one micro-batch): {}; {}\n",
+                     cfg.device, train::human_bytes(mem.gpu_mixed_precision_total()), engine_weights);
   else
-    s += fmt::format("training memory (fp32, one micro-batch): {} (weights, gradients, Adam moments, activations); "
-                     "the engine reads the same weights: no second copy\n",
-                     train::human_bytes(mem.total()));
+    s += fmt::format("training memory (fp32, one micro-batch): {} (weights, gradients, Adam moments, activations); {}\n",
+                     train::human_bytes(mem.total()), engine_weights);
   if (g.needs_reference())
     s += fmt::format("reference policy: a frozen copy of the starting weights ({}) for the {} KL penalty, beta {}{}\n",
                      train::human_bytes(bf16 ? mem.param_bytes / 2 : mem.param_bytes), g.loss_fn.reference_policy_kl_type,

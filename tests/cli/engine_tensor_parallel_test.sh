@@ -7,10 +7,12 @@
 # top-p; the server's answers (a completion, a chat, an echo with log-probs, a seeded n = 2, a
 # stream) equal the one-process server's, it stays so after 6 requests at once and 2 streams whose
 # client left early (its admissions delayed by rank 0's clock: --scheduler-delay-factor), its start
-# line prices one rank's cache, and SIGTERM ends every rank. A model with fewer KV heads than ranks
-# (the tiny recipe with 1 at TP 2: each rank computes the one, its KV cache holds it) gives the one
-# process's tokens too. Then the layouts that cannot run: a size the Mamba groups do not divide,
-# a size that is not the launch's; and GRPO's generator asked to split otherwise than its trainer.
+# line prices one rank's cache, and SIGTERM ends every rank. generate --expert-parallel-size 2
+# (EP 2, and EP 2 x TP 2 over 4 ranks: each data rank its share of the prompts, the experts split)
+# gives the one process's tokens and parameter count too, and so does a model with fewer KV heads
+# than ranks (the tiny recipe with 1 at TP 2: each rank computes the one, its KV cache holds it).
+# Then the layouts that cannot run: a size the Mamba groups do not divide, a size that is not the
+# launch's; and GRPO's generator at a size the launch's ranks cannot hold.
 # Usage: engine_tensor_parallel_test.sh path/to/nemotron
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -45,13 +47,14 @@ PY
 }
 
 # gen NAME NP CHECKPOINT FLAGS...: generate over $TMP/in.jsonl into $TMP/NAME.jsonl, one process
-# (NP 1) or NP ranks at --tensor-parallel-size NP.
+# (NP 1) or NP ranks at --tensor-parallel-size NP (NP / EP x --expert-parallel-size EP when EP is set).
 gen() {
-  local name=$1 np=$2 ck=$3
+  local name=$1 np=$2 ck=$3 ep=${EP:-1}
   shift 3
   local cmd=("$BIN" generate --checkpoint "$ck" --tokenizer $DENSE/tokenizer.json --input "$TMP/in.jsonl" --output "$TMP/$name.jsonl" --max-new-tokens 12
     --ignore-eos --batch 3 "$@")
-  if [[ $np -gt 1 ]]; then cmd=("${MPIRUN[@]}" -np "$np" "${cmd[@]}" --tensor-parallel-size "$np"); fi
+  if [[ $np -gt 1 ]]; then cmd=("${MPIRUN[@]}" -np "$np" "${cmd[@]}" --tensor-parallel-size $((np / ep))); fi
+  if [[ $ep -gt 1 ]]; then cmd+=(--expert-parallel-size "$ep"); fi
   "${cmd[@]}" >"$TMP/out.$name" 2>"$TMP/err.$name" || { fail "$name: exit $?: $(tail -3 "$TMP/err.$name")"; return 1; }
 }
 
@@ -69,6 +72,33 @@ for model in dense tiny; do
     gen "$model-seed-tp2" 2 "$ck" --temperature 0.9 --top-p 0.9 --seed 7 &&
     same_output "$model: generate seed 7, top-p, TP 2 = one process" "$TMP/$model-seed-1.jsonl" "$TMP/$model-seed-tp2.jsonl"
 done
+# Expert parallelism: the tiny checkpoint's 4 routed experts split over 2 data ranks, each
+# generating every other prompt (the routed tokens crossing by all-to-all, each engine stepping idle
+# once its own prompts are done), alone and with TP 2 in each data rank; rank 0 writes every row.
+for layout in "2 2" "4 2"; do
+  read -r np ep <<<"$layout"
+  EP=$ep gen "tiny-greedy-ep$ep-np$np" "$np" "$TMP/tiny" --temperature 0 &&
+    same_output "tiny: generate greedy, EP $ep over $np ranks = one process" "$TMP/tiny-greedy-1.jsonl" "$TMP/tiny-greedy-ep$ep-np$np.jsonl"
+  EP=$ep gen "tiny-seed-ep$ep-np$np" "$np" "$TMP/tiny" --temperature 0.9 --top-p 0.9 --seed 7 &&
+    same_output "tiny: generate seed 7, top-p, EP $ep over $np ranks = one process" "$TMP/tiny-seed-1.jsonl" "$TMP/tiny-seed-ep$ep-np$np.jsonl"
+done
+params_of() { grep -oE '^model: .* [0-9]+ parameters' "$1" | grep -oE '[0-9]+ parameters'; }
+[[ -n "$(params_of "$TMP/out.tiny-greedy-1")" && "$(params_of "$TMP/out.tiny-greedy-ep2-np2")" == "$(params_of "$TMP/out.tiny-greedy-1")" ]] ||
+  fail "EP 2 counts $(params_of "$TMP/out.tiny-greedy-ep2-np2"), one process $(params_of "$TMP/out.tiny-greedy-1")"
+grep -q '^expert parallel: 2 data ranks .* x 2 tensor ranks' "$TMP/out.tiny-greedy-ep2-np4" &&
+  [[ $(grep -c '^wrote 4 completions' "$TMP/out.tiny-greedy-ep2-np4") -eq 1 ]] ||
+  fail "EP 2 x TP 2: $(cat "$TMP/out.tiny-greedy-ep2-np4")"
+# One --prompt at EP 2: data rank 1 has none and steps idle while rank 0 generates.
+"${MPIRUN[@]}" -np 2 "$BIN" generate --checkpoint "$TMP/tiny" --tokenizer $DENSE/tokenizer.json --prompt "Hello world" \
+  --temperature 0 --max-new-tokens 6 --ignore-eos --expert-parallel-size 2 >"$TMP/out" 2>"$TMP/err" ||
+  fail "prompt EP 2: $(tail -3 "$TMP/err")"
+"$BIN" generate --checkpoint "$TMP/tiny" --tokenizer $DENSE/tokenizer.json --prompt "Hello world" --temperature 0 \
+  --max-new-tokens 6 --ignore-eos >"$TMP/out1"
+grep -Ev '^(model|expert parallel|tensor parallel|cache|generated|note):? ' "$TMP/out" >"$TMP/text"
+grep -Ev '^(model|expert parallel|tensor parallel|cache|generated|note):? ' "$TMP/out1" >"$TMP/text1"
+cmp -s "$TMP/text" "$TMP/text1" && grep -q '^generated 6 tokens for 1 prompts' "$TMP/out" &&
+  echo "ok: generate --prompt at EP 2 prints the one process's text, rank 1 idle" ||
+  fail "prompt EP 2: $(cat "$TMP/out") vs $(cat "$TMP/out1")"
 grep -q '^tensor parallel: 2 ranks' "$TMP/out.dense-greedy-tp2" || fail "no tensor parallel line: $(cat "$TMP/out.dense-greedy-tp2")"
 [[ $(grep -c '^wrote 4 completions' "$TMP/out.dense-greedy-tp2") -eq 1 ]] || fail "rank 0 alone should write: $(cat "$TMP/out.dense-greedy-tp2")"
 # Fewer KV heads than ranks: the tiny recipe with 1 KV head at TP 2.
@@ -190,9 +220,16 @@ bad_layout "two ranks, no --tensor-parallel-size" 2 \
 expect_error "TP 2 in one process" \
   "--tensor-parallel-size 2: the model is split over every rank of the launch, and this one has 1 (start it with \`mpirun -np 2\` or \`srun --ntasks 2\`, or pass --tensor-parallel-size 1)" \
   "$BIN" serve --checkpoint $DENSE --tensor-parallel-size 2
-# GRPO's generator shares the trainer's weights in place: NeMo RL's own generator layout is refused.
-expect_error "GRPO generator TP other than the trainer's" \
-  "recipes/super3/rl/tiny.yaml: policy.generation.vllm_cfg.tensor_parallel_size: 2: a generator split otherwise than the trainer (model.tensor_model_parallel_size = 1) is not offered yet (the engine decodes with the trainer's weights in place, without a refit that could reshard them); set 1 or leave it out" \
+bad_layout "EP not dividing the routed experts" 3 \
+  "--tensor-parallel-size 1 x --expert-parallel-size 3: $TMP/tiny: model.expert_model_parallel_size: 3 does not divide model.n_routed_experts 4" \
+  "$BIN" generate --checkpoint "$TMP/tiny" --tokenizer $DENSE/tokenizer.json --prompt hi --expert-parallel-size 3
+bad_layout "EP x TP not the launch's ranks" 2 \
+  "--tensor-parallel-size 2 x --expert-parallel-size 2 = 4 ranks: the model is split over every rank of the launch, and this one has 2 (start it with \`mpirun -np 4\` or \`srun --ntasks 4\`)" \
+  "$BIN" generate --checkpoint $DENSE --prompt hi --tensor-parallel-size 2 --expert-parallel-size 2
+# GRPO's generator at another size than the trainer (cli.generator_layout runs it) is planned for
+# the launch's ranks: one process cannot hold a TP 2 generator.
+expect_error "GRPO generator TP other than the trainer's, one process" \
+  "recipes/super3/rl/tiny.yaml: policy.generation.vllm_cfg.tensor_parallel_size: 2 does not divide the 1 ranks of the run (the generator's data-parallel size is the world over it)" \
   "$BIN" super3 rl -c tiny --dry-run policy.generation.vllm_cfg.tensor_parallel_size=2
 expect_ok "GRPO generator TP equal to the trainer's" '^training memory' \
   "$BIN" super3 rl -c tiny --dry-run policy.generation.vllm_cfg.tensor_parallel_size=1
