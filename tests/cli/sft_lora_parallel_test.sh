@@ -9,7 +9,7 @@
 # and CP 2 x TP 2 + SP (np 4) without: every loss and the adapters at iteration 4 equal the single
 # process's (cli.tensor_parallel's tolerances; the split factors saved with their global shapes,
 # which the comparison with one process's whole tensors checks). Then a TP 2 checkpoint continues in one process,
-# `convert export-lora` of the TP 2 run equals one process's, and dropout at CP 2 is refused.
+# `convert export-lora` and `merge-lora` of the TP 2 run equal one process's, and dropout at CP 2 is refused.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
@@ -59,6 +59,17 @@ if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/peft_tp2/adapter_model.safe
   echo "ok: export-lora of the TP 2 run equals one process's ($msg)"
 else
   fail "export-lora of the TP 2 run differs: $msg"
+fi
+
+# merge-lora of the TP 2 run (its split adapters loaded whole into one process's model): the merged
+# weights of one process's run.
+expect_ok "merge-lora of TP 2" 'wrote' "$BIN" convert merge-lora --adapter "$TMP/tp2" --output "$TMP/merged_tp2"
+expect_ok "merge-lora of one process" 'wrote' "$BIN" convert merge-lora --adapter "$TMP/dp1" --output "$TMP/merged1"
+if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/merged_tp2/model.safetensors" "$TMP/merged1/model.safetensors" \
+  1e-4 1e-4); then
+  echo "ok: merge-lora of the TP 2 run equals one process's ($msg)"
+else
+  fail "merge-lora of the TP 2 run differs: $msg"
 fi
 
 bad_layout "adapter dropout at CP 2" 2 \
