@@ -126,7 +126,7 @@ int run_sft(const TrainingCommandOptions& o) {
     if (!o.quiet) {
       std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
       std::fputs(layout_plan_text(o, layout, cfg, cfg.model,
-                                  cfg.peft ? model::lora_param_count(cfg.model, *cfg.peft) : -1)
+                                  cfg.peft ? model::lora_param_count(cfg.model, *cfg.peft, layout.tensor()) : -1)
                      .c_str(),
                  stdout);
     }

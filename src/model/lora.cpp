@@ -221,41 +221,46 @@ std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, u
   return attached;
 }
 
-int64_t lora_param_count(const ModelConfig& cfg_all, const LoraConfig& cfg) {
-  const int64_t H = cfg_all.hidden_size, r = cfg.dim;
+int64_t lora_param_count(const ModelConfig& cfg_all, const LoraConfig& cfg, int64_t tensor_size) {
+  const int64_t H = cfg_all.hidden_size, r = cfg.dim, T = tensor_size;
+  NM_CHECK(T >= 1, "lora_param_count: tensor size {}", T);
   const auto wants = [&](const char* t) {
     for (const std::string& x : cfg.target_modules)
       if (x == t) return true;
     return false;
   };
   const auto pair = [&](int64_t in, int64_t out) { return r * (in + out); };  // A [r, in] + B [out, r]
+  const auto column = [&](int64_t in, int64_t out) { return pair(in, out / T); };  // B split by rows
+  const auto row = [&](int64_t in, int64_t out) { return pair(in / T, out); };     // A split by columns
   int64_t n = 0;
   for (const LayerSpec& spec : layer_specs(cfg_all)) {
     const ModelConfig m = sized_for(cfg_all, spec);  // this layer's KV heads and FFN width
     switch (spec.kind) {
       case LayerKind::mamba: {
         const int64_t d = m.mamba_num_heads * m.mamba_head_dim, gn = m.n_groups * m.ssm_state_size;
-        if (wants("in_proj")) n += pair(H, 2 * d + 2 * gn + m.mamba_num_heads);
-        if (wants("out_proj")) n += pair(d, H);
+        if (wants("in_proj")) n += column(H, 2 * d + 2 * gn + m.mamba_num_heads);
+        if (wants("out_proj")) n += row(d, H);
         break;
       }
       case LayerKind::attention: {
         const int64_t hd = m.attn_head_dim(), q = m.num_attention_heads * hd, kv = m.num_key_value_heads * hd;
-        if (wants("linear_qkv")) n += pair(H, q) + 2 * pair(H, kv);
-        if (wants("linear_proj")) n += pair(q, H);
+        // k/v stay whole when the KV groups are fewer than the tensor ranks (attention_mixer.cpp).
+        const bool shared_kv = m.num_key_value_heads % T != 0;
+        if (wants("linear_qkv")) n += column(H, q) + 2 * (shared_kv ? pair(H, kv) : column(H, kv));
+        if (wants("linear_proj")) n += row(q, H);
         break;
       }
       case LayerKind::mlp: {
         const int64_t F = m.intermediate_size;
-        if (wants("linear_fc1")) n += (m.gated_mlp() ? 2 : 1) * pair(H, F);
-        if (wants("linear_fc2")) n += pair(F, H);
+        if (wants("linear_fc1")) n += (m.gated_mlp() ? 2 : 1) * column(H, F);
+        if (wants("linear_fc2")) n += row(F, H);
         break;
       }
       case LayerKind::moe: {
         const int64_t F = m.moe_shared_expert_intermediate_size * m.n_shared_experts;
         if (F <= 0) break;
-        if (wants("linear_fc1")) n += pair(H, F);
-        if (wants("linear_fc2")) n += pair(F, H);
+        if (wants("linear_fc1")) n += column(H, F);
+        if (wants("linear_fc2")) n += row(F, H);
         break;
       }
       case LayerKind::linear: break;  // DeciLM linear replacements take no adapters

@@ -85,9 +85,10 @@ bool has_lora(const ParamStore& store);
 std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, uint64_t seed,
                                      const std::string& source);
 
-// The adapters' parameter count on a model of `model`'s shape (what attach_lora would add),
-// from the shapes alone (for --dry-run on models too large to build here).
-int64_t lora_param_count(const ModelConfig& model, const LoraConfig& cfg);
+// The adapters' parameter count on a model of `model`'s shape (what attach_lora would add), from
+// the shapes alone (for --dry-run on models too large to build here); with tensor_size T, what one
+// tensor rank holds (the split factors' 1/T: a per-GPU plan).
+int64_t lora_param_count(const ModelConfig& model, const LoraConfig& cfg, int64_t tensor_size = 1);
 
 // Folds every adapter of `store` into its weight, W' = W + scale * B A (in float64 on the host),
 // and detaches it (Param::lora reset; the lora_* parameters stay in the store, unused): the base
