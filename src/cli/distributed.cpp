@@ -143,12 +143,6 @@ void refuse_context_parallel(const parallel::RankLayout& layout, const std::stri
     throw_config_error(source, "model.context_parallel_size", fmt::format("{}: {} (set 1)", layout.context(), why));
 }
 
-void refuse_tensor_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {
-  if (layout.tensor() > 1)
-    throw_config_error(source, "model.tensor_model_parallel_size",
-                       fmt::format("{}: {} (set 1: data and expert parallelism are)", layout.tensor(), why));
-}
-
 std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,
                                                                    Backend* backend) {
   return parallel::ProcessGroups::create(layout, world_communicator(), backend);

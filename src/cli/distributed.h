@@ -53,9 +53,6 @@ void check_context_split(const parallel::RankLayout& layout, const model::ModelC
 // InputError naming model.context_parallel_size when C > 1 for a command that does not split
 // sequences over context ranks (`why` says what).
 void refuse_context_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
-// InputError naming model.tensor_model_parallel_size when the layout splits tensors and the
-// command cannot yet (`why` says what).
-void refuse_tensor_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
 // Its rank table for a dry run: "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks" and one line per rank
 // (with its node and GPU when `ranks_per_node` > 0); a world of more than kFullRankTable ranks
 // shows its first ranks, the rule for the others and its last rank.

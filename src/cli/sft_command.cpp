@@ -112,14 +112,21 @@ int run_sft(const TrainingCommandOptions& o) {
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   check_sequence_split(layout, cfg.dataset.seq_length, path);
   check_context_split(layout, cfg.model, cfg.dataset.seq_length, cfg.moe.moe_router_load_balancing_type, path);
-  if (cfg.peft) refuse_context_parallel(layout, path, "LoRA fine-tuning does not run context-parallel yet");
+  // LoRA under context parallelism: the adapters act per token and their gradients are summed over
+  // the context group like every other; only the dropout masks, keyed by a token's place in the
+  // tensor x that a rank holds, would differ from one process's.
+  if (cfg.peft && cfg.peft->dropout > 0)
+    refuse_context_parallel(layout, path,
+                            fmt::format("LoRA's adapter dropout (peft.dropout={}) does not run context-parallel yet "
+                                        "(its masks would need each token's place in the whole sequence; peft.dropout=0 runs)",
+                                        cfg.peft->dropout));
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);
       std::fputs(layout_plan_text(o, layout, cfg, cfg.model,
-                                  cfg.peft ? model::lora_param_count(cfg.model, *cfg.peft) : -1)
+                                  cfg.peft ? model::lora_param_count(cfg.model, *cfg.peft, layout.tensor()) : -1)
                      .c_str(),
                  stdout);
     }
@@ -148,10 +155,7 @@ int run_sft(const TrainingCommandOptions& o) {
   net.init(cfg.seed);
   // LoRA: adapters on the targeted projections, every base weight frozen (before the masters
   // and the optimizer exist, so neither holds anything for the base).
-  if (cfg.peft) {
-    refuse_tensor_parallel(layout, path, "LoRA adapters are not split over tensor-parallel ranks yet");
-    model::attach_lora(net.params(), *cfg.peft, cfg.seed, path);
-  }
+  if (cfg.peft) model::attach_lora(net.params(), *cfg.peft, cfg.seed, path);  // split like their weights
   net.params().create_masters();
   train::TrainerOptions topts =
       trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint});

@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "model/layer_spec.h"
 #include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/transpose_blocks.h"
 
 namespace nemotron::model {
 
@@ -34,6 +36,31 @@ std::optional<ops::DropoutMask> dropout_mask(const Context& ctx, const LoraAdapt
   return ops::DropoutMask{lora.dropout, ctx.dropout.seed, mix(lora.stream ^ draw)};
 }
 
+// out = drop(x) (out += when accumulate) for x [rows, w] with `mask`, the mask of the whole input
+// width: a row split's x (columns [in_offset, + w) of in_global) is placed into a zero
+// [rows, in_global] tensor, so each element draws the word of its place in one process's x.
+// That costs in_global / w times x's memory while the mask is applied, with dropout only.
+void apply_mask(Context& ctx, const LoraAdapter& lora, const ops::DropoutMask& mask, const Tensor& x, Tensor& out,
+                bool accumulate) {
+  const int64_t rows = x.dim(0), w = x.dim(1);
+  if (lora.in_global == 0 || lora.in_global == w) return ops::dropout_apply(ctx, x, mask, out, accumulate);
+  NM_CHECK(lora.in_global % w == 0 && lora.in_offset % w == 0, "lora: columns [{}, +{}) of {}", lora.in_offset, w,
+           lora.in_global);
+  const int64_t parts = lora.in_global / w, part = lora.in_offset / w;
+  Tensor blocks = ctx.zeros(Shape({parts, rows, w}), x.dtype());  // [parts, rows, w] -> [rows, parts * w]
+  blocks.select(part).copy_from(x);
+  Tensor wide = ctx.empty(Shape({rows, lora.in_global}), x.dtype());
+  ops::transpose_blocks(ctx, blocks, parts, rows, wide);
+  ops::dropout_apply(ctx, wide, mask, wide);  // elementwise: in place
+  ops::transpose_blocks(ctx, wide, rows, parts, blocks);
+  const Tensor mine = blocks.select(part);
+  if (accumulate) {
+    ops::add_inplace(ctx, out, mine);
+  } else {
+    out.copy_from(mine);
+  }
+}
+
 const std::string kSuffixA = ".lora_A.weight", kSuffixB = ".lora_B.weight";
 
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -47,6 +74,33 @@ bool covers(const std::string& weight, const std::string& module, bool mlp) {
   return mlp && ends_with(weight, ".mixer.shared_experts." + module + ".weight");
 }
 
+// Gives the adapter's factors `w`'s tensor-parallel split (see attach_lora): B's rows follow a
+// column split of W (row blocks included: Mamba's in_proj), A's columns a row split.
+void split_like(const Param& w, LoraAdapter& lora) {
+  Param &a = *lora.a, &b = *lora.b;
+  a.shard.replicas = b.shard.replicas = w.shard.replicas;
+  if (!w.tensor_split()) {
+    a.shard.grad_partial_over_tensor = b.shard.grad_partial_over_tensor = w.shard.grad_partial_over_tensor;
+    return;
+  }
+  const Shape g = w.global_shape();
+  const std::vector<int64_t> offset = w.global_offset();
+  const int64_t r = lora.rank;
+  if (g[0] != w.value.dim(0)) {  // column: dh = dy B is this rank's part, so dA is partial
+    NM_CHECK(g[1] == w.value.dim(1), "lora: {} is split on both dims", w.name);
+    b.shard.global_shape = Shape({g[0], r});
+    b.shard.row_blocks = w.shard.row_blocks;
+    if (w.shard.row_blocks.empty()) b.shard.offset = {offset[0], 0};
+    a.shard.grad_partial_over_tensor = true;
+  } else {  // row: h = drop(x) A^T is partial, so dB = dy^T h is
+    a.shard.global_shape = Shape({r, g[1]});
+    a.shard.offset = {0, offset[1]};
+    b.shard.grad_partial_over_tensor = true;
+    lora.in_offset = offset[1];
+    lora.in_global = g[1];
+  }
+}
+
 }  // namespace
 
 Tensor lora_down(Context& ctx, const LoraAdapter& lora, const Tensor& x2) {
@@ -55,7 +109,7 @@ Tensor lora_down(Context& ctx, const LoraAdapter& lora, const Tensor& x2) {
   Tensor dropped;
   if (const auto mask = dropout_mask(ctx, lora)) {
     dropped = ctx.empty(x2.shape(), x2.dtype());  // only while h is computed
-    ops::dropout_apply(ctx, x2, *mask, dropped);
+    apply_mask(ctx, lora, *mask, x2, dropped, false);
     in = &dropped;
   }
   ops::matmul(ctx, *in, false, lora.a->value, true, h, lora.scale, 0.0);
@@ -81,7 +135,7 @@ void lora_down_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x2,
   if (lora.a->requires_grad) {
     if (mask) {
       Tensor dropped = ctx.empty(x2.shape(), x2.dtype());
-      ops::dropout_apply(ctx, x2, *mask, dropped);
+      apply_mask(ctx, lora, *mask, x2, dropped, false);
       ops::matmul(ctx, dh, true, dropped, false, lora.a->grad, lora.scale, 1.0);
     } else {
       ops::matmul(ctx, dh, true, x2, false, lora.a->grad, lora.scale, 1.0);
@@ -91,7 +145,7 @@ void lora_down_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x2,
   if (mask) {  // d drop(x) / dx is the mask again: dx += drop(scale * dh A)
     Tensor t = ctx.empty(dx2->shape(), dx2->dtype());
     ops::matmul(ctx, dh, false, lora.a->value, false, t, lora.scale, 0.0);
-    ops::dropout_apply(ctx, t, *mask, *dx2, /*accumulate=*/true);
+    apply_mask(ctx, lora, *mask, t, *dx2, /*accumulate=*/true);
   } else {
     ops::matmul(ctx, dh, false, lora.a->value, false, *dx2, lora.scale, 1.0);
   }
@@ -150,15 +204,15 @@ std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, u
     store.set_requires_grad(w, false);
     if (!wrap[i]) continue;
     const std::string module = w.name.substr(0, w.name.size() - std::string(".weight").size());
-    const int64_t out = w.value.dim(0), in = w.value.dim(1);
     auto lora = std::make_shared<LoraAdapter>();
-    lora->a = &store.add(module + kSuffixA, {cfg.dim, in});
-    lora->b = &store.add(module + kSuffixB, {out, cfg.dim});
+    lora->a = &store.add(module + kSuffixA, {cfg.dim, w.value.dim(1)});
+    lora->b = &store.add(module + kSuffixB, {w.value.dim(0), cfg.dim});
     lora->rank = cfg.dim;
     lora->scale = cfg.scale();
     lora->dropout = cfg.dropout;
     lora->stream = name_stream(lora->a->name);
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform(a=sqrt(5)), as PEFT
+    split_like(w, *lora);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(w.global_shape()[1]));  // kaiming_uniform(a=sqrt(5)), as PEFT
     init_uniform(*lora->a, seed, -bound, bound);
     init_constant(*lora->b, 0.0);
     w.lora = std::move(lora);
@@ -167,41 +221,46 @@ std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, u
   return attached;
 }
 
-int64_t lora_param_count(const ModelConfig& cfg_all, const LoraConfig& cfg) {
-  const int64_t H = cfg_all.hidden_size, r = cfg.dim;
+int64_t lora_param_count(const ModelConfig& cfg_all, const LoraConfig& cfg, int64_t tensor_size) {
+  const int64_t H = cfg_all.hidden_size, r = cfg.dim, T = tensor_size;
+  NM_CHECK(T >= 1, "lora_param_count: tensor size {}", T);
   const auto wants = [&](const char* t) {
     for (const std::string& x : cfg.target_modules)
       if (x == t) return true;
     return false;
   };
   const auto pair = [&](int64_t in, int64_t out) { return r * (in + out); };  // A [r, in] + B [out, r]
+  const auto column = [&](int64_t in, int64_t out) { return pair(in, out / T); };  // B split by rows
+  const auto row = [&](int64_t in, int64_t out) { return pair(in / T, out); };     // A split by columns
   int64_t n = 0;
   for (const LayerSpec& spec : layer_specs(cfg_all)) {
     const ModelConfig m = sized_for(cfg_all, spec);  // this layer's KV heads and FFN width
     switch (spec.kind) {
       case LayerKind::mamba: {
         const int64_t d = m.mamba_num_heads * m.mamba_head_dim, gn = m.n_groups * m.ssm_state_size;
-        if (wants("in_proj")) n += pair(H, 2 * d + 2 * gn + m.mamba_num_heads);
-        if (wants("out_proj")) n += pair(d, H);
+        if (wants("in_proj")) n += column(H, 2 * d + 2 * gn + m.mamba_num_heads);
+        if (wants("out_proj")) n += row(d, H);
         break;
       }
       case LayerKind::attention: {
         const int64_t hd = m.attn_head_dim(), q = m.num_attention_heads * hd, kv = m.num_key_value_heads * hd;
-        if (wants("linear_qkv")) n += pair(H, q) + 2 * pair(H, kv);
-        if (wants("linear_proj")) n += pair(q, H);
+        // k/v stay whole when the KV groups are fewer than the tensor ranks (attention_mixer.cpp).
+        const bool shared_kv = m.num_key_value_heads % T != 0;
+        if (wants("linear_qkv")) n += column(H, q) + 2 * (shared_kv ? pair(H, kv) : column(H, kv));
+        if (wants("linear_proj")) n += row(q, H);
         break;
       }
       case LayerKind::mlp: {
         const int64_t F = m.intermediate_size;
-        if (wants("linear_fc1")) n += (m.gated_mlp() ? 2 : 1) * pair(H, F);
-        if (wants("linear_fc2")) n += pair(F, H);
+        if (wants("linear_fc1")) n += (m.gated_mlp() ? 2 : 1) * column(H, F);
+        if (wants("linear_fc2")) n += row(F, H);
         break;
       }
       case LayerKind::moe: {
         const int64_t F = m.moe_shared_expert_intermediate_size * m.n_shared_experts;
         if (F <= 0) break;
-        if (wants("linear_fc1")) n += pair(H, F);
-        if (wants("linear_fc2")) n += pair(F, H);
+        if (wants("linear_fc1")) n += column(H, F);
+        if (wants("linear_fc2")) n += row(F, H);
         break;
       }
       case LayerKind::linear: break;  // DeciLM linear replacements take no adapters

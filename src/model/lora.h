@@ -24,6 +24,10 @@ struct LoraAdapter {
   double scale = 1.0;    // alpha / rank
   double dropout = 0.0;  // on the adapter's input, in training only (Context::dropout active)
   uint64_t stream = 0;   // name_stream of lora_A's name: this adapter's dropout masks
+  // On a row-parallel weight (tensor parallelism) the input x holds the columns [in_offset,
+  // in_offset + A's width) of the layer's in_global: the dropout masks are drawn on the whole
+  // width, so every layout drops what one process drops. 0, 0: x is whole.
+  int64_t in_offset = 0, in_global = 0;
 };
 
 // The adapter in pieces, so that a projection computed as row blocks (Mamba's in_proj) and its
@@ -66,16 +70,25 @@ inline bool is_base(const Param& p) { return !is_lora_param(p.name); }
 bool has_lora(const ParamStore& store);
 
 // Attaches an adapter to every weight of `store` that a target covers, initialises it from
-// (seed, name), and freezes every other parameter (only the adapters train). `source` (the
+// (seed, name), and freezes every other parameter (only the adapters train). Under tensor
+// parallelism the adapter follows its weight's split (Megatron-Bridge's LoRA on parallel linears):
+// on a column-parallel weight A [r, in] is whole and B split by rows like W; on a row-parallel
+// weight A is split by columns like W and B whole. The low-rank h of a row split is then a partial
+// sum, and its B term joins the layer's partial output, which the layer's own all-reduce (or
+// reduce-scatter under sequence parallelism) sums: no collective of its own. The whole factor's
+// gradient is partial over the tensor group there (from the split dh, or the partial h) and is
+// marked so (ParamShard::grad_partial_over_tensor); a whole weight's adapter inherits the weight's
+// mark. Each split factor registers its global shape and offset, so checkpoints reshard. `source` (the
 // config file) and the key `peft.target_modules` name the culprit of an InputError: an unknown
 // target, `experts`, or a target that covers no module of this model. Returns the attached
 // weights' names in store order.
 std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, uint64_t seed,
                                      const std::string& source);
 
-// The adapters' parameter count on a model of `model`'s shape (what attach_lora would add),
-// from the shapes alone (for --dry-run on models too large to build here).
-int64_t lora_param_count(const ModelConfig& model, const LoraConfig& cfg);
+// The adapters' parameter count on a model of `model`'s shape (what attach_lora would add), from
+// the shapes alone (for --dry-run on models too large to build here); with tensor_size T, what one
+// tensor rank holds (the split factors' 1/T: a per-GPU plan).
+int64_t lora_param_count(const ModelConfig& model, const LoraConfig& cfg, int64_t tensor_size = 1);
 
 // Folds every adapter of `store` into its weight, W' = W + scale * B A (in float64 on the host),
 // and detaches it (Param::lora reset; the lora_* parameters stay in the store, unused): the base

@@ -21,6 +21,19 @@ w = max(abs(float(x) - float(y)) / abs(float(y)) for x, y in zip(a, b))
 print(f"{w:.3e}"); sys.exit(0 if w <= float(sys.argv[3]) else 1)' "$1" "$2" "$3"
 }
 
+# same_as_one_gpu WHAT DIR REF: the run in DIR gives the one-GPU run REF's losses (2e-3 relative)
+# and its weights at iteration 6 (2e-2 absolute): bf16 rounding in another summation order.
+same_as_one_gpu() {
+  local what=$1 dir=$2 ref=$3 g msg
+  losses "$dir/metrics.jsonl" >"$dir.l"
+  losses "$ref/metrics.jsonl" >"$ref.l"
+  if g=$(gap "$dir.l" "$ref.l" 2e-3); then echo "ok: $what: losses within $g of one GPU's"; else
+    fail "$what: losses differ by $g: $(paste -d' ' "$dir.l" "$ref.l" | tr '\n' ';')"; fi
+  if msg=$(python3 tests/cli/safetensors_diff.py "$dir/iter_0000006/model.safetensors" \
+    "$ref/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: $what weights: $msg"; else
+    fail "$what weights: $msg"; fi
+}
+
 # resumed_on_one_gpu WHAT NAME OVERRIDES...: the run under `mpirun -np 2` with OVERRIDES stopped at
 # iteration 3, its checkpoint continued on one GPU to the end: the weights equal the uninterrupted
 # one-GPU run's ($TMP/g1) within the bf16 tolerance.

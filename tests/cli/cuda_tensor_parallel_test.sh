@@ -34,12 +34,7 @@ for layout in "2 2 1 g1 false" "2 2 1 g1 true" "4 2 1 g1 false" "4 2 2 g1 true" 
   rc=$?
   what="TP $tp (EP $ep, sequence parallel $sp) over $np GPUs"
   if [[ $rc -ne 0 ]]; then fail "$what: exit $rc: $(tail -5 "$TMP/err$name")"; continue; fi
-  losses "$TMP/$name/metrics.jsonl" >"$TMP/$name.l"
-  if g=$(gap "$TMP/$name.l" "$TMP/$ref.l" 2e-3); then echo "ok: $what: losses within $g of one GPU's"; else
-    fail "$what: losses differ by $g: $(paste -d' ' "$TMP/$name.l" "$TMP/$ref.l" | tr '\n' ';')"; fi
-  if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/$name/iter_0000006/model.safetensors" \
-    "$TMP/$ref/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: $what weights: $msg"; else
-    fail "$what weights: $msg"; fi
+  same_as_one_gpu "$what" "$TMP/$name" "$TMP/$ref"
 done
 # A TP 2 checkpoint (sharded by heads, widths and vocabulary) continues on one GPU.
 [[ -d $TMP/tp2-ep1-np2-spfalse ]] && resumed_on_one_gpu "TP 2" tpz model.tensor_model_parallel_size=2

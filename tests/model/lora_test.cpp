@@ -72,6 +72,49 @@ TEST(Lora, attaches_peft_names_freezes_the_base_and_starts_as_the_identity) {
   EXPECT_EQ(max_diff(before, net.logits(ctx, ids)), 0.0);
 }
 
+// Under tensor parallelism an adapter follows its weight's split: B's rows with a column split
+// (Mamba's in_proj block by block), A's columns with a row split, each registered with its global
+// shape and offset; the whole factor's gradient is marked partial over the tensor group. What one
+// tensor rank registers is the count --dry-run plans per GPU.
+TEST(Lora, adapters_split_like_their_weights_on_a_tensor_rank) {
+  model::ModelConfig cfg = hybrid_config("M*-E");
+  cfg.vocab_size = 24;  // the head splits the vocabulary too
+  for (const int rank : {0, 1}) {
+    model::HybridModel net(cfg, host_backend(), DType::f64, model::ModelShard{0, 1, rank, 2});
+    model::ParamStore& ps = net.params();
+    model::attach_lora(ps, all_targets(2), 3, "test.yaml");
+    const std::string q = "backbone.layers.1.mixer.q_proj.", o = "backbone.layers.1.mixer.o_proj.";
+    const model::Param &qw = ps.get(q + "weight"), &qa = ps.get(q + "lora_A.weight"), &qb = ps.get(q + "lora_B.weight");
+    EXPECT_FALSE(qa.tensor_split());
+    EXPECT_TRUE(qa.shard.grad_partial_over_tensor);
+    EXPECT_EQ(qb.value.shape(), Shape({qw.value.dim(0), 2}));
+    EXPECT_EQ(qb.global_shape(), Shape({qw.global_shape()[0], 2}));
+    EXPECT_EQ(qb.global_offset(), (std::vector<int64_t>{qw.global_offset()[0], 0}));
+    EXPECT_FALSE(qb.shard.grad_partial_over_tensor);
+    const model::Param &ow = ps.get(o + "weight"), &oa = ps.get(o + "lora_A.weight"), &ob = ps.get(o + "lora_B.weight");
+    EXPECT_EQ(oa.value.shape(), Shape({2, ow.value.dim(1)}));
+    EXPECT_EQ(oa.global_shape(), Shape({2, ow.global_shape()[1]}));
+    EXPECT_EQ(oa.global_offset(), (std::vector<int64_t>{0, ow.global_offset()[1]}));
+    EXPECT_FALSE(ob.tensor_split());
+    EXPECT_TRUE(ob.shard.grad_partial_over_tensor);
+    EXPECT_EQ(ow.lora->in_offset, rank * ow.value.dim(1));
+    EXPECT_EQ(ow.lora->in_global, ow.global_shape()[1]);
+    const model::Param& inw = ps.get("backbone.layers.0.mixer.in_proj.weight");
+    const model::Param& inb = ps.get("backbone.layers.0.mixer.in_proj.lora_B.weight");
+    ASSERT_EQ(inb.shard.row_blocks.size(), inw.shard.row_blocks.size());
+    for (size_t i = 0; i < inw.shard.row_blocks.size(); ++i)
+      EXPECT_EQ(inb.shard.row_blocks[i].global_row, inw.shard.row_blocks[i].global_row) << i;
+    // A's values are one process's columns: kaiming-uniform keyed by the global index.
+    model::HybridModel whole(cfg, host_backend(), DType::f64);
+    model::attach_lora(whole.params(), all_targets(2), 3, "test.yaml");
+    EXPECT_EQ(max_diff(oa.value, model::local_part(oa, whole.params().get(o + "lora_A.weight").value)), 0.0);
+    int64_t adapters = 0;
+    for (const model::Param* p : ps.all())
+      if (model::is_lora(*p)) adapters += p->value.numel();
+    EXPECT_EQ(model::lora_param_count(cfg, all_targets(2), 2), adapters);
+  }
+}
+
 TEST(Lora, bad_targets_are_input_errors_naming_the_key) {
   auto attach = [](const std::string& pattern, std::vector<std::string> targets) {
     model::HybridModel net(hybrid_config(pattern), host_backend(), DType::f32);
