@@ -74,16 +74,13 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
     return;
   }
   const int D = shard_over->size();
-  // Every offset a multiple of 64 D, so that every bucket (cut at parameters' starts) is: Megatron
-  // pads each bucket instead, which would need gaps the store's buffer does not make; the cost is
-  // under 64 D elements per parameter.
-  params.make_grads_contiguous(kShardAlign * D, kShardAlign * D);
+  params.make_grads_contiguous(kShardAlign, kShardAlign * D);
   const Tensor& buf = params.grad_buffer();
   auto sh = std::make_unique<Shard>();
   sh->group = shard_over;
   sh->buffer = buf.raw();
   sh->buffer_numel = buf.numel();
-  sh->buckets = grad_buckets(params, bucket_elements);
+  sh->buckets = grad_buckets(params, bucket_elements, kShardAlign * D);  // each a multiple of 64 D
   for (GradBucket& b : sh->buckets) {
     NM_CHECK((b.end - b.begin) % (kShardAlign * D) == 0, "bucket [{}, {}) is not a multiple of {}", b.begin, b.end,
              kShardAlign * D);

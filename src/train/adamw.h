@@ -7,8 +7,8 @@
 // same pass. The math is ops/adamw.h (one multi-tensor launch on CUDA).
 //
 // The distributed optimizer (Megatron's use_distributed_optimizer, ZeRO-1), built with a data
-// group of D > 1: the store's gradients live in one flat buffer, every parameter at an offset
-// that is a multiple of 64 D (ParamStore::make_grads_contiguous), cut into buckets
+// group of D > 1: the store's gradients live in one flat buffer padded to a multiple of 64 D
+// (ParamStore::make_grads_contiguous), cut at parameters' starts into buckets
 // (train/grad_buckets.h) that are multiples of 64 D too, and rank r owns the r-th of the D equal
 // slices of every bucket (Megatron's layout: each bucket can be reduce-scattered by GradReducer as
 // soon as the backward finished it). The rank's slices, bucket after bucket, are its S = buffer / D
@@ -58,9 +58,9 @@ class AdamW {
  public:
   // `shard_over`: the data group to shard the state over (the distributed optimizer, see above);
   // null or a group of one: every rank holds the whole state (today's path, unchanged). With a
-  // group of D > 1 the constructor makes the store's gradients contiguous (every offset a multiple
-  // of 64 D), cuts them into buckets of bucket_elements (grad_buckets()) and takes the masters'
-  // pieces (shard_masters()); every member constructs it.
+  // group of D > 1 the constructor makes the store's gradients contiguous (padded to 64 D), cuts
+  // them into buckets of at least bucket_elements (grad_buckets()) and takes the masters' pieces
+  // (shard_masters()); every member constructs it.
   // `expert_group`: the ranks that hold different experts (whose squares the norm sums); null or
   // a group of one for a store without expert-parallel experts.
   // `tensor_group`: the tensor-parallel group (null or a group of one without): the norm then sums

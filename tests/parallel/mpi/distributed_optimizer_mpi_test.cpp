@@ -4,8 +4,8 @@
 // gradients. Gradients are small multiples of 2^-10, so their sums are exact in any order and the
 // update must agree bit for bit; the gradient norm to float rounding. Also: the gathered state a
 // checkpoint writes, masters unsharded for a load and sharded back, moments set from full
-// tensors, a frozen `stat` parameter left alone. With one bucket (the default size) and with a
-// bucket per parameter (each bucket sharded over the ranks, train/grad_buckets.h). Only non-fatal
+// tensors, a frozen `stat` parameter left alone. With one bucket (the default size) and with the
+// smallest buckets (each bucket sharded over the ranks, train/grad_buckets.h). Only non-fatal
 // EXPECTs (a rank that returned early would leave the others waiting in a collective).
 #include <gtest/gtest.h>
 
@@ -69,8 +69,8 @@ void expect_equal_to_unsharded(int64_t bucket_elements) {
   }
   EXPECT_EQ(covered, sharded.grad_buffer().numel());
   EXPECT_EQ(a.shard_grads().numel() * R, covered);
-  if (bucket_elements == 1) {
-    EXPECT_EQ(a.shard_buckets().size(), 4u);  // one per trainable parameter
+  if (bucket_elements == 1) {  // cut at every parameter start that is a multiple of 64 R
+    EXPECT_GT(a.shard_buckets().size(), 1u);
   }
   for (const model::Param* p : sharded.all()) EXPECT_FALSE(p->master.defined()) << p->name;  // in the shard now
   // What GradReducer does for a sharded optimizer (it takes a HybridModel; this is a bare store):
@@ -180,7 +180,7 @@ TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
   expect_equal_to_unsharded(kDefaultGradBucketElements);
 }
 
-TEST(DistributedOptimizer, equals_unsharded_adamw_with_a_bucket_per_parameter) { expect_equal_to_unsharded(1); }
+TEST(DistributedOptimizer, equals_unsharded_adamw_with_the_smallest_buckets) { expect_equal_to_unsharded(1); }
 
 }  // namespace
 }  // namespace nemotron::train
