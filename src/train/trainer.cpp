@@ -269,7 +269,7 @@ std::string Trainer::summary(const LoopResult& r, json& record) {
   if (!r.last_checkpoint.empty()) out += fmt::format("checkpoint: {}\n", r.last_checkpoint);
   if (steps > 0 && groups_->data_context->size() > 1) {
     const GradReducer& g = step_.grad_reducer();
-    out += fmt::format("gradients {} in {} bucket(s) of up to {} elements (ddp.bucket_size); in the last step {} "
+    out += fmt::format("gradients {} in {} bucket(s) (ddp.bucket_size {} elements); in the last step {} "
                        "started during the last backward\n",
                        opt_.sharded() ? "reduce-scattered" : "all-reduced", g.bucket_count(), cfg_.ddp.bucket_size,
                        g.overlapped_buckets());
