@@ -29,6 +29,10 @@
 // GPU's FLOPs are its 1/C of the rows' (the CP target compares --seq-len 4T at C 4 with
 // --seq-len T at C 1, per GPU). --tp-gemm-sm-margin N makes the GEMMs
 // that run beside a pending tensor collective leave it N multiprocessors (ops/matmul_cuda.h).
+// --distributed-optimizer shards the float32 masters and moments over the data group
+// (ddp.use_distributed_optimizer, train/adamw.h): each gradient bucket is reduce-scattered (from
+// the last backward, as the all-reduce's buckets are) and the values all-gathered after the update;
+// the line then gives the reduce-scatters' time alone instead of the all-reduce's.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
   int64_t B = 4, T = 4096, allreduce_mib = 1024, bucket_mib = 0;
   int steps = 10, accum = 1, ep = 1, tp = 1, cp = 1;
   double peak_given = 0;
-  bool sp = false;
+  bool sp = false, dist_opt = false;
   int sm_margin = 0;
   CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
   app.add_option("--context-parallel", cp, "context_parallel_size (divides the GPUs; --seq-len a multiple of 2 C)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--sequence-parallel", sp, "model.sequence_parallel (with --tensor-parallel > 1)");
+  app.add_flag("--distributed-optimizer", dist_opt, "ddp.use_distributed_optimizer: state sharded over the data group");
   app.add_option("--tp-gemm-sm-margin", sm_margin,
                  "multiprocessors the GEMMs leave to a pending overlapped tensor collective (0: none)")
       ->check(CLI::NonNegativeNumber);
@@ -129,9 +134,10 @@ int main(int argc, char** argv) {
     model::HybridModel net(cfg, gpu, DType::bf16, {coords.expert, layout.expert(), coords.tensor, layout.tensor(), sp});
     net.init(1234);
     net.params().create_masters();
-    train::AdamW opt(net.params(), {}, nullptr, groups->expert.get(), groups->tensor.get());
     train::StepConfig sc{1.0, {}, 1234, groups};
     if (bucket_mib > 0) sc.grad_bucket_elements = bucket_mib << 18;
+    train::AdamW opt(net.params(), {}, dist_opt ? &dp : nullptr, groups->expert.get(), groups->tensor.get(),
+                     sc.grad_bucket_elements);
     train::TrainStep step(net, opt, sc);
     train::MaskedCrossEntropy ce;
     // The ranks of a tensor or context group train the same rows (the step cuts a context rank's
@@ -177,10 +183,22 @@ int main(int argc, char** argv) {
       else
         tp_comm_ms = per_step * median_cuda_ms(ctx, 10, [&] { tg.all_reduce(whole); }, 2);
     }
-    // The step's gradient all-reduce alone, on the same buffer.
+    // The step's gradient all-reduce alone, on the same buffer (sharded: its buckets' reduce-scatters;
+    // NCCL's bus bandwidth for those is (n - 1) / n x bytes / time, half the all-reduce's factor).
     Tensor grads = net.params().grad_buffer();
-    const double grad_ms = dp.size() > 1 ? median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2) : 0.0;
-    const double grad_bus = bus_gbps(static_cast<double>(grads.nbytes()), grad_ms, dp.size());
+    double grad_ms = 0;
+    if (dp.size() > 1 && opt.sharded()) {
+      Tensor into = opt.shard_grads();
+      grad_ms = median_cuda_ms(ctx, 10, [&] {
+        for (const train::GradBucket& b : opt.shard_buckets()) {
+          Tensor mine = into.slice(b.shard_at, b.shard_at + (b.end - b.begin) / dp.size());
+          dp.reduce_scatter(grads.slice(b.begin, b.end), mine);
+        }
+      }, 2);
+    } else if (dp.size() > 1) {
+      grad_ms = median_cuda_ms(ctx, 10, [&] { dp.all_reduce(grads); }, 2);
+    }
+    const double grad_bus = bus_gbps(static_cast<double>(grads.nbytes()), grad_ms, dp.size()) / (opt.sharded() ? 2 : 1);
     // Expert parallelism: one all-to-all of one MoE layer's routed rows (B T K slots of the expert
     // width in bf16, spread evenly), as the exchange sends them four times per layer and step.
     double a2a_ms = 0, a2a_bus = 0;
@@ -224,9 +242,10 @@ int main(int argc, char** argv) {
         if (phases.calls_of(p) > 0) std::printf(" %s %.2f ms", op_phase_name(p), phases.ms_of(p));
       std::printf(" | outside ops %.2f ms\n", profiled_ms - phases.total_ms());
       if (dp.size() > 1)
-        std::printf("gradient all-reduce (%.1f MiB float32 buffer, alone): %.2f ms = %.1f%% of the step, bus %.1f GB/s "
+        std::printf("gradient %s (%.1f MiB float32 buffer, alone): %.2f ms = %.1f%% of the step, bus %.1f GB/s "
                     "= %.0f%% of the plain all-reduce's; in the step %lld of %lld buckets start during the last "
                     "backward (a second stream), the rest after it\n",
+                    opt.sharded() ? "reduce-scatter (distributed optimizer)" : "all-reduce",
                     static_cast<double>(grads.nbytes()) / (1 << 20), grad_ms, 100.0 * grad_ms / step_ms, grad_bus,
                     100.0 * grad_bus / plain_bus, static_cast<long long>(step.grad_reducer().overlapped_buckets()),
                     static_cast<long long>(step.grad_reducer().bucket_count()));
@@ -244,6 +263,7 @@ int main(int argc, char** argv) {
                     static_cast<double>(a2a_bytes) / (1 << 20), a2a_ms, a2a_bus);
       nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
                             {"expert_parallel", ep}, {"tensor_parallel", tp}, {"context_parallel", cp}, {"sequence_parallel", sp}, {"layout", layout.describe()},
+                            {"distributed_optimizer", opt.sharded()}, {"optimizer_state_bytes", opt.state_bytes()},
                             {"a2a_ms", a2a_ms},
                             {"a2a_bytes_per_gpu", a2a_bytes}, {"a2a_bus_gbps", a2a_bus},
                             {"batch", B}, {"seq_len", T}, {"grad_accum", accum}, {"step_ms", step_ms},

@@ -9,14 +9,15 @@
 
 namespace nemotron::train {
 
-// The rank's range of the flat gradient buffer and the state that lives only for it.
+// The rank's slices of the flat gradient buffer's buckets and the state that lives only for them.
 struct AdamW::Shard {
   parallel::Communicator* group = nullptr;
-  const void* buffer = nullptr;  // the store's gradient buffer this layout was made over
-  int64_t buffer_numel = 0;      // N: a multiple of 64 D
-  int64_t size = 0;              // S = N / D, the elements a rank owns
-  int64_t lo = 0;                // the rank's first element: rank * S
-  std::vector<int64_t> offset;   // by parameter: its gradient's offset in the buffer; -1 = frozen
+  const void* buffer = nullptr;    // the store's gradient buffer this layout was made over
+  int64_t buffer_numel = 0;        // N: a multiple of 64 D
+  int64_t size = 0;                // S = N / D, the elements a rank owns
+  std::vector<GradBucket> buckets;  // each a multiple of 64 D; shard_at: the rank's slice in S
+  std::vector<int64_t> offset;     // by parameter: its gradient's offset in the buffer; -1 = frozen
+  std::vector<int> bucket_of;      // by parameter: the bucket it lies in; -1 = frozen
   // Parameter `param`'s flat elements [begin, begin + length) are the shard's [at, at + length).
   struct Piece {
     size_t param;
@@ -25,6 +26,15 @@ struct AdamW::Shard {
   std::vector<Piece> pieces;
   std::vector<int> piece_of;   // by parameter: its piece's index, -1 = none on this rank
   Tensor grad, master, m, v;   // S float32 elements each; master only for a store with masters
+  // every = each rank's `mine` (S elements, laid out as grad) in the flat buffer's layout (N),
+  // one all-gather per bucket.
+  void all_gather(const Tensor& mine, Tensor& every) const {
+    for (const GradBucket& b : buckets) {
+      const int64_t s = (b.end - b.begin) / group->size();
+      Tensor out = every.slice(b.begin, b.end);
+      group->all_gather(mine.slice(b.shard_at, b.shard_at + s), out);
+    }
+  }
 };
 
 namespace {
@@ -55,7 +65,7 @@ double clip_factor(double norm, double max_norm) { return max_norm > 0 && norm >
 }  // namespace
 
 AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over,
-             parallel::Communicator* expert_group, parallel::Communicator* tensor_group)
+             parallel::Communicator* expert_group, parallel::Communicator* tensor_group, int64_t bucket_elements)
     : params_(&params), cfg_(cfg), expert_group_(expert_group), tensor_group_(tensor_group) {
   m_.resize(params.all().size());
   v_.resize(params.all().size());
@@ -70,10 +80,16 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
   sh->group = shard_over;
   sh->buffer = buf.raw();
   sh->buffer_numel = buf.numel();
-  sh->size = buf.numel() / D;
-  sh->lo = static_cast<int64_t>(shard_over->rank()) * sh->size;
+  sh->buckets = grad_buckets(params, bucket_elements, kShardAlign * D);  // each a multiple of 64 D
+  for (GradBucket& b : sh->buckets) {
+    NM_CHECK((b.end - b.begin) % (kShardAlign * D) == 0, "bucket [{}, {}) is not a multiple of {}", b.begin, b.end,
+             kShardAlign * D);
+    b.shard_at = sh->size;
+    sh->size += (b.end - b.begin) / D;
+  }
   const auto& all = params.all();
   sh->offset.assign(all.size(), -1);
+  sh->bucket_of.assign(all.size(), -1);
   sh->piece_of.assign(all.size(), -1);
   Backend& be = params.backend();
   sh->grad = Tensor::zeros({sh->size}, buf.dtype(), be);
@@ -94,15 +110,21 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
       throw InputError(fmt::format("ddp.use_distributed_optimizer: parameter {} trains in {} while the model computes in "
                                    "{}; the distributed optimizer gathers one dtype (set ddp.use_distributed_optimizer=false)",
                                    p.name, dtype_name(p.value.dtype()), dtype_name(params.dtype())));
-    const int64_t off = (static_cast<const char*>(p.grad.raw()) - static_cast<const char*>(buf.raw())) /
-                        static_cast<int64_t>(dtype_size(buf.dtype()));
+    const int64_t off = grad_offset(params, p);
     sh->offset[k] = off;
-    const int64_t a = std::max(off, sh->lo), b = std::min(off + p.value.numel(), sh->lo + sh->size);
+    size_t i = 0;
+    while (i < sh->buckets.size() && !(sh->buckets[i].begin <= off && off < sh->buckets[i].end)) ++i;
+    NM_CHECK(i < sh->buckets.size() && off + p.value.numel() <= sh->buckets[i].end, "{}: not inside one bucket", p.name);
+    sh->bucket_of[k] = static_cast<int>(i);
+    const GradBucket& bk = sh->buckets[i];
+    const int64_t s = (bk.end - bk.begin) / D, lo = bk.begin + static_cast<int64_t>(shard_over->rank()) * s;
+    const int64_t a = std::max(off, lo), b = std::min(off + p.value.numel(), lo + s);
     if (a >= b) continue;
+    const int64_t at = bk.shard_at + (a - lo);
     sh->piece_of[k] = static_cast<int>(sh->pieces.size());
-    sh->pieces.push_back({k, a - off, b - a, a - sh->lo});
-    m_[k] = sh->m.slice(a - sh->lo, b - sh->lo);
-    v_[k] = sh->v.slice(a - sh->lo, b - sh->lo);
+    sh->pieces.push_back({k, a - off, b - a, at});
+    m_[k] = sh->m.slice(at, at + (b - a));
+    v_[k] = sh->v.slice(at, at + (b - a));
   }
   shard_ = std::move(sh);
   shard_masters();
@@ -244,10 +266,10 @@ ops::AdamWTensors& AdamW::shard_list() {
   return *list_;
 }
 
-// Gather into the flat layout and copy out, rather than keeping the values in one contiguous
-// buffer: each parameter keeps its own value tensor, which the loaders, LoRA and the generation
-// engine hold; the price is a temporary N-element buffer in the compute dtype (half the gradient
-// buffer in bf16) and one copy per parameter, small beside a step.
+// Gather bucket by bucket and copy out, rather than keeping the values in one contiguous buffer:
+// each parameter keeps its own value tensor, which the loaders, LoRA and the generation engine
+// hold; the price is a temporary of the largest bucket in the compute dtype and one copy per
+// parameter, small beside a step.
 void AdamW::gather_values() {
   Shard& sh = *shard_;
   const auto& all = params_->all();
@@ -255,12 +277,20 @@ void AdamW::gather_values() {
   Tensor mine = Tensor::zeros({sh.size}, params_->dtype(), be);
   for (const Shard::Piece& pc : sh.pieces)
     mine.slice(pc.at, pc.at + pc.length).copy_from(flat(all[pc.param]->value).slice(pc.begin, pc.begin + pc.length));
-  Tensor every = Tensor::empty({sh.buffer_numel}, params_->dtype(), be);
-  sh.group->all_gather(mine, every);
-  for (size_t k = 0; k < all.size(); ++k) {
-    if (sh.offset[k] < 0) continue;
-    Tensor v = flat(all[k]->value);
-    v.copy_from(every.slice(sh.offset[k], sh.offset[k] + v.numel()));
+  int64_t largest = 0;
+  for (const GradBucket& b : sh.buckets) largest = std::max(largest, b.end - b.begin);
+  Tensor every = Tensor::empty({largest}, params_->dtype(), be);
+  const int D = sh.group->size();
+  for (size_t i = 0; i < sh.buckets.size(); ++i) {
+    const GradBucket& b = sh.buckets[i];
+    const int64_t s = (b.end - b.begin) / D;
+    Tensor out = every.slice(0, b.end - b.begin);
+    sh.group->all_gather(mine.slice(b.shard_at, b.shard_at + s), out);
+    for (size_t k = 0; k < all.size(); ++k) {
+      if (sh.bucket_of[k] != static_cast<int>(i)) continue;
+      Tensor v = flat(all[k]->value);
+      v.copy_from(out.slice(sh.offset[k] - b.begin, sh.offset[k] - b.begin + v.numel()));
+    }
   }
 }
 
@@ -297,6 +327,11 @@ Tensor AdamW::master_piece(size_t k) const {
 int AdamW::shard_count() const { return shard_ ? shard_->group->size() : 1; }
 
 Tensor AdamW::shard_grads() const { return shard_ ? shard_->grad : Tensor(); }
+
+const std::vector<GradBucket>& AdamW::shard_buckets() const {
+  static const std::vector<GradBucket> kNone;
+  return shard_ ? shard_->buckets : kNone;
+}
 
 bool AdamW::shards_masters() const { return shard_ && shard_->master.defined(); }
 
@@ -339,7 +374,7 @@ void AdamW::unshard_masters() {
   if (!shards_masters()) return;
   Shard& sh = *shard_;
   Tensor every = Tensor::empty({sh.buffer_numel}, DType::f32, params_->backend());
-  sh.group->all_gather(sh.master, every);
+  sh.all_gather(sh.master, every);
   const auto& all = params_->all();
   for (size_t k = 0; k < all.size(); ++k) {
     model::Param* p = all[k];
@@ -360,7 +395,7 @@ std::shared_ptr<const FullOptimizerState> AdamW::gather_state(int root) const {
   // One flat buffer at a time through the device, kept on the host of `root` only.
   auto collect = [&](const Tensor& part, std::vector<Tensor>& out) {
     Tensor every = Tensor::empty({sh.buffer_numel}, part.dtype(), params_->backend());
-    sh.group->all_gather(part, every);
+    sh.all_gather(part, every);
     if (!here) return;
     const Tensor host = every.to(host_backend());
     for (size_t k = 0; k < all.size(); ++k)

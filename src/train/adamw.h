@@ -8,13 +8,16 @@
 //
 // The distributed optimizer (Megatron's use_distributed_optimizer, ZeRO-1), built with a data
 // group of D > 1: the store's gradients live in one flat buffer padded to a multiple of 64 D
-// (ParamStore::make_grads_contiguous), and rank r owns the contiguous range [r S, (r+1) S) of it,
-// S = buffer / D. The gradients are reduce-scattered into the rank's range (GradReducer), and the
-// float32 masters and both moments exist for that range only, as three S-element buffers; a
-// parameter's part of the range is a "piece", 1-D views of its value, master, gradient and moments
-// that the same multi-tensor AdamW updates (weight decay per parameter as before). The gradient
-// norm is sqrt(all-reduce of each rank's sum of squares over its pieces); after the update each
-// rank's new values are all-gathered so every rank holds every value. Frozen parameters (the MoE
+// (ParamStore::make_grads_contiguous), cut at parameters' starts into buckets
+// (train/grad_buckets.h) that are multiples of 64 D too, and rank r owns the r-th of the D equal
+// slices of every bucket (Megatron's layout: each bucket can be reduce-scattered by GradReducer as
+// soon as the backward finished it). The rank's slices, bucket after bucket, are its S = buffer / D
+// elements: the float32 masters and both moments exist for them only, as three S-element buffers;
+// a parameter lies in one bucket, so its part of the rank's slices is one "piece", 1-D views of
+// its value, master, gradient and moments that the same multi-tensor AdamW updates (weight decay
+// per parameter as before). The gradient norm is sqrt(all-reduce of each rank's sum of squares
+// over its pieces); after the update each rank's new values are all-gathered bucket by bucket so
+// every rank holds every value. Frozen parameters (the MoE
 // correction bias, which the balancer updates identically on every rank) have no gradient, so
 // they are in no range: replicated, as without sharding. A multi-rank checkpoint is sharded
 // (train/sharded_checkpoint.h): each rank writes its pieces (state_range(), master_piece()) and
@@ -32,6 +35,7 @@
 #include "model/param.h"
 #include "ops/adamw.h"
 #include "parallel/communicator.h"
+#include "train/grad_buckets.h"
 
 namespace nemotron::train {
 
@@ -54,15 +58,17 @@ class AdamW {
  public:
   // `shard_over`: the data group to shard the state over (the distributed optimizer, see above);
   // null or a group of one: every rank holds the whole state (today's path, unchanged). With a
-  // group of D > 1 the constructor makes the store's gradients contiguous (padded to 64 D) and
-  // takes the masters' ranges (shard_masters()); every member constructs it.
+  // group of D > 1 the constructor makes the store's gradients contiguous (padded to 64 D), cuts
+  // them into buckets of at least bucket_elements (grad_buckets()) and takes the masters' pieces
+  // (shard_masters()); every member constructs it.
   // `expert_group`: the ranks that hold different experts (whose squares the norm sums); null or
   // a group of one for a store without expert-parallel experts.
   // `tensor_group`: the tensor-parallel group (null or a group of one without): the norm then sums
   // every rank's parts of the split parameters and counts the whole ones (the same on every
   // member) once.
   AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over = nullptr,
-        parallel::Communicator* expert_group = nullptr, parallel::Communicator* tensor_group = nullptr);
+        parallel::Communicator* expert_group = nullptr, parallel::Communicator* tensor_group = nullptr,
+        int64_t bucket_elements = kDefaultGradBucketElements);
   ~AdamW();
   // One update with learning rate `lr` from the gradients currently in the store (sharded: from
   // the rank's reduce-scattered range, then the values all-gathered; collective).
@@ -102,8 +108,10 @@ class AdamW {
   // The distributed optimizer (all no-ops / null without sharding).
   bool sharded() const { return shard_ != nullptr; }
   int shard_count() const;
-  // Where the data group's reduce-scatter writes this rank's summed gradients (S elements).
+  // Where the data group's reduce-scatters write this rank's summed gradients (S elements), and
+  // the buckets whose slices they are (GradBucket::shard_at), in the backward's order.
   Tensor shard_grads() const;
+  const std::vector<GradBucket>& shard_buckets() const;
   // Bytes of float32 masters + moments this rank holds, and what one unsharded process holds.
   int64_t state_bytes() const;
   int64_t unsharded_state_bytes() const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "train/grad_buckets.h"
 
 namespace nemotron::train {
 
@@ -73,50 +74,38 @@ int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_
 }  // namespace
 
 GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements,
-                         Tensor scatter_into, parallel::Communicator* expert_data, parallel::Communicator* tensor,
+                         const AdamW* sharded, parallel::Communicator* expert_data, parallel::Communicator* tensor,
                          parallel::Communicator* context)
     : params_(net.params()),
       group_(group),
       expert_data_(expert_data),
       tensor_(tensor),
       context_(context),
-      scatter_into_(std::move(scatter_into)) {
-  NM_CHECK(bucket_elements > 0, "bucket of {} elements", bucket_elements);
+      scatter_into_(sharded ? sharded->shard_grads() : Tensor()) {
+  std::vector<GradBucket> ranges;
   if (scatter_into_.defined()) {
     const Tensor& buf = params_.grad_buffer();
-    NM_CHECK(buf.defined() && buf.numel() == scatter_into_.numel() * group_.size(),
+    NM_CHECK(buf.defined() && buf.numel() == scatter_into_.numel() * group_.size() &&
+                 sharded->shard_count() == group_.size(),
              "reduce-scatter of a {}-element gradient buffer into {} elements over {} ranks",
              buf.defined() ? buf.numel() : 0, scatter_into_.numel(), group_.size());
-    return;
+    ranges = sharded->shard_buckets();
+  } else {
+    params_.make_grads_contiguous();
+    ranges = grad_buckets(params_, bucket_elements);
   }
-  params_.make_grads_contiguous();
-  const Tensor& buf = params_.grad_buffer();
+  // A bucket is ready once its least-ready parameter is.
   const int64_t layers = net.config().num_layers();
-  // Parameters by their place in the buffer, from the end (the backward's order).
-  struct Span {
-    int64_t begin, ready;
-  };
-  std::vector<Span> spans;
-  for (const model::Param* p : params_.all())
-    if (params_.in_grad_buffer(*p))
-      spans.push_back({(static_cast<const char*>(p->grad.raw()) - static_cast<const char*>(buf.raw())) /
-                           static_cast<int64_t>(dtype_size(buf.dtype())),
-                       ready_after(*p, net.embedding(), layers)});
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin > b.begin; });
-  int64_t end = buf.numel();
-  Bucket open{0, end, layers, false};
-  for (const Span& sp : spans) {
-    // A bucket is ready once its least-ready parameter is; close it at the size limit.
-    open.begin = sp.begin;
-    open.ready_after = std::min(open.ready_after, sp.ready);
-    if (open.end - open.begin >= bucket_elements) {
-      buckets_.push_back(open);
-      open = Bucket{0, open.begin, layers, false};
+  for (const GradBucket& r : ranges) buckets_.push_back({r, layers, {}, false});
+  for (model::Param* p : params_.all()) {
+    if (!params_.in_grad_buffer(*p)) continue;
+    const int64_t off = grad_offset(params_, *p);
+    for (Bucket& b : buckets_) {
+      if (off < b.range.begin || off >= b.range.end) continue;
+      b.ready_after = std::min(b.ready_after, ready_after(*p, net.embedding(), layers));
+      if (p->shard.grad_partial_over_tensor) b.partial.push_back(p);
+      break;
     }
-  }
-  if (open.end > 0) {
-    open.begin = 0;
-    buckets_.push_back(open);
   }
   hook_ = [this](int64_t layer) {
     for (Bucket& b : buckets_)
@@ -126,47 +115,50 @@ GradReducer::GradReducer(model::HybridModel& net, parallel::Communicator& group,
 
 const std::function<void(int64_t)>* GradReducer::layer_hook() {
   overlapped_ = 0;
-  return group_.size() > 1 && !scatter_into_.defined() ? &hook_ : nullptr;
+  return group_.size() > 1 ? &hook_ : nullptr;
 }
 
 void GradReducer::queue(Bucket& b) {
-  Tensor bucket = params_.grad_buffer().slice(b.begin, b.end);
-  group_.all_reduce_async(bucket, parallel::ReduceOp::sum);
+  Tensor bucket = params_.grad_buffer().slice(b.range.begin, b.range.end);
+  if (scatter_into_.defined()) {
+    // The sums a reduce-scatter cannot do after it splits the bucket: on the compute stream, so
+    // they precede it (it waits for the compute stream's work queued so far).
+    if (sums_partial())
+      for (model::Param* p : b.partial) tensor_->all_reduce(p->grad);
+    if (context_ && context_->size() > 1) context_->all_reduce(bucket);
+    const int64_t s = (b.range.end - b.range.begin) / group_.size();
+    Tensor mine = scatter_into_.slice(b.range.shard_at, b.range.shard_at + s);
+    group_.reduce_scatter_async(bucket, mine, parallel::ReduceOp::sum);
+  } else {
+    group_.all_reduce_async(bucket, parallel::ReduceOp::sum);
+  }
   b.queued = true;
 }
 
 void GradReducer::finish() {
-  // Whole parameters whose gradients are partial over the tensor group: summed there first (before
-  // a reduce-scatter splits the buffer; after the buckets the layer hook queued, which may still
-  // be in flight on the data group, the sum is the same either way).
-  const bool partial = tensor_ && tensor_->size() > 1;
-  auto sum_partial = [&] {
-    for (model::Param* p : params_.all())
-      if (partial && p->grad.defined() && p->shard.grad_partial_over_tensor) tensor_->all_reduce(p->grad);
-  };
   // Expert-parallel experts: each expert's copies are on the expert-data group.
   const bool experts = expert_data_ && expert_data_->size() > 1;
   for (model::Param* p : params_.all())
     if (experts && p->grad.defined() && p->is_expert()) expert_data_->all_reduce_async(p->grad, parallel::ReduceOp::sum);
-  if (scatter_into_.defined()) {
-    sum_partial();
-    if (context_ && context_->size() > 1) {
-      Tensor all = params_.grad_buffer();
-      context_->all_reduce(all);
-    }
-    group_.reduce_scatter(params_.grad_buffer(), scatter_into_, parallel::ReduceOp::sum);
-  } else if (group_.size() > 1) {
+  if (group_.size() > 1) {
     for (Bucket& b : buckets_)
       if (!b.queued) queue(b);
-    // Gradients outside the buffer (a parameter unfrozen after it was made).
-    for (model::Param* p : params_.all())
-      if (p->grad.defined() && !p->is_expert() && !params_.in_grad_buffer(*p))
-        group_.all_reduce_async(p->grad, parallel::ReduceOp::sum);
+    // Gradients outside the buffer (a parameter unfrozen after it was made; a sharded optimizer
+    // refuses those).
+    if (!scatter_into_.defined())
+      for (model::Param* p : params_.all())
+        if (p->grad.defined() && !p->is_expert() && !params_.in_grad_buffer(*p))
+          group_.all_reduce_async(p->grad, parallel::ReduceOp::sum);
     group_.wait_pending();
-    sum_partial();
-  } else {
-    sum_partial();
   }
+  // Whole parameters whose gradients are partial over the tensor group: summed there (after the
+  // all-reduce over the data group, the sum is the same; the buckets a reduce-scatter split had
+  // theirs summed as they were queued).
+  if (sums_partial())
+    for (model::Param* p : params_.all())
+      if (p->grad.defined() && p->shard.grad_partial_over_tensor &&
+          !(scatter_into_.defined() && params_.in_grad_buffer(*p)))
+        tensor_->all_reduce(p->grad);
   if (experts) expert_data_->wait_pending();
   for (Bucket& b : buckets_) b.queued = false;
 }

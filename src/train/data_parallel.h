@@ -9,11 +9,9 @@
 //    state in the checkpoint). Every rank reads the D micro-batches of a round and keeps its own:
 //    a read of token ids, small beside a forward/backward.
 //  - GradReducer: gradients in the store's flat buffer (ParamStore::make_grads_contiguous), summed
-//    over the group in buckets of up to bucket_elements (Megatron's bucket_size, 40M), in place.
-//    Or, for the distributed optimizer (train/adamw.h), reduce-scattered: each rank receives the
-//    sum of its contiguous 1/D range of the buffer, in one call over the whole buffer after the
-//    backward (a bucket would have to be a slice of every rank's range; Megatron shards each
-//    bucket instead, the layout to take for overlapping the reduce-scatter with the backward).
+//    over the group in buckets (train/grad_buckets.h; Megatron's bucket_size, 40M), in place.
+//    Or, for the distributed optimizer (train/adamw.h), reduce-scattered bucket by bucket: each
+//    bucket is sharded over the group, so each rank receives the sum of its slice of it.
 // With a group of one both are the identity: the single-process run is this code, not another.
 #pragma once
 #include <memory>
@@ -21,6 +19,7 @@
 #include "model/hybrid_model.h"
 #include "model/param.h"
 #include "parallel/communicator.h"
+#include "train/adamw.h"
 #include "train/batch_source.h"
 #include "train/training_loop.h"
 
@@ -51,29 +50,30 @@ LoopHooks rank_hooks(LoopHooks hooks);
 // the backward where the group allows it (NCCL: a second stream): buckets are contiguous ranges
 // of the buffer in reverse registration order (head and MTP, then the trunk's last layer down to
 // its first, the embedding last), and a bucket is queued as soon as the backward of the last
-// micro-batch finished every layer it holds (the layer hook, Context::on_layer_backward). What
-// is left is queued at finish(), which then makes the compute stream wait for all of it.
+// micro-batch finished every layer it holds (the layer hook, Context::on_layer_backward): an
+// all-reduce, or with a sharded optimizer a reduce-scatter into the rank's slice. What is left is
+// queued at finish(), which then makes the compute stream wait for all of it.
 class GradReducer {
  public:
-  static constexpr int64_t kDefaultBucketElements = 40'000'000;
-  // Makes `net`'s gradients contiguous (ParamStore::make_grads_contiguous). With `scatter_into`
-  // (AdamW::shard_grads() of a sharded optimizer, which made the buffer padded to a multiple of
-  // the group size): finish() reduce-scatters the buffer into it instead, and the buffer stays.
+  static constexpr int64_t kDefaultBucketElements = kDefaultGradBucketElements;
+  // Makes `net`'s gradients contiguous (ParamStore::make_grads_contiguous). With `sharded` (a
+  // distributed optimizer over `group`, which laid out the buffer and its buckets): each bucket
+  // is reduce-scattered into its slice of sharded->shard_grads() instead, bucket_elements unused.
   // `expert_data`: the group an expert-parallel expert's gradient is summed over (its copies;
   // model::Param::is_expert); null or a group of one: nothing to sum.
   // `tensor`: the tensor-parallel group, over which the gradients of whole parameters fed by
   // partial sums (model::ParamShard::grad_partial_over_tensor) are summed too; null or a group of
   // one: none.
-  // `context`: with scatter_into only, the context-parallel group, over which the buffer is summed
-  // before the reduce-scatter over `group` (without it, `group` is the data x context group).
+  // `context`: with `sharded` only, the context-parallel group, over which each bucket is summed
+  // before its reduce-scatter over `group` (without it, `group` is the data x context group).
+  // The sums over `tensor` and `context` run on the compute stream as each bucket is queued, so
+  // they precede its reduce-scatter.
   GradReducer(model::HybridModel& net, parallel::Communicator& group, int64_t bucket_elements = kDefaultBucketElements,
-              Tensor scatter_into = Tensor(), parallel::Communicator* expert_data = nullptr,
+              const AdamW* sharded = nullptr, parallel::Communicator* expert_data = nullptr,
               parallel::Communicator* tensor = nullptr, parallel::Communicator* context = nullptr);
-  // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one,
-  // and when reduce-scattering).
+  // Before the last micro-batch's backward: the hook to hand the trunk (null for a group of one).
   const std::function<void(int64_t layer)>* layer_hook();
-  // After the last backward: queues the buckets not yet queued, and waits for every one (or
-  // reduce-scatters this rank's range into scatter_into).
+  // After the last backward: queues the buckets not yet queued, and waits for every one.
   void finish();
   // All at once, after the backward (no overlap): begin nothing, then finish().
   void all_reduce() { finish(); }
@@ -84,17 +84,19 @@ class GradReducer {
 
  private:
   struct Bucket {
-    int64_t begin = 0, end = 0;  // elements of the flat buffer
-    int64_t ready_after = 0;     // queued once layer `ready_after` finished (-1: only at finish)
+    GradBucket range;
+    int64_t ready_after = 0;  // queued once layer `ready_after` finished (-1: only at finish)
+    std::vector<model::Param*> partial;  // its parameters whose gradients are partial over tensor
     bool queued = false;
   };
   void queue(Bucket& b);
+  bool sums_partial() const { return tensor_ && tensor_->size() > 1; }
   model::ParamStore& params_;
   parallel::Communicator& group_;
   parallel::Communicator* expert_data_;
   parallel::Communicator* tensor_;
   parallel::Communicator* context_;
-  Tensor scatter_into_;
+  Tensor scatter_into_;  // sharded: AdamW::shard_grads()
   std::vector<Bucket> buckets_;  // in the order the backward completes them
   std::function<void(int64_t)> hook_;
   int64_t overlapped_ = 0;

@@ -212,6 +212,7 @@ void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c) {
   read_moe(root, c);
   c.ddp.use_distributed_optimizer =
       root.section("ddp").get_bool("use_distributed_optimizer", c.ddp.use_distributed_optimizer);
+  c.ddp.bucket_size = root.section("ddp").get_positive_int("bucket_size", c.ddp.bucket_size);
   read_device_keys(root, c.device, c.mixed_precision);
 }
 

@@ -85,6 +85,10 @@ struct DdpSection {  // ddp: (Megatron-Bridge's DistributedDataParallelConfig)
   // reduce-scattered and float32 masters + Adam moments sharded 1/D per rank. False (Megatron-
   // Bridge's default): every rank all-reduces and holds the whole state. No effect on one rank.
   bool use_distributed_optimizer = false;
+  // Elements per gradient bucket (Megatron's bucket_size): each is all-reduced, or with the
+  // distributed optimizer reduce-scattered, as soon as the last backward finished it
+  // (train/grad_buckets.h). Smaller: more overlap, more and smaller collectives.
+  int64_t bucket_size = 40'000'000;
 };
 
 struct TrainLoopConfig {

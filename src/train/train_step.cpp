@@ -171,7 +171,7 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
   // over context.
   const bool sharded = opt_.shard_grads().defined();
   reducer_ = std::make_unique<GradReducer>(net_, sharded ? *groups().data : *groups().data_context,
-                                           cfg_.grad_bucket_elements, opt_.shard_grads(), groups().expert_data.get(),
+                                           cfg_.grad_bucket_elements, sharded ? &opt_ : nullptr, groups().expert_data.get(),
                                            groups().tensor.get(), sharded ? groups().context.get() : nullptr);
 }
 

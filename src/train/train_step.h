@@ -93,7 +93,8 @@ struct StepConfig {
   // run() gets its share of the global batch's micro-batches (DataParallelSource) and the step
   // reduces the normaliser, the loss sums, the MoE statistics and the gradients over the group.
   std::shared_ptr<const parallel::ProcessGroups> groups;
-  // Elements per gradient bucket of the data-parallel reduction (Megatron's ddp.bucket_size).
+  // Elements per gradient bucket of the data-parallel reduction (Megatron's ddp.bucket_size); a
+  // sharded optimizer's buckets are its own (AdamW's bucket_elements).
   int64_t grad_bucket_elements = GradReducer::kDefaultBucketElements;
 };
 

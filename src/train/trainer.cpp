@@ -75,8 +75,8 @@ Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSourc
            AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
                        cfg.optimizer.weight_decay},
            cfg.ddp.use_distributed_optimizer ? groups_->data.get() : nullptr, groups_->expert.get(),
-           groups_->tensor.get()),
-      step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed, groups_}),
+           groups_->tensor.get(), cfg.ddp.bucket_size),
+      step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed, groups_, cfg.ddp.bucket_size}),
       schedule_(cfg.lr_schedule()),
       loop_(loop_options(cfg, rank_hooks(std::move(opts)))) {
   NM_CHECK(cfg.train.data_parallel_size == groups_->data->size(),
@@ -267,6 +267,13 @@ std::string Trainer::summary(const LoopResult& r, json& record) {
                                       : fmt::format("; validation {:.4f} at iteration {}", evals_.back().lm_loss,
                                                     evals_.back().iteration));
   if (!r.last_checkpoint.empty()) out += fmt::format("checkpoint: {}\n", r.last_checkpoint);
+  if (steps > 0 && groups_->data_context->size() > 1) {
+    const GradReducer& g = step_.grad_reducer();
+    out += fmt::format("gradients {} in {} bucket(s) (ddp.bucket_size {} elements); in the last step {} "
+                       "started during the last backward\n",
+                       opt_.sharded() ? "reduce-scattered" : "all-reduced", g.bucket_count(), cfg_.ddp.bucket_size,
+                       g.overlapped_buckets());
+  }
   const Backend& backend = net_.params().backend();
   if (!backend.device().is_cpu())
     out += fmt::format("peak device memory: {:.2f} GiB on {}\n",

@@ -28,6 +28,8 @@ layout cp2 2 model.context_parallel_size=2
 layout cp4 4 model.context_parallel_size=4 model.recompute_granularity=full
 layout cp2tp2 4 model.context_parallel_size=2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
 layout cp2dp2 4 model.context_parallel_size=2 "${zero[@]}"
+# Small buckets: each summed over context and reduce-scattered from the last backward's layer hook.
+layout cp2dp2b 4 model.context_parallel_size=2 "${zero[@]}" ddp.bucket_size=20000
 grep -q '^rank layout: DP 2 x EP 1 x TP 1 x CP 2 over 4 ranks' "$TMP/out.cp2dp2" ||
   fail "the run does not print its layout: $(head -5 "$TMP/out.cp2dp2")"
 

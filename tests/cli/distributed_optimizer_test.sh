@@ -11,6 +11,9 @@
 #    and in one process, and a single-process checkpoint at DP4, each continuing with the losses
 #    and final weights of the uninterrupted single-process run;
 #  - LoRA SFT at DP2 (frozen base replicated, adapters sharded) equals one process;
+#  - DP4 with small buckets (ddp.bucket_size: each bucket sharded 4 ways and reduce-scattered from
+#    the last backward's layer hook) says in its summary that buckets started during the backward,
+#    and its checkpoint resumes at DP2 with the default (one) bucket;
 #  - on one process the key changes nothing (bit-identical losses); a bad value names the key.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
@@ -45,9 +48,15 @@ cmp -s <(losses "$TMP/dp1z/metrics.jsonl") <(losses "$TMP/dp1/metrics.jsonl") &&
   fail "one process: the key changed the losses"
 
 # DP4 stops at iteration 4 (train.exit_interval saves there); DP2 runs to the end.
-if mpi 4 dp4 "${zero[@]}" checkpoint.save="$TMP/dp4" train.exit_interval=4; then
+if mpi 4 dp4 "${zero[@]}" ddp.bucket_size=20000 checkpoint.save="$TMP/dp4" train.exit_interval=4; then
   memory dp4 4
   same_run "DP4" "$TMP/dp4" 4 0
+  line=$(grep -E '^gradients reduce-scattered in [0-9]+ bucket' "$TMP/out.dp4")
+  if [[ "$line" =~ in\ ([0-9]+)\ bucket.*\ ([0-9]+)\ started\ during ]] && ((BASH_REMATCH[1] > 2 && BASH_REMATCH[2] > 0)); then
+    echo "ok: DP4: ${BASH_REMATCH[2]} of ${BASH_REMATCH[1]} sharded buckets reduce-scattered during the last backward"
+  else
+    fail "DP4: no sharded bucket started during the last backward: ${line:-no summary line}"
+  fi
 fi
 if mpi 2 dp2 "${zero[@]}" checkpoint.save="$TMP/dp2" checkpoint.save_interval=0; then
   memory dp2 2
@@ -112,5 +121,7 @@ fi
 expect_error "a bad value names the key" \
   "recipes/super3/pretrain/tiny.yaml: ddp.use_distributed_optimizer: expected true or false, got \"sometimes\"" \
   "${run[@]}" ddp.use_distributed_optimizer=sometimes
+expect_error "a bad bucket size names the key" "recipes/super3/pretrain/tiny.yaml: ddp.bucket_size: expected a positive integer, got 0" \
+  "${run[@]}" ddp.bucket_size=0
 
 finish "the distributed optimizer at DP2 and DP4 equals one process with 1/D of the state per rank; checkpoints move between DP4, DP2 and one process; LoRA at DP2"

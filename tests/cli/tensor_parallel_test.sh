@@ -46,6 +46,9 @@ layout tp4 4 wide1 model.tensor_model_parallel_size=4 "${wide[@]}"
 layout tp2dp2 4 dp1 model.tensor_model_parallel_size=2
 layout tp2ep2 4 dp1 model.tensor_model_parallel_size=2 model.expert_model_parallel_size=2
 layout tp2dp2zero 4 dp1 model.tensor_model_parallel_size=2 "${zero[@]}"
+# Small buckets: each reduce-scattered from the last backward's layer hook, after its parameters'
+# partial sums over the tensor group.
+layout tp2dp2zerob 4 dp1 model.tensor_model_parallel_size=2 "${zero[@]}" ddp.bucket_size=20000
 # Sequence parallelism: between the split mixers each rank holds half (a quarter) of the rows;
 # all-gathers and reduce-scatters replace the all-reduces; norms' gradients summed over the group.
 layout tp2sp 2 dp1 model.tensor_model_parallel_size=2 model.sequence_parallel=true

@@ -3,7 +3,8 @@
 // last backward runs the layer hook, each bucket is queued only after the trunk finished every
 // layer it holds, the embedding's bucket only at finish(), and finish() waits for them all; the
 // summed gradients are what the step then uses (the recorder doubles them, as a sum over two
-// identical ranks would).
+// identical ranks would). The same for the distributed optimizer's buckets, each reduce-scattered
+// into the rank's slice of it from the layer hook.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,6 +37,14 @@ class RecordingPair final : public parallel::Communicator {
   void all_reduce_async(Tensor& t, parallel::ReduceOp) override { record(t, true); }
   void wait_pending() override { ++waits; }
   void reduce_scatter(const Tensor&, Tensor&, parallel::ReduceOp) override { FAIL(); }
+  // Member 0 receives the sum of the first half: twice its own.
+  void reduce_scatter_async(const Tensor& in, Tensor& out, parallel::ReduceOp) override {
+    ASSERT_EQ(in.numel(), 2 * out.numel());
+    record_range(in, true);
+    const float* a = in.data<float>();
+    float* b = out.data<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) b[i] = 2 * a[i];
+  }
   void all_gather(const Tensor&, Tensor&) override { FAIL(); }
   void all_to_all_v(const Tensor&, const std::vector<int64_t>&, Tensor&, const std::vector<int64_t>&) override {
     FAIL();
@@ -47,26 +56,20 @@ class RecordingPair final : public parallel::Communicator {
   }
 
  private:
-  void record(Tensor& t, bool async) {
+  void record_range(const Tensor& t, bool async) {
     const int64_t es = static_cast<int64_t>(dtype_size(t.dtype()));
     const int64_t begin = (static_cast<const char*>(t.raw()) - static_cast<const char*>(buffer->raw())) / es;
     calls.push_back({begin, begin + t.numel(), last_layer_done, async});
+  }
+  void record(Tensor& t, bool async) {
+    record_range(t, async);
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] *= 2;
   }
 };
 
-TEST(GradReducer, BucketsCoverTheBufferOnceAndWaitForTheirLayers) {
-  const PretrainConfig cfg = testing::tiny_train_config();
-  model::HybridModel net(cfg.model, host_backend(), DType::f32);
-  net.init(7);
-  RecordingPair pair;
-  // Small buckets so the 4-layer trunk spans several.
-  GradReducer reducer(net, pair, 2000);
-  pair.buffer = &net.params().grad_buffer();
-  ASSERT_GT(reducer.bucket_count(), 3);
-
-  // One step's last backward: the hook sees layers 3, 2, 1, 0, then finish().
+// One step's last backward: the hook sees layers 3, 2, 1, 0, then finish().
+void run_last_backward(GradReducer& reducer, RecordingPair& pair) {
   const std::function<void(int64_t)>* hook = reducer.layer_hook();
   ASSERT_NE(hook, nullptr);
   for (int64_t layer = 3; layer >= 0; --layer) {
@@ -77,7 +80,9 @@ TEST(GradReducer, BucketsCoverTheBufferOnceAndWaitForTheirLayers) {
   reducer.finish();
   EXPECT_EQ(pair.waits, 1);
   EXPECT_GT(reducer.overlapped_buckets(), 0);
+}
 
+void expect_buckets_once_after_their_layers(model::HybridModel& net, RecordingPair& pair) {
   // Every element once.
   std::vector<RecordingPair::Call> by_offset = pair.calls;
   std::sort(by_offset.begin(), by_offset.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
@@ -104,10 +109,49 @@ TEST(GradReducer, BucketsCoverTheBufferOnceAndWaitForTheirLayers) {
       EXPECT_LE(call->after_layer, layer) << p->name << " queued after layer " << call->after_layer;
     }
   }
+}
+
+TEST(GradReducer, BucketsCoverTheBufferOnceAndWaitForTheirLayers) {
+  const PretrainConfig cfg = testing::tiny_train_config();
+  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  net.init(7);
+  RecordingPair pair;
+  // Small buckets so the 4-layer trunk spans several.
+  GradReducer reducer(net, pair, 2000);
+  pair.buffer = &net.params().grad_buffer();
+  ASSERT_GT(reducer.bucket_count(), 3);
+
+  run_last_backward(reducer, pair);
+  expect_buckets_once_after_their_layers(net, pair);
   // A second step starts over: nothing stays marked queued.
   pair.calls.clear();
   reducer.finish();
   EXPECT_EQ(static_cast<int64_t>(pair.calls.size()), reducer.bucket_count());
+}
+
+TEST(GradReducer, ShardedBucketsReduceScatterDuringTheBackward) {
+  const PretrainConfig cfg = testing::tiny_train_config();
+  model::HybridModel net(cfg.model, host_backend(), DType::f32);
+  net.init(7);
+  RecordingPair pair;
+  AdamW opt(net.params(), {}, &pair, nullptr, nullptr, 2000);  // each bucket sharded over the pair
+  GradReducer reducer(net, pair, 2000, &opt);
+  pair.buffer = &net.params().grad_buffer();
+  ASSERT_GT(reducer.bucket_count(), 3);
+  ASSERT_EQ(reducer.bucket_count(), static_cast<int64_t>(opt.shard_buckets().size()));
+  Tensor grads = net.params().grad_buffer();
+  std::vector<float> before(static_cast<size_t>(grads.numel()));
+  for (size_t i = 0; i < before.size(); ++i) before[i] = static_cast<float>(i % 97) - 48.0f;
+  std::copy(before.begin(), before.end(), grads.data<float>());
+
+  run_last_backward(reducer, pair);
+  expect_buckets_once_after_their_layers(net, pair);
+  for (const RecordingPair::Call& c : pair.calls) EXPECT_TRUE(c.async);
+  // Rank 0's slice of every bucket holds the sum (twice the local gradient), at its shard_at.
+  const float* got = opt.shard_grads().data<float>();
+  for (const GradBucket& b : opt.shard_buckets())
+    for (int64_t i = 0; i < (b.end - b.begin) / 2; ++i)
+      ASSERT_EQ(got[b.shard_at + i], 2 * before[static_cast<size_t>(b.begin + i)]) << "bucket at " << b.begin;
 }
 
 TEST(GradReducer, TheStepReducesThroughTheLayerHook) {

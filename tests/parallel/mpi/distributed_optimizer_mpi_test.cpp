@@ -4,8 +4,9 @@
 // gradients. Gradients are small multiples of 2^-10, so their sums are exact in any order and the
 // update must agree bit for bit; the gradient norm to float rounding. Also: the gathered state a
 // checkpoint writes, masters unsharded for a load and sharded back, moments set from full
-// tensors, a frozen `stat` parameter left alone. Only non-fatal EXPECTs (a rank that returned
-// early would leave the others waiting in a collective).
+// tensors, a frozen `stat` parameter left alone. With one bucket (the default size) and with the
+// smallest buckets (each bucket sharded over the ranks, train/grad_buckets.h). Only non-fatal
+// EXPECTs (a rank that returned early would leave the others waiting in a collective).
 #include <gtest/gtest.h>
 
 #include "mpi_gtest_main.h"
@@ -45,13 +46,13 @@ Tensor grad_of(const model::Param& p, size_t k, int rank, int t) {
 
 std::vector<double> values(const Tensor& t) { return t.to_f64_vector(); }
 
-TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
+void expect_equal_to_unsharded(int64_t bucket_elements) {
   const int R = world().size(), me = world().rank();
   model::ParamStore sharded(host_backend(), DType::bf16), whole(host_backend(), DType::bf16);
   build(sharded);
   build(whole);
   const AdamWConfig cfg{0.9, 0.95, 1e-8, 0.1};
-  AdamW a(sharded, cfg, &world()), b(whole, cfg);
+  AdamW a(sharded, cfg, &world(), nullptr, nullptr, bucket_elements), b(whole, cfg);
   EXPECT_TRUE(a.sharded());
   EXPECT_TRUE(a.shards_masters());
   EXPECT_FALSE(b.sharded());
@@ -59,10 +60,28 @@ TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
   EXPECT_EQ(a.state_bytes() * R, 3 * sharded.grad_buffer().numel() * 4);
   EXPECT_EQ(a.unsharded_state_bytes(), b.state_bytes());
   EXPECT_EQ(sharded.grad_buffer().numel() % (64 * R), 0);
+  // The buckets cover the buffer once, each a multiple of 64 R, the rank's slices its S elements.
+  int64_t covered = 0;
+  for (const GradBucket& bk : a.shard_buckets()) {
+    EXPECT_EQ((bk.end - bk.begin) % (64 * R), 0);
+    EXPECT_EQ(bk.shard_at, covered / R);
+    covered += bk.end - bk.begin;
+  }
+  EXPECT_EQ(covered, sharded.grad_buffer().numel());
+  EXPECT_EQ(a.shard_grads().numel() * R, covered);
+  if (bucket_elements == 1) {  // cut at every parameter start that is a multiple of 64 R
+    EXPECT_GT(a.shard_buckets().size(), 1u);
+  }
   for (const model::Param* p : sharded.all()) EXPECT_FALSE(p->master.defined()) << p->name;  // in the shard now
-  // What GradReducer::finish does for a sharded optimizer (it takes a HybridModel; this is a bare store).
+  // What GradReducer does for a sharded optimizer (it takes a HybridModel; this is a bare store):
+  // each bucket reduce-scattered into the rank's slice of it.
   Tensor shard_grads = a.shard_grads();
-  auto reduce_scatter = [&] { world().reduce_scatter(sharded.grad_buffer(), shard_grads, parallel::ReduceOp::sum); };
+  auto reduce_scatter = [&] {
+    for (const GradBucket& bk : a.shard_buckets()) {
+      Tensor mine = shard_grads.slice(bk.shard_at, bk.shard_at + (bk.end - bk.begin) / R);
+      world().reduce_scatter(sharded.grad_buffer().slice(bk.begin, bk.end), mine, parallel::ReduceOp::sum);
+    }
+  };
   const auto& pa = sharded.all();
   const auto& pb = whole.all();
   for (int t = 0; t < 3; ++t) {
@@ -156,6 +175,12 @@ TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
   for (size_t k = 0; k < pa.size(); ++k)
     EXPECT_EQ(values(pa[k]->value), values(pb[k]->value)) << pa[k]->name << " after the reload";
 }
+
+TEST(DistributedOptimizer, equals_unsharded_adamw_on_the_summed_gradients) {
+  expect_equal_to_unsharded(kDefaultGradBucketElements);
+}
+
+TEST(DistributedOptimizer, equals_unsharded_adamw_with_the_smallest_buckets) { expect_equal_to_unsharded(1); }
 
 }  // namespace
 }  // namespace nemotron::train

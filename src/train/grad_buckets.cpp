@@ -1,0 +1,37 @@
+#include "train/grad_buckets.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace nemotron::train {
+
+int64_t grad_offset(const model::ParamStore& params, const model::Param& p) {
+  const Tensor& buf = params.grad_buffer();
+  NM_CHECK(params.in_grad_buffer(p), "{}: gradient outside the flat buffer", p.name);
+  return (static_cast<const char*>(p.grad.raw()) - static_cast<const char*>(buf.raw())) /
+         static_cast<int64_t>(dtype_size(buf.dtype()));
+}
+
+std::vector<GradBucket> grad_buckets(const model::ParamStore& params, int64_t bucket_elements, int64_t cut_multiple) {
+  NM_CHECK(bucket_elements > 0 && cut_multiple > 0, "buckets of {} elements cut at multiples of {}", bucket_elements,
+           cut_multiple);
+  const Tensor& buf = params.grad_buffer();
+  NM_CHECK(buf.defined() && buf.numel() % cut_multiple == 0,
+           "grad_buckets: the gradient buffer is not made or not a multiple of {}", cut_multiple);
+  std::vector<int64_t> starts;
+  for (const model::Param* p : params.all())
+    if (params.in_grad_buffer(*p)) starts.push_back(grad_offset(params, *p));
+  std::sort(starts.begin(), starts.end(), std::greater<>());
+  std::vector<GradBucket> out;
+  int64_t end = buf.numel();
+  for (int64_t s : starts) {
+    if (end - s < bucket_elements || s % cut_multiple != 0) continue;
+    out.push_back({s, end, 0});
+    end = s;
+  }
+  if (end > 0) out.push_back({0, end, 0});
+  return out;
+}
+
+}  // namespace nemotron::train
