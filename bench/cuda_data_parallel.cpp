@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
                     max_connections ? max_connections : "default", sm_margin);
       if (ep > 1)
         std::printf("expert all-to-all of one layer's routed rows (%.1f MiB bf16 per GPU, alone): %.2f ms, bus %.1f GB/s; "
-                    "4 per MoE layer and step (not overlapped)\n",
+                    "4 per MoE layer and step (3 of them beside compute: the shared expert forward and backward, the expert weight gradients)\n",
                     static_cast<double>(a2a_bytes) / (1 << 20), a2a_ms, a2a_bus);
       nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
                             {"expert_parallel", ep}, {"tensor_parallel", tp}, {"context_parallel", cp}, {"sequence_parallel", sp}, {"layout", layout.describe()},

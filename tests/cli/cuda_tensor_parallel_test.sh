@@ -58,4 +58,6 @@ if [[ $gpus -ge 4 && ${NEMOTRON_TP_LARGE:-1} != 0 ]]; then
     fail "the large model at TP 4: exit $rc: $(tail -5 "$TMP/errbig4")"
   fi
 fi
-finish "tensor parallelism on $gpus GPUs over NCCL (with and without sequence parallelism, with DP and EP) against one GPU; a TP 2 checkpoint resumed on one GPU; a model too large for one GPU at TP 4"
+large="; a model too large for one GPU at TP 4"
+[[ $gpus -ge 4 && ${NEMOTRON_TP_LARGE:-1} != 0 ]] || large=" (the model too large for one GPU left out)"
+finish "tensor parallelism on $gpus GPUs over NCCL (with and without sequence parallelism, with DP and EP) against one GPU; a TP 2 checkpoint resumed on one GPU$large"
