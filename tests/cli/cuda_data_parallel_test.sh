@@ -48,16 +48,7 @@ done
 # sampling streams the single GPU gives those rows. In bf16 the engine's batch composition changes
 # the logits' rounding, so a sampled token may differ: the gaps are printed, not bounded; the run
 # must train (finite loss, a gradient on every step) and save.
-expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
-expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir="$TMP/data/rl" \
-  sources.0.generator.num_examples=64 val_rows=8
-grpo=("$BIN" super3 rl -c tiny device=cuda policy.model_name= policy.tokenizer.name="$TMP/data/pretrain/tokenizer/tokenizer.json"
-  data.train_jsonl_fpath="$TMP/data/rl/train.jsonl" data.validation_jsonl_fpath="$TMP/data/rl/val.jsonl"
-  grpo.num_prompts_per_step=8 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=32
-  policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
-  grpo.max_num_steps=3 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=3 policy.generation.top_k=
-  grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
-  grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16)
+cuda_grpo_setup
 grpo_metrics() {
   python3 -c 'import json,sys
 for line in open(sys.argv[1]):

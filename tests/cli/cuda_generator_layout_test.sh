@@ -16,16 +16,7 @@ if [[ ${gpus:-0} -lt 2 ]]; then echo "skipped: $gpus GPU(s) visible, 2 needed"; 
 
 source "$(dirname "${BASH_SOURCE[0]}")/cuda_mpi_lib.sh"
 
-expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
-expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir="$TMP/data/rl" \
-  sources.0.generator.num_examples=64 val_rows=8
-grpo=("$BIN" super3 rl -c tiny device=cuda policy.model_name= policy.tokenizer.name="$TMP/data/pretrain/tokenizer/tokenizer.json"
-  data.train_jsonl_fpath="$TMP/data/rl/train.jsonl" data.validation_jsonl_fpath="$TMP/data/rl/val.jsonl"
-  grpo.num_prompts_per_step=8 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=32
-  policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
-  grpo.max_num_steps=3 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=3 policy.generation.top_k=
-  grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
-  grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16)
+cuda_grpo_setup
 big=(model.hidden_size=2048 model.intermediate_size=8192 model.moe_intermediate_size=2048
   model.moe_shared_expert_intermediate_size=4096 model.mamba_num_heads=64 model.mamba_head_dim=64)
 steps() {  # FILE: per step loss, grad norm, reward, refit seconds, refit bytes, generation seconds
