@@ -18,7 +18,7 @@ struct ProcessGroups;
 
 // The randomness of a training forward/backward (LoRA's adapter dropout, model/lora.h). The
 // training step sets it around each micro-batch, keyed by the run's seed, the iteration and the
-// micro-batch's index, so masks are reproducible (exact resume) and a backward regenerates its
+// micro-batch's index in the global batch (the same under data parallelism), so masks are reproducible (exact resume) and a backward regenerates its
 // forward's masks; inactive (evaluation, generation, inference, benchmarks of them) drops nothing.
 struct DropoutKey {
   bool active = false;

@@ -5,8 +5,9 @@
 # split: on a column-parallel weight A is whole and B split by rows, on a row-parallel one A split
 # by columns and B whole (the partial h B^T joins the layer's own output reduction); the whole
 # factor's gradient is summed over the tensor group. 4 steps with validation at TP 2 and TP 2 + SP
-# with adapter dropout on (the masks drawn at each element's place in one process's input), and
-# without it at CP 2, CP 2 x TP 2 + SP and TP 2 x DP 2 with the distributed optimizer (np 4):
+# with adapter dropout on (the masks drawn at each element's place in one process's input), TP 2 x
+# DP 2 with the distributed optimizer (np 4) with it too (each data rank's micro-batches keyed by
+# their place in the global batch), and without it at CP 2 and CP 2 x TP 2 + SP:
 # every loss and the adapters at iteration 4 equal the single process's (cli.tensor_parallel's
 # tolerances; the split factors are saved with their global shapes, which the comparison with one
 # process's whole tensors checks). Then a TP 2 checkpoint continues in one process, `convert
@@ -45,8 +46,8 @@ lora_layout cp2 2 nodrop1 model.context_parallel_size=2
 lora_layout cp2tp2sp 4 nodrop1 model.context_parallel_size=2 model.tensor_model_parallel_size=2 \
   model.sequence_parallel=true
 # TP 2 x DP 2 with the distributed optimizer: the whole factors' partial gradients summed over the
-# tensor group before the data group's reduce-scatter.
-lora_layout tp2dp2zero 4 nodrop1 model.tensor_model_parallel_size=2 "${zero[@]}"
+# tensor group before the data group's reduce-scatter; each sample's dropout masks one process's.
+lora_layout tp2dp2zero 4 dp1 model.tensor_model_parallel_size=2 "${zero[@]}" "${drop[@]}"
 grep -q '^rank layout: DP 1 x EP 1 x TP 2 x CP 2 over 4 ranks' "$TMP/out.cp2tp2sp" ||
   fail "the CP 2 x TP 2 run does not print its layout: $(head -5 "$TMP/out.cp2tp2sp")"
 
