@@ -366,7 +366,8 @@ void add_generate_command(CLI::App& app) {
   add_inference_device_options(c, o->device, o->dtype);
   c->callback([o, tp_opt] {
     if (!o->run_profile.empty())
-      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0);
+      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0,
+                       o->expert_parallel_size);
     run_generate(*o);
   });
 }

@@ -1,5 +1,6 @@
 #include "cli/launch.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -304,13 +305,23 @@ void launch_training(const TrainingCommandOptions& o, const std::function<int(co
   exec_attached(p, rank, banner);
 }
 
-void launch_inference(const std::string& profile, const std::string& env_file, int tensor_parallel_size) {
+void launch_inference(const std::string& profile, const std::string& env_file, int tensor_parallel_size,
+                      int expert_parallel_size) {
   const EnvProfile p = find_profile("--run", profile, env_file);
   const int64_t world = p.world_size();
-  if (tensor_parallel_size > 0 && tensor_parallel_size != world)
-    throw InputError(fmt::format("--tensor-parallel-size {}: --run {} starts {} ranks ([{}] of {}), which the model "
-                                 "is split over; leave the flag out or pass {}",
-                                 tensor_parallel_size, profile, world, p.name, p.file, world));
+  const int E = std::max(expert_parallel_size, 1);
+  if (world % E != 0)
+    throw InputError(fmt::format("--expert-parallel-size {}: --run {} starts {} ranks ([{}] of {}), which {} does not "
+                                 "divide (the model is split over tensor x expert ranks)",
+                                 E, profile, world, p.name, p.file, E));
+  if (tensor_parallel_size > 0 && tensor_parallel_size * E != world)
+    throw InputError(
+        E > 1 ? fmt::format("--tensor-parallel-size {} x --expert-parallel-size {}: --run {} starts {} ranks ([{}] of {}), "
+                            "which the model is split over; leave --tensor-parallel-size out or pass {}",
+                            tensor_parallel_size, E, profile, world, p.name, p.file, world / E)
+              : fmt::format("--tensor-parallel-size {}: --run {} starts {} ranks ([{}] of {}), which the model "
+                            "is split over; leave the flag out or pass {}",
+                            tensor_parallel_size, profile, world, p.name, p.file, world));
   // Each rank runs this command line as it was typed, without --run and --env-file.
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> typed;
@@ -325,7 +336,8 @@ void launch_inference(const std::string& profile, const std::string& env_file, i
     if (w.rfind("--run=", 0) == 0 || w.rfind("--env-file=", 0) == 0) continue;
     rank.push_back(w);
   }
-  if (tensor_parallel_size <= 0) rank.insert(rank.end(), {"--tensor-parallel-size", std::to_string(world)});
+  // The tensor size the ranks split the model by: what is left of the world after the expert ranks.
+  if (tensor_parallel_size <= 0) rank.insert(rank.end(), {"--tensor-parallel-size", std::to_string(world / E)});
   exec_attached(p, rank, run_banner("--run", p));
 }
 

@@ -23,10 +23,12 @@ namespace nemotron::cli {
 void launch_training(const TrainingCommandOptions& o, const std::function<int(const TrainingCommandOptions&)>& run);
 
 // `--run PROFILE` on generate and serve: this command line as typed (without --run and
-// --env-file) as the profile's ranks, the model split over all of them (--tensor-parallel-size
-// added when not given; `tensor_parallel_size` > 0, given, must equal the profile's world size).
-// Replaces this process with the launcher; failures throw.
-[[noreturn]] void launch_inference(const std::string& profile, const std::string& env_file, int tensor_parallel_size);
+// --env-file) as the profile's ranks, the model split over all of them: tensor x expert ranks
+// (--tensor-parallel-size world / expert_parallel_size added when not given; given, it times
+// expert_parallel_size must equal the profile's world size). Replaces this process with the
+// launcher; failures throw.
+[[noreturn]] void launch_inference(const std::string& profile, const std::string& env_file, int tensor_parallel_size,
+                                   int expert_parallel_size = 1);
 
 // The pieces, for tests and --dry-run (no side effects).
 // The command each rank runs: this binary, the family, stage, -c and the overrides.

@@ -124,6 +124,19 @@ printf '[local2]\nexecutor = "local"\nnproc_per_node = 2\n' >"$TMP/env.toml"
   fail "--run local2: $(tail -3 "$TMP/err")"
 grep -q -- '--tensor-parallel-size 2$' "$TMP/out" || fail "--run local2: not split over the 2 ranks: $(head -2 "$TMP/out")"
 same_output "generate --run local2 (2 ranks) = one process" "$TMP/dense-greedy-1.jsonl" "$TMP/run.jsonl"
+# --run with --expert-parallel-size: the profile's 2 ranks are 2 expert (data) ranks of tensor size 1.
+"$BIN" generate --checkpoint "$TMP/tiny" --tokenizer $DENSE/tokenizer.json --input "$TMP/in.jsonl" --output "$TMP/run-ep.jsonl" \
+  --max-new-tokens 12 --ignore-eos --batch 3 --temperature 0 --expert-parallel-size 2 --run local2 --env-file "$TMP/env.toml" \
+  >"$TMP/out" 2>"$TMP/err" || fail "--run local2 --expert-parallel-size 2: $(tail -3 "$TMP/err")"
+grep -q -- '--tensor-parallel-size 1$' "$TMP/out" && grep -q '^expert parallel: 2 data ranks' "$TMP/out" ||
+  fail "--run local2 at EP 2: not 2 expert ranks of tensor size 1: $(head -3 "$TMP/out")"
+same_output "generate --run local2 --expert-parallel-size 2 = one process" "$TMP/tiny-greedy-1.jsonl" "$TMP/run-ep.jsonl"
+expect_error "--run with an expert size that does not divide its ranks" \
+  "--expert-parallel-size 3: --run local2 starts 2 ranks ([local2] of $TMP/env.toml), which 3 does not divide (the model is split over tensor x expert ranks)" \
+  "$BIN" generate --checkpoint "$TMP/tiny" --prompt hi --expert-parallel-size 3 --run local2 --env-file "$TMP/env.toml"
+expect_error "--run with a tensor x expert size other than its ranks" \
+  "--tensor-parallel-size 2 x --expert-parallel-size 2: --run local2 starts 2 ranks ([local2] of $TMP/env.toml), which the model is split over; leave --tensor-parallel-size out or pass 1" \
+  "$BIN" generate --checkpoint "$TMP/tiny" --prompt hi --tensor-parallel-size 2 --expert-parallel-size 2 --run local2 --env-file "$TMP/env.toml"
 expect_error "--run with another --tensor-parallel-size" \
   "--tensor-parallel-size 4: --run local2 starts 2 ranks ([local2] of $TMP/env.toml), which the model is split over; leave the flag out or pass 2" \
   "$BIN" serve --checkpoint $DENSE --run local2 --env-file "$TMP/env.toml" --tensor-parallel-size 4
