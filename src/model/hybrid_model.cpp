@@ -334,8 +334,7 @@ Tensor HybridModel::extend_batch(Context& ctx, DecodeState& state, const DecodeB
   const DType dt = store_.dtype();
   Tensor x = ctx.empty({1, N, H}, dt);
   // The ids were checked on the host: the lookup reads nothing back (no wait for the stream).
-  if (embed_->tensor_split()) embed_tokens(ctx, ids_t, *embed_, V, x);
-  else ops::embedding_forward_prechecked(ctx, ids_t, embed_->value, x);
+  embed_tokens(ctx, ids_t, *embed_, V, x, /*partial=*/false, /*prechecked=*/true);
   Tensor out;
   const auto& mixers = trunk_->mixers();
   const auto& norms = trunk_->norms();

@@ -12,9 +12,12 @@ namespace {
 int64_t vocab_begin(const Param& table) { return table.global_offset()[0]; }
 }  // namespace
 
-void embed_tokens(Context& ctx, const Tensor& ids, const Param& table, int64_t vocab_size, Tensor& x, bool partial) {
-  if (!table.tensor_split()) return ops::embedding_forward(ctx, ids, table.value, x);
-  ops::embedding_forward_range(ctx, ids, table.value, vocab_begin(table), vocab_size, x);
+void embed_tokens(Context& ctx, const Tensor& ids, const Param& table, int64_t vocab_size, Tensor& x, bool partial,
+                  bool prechecked) {
+  if (!table.tensor_split())
+    return prechecked ? ops::embedding_forward_prechecked(ctx, ids, table.value, x)
+                      : ops::embedding_forward(ctx, ids, table.value, x);
+  ops::embedding_forward_range(ctx, ids, table.value, vocab_begin(table), vocab_size, x, prechecked);
   if (!partial) parallel::groups_of(ctx).tensor->all_reduce(x);
 }
 

@@ -11,9 +11,9 @@ namespace nemotron::model {
 // x [N, H] (any shape of N rows) = table[ids]: each rank looks up the ids in its rows (zeros for
 // the others) and the sum over the tensor group is the whole lookup. ids in [0, vocab_size).
 // `partial`: leave x as this rank's part of the sum (the caller reduce-scatters it: sequence
-// parallelism).
+// parallelism). `prechecked`: the ids were checked on the host, nothing is read back on CUDA.
 void embed_tokens(Context& ctx, const Tensor& ids, const Param& table, int64_t vocab_size, Tensor& x,
-                  bool partial = false);
+                  bool partial = false, bool prechecked = false);
 // table.grad[ids] += dx for the ids in this rank's rows (dx whole on every rank).
 void embed_tokens_backward(Context& ctx, const Tensor& ids, const Tensor& dx, Param& table);
 

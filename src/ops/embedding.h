@@ -23,8 +23,10 @@ void embedding_forward_prechecked(Context& ctx, const Tensor& ids, const Tensor&
 // adds only the in-range rows, dW[ids[n] - vocab_begin] += dy[n], deterministic like
 // embedding_backward (its ids are those the forward checked: only negative ones are refused).
 // vocab_begin 0 and vocab_size == W.rows give embedding_forward / embedding_backward.
+// `prechecked`: the caller checked the ids on the host; on CUDA nothing is read back (as
+// embedding_forward_prechecked: a decode step captured as a CUDA graph under tensor parallelism).
 void embedding_forward_range(Context& ctx, const Tensor& ids, const Tensor& w, int64_t vocab_begin, int64_t vocab_size,
-                             Tensor& y);
+                             Tensor& y, bool prechecked = false);
 void embedding_backward_range(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, Tensor& dw);
 
 }  // namespace nemotron::ops

@@ -166,9 +166,9 @@ void embedding_backward(Context& ctx, const Tensor& ids, const Tensor& dy, Tenso
 }
 
 void embedding_forward_range(Context& ctx, const Tensor& ids, const Tensor& w, int64_t vocab_begin, int64_t vocab_size,
-                             Tensor& y) {
+                             Tensor& y, bool prechecked) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
-  forward_rows(ctx, ids, w, vocab_begin, vocab_size, y);
+  forward_rows(ctx, ids, w, vocab_begin, vocab_size, y, /*read_back=*/!prechecked);
 }
 
 void embedding_backward_range(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, Tensor& dw) {
