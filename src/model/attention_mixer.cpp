@@ -35,9 +35,9 @@ AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const 
   // their own heads, summed over the tensor group like every whole parameter fed by partial sums.
   const int64_t T = shard.tensor_size;
   const bool shared_kv = split_ && nkv_ % T != 0;
-  if (shared_kv && T % nkv_ != 0)
-    throw InputError(fmt::format("{}num_key_value_heads: {} neither divides the tensor size {} nor is a multiple of it",
-                                 prefix, nkv_, T));
+  // parallel::RankLayout refuses such a layout first, naming the recipe and its key.
+  NM_CHECK(!shared_kv || T % nkv_ == 0, "{}num_key_value_heads: {} neither divides the tensor size {} nor is a multiple of it",
+           prefix, nkv_, T);
   const TensorSplit kv_split = shared_kv ? TensorSplit{} : column;
   q_proj_ = Linear(store, prefix + "q_proj.", H_, nq_ * hd_, cfg.attention_bias, column);
   k_proj_ = Linear(store, prefix + "k_proj.", H_, nkv_ * hd_, cfg.attention_bias, kv_split);
