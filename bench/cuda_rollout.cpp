@@ -192,6 +192,17 @@ SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t
           prompt + per_step * steps / 2};
 }
 
+// The costliest ops of a profiled step by name, with their share of the ops' time.
+void print_top_ops(const cuda::OpPhaseTimes& ph, size_t top) {
+  std::vector<std::pair<std::string, cuda::OpPhaseTimes::Op>> ops(ph.ops.begin(), ph.ops.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::printf("  by op:");
+  for (size_t i = 0; i < std::min(top, ops.size()); ++i)
+    std::printf(" %s %.2f ms (%lld, %.0f%%)", ops[i].first.c_str(), ops[i].second.ms,
+                static_cast<long long>(ops[i].second.calls), 100.0 * ops[i].second.ms / ph.total_ms());
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -442,6 +453,7 @@ int main(int argc, char** argv) {
         if (ph.calls_of(p) > 0)
           std::printf(" %s %.2f ms (%lld)", op_phase_name(p), ph.ms_of(p), static_cast<long long>(ph.calls_of(p)));
       std::printf("\n");
+      print_top_ops(ph, 8);
       // The GEMMs' share of the roofline: at decode sizes they read the weights (all but the
       // input embedding), once per step.
       const double gemm_ms = ph.ms_of(OpPhase::gemm);
@@ -453,6 +465,50 @@ int main(int argc, char** argv) {
       return nlohmann::json{{"batch", b}, {"wall_ms", wall_ms}, {"ops_ms", ph.total_ms()}, {"op_calls", calls},
                             {"gemm_ms", gemm_ms}, {"gemm_roofline_fraction", gemm_frac}};
     };
+    // One prefill step of the run's shape (B whole prompts of `prompt` tokens in one extend, as the
+    // engine admits a wave), profiled the same way: its model TFLOP/s (the FLOPs a token's forward
+    // takes, model_info's count) against the bf16 GEMM ceiling measured now and the H100's 989
+    // dense, the GEMMs' own TFLOP/s, and where the rest goes.
+    const double gemm_peak = dt == DType::bf16 ? measure_gemm_peak_tflops(ctx) : 0.0;
+    gpu.release_cache();
+    auto profile_prefill = [&](int64_t b) {
+      engine::CachedStepModel step(net, ctx, b, prompt + 16);
+      std::vector<int64_t> slots;
+      for (int64_t i = 0; i < b; ++i) slots.push_back(i);
+      const auto prompts = bench::random_prompts(b, prompt, cfg.vocab_size, 11);
+      cuda::CudaOpProfiler profiler;
+      ctx.profiler = &profiler;
+      const auto t0 = std::chrono::steady_clock::now();
+      net.extend(ctx, step.state(), slots, prompts);
+      NM_CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream(ctx)));
+      const double wall_ms = 1e3 * seconds_since(t0);
+      const cuda::OpPhaseTimes ph = profiler.collect();
+      ctx.profiler = nullptr;
+      const double tokens = static_cast<double>(b * prompt), gemm_ms = ph.ms_of(OpPhase::gemm);
+      const double gemm_tflops = gemm_ms > 0 ? ph.gemm_flops / (gemm_ms * 1e-3) / 1e12 : 0.0;
+      // The head runs for each prompt's last token only.
+      const double head = 2.0 * static_cast<double>(cfg.hidden_size * cfg.vocab_size);
+      const double flops = (net.forward_flops_per_token(prompt) - head) * tokens + head * static_cast<double>(b);
+      const double model_tflops = flops / (wall_ms * 1e-3) / 1e12;
+      std::printf("one profiled prefill step, %lld prompts x %lld tokens: %.1f ms wall (%.0f tokens/s, %.0f model "
+                  "TFLOP/s = %.1f%% of the measured bf16 GEMM ceiling %.0f, %.1f%% of 989), %.1f ms inside ops; GEMMs "
+                  "%.1f ms at %.0f TFLOP/s\n",
+                  static_cast<long long>(b), static_cast<long long>(prompt), wall_ms, tokens / (wall_ms * 1e-3),
+                  model_tflops, gemm_peak > 0 ? 100 * model_tflops / gemm_peak : 0.0, gemm_peak,
+                  100 * model_tflops / 989.0, ph.total_ms(), gemm_ms, gemm_tflops);
+      std::printf("  by phase:");
+      for (OpPhase p : all_op_phases())
+        if (ph.calls_of(p) > 0)
+          std::printf(" %s %.1f ms (%lld)", op_phase_name(p), ph.ms_of(p), static_cast<long long>(ph.calls_of(p)));
+      std::printf("\n");
+      print_top_ops(ph, 10);
+      return nlohmann::json{{"batch", b}, {"prompt_len", prompt}, {"wall_ms", wall_ms}, {"ops_ms", ph.total_ms()},
+                            {"model_tflops", model_tflops}, {"gemm_peak_tflops", gemm_peak},
+                            {"gemm_ms", gemm_ms}, {"gemm_tflops", gemm_tflops},
+                            {"attention_ms", ph.ms_of(OpPhase::attention)},
+                            {"elementwise_ms", ph.ms_of(OpPhase::elementwise)}};
+    };
+    const nlohmann::json prefill_profile_json = profile_prefill(B);
     const nlohmann::json profile_json = profile_step(B);
     const nlohmann::json profile_b1_json = B > 1 ? profile_step(1) : profile_json;
 
@@ -479,6 +535,7 @@ int main(int argc, char** argv) {
                           {"peak_gpu_gib", peak_gib},
                           {"sweep", sweep_json},
                           {"profiled_step", profile_json},
+                          {"profiled_prefill", prefill_profile_json},
                           {"profiled_step_batch1", profile_b1_json},
                           {"copy_tbs", copy_tbs},
                           {"skinny_gemm", skinny},
