@@ -20,13 +20,17 @@
 // --prefix-sharing on|off says whether the engine prefills a shared prompt once
 // (engine::EngineOptions::prefix_sharing); the record then carries the prefill tokens shared, the
 // engine's prefill time and a hash of every generated token, to compare a run with and without.
+// Beside the profiled decode steps, one profiled prefill step of the run's shape (--batch whole prompts of
+// --prompt-len tokens in one extend): model TFLOP/s against the bf16 GEMM ceiling, by phase and op.
+// --fast-init fills the weights on the device in seconds (an 8B's init(1234) takes ~90 s on the
+// host): dense configs only, since a MoE's routing and so its speed depend on the weights.
 // --decode-graphs off runs the engine's decode steps eagerly instead of as CUDA graphs
 // (engine/decode_graphs.h); the record says which and how many steps a graph replayed.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
-//                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off]
+//                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off] [--fast-init]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 //                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
 //                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
@@ -44,6 +48,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -66,6 +71,7 @@
 #include "engine/engine.h"
 #include "model/decode_state.h"
 #include "model/hf_convert.h"
+#include "model/param.h"
 #include "model/shard_sizes.h"
 #include "model/weights_io.h"
 #include "io/mapped_file.h"
@@ -192,6 +198,24 @@ SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t
           prompt + per_step * steps / 2};
 }
 
+// --fast-init: each weight matrix from one random block tiled over it on the device (gemm_peak.h's
+// random_device_tensor, U(-a, a) of std 0.02), vectors 1 (norms) or 0: seconds where init(1234)
+// draws every value on the host (~90 s for the 8B on 16 cores). Other values than init's, so for
+// dense throughput only: a MoE's routing, hence its speed, depends on the weights.
+void fast_init(model::HybridModel& net, Context& ctx) {
+  uint64_t seed = 1;
+  for (model::Param* p : net.params().all()) {
+    if (p->value.rank() < 2) {
+      model::init_constant(*p, p->name.find("norm") != std::string::npos ? 1.0 : 0.0);
+      continue;
+    }
+    const double a = 0.02 * std::sqrt(3.0);
+    const Tensor t = random_device_tensor(ctx, p->value.shape(), p->value.dtype(), seed++, -a, a);
+    NM_CUDA_CHECK(cudaMemcpy(p->value.raw(), t.raw(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()),
+                             cudaMemcpyDeviceToDevice));
+  }
+}
+
 // The costliest ops of a profiled step by name, with their share of the ops' time.
 void print_top_ops(const cuda::OpPhaseTimes& ph, size_t top) {
   std::vector<std::pair<std::string, cuda::OpPhaseTimes::Op>> ops(ph.ops.begin(), ph.ops.end());
@@ -212,7 +236,7 @@ int main(int argc, char** argv) {
   std::string prefix_sharing = "on", tokens_out;
   int tp = 1;
   double temperature = 1.0;
-  bool host_sampling = false, sweep_baseline = false;
+  bool host_sampling = false, sweep_baseline = false, fast = false;
   std::string skinny = "on", graphs = "on";
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
@@ -243,6 +267,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokens-out", tokens_out, "write each request's generated tokens here, one JSON array per line");
   app.add_option("--decode-graphs", graphs, "the engine's decode steps as CUDA graphs (engine/decode_graphs.h)")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_flag("--fast-init", fast,
+               "weights tiled from one random block on the device (seconds, not ~90 s for an 8B; dense configs: a "
+               "MoE's speed depends on its weights)");
   CLI11_PARSE(app, argc, argv);
   engine::set_decode_graphs_default(graphs == "on");
   parallel::MpiRuntime mpi;
@@ -273,8 +300,9 @@ int main(int argc, char** argv) {
     const double copy_tbs = measure_copy_tbs(ctx);  // the memory ceiling, before the weights take room
     gpu.release_cache();
     std::unique_ptr<model::HybridModel> model =
-        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false});
+        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false}, !fast);
     model::HybridModel& net = *model;
+    if (fast) fast_init(net, ctx);
     // Generation only: freeze every parameter, as train::load_inference_model does for generate,
     // eval and serve, dropping the float32 gradients the store allocated (for an 8B in bf16 they
     // are 32 GB beside 16 GB of weights, and the KV cache needs that room). The reported peak
@@ -540,6 +568,7 @@ int main(int argc, char** argv) {
                           {"copy_tbs", copy_tbs},
                           {"skinny_gemm", skinny},
                           {"decode_graphs", graphs == "on"},
+                          {"fast_init", fast},
                           {"decode_graph_replays", cached.graph_replays()},
                           {"generations", generations},
                           {"prefix_sharing", prefix_sharing == "on"},

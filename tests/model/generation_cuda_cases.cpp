@@ -198,7 +198,9 @@ void check_graphs_match_eager(const std::string& pattern, DType dtype, double lo
 // one in float32; model/attention_mixer.cpp), any other through the paged decode kernel: prompts
 // prefilled whole give the last-token logits of the same prompts fed one token each, then the
 // rest (both paged), to the dtype's rounding (bf16: the flash kernel rounds the probabilities to
-// bf16 before P V). Lengths on and off the block size of 4; head_dim 16 for the flash kernel.
+// bf16 before P V, and two layers of bf16 activations carry the difference to the logits; a
+// token attending across sequences would be off by the logits' own scale). Lengths on and off the
+// block size of 4; head_dim 16 for the flash kernel.
 TEST(GenerationCuda, WholePromptPrefillGivesThePagedKernelsLogits) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   cuda::CudaBackend gpu(0);
@@ -219,7 +221,7 @@ TEST(GenerationCuda, WholePromptPrefillGivesThePagedKernelsLogits) {
     parts.extend(slots, first);
     const std::vector<float> got = parts.extend(slots, rest);
     ASSERT_EQ(want.size(), got.size());
-    const double tol = dtype == DType::bf16 ? 3e-2 : 1e-4;
+    const double tol = dtype == DType::bf16 ? 5e-2 : 1e-4;  // measured on an H100: 2.9e-2 and 7.3e-7
     double worst = 0, scale = 0;
     for (size_t i = 0; i < want.size(); ++i)
       worst = std::max(worst, std::abs(double(want[i]) - got[i]) / (1.0 + std::abs(double(got[i])))),
