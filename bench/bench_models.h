@@ -13,10 +13,12 @@
 
 namespace nemotron::bench {
 
+// `initialize` false leaves the weights for the caller to fill (cuda_rollout --fast-init).
 inline std::unique_ptr<model::HybridModel> make_bench_model(const model::ModelConfig& cfg, Backend& backend,
-                                                            DType dtype, const model::ModelShard& shard = {}) {
+                                                            DType dtype, const model::ModelShard& shard = {},
+                                                            bool initialize = true) {
   auto net = std::make_unique<model::HybridModel>(cfg, backend, dtype, shard);
-  net->init(1234);
+  if (initialize) net->init(1234);
   return net;
 }
 

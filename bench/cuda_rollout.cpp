@@ -20,13 +20,17 @@
 // --prefix-sharing on|off says whether the engine prefills a shared prompt once
 // (engine::EngineOptions::prefix_sharing); the record then carries the prefill tokens shared, the
 // engine's prefill time and a hash of every generated token, to compare a run with and without.
+// Beside the profiled decode steps, one profiled prefill step of the run's shape (--batch whole prompts of
+// --prompt-len tokens in one extend): model TFLOP/s against the bf16 GEMM ceiling, by phase and op.
+// --fast-init fills the weights on the device in seconds (an 8B's init(1234) takes ~90 s on the
+// host): dense configs only, since a MoE's routing and so its speed depend on the weights.
 // --decode-graphs off runs the engine's decode steps eagerly instead of as CUDA graphs
 // (engine/decode_graphs.h); the record says which and how many steps a graph replayed.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
-//                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off]
+//                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off] [--fast-init]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 //                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
 //                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
@@ -44,6 +48,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -66,6 +71,7 @@
 #include "engine/engine.h"
 #include "model/decode_state.h"
 #include "model/hf_convert.h"
+#include "model/param.h"
 #include "model/shard_sizes.h"
 #include "model/weights_io.h"
 #include "io/mapped_file.h"
@@ -192,6 +198,35 @@ SweepPoint sweep_point(model::HybridModel& net, Context& ctx, int64_t b, int64_t
           prompt + per_step * steps / 2};
 }
 
+// --fast-init: each weight matrix from one random block tiled over it on the device (gemm_peak.h's
+// random_device_tensor, U(-a, a) of std 0.02), vectors 1 (norms) or 0: seconds where init(1234)
+// draws every value on the host (~90 s for the 8B on 16 cores). Other values than init's, so for
+// dense throughput only: a MoE's routing, hence its speed, depends on the weights.
+void fast_init(model::HybridModel& net, Context& ctx) {
+  uint64_t seed = 1;
+  for (model::Param* p : net.params().all()) {
+    if (p->value.rank() < 2) {
+      model::init_constant(*p, p->name.find("norm") != std::string::npos ? 1.0 : 0.0);
+      continue;
+    }
+    const double a = 0.02 * std::sqrt(3.0);
+    const Tensor t = random_device_tensor(ctx, p->value.shape(), p->value.dtype(), seed++, -a, a);
+    NM_CUDA_CHECK(cudaMemcpy(p->value.raw(), t.raw(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()),
+                             cudaMemcpyDeviceToDevice));
+  }
+}
+
+// The costliest ops of a profiled step by name, with their share of the ops' time.
+void print_top_ops(const cuda::OpPhaseTimes& ph, size_t top) {
+  std::vector<std::pair<std::string, cuda::OpPhaseTimes::Op>> ops(ph.ops.begin(), ph.ops.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::printf("  by op:");
+  for (size_t i = 0; i < std::min(top, ops.size()); ++i)
+    std::printf(" %s %.2f ms (%lld, %.0f%%)", ops[i].first.c_str(), ops[i].second.ms,
+                static_cast<long long>(ops[i].second.calls), 100.0 * ops[i].second.ms / ph.total_ms());
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,7 +236,7 @@ int main(int argc, char** argv) {
   std::string prefix_sharing = "on", tokens_out;
   int tp = 1;
   double temperature = 1.0;
-  bool host_sampling = false, sweep_baseline = false;
+  bool host_sampling = false, sweep_baseline = false, fast = false;
   std::string skinny = "on", graphs = "on";
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
@@ -232,6 +267,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokens-out", tokens_out, "write each request's generated tokens here, one JSON array per line");
   app.add_option("--decode-graphs", graphs, "the engine's decode steps as CUDA graphs (engine/decode_graphs.h)")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_flag("--fast-init", fast,
+               "weights tiled from one random block on the device (seconds, not ~90 s for an 8B; dense configs: a "
+               "MoE's speed depends on its weights)");
   CLI11_PARSE(app, argc, argv);
   engine::set_decode_graphs_default(graphs == "on");
   parallel::MpiRuntime mpi;
@@ -262,8 +300,9 @@ int main(int argc, char** argv) {
     const double copy_tbs = measure_copy_tbs(ctx);  // the memory ceiling, before the weights take room
     gpu.release_cache();
     std::unique_ptr<model::HybridModel> model =
-        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false});
+        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false}, !fast);
     model::HybridModel& net = *model;
+    if (fast) fast_init(net, ctx);
     // Generation only: freeze every parameter, as train::load_inference_model does for generate,
     // eval and serve, dropping the float32 gradients the store allocated (for an 8B in bf16 they
     // are 32 GB beside 16 GB of weights, and the KV cache needs that room). The reported peak
@@ -442,6 +481,7 @@ int main(int argc, char** argv) {
         if (ph.calls_of(p) > 0)
           std::printf(" %s %.2f ms (%lld)", op_phase_name(p), ph.ms_of(p), static_cast<long long>(ph.calls_of(p)));
       std::printf("\n");
+      print_top_ops(ph, 8);
       // The GEMMs' share of the roofline: at decode sizes they read the weights (all but the
       // input embedding), once per step.
       const double gemm_ms = ph.ms_of(OpPhase::gemm);
@@ -453,6 +493,50 @@ int main(int argc, char** argv) {
       return nlohmann::json{{"batch", b}, {"wall_ms", wall_ms}, {"ops_ms", ph.total_ms()}, {"op_calls", calls},
                             {"gemm_ms", gemm_ms}, {"gemm_roofline_fraction", gemm_frac}};
     };
+    // One prefill step of the run's shape (B whole prompts of `prompt` tokens in one extend, as the
+    // engine admits a wave), profiled the same way: its model TFLOP/s (the FLOPs a token's forward
+    // takes, model_info's count) against the bf16 GEMM ceiling measured now and the H100's 989
+    // dense, the GEMMs' own TFLOP/s, and where the rest goes.
+    const double gemm_peak = dt == DType::bf16 ? measure_gemm_peak_tflops(ctx) : 0.0;
+    gpu.release_cache();
+    auto profile_prefill = [&](int64_t b) {
+      engine::CachedStepModel step(net, ctx, b, prompt + 16);
+      std::vector<int64_t> slots;
+      for (int64_t i = 0; i < b; ++i) slots.push_back(i);
+      const auto prompts = bench::random_prompts(b, prompt, cfg.vocab_size, 11);
+      cuda::CudaOpProfiler profiler;
+      ctx.profiler = &profiler;
+      const auto t0 = std::chrono::steady_clock::now();
+      net.extend(ctx, step.state(), slots, prompts);
+      NM_CUDA_CHECK(cudaStreamSynchronize(cuda::cuda_stream(ctx)));
+      const double wall_ms = 1e3 * seconds_since(t0);
+      const cuda::OpPhaseTimes ph = profiler.collect();
+      ctx.profiler = nullptr;
+      const double tokens = static_cast<double>(b * prompt), gemm_ms = ph.ms_of(OpPhase::gemm);
+      const double gemm_tflops = gemm_ms > 0 ? ph.gemm_flops / (gemm_ms * 1e-3) / 1e12 : 0.0;
+      // The head runs for each prompt's last token only.
+      const double head = 2.0 * static_cast<double>(cfg.hidden_size * cfg.vocab_size);
+      const double flops = (net.forward_flops_per_token(prompt) - head) * tokens + head * static_cast<double>(b);
+      const double model_tflops = flops / (wall_ms * 1e-3) / 1e12;
+      std::printf("one profiled prefill step, %lld prompts x %lld tokens: %.1f ms wall (%.0f tokens/s, %.0f model "
+                  "TFLOP/s = %.1f%% of the measured bf16 GEMM ceiling %.0f, %.1f%% of 989), %.1f ms inside ops; GEMMs "
+                  "%.1f ms at %.0f TFLOP/s\n",
+                  static_cast<long long>(b), static_cast<long long>(prompt), wall_ms, tokens / (wall_ms * 1e-3),
+                  model_tflops, gemm_peak > 0 ? 100 * model_tflops / gemm_peak : 0.0, gemm_peak,
+                  100 * model_tflops / 989.0, ph.total_ms(), gemm_ms, gemm_tflops);
+      std::printf("  by phase:");
+      for (OpPhase p : all_op_phases())
+        if (ph.calls_of(p) > 0)
+          std::printf(" %s %.1f ms (%lld)", op_phase_name(p), ph.ms_of(p), static_cast<long long>(ph.calls_of(p)));
+      std::printf("\n");
+      print_top_ops(ph, 10);
+      return nlohmann::json{{"batch", b}, {"prompt_len", prompt}, {"wall_ms", wall_ms}, {"ops_ms", ph.total_ms()},
+                            {"model_tflops", model_tflops}, {"gemm_peak_tflops", gemm_peak},
+                            {"gemm_ms", gemm_ms}, {"gemm_tflops", gemm_tflops},
+                            {"attention_ms", ph.ms_of(OpPhase::attention)},
+                            {"elementwise_ms", ph.ms_of(OpPhase::elementwise)}};
+    };
+    const nlohmann::json prefill_profile_json = profile_prefill(B);
     const nlohmann::json profile_json = profile_step(B);
     const nlohmann::json profile_b1_json = B > 1 ? profile_step(1) : profile_json;
 
@@ -479,10 +563,12 @@ int main(int argc, char** argv) {
                           {"peak_gpu_gib", peak_gib},
                           {"sweep", sweep_json},
                           {"profiled_step", profile_json},
+                          {"profiled_prefill", prefill_profile_json},
                           {"profiled_step_batch1", profile_b1_json},
                           {"copy_tbs", copy_tbs},
                           {"skinny_gemm", skinny},
                           {"decode_graphs", graphs == "on"},
+                          {"fast_init", fast},
                           {"decode_graph_replays", cached.graph_replays()},
                           {"generations", generations},
                           {"prefix_sharing", prefix_sharing == "on"},

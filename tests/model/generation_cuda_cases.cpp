@@ -194,6 +194,45 @@ void check_graphs_match_eager(const std::string& pattern, DType dtype, double lo
   }
 }
 
+// A batch of whole prompts prefills through the packed training kernel (flash in bf16, the simt
+// one in float32; model/attention_mixer.cpp), any other through the paged decode kernel: prompts
+// prefilled whole give the last-token logits of the same prompts fed one token each, then the
+// rest (both paged), to the dtype's rounding (bf16: the flash kernel rounds the probabilities to
+// bf16 before P V, and two layers of bf16 activations carry the difference to the logits; a
+// token attending across sequences would be off by the logits' own scale). Lengths on and off the
+// block size of 4; head_dim 16 for the flash kernel.
+TEST(GenerationCuda, WholePromptPrefillGivesThePagedKernelsLogits) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  model::ModelConfig cfg = hybrid_config("*-*-");
+  cfg.position_embedding_type = "rope", cfg.rope_theta = 10000.0;
+  cfg.vocab_size = 61, cfg.head_dim = 16;
+  const std::vector<std::vector<int32_t>> prompts = {{3, 7}, {1, 2, 3}, {9, 8, 7, 6}, {5, 4, 3, 2, 1, 0, 11, 12, 13},
+                                                     {2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34}};
+  const std::vector<int64_t> slots = {0, 1, 2, 3, 4};
+  std::vector<std::vector<int32_t>> first, rest;
+  for (const auto& p : prompts) first.push_back({p[0]}), rest.emplace_back(p.begin() + 1, p.end());
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    model::HybridModel net(cfg, gpu, dtype);
+    fill_generation_params(net, 5);
+    const Context ctx{&gpu, nullptr, dtype};
+    engine::CachedStepModel whole(net, ctx, 5, 40, 4), parts(net, ctx, 5, 40, 4);
+    const std::vector<float> want = whole.extend(slots, prompts);
+    parts.extend(slots, first);
+    const std::vector<float> got = parts.extend(slots, rest);
+    ASSERT_EQ(want.size(), got.size());
+    const double tol = dtype == DType::bf16 ? 5e-2 : 1e-4;  // measured on an H100: 2.9e-2 and 7.3e-7
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, std::abs(double(want[i]) - got[i]) / (1.0 + std::abs(double(got[i])))),
+      scale = std::max(scale, std::abs(double(got[i])));
+    EXPECT_LE(worst, tol) << dtype_name(dtype) << ": whole-prompt prefill against the paged kernel";
+    EXPECT_GT(scale, 1.0) << dtype_name(dtype) << ": logits of unit scale at least";
+    std::printf("whole-prompt prefill against paged, %s: worst difference %.2e (logits up to %.1f)\n", dtype_name(dtype),
+                worst, scale);
+  }
+}
+
 TEST(GenerationCuda, DecodeGraphsGiveTheTokensOfEagerStepsFloat32) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   check_graphs_match_eager("M*-M*-", DType::f32, 1e-4);

@@ -86,6 +86,12 @@ NM_OP_CASES(attention_decode_cases) {
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 1}, V{97, 40}, 8, 16, 2, 256));
   // More (token, KV head) groups than 4 per multiprocessor (602 > 4 x 132): the warp-per-group kernel.
   c.push_back(std::make_unique<AttentionDecodeCase>(V{300, 1}, V{300, 40}, 16, 8, 2, 16));
+  // The same in bf16 with heads of 64, 128 and 256: the lanes kernel (a key per 8, 16 or 32
+  // lanes, 16 / 8 / 2 keys in flight per step at G 2 / 4 / 8), with contexts that end inside a
+  // step and inside a block, a decode row beside a whole prompt, one of a single key.
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{280, 1, 1}, V{280, 131, 1}, 16, 4, 2, 64));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{300, 1, 2}, V{300, 77, 9}, 16, 8, 2, 128));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{270, 1}, V{300, 45}, 16, 16, 2, 256));
   return c;
 }
 
