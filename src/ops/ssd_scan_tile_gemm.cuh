@@ -10,6 +10,7 @@
 // `int nseg(it)`; `void k_range(it, seg, m0, n0, lo, hi)` (the segment's k range for this tile;
 // lo a multiple of kBK); `bool a_kfast(it, seg)`, `b_kfast(it, seg)` (which index is contiguous in
 // memory, for coalesced loads);
+// `static constexpr int kStages` (shared-memory stages of the bf16 k loop);
 // `static constexpr bool kScaled` with `float key(it, seg, idx)` and `float scale(key_m, key_n, m, n)`; `static constexpr int kMinBlocks`; `bool skip(it, m0, n0)`;
 // loaders `a_run(it, seg, m, k, cnt, v)` / `b_run(it, seg, k, n, cnt, v)` filling v[0..8) with `cnt`
 // consecutive elements along the contiguous index (zeros after); `a_src` / `b_src` (may return
@@ -52,15 +53,23 @@ namespace nemotron::ops::ssd {
 #ifndef NM_SSD_TILE_BK
 #define NM_SSD_TILE_BK 32
 #endif
-// Shared-memory stages of the bf16 k loop. 1: operand runs fetched into registers one k step
-// ahead and stored (scaled) after the tensor cores' step. >= 2: plain runs go straight to
-// shared memory by cp.async, kStages - 1 steps ahead, with no registers held for them; a run
-// that needs a factor or a mask is finished in place by the thread that fetched it, once it
-// lands (the float32 path always runs with 1).
+// Shared-memory stages of the bf16 k loop, per problem (Prob::kStages; float32 always runs 1).
+// 1: operand runs fetched into registers one k step ahead and stored (scaled) after the tensor
+// cores' step. >= 2: plain runs go straight to shared memory by cp.async, kStages - 1 steps
+// ahead, with no registers held for them; a run that needs a factor or a mask is finished in
+// place by the thread that fetched it, once it lands. Measured on the H100 (dense shape, ms per
+// phase, 1 / 2 / 3 / 4 stages): Y 0.234 / 0.258 / 0.329 / 0.416, dxb 0.243 / 0.260 / 0.276 /
+// 0.314, chunk_state 0.083 / 0.090 / 0.080 / 0.091, Z 0.086 / 0.092 / 0.079 / 0.091, dCB 0.149 /
+// 0.134 / 0.123 / 0.133, dC+dB 0.245 / 0.238 / 0.231 / 0.235: Y and dxb, whose A runs all take
+// the causal decay (a second shared-memory pass, and spills in Y), keep 1 (NM_SSD_STAGES, CB
+// too: no difference); chunk_state/Z, dCB and dC+dB run NM_SSD_STAGES_PIPE = 3.
 #ifndef NM_SSD_STAGES
 #define NM_SSD_STAGES 1
 #endif
-constexpr int kBM = 64, kBN = 64, kBK = NM_SSD_TILE_BK, kThreads = 128, kStages = NM_SSD_STAGES;
+#ifndef NM_SSD_STAGES_PIPE
+#define NM_SSD_STAGES_PIPE 3
+#endif
+constexpr int kBM = 64, kBN = 64, kBK = NM_SSD_TILE_BK, kThreads = 128;
 constexpr int kCsLd = kBN + 4;
 constexpr int kAcc = 32;  // accumulators per thread: a 64x64 tile over 128 threads (and 128x64 over 256)
 
@@ -191,7 +200,7 @@ __global__ void __launch_bounds__(kThreads * Prob::kWide, Prob::kMinBlocks) tile
   constexpr int kTileA = (kMma && kBK * kLdTA > kTM * kLd ? kBK * kLdTA : kTM * kLd) * static_cast<int>(sizeof(S));
   constexpr int kTileB = (kMma && kBK * kLdTB > kBN * kLd ? kBK * kLdTB : kBN * kLd) * static_cast<int>(sizeof(S));
   // The operand tiles and the output tile share the memory: the output is written after the k loop.
-  constexpr int kPipe = kMma ? kStages : 1;  // shared-memory stages (float32: 1)
+  constexpr int kPipe = kMma ? Prob::kStages : 1;  // shared-memory stages (float32: 1)
   constexpr int kAB = (kTileA + kTileB) * kPipe, kC = kTM * kCsLd * 4;
   __shared__ __align__(16) unsigned char smem[kAB > kC ? kAB : kC];
   auto As = reinterpret_cast<S (*)[kLd]>(smem);  // [m][k]
