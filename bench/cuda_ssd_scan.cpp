@@ -2,6 +2,9 @@
 // usage: cuda_ssd_scan [B T nH P G N Q]   (default: the dense and MoE training shapes with their
 // per-kernel times, then B=2 T=4096 nH=64 G=8 at Q = 128, 64, 256)
 //        cuda_ssd_scan once B T nH P G N Q   (one forward and one backward: for a profiler)
+//        --step-ms MS --layers L (anywhere, with a shape B..Q): also print the scan's share of a training step of MS
+//        milliseconds with L Mamba layers (one forward and one backward each), e.g. the dense
+//        shape's step from bench/cuda_train_step: --step-ms 47.7 --layers 9
 // Prints the median time, TFLOP/s of the chunked algorithm's matmul FLOPs (formula printed) and
 // the bytes of the inputs/outputs against the copy bandwidth.
 #include <algorithm>
@@ -23,6 +26,9 @@ namespace {
 
 constexpr double kPeakTflops = 800.0;  // measured dense bf16 GEMM (H100 and H200 alike)
 constexpr double kPeakTBs = 4.5;       // measured copy bandwidth of the H200
+
+double g_step_ms = 0;  // --step-ms / --layers: the step the scan's share is printed against
+int g_layers = 0;
 
 #define CHECK(x)                                                                        \
   do {                                                                                  \
@@ -122,6 +128,9 @@ void run(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int6
   line("forward", fwd_ms, fwd_flops, fwd_bytes);
   line("backward", bwd_ms, bwd_flops, bwd_bytes);
   line("fwd+bwd", fwd_ms + bwd_ms, fwd_flops + bwd_flops, fwd_bytes + bwd_bytes);
+  if (g_step_ms > 0 && g_layers > 0)
+    std::printf("  share of a %.1f ms step with %d Mamba layers: %.1f ms = %.1f%%\n", g_step_ms, g_layers,
+                g_layers * (fwd_ms + bwd_ms), 100.0 * g_layers * (fwd_ms + bwd_ms) / g_step_ms);
   if (profile) {  // one more call of each with the per-phase timer on
     a.profile = true;
     std::printf("  forward phases:\n");
@@ -145,10 +154,21 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
   uint64_t keep = UINT64_MAX;
   CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  const bool once = argc == 9 && std::string(argv[1]) == "once";
-  if (argc == 8 || once) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--step-ms" || a == "--layers") && i + 1 < argc) {
+      if (a == "--step-ms") g_step_ms = std::atof(argv[++i]);
+      else g_layers = std::atoi(argv[++i]);
+      continue;
+    }
+    args.push_back(a);
+  }
+  if (args.size() != 7) g_step_ms = 0;  // a share only for one named shape
+  const bool once = args.size() == 8 && args[0] == "once";
+  if (args.size() == 7 || once) {
     int64_t v[7];
-    for (int i = 0; i < 7; ++i) v[i] = std::atoll(argv[i + 1 + (once ? 1 : 0)]);
+    for (int i = 0; i < 7; ++i) v[i] = std::atoll(args[i + (once ? 1 : 0)].c_str());
     run(v[0], v[1], v[2], v[3], v[4], v[5], v[6], true, once);
     return 0;
   }

@@ -20,7 +20,7 @@ namespace {
 
 using ssd::Dims;
 
-constexpr int kPassThreads = 256, kPassSlice = kPassThreads;  // one state element per thread
+constexpr int kPassThreads = 256;
 
 Dims make_dims(const SsdScanCudaArgs& a) {
   Dims d;
@@ -76,61 +76,109 @@ __device__ inline float chunk_last(const Dims& d, const float* lam, int b, int h
   return lam[d.lami(b, h, min(d.T, (c + 1) * d.Q) - 1)];
 }
 
-// sin slot c = the state entering chunk c (from the S_loc of every chunk), slot nc = the final
-// state. One thread per (b, h, state element), the next chunk's loads issued ahead (a deeper batch
-// of loads measured slower: its registers cost more occupancy than it hid).
-template <class T>
-__global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
-                                  const T* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
-  const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
-  const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
-  if (e >= PN) return;
-  float S = init ? init[bh * PN + e] : 0.f;
-  float next = ssd::to_f(sloc[d.dsti(b, h, 0) + e]), lam_next = chunk_last(d, lam, b, h, 0);
-  for (int c = 0; c < d.nc; ++c) {
-    const float loc = next, lam_c = lam_next;
-    if (c + 1 < d.nc) next = ssd::to_f(sloc[d.dsti(b, h, c + 1) + e]), lam_next = chunk_last(d, lam, b, h, c + 1);
-    sin[d.sti(b, h, c) + e] = ssd::from_f<T>(S);
-    S = (d.state_survives(b, c) ? expf(lam_c) : 0.f) * S + loc;
-  }
-  sin[d.sti(b, h, d.nc) + e] = ssd::from_f<T>(S);
-  if (final_state) final_state[bh * PN + e] = S;
+// The state passes walk the chunks of one (b, h) in order; each thread owns kV consecutive state
+// elements (kV = 8: one 16-byte bf16 load or store per chunk where P, N and the pointers allow it,
+// else 1) and issues the loads of kAhead chunks at once, so that a pass moves at the copy
+// bandwidth rather than one load latency per chunk (the old one-element, one-chunk-ahead pass kept
+// too few bytes in flight). kV = 8 keeps 64 bytes per thread in flight: 4 chunks of one operand
+// (forward, 80 registers: 3 blocks/SM) or 2 of two (adjoint); 8 floats per operand per chunk.
+template <int kV, int kOperands>
+struct PassShape {
+  static constexpr int kAhead = kV == 1 ? (kOperands == 2 ? 8 : 2) : 4 / kOperands;
+};
+
+template <class T, int kV>
+__device__ inline void ld_vec(const T* p, float* v) {
+  if constexpr (kV == 8) ssd::ld_run(p, 8, true, v);
+  else v[0] = ssd::to_f(p[0]);
+}
+template <class T, int kV>
+__device__ inline void st_vec(T* p, const float* v) {
+  if constexpr (kV == 8) ssd::st_run(p, 8, true, v);
+  else p[0] = ssd::from_f<T>(v[0]);
 }
 
-// kAhead chunks of loads at once (the adjoint pass, whose block sums then share one barrier).
-constexpr int kAhead = 8;
+// sin slot c = the state entering chunk c (from the S_loc of every chunk), slot nc = the final
+// state.
+template <class T, int kV>
+__global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
+                                  const T* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
+  constexpr int kAhead = PassShape<kV, 1>::kAhead;
+  const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
+  const int64_t PN = int64_t(d.P) * d.N, e = (blockIdx.y * int64_t(kPassThreads) + threadIdx.x) * kV;
+  if (e >= PN) return;
+  float S[kV];
+#pragma unroll
+  for (int j = 0; j < kV; ++j) S[j] = 0.f;
+  if (init) ld_vec<float, kV>(init + bh * PN + e, S);
+  for (int top = 0; top < d.nc; top += kAhead) {  // chunks top .. top + kAhead - 1
+    float loc[kAhead][kV], decay[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int c = top + i;
+      decay[i] = 0.f;
+#pragma unroll
+      for (int j = 0; j < kV; ++j) loc[i][j] = 0.f;
+      if (c < d.nc) {
+        ld_vec<T, kV>(sloc + d.dsti(b, h, c) + e, loc[i]);
+        decay[i] = chunk_last(d, lam, b, h, c);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int c = top + i;
+      if (c >= d.nc) break;
+      st_vec<T, kV>(sin + d.sti(b, h, c) + e, S);
+      const float f = d.state_survives(b, c) ? expf(decay[i]) : 0.f;
+#pragma unroll
+      for (int j = 0; j < kV; ++j) S[j] = f * S[j] + loc[i][j];
+    }
+  }
+  st_vec<T, kV>(sin + d.sti(b, h, d.nc) + e, S);
+  if (final_state) st_vec<float, kV>(final_state + bh * PN + e, S);
+}
 
 // The adjoint pass, chunks in reverse, from the Z of every chunk: dsout slot c = dSout of chunk c;
-// sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice; d_init = dS entering chunk 0. The
-// loads of kAhead chunks are issued together and their block sums share one barrier.
-template <class T>
+// sdot[b, h, c, slice] = <dSout_c, Sout_c> over the slice (kPassThreads * kV elements, one block);
+// d_init = dS entering chunk 0. The block sums of kAhead chunks share one barrier.
+template <class T, int kV>
 __global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam, const T* __restrict__ sin,
                                           const float* __restrict__ d_final, const T* __restrict__ z_all,
                                           T* __restrict__ dsout, float* __restrict__ sdot, float* __restrict__ d_init) {
+  constexpr int kAhead = PassShape<kV, 2>::kAhead;
   __shared__ float red[kAhead][kPassThreads / 32];
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
-  const int64_t PN = int64_t(d.P) * d.N, e = blockIdx.y * int64_t(kPassSlice) + threadIdx.x;
+  const int64_t PN = int64_t(d.P) * d.N, e = (blockIdx.y * int64_t(kPassThreads) + threadIdx.x) * kV;
   const bool live = e < PN;  // every thread stays for the block sums
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float dS = live && d_final ? d_final[bh * PN + e] : 0.f;
+  float dS[kV];
+#pragma unroll
+  for (int j = 0; j < kV; ++j) dS[j] = 0.f;
+  if (live && d_final) ld_vec<float, kV>(d_final + bh * PN + e, dS);
   for (int top = d.nc - 1; top >= 0; top -= kAhead) {  // chunks top, top - 1, ..., top - kAhead + 1
-    float z[kAhead], sout[kAhead], decay[kAhead], dot[kAhead];
+    float z[kAhead][kV], sout[kAhead][kV], decay[kAhead], dot[kAhead];
 #pragma unroll
     for (int i = 0; i < kAhead; ++i) {
       const int c = top - i;
-      z[i] = sout[i] = 0.f, decay[i] = 0.f;
+      decay[i] = 0.f;
+#pragma unroll
+      for (int j = 0; j < kV; ++j) z[i][j] = sout[i][j] = 0.f;
       if (c >= 0) {
         decay[i] = chunk_last(d, lam, b, h, c);
-        if (live) z[i] = ssd::to_f(z_all[d.dsti(b, h, c) + e]), sout[i] = ssd::to_f(sin[d.sti(b, h, c + 1) + e]);
+        if (live) ld_vec<T, kV>(z_all + d.dsti(b, h, c) + e, z[i]), ld_vec<T, kV>(sin + d.sti(b, h, c + 1) + e, sout[i]);
       }
     }
 #pragma unroll
     for (int i = 0; i < kAhead; ++i) {
       const int c = top - i;
-      dot[i] = dS * sout[i];
+      dot[i] = 0.f;
+#pragma unroll
+      for (int j = 0; j < kV; ++j) dot[i] += dS[j] * sout[i][j];
       if (c >= 0) {
-        if (live) dsout[d.dsti(b, h, c) + e] = ssd::from_f<T>(dS);
-        dS = (d.state_survives(b, c) ? expf(decay[i]) : 0.f) * dS + z[i];
+        if (live) st_vec<T, kV>(dsout + d.dsti(b, h, c) + e, dS);
+        const float f = d.state_survives(b, c) ? expf(decay[i]) : 0.f;
+#pragma unroll
+        for (int j = 0; j < kV; ++j) dS[j] = f * dS[j] + z[i][j];
       }
     }
 #pragma unroll
@@ -147,7 +195,16 @@ __global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam,
     }
     __syncthreads();
   }
-  if (d_init && live) d_init[bh * PN + e] = dS;
+  if (d_init && live) st_vec<float, kV>(d_init + bh * PN + e, dS);
+}
+
+// Elements per thread of the state passes: 8 where every state tensor they touch takes 16-byte
+// runs (P N a multiple of 8 and the caller's float32 states 16-byte aligned; scratch always is).
+int pass_width(const SsdScanCudaArgs& a, const Dims& d) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool ok = d.P % 8 == 0 && d.N % 8 == 0 && aligned(a.initial_state) && aligned(a.final_state) &&
+                  aligned(a.d_final_state) && aligned(a.d_initial_state);
+  return ok ? 8 : 1;
 }
 
 // Per (b, c, h), one warp: dlam from the row dots, then ddt = A da + rx (da = reverse cumsum of
@@ -302,8 +359,11 @@ cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s
   SSD_TRY(ssd::launch_tile_gemm(pst, bch, d.P, d.N, s));
   ph.mark("chunk_state");
   const int64_t PN = int64_t(d.P) * d.N;
-  state_pass_kernel<T><<<dim3(d.B * d.nH, blocks_for(PN, kPassSlice)), kPassThreads, 0, s>>>(
-      d, lam, a.initial_state, sloc, sin, final_state);
+  const dim3 grid(d.B * d.nH, blocks_for(PN, kPassThreads * pass_width(a, d)));
+  if (pass_width(a, d) == 8)
+    state_pass_kernel<T, 8><<<grid, kPassThreads, 0, s>>>(d, lam, a.initial_state, sloc, sin, final_state);
+  else
+    state_pass_kernel<T, 1><<<grid, kPassThreads, 0, s>>>(d, lam, a.initial_state, sloc, sin, final_state);
   ph.mark("state_pass");
   return cudaGetLastError();
 }
@@ -343,7 +403,7 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const Dims d = make_dims(a);
   const int64_t PN = int64_t(d.P) * d.N, bch = int64_t(d.B) * d.nc * d.nH, bcg = int64_t(d.B) * d.nc * d.G;
   const int n_tiles = (d.P + ssd::kBN - 1) / ssd::kBN;
-  const int slices = static_cast<int>(blocks_for(PN, kPassSlice));
+  const int pv = pass_width(a, d), slices = static_cast<int>(blocks_for(PN, kPassThreads * pv));
   Scratch sc{s};
   Phases ph(a, s);
   float *lam = nullptr, *sdot = nullptr, *r1 = nullptr, *rx = nullptr, *rdd = nullptr;
@@ -377,8 +437,12 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   pz.d = d, pz.dk = dk, pz.x = x, pz.dy = dy, pz.BC = Cm, pz.dt = a.dt, pz.lam = lam, pz.out = sloc;
   SSD_TRY(ssd::launch_tile_gemm(pz, bch, d.P, d.N, s));
   ph.mark("Z");
-  state_adjoint_pass_kernel<T><<<dim3(d.B * d.nH, slices), kPassThreads, 0, s>>>(d, lam, sin, a.d_final_state, sloc,
-                                                                                  dsout, sdot, a.d_initial_state);
+  if (pv == 8)
+    state_adjoint_pass_kernel<T, 8><<<dim3(d.B * d.nH, slices), kPassThreads, 0, s>>>(d, lam, sin, a.d_final_state, sloc,
+                                                                                     dsout, sdot, a.d_initial_state);
+  else
+    state_adjoint_pass_kernel<T, 1><<<dim3(d.B * d.nH, slices), kPassThreads, 0, s>>>(d, lam, sin, a.d_final_state, sloc,
+                                                                                     dsout, sdot, a.d_initial_state);
   SSD_TRY(cudaGetLastError());
   ph.mark("adjoint_pass");
 

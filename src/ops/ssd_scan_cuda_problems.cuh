@@ -181,6 +181,7 @@ struct ProbBase {
   static constexpr bool kScaled = false;
   static constexpr int kMinBlocks = NM_SSD_MIN_BLOCKS;
   static constexpr int kWide = 1;  // 2: 128-row tiles over 256 threads
+  static constexpr int kStages = NM_SSD_STAGES;  // ssd_scan_tile_gemm.cuh
   __device__ float key(const Item&, int, int) const { return 0.f; }
   __device__ float scale(float, float, int, int) const { return 1.f; }
   __device__ bool skip(const Item&, int, int) const { return false; }
@@ -227,6 +228,7 @@ struct ProbCB : ProbBase<T> {
 // exp(lam_l) dy[l, p] C[l, n] (the adjoint pass turns them into dSout).
 template <class T>
 struct ProbChunkState : ProbBase<T> {
+  static constexpr int kStages = NM_SSD_STAGES_PIPE;
   const T *x, *dy, *BC;  // dy null: forward (x, B); else adjoint (dy, C)
   const float *dt, *lam;
   T* out;
@@ -460,6 +462,7 @@ struct ProbDxb : ProbBase<T> {
 template <class T>
 struct ProbDCB : ProbBase<T> {
   static constexpr bool kScaled = true;
+  static constexpr int kStages = NM_SSD_STAGES_PIPE;
   // 32 more accumulators and 12 decay keys: 3 blocks of <= 168 registers run without spills
   static constexpr int kMinBlocks = NM_SSD_MIN_BLOCKS < NM_SSD_DCB_BLOCKS ? NM_SSD_MIN_BLOCKS : NM_SSD_DCB_BLOCKS;
   const T *x, *dy;
@@ -507,6 +510,7 @@ struct ProbDCB : ProbBase<T> {
 //   dB[s, n] = sum_{l>=s} dCB[l, s] C[l, n] + sum_h w_s sum_p xb[s, p] dSout[p, n]
 template <class T>
 struct ProbDBC : ProbBase<T> {
+  static constexpr int kStages = NM_SSD_STAGES_PIPE;
   const T *x, *dy, *Bm, *Cm, *sin, *dsout;
   const T* dcb;
   const float *dt, *lam;

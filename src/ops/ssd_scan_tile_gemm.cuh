@@ -10,6 +10,7 @@
 // `int nseg(it)`; `void k_range(it, seg, m0, n0, lo, hi)` (the segment's k range for this tile;
 // lo a multiple of kBK); `bool a_kfast(it, seg)`, `b_kfast(it, seg)` (which index is contiguous in
 // memory, for coalesced loads);
+// `static constexpr int kStages` (shared-memory stages of the bf16 k loop);
 // `static constexpr bool kScaled` with `float key(it, seg, idx)` and `float scale(key_m, key_n, m, n)`; `static constexpr int kMinBlocks`; `bool skip(it, m0, n0)`;
 // loaders `a_run(it, seg, m, k, cnt, v)` / `b_run(it, seg, k, n, cnt, v)` filling v[0..8) with `cnt`
 // consecutive elements along the contiguous index (zeros after); `a_src` / `b_src` (may return
@@ -51,6 +52,22 @@ namespace nemotron::ops::ssd {
 #endif
 #ifndef NM_SSD_TILE_BK
 #define NM_SSD_TILE_BK 32
+#endif
+// Shared-memory stages of the bf16 k loop, per problem (Prob::kStages; float32 always runs 1).
+// 1: operand runs fetched into registers one k step ahead and stored (scaled) after the tensor
+// cores' step. >= 2: plain runs go straight to shared memory by cp.async, kStages - 1 steps
+// ahead, with no registers held for them; a run that needs a factor or a mask is finished in
+// place by the thread that fetched it, once it lands. Measured on the H100 (dense shape, ms per
+// phase, 1 / 2 / 3 / 4 stages): Y 0.234 / 0.258 / 0.329 / 0.416, dxb 0.243 / 0.260 / 0.276 /
+// 0.314, chunk_state 0.083 / 0.090 / 0.080 / 0.091, Z 0.086 / 0.092 / 0.079 / 0.091, dCB 0.149 /
+// 0.134 / 0.123 / 0.133, dC+dB 0.245 / 0.238 / 0.231 / 0.235: Y and dxb, whose A runs all take
+// the causal decay (a second shared-memory pass, and spills in Y), keep 1 (NM_SSD_STAGES, CB
+// too: no difference); chunk_state/Z, dCB and dC+dB run NM_SSD_STAGES_PIPE = 3.
+#ifndef NM_SSD_STAGES
+#define NM_SSD_STAGES 1
+#endif
+#ifndef NM_SSD_STAGES_PIPE
+#define NM_SSD_STAGES_PIPE 3
 #endif
 constexpr int kBM = 64, kBN = 64, kBK = NM_SSD_TILE_BK, kThreads = 128;
 constexpr int kCsLd = kBN + 4;
@@ -149,6 +166,26 @@ __device__ inline void ldmatrix_x4(uint32_t* r, const __nv_bfloat16* p, bool tra
                  : "r"(a));
 }
 
+// 16 bytes global -> shared without registers (completes at cp_async_wait).
+__device__ inline void cp_async16(void* smem_dst, const void* src) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// f(integral_constant<int, I>) for I in [I0, I1), unrolled at compile time.
+template <int I0, int I1, class F>
+__device__ inline void static_for(F&& f) {
+  if constexpr (I0 < I1) {
+    f(std::integral_constant<int, I0>{});
+    static_for<I0 + 1, I1>(f);
+  }
+}
+
 template <class Prob>
 __global__ void __launch_bounds__(kThreads * Prob::kWide, Prob::kMinBlocks) tile_gemm_kernel(Prob pr, int n_tiles) {
   using T = typename Prob::T;
@@ -163,7 +200,8 @@ __global__ void __launch_bounds__(kThreads * Prob::kWide, Prob::kMinBlocks) tile
   constexpr int kTileA = (kMma && kBK * kLdTA > kTM * kLd ? kBK * kLdTA : kTM * kLd) * static_cast<int>(sizeof(S));
   constexpr int kTileB = (kMma && kBK * kLdTB > kBN * kLd ? kBK * kLdTB : kBN * kLd) * static_cast<int>(sizeof(S));
   // The operand tiles and the output tile share the memory: the output is written after the k loop.
-  constexpr int kAB = kTileA + kTileB, kC = kTM * kCsLd * 4;
+  constexpr int kPipe = kMma ? Prob::kStages : 1;  // shared-memory stages (float32: 1)
+  constexpr int kAB = (kTileA + kTileB) * kPipe, kC = kTM * kCsLd * 4;
   __shared__ __align__(16) unsigned char smem[kAB > kC ? kAB : kC];
   auto As = reinterpret_cast<S (*)[kLd]>(smem);  // [m][k]
   auto Bs = reinterpret_cast<S (*)[kLd]>(smem + kTileA);  // [n][k]
@@ -210,71 +248,13 @@ __global__ void __launch_bounds__(kThreads * Prob::kWide, Prob::kMinBlocks) tile
       else if (kMma) k = e / (rows / 8), row = (e % (rows / 8)) * 8;
       else k = e % kBK, row = (e / kBK) * 8;
     };
-    Run<S> ra[kRunsA], rb[kRunsB];
-    // Fetches the runs of the k step at k0 into ra, rb (bf16 plain copies as raw 16-byte vectors).
-    auto fetch = [&](int k0) {
-#pragma unroll
-      for (int q = 0; q < kRunsA; ++q) {
-        float v[8];
-        int m, ka, n, kb;
-        run_pos(akf, kTM, q, m, ka);
-        run_pos(bkf, kBN, q, n, kb);
-        int cnt = akf ? (m0 + m < M ? min(8, hi - k0 - ka) : 0) : (k0 + ka < hi ? min(8, M - m0 - m) : 0);
-        const T* src = nullptr;
-        if constexpr (kMma)
-          if (cnt == 8 && pr.d.vec) src = pr.a_src(it, seg, m0 + m, k0 + ka);
-        if constexpr (kMma) {
-          if (src) {
-            ra[q].u = __ldg(reinterpret_cast<const uint4*>(src));
-            ra[q].mul = pr.a_mul(it, seg, m0 + m, k0 + ka), ra[q].post = pr.a_has_post(seg);
-          }
-        }
-        if (!src) {
-          if (cnt > 0) pr.a_run(it, seg, m0 + m, k0 + ka, cnt, v);
-          else
-            for (int i = 0; i < 8; ++i) v[i] = 0.f;
-          pack(ra[q], v);
-        }
-        if (q >= kRunsB) continue;
-        cnt = bkf ? (n0 + n < Nc ? min(8, hi - k0 - kb) : 0) : (k0 + kb < hi ? min(8, Nc - n0 - n) : 0);
-        src = nullptr;
-        if constexpr (kMma)
-          if (cnt == 8 && pr.d.vec) src = pr.b_src(it, seg, k0 + kb, n0 + n);
-        if constexpr (kMma) {
-          if (src) rb[q].u = __ldg(reinterpret_cast<const uint4*>(src)), rb[q].mul = pr.b_mul(it, seg, k0 + kb, n0 + n), rb[q].post = false;
-        }
-        if (!src) {
-          if (cnt > 0) pr.b_run(it, seg, k0 + kb, n0 + n, cnt, v);
-          else
-            for (int i = 0; i < 8; ++i) v[i] = 0.f;
-          pack(rb[q], v);
-        }
-      }
-    };
-    fetch(lo);
-    for (int k0 = lo; k0 < hi; k0 += kBK) {
-#pragma unroll
-      for (int q = 0; q < kRunsA; ++q) {
-        int am, ak, bn, bk;
-        run_pos(akf, kTM, q, am, ak);
-        run_pos(bkf, kBN, q, bn, bk);
-        if constexpr (kMma) {
-          if (ra[q].post) {
-            float v[8];
-            unpack(ra[q], v);
-            pr.a_post(it, seg, m0 + am, k0 + ak, v);
-            pack(ra[q], v);
-          }
-          apply_mul(ra[q]);
-          store_run(ra[q], akf ? &As[am][ak] : &AsT[ak][am]);
-          if (q < kRunsB) apply_mul(rb[q]), store_run(rb[q], bkf ? &Bs[bn][bk] : &BsT[bk][bn]);
-        } else {
-          store_run(akf, ra[q], &As[am][ak], kLd);
-          if (q < kRunsB) store_run(bkf, rb[q], &Bs[bn][bk], kLd);
-        }
-      }
-      __syncthreads();
-      if (k0 + kBK < hi) fetch(k0 + kBK);  // in flight while the tensor cores work on this step
+    // One k step of the tensor cores (bf16) or SIMT FMAs (float32) on the operand tiles of stage st.
+    auto compute = [&](int st) {
+      unsigned char* base = smem + st * (kTileA + kTileB);
+      auto As = reinterpret_cast<S (*)[kLd]>(base);
+      auto Bs = reinterpret_cast<S (*)[kLd]>(base + kTileA);
+      auto AsT = reinterpret_cast<S (*)[kLdTA]>(base);
+      auto BsT = reinterpret_cast<S (*)[kLdTB]>(base + kTileA);
       if constexpr (kMma) {
         const int warp = tid >> 5, lane = tid & 31;
         const int wr = (warp >> 1) * 32, wc = (warp & 1) * 32;
@@ -315,7 +295,194 @@ __global__ void __launch_bounds__(kThreads * Prob::kWide, Prob::kMinBlocks) tile
             for (int j = 0; j < 4; ++j) sum[i * 4 + j] = fmaf(av[i], bv[j], sum[i * 4 + j]);
         }
       }
-      __syncthreads();
+    };
+    if constexpr (kPipe == 1) {
+      Run<S> ra[kRunsA], rb[kRunsB];
+      // Fetches the runs of the k step at k0 into ra, rb (bf16 plain copies as raw 16-byte vectors).
+      auto fetch = [&](int k0) {
+#pragma unroll
+        for (int q = 0; q < kRunsA; ++q) {
+          float v[8];
+          int m, ka, n, kb;
+          run_pos(akf, kTM, q, m, ka);
+          run_pos(bkf, kBN, q, n, kb);
+          int cnt = akf ? (m0 + m < M ? min(8, hi - k0 - ka) : 0) : (k0 + ka < hi ? min(8, M - m0 - m) : 0);
+          const T* src = nullptr;
+          if constexpr (kMma)
+            if (cnt == 8 && pr.d.vec) src = pr.a_src(it, seg, m0 + m, k0 + ka);
+          if constexpr (kMma) {
+            if (src) {
+              ra[q].u = __ldg(reinterpret_cast<const uint4*>(src));
+              ra[q].mul = pr.a_mul(it, seg, m0 + m, k0 + ka), ra[q].post = pr.a_has_post(seg);
+            }
+          }
+          if (!src) {
+            if (cnt > 0) pr.a_run(it, seg, m0 + m, k0 + ka, cnt, v);
+            else
+              for (int i = 0; i < 8; ++i) v[i] = 0.f;
+            pack(ra[q], v);
+          }
+          if (q >= kRunsB) continue;
+          cnt = bkf ? (n0 + n < Nc ? min(8, hi - k0 - kb) : 0) : (k0 + kb < hi ? min(8, Nc - n0 - n) : 0);
+          src = nullptr;
+          if constexpr (kMma)
+            if (cnt == 8 && pr.d.vec) src = pr.b_src(it, seg, k0 + kb, n0 + n);
+          if constexpr (kMma) {
+            if (src) rb[q].u = __ldg(reinterpret_cast<const uint4*>(src)), rb[q].mul = pr.b_mul(it, seg, k0 + kb, n0 + n), rb[q].post = false;
+          }
+          if (!src) {
+            if (cnt > 0) pr.b_run(it, seg, k0 + kb, n0 + n, cnt, v);
+            else
+              for (int i = 0; i < 8; ++i) v[i] = 0.f;
+            pack(rb[q], v);
+          }
+        }
+      };
+      fetch(lo);
+      for (int k0 = lo; k0 < hi; k0 += kBK) {
+#pragma unroll
+        for (int q = 0; q < kRunsA; ++q) {
+          int am, ak, bn, bk;
+          run_pos(akf, kTM, q, am, ak);
+          run_pos(bkf, kBN, q, bn, bk);
+          if constexpr (kMma) {
+            if (ra[q].post) {
+              float v[8];
+              unpack(ra[q], v);
+              pr.a_post(it, seg, m0 + am, k0 + ak, v);
+              pack(ra[q], v);
+            }
+            apply_mul(ra[q]);
+            store_run(ra[q], akf ? &As[am][ak] : &AsT[ak][am]);
+            if (q < kRunsB) apply_mul(rb[q]), store_run(rb[q], bkf ? &Bs[bn][bk] : &BsT[bk][bn]);
+          } else {
+            store_run(akf, ra[q], &As[am][ak], kLd);
+            if (q < kRunsB) store_run(bkf, rb[q], &Bs[bn][bk], kLd);
+          }
+        }
+        __syncthreads();
+        if (k0 + kBK < hi) fetch(k0 + kBK);  // in flight while the tensor cores work on this step
+        compute(0);
+        __syncthreads();
+      }
+    } else {
+      // kPipe stages: the runs of step i + kPipe - 1 are issued while step i computes. A run is
+      // issued into the shared tile by cp.async where it is a plain copy (a_src / b_src), its factor
+      // (a_mul / b_mul) or mask (a_post) applied in place by the same thread once it has landed;
+      // other runs are built in registers and stored at once. Stage indices are compile-time
+      // constants so that the factors stay in registers.
+      float amul[kPipe][kRunsA], bmul[kPipe][kRunsB];
+      bool adir[kPipe][kRunsA], bdir[kPipe][kRunsB];  // issued by cp.async (finished in place)
+      auto issue = [&](auto stc, int k0) {
+        constexpr int st = decltype(stc)::value;
+        unsigned char* base = smem + st * (kTileA + kTileB);
+        auto As_ = reinterpret_cast<S (*)[kLd]>(base);
+        auto AsT_ = reinterpret_cast<S (*)[kLdTA]>(base);
+        auto Bs_ = reinterpret_cast<S (*)[kLd]>(base + kTileA);
+        auto BsT_ = reinterpret_cast<S (*)[kLdTB]>(base + kTileA);
+#pragma unroll
+        for (int q = 0; q < kRunsA; ++q) {
+          int m, ka;
+          run_pos(akf, kTM, q, m, ka);
+          const int cnt = akf ? (m0 + m < M ? min(8, hi - k0 - ka) : 0) : (k0 + ka < hi ? min(8, M - m0 - m) : 0);
+          const T* src = cnt == 8 && pr.d.vec ? pr.a_src(it, seg, m0 + m, k0 + ka) : nullptr;
+          S* dst = akf ? &As_[m][ka] : &AsT_[ka][m];
+          adir[st][q] = src != nullptr, amul[st][q] = 1.f;
+          if (src) {
+            cp_async16(dst, src);
+            amul[st][q] = pr.a_mul(it, seg, m0 + m, k0 + ka);
+          } else {
+            float v[8];
+            if (cnt > 0) pr.a_run(it, seg, m0 + m, k0 + ka, cnt, v);
+            else
+              for (int i = 0; i < 8; ++i) v[i] = 0.f;
+            Run<S> r;
+            pack(r, v);
+            store_run(r, dst);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kRunsB; ++q) {
+          int n, kb;
+          run_pos(bkf, kBN, q, n, kb);
+          const int cnt = bkf ? (n0 + n < Nc ? min(8, hi - k0 - kb) : 0) : (k0 + kb < hi ? min(8, Nc - n0 - n) : 0);
+          const T* src = cnt == 8 && pr.d.vec ? pr.b_src(it, seg, k0 + kb, n0 + n) : nullptr;
+          S* dst = bkf ? &Bs_[n][kb] : &BsT_[kb][n];
+          bdir[st][q] = src != nullptr, bmul[st][q] = 1.f;
+          if (src) {
+            cp_async16(dst, src);
+            bmul[st][q] = pr.b_mul(it, seg, k0 + kb, n0 + n);
+          } else {
+            float v[8];
+            if (cnt > 0) pr.b_run(it, seg, k0 + kb, n0 + n, cnt, v);
+            else
+              for (int i = 0; i < 8; ++i) v[i] = 0.f;
+            Run<S> r;
+            pack(r, v);
+            store_run(r, dst);
+          }
+        }
+      };
+      // The cp.async runs of stage st that carry a factor or a mask, finished in place (after this
+      // thread's cp_async_wait, before the barrier that publishes the stage).
+      auto finish = [&](auto stc, int k0) {
+        constexpr int st = decltype(stc)::value;
+        unsigned char* base = smem + st * (kTileA + kTileB);
+        auto As_ = reinterpret_cast<S (*)[kLd]>(base);
+        auto AsT_ = reinterpret_cast<S (*)[kLdTA]>(base);
+        auto Bs_ = reinterpret_cast<S (*)[kLd]>(base + kTileA);
+        auto BsT_ = reinterpret_cast<S (*)[kLdTB]>(base + kTileA);
+        const bool post = pr.a_has_post(seg);
+#pragma unroll
+        for (int q = 0; q < kRunsA; ++q) {
+          if (!adir[st][q] || (!post && amul[st][q] == 1.f)) continue;
+          int m, ka;
+          run_pos(akf, kTM, q, m, ka);
+          S* p = akf ? &As_[m][ka] : &AsT_[ka][m];
+          Run<S> r;
+          r.u = *reinterpret_cast<const uint4*>(p), r.mul = amul[st][q], r.post = post;
+          if (post) {  // as the register path: a masked run carries no factor
+            float v[8];
+            unpack(r, v);
+            pr.a_post(it, seg, m0 + m, k0 + ka, v);
+            pack(r, v);
+          }
+          apply_mul(r);
+          store_run(r, p);
+        }
+#pragma unroll
+        for (int q = 0; q < kRunsB; ++q) {
+          if (!bdir[st][q] || bmul[st][q] == 1.f) continue;
+          int n, kb;
+          run_pos(bkf, kBN, q, n, kb);
+          S* p = bkf ? &Bs_[n][kb] : &BsT_[kb][n];
+          Run<S> r;
+          r.u = *reinterpret_cast<const uint4*>(p), r.mul = bmul[st][q], r.post = false;
+          apply_mul(r);
+          store_run(r, p);
+        }
+      };
+      const int nsteps = (hi - lo + kBK - 1) / kBK;
+      static_for<0, kPipe - 1>([&](auto stc) {  // prologue: steps 0 .. kPipe - 2
+        constexpr int st = decltype(stc)::value;
+        if (st < nsteps) issue(stc, lo + st * kBK);
+        cp_async_commit();
+      });
+      for (int i0 = 0; i0 < nsteps; i0 += kPipe) {
+        static_for<0, kPipe>([&](auto stc) {
+          constexpr int st = decltype(stc)::value;
+          const int i = i0 + st;
+          if (i >= nsteps) return;
+          cp_async_wait<kPipe - 2>();  // step i's group has landed
+          finish(stc, lo + i * kBK);
+          __syncthreads();  // stage st complete for all; stage st - 1 read by all
+          if (i + kPipe - 1 < nsteps) issue(std::integral_constant<int, (st + kPipe - 1) % kPipe>{}, lo + (i + kPipe - 1) * kBK);
+          cp_async_commit();
+          compute(st);
+        });
+      }
+      cp_async_wait<0>();
+      __syncthreads();  // the next segment's prologue or the output tile reuse the stages
     }
     if constexpr (Prob::kScaled) {
       // scale(r, c) = pr.scale(key(r), key(c), r, c): the keys of this thread's 4 rows and 8 columns
