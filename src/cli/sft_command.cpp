@@ -111,7 +111,7 @@ int run_sft(const TrainingCommandOptions& o) {
   train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   check_sequence_split(layout, cfg.dataset.seq_length, path);
-  check_context_split(layout, cfg.model, cfg.dataset.seq_length, cfg.moe.moe_router_load_balancing_type, path);
+  check_context_split(layout, cfg.model, cfg.dataset.seq_length, path);
   // LoRA under context parallelism: the adapters act per token and their gradients are summed over
   // the context group like every other; only the dropout masks, keyed by a token's place in the
   // tensor x that a rank holds, would differ from one process's.
