@@ -134,11 +134,6 @@ void check_context_split(const parallel::RankLayout& layout, const model::ModelC
                      C, seq_length / (2 * C), model.mtp_depths()));
 }
 
-void refuse_context_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {
-  if (layout.context() > 1)
-    throw_config_error(source, "model.context_parallel_size", fmt::format("{}: {} (set 1)", layout.context(), why));
-}
-
 std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,
                                                                    Backend* backend) {
   return parallel::ProcessGroups::create(layout, world_communicator(), backend);
