@@ -115,7 +115,7 @@ void check_sequence_split(const parallel::RankLayout& layout, int64_t seq_length
 }
 
 void check_context_split(const parallel::RankLayout& layout, const model::ModelConfig& model, int64_t seq_length,
-                         const std::string& moe_balancing, const std::string& source) {
+                         const std::string& source) {
   const int64_t C = layout.context();
   if (C == 1) return;
   auto fail = [&](const std::string& why) { throw_config_error(source, "model.context_parallel_size", why); };
@@ -132,15 +132,6 @@ void check_context_split(const parallel::RankLayout& layout, const model::ModelC
     fail(fmt::format("{} cuts each sequence into chunks of {} tokens, fewer than the {} multi-token prediction "
                      "depths (model.mtp_num_layers) read ahead of a token",
                      C, seq_length / (2 * C), model.mtp_depths()));
-  if (moe_balancing == "seq_aux_loss")
-    fail(fmt::format("{}: moe.moe_router_load_balancing_type seq_aux_loss (per-sequence statistics) does not run "
-                     "context-parallel yet; set none (the expert-bias update does)",
-                     C));
-}
-
-void refuse_context_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why) {
-  if (layout.context() > 1)
-    throw_config_error(source, "model.context_parallel_size", fmt::format("{}: {} (set 1)", layout.context(), why));
 }
 
 std::shared_ptr<const parallel::ProcessGroups> make_process_groups(const parallel::RankLayout& layout,

@@ -46,13 +46,9 @@ model::ModelShard model_shard(const parallel::ProcessGroups& groups);
 void check_sequence_split(const parallel::RankLayout& layout, int64_t seq_length, const std::string& source);
 // InputError naming model.context_parallel_size (model/context_split.h) when C > 1 and it cannot
 // run: 2C must divide the sequence length (each rank holds 2 of 2C equal chunks of every row), a
-// chunk must hold the conv1d's window of a Mamba model and the MTP depths' look-ahead, and what
-// does not split by context yet is refused (the per-sequence seq_aux_loss: `moe_balancing`).
+// chunk must hold the conv1d's window of a Mamba model and the MTP depths' look-ahead.
 void check_context_split(const parallel::RankLayout& layout, const model::ModelConfig& model, int64_t seq_length,
-                         const std::string& moe_balancing, const std::string& source);
-// InputError naming model.context_parallel_size when C > 1 for a command that does not split
-// sequences over context ranks (`why` says what).
-void refuse_context_parallel(const parallel::RankLayout& layout, const std::string& source, const std::string& why);
+                         const std::string& source);
 // Its rank table for a dry run: "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks" and one line per rank
 // (with its node and GPU when `ranks_per_node` > 0); a world of more than kFullRankTable ranks
 // shows its first ranks, the rule for the others and its last rank.

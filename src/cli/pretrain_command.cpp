@@ -60,7 +60,7 @@ int run_pretrain(const TrainingCommandOptions& o) {
   train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   check_sequence_split(layout, cfg.dataset.seq_length, path);
-  check_context_split(layout, cfg.model, cfg.dataset.seq_length, cfg.moe.moe_router_load_balancing_type, path);
+  check_context_split(layout, cfg.model, cfg.dataset.seq_length, path);
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {

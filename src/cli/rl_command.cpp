@@ -69,10 +69,10 @@ int run_rl(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "rl", o.config);
   const rl::RlConfig cfg = rl::load_rl_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
-  refuse_context_parallel(layout, path,
-                          "GRPO does not split sequences over context ranks yet (its rollouts and per-token losses "
-                          "need whole rows)");
-  const bool own_generator = cfg.generator_tensor_parallel != layout.tensor();
+  // Context parallelism splits the training rows only: the generator decodes whole rows at its own
+  // layout (the trainer's tensor size, the rest data-parallel), the log-prob pass runs whole rows,
+  // and the training step cuts each row into its context ranks' chunks (rl/grpo_loss.h).
+  const bool own_generator = cfg.generator_tensor_parallel != layout.tensor() || layout.context() > 1;
   const parallel::RankLayout gen_layout = own_generator ? generator_layout(cfg, layout, path) : layout;
   const std::string gen_line =
       own_generator ? fmt::format("generator layout: {} (the trainer's: {})\n", gen_layout.describe(), layout.describe())

@@ -111,15 +111,7 @@ int run_sft(const TrainingCommandOptions& o) {
   train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
   check_sequence_split(layout, cfg.dataset.seq_length, path);
-  check_context_split(layout, cfg.model, cfg.dataset.seq_length, cfg.moe.moe_router_load_balancing_type, path);
-  // LoRA under context parallelism: the adapters act per token and their gradients are summed over
-  // the context group like every other; only the dropout masks, keyed by a token's place in the
-  // tensor x that a rank holds, would differ from one process's.
-  if (cfg.peft && cfg.peft->dropout > 0)
-    refuse_context_parallel(layout, path,
-                            fmt::format("LoRA's adapter dropout (peft.dropout={}) does not run context-parallel yet "
-                                        "(its masks would need each token's place in the whole sequence; peft.dropout=0 runs)",
-                                        cfg.peft->dropout));
+  check_context_split(layout, cfg.model, cfg.dataset.seq_length, path);
   train::set_data_parallel_size(cfg, layout.data());
   cfg.device = rank_device(cfg.device, path);
   if (o.dry_run) {

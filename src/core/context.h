@@ -20,9 +20,12 @@ struct ProcessGroups;
 // training step sets it around each micro-batch, keyed by the run's seed, the iteration and the
 // micro-batch's index in the global batch (the same under data parallelism), so masks are reproducible (exact resume) and a backward regenerates its
 // forward's masks; inactive (evaluation, generation, inference, benchmarks of them) drops nothing.
+// context_sequences: the micro-batch's B rows when each holds only this context rank's chunks
+// (model/context_split.h), so masks are drawn at each token's place in its whole row; 0: whole rows.
 struct DropoutKey {
   bool active = false;
   uint64_t seed = 0, iteration = 0, micro = 0;
+  int64_t context_sequences = 0;
 };
 
 struct Context {

@@ -59,7 +59,7 @@ Tensor LayerStack::run_mixer(Context& ctx, size_t i, const Tensor& h, std::uniqu
     ScopedField<const std::function<void(Tensor&)>*> hook(ctx.on_output_rows, overlap ? &reduce_rows : nullptr);
     if (stats && moe_[i]) {
       stats->emplace_back();
-      out = moe_[i]->forward(ctx, in, ms, &stats->back());
+      out = moe_[i]->forward(ctx, in, ms, &stats->back(), layout);
     } else {
       out = m.forward(ctx, in, ms, layout);
     }

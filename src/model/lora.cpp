@@ -7,11 +7,13 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "model/context_split.h"
 #include "model/layer_spec.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/transpose_blocks.h"
+#include "parallel/process_groups.h"
 
 namespace nemotron::model {
 
@@ -54,6 +56,27 @@ void apply_mask(Context& ctx, const LoraAdapter& lora, const ops::DropoutMask& m
   ops::dropout_apply(ctx, wide, mask, wide);  // elementwise: in place
   ops::transpose_blocks(ctx, wide, rows, parts, blocks);
   const Tensor mine = blocks.select(part);
+  if (accumulate) {
+    ops::add_inplace(ctx, out, mine);
+  } else {
+    out.copy_from(mine);
+  }
+}
+
+// apply_mask for rows that may hold only this context rank's chunks of each row
+// (ctx.dropout.context_sequences = B > 0; model/context_split.h): x's B x 2L rows are placed at
+// their rows of the whole B x 2CL, zero elsewhere, so each token draws the words of its place in
+// one process's input. That costs C times x's memory while the mask is applied, with dropout only.
+void apply_mask_in_rows(Context& ctx, const LoraAdapter& lora, const ops::DropoutMask& mask, const Tensor& x,
+                        Tensor& out, bool accumulate) {
+  const int64_t B = ctx.dropout.context_sequences;
+  if (B == 0 || parallel::groups_of(ctx).context->size() == 1) return apply_mask(ctx, lora, mask, x, out, accumulate);
+  const int64_t rows = x.dim(0), w = x.dim(1);
+  NM_CHECK(rows % B == 0, "lora: {} rows are not {} context-split sequences", rows, B);
+  Tensor whole = pad_context_rows(ctx, x.view({B, rows / B, w}));
+  Tensor flat = whole.view({whole.numel() / w, w});
+  apply_mask(ctx, lora, mask, flat, flat, false);  // elementwise: in place
+  const Tensor mine = local_context_rows(ctx, whole).view({rows, w});
   if (accumulate) {
     ops::add_inplace(ctx, out, mine);
   } else {
@@ -109,7 +132,7 @@ Tensor lora_down(Context& ctx, const LoraAdapter& lora, const Tensor& x2) {
   Tensor dropped;
   if (const auto mask = dropout_mask(ctx, lora)) {
     dropped = ctx.empty(x2.shape(), x2.dtype());  // only while h is computed
-    apply_mask(ctx, lora, *mask, x2, dropped, false);
+    apply_mask_in_rows(ctx, lora, *mask, x2, dropped, false);
     in = &dropped;
   }
   ops::matmul(ctx, *in, false, lora.a->value, true, h, lora.scale, 0.0);
@@ -135,7 +158,7 @@ void lora_down_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x2,
   if (lora.a->requires_grad) {
     if (mask) {
       Tensor dropped = ctx.empty(x2.shape(), x2.dtype());
-      apply_mask(ctx, lora, *mask, x2, dropped, false);
+      apply_mask_in_rows(ctx, lora, *mask, x2, dropped, false);
       ops::matmul(ctx, dh, true, dropped, false, lora.a->grad, lora.scale, 1.0);
     } else {
       ops::matmul(ctx, dh, true, x2, false, lora.a->grad, lora.scale, 1.0);
@@ -145,7 +168,7 @@ void lora_down_backward(Context& ctx, const LoraAdapter& lora, const Tensor& x2,
   if (mask) {  // d drop(x) / dx is the mask again: dx += drop(scale * dh A)
     Tensor t = ctx.empty(dx2->shape(), dx2->dtype());
     ops::matmul(ctx, dh, false, lora.a->value, false, t, lora.scale, 0.0);
-    apply_mask(ctx, lora, *mask, t, *dx2, /*accumulate=*/true);
+    apply_mask_in_rows(ctx, lora, *mask, t, *dx2, /*accumulate=*/true);
   } else {
     ops::matmul(ctx, dh, false, lora.a->value, false, *dx2, lora.scale, 1.0);
   }

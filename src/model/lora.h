@@ -26,7 +26,8 @@ struct LoraAdapter {
   uint64_t stream = 0;   // name_stream of lora_A's name: this adapter's dropout masks
   // On a row-parallel weight (tensor parallelism) the input x holds the columns [in_offset,
   // in_offset + A's width) of the layer's in_global: the dropout masks are drawn on the whole
-  // width, so every layout drops what one process drops. 0, 0: x is whole.
+  // width, so every layout drops what one process drops. 0, 0: x is whole. (Rows that hold a
+  // context rank's chunks are placed in their whole rows likewise: Context::dropout.)
   int64_t in_offset = 0, in_global = 0;
 };
 

@@ -109,9 +109,13 @@ void MoeMixer::init(uint64_t seed) {
   }
 }
 
-Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, MoeLayerStats* stats) {
+Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, MoeLayerStats* stats,
+                         const SequenceLayout& layout) {
   NM_CHECK(u.rank() == 3 && u.dim(2) == H_, "moe: expected u [B, T, {}], got {}", H_, u.shape().str());
   const int64_t B = u.dim(0), N = B * u.dim(1), E = router_.num_experts, K = router_.top_k;
+  parallel::Communicator* context = layout.context_split ? parallel::groups_of(ctx).context.get() : nullptr;
+  // The aux loss's sequence length: the whole row's when context ranks hold parts of it.
+  const double seq_len = static_cast<double>(u.dim(1) * (context ? context->size() : 1));
   const DType dt = u.dtype(), st = stat_dtype(dt);
   Tensor x = u.view({N, H_});
 
@@ -124,6 +128,7 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
   if (aux_coeff_ > 0) {
     aux_counts = ctx.empty({B, E}, st), aux_psum = ctx.empty({B, E}, st);
     ops::moe_seq_aux_forward(ctx, K, scores, B, aux_counts, aux_psum);
+    if (context) context->all_reduce(aux_counts);  // the whole rows' counts (exact: small integers)
   }
   Tensor topk_idx;
   if (forced_) {
@@ -158,9 +163,8 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
       std::vector<double> c = aux_counts.to_f64_vector(), p = aux_psum.to_f64_vector();
       double total = 0;
       for (size_t k = 0; k < c.size(); ++k) total += c[k] * p[k];
-      const double S = static_cast<double>(u.dim(1));
-      stats->aux_loss =
-          aux_coeff_ / static_cast<double>(B) * static_cast<double>(E) / (static_cast<double>(K) * S * S) * total;
+      stats->aux_loss = aux_coeff_ / static_cast<double>(B) * static_cast<double>(E) /
+                        (static_cast<double>(K) * seq_len * seq_len) * total;
     }
   }
 
@@ -235,9 +239,8 @@ Tensor MoeMixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSav
     s->routed = routed;
     s->shared = std::move(shared_saved);
     s->aux_counts = aux_counts;
-    const double T = static_cast<double>(u.dim(1));
     s->aux_grad_weight = aux_grad_scale_ * aux_coeff_ * static_cast<double>(E) /
-                         (static_cast<double>(K) * T * T * static_cast<double>(B));
+                         (static_cast<double>(K) * seq_len * seq_len * static_cast<double>(B));
     *saved = std::move(s);
   }
   return out.view(u.shape());

@@ -36,7 +36,9 @@ namespace nemotron::model {
 // micro-batches changes nothing the balancer sees).
 struct MoeLayerStats {
   std::vector<int64_t> tokens_per_expert;  // [E], slots each expert received
-  double aux_loss = 0;                     // seq_aux_loss of this forward (0 when off)
+  // seq_aux_loss of this forward (0 when off). Context-split rows: this rank's part (its tokens'
+  // probabilities against the whole sequences' counts), which sums over the context group to the whole.
+  double aux_loss = 0;
   // The expert choice [N, K] int32 on the compute device, as allocated from the forward's context
   // (valid until its workspace is reset; clone it to pin it with force_selection).
   Tensor selection;
@@ -73,14 +75,16 @@ class MoeMixer : public Mixer {
   // Router, up projections, fc1_latent ~ N(0, initializer_range); down projections (experts and
   // shared) and fc2_latent ~ N(0, initializer_range / sqrt(num_layers)); correction bias 0.
   void init(uint64_t seed) override;
-  // Per token: the layout is ignored (seq_aux_loss counts per row, as Megatron's does per sample).
+  // Per token; of the layout only context_split matters (seq_aux_loss counts per row, as Megatron's
+  // does per sample, and a context-split row's counts are the whole row's).
   Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved,
-                 const SequenceLayout& = {}) override {
-    return forward(ctx, u, saved, static_cast<MoeLayerStats*>(nullptr));
+                 const SequenceLayout& layout = {}) override {
+    return forward(ctx, u, saved, static_cast<MoeLayerStats*>(nullptr), layout);
   }
   // The same, reporting this forward's routing statistics into `stats` when given (the aux loss
   // value, a [B, E] host read, is computed only then).
-  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, MoeLayerStats* stats);
+  Tensor forward(Context& ctx, const Tensor& u, std::unique_ptr<MixerSaved>* saved, MoeLayerStats* stats,
+                 const SequenceLayout& layout = {});
   Tensor backward(Context& ctx, const MixerSaved& saved, const Tensor& dout) override;
   // Only what one token runs: router 2 H E, K experts of 4 d_e F_moe, the shared expert
   // 4 H F_sh, latent projections 2 * 2 H d_lat. Independent of T.
@@ -98,6 +102,10 @@ class MoeMixer : public Mixer {
   // normalisation when K = 1) and m the top-K of p without the bias (lowest index wins ties):
   //   aux = coeff * (1/B) * sum_b E / (K S^2) * sum_i (sum_t m_ti) (sum_t p_ti)
   // and each backward adds grad_scale * d aux / d logits to the router gradient (m is constant).
+  // Context-split rows (layout.context_split, C ranks each holding S / C tokens of every row):
+  // sum_t m_ti is all-reduced over the context group and S is the whole row's, so each rank's
+  // gradient is the one-process gradient of its own tokens' logits; sum_t p_ti stays local, as in
+  // Megatron-Core (tokens_per_expert reduced over the TP x CP group, probabilities local).
   // A setting (the trainer's MoeBalancer sets it per step and clears it for evaluation), not a
   // per-call record; MoeLayerStats::aux_loss reports the value.
   void set_seq_aux_loss(double coeff, double grad_scale) { aux_coeff_ = coeff, aux_grad_scale_ = grad_scale; }

@@ -28,6 +28,9 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
       NM_CHECK(!ro.prompt.empty(), "rollout {}: empty prompt (the first response token needs a context)", r);
       T = std::max(T, std::min(L, static_cast<int64_t>(ro.prompt.size() + ro.response.size())));
     }
+    // Padding after a row changes none of its tokens' log-probs (causal), only the chunks' cut.
+    const int64_t m = std::max<int64_t>(opt.length_multiple, 1);
+    T = (std::max(T, opt.min_length) + m - 1) / m * m;
     const size_t N = static_cast<size_t>(Bm * T);
     std::vector<int32_t> ids(N, opt.pad_id), labels(N, -100);
     std::vector<double> mask(N, 0.0);

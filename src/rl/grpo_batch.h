@@ -33,6 +33,9 @@ struct GrpoBatchOptions {
   bool overlong_filtering = false;          // grpo.overlong_filtering
   int32_t pad_id = 0;
   DType mask_dtype = DType::f32;  // the loss mask's dtype: the model's compute dtype
+  // Context parallelism (2C equal chunks per row): rows padded (ids pad_id, labels ignored) to a
+  // multiple of this, and to at least min_length (a chunk's conv window and MTP look-ahead).
+  int64_t length_multiple = 1, min_length = 1;
 };
 
 struct GrpoBatchCounts {

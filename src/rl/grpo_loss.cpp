@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/context_split.h"
 #include "rl/grpo_kl.h"
 
 namespace nemotron::rl {
@@ -14,6 +15,21 @@ namespace {
 double finite_or_zero(double v) { return std::isfinite(v) ? v : 0.0; }  // nan_to_num(0, 0, 0)
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// This context rank's tokens of whole-row data (rows of Tw tokens): the local [B, T] rows hold
+// chunks `rank` and 2C-1-rank of every row, T / 2 tokens each (train/context_batch.h's cut).
+std::vector<double> context_tokens(const std::vector<double>& whole, int64_t B, int64_t T, int rank, int size) {
+  if (whole.empty()) return whole;
+  const int64_t Tw = T * size, half = T / 2;
+  NM_CHECK(static_cast<int64_t>(whole.size()) == B * Tw, "GRPO loss: {} values for {} rows of {} tokens", whole.size(),
+           B, Tw);
+  const model::ContextChunks c{size, rank, half};
+  std::vector<double> out(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int j = 0; j < 2; ++j)
+      std::copy_n(whole.begin() + b * Tw + c.chunk(j) * half, half, out.begin() + b * T + j * half);
+  return out;
+}
 
 }  // namespace
 
@@ -38,8 +54,10 @@ double ClippedPGLoss::normaliser(const std::vector<model::Batch>& micro) {
     const int64_t B = micro[k].labels.dim(0), T = micro[k].labels.dim(1);
     NM_CHECK(static_cast<int64_t>(d.sample_mask.size()) == B, "GRPO loss: micro-batch {} has {} rows, {} sample masks",
              k, B, d.sample_mask.size());
+    // A row split over context ranks is one sample: its rank 0 counts it (its tokens each rank).
+    const bool counts_rows = !micro[k].context_split || !context_ || context_->rank() == 0;
     for (int64_t b = 0; b < B; ++b) {
-      valid_samples_ += d.sample_mask[b];
+      if (counts_rows) valid_samples_ += d.sample_mask[b];
       for (int64_t t = 0; t < T; ++t) valid_tokens_ += tm[b * T + t] * d.sample_mask[b];
     }
   }
@@ -82,10 +100,27 @@ train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index,
   (void)ctx;
   NM_CHECK(micro_index >= 0 && micro_index < static_cast<int64_t>(data_.size()),
            "GRPO loss: micro-batch {} but data for {}", micro_index, data_.size());
-  const GrpoTokenData& d = data_[micro_index];
   const LossFnSection& c = cfg_;
   const std::vector<double> lp = logprobs.to_f64_vector(), tm = grpo_token_mask(mb);
   const int64_t B = mb.labels.dim(0), T = mb.labels.dim(1), N = B * T;
+  // Context parallelism: this rank's chunks of the whole rows' data; the per-row sums are summed
+  // over the context group (sum_rows) and per-row counts made by its rank 0 (first).
+  const bool split = mb.context_split && context_ && context_->size() > 1;
+  const bool first = !split || context_->rank() == 0;
+  auto sum_rows = [&](std::vector<double>& v) {
+    if (split) context_->all_reduce_host(v);
+  };
+  GrpoTokenData cut;
+  if (split) {
+    const GrpoTokenData& w = data_[micro_index];
+    const int r = context_->rank(), C = context_->size();
+    cut.advantages = context_tokens(w.advantages, B, T, r, C);
+    cut.prev_logprobs = context_tokens(w.prev_logprobs, B, T, r, C);
+    cut.generation_logprobs = context_tokens(w.generation_logprobs, B, T, r, C);
+    cut.reference_logprobs = context_tokens(w.reference_logprobs, B, T, r, C);
+    cut.sample_mask = w.sample_mask, cut.rewards = w.rewards;
+  }
+  const GrpoTokenData& d = split ? cut : data_[micro_index];
   // force_on_policy_ratio: prev = stopgrad(lp), so the trainer's prev log-probs are not read.
   const bool force = c.force_on_policy_ratio;
   NM_CHECK(static_cast<int64_t>(lp.size()) == N && static_cast<int64_t>(d.advantages.size()) == N &&
@@ -117,10 +152,25 @@ train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index,
   // own count; in the numerator it is scaled by the step's normaliser, which the step divides by.
   const double mu = c.positive_example_nll_weight;
   const bool nll_on = mu > 0 && !d.rewards.empty();
-  double correct_tokens = 0;
-  if (nll_on)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) correct_tokens += tm[b * T + t] * d.sample_mask[b] * (d.rewards[b] > 0 ? 1 : 0);
+  // The per-row sums first (over the whole rows: summed over the context group): the token mask's
+  // and GSPO's / seq-mask-tis's log sums, [4 B], then the NLL's token count.
+  const bool row_sums = seq_ratio || seq_is || tis == "seq-mask-tis";
+  std::vector<double> rs(static_cast<size_t>(4 * B + 1), 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    const double sm = d.sample_mask[b];
+    for (int64_t t = 0; t < T; ++t) {
+      const size_t n = static_cast<size_t>(b * T + t);
+      rs[b] += tm[n];
+      if (nll_on) rs[4 * B] += tm[n] * sm * (d.rewards[b] > 0 ? 1 : 0);
+      if (!row_sums || tm[n] == 0) continue;
+      const double pv = prev_of(n), gen = d.generation_logprobs[n];
+      rs[B + b] += tm[n] * (lp[n] - pv);
+      rs[2 * B + b] += tm[n] * sm * (pv - gen);
+      rs[3 * B + b] += tm[n] * finite_or_zero(pv - gen);
+    }
+  }
+  sum_rows(rs);
+  const double correct_tokens = rs[4 * B];
   const double nll_scale = correct_tokens > 0 ? mu * loss_norm / (correct_tokens + 1e-8) : 0.0;
 
   train::TokenLossGrad g;
@@ -128,37 +178,29 @@ train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index,
   double ratio_sum = 0, clamped_sum = 0, below = 0, above = 0, kl_sum = 0, mult_err = 0, gen_kl = 0, pol_kl = 0,
          js = 0, is_sum = 0, oob = 0, entropy = 0, samples = 0, nll_sum = 0;
   double r_min = kInf, r_max = -kInf, c_min = kInf, c_max = -kInf;
+  std::vector<double> d_row_ratio(static_cast<size_t>(B), 0.0);  // d numerator / d row_ratio (GSPO)
+  std::vector<double> row_ratios(static_cast<size_t>(B), 1.0);
   for (int64_t b = 0; b < B; ++b) {
     const double sm = d.sample_mask[b];
-    samples += sm;
-    double row_tokens = 0;
-    for (int64_t t = 0; t < T; ++t) row_tokens += tm[b * T + t];
+    if (first) samples += sm;
+    const double row_tokens = rs[b];
     const double inv_row = 1.0 / (row_tokens + 1e-8);  // NeMo RL's masked_mean over the token mask
     // Token level: each token weighs M = tm * sm; sequence level: sm * tm / (row tokens + 1e-8).
     const double row_scale = c.token_level_loss ? sm : sm * inv_row;
     // Per-row quantities: GSPO's ratio and weight, seq-mask-tis's keep flag.
     double row_ratio = 1, row_w = 1, row_keep = 1;
     bool row_oob = false;
-    if (seq_ratio || seq_is || tis == "seq-mask-tis") {
-      double log_ratio = 0, log_w = 0, log_is = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        const size_t n = static_cast<size_t>(b * T + t);
-        if (tm[n] == 0) continue;
-        const double pv = prev_of(n), gen = d.generation_logprobs[n];
-        log_ratio += tm[n] * (lp[n] - pv);
-        log_w += tm[n] * sm * (pv - gen);
-        log_is += tm[n] * finite_or_zero(pv - gen);
-      }
-      row_ratio = std::exp(log_ratio * inv_row);
-      row_w = truncate_weight(tis, finite_or_zero(std::exp(log_w)), tis_lo, tis_hi, &row_oob);
+    if (row_sums) {
+      row_ratio = std::exp(rs[B + b] * inv_row);
+      row_w = truncate_weight(tis, finite_or_zero(std::exp(rs[2 * B + b])), tis_lo, tis_hi, &row_oob);
       if (tis == "seq-mask-tis") {
-        const double geo = std::exp(log_is * inv_row);
+        const double geo = std::exp(rs[3 * B + b] * inv_row);
         row_keep = geo >= tis_lo && geo <= tis_hi ? 1.0 : 0.0;
-        oob += sm * (1 - row_keep);
+        if (first) oob += sm * (1 - row_keep);
       }
-      if (seq_is) is_sum += sm * row_w * row_keep;
+      if (seq_is && first) is_sum += sm * row_w * row_keep;
     }
-    double d_row_ratio = 0;  // d numerator / d row_ratio (GSPO)
+    row_ratios[b] = row_ratio;
     for (int64_t t = 0; t < T; ++t) {
       const size_t n = static_cast<size_t>(b * T + t);
       if (tm[n] == 0) continue;
@@ -199,7 +241,7 @@ train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index,
       if (tis == "tis" || tis == "icepop") oob += m * (tok_oob ? 1.0 : 0.0);
       const double wl = c.use_importance_sampling_correction ? w : 1.0;
       double total = wl * l, dtotal = wl * (dl_dr * dr + dl_dlp);
-      d_row_ratio += weight * wl * dl_dr;
+      d_row_ratio[b] += weight * wl * dl_dr;
       if (kl_on) {
         // exp(lp - gen_lp) under the on-policy approximation, else exp(lp - stopgrad(lp)) = 1:
         // either way d w / d lp = w (NaN/inf -> 0 with no gradient).
@@ -235,8 +277,12 @@ train::TokenLossGrad ClippedPGLoss::per_token(Context& ctx, int64_t micro_index,
       if (!seq_is) is_sum += m * w;
       entropy += m * -(std::exp(lp[n] - gen) * lp[n]);
     }
-    if (seq_ratio)  // d row_ratio / d lp_t = row_ratio * tm_t / (row tokens + 1e-8)
-      for (int64_t t = 0; t < T; ++t) dlp[static_cast<size_t>(b * T + t)] += d_row_ratio * row_ratio * tm[b * T + t] * inv_row;
+  }
+  if (seq_ratio) {  // d row_ratio / d lp_t = row_ratio * tm_t / (row tokens + 1e-8), over the whole row
+    sum_rows(d_row_ratio);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        dlp[static_cast<size_t>(b * T + t)] += d_row_ratio[b] * row_ratios[b] * tm[b * T + t] / (rs[b] + 1e-8);
   }
   g.dlogprob = Tensor::from_vector<double>({N}, dlp);
   g.metrics = {{"probs_ratio", ratio_sum / tok_norm},

@@ -51,6 +51,12 @@ class ClippedPGLoss : public train::LossFn {
   explicit ClippedPGLoss(LossFnSection cfg);
   // The step's per-micro-batch data, in the order the micro-batches are given to TrainStep::run.
   void set_data(std::vector<GrpoTokenData> micro) { data_ = std::move(micro); }
+  // Context parallelism: the training step hands per_token and normaliser this rank's two chunks of
+  // every row (model/context_split.h; the batch's context_split), so the whole rows' data is cut
+  // alike and the per-row sums (tokens, GSPO's and seq-mask-tis's log sums, the NLL's count, GSPO's
+  // row gradient) are summed over `group` (null: one process); per-row counts (samples) are
+  // counted by its rank 0 only.
+  void set_context_group(parallel::Communicator* group) { context_ = group; }
   const std::vector<GrpoTokenData>& data() const { return data_; }
   const LossFnSection& config() const { return cfg_; }
 
@@ -80,6 +86,7 @@ class ClippedPGLoss : public train::LossFn {
  private:
   LossFnSection cfg_;
   std::vector<GrpoTokenData> data_;
+  parallel::Communicator* context_ = nullptr;
   double valid_tokens_ = 0, valid_samples_ = 0;
 };
 

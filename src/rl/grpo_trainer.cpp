@@ -111,6 +111,7 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       loop_(loop_options(cfg, train::rank_hooks(opts_))) {
   NM_CHECK(!train_.empty(), "no training prompts");
   if (!loop_.options().hooks.writes_logs) opts_.progress = false;
+  loss_.set_context_group(groups_->context.get());
   const int64_t D = groups_->data->size();
   const GrpoConfig& g = cfg_.grpo;
   if (g.grpo.num_prompts_per_step % D != 0)
@@ -359,6 +360,10 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   bo.overlong_filtering = g.grpo.overlong_filtering;
   bo.pad_id = tok_.eos_token_id().value_or(0);
   bo.mask_dtype = net_.params().dtype();
+  if (const int64_t C = groups_->context->size(); C > 1) {  // the training step cuts each row into 2C chunks
+    bo.length_multiple = 2 * C;
+    bo.min_length = 2 * C * std::max<int64_t>({1, cfg_.model.conv_kernel - 1, net_.mtp_depths()});
+  }
   // Each optimizer update trains train_global_batch_size rows: this rank's 1/D of them.
   const int64_t per_update = g.policy.train_global_batch_size / D;
   const int64_t updates = g.rollout_rows() / g.policy.train_global_batch_size;

@@ -218,7 +218,8 @@ StepResult TrainStep::run(const std::vector<model::Batch>& whole, LossFn& loss, 
     // Keyed by the micro-batch's index in the global batch (data rank r holds r, r + D, ...:
     // train/data_parallel.h), so each sample draws the masks it draws in one process.
     const int64_t global_micro = static_cast<int64_t>(k) * data_ranks + groups().data->rank();
-    ctx_.dropout = {true, cfg_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(global_micro)};
+    ctx_.dropout = {true, cfg_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(global_micro),
+                    micro[k].context_split ? micro[k].input_ids.dim(0) : 0};
     // The last micro-batch's backward completes each layer's gradients: their buckets start
     // their reduction over the data group while the earlier layers' backward runs.
     const bool last = k + 1 == micro.size();

@@ -5,10 +5,10 @@
 # scan state from chunk to chunk, per-token layers run on the local rows, and the gradients are
 # summed over data x context. The tiny super3 recipe (trunk M*M-ME: Mamba-2, GQA attention, MLP,
 # latent MoE with a shared expert and the expert-bias update; MTP block *E at two depths, whose
-# shifted targets read the tokens after each chunk) without seq_aux_loss (refused at CP > 1,
-# below), 4 steps with validation, as one process and at CP 2, CP 4, CP 2 x TP 2 and
-# CP 2 x DP 2: every loss and the weights at iteration 4 equal the single process's within float32
-# rounding of another summation order (cli.tensor_parallel's tolerances). Then packed SFT at CP 2
+# shifted targets read the tokens after each chunk), first without seq_aux_loss, 4 steps with
+# validation, as one process and at CP 2, CP 4, CP 2 x TP 2 and CP 2 x DP 2: every loss and the
+# weights at iteration 4 equal the single process's within float32 rounding of another summation
+# order (cli.tensor_parallel's tolerances); then with seq_aux_loss. Then packed SFT at CP 2
 # (sequence boundaries inside and across chunks), DeciLM (RoPE at global positions, per-layer GQA)
 # at CP 2, a CP 2 checkpoint continued in one process, and the layouts that cannot run.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -32,6 +32,37 @@ layout cp2dp2 4 model.context_parallel_size=2 "${zero[@]}"
 layout cp2dp2b 4 model.context_parallel_size=2 "${zero[@]}" ddp.bucket_size=20000
 grep -q '^rank layout: DP 2 x EP 1 x TP 1 x CP 2 over 4 ranks' "$TMP/out.cp2dp2" ||
   fail "the run does not print its layout: $(head -5 "$TMP/out.cp2dp2")"
+
+# seq_aux_loss (the recipes' balancing) at CP 2, CP 2 x TP 2 (sequence parallel) and CP 2 x DP 2:
+# each row's expert counts are summed over the context group and the row length is the whole
+# row's, so the router's gradient on each rank's tokens is one process's (a coefficient 1000 times
+# the recipe's makes a wrong one show in the weights), and the logged load-balancing loss (each
+# rank's part, summed) is one process's.
+run=("${run[@]}" moe.moe_router_load_balancing_type=seq_aux_loss moe.moe_aux_loss_coeff=0.1)
+expect_ok "one process, seq_aux_loss" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/aux1" checkpoint.save_interval=2
+aux_losses() {
+  python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "train" and r["iteration"] <= 4: print(repr(r["load_balancing_loss"]))' "$1"
+}
+aux_losses "$TMP/aux1/metrics.jsonl" >"$TMP/aux1.lb"
+mv "$TMP/dp1" "$TMP/dp1.keep" && cp -r "$TMP/aux1" "$TMP/dp1"
+for l in "auxcp2 2 model.context_parallel_size=2" \
+  "auxcp2tp2 4 model.context_parallel_size=2 model.tensor_model_parallel_size=2 model.sequence_parallel=true" \
+  "auxcp2dp2 4 model.context_parallel_size=2 ${zero[*]}"; do
+  read -r -a args <<<"$l"
+  layout "${args[@]}"
+  [[ -f $TMP/${args[0]}/metrics.jsonl ]] || continue
+  aux_losses "$TMP/${args[0]}/metrics.jsonl" >"$TMP/${args[0]}.lb"
+  if msg=$(close "$TMP/${args[0]}.lb" "$TMP/aux1.lb" 1e-5); then
+    echo "ok: ${args[0]}: load-balancing losses equal one process's ($msg)"
+  else
+    fail "${args[0]}: load-balancing losses differ ($msg): $(paste -d' ' "$TMP/${args[0]}.lb" "$TMP/aux1.lb" | tr '\n' ';')"
+  fi
+done
+rm -rf "$TMP/dp1" && mv "$TMP/dp1.keep" "$TMP/dp1"
+run=("${run[@]}" "${noaux[@]}")
 
 # A CP 2 checkpoint (params replicated over the context ranks: one writer) continues in one process.
 expect_ok "CP 2 checkpoint in one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.load="$TMP/cp2" \
@@ -69,11 +100,8 @@ bad_layout "CP not dividing the sequence" 2 \
 bad_layout "CP chunks shorter than the conv window" 2 \
   "$recipe: model.context_parallel_size: 2 cuts each sequence into chunks of 2 tokens, fewer than the 3 before a token that Mamba's conv1d reads (model.conv_kernel - 1)" \
   "${tiny[@]}" "${noaux[@]}" model.context_parallel_size=2 dataset.seq_length=8
-bad_layout "CP with seq_aux_loss" 2 \
-  "$recipe: model.context_parallel_size: 2: moe.moe_router_load_balancing_type seq_aux_loss (per-sequence statistics) does not run context-parallel yet; set none (the expert-bias update does)" \
-  "${tiny[@]}" model.context_parallel_size=2
 bad_layout "CP x TP over too few ranks" 2 \
   "$recipe: model.tensor_model_parallel_size: 2 x model.context_parallel_size 2 = 4 does not divide the world size 2 (ranks started by the launcher)" \
   "${tiny[@]}" "${noaux[@]}" model.context_parallel_size=2 model.tensor_model_parallel_size=2
 
-finish "context parallelism (CP 2, CP 4, CP 2 x TP 2, CP 2 x DP 2, packed SFT, DeciLM) equals one process; bad layouts refused"
+finish "context parallelism (CP 2, CP 4, CP 2 x TP 2, CP 2 x DP 2, seq_aux_loss, packed SFT, DeciLM) equals one process; bad layouts refused"

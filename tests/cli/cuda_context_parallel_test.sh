@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Context parallelism on GPUs over NCCL (issue 23), against one GPU: the tiny super3 recipe (Mamba-2,
-# attention, MLP, MoE with the expert-bias update, MTP; seq_aux_loss off, which CP refuses) in
+# attention, MLP, MoE with the expert-bias update, MTP; seq_aux_loss off: cli.context_parallel runs it under CP on the CPU) in
 # bf16 with float32 masters, 6 steps, as one process on one GPU and under `mpirun -np N` at CP 2
 # and (4 GPUs) CP 2 x TP 2 and CP 4; bf16 tolerances of cli.cuda_tensor_parallel (losses 2e-3
 # relative, weights 2e-2 absolute). The K/V all-gather, the conv halo and the scan states go

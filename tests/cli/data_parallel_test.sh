@@ -96,9 +96,6 @@ bad_run_layout "EP larger than the data ranks" 2 \
   model.expert_model_parallel_size=4
 bad_run_layout "a global batch that does not split over the ranks" 3 \
   "$recipe: train.global_batch_size: 8 is not a multiple of train.micro_batch_size 2 x 3 data-parallel ranks = 6 (every rank runs whole micro-batches; change either, or the number of ranks)"
-bad_run_layout "context parallelism with seq_aux_loss" 2 \
-  "$recipe: model.context_parallel_size: 2: moe.moe_router_load_balancing_type seq_aux_loss (per-sequence statistics) does not run context-parallel yet; set none (the expert-bias update does)" \
-  model.context_parallel_size=2
 bad_run_layout "sequence parallelism without tensor parallelism" 2 \
   "$recipe: model.sequence_parallel: true needs model.tensor_model_parallel_size > 1 (sequence parallelism splits the tensor-parallel group's activations)" \
   model.sequence_parallel=true
