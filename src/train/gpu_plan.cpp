@@ -206,7 +206,13 @@ std::vector<GroupTraffic> step_traffic(const GpuPlanInput& in, const parallel::R
                    std::move(what), buffer, sent});
   };
   const int dp = layout.data();
-  if (in.distributed_optimizer)
+  if (in.fsdp && dp > 1)  // each layer's weights gathered for its forward and its backward, per micro-batch
+    add("data", layout.data_group(0),
+        fmt::format("reduce-scatter of {} float32 gradients, all-gather of their bf16 values twice per micro-batch "
+                    "(full parameter sharding)",
+                    model::human_count(dense)),
+        (kF32 + 2 * micro * kBf16) * dense, spread_sent((kF32 + 2 * micro * kBf16) * dense, dp));
+  else if (in.distributed_optimizer)
     add("data", layout.data_group(0),
         fmt::format("reduce-scatter of {} float32 gradients, all-gather of their bf16 values",
                     model::human_count(dense)),
@@ -278,7 +284,7 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
   // in other collectives; recompute a third more compute; smaller micro-batches smaller GEMMs),
   // and the cheapest sum that fits wins.
   const bool fsdp_possible = now.tensor == 1 && now.expert == 1 && now.context == 1;
-  for (const bool fsdp : {in.fsdp, in.fsdp || fsdp_possible})
+  for (const bool fsdp : {in.fsdp, !in.fsdp})
   for (const bool dist : {in.distributed_optimizer, true})
     for (int64_t ep = now.expert; ep <= std::max<int64_t>(now.expert, model::routed_experts(c)); ep *= 2)
       for (int64_t tp = now.tensor; tp <= std::max<int64_t>(now.tensor, per_node); tp *= 2)
@@ -287,12 +293,15 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
             for (int64_t mbs = in.micro_batch_size; mbs >= 1; mbs /= 2) {
               if (sp && (tp == 1 || in.seq_length % tp != 0)) continue;
               // Full parameter sharding runs with data parallelism alone (and shards the optimizer).
-              if (fsdp && (ep != now.expert || tp != now.tensor || sp != now.sequence_parallel || !dist)) continue;
+              if (fsdp && (!fsdp_possible || ep != now.expert || tp != now.tensor || sp != now.sequence_parallel || !dist))
+                continue;
               double cost = 0;
               std::vector<std::string> o;
-              if (fsdp != in.fsdp)
+              if (fsdp && !in.fsdp)
                 cost += 2, o.push_back("ddp.use_megatron_fsdp=true"),
                     o.push_back("ddp.data_parallel_sharding_strategy=optim_grads_params");
+              else if (!fsdp && in.fsdp)  // back to the distributed optimizer, for a layout FSDP does not run
+                o.push_back("ddp.data_parallel_sharding_strategy=optim");
               else if (dist != in.distributed_optimizer) cost += 1, o.push_back("ddp.use_distributed_optimizer=true");
               if (sp != now.sequence_parallel) cost += 1, o.push_back("model.sequence_parallel=true");
               for (int64_t e = now.expert; e < ep; e *= 2) cost += 2;
