@@ -5,8 +5,9 @@
 # expert-bias updates, MTP) for 6 steps with validation. Each rank keeps 1/D of the weights, each
 # trunk layer is all-gathered before its forward and its backward (the next one prefetched), the
 # gradients reduce-scattered per layer, the update writes the rank's slices only, so:
-#  - DP2 (2 micro-batches per rank: gradient accumulation) and DP4 equal the single process within
-#    the tolerances of cli.distributed_optimizer (losses 1e-5 relative, weights 5e-5 + 1e-4 |w|);
+#  - DP2 (2 micro-batches per rank: gradient accumulation), DP2 with full recomputation and DP4
+#    equal the single process within the tolerances of cli.distributed_optimizer (losses 1e-5
+#    relative, weights 5e-5 + 1e-4 |w|);
 #  - the banner says each rank holds 1/D of the weights, and the summary that layer gathers ran
 #    ahead of their layer (prefetched);
 #  - the DP2 checkpoint (each rank writes its weight slices) resumes in one process and under the
@@ -62,8 +63,13 @@ if mpi 4 dp4 "${fsdp[@]}" checkpoint.save="$TMP/dp4" train.exit_interval=4; then
   same_run "FSDP DP4" "$TMP/dp4" 4 0
 fi
 
+# Full recomputation: the backward reruns each layer's forward on the weights gathered for it.
+if mpi 2 rc "${fsdp[@]}" model.recompute_granularity=full checkpoint.save="$TMP/rc" train.exit_interval=4; then
+  same_run "FSDP DP2 with model.recompute_granularity=full" "$TMP/rc" 4 0
+fi
+
 # optim_grads: the distributed optimizer's banner, no full sharding.
-if mpi 2 og ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads train.train_iters=2 \
+if mpi 2 og ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads checkpoint.save="$TMP/og" train.train_iters=2 \
   scheduler.lr_wsd_decay_iters=1; then
   grep -q "^distributed optimizer (ddp.use_distributed_optimizer): fp32 moments 1/2 per rank" "$TMP/out.og" &&
     ! grep -q "full parameter sharding" "$TMP/out.og" && echo "ok: optim_grads runs the distributed optimizer" ||
