@@ -33,6 +33,9 @@
 // (ddp.use_distributed_optimizer, train/adamw.h): each gradient bucket is reduce-scattered (from
 // the last backward, as the all-reduce's buckets are) and the values all-gathered after the update;
 // the line then gives the reduce-scatters' time alone instead of the all-reduce's.
+// --fsdp shards the bf16 weights too (Megatron FSDP's optim_grads_params, train/param_gather.h):
+// each layer all-gathered before its forward and its backward, the next one prefetched. Every line
+// gives the step's peak device memory (measured from the first step on, after the model's set-up).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +44,7 @@
 #include "bench_io.h"
 #include "bench_models.h"
 #include "gemm_peak.h"
+#include "core/error.h"
 #include "core/version.h"
 #include "model/hybrid_model.h"
 #include "parallel/mpi_communicator.h"
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
   int64_t B = 4, T = 4096, allreduce_mib = 1024, bucket_mib = 0;
   int steps = 10, accum = 1, ep = 1, tp = 1, cp = 1;
   double peak_given = 0;
-  bool sp = false, dist_opt = false;
+  bool sp = false, dist_opt = false, fsdp = false;
   int sm_margin = 0;
   CLI::App app{"CUDA data-parallel train-step benchmark (bf16, fp32 masters, NCCL)"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
@@ -96,6 +100,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--sequence-parallel", sp, "model.sequence_parallel (with --tensor-parallel > 1)");
   app.add_flag("--distributed-optimizer", dist_opt, "ddp.use_distributed_optimizer: state sharded over the data group");
+  app.add_flag("--fsdp", fsdp,
+               "ddp.data_parallel_sharding_strategy=optim_grads_params: the weights sharded too (data parallelism only)");
   app.add_option("--tp-gemm-sm-margin", sm_margin,
                  "multiprocessors the GEMMs leave to a pending overlapped tensor collective (0: none)")
       ->check(CLI::NonNegativeNumber);
@@ -136,8 +142,9 @@ int main(int argc, char** argv) {
     net.params().create_masters();
     train::StepConfig sc{1.0, {}, 1234, groups};
     if (bucket_mib > 0) sc.grad_bucket_elements = bucket_mib << 18;
-    train::AdamW opt(net.params(), {}, dist_opt ? &dp : nullptr, groups->expert.get(), groups->tensor.get(),
-                     sc.grad_bucket_elements);
+    if (fsdp && (tp > 1 || ep > 1 || cp > 1)) throw InputError("--fsdp runs with data parallelism only");
+    train::AdamW opt(net.params(), {}, dist_opt || fsdp ? &dp : nullptr, groups->expert.get(), groups->tensor.get(),
+                     sc.grad_bucket_elements, fsdp && dp.size() > 1);
     train::TrainStep step(net, opt, sc);
     train::MaskedCrossEntropy ce;
     // The ranks of a tensor or context group train the same rows (the step cuts a context rank's
@@ -149,8 +156,10 @@ int main(int argc, char** argv) {
     double loss = 0;
     int64_t iteration = 0;
     auto run = [&] { loss = step.run(micro, ce, 1e-4, ++iteration).loss; };
+    gpu.reset_peak();  // the step's peak, not the set-up's (whole values before sharding)
     run();
     const double step_ms = median_cuda_ms(ctx, steps, run, 1);
+    const size_t step_peak_bytes = gpu.peak_bytes();
     // One profiled step (a second one: the first fills the event pool): GPU ms per op phase
     // (core/op_profiler.h); the rest of the step is outside ops: collectives, copies, launch gaps.
     cuda::CudaOpProfiler profiler;
@@ -237,6 +246,8 @@ int main(int argc, char** argv) {
       std::printf("train step (median of %d, slowest rank %.2f ms): %.2f ms | %.0f tokens/s per GPU, %.0f in all | "
                   "MFU %.1f%% | loss %.4f\n",
                   steps, worst[0], step_ms, tok_s_gpu, tok_s_gpu * world, 100.0 * tflops_gpu / peak, loss);
+      std::printf("step peak device memory (rank 0): %.2f GiB (%s)\n", static_cast<double>(step_peak_bytes) / (1 << 30),
+                  opt.shards_values() ? "FSDP: weights sharded" : opt.sharded() ? "distributed optimizer" : "plain data parallel");
       std::printf("op phases of one profiled step on rank 0 (%.2f ms):", profiled_ms);
       for (OpPhase p : all_op_phases())
         if (phases.calls_of(p) > 0) std::printf(" %s %.2f ms", op_phase_name(p), phases.ms_of(p));
@@ -264,6 +275,10 @@ int main(int argc, char** argv) {
       nlohmann::json rec = {{"bench", "cuda_data_parallel"}, {"config", config}, {"gpus", world},
                             {"expert_parallel", ep}, {"tensor_parallel", tp}, {"context_parallel", cp}, {"sequence_parallel", sp}, {"layout", layout.describe()},
                             {"distributed_optimizer", opt.sharded()}, {"optimizer_state_bytes", opt.state_bytes()},
+                            {"fsdp", opt.shards_values()}, {"step_peak_device_bytes", step_peak_bytes},
+                            {"weight_bytes_per_gpu", step.param_gather() ? step.param_gather()->shard_bytes() +
+                                                                               step.param_gather()->buffer_bytes()
+                                                                         : static_cast<int64_t>(net.params().numel() * 2)},
                             {"a2a_ms", a2a_ms},
                             {"a2a_bytes_per_gpu", a2a_bytes}, {"a2a_bus_gbps", a2a_bus},
                             {"batch", B}, {"seq_len", T}, {"grad_accum", accum}, {"step_ms", step_ms},

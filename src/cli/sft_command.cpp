@@ -162,6 +162,12 @@ int run_sft(const TrainingCommandOptions& o) {
   gen_task.max_new_tokens = 256;
   auto accuracy = [&] {
     if (heldout.teacher_forced.empty()) return;
+    // Full parameter sharding: the layers' weights exist whole only inside the training step's
+    // collectives (train/param_gather.h), which these per-rank forwards do not take part in.
+    if (cfg.ddp.shards_params() && layout.data() > 1) {
+      std::printf("held-out accuracy: skipped under full parameter sharding (score the checkpoint with `nemotron eval`)\n");
+      return;
+    }
     const std::string when = fmt::format("at iteration {}", trainer.iteration());
     print_accuracy(when.c_str(),
                    train::teacher_forced_accuracy(net, heldout.teacher_forced, cfg.dataset.seq_length, data.pad_id,

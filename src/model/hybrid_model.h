@@ -67,6 +67,8 @@ class HybridModel {
   ParamStore& params() { return store_; }
   // The trunk's mixers (MTP blocks' are in mtp_blocks()).
   const std::vector<std::unique_ptr<Mixer>>& mixers() const { return trunk_->mixers(); }
+  // The trunk's layer observer (LayerStack::set_before_layer; the MTP blocks' layers have none).
+  void set_trunk_observer(const LayerStack::LayerObserver* f) { trunk_->set_before_layer(f); }
   void init(uint64_t seed);
 
   // The trunk: embedding and every layer -> the final residual stream x [B, T, H] (before the

@@ -115,6 +115,7 @@ Tensor LayerStack::forward(Context& ctx, Tensor x, std::vector<LayerSaved>* save
   Tensor out;  // the previous layer's mixer output, not yet added to x
   for (size_t i = 0; i < mixers_.size(); ++i) {
     const int64_t li = first_index_ + static_cast<int64_t>(i);
+    notify(li, false);
     Tensor h = ctx.empty(shape, dt), rstd = ctx.empty({N}, stat_dtype(dt));
     if (out.defined()) {
       Tensor sum = ctx.empty(shape, dt);
@@ -146,6 +147,7 @@ void LayerStack::backward(Context& ctx, std::vector<LayerSaved>& saved, Tensor& 
   for (size_t i = mixers_.size(); i-- > 0;) {
     const int64_t li = first_index_ + static_cast<int64_t>(i);
     LayerSaved& s = saved[i];
+    notify(li, true);
     const int64_t N = s.x_in.numel() / H;
     if (!s.mixer) {  // recompute: the normed input, then the mixer's forward with its saved state
       Tensor h = ctx.empty(s.x_in.shape(), s.x_in.dtype()), rstd = ctx.empty({N}, stat_dtype(s.x_in.dtype()));

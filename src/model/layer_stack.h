@@ -3,6 +3,7 @@
 // block (model/mtp.h, A.8) holds another over its own inner pattern. The stack neither embeds nor
 // normalises its output: the caller does (final norm, MTP's final_layernorm).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,7 +45,20 @@ class LayerStack {
   // gradients accumulate. Consumes `saved`.
   void backward(Context& ctx, std::vector<LayerSaved>& saved, Tensor& dx, const SequenceLayout& layout);
 
+  // An observer called with (layer index, false) just before each layer's forward reads its
+  // parameters and (index, true) just before its backward does (recomputation included), for
+  // whoever owns where the parameters' values live (the trainer's full parameter sharding,
+  // train/param_gather.h, gathers a layer's weights there). Null: none. Unlike
+  // Context::on_layer_backward it belongs to the stack (set once for its life), so every forward
+  // of the model, evaluation's included, sees it.
+  using LayerObserver = std::function<void(int64_t layer, bool backward)>;
+  void set_before_layer(const LayerObserver* f) { before_layer_ = f; }
+
  private:
+  const LayerObserver* before_layer_ = nullptr;
+  void notify(int64_t layer, bool backward) const {
+    if (before_layer_ && *before_layer_) (*before_layer_)(layer, backward);
+  }
   int64_t H_;
   float eps_;
   int64_t first_index_;

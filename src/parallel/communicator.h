@@ -54,6 +54,8 @@ class Communicator {
   virtual void reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op = ReduceOp::sum) {
     reduce_scatter(in, out, op);
   }
+  // all_gather in the same way: `in` and `out` must stay allocated until wait_pending().
+  virtual void all_gather_async(const Tensor& in, Tensor& out) { all_gather(in, out); }
   virtual void wait_pending() {}
 
   // Host values (loss sums, token counts, flags), whatever device the group's tensors live on.

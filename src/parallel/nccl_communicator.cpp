@@ -103,6 +103,15 @@ void NcclCommunicator::reduce_scatter_async(const Tensor& in, Tensor& out, Reduc
   queued_async();
 }
 
+void NcclCommunicator::all_gather_async(const Tensor& in, Tensor& out) {
+  if (in.device().is_cpu()) return all_gather(in, out);
+  check_chunked(in, out, size(), "all_gather");
+  cudaStream_t comm = static_cast<cudaStream_t>(comm_stream_after_compute());
+  check_nccl(ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()), comm_, comm),
+             "all_gather");
+  queued_async();
+}
+
 void NcclCommunicator::queued_async() {
   pending_ = true;
   if (overlap_sms_ > 0) ops::set_gemm_sm_margin(overlap_sms_);

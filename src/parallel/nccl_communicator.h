@@ -37,6 +37,7 @@ class NcclCommunicator final : public Communicator {
   void all_to_all_v_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                           const std::vector<int64_t>& recv_counts) override;
   void reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override;
+  void all_gather_async(const Tensor& in, Tensor& out) override;
   void wait_pending() override;
   // While an async collective of this group is pending, GEMMs leave `sms` multiprocessors to it
   // (ops::set_gemm_sm_margin); 0 (the default): no margin.

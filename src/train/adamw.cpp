@@ -26,6 +26,7 @@ struct AdamW::Shard {
   std::vector<Piece> pieces;
   std::vector<int> piece_of;   // by parameter: its piece's index, -1 = none on this rank
   Tensor grad, master, m, v;   // S float32 elements each; master only for a store with masters
+  Tensor value;                // full parameter sharding: S elements in the compute dtype
   // every = each rank's `mine` (S elements, laid out as grad) in the flat buffer's layout (N),
   // one all-gather per bucket.
   void all_gather(const Tensor& mine, Tensor& every) const {
@@ -65,7 +66,8 @@ double clip_factor(double norm, double max_norm) { return max_norm > 0 && norm >
 }  // namespace
 
 AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over,
-             parallel::Communicator* expert_group, parallel::Communicator* tensor_group, int64_t bucket_elements)
+             parallel::Communicator* expert_group, parallel::Communicator* tensor_group, int64_t bucket_elements,
+             bool shard_values)
     : params_(&params), cfg_(cfg), expert_group_(expert_group), tensor_group_(tensor_group) {
   m_.resize(params.all().size());
   v_.resize(params.all().size());
@@ -74,13 +76,14 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
     return;
   }
   const int D = shard_over->size();
-  params.make_grads_contiguous(kShardAlign, kShardAlign * D);
+  // Full parameter sharding cuts at every layer's first parameter: each must start at 64 D.
+  params.make_grads_contiguous(shard_values ? kShardAlign * D : kShardAlign, kShardAlign * D);
   const Tensor& buf = params.grad_buffer();
   auto sh = std::make_unique<Shard>();
   sh->group = shard_over;
   sh->buffer = buf.raw();
   sh->buffer_numel = buf.numel();
-  sh->buckets = grad_buckets(params, bucket_elements, kShardAlign * D);  // each a multiple of 64 D
+  sh->buckets = grad_buckets(params, bucket_elements, kShardAlign * D, shard_values);  // each a multiple of 64 D
   for (GradBucket& b : sh->buckets) {
     NM_CHECK((b.end - b.begin) % (kShardAlign * D) == 0, "bucket [{}, {}) is not a multiple of {}", b.begin, b.end,
              kShardAlign * D);
@@ -126,8 +129,23 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
     m_[k] = sh->m.slice(at, at + (b - a));
     v_[k] = sh->v.slice(at, at + (b - a));
   }
+  if (shard_values) sh->value = Tensor::zeros({sh->size}, params.dtype(), be);
   shard_ = std::move(sh);
   shard_masters();
+  take_value_pieces();
+}
+
+bool AdamW::shards_values() const { return shard_ && shard_->value.defined(); }
+
+Tensor AdamW::value_shard() const { return shards_values() ? shard_->value : Tensor(); }
+
+int64_t AdamW::buffer_offset(size_t k) const { return shard_ ? shard_->offset[k] : -1; }
+
+void AdamW::take_value_pieces() {
+  if (!shards_values()) return;
+  const auto& all = params_->all();
+  for (const Shard::Piece& pc : shard_->pieces)
+    shard_->value.slice(pc.at, pc.at + pc.length).copy_from(flat(all[pc.param]->value).slice(pc.begin, pc.begin + pc.length));
 }
 
 AdamW::~AdamW() = default;
@@ -187,7 +205,7 @@ void AdamW::step(double lr) {
   ops::adamw_update(ctx, shard_ ? shard_list() : list(), h);
   if (ops::AdamWTensors* experts = expert_list()) ops::adamw_update(ctx, *experts, h);
   pending_grad_scale_ = 1;
-  if (shard_) gather_values();
+  if (shard_ && !shards_values()) gather_values();  // full sharding: gathered where read (param_gather.h)
 }
 
 std::vector<const model::Param*> AdamW::owners(bool experts) const {
@@ -258,7 +276,7 @@ ops::AdamWTensors& AdamW::shard_list() {
   for (const Shard::Piece& pc : sh.pieces) {
     model::Param& p = *all[pc.param];
     const int64_t e = pc.at + pc.length;
-    ps.push_back({flat(p.value).slice(pc.begin, pc.begin + pc.length),
+    ps.push_back({sh.value.defined() ? sh.value.slice(pc.at, e) : flat(p.value).slice(pc.begin, pc.begin + pc.length),
                   sh.master.defined() ? sh.master.slice(pc.at, e) : Tensor(), sh.grad.slice(pc.at, e),
                   m_[pc.param], v_[pc.param], p.weight_decay});
   }
@@ -322,6 +340,13 @@ Tensor AdamW::master_piece(size_t k) const {
   if (!shards_masters() || shard_->piece_of[k] < 0) return Tensor();
   const Shard::Piece& pc = shard_->pieces[static_cast<size_t>(shard_->piece_of[k])];
   return shard_->master.slice(pc.at, pc.at + pc.length);
+}
+
+Tensor AdamW::truth_piece(size_t k) const {
+  if (shards_masters()) return master_piece(k);
+  if (!shards_values() || shard_->piece_of[k] < 0) return Tensor();
+  const Shard::Piece& pc = shard_->pieces[static_cast<size_t>(shard_->piece_of[k])];
+  return shard_->value.slice(pc.at, pc.at + pc.length);
 }
 
 int AdamW::shard_count() const { return shard_ ? shard_->group->size() : 1; }

@@ -24,6 +24,14 @@
 // loads the ranges it owns; from a single-file checkpoint set_moments() and shard_masters() take
 // each rank's range of the full tensors. So any D loads any other.
 //
+// Full parameter sharding (shard_values, Megatron FSDP's optim_grads_params): the same layout,
+// cut into one bucket per trunk layer (grad_buckets' by_layer; every parameter 64 D aligned so each
+// layer's start can be cut) and the rank's slices of the compute-dtype values kept too, as a
+// fourth S-element buffer (value_shard()) that the update writes instead of the parameters'
+// values; nothing is all-gathered after the update: train/param_gather.h gathers each layer's
+// values where the model reads them, when it needs them. take_value_pieces() fills the buffer
+// from whole values (construction, a load).
+//
 // Expert parallelism: the experts a rank holds (model::Param::is_expert) are not the other
 // ranks'; their gradients live outside the flat buffer (summed over the expert-data group), so
 // their state is whole on the rank that holds them, sharded or not, and updated by a second
@@ -66,9 +74,10 @@ class AdamW {
   // `tensor_group`: the tensor-parallel group (null or a group of one without): the norm then sums
   // every rank's parts of the split parameters and counts the whole ones (the same on every
   // member) once.
+  // `shard_values`: full parameter sharding as well (see above; needs shard_over).
   AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over = nullptr,
         parallel::Communicator* expert_group = nullptr, parallel::Communicator* tensor_group = nullptr,
-        int64_t bucket_elements = kDefaultGradBucketElements);
+        int64_t bucket_elements = kDefaultGradBucketElements, bool shard_values = false);
   ~AdamW();
   // One update with learning rate `lr` from the gradients currently in the store (sharded: from
   // the rank's reduce-scattered range, then the values all-gathered; collective).
@@ -104,6 +113,10 @@ class AdamW {
   // The float32 master of that piece (1-D), where this optimizer shards masters; undefined otherwise
   // (the store's truth is then whole on every rank).
   Tensor master_piece(size_t k) const;
+  // The truth of that piece where this optimizer shards it: the master piece, or under full
+  // parameter sharding without masters (a float32 store) the value piece; undefined otherwise.
+  Tensor truth_piece(size_t k) const;
+  bool shards_truth() const { return shards_masters() || shards_values(); }
 
   // The distributed optimizer (all no-ops / null without sharding).
   bool sharded() const { return shard_ != nullptr; }
@@ -116,6 +129,13 @@ class AdamW {
   int64_t state_bytes() const;
   int64_t unsharded_state_bytes() const;
   bool shards_masters() const;  // the store has float32 masters (a bf16 store), sharded here
+  // Full parameter sharding: the rank's slices of the values (S elements in the compute dtype,
+  // laid out as shard_grads()), and the flat buffer's offset of parameter k's value (-1: not in
+  // it). take_value_pieces() copies them from whole parameter values.
+  bool shards_values() const;
+  Tensor value_shard() const;
+  int64_t buffer_offset(size_t k) const;
+  void take_value_pieces();
   // Collective: every parameter's full master (as without sharding) in param.master, for a
   // load of weights into them (load_weights writes the truth); shard_masters() takes the ranges
   // back and drops the full ones. shard_masters() also adopts masters made after construction.

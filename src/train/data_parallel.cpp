@@ -54,21 +54,13 @@ LoopHooks rank_hooks(LoopHooks hooks) {
 
 namespace {
 
-// The trunk layer whose backward completes a parameter's gradient: "<prefix>layers.<i>." of the
-// trunk (not an MTP block's, "mtp.*"); everything else but the embedding (final norm, head, the
-// MTP blocks) is complete before the trunk's backward starts: `before_trunk`; the embedding only
-// at the very end: -1.
+// The trunk layer whose backward completes a parameter's gradient (trunk_layer_of); everything
+// else but the embedding (final norm, head, the MTP blocks) is complete before the trunk's
+// backward starts: `before_trunk`; the embedding only at the very end: -1.
 int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_t before_trunk) {
   if (&p == &embedding) return -1;
-  const std::string& n = p.name;
-  if (n.rfind("mtp.", 0) == 0 || n.find(".mtp.") != std::string::npos) return before_trunk;
-  const size_t at = n.find("layers.");
-  if (at == std::string::npos) return before_trunk;
-  size_t end = at + 7;
-  int64_t layer = 0;
-  bool digits = false;
-  while (end < n.size() && n[end] >= '0' && n[end] <= '9') layer = layer * 10 + (n[end++] - '0'), digits = true;
-  return digits && end < n.size() && n[end] == '.' ? layer : before_trunk;
+  const int64_t layer = trunk_layer_of(p);
+  return layer >= 0 ? layer : before_trunk;
 }
 
 }  // namespace

@@ -114,10 +114,30 @@ GpuPlanInput gpu_plan_input(const TrainLoopConfig& cfg, const model::ModelConfig
   in.micro_batch_size = cfg.train.micro_batch_size;
   in.global_batch_size = cfg.train.global_batch_size;
   in.seq_length = cfg.seq_length;
-  in.distributed_optimizer = cfg.ddp.use_distributed_optimizer;
+  in.distributed_optimizer = cfg.ddp.shards_optimizer();
+  in.fsdp = cfg.ddp.shards_params();
   in.lora_params = lora_params;
   in.ranks_per_node = ranks_per_node;
   return in;
+}
+
+// Full parameter sharding's gathered weights (elements): the parameters outside the trunk's layers
+// and twice its largest layer, each layer kind's size the difference between the model with two
+// layers of that kind and with one.
+double fsdp_gathered_elements(const ModelConfig& c, const model::ModelShard& shard) {
+  auto with = [&](const std::string& pattern) {
+    ModelConfig k = c;
+    k.hybrid_override_pattern = pattern;
+    return static_cast<double>(model::shard_params(k, shard).total);
+  };
+  double largest = 0, outer = 0;
+  for (const char ch : c.hybrid_override_pattern) {
+    if (c.hybrid_override_pattern.find(ch) != c.hybrid_override_pattern.find_first_of(ch)) continue;
+    const double one = with(std::string(1, ch)), layer = with(std::string(2, ch)) - one;
+    largest = std::max(largest, layer);
+    outer = one - layer;
+  }
+  return outer + 2 * largest;
 }
 
 GpuMemory gpu_memory(const GpuPlanInput& in, const parallel::RankLayout& layout) {
@@ -132,10 +152,13 @@ GpuMemory gpu_memory(const GpuPlanInput& in, const parallel::RankLayout& layout)
   // experts, whose state stays whole on the rank that holds them (train/adamw.h).
   const double E = in.lora_params < 0 && layout.expert() > 1 ? static_cast<double>(m.params.routed_experts) : 0.0;
   const double D = Tr - E, shards = in.distributed_optimizer ? layout.data() : 1;
-  m.weights = kBf16 * P;
+  const bool fsdp = in.fsdp && shards > 1;
+  if (fsdp) m.gathered = kBf16 * fsdp_gathered_elements(c, model::ModelShard{0, layout.expert(), 0, layout.tensor()});
+  m.weights = fsdp ? kBf16 * (P - D + D / shards) + m.gathered : kBf16 * P;
   // Sharded: each rank also holds its float32 gradient shard apart from the full buffer
-  // (reduce-scatter does not write in place) and gathers the bf16 values through one buffer.
-  m.grads = kF32 * Tr + (shards > 1 ? kF32 * D / shards + kBf16 * D : 0.0);
+  // (reduce-scatter does not write in place) and gathers the bf16 values through one buffer
+  // (under full parameter sharding the layers' own buffers, counted with the weights).
+  m.grads = kF32 * Tr + (shards > 1 ? kF32 * D / shards + (fsdp ? 0.0 : kBf16 * D) : 0.0);
   m.optimizer = 3 * kF32 * (D / shards + E);  // master, exp_avg, exp_avg_sq
   // Activations of one micro-batch: mbs x seq tokens, of which a context rank holds 1/CP
   // (model/context_split.h; the all-gathered K/V of one attention layer at a time not counted).
@@ -183,7 +206,13 @@ std::vector<GroupTraffic> step_traffic(const GpuPlanInput& in, const parallel::R
                    std::move(what), buffer, sent});
   };
   const int dp = layout.data();
-  if (in.distributed_optimizer)
+  if (in.fsdp && dp > 1)  // each layer's weights gathered for its forward and its backward, per micro-batch
+    add("data", layout.data_group(0),
+        fmt::format("reduce-scatter of {} float32 gradients, all-gather of their bf16 values twice per micro-batch "
+                    "(full parameter sharding)",
+                    model::human_count(dense)),
+        (kF32 + 2 * micro * kBf16) * dense, spread_sent((kF32 + 2 * micro * kBf16) * dense, dp));
+  else if (in.distributed_optimizer)
     add("data", layout.data_group(0),
         fmt::format("reduce-scatter of {} float32 gradients, all-gather of their bf16 values",
                     model::human_count(dense)),
@@ -254,6 +283,8 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
   // all-to-all; tensor parallelism an all-reduce per layer; sequence parallelism the same bytes
   // in other collectives; recompute a third more compute; smaller micro-batches smaller GEMMs),
   // and the cheapest sum that fits wins.
+  const bool fsdp_possible = now.tensor == 1 && now.expert == 1 && now.context == 1;
+  for (const bool fsdp : {in.fsdp, !in.fsdp})
   for (const bool dist : {in.distributed_optimizer, true})
     for (int64_t ep = now.expert; ep <= std::max<int64_t>(now.expert, model::routed_experts(c)); ep *= 2)
       for (int64_t tp = now.tensor; tp <= std::max<int64_t>(now.tensor, per_node); tp *= 2)
@@ -261,9 +292,17 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
           for (const bool sp : {now.sequence_parallel, true})
             for (int64_t mbs = in.micro_batch_size; mbs >= 1; mbs /= 2) {
               if (sp && (tp == 1 || in.seq_length % tp != 0)) continue;
+              // Full parameter sharding runs with data parallelism alone (and shards the optimizer).
+              if (fsdp && (!fsdp_possible || ep != now.expert || tp != now.tensor || sp != now.sequence_parallel || !dist))
+                continue;
               double cost = 0;
               std::vector<std::string> o;
-              if (dist != in.distributed_optimizer) cost += 1, o.push_back("ddp.use_distributed_optimizer=true");
+              if (fsdp && !in.fsdp)
+                cost += 2, o.push_back("ddp.use_megatron_fsdp=true"),
+                    o.push_back("ddp.data_parallel_sharding_strategy=optim_grads_params");
+              else if (!fsdp && in.fsdp)  // back to the distributed optimizer, for a layout FSDP does not run
+                o.push_back("ddp.data_parallel_sharding_strategy=optim");
+              else if (dist != in.distributed_optimizer) cost += 1, o.push_back("ddp.use_distributed_optimizer=true");
               if (sp != now.sequence_parallel) cost += 1, o.push_back("model.sequence_parallel=true");
               for (int64_t e = now.expert; e < ep; e *= 2) cost += 2;
               if (ep != now.expert) o.push_back(fmt::format("model.expert_model_parallel_size={}", ep));
@@ -280,6 +319,7 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
               t.model.recompute_granularity = rc ? "full" : "";
               t.micro_batch_size = mbs;
               t.distributed_optimizer = dist;
+              t.fsdp = fsdp;
               double total = 0;
               try {
                 const parallel::RankLayout l = layout_of(t);
@@ -301,7 +341,7 @@ std::string knob_line(const GpuPlanInput& in, double need, double gpu_bytes) {
   const Knob k = find_knob(in, gpu_bytes);
   if (!k.fits)
     return fmt::format(
-        "knob: nothing fits {} per GPU on {} GPU(s), even with the distributed optimizer, recompute, micro-batch 1, "
+        "knob: nothing fits {} per GPU on {} GPU(s), even with the distributed optimizer or full parameter sharding, recompute, micro-batch 1, "
         "sequence parallelism and every tensor (within a node) and expert parallel size: use more nodes (about {:.0f}x the GPUs) or a smaller "
         "model",
         human_bytes(gpu_bytes), in.world, std::ceil(need / gpu_bytes));
@@ -327,9 +367,15 @@ std::string gpu_plan_text(const GpuPlanInput& in, double gpu_bytes, const std::s
                    experts == 0 ? std::string()
                                 : fmt::format(", routed experts {} of {}: {}", experts / layout.expert(), experts,
                                               model::human_count(static_cast<double>(m.params.routed_experts)))));
-  line(fmt::format("  weights           {:>12}  (bf16)", human_bytes(m.weights)));
+  line(fmt::format("  weights           {:>12}  (bf16{})", human_bytes(m.weights),
+                   m.gathered > 0 ? fmt::format(", split over {} data-parallel ranks by full parameter sharding + {} "
+                                                "gathered: the embedding, head and MTP whole, two of the largest layer",
+                                                layout.data(), human_bytes(m.gathered))
+                                  : std::string()));
   line(fmt::format("  gradients         {:>12}  (float32{})", human_bytes(m.grads),
-                   in.distributed_optimizer && layout.data() > 1 ? ", + the rank's shard and the bf16 gather buffer" : ""));
+                   in.distributed_optimizer && layout.data() > 1
+                       ? (m.gathered > 0 ? ", the whole buffer + the rank's shard" : ", + the rank's shard and the bf16 gather buffer")
+                       : ""));
   line(fmt::format("  optimizer         {:>12}  (float32 masters + Adam moments, {})", human_bytes(m.optimizer),
                    in.distributed_optimizer && layout.data() > 1
                        ? fmt::format("split over {} data-parallel ranks", layout.data())

@@ -12,8 +12,10 @@
 //  - Communication per optimizer step per group: the bytes of the collectives' buffers and the
 //    bytes each rank sends over the wire with ring algorithms (all-reduce 2(n-1)/n of the buffer,
 //    reduce-scatter, all-gather and all-to-all (n-1)/n), and how many nodes one group spans.
-//  - The knob: when the total exceeds the GPU, the cheapest change of layout, optimizer sharding,
-//    recompute or micro-batch that fits, found by planning each candidate.
+//    Full parameter sharding (FSDP's optim_grads_params) divides the dense bf16 weights by the data
+//    group and adds its gathered buffers (the non-layer unit whole, two of the largest layer).
+//  - The knob: when the total exceeds the GPU, the cheapest change of layout, optimizer or weight
+//    sharding, recompute or micro-batch that fits, found by planning each candidate.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,6 +33,11 @@ struct GpuPlanInput {
   int world = 1;
   int64_t micro_batch_size = 1, seq_length = 1, global_batch_size = 1;
   bool distributed_optimizer = false;
+  // Full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params, which implies
+  // the distributed optimizer): the sharded bf16 weights 1/D per rank, plus what is gathered whole
+  // (train/param_gather.h: everything outside the trunk's layers, and two slots of its largest
+  // layer). The float32 gradient buffer stays whole.
+  bool fsdp = false;
   int64_t lora_params = -1;    // >= 0: only LoRA adapters (this many) train; the base is frozen
   int64_t ranks_per_node = 0;  // 0: unknown (no launch profile)
 };
@@ -41,6 +48,7 @@ struct GpuMemory {
   model::ShardParams params;  // this rank's
   int64_t trainable = 0;
   double weights = 0, grads = 0, optimizer = 0;
+  double gathered = 0;  // of weights: full parameter sharding's gathered buffers
   double activations_kept = 0, activations_recompute = 0;  // one micro-batch, without / with recompute
   bool recompute = false;                                   // which of the two the run uses
   double activations() const { return recompute ? activations_recompute : activations_kept; }

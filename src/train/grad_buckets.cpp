@@ -13,20 +13,37 @@ int64_t grad_offset(const model::ParamStore& params, const model::Param& p) {
          static_cast<int64_t>(dtype_size(buf.dtype()));
 }
 
-std::vector<GradBucket> grad_buckets(const model::ParamStore& params, int64_t bucket_elements, int64_t cut_multiple) {
+int64_t trunk_layer_of(const model::Param& p) {
+  const std::string& n = p.name;
+  if (n.rfind("mtp.", 0) == 0 || n.find(".mtp.") != std::string::npos) return -1;
+  const size_t at = n.find("layers.");
+  if (at == std::string::npos) return -1;
+  size_t end = at + 7;
+  int64_t layer = 0;
+  bool digits = false;
+  while (end < n.size() && n[end] >= '0' && n[end] <= '9') layer = layer * 10 + (n[end++] - '0'), digits = true;
+  return digits && end < n.size() && n[end] == '.' ? layer : -1;
+}
+
+std::vector<GradBucket> grad_buckets(const model::ParamStore& params, int64_t bucket_elements, int64_t cut_multiple,
+                                     bool by_layer) {
   NM_CHECK(bucket_elements > 0 && cut_multiple > 0, "buckets of {} elements cut at multiples of {}", bucket_elements,
            cut_multiple);
   const Tensor& buf = params.grad_buffer();
   NM_CHECK(buf.defined() && buf.numel() % cut_multiple == 0,
            "grad_buckets: the gradient buffer is not made or not a multiple of {}", cut_multiple);
-  std::vector<int64_t> starts;
+  std::vector<std::pair<int64_t, int64_t>> starts;  // (offset, trunk layer)
   for (const model::Param* p : params.all())
-    if (params.in_grad_buffer(*p)) starts.push_back(grad_offset(params, *p));
+    if (params.in_grad_buffer(*p)) starts.push_back({grad_offset(params, *p), trunk_layer_of(*p)});
   std::sort(starts.begin(), starts.end(), std::greater<>());
   std::vector<GradBucket> out;
   int64_t end = buf.numel();
-  for (int64_t s : starts) {
-    if (end - s < bucket_elements || s % cut_multiple != 0) continue;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t s = starts[i].first;
+    // by_layer: cut below the last parameter of a layer (the next one down is another's).
+    const bool cut = by_layer ? i + 1 < starts.size() && starts[i + 1].second != starts[i].second
+                              : end - s >= bucket_elements;
+    if (!cut || s % cut_multiple != 0) continue;
     out.push_back({s, end, 0});
     end = s;
   }

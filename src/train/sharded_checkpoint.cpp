@@ -98,11 +98,11 @@ std::vector<io::TensorPiece> rank_pieces(const CheckpointContent& c, const paral
     const std::pair<int64_t, int64_t> range = opt ? opt->state_range(k) : std::pair<int64_t, int64_t>{0, 0};
     const bool owns = sharded && range.first < range.second && g.context->rank() == 0 &&
                       (p.tensor_split() || g.tensor->rank() == 0);
-    // Where the optimizer shards float32 masters, a trainable parameter's truth is its owners'
-    // master pieces: a rank that owns none of it writes nothing of it (not its bf16 value).
-    const bool truth_sharded = sharded && opt->shards_masters() && p.requires_grad;
+    // Where the optimizer shards float32 masters (or, fully sharded, the values), a trainable
+    // parameter's truth is its owners' pieces: a rank that owns none of it writes nothing of it.
+    const bool truth_sharded = sharded && opt->shards_truth() && p.requires_grad;
     if (truth_sharded) {
-      if (owns) add_pieces(out, p, p.name, "model", opt->master_piece(k), range);  // by its owner
+      if (owns) add_pieces(out, p, p.name, "model", opt->truth_piece(k), range);  // by its owner
     } else if (writer) {
       add_pieces(out, p, p.name, "model", p.truth());
     }

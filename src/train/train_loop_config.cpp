@@ -27,6 +27,19 @@ E pick_enum(ConfigReader& r, const std::string& key, E fallback,
   r.fail(key, fmt::format("expected one of {}, got \"{}\"", list, v));
 }
 
+void read_fsdp(ConfigReader& d, DdpSection& ddp) {
+  using S = DdpSection::Sharding;
+  ddp.use_megatron_fsdp = d.get_bool("use_megatron_fsdp", ddp.use_megatron_fsdp);
+  ddp.data_parallel_sharding_strategy =
+      pick_enum(d, "data_parallel_sharding_strategy", ddp.data_parallel_sharding_strategy,
+                {{"no_shard", S::no_shard}, {"optim", S::optim}, {"optim_grads", S::optim_grads},
+                 {"optim_grads_params", S::optim_grads_params}});
+  if (ddp.data_parallel_sharding_strategy != S::no_shard && !ddp.use_megatron_fsdp)
+    d.fail("data_parallel_sharding_strategy",
+           fmt::format("\"{}\" applies under Megatron FSDP only (set ddp.use_megatron_fsdp=true)",
+                       d.get_string("data_parallel_sharding_strategy", "")));
+}
+
 void read_train(ConfigReader& root, TrainLoopConfig& c) {
   ConfigReader& t = root.section("train");
   ConfigReader& v = root.section("validation");  // newer Bridge keeps eval keys here
@@ -213,6 +226,7 @@ void read_train_loop_config(ConfigReader& root, TrainLoopConfig& c) {
   c.ddp.use_distributed_optimizer =
       root.section("ddp").get_bool("use_distributed_optimizer", c.ddp.use_distributed_optimizer);
   c.ddp.bucket_size = root.section("ddp").get_positive_int("bucket_size", c.ddp.bucket_size);
+  read_fsdp(root.section("ddp"), c.ddp);
   read_device_keys(root, c.device, c.mixed_precision);
 }
 

@@ -89,6 +89,21 @@ struct DdpSection {  // ddp: (Megatron-Bridge's DistributedDataParallelConfig)
   // distributed optimizer reduce-scattered, as soon as the last backward finished it
   // (train/grad_buckets.h). Smaller: more overlap, more and smaller collectives.
   int64_t bucket_size = 40'000'000;
+  // Megatron FSDP (use_megatron_fsdp) and what it shards over the data group
+  // (data_parallel_sharding_strategy): no_shard (plain data parallelism), optim (the distributed
+  // optimizer above), optim_grads (the same here: gradients are already reduce-scattered into the
+  // rank's slice as the backward finishes each bucket, but the full float32 gradient buffer they
+  // come from stays allocated), optim_grads_params (full parameter sharding: the compute-dtype
+  // weights 1/D per rank between layers, each layer gathered before its forward and its backward,
+  // train/param_gather.h). The strategy needs use_megatron_fsdp=true.
+  enum class Sharding { no_shard, optim, optim_grads, optim_grads_params };
+  bool use_megatron_fsdp = false;
+  Sharding data_parallel_sharding_strategy = Sharding::no_shard;
+  // The optimizer state is sharded (use_distributed_optimizer, or FSDP's optim and above).
+  bool shards_optimizer() const {
+    return use_distributed_optimizer || (use_megatron_fsdp && data_parallel_sharding_strategy != Sharding::no_shard);
+  }
+  bool shards_params() const { return use_megatron_fsdp && data_parallel_sharding_strategy == Sharding::optim_grads_params; }
 };
 
 struct TrainLoopConfig {

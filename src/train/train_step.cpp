@@ -173,6 +173,7 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
   reducer_ = std::make_unique<GradReducer>(net_, sharded ? *groups().data : *groups().data_context,
                                            cfg_.grad_bucket_elements, sharded ? &opt_ : nullptr, groups().expert_data.get(),
                                            groups().tensor.get(), sharded ? groups().context.get() : nullptr);
+  if (opt_.shards_values()) gather_ = std::make_unique<ParamGather>(net_, opt_, *groups().data);
 }
 
 std::vector<model::Batch> TrainStep::context_rows(const std::vector<model::Batch>& micro) const {
@@ -284,6 +285,7 @@ StepResult TrainStep::run(const std::vector<model::Batch>& whole, LossFn& loss, 
                       iteration, loss.name(), r.loss, r.grad_norm));
     r.lr = lr;
     opt_.step(lr);
+    if (gather_) gather_->refresh();  // full parameter sharding: the outer unit's new values
   }
   balancer_.end_step();
   r.moe_max_load = balancer_.step_max_load();

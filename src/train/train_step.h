@@ -25,6 +25,7 @@
 #include "train/data_parallel.h"
 #include "train/loss.h"
 #include "train/moe_balancing.h"
+#include "train/param_gather.h"
 
 namespace nemotron::train {
 
@@ -139,6 +140,9 @@ class TrainStep {
   Context& context() { return ctx_; }
   const parallel::ProcessGroups& groups() const { return parallel::groups_of(ctx_); }
   const GradReducer& grad_reducer() const { return *reducer_; }
+  // Full parameter sharding (the optimizer shards values over a data group of several): where
+  // the layers' weights are gathered (train/param_gather.h); null otherwise.
+  ParamGather* param_gather() { return gather_.get(); }
   const MoeBalancer& balancer() const { return balancer_; }
   model::HybridModel& model() { return net_; }
   AdamW& optimizer() { return opt_; }
@@ -153,6 +157,7 @@ class TrainStep {
   Workspace ws_;
   Context ctx_;
   std::unique_ptr<GradReducer> reducer_;  // sums the gradients over the data group (or reduce-scatters them)
+  std::unique_ptr<ParamGather> gather_;   // full parameter sharding only
   GradHook grad_hook_;
 };
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "backend/cpu/parallel.h"
+#include "core/config_tree.h"
 #include "model/lora.h"
 #include "model/model_info.h"
 #include "train/compute_device.h"
@@ -42,6 +43,22 @@ std::string tensorboard_dir(const TrainLoopConfig& cfg) {
   return "";
 }
 
+// Full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params) on the layouts
+// it supports: data (and pipeline-free) parallelism only; tensor, expert and context parallelism
+// are refused, naming their key. True when it is on with a data group of several.
+bool checked_fsdp(const TrainLoopConfig& cfg, const parallel::ProcessGroups& g) {
+  if (!cfg.ddp.shards_params()) return false;
+  for (auto [key, n] : {std::pair{"model.tensor_model_parallel_size", g.tensor->size()},
+                        std::pair{"model.expert_model_parallel_size", g.expert->size()},
+                        std::pair{"model.context_parallel_size", g.context->size()}})
+    if (n > 1)
+      throw_config_error(cfg.source, "ddp.data_parallel_sharding_strategy",
+                         fmt::format("optim_grads_params with {} {} is not supported yet (full parameter sharding runs "
+                                     "with data parallelism only; use optim, the distributed optimizer)",
+                                     key, n));
+  return g.data->size() > 1;
+}
+
 LoopOptions loop_options(const TrainLoopConfig& cfg, LoopHooks hooks) {
   LoopOptions o;
   o.total = cfg.train.train_iters;
@@ -74,8 +91,8 @@ Trainer::Trainer(const TrainLoopConfig& cfg, model::HybridModel& net, BatchSourc
       opt_(net.params(),
            AdamWConfig{cfg.optimizer.adam_beta1, cfg.optimizer.adam_beta2, cfg.optimizer.adam_eps,
                        cfg.optimizer.weight_decay},
-           cfg.ddp.use_distributed_optimizer ? groups_->data.get() : nullptr, groups_->expert.get(),
-           groups_->tensor.get(), cfg.ddp.bucket_size),
+           cfg.ddp.shards_optimizer() ? groups_->data.get() : nullptr, groups_->expert.get(),
+           groups_->tensor.get(), cfg.ddp.bucket_size, checked_fsdp(cfg, *groups_)),
       step_(net, opt_, StepConfig{cfg.optimizer.clip_grad, cfg.moe, cfg.seed, groups_, cfg.ddp.bucket_size}),
       schedule_(cfg.lr_schedule()),
       loop_(loop_options(cfg, rank_hooks(std::move(opts)))) {
@@ -103,8 +120,11 @@ void Trainer::restore_from_config() {
 void Trainer::restore(const std::string& path, bool finetune) {
   const std::string dir = resolve_checkpoint_dir(path, finetune);
   opt_.unshard_masters();  // distributed optimizer: the load writes full float32 masters (collective)
+  ParamGather* gather = step_.param_gather();
+  if (gather) gather->unshard();  // full parameter sharding: and whole values, briefly
   load_checkpoint_weights(dir, net_.params(), cfg_.checkpoint.pretrained_checkpoint);
   opt_.shard_masters();    // ... of which each rank keeps its range
+  if (gather) gather->reshard();
   resumed_from_ = dir;
   if (finetune) {
     loop_.set_iteration(0), consumed_samples_ = 0, finetuned_ = true;
@@ -246,6 +266,16 @@ std::string Trainer::banner() {
         static_cast<double>(opt_.state_bytes()) * mib, static_cast<double>(opt_.unsharded_state_bytes()) * mib,
         opt_.shards_masters() ? "" : " (float32 weights are their own masters, replicated)");
   }
+  if (ParamGather* g = step_.param_gather()) {
+    const double mib = 1.0 / (1 << 20);
+    out += fmt::format(
+        "full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params): {} weights 1/{} per rank: "
+        "{:.2f} MiB of {:.2f} MiB, + {:.2f} MiB gathered (embedding, head, MTP whole; 2 layer slots of {:.2f} MiB); "
+        "gradients: the float32 buffer of {:.2f} MiB stays whole, reduce-scattered per layer\n",
+        dtype_name(net_.params().dtype()), opt_.shard_count(), static_cast<double>(g->shard_bytes()) * mib,
+        static_cast<double>(g->sharded_bytes()) * mib, static_cast<double>(g->buffer_bytes()) * mib,
+        static_cast<double>(g->layer_bytes()) * mib, static_cast<double>(net_.params().grad_buffer().nbytes()) * mib);
+  }
   if (!resumed_from_.empty())
     out += fmt::format("{} {} at iteration {} ({} samples consumed)\n",
                        finetuned_ ? "fine-tuning from the weights of" : "resumed from", resumed_from_,
@@ -269,10 +299,15 @@ std::string Trainer::summary(const LoopResult& r, json& record) {
   if (!r.last_checkpoint.empty()) out += fmt::format("checkpoint: {}\n", r.last_checkpoint);
   if (steps > 0 && groups_->data_context->size() > 1) {
     const GradReducer& g = step_.grad_reducer();
-    out += fmt::format("gradients {} in {} bucket(s) (ddp.bucket_size {} elements); in the last step {} "
+    out += fmt::format("gradients {} in {} bucket(s) ({}); in the last step {} "
                        "started during the last backward\n",
-                       opt_.sharded() ? "reduce-scattered" : "all-reduced", g.bucket_count(), cfg_.ddp.bucket_size,
+                       opt_.sharded() ? "reduce-scattered" : "all-reduced", g.bucket_count(),
+                       opt_.shards_values() ? std::string("one per layer")
+                                            : fmt::format("ddp.bucket_size {} elements", cfg_.ddp.bucket_size),
                        g.overlapped_buckets());
+    if (const ParamGather* pg = step_.param_gather())
+      out += fmt::format("layer weights gathered {} time(s), {} of them prefetched during another layer\n",
+                         pg->gathers(), pg->prefetched());
   }
   const Backend& backend = net_.params().backend();
   if (!backend.device().is_cpu())

@@ -5,7 +5,8 @@
 # activations with and without recompute), the communication per step of every group and whether
 # it crosses nodes, and, as it does not fit an 80 GB H100, the knob: the overrides it prints are
 # then applied and the plan fits. A profile's gpu_memory_gib replaces the assumed 80 GiB; nano3
-# and super49b plan too; a bad gpu_memory_gib is one line naming the key.
+# and super49b plan too; full parameter sharding divides nano3's weights; a bad gpu_memory_gib is
+# one line naming the key.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 cat >"$TMP/env.toml" <<'TOML'
@@ -61,6 +62,25 @@ expect_ok "nano3 pretrain plans on 16 nodes" '^--- per GPU: DP 128 x EP 1 x TP 1
 grep -qE '^  knob: set ' "$TMP/out" || fail "nano3 plan: no knob"
 expect_ok "super49b sft plans on 8 nodes" '^  per GPU +[0-9.]+ [GT]iB  (fits|DOES NOT FIT) 80\.00 GiB' \
   "$BIN" super49b sft --dry-run "${launch[@]}" train.global_batch_size=64
+# Full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params) on nano3 over 8
+# x 8 GPUs: the bf16 weights split over the 64 data ranks plus the gathered buffers, less than
+# the whole weights; the data group gathers them per micro-batch; the knob (the whole float32
+# gradient buffer still does not fit) turns back to the distributed optimizer for expert parallelism.
+fsdp=(ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params)
+expect_ok "nano3 plans with full parameter sharding" \
+  '^  weights +[0-9.]+ GiB  \(bf16, split over 64 data-parallel ranks by full parameter sharding \+ [0-9.]+ GiB gathered' \
+  "$BIN" nano3 pretrain --dry-run "${launch[@]}" "${fsdp[@]}"
+sharded=$(sed -n 's/^  weights \+\([0-9.]*\) GiB.*/\1/p' "$TMP/out")
+grep -qE '^    data +64 ranks.*all-gather of their bf16 values twice per micro-batch \(full parameter sharding\)' "$TMP/out" ||
+  fail "nano3 with FSDP: no per-micro-batch gather in the data group's traffic"
+grep -qE '^  knob: set ddp\.data_parallel_sharding_strategy=optim ' "$TMP/out" ||
+  fail "nano3 with FSDP: the knob does not turn back to the distributed optimizer: $(grep knob "$TMP/out")"
+"$BIN" nano3 pretrain --dry-run "${launch[@]}" >"$TMP/out" 2>&1
+whole=$(sed -n 's/^  weights \+\([0-9.]*\) GiB.*/\1/p' "$TMP/out")
+python3 -c 'import sys; sys.exit(0 if 0 < float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$sharded" "$whole" &&
+  echo "ok: full parameter sharding plans $sharded GiB of weights per GPU instead of $whole" ||
+  fail "full parameter sharding plans $sharded GiB of weights per GPU, without it $whole"
+
 # A single process plans one GPU (no profile, no rank table).
 expect_ok "a single process plans its one GPU" '^--- per GPU: DP 1 x EP 1 x TP 1 x CP 1 over 1 rank on 1 GPU, ' \
   "$BIN" super3 pretrain -c tiny --dry-run

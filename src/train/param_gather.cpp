@@ -1,0 +1,171 @@
+#include "train/param_gather.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace nemotron::train {
+
+ParamGather::ParamGather(model::HybridModel& net, AdamW& opt, parallel::Communicator& group)
+    : net_(net), opt_(opt), group_(group) {
+  NM_CHECK(opt.shards_values() && opt.shard_count() == group.size(),
+           "full parameter sharding needs an optimizer that shards values over the data group");
+  const std::vector<GradBucket>& buckets = opt.shard_buckets();
+  const auto& all = net.params().all();
+  const int64_t L = net.config().num_layers();
+  layer_of_.assign(buckets.size(), -2);  // -2: no parameter seen yet (padding only)
+  bucket_of_.assign(static_cast<size_t>(L), -1);
+  params_of_.resize(buckets.size());
+  for (size_t k = 0; k < all.size(); ++k) {
+    const int64_t off = opt.buffer_offset(k);
+    if (off < 0) continue;
+    size_t b = 0;
+    while (b < buckets.size() && !(buckets[b].begin <= off && off < buckets[b].end)) ++b;
+    NM_CHECK(b < buckets.size(), "{}: in no bucket", all[k]->name);
+    const int64_t layer = trunk_layer_of(*all[k]);
+    NM_CHECK(layer_of_[b] == -2 || layer_of_[b] == layer,
+             "bucket [{}, {}) holds parameters of layers {} and {} (a layer start not at a multiple of 64 D?)",
+             buckets[b].begin, buckets[b].end, layer_of_[b], layer);
+    layer_of_[b] = layer;
+    params_of_[b].push_back(k);
+    sharded_elements_ += all[k]->value.numel();
+  }
+  outer_at_.assign(buckets.size(), -1);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t n = buckets[b].end - buckets[b].begin;
+    if (layer_of_[b] >= 0) {
+      int64_t& at = bucket_of_[static_cast<size_t>(layer_of_[b])];
+      NM_CHECK(at < 0, "layer {} in two buckets", layer_of_[b]);
+      at = static_cast<int64_t>(b);
+      slot_elements_ = std::max(slot_elements_, n);
+    } else {
+      layer_of_[b] = -1;
+      outer_at_[b] = outer_elements_;
+      outer_elements_ += n;
+    }
+  }
+  point_values();
+  refresh();
+  observer_ = [this](int64_t layer, bool backward) { before_layer(layer, backward); };
+  net_.set_trunk_observer(&observer_);
+}
+
+ParamGather::~ParamGather() { net_.set_trunk_observer(nullptr); }
+
+Tensor ParamGather::dest(size_t b) const {
+  const GradBucket& g = opt_.shard_buckets()[b];
+  const int64_t n = g.end - g.begin;
+  if (layer_of_[b] >= 0) return slot_buf_[static_cast<size_t>(layer_of_[b] % 2)].slice(0, n);
+  return outer_.slice(outer_at_[b], outer_at_[b] + n);
+}
+
+// Every sharded value becomes a view of its bucket's destination; the whole tensors it replaces
+// are freed (nothing else holds them: blocks keep Param pointers).
+void ParamGather::point_values() {
+  Backend& be = net_.params().backend();
+  const DType dt = net_.params().dtype();
+  outer_ = Tensor::empty({std::max<int64_t>(outer_elements_, 1)}, dt, be);
+  for (Tensor& s : slot_buf_) s = Tensor::empty({std::max<int64_t>(slot_elements_, 1)}, dt, be);
+  slot_ = {};
+  const auto& all = net_.params().all();
+  const std::vector<GradBucket>& buckets = opt_.shard_buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const Tensor d = dest(b);
+    for (size_t k : params_of_[b]) {
+      model::Param& p = *all[k];
+      const int64_t at = opt_.buffer_offset(k) - buckets[b].begin;
+      p.value = d.slice(at, at + p.value.numel()).view(p.value.shape());
+    }
+  }
+}
+
+void ParamGather::refresh() {
+  const std::vector<GradBucket>& buckets = opt_.shard_buckets();
+  const Tensor mine = opt_.value_shard();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (layer_of_[b] >= 0) continue;
+    const int64_t s = (buckets[b].end - buckets[b].begin) / group_.size();
+    Tensor out = dest(b);
+    group_.all_gather(mine.slice(buckets[b].shard_at, buckets[b].shard_at + s), out);
+  }
+  group_.wait_pending();  // nothing of a slot's old layer is in flight past an update
+  slot_ = {};
+}
+
+void ParamGather::gather(int64_t layer, bool async) {
+  const size_t b = static_cast<size_t>(bucket_of_[static_cast<size_t>(layer)]);
+  const GradBucket& g = opt_.shard_buckets()[b];
+  const int64_t s = (g.end - g.begin) / group_.size();
+  Slot& slot = slot_[static_cast<size_t>(layer % 2)];
+  if (slot.in_flight) {  // another layer's gather into this slot: done first
+    group_.wait_pending();
+    for (Slot& other : slot_) other.in_flight = false;
+  }
+  const Tensor in = opt_.value_shard().slice(g.shard_at, g.shard_at + s);
+  Tensor out = dest(b);
+  // Async: on the communication stream after the compute queued so far, which includes the last
+  // reads of the slot's previous layer.
+  if (async) group_.all_gather_async(in, out);
+  else group_.all_gather(in, out);
+  slot = {layer, async};
+  ++gathers_;
+  prefetched_ += async ? 1 : 0;
+}
+
+void ParamGather::before_layer(int64_t layer, bool backward) {
+  if (layer < 0 || layer >= static_cast<int64_t>(bucket_of_.size()) || bucket_of_[static_cast<size_t>(layer)] < 0)
+    return;
+  Slot& slot = slot_[static_cast<size_t>(layer % 2)];
+  if (slot.layer != layer) gather(layer, false);
+  if (slot.in_flight) {  // prefetched: the compute stream waits for it (and whatever else is pending)
+    group_.wait_pending();
+    for (Slot& s : slot_) s.in_flight = false;
+  }
+  const int64_t next = backward ? layer - 1 : layer + 1;
+  if (next >= 0 && next < static_cast<int64_t>(bucket_of_.size()) && bucket_of_[static_cast<size_t>(next)] >= 0 &&
+      slot_[static_cast<size_t>(next % 2)].layer != next)
+    gather(next, true);
+}
+
+void ParamGather::unshard() {
+  const auto& all = net_.params().all();
+  const std::vector<GradBucket>& buckets = opt_.shard_buckets();
+  Backend& be = net_.params().backend();
+  const Tensor mine = opt_.value_shard();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t n = buckets[b].end - buckets[b].begin, s = n / group_.size();
+    Tensor every = Tensor::empty({n}, mine.dtype(), be);
+    group_.all_gather(mine.slice(buckets[b].shard_at, buckets[b].shard_at + s), every);
+    for (size_t k : params_of_[b]) {
+      model::Param& p = *all[k];
+      const int64_t at = opt_.buffer_offset(k) - buckets[b].begin;
+      p.value = Tensor::empty(p.value.shape(), p.value.dtype(), be);
+      p.value.view({p.value.numel()}).copy_from(every.slice(at, at + p.value.numel()));
+    }
+  }
+  outer_ = Tensor();
+  for (Tensor& t : slot_buf_) t = Tensor();
+  slot_ = {};
+}
+
+void ParamGather::reshard() {
+  opt_.take_value_pieces();
+  point_values();
+  refresh();
+}
+
+int64_t ParamGather::shard_bytes() const { return static_cast<int64_t>(opt_.value_shard().nbytes()); }
+
+int64_t ParamGather::layer_bytes() const {
+  return slot_elements_ * static_cast<int64_t>(dtype_size(net_.params().dtype()));
+}
+
+int64_t ParamGather::buffer_bytes() const {
+  return (outer_elements_ + 2 * slot_elements_) * static_cast<int64_t>(dtype_size(net_.params().dtype()));
+}
+
+int64_t ParamGather::sharded_bytes() const {
+  return sharded_elements_ * static_cast<int64_t>(dtype_size(net_.params().dtype()));
+}
+
+}  // namespace nemotron::train

@@ -1,0 +1,78 @@
+// Full parameter sharding's weights (Megatron FSDP's optim_grads_params; ZeRO-3's parameters):
+// each rank of the data group keeps only its slices of the compute-dtype values
+// (AdamW::value_shard(): the distributed optimizer's layout with one bucket per trunk layer), and
+// the parameters' value tensors are views into buffers that hold whole weights only while needed:
+//  - the trunk's layers share two slot buffers (layer i in slot i % 2, each the size of the
+//    largest layer): a layer's weights are all-gathered into its slot just before its forward
+//    and again just before its backward, unless the slot still holds them (the last two layers at
+//    the turn from forward to backward, the first two at the next micro-batch's forward). While a
+//    layer computes, the gather of the next one (i + 1 in the forward, i - 1 in the backward) runs
+//    on the group's communication stream (Megatron's overlap_param_gather; synchronous on the CPU,
+//    where the same code runs). Gathering again for the backward rather than keeping every layer
+//    is the choice that bounds the weights to two layers whatever the depth.
+//  - the rest (embedding, final norm, head, MTP blocks) is one unit gathered once after every
+//    update and kept whole through the step: both ends of the step read it (a choice: it holds the
+//    vocabulary-sized embedding and head; sharding them between their uses is left).
+// The model sees whole tensors and knows nothing of this: the gathers run from the trunk's layer
+// observer (LayerStack::set_before_layer). Parameters outside the optimizer's flat buffer (frozen
+// ones, expert-parallel experts) keep their own whole values. Gradients: GradReducer
+// reduce-scatters each layer's bucket into the rank's slice as the last backward finishes it.
+#pragma once
+#include <array>
+#include <vector>
+
+#include "model/hybrid_model.h"
+#include "parallel/communicator.h"
+#include "train/adamw.h"
+
+namespace nemotron::train {
+
+class ParamGather {
+ public:
+  // `opt` shards values (AdamW::shards_values) over `group`; net, opt and group outlive this.
+  // Replaces every sharded parameter's value by its view in the buffers (the whole values are
+  // freed) and gathers the outer unit; sets net's trunk observer (cleared by the destructor).
+  ParamGather(model::HybridModel& net, AdamW& opt, parallel::Communicator& group);
+  ~ParamGather();
+  ParamGather(const ParamGather&) = delete;
+  ParamGather& operator=(const ParamGather&) = delete;
+
+  // After the update wrote the value shard: the outer unit gathered again, the slots stale.
+  void refresh();
+  // Collective: every sharded parameter gets a whole value of its own again (what a checkpoint
+  // load writes into); reshard() takes the rank's slices of them and goes back to the buffers.
+  void unshard();
+  void reshard();
+
+  int64_t shard_bytes() const;     // the rank's slices of the values
+  int64_t buffer_bytes() const;    // the outer unit + the two layer slots
+  int64_t sharded_bytes() const;   // the whole values of the sharded parameters (one process's)
+  int64_t layer_bytes() const;     // one slot: the largest layer
+  int64_t gathers() const { return gathers_; }        // layer gathers since construction
+  int64_t prefetched() const { return prefetched_; }  // of which queued ahead, during another layer
+
+ private:
+  struct Slot {
+    int64_t layer = -1;  // whose weights it holds (-1: none or stale)
+    bool in_flight = false;
+  };
+  void before_layer(int64_t layer, bool backward);
+  void gather(int64_t layer, bool async);
+  void point_values();
+  Tensor dest(size_t bucket) const;  // where bucket `bucket`'s whole values live
+  model::HybridModel& net_;
+  AdamW& opt_;
+  parallel::Communicator& group_;
+  std::vector<int64_t> layer_of_;   // by bucket: its trunk layer, -1 for the outer unit
+  std::vector<int64_t> bucket_of_;  // by trunk layer: its bucket
+  std::vector<int64_t> outer_at_;   // by bucket: its offset in outer_ (outer buckets)
+  std::vector<std::vector<size_t>> params_of_;  // by bucket: the parameters in it
+  Tensor outer_;
+  std::array<Tensor, 2> slot_buf_;
+  std::array<Slot, 2> slot_;
+  int64_t slot_elements_ = 0, outer_elements_ = 0, sharded_elements_ = 0;
+  int64_t gathers_ = 0, prefetched_ = 0;
+  model::LayerStack::LayerObserver observer_;
+};
+
+}  // namespace nemotron::train

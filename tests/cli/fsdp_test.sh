@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Full parameter sharding (Megatron FSDP's ddp.use_megatron_fsdp=true with
+# ddp.data_parallel_sharding_strategy=optim_grads_params; train/param_gather.h) under mpirun on this
+# machine's cores: `nemotron super3 pretrain -c tiny` (Mamba, attention, MLP, latent MoE with
+# expert-bias updates, MTP) for 6 steps with validation. Each rank keeps 1/D of the weights, each
+# trunk layer is all-gathered before its forward and its backward (the next one prefetched), the
+# gradients reduce-scattered per layer, the update writes the rank's slices only, so:
+#  - DP2 (2 micro-batches per rank: gradient accumulation), DP2 with full recomputation and DP4
+#    equal the single process within the tolerances of cli.distributed_optimizer (losses 1e-5
+#    relative, weights 5e-5 + 1e-4 |w|);
+#  - the banner says each rank holds 1/D of the weights, and the summary that layer gathers ran
+#    ahead of their layer (prefetched);
+#  - the DP2 checkpoint (each rank writes its weight slices) resumes in one process and under the
+#    distributed optimizer (ddp.use_distributed_optimizer) at DP2, and the DP4 one with FSDP at DP2,
+#    each continuing with the losses and final weights of the uninterrupted single-process run;
+#  - on one process the keys change nothing (bit-identical losses); optim_grads is the distributed
+#    optimizer; a bad strategy, a strategy without use_megatron_fsdp and FSDP with tensor
+#    parallelism are one line naming the key.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
+
+run=("${tiny_run[@]}")
+fsdp=(ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params)
+recipe=recipes/super3/pretrain/tiny.yaml
+
+# weights NAME D: the banner's "weights 1/D per rank: X MiB of Y MiB" with X = Y / D (to the
+# padding of every parameter to 64 D elements, a few percent of the tiny model's small tensors).
+weights() {
+  local name=$1 d=$2 line msg
+  line=$(grep -E "^full parameter sharding \(ddp.data_parallel_sharding_strategy=optim_grads_params\): float32 weights 1/$d per rank: " "$TMP/out.$name")
+  [[ -n "$line" ]] || { fail "$name: no full-sharding line for 1/$d: $(head -8 "$TMP/out.$name")"; return; }
+  if msg=$(python3 -c 'import re,sys
+x, y = map(float, re.search(r"per rank: ([0-9.]+) MiB of ([0-9.]+) MiB", sys.argv[1]).groups())
+d = int(sys.argv[2])
+print(f"{x} MiB of {y} MiB per rank, x {d} = {x * d / y:.4f} of the whole")
+sys.exit(0 if y > 0 and 0.999 <= x * d / y <= 1.1 else 1)' "$line" "$d"); then
+    echo "ok: $name: weights 1/$d per rank ($msg)"
+  else
+    fail "$name: weights are not 1/$d per rank: $line ($msg)"
+  fi
+  line=$(grep -E '^layer weights gathered [0-9]+ time' "$TMP/out.$name")
+  if [[ "$line" =~ gathered\ ([0-9]+)\ time.*\ ([0-9]+)\ of\ them\ prefetched ]] && ((BASH_REMATCH[2] > 0)); then
+    echo "ok: $name: ${BASH_REMATCH[2]} of ${BASH_REMATCH[1]} layer gathers queued during the previous layer"
+  else
+    fail "$name: no layer gather was prefetched: ${line:-no summary line}"
+  fi
+}
+
+# The uninterrupted single process (checkpoints at 2, 4, 6): the reference.
+expect_ok "one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/dp1" checkpoint.save_interval=2
+expect_ok "one process with the FSDP keys" '^ iteration +6/ +6 ' "${run[@]}" "${fsdp[@]}" checkpoint.save="$TMP/dp1f" \
+  checkpoint.save_interval=0
+grep -q "full parameter sharding" "$TMP/out" && fail "one process: a full-sharding line without data parallelism"
+cmp -s <(losses "$TMP/dp1f/metrics.jsonl") <(losses "$TMP/dp1/metrics.jsonl") &&
+  echo "ok: one process: the FSDP keys change nothing" || fail "one process: the FSDP keys changed the losses"
+
+if mpi 2 dp2 "${fsdp[@]}" checkpoint.save="$TMP/dp2" checkpoint.save_interval=2; then
+  weights dp2 2
+  same_run "FSDP DP2 (2 micro-batches per rank)" "$TMP/dp2" 6 0
+fi
+if mpi 4 dp4 "${fsdp[@]}" checkpoint.save="$TMP/dp4" train.exit_interval=4; then
+  weights dp4 4
+  same_run "FSDP DP4" "$TMP/dp4" 4 0
+fi
+
+# Full recomputation: the backward reruns each layer's forward on the weights gathered for it.
+if mpi 2 rc "${fsdp[@]}" model.recompute_granularity=full checkpoint.save="$TMP/rc" train.exit_interval=4; then
+  same_run "FSDP DP2 with model.recompute_granularity=full" "$TMP/rc" 4 0
+fi
+
+# optim_grads: the distributed optimizer's banner, no full sharding.
+if mpi 2 og ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads checkpoint.save="$TMP/og" train.train_iters=2 \
+  scheduler.lr_wsd_decay_iters=1; then
+  grep -q "^distributed optimizer (ddp.use_distributed_optimizer): fp32 moments 1/2 per rank" "$TMP/out.og" &&
+    ! grep -q "full parameter sharding" "$TMP/out.og" && echo "ok: optim_grads runs the distributed optimizer" ||
+    fail "optim_grads: not the distributed optimizer: $(head -8 "$TMP/out.og")"
+fi
+
+# The FSDP DP2 checkpoint at iteration 4 in one process and under the distributed optimizer at DP2;
+# the FSDP DP4 one with FSDP at DP2.
+expect_ok "FSDP DP2 checkpoint in one process" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.load="$TMP/dp2/iter_0000004" \
+  checkpoint.save="$TMP/r1" checkpoint.save_interval=0
+same_run "FSDP DP2 checkpoint resumed in one process" "$TMP/r1" 6 5
+if mpi 2 rz ddp.use_distributed_optimizer=true checkpoint.load="$TMP/dp2/iter_0000004" checkpoint.save="$TMP/rz" \
+  checkpoint.save_interval=0; then
+  same_run "FSDP DP2 checkpoint resumed by the distributed optimizer at DP2" "$TMP/rz" 6 5
+fi
+if mpi 2 rf "${fsdp[@]}" checkpoint.load="$TMP/dp4" checkpoint.save="$TMP/rf" checkpoint.save_interval=0; then
+  grep -q "resumed from $TMP/dp4/iter_0000004 at iteration 4" "$TMP/out.rf" || fail "FSDP DP4 -> DP2: not resumed at 4"
+  same_run "FSDP DP4 checkpoint resumed with FSDP at DP2" "$TMP/rf" 6 5
+fi
+
+expect_error "an unknown strategy names the key" \
+  "$recipe: ddp.data_parallel_sharding_strategy: expected one of no_shard, optim, optim_grads, optim_grads_params, got \"zero3\"" \
+  "${run[@]}" ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=zero3
+expect_error "a strategy without use_megatron_fsdp names the key" \
+  "$recipe: ddp.data_parallel_sharding_strategy: \"optim_grads_params\" applies under Megatron FSDP only (set ddp.use_megatron_fsdp=true)" \
+  "${run[@]}" ddp.data_parallel_sharding_strategy=optim_grads_params
+bad_layout "FSDP with tensor parallelism is refused" 4 \
+  "$recipe: ddp.data_parallel_sharding_strategy: optim_grads_params with model.tensor_model_parallel_size 2 is not supported yet (full parameter sharding runs with data parallelism only; use optim, the distributed optimizer)" \
+  "${run[@]}" "${fsdp[@]}" model.tensor_model_parallel_size=2
+
+finish "full parameter sharding at DP2 and DP4 equals one process with 1/D of the weights per rank and prefetched layer gathers; its checkpoints resume in one process, under the distributed optimizer and at another D"
