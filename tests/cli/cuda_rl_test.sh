@@ -32,7 +32,8 @@ expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tin
 # differ within a group, and the GRPO steps below have gradients to apply. After 150 SFT steps
 # every rollout scored 0 (equal rewards, gradient 0), on the GPU and on the CPU alike; these
 # command lines on the CPU (device=cpu) gave rewards 0.019, 0.025, 0.050 and grad norms 0.82,
-# 0.92, 1.24 over the 3 steps.
+# 0.92, 1.24 over the 3 steps. The recipe has since dropped the format reward and samples at 0.7:
+# the run below pins the values those figures were measured with (format_reward 0.2, temperature 1).
 expect_ok "pretrain 100 steps, cuda" '^ iteration +100/ +100 ' "$BIN" super3 pretrain -c tiny device=cuda \
   dataset.per_split_data_args_path=runs/tiny/data/pretrain/blend.json train.train_iters=100 train.eval_iters=0 \
   train.eval_interval=0 checkpoint.save=runs/tiny/pretrain
@@ -49,7 +50,8 @@ rl=("$BIN" super3 rl -c tiny policy.model_name=runs/tiny/sft
   data.train_jsonl_fpath=runs/tiny/data/rl/train.jsonl data.validation_jsonl_fpath=runs/tiny/data/rl/val.jsonl
   grpo.num_prompts_per_step=8 grpo.num_generations_per_prompt=4 policy.train_global_batch_size=32
   policy.train_micro_batch_size=8 policy.generation.max_new_tokens=32 policy.max_total_sequence_length=128
-  grpo.val_period=0 grpo.val_at_start=false grpo.max_val_samples=4 checkpointing.save_period=3)
+  grpo.val_period=0 grpo.val_at_start=false grpo.max_val_samples=4 checkpointing.save_period=3
+  env.format_reward=0.2 policy.generation.temperature=1.0)
 
 # --- bf16 on the GPU -------------------------------------------------------------------------------
 expect_ok "dry run, cuda" '^engine memory \(bf16\): .*per sequence at 128 tokens' "${rl[@]}" device=cuda --dry-run

@@ -3,7 +3,7 @@
 # -c tiny`, unshortened, in a fresh directory; every verdict line of the recipe (SFT and GRPO each
 # raise the one-step skill by the recipe's min_gain, set far outside the spread measured across
 # seeds and OpenBLAS core types) must read PASS, and pipeline.json must record them passed. A stage
-# that stops teaching its skill fails here. About 6 minutes on 2 cores (label slow).
+# that stops teaching its skill fails here. About 7 minutes on 2 cores (label slow).
 # Usage: pipeline_tiny_test.sh path/to/nemotron [key=value ... for the pipeline recipe]
 set -uo pipefail
 
