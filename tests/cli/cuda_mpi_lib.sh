@@ -53,7 +53,8 @@ resumed_on_one_gpu() {
 
 # cuda_grpo_setup: the tiny GRPO run the multi-GPU tests compare with one GPU (super3 rl on the
 # bundled RL data and tokenizer, prepared under $TMP/data): 3 steps of 8 prompts x 4 generations
-# in bf16, an overlong-length penalty so the rows' rewards differ. Sets the array `grpo`.
+# in bf16, an overlong-length penalty so the rows' rewards differ, and grpo_setup's pinned sampling,
+# format reward and baseline. Sets the array `grpo`.
 cuda_grpo_setup() {
   expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
   expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir="$TMP/data/rl" \
@@ -64,5 +65,6 @@ cuda_grpo_setup() {
     policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
     grpo.max_num_steps=3 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=3 policy.generation.top_k=
     grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
-    grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16)
+    grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16
+    env.format_reward=0.2 policy.generation.temperature=1.0 grpo.use_leave_one_out_baseline=true)
 }

@@ -112,7 +112,9 @@ bad_layout() {
 # bundled RL data and tokenizer, prepared here under $TMP/data): 2 steps of 4 prompts x 4
 # generations, random initial weights (rewards 0), so an overlong-length penalty gives the rows
 # different rewards and the update a gradient. Sets the array `grpo`; grpo_metrics FILE prints each
-# step's loss, grad norm, reward, generated tokens and the probability ratio's extrema.
+# step's loss, grad norm, reward, generated tokens and the probability ratio's extrema. The sampling,
+# format reward and baseline are pinned to the settings these comparisons were built on (the tiny
+# recipe's own are tuned for learning from a trained start, and give a random model no gradient).
 grpo_setup() {
   expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
   expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir="$TMP/data/rl" \
@@ -123,7 +125,8 @@ grpo_setup() {
     policy.train_micro_batch_size=4 policy.generation.max_new_tokens=16 policy.max_total_sequence_length=96
     grpo.max_num_steps=2 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=2 policy.generation.top_k=
     grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
-    grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16)
+    grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16
+    env.format_reward=0.2 policy.generation.temperature=1.0 grpo.use_leave_one_out_baseline=true)
 }
 grpo_metrics() {
   python3 -c 'import json,sys
