@@ -300,15 +300,13 @@ int main(int argc, char** argv) {
     const double copy_tbs = measure_copy_tbs(ctx);  // the memory ceiling, before the weights take room
     gpu.release_cache();
     std::unique_ptr<model::HybridModel> model =
-        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false}, !fast);
+        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false}, !fast, /*trainable=*/false);
     model::HybridModel& net = *model;
     if (fast) fast_init(net, ctx);
-    // Generation only: freeze every parameter, as train::load_inference_model does for generate,
-    // eval and serve, dropping the float32 gradients the store allocated (for an 8B in bf16 they
-    // are 32 GB beside 16 GB of weights, and the KV cache needs that room). The reported peak
-    // then starts from the weights.
-    for (model::Param* p : net.params().all())
-      if (p->requires_grad) net.params().set_requires_grad(*p, false);
+    // Generation only: every parameter built frozen, as train::load_inference_model builds them for
+    // generate, eval and serve, so no float32 gradient is ever allocated (for an 8B in bf16 they
+    // would be 32 GB beside 16 GB of weights; a 70B at TP 4 would not fit at all). The reported
+    // peak starts from the weights.
     if (!save_weights_dir.empty()) {
       if (tp > 1) throw InputError("--save-weights writes a whole model: run it without --tensor-parallel");
       std::filesystem::create_directories(save_weights_dir);
