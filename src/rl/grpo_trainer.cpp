@@ -104,7 +104,7 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       opts_(std::move(opts)),
       opt_(net.params(),
            train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps, cfg.optimizer.weight_decay},
-           nullptr, nullptr, groups_->tensor.get()),
+           cfg.optimizer.distributed ? groups_->data.get() : nullptr, nullptr, groups_->tensor.get()),
       step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}, 0, groups_}),
       loss_(cfg.grpo.loss_fn),
       weight_bytes_(weight_bytes(net.params())),
@@ -177,7 +177,9 @@ void GrpoTrainer::restore() {
   if (k.enabled && train::has_checkpoint(k.checkpoint_dir)) {
     const std::string dir = train::resolve_checkpoint_dir(k.checkpoint_dir);
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
+    opt_.unshard_masters();  // distributed optimizer: the load writes whole float32 masters (collective)
     train::load_checkpoint_weights(dir, net_.params());
+    opt_.shard_masters();  // ... of which each rank keeps its range
     const train::TrainState st = loop_.resume(dir, opt_, net_.params());
     const json c = st.data.value("train", json());
     if (!c.is_object() || c.value("kind", "") != "grpo_prompts")
@@ -198,7 +200,9 @@ void GrpoTrainer::restore() {
   } else if (!cfg_.model_name.empty()) {
     const std::string dir = train::resolve_checkpoint_dir(cfg_.model_name, true);
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
+    opt_.unshard_masters();
     train::load_checkpoint_weights(dir, net_.params());
+    opt_.shard_masters();
   }
   if (cfg_.grpo.needs_reference()) {
     // The frozen initial policy: the starting weights, also when resuming.
@@ -553,6 +557,7 @@ std::string GrpoTrainer::banner() {
       g.policy.generation.max_new_tokens, g.policy.max_total_sequence_length, cfg_.optimizer.lr,
       cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init, g.policy.max_grad_norm,
       1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
+  out += train::sharded_state_line(opt_, "policy.megatron_cfg.optimizer.use_distributed_optimizer");
   if (opts_.generator_groups)
     out += fmt::format(
         "refit: the generator at tensor-parallel size {} (the trainer's {}; {}): its copy of the weights resharded "
