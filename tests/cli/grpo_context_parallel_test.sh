@@ -35,8 +35,8 @@ bad = []
 for s, (a, b) in enumerate(zip(mine, one), 1):
     for k in ("token_mult_prob_error", "max_logprob_error"):
         if abs(a[k] - b[k]) > 1e-5: bad.append(f"step {s} {k} {a[k]!r} vs {b[k]!r}")
-    if abs(a["kl_penalty"] - b["kl_penalty"]) > 1e-3 * abs(b["kl_penalty"]) + 1e-12:
-        bad.append(f"step {s} kl_penalty {a['kl_penalty']!r} vs {b['kl_penalty']!r}")
+    ka, kb = a["kl_penalty"], b["kl_penalty"]
+    if abs(ka - kb) > 1e-3 * abs(kb) + 1e-12: bad.append(f"step {s} kl_penalty {ka!r} vs {kb!r}")
     t, o = a["logprob_tokens_per_rank"], b["logprob_tokens_per_rank"]
     if not (n * t >= o and n * t < 1.5 * o): bad.append(f"step {s}: {t} rows x tokens per rank, one process {o}")
 print("; ".join(bad) if bad else "rows x tokens per rank: one process %s, here %s; token_mult_prob_error %s vs %s" % (
