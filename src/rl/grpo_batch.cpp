@@ -93,6 +93,9 @@ int64_t fill_policy_logprobs(Context& ctx, model::HybridModel& net, std::vector<
     Tensor lp = net.token_logprobs(ctx, b.input_ids, b.labels, nullptr, b.layout());
     if (cp.size() > 1) lp = model::gather_context(ctx, lp.view({B, T}));
     (reference ? mb.data.reference_logprobs : mb.data.prev_logprobs) = lp.to_f64_vector();
+    // The forward's activations are done with (the log-probs are on the host): an arena (the CPU
+    // training step's) holds one micro-batch's at a time, as the training step's does.
+    if (ctx.workspace) ctx.workspace->reset();
   }
   return tokens;
 }
