@@ -5,8 +5,8 @@
 #include "core/error.h"
 #include "model/context_split.h"
 #include "parallel/process_groups.h"
-#include "train/context_batch.h"
 #include "train/compute_device.h"
+#include "train/context_batch.h"
 
 namespace nemotron::rl {
 
