@@ -384,7 +384,7 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
     r.masked_rows += counts.overlong + counts.filtered;
     r.loss_tokens += counts.loss_tokens;
     update_tokens.push_back(counts.loss_tokens);
-    fill_policy_logprobs(ctx, net_, micro[u], false);
+    r.logprob_tokens += fill_policy_logprobs(ctx, net_, micro[u], false);
     if (reference_) fill_policy_logprobs(ctx, *reference_, micro[u], true);
     for (const GrpoMicroBatch& mb : micro[u]) {
       const std::vector<double> m = grpo_token_mask(mb.batch);
@@ -596,6 +596,7 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
               {"max_logprob_error", r.max_logprob_error},
               {"generation_seconds", r.generation_seconds},
               {"logprob_seconds", r.logprob_seconds},
+              {"logprob_tokens_per_rank", r.logprob_tokens},
               {"train_seconds", r.train_seconds},
               {"step_seconds", r.total_seconds},
               {"refit_seconds", r.refit_seconds},
@@ -629,12 +630,12 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
       "[{:.4f}, {:.4f}]{} | "
       "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s (prefill "
       "{:.2f} s, {} prompt tokens, {} shared) | "
-      "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s ({}engine "
+      "logprobs {:.2f} s ({} tokens per rank) | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s ({}engine "
       "setup {:.3f} s){}\n",
       r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction, metric("probs_ratio"),
       metric("probs_ratio_min"), metric("probs_ratio_max"), optional_metrics, r.token_mult_prob_error,
       r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.prefill_seconds, r.prefill_tokens,
-      r.shared_prefill_tokens, r.logprob_seconds, r.train_seconds,
+      r.shared_prefill_tokens, r.logprob_seconds, r.logprob_tokens, r.train_seconds,
       r.total_seconds, r.tokens_per_second(), r.refit_seconds,
       opts_.generator_groups ? fmt::format("TP {} -> {} reshard, {:.3g} MiB gathered per rank; ", cfg_.model.parallel.tensor,
                                            cfg_.generator_tensor_parallel, static_cast<double>(r.refit_bytes) / (1 << 20))

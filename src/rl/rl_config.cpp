@@ -51,11 +51,13 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
     const int64_t tp = c.model.parallel.tensor;
     const int64_t want = v.get_positive_int("tensor_parallel_size", tp);
     if (want != tp) {
-      if (c.model.parallel.expert > 1 || c.model.parallel.context > 1)
+      // Context ranks hold whole copies of their tensor group's parts, so a trainer with context
+      // split is resharded as its tensor layout is (the gather runs over its tensor group).
+      if (c.model.parallel.expert > 1)
         v.fail("tensor_parallel_size",
                fmt::format("{}: a generator split otherwise than the trainer (model.tensor_model_parallel_size = {}) "
-                           "needs model.expert_model_parallel_size and model.context_parallel_size 1 (experts are "
-                           "not resharded yet); set {} or leave it out",
+                           "needs model.expert_model_parallel_size 1 (experts are not resharded yet); set {} or leave "
+                           "it out",
                            want, tp, tp));
       for (const auto& [key, size] : model::layout_facts(c.model).tensor_split)
         if (size % want != 0)
