@@ -9,6 +9,11 @@
 // sequences (so every product built on them, M, M^T, dC, dB, is masked), and the decay factors
 // el (carried state -> token), w and wdt (token -> outgoing state) are zero across a boundary
 // (lam_kernel); the state passes drop the carried state at a chunk holding a boundary.
+// Decayed M (kDecayed problems, NEMOTRON_SSD_DECAYED_M): M = CB exp(lam_l - lam_s), masked s <= l,
+// stored once per (b, c, h) in T by decay_m_kernel, so that Y and dxb read it as a plain operand
+// (cp.async pipeline, no per-element exp or mask in their k loops) at the cost of writing and
+// reading B nc nH Qm^2 elements. Rounding matches the other path (CB in T, times the decay in
+// float32, rounded to T once).
 #pragma once
 #include "ops/ssd_scan_tile_gemm.cuh"
 
@@ -26,6 +31,8 @@ struct Dims {
   __device__ int64_t sti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * (nc + 1) + c) * P * N; }
   __device__ int64_t dsti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * nc + c) * P * N; }
   __device__ int64_t cbi(int b, int c, int g) const { return ((int64_t(b) * nc + c) * G + g) * Qm * Qm; }
+  // the decayed M of (b, c, h) (decay_m_kernel), in head_item order
+  __device__ int64_t mi(int b, int c, int h) const { return ((int64_t(b) * nc + c) * nH + h) * Qm * Qm; }
   // The sequence the state entering chunk c belongs to: its previous token's, or the row's first.
   __device__ int32_t entering(int b, int c) const {
     const int t0 = c * Q;
@@ -261,10 +268,12 @@ struct ProbChunkState : ProbBase<T> {
 
 // Y_ssm[l, p] = sum_{s<=l} M[l, s] xb[s, p] + exp(lam_l) sum_n C[l, n] Sin[p, n] (segments 0, 1).
 // Forward: y = Y_ssm + D x. Backward (dy set): r1[l] = dy_l . Y_ssm_l, per column tile.
-template <class T>
+template <class T, bool kDecayed = false>
 struct ProbY : ProbBase<T> {
+  static constexpr int kStages = kDecayed ? NM_SSD_STAGES_PIPE : NM_SSD_STAGES;
   const T *x, *Cm, *D, *dy, *sin;
   const T* cb;
+  const T* mh = nullptr;  // kDecayed: the decayed M of every (b, c, h)
   const float *dt, *lam;
   T* y;
   float* r1;
@@ -289,6 +298,10 @@ struct ProbY : ProbBase<T> {
       for (int i = 0; i < 8; ++i) v[i] *= f;
       return;
     }
+    if constexpr (kDecayed) {  // zeros above the diagonal are stored
+      ld_run(mh + d.mi(it.b, it.c, it.h) + int64_t(l) * d.Qm + k, cnt, d.vec, v);
+      return;
+    }
     if (k > l) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] = 0.f;
@@ -297,18 +310,20 @@ struct ProbY : ProbBase<T> {
     ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k, min(cnt, l - k + 1), d.vec, v);
     a_post(it, 0, l, k, v);
   }
-  // Segment 0: row l of CB from k, masked and decayed by a_post; segment 1: C_l times exp(lam_l).
+  // Segment 0: row l of CB from k, masked and decayed by a_post (or row l of the decayed M);
+  // segment 1: C_l times exp(lam_l).
   __device__ const T* a_src(const Item& it, int seg, int l, int k) const {
     const Dims& d = this->d;
     if (seg == 1) return Cm + d.bci(it.b, it.t0 + l, it.g) + k;
+    if constexpr (kDecayed) return mh + d.mi(it.b, it.c, it.h) + int64_t(l) * d.Qm + k;
     return k > l ? nullptr : cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k;  // above the diagonal: zeros
   }
   __device__ float a_mul(const Item& it, int seg, int l, int) const {
     return seg == 1 ? this->dk.el[this->d.lami(it.b, it.h, it.t0 + l)] : 1.f;
   }
-  static constexpr bool kStageLam = true;
+  static constexpr bool kStageLam = !kDecayed;
   __device__ const float* lam_row(const Item& it) const { return lam + this->d.lami(it.b, it.h, it.t0); }
-  __device__ bool a_has_post(int seg) const { return seg == 0; }
+  __device__ bool a_has_post(int seg) const { return !kDecayed && seg == 0; }
   __device__ void a_post(const Item& it, int, int l, int k, float* v) const { decay_run<T>(it.lam_s, l, k, v); }
   __device__ const T* b_src(const Item& it, int seg, int k, int p) const {
     const Dims& d = this->d;
@@ -365,10 +380,12 @@ struct ProbY : ProbBase<T> {
 
 // dxb[s, p] = sum_{l>=s} M[l, s] dy[l, p] + w_s sum_n B[s, n] dSout[p, n]; epilogue: dx = D dy +
 // dt dxb, and per column tile rx[s] = x_s . dxb_s and rdd[s] = dy_s . x_s.
-template <class T>
+template <class T, bool kDecayed = false>
 struct ProbDxb : ProbBase<T> {
+  static constexpr int kStages = kDecayed ? NM_SSD_STAGES_PIPE : NM_SSD_STAGES;
   const T *x, *Bm, *D, *dy, *dsout;
   const T* cb;
+  const T* mh = nullptr;  // kDecayed: the decayed M of every (b, c, h)
   const float *dt, *lam;
   T* dx;
   float *rx, *rdd;
@@ -394,6 +411,10 @@ struct ProbDxb : ProbBase<T> {
       return;
     }
     // run over s, row l = k of M: M[k, s + i] for s + i <= k
+    if constexpr (kDecayed) {  // zeros above the diagonal are stored
+      ld_run(mh + d.mi(it.b, it.c, it.h) + int64_t(k) * d.Qm + s, cnt, d.vec, v);
+      return;
+    }
     if (s > k) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] = 0.f;
@@ -402,18 +423,20 @@ struct ProbDxb : ProbBase<T> {
     ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s, min(cnt, k - s + 1), d.vec, v);
     a_post(it, 0, s, k, v);
   }
-  // Segment 0: row k of CB from s, masked and decayed by a_post; segment 1: B_s times w_s.
+  // Segment 0: row k of CB from s, masked and decayed by a_post (or row k of the decayed M);
+  // segment 1: B_s times w_s.
   __device__ const T* a_src(const Item& it, int seg, int s, int k) const {
     const Dims& d = this->d;
     if (seg == 1) return Bm + d.bci(it.b, it.t0 + s, it.g) + k;
+    if constexpr (kDecayed) return mh + d.mi(it.b, it.c, it.h) + int64_t(k) * d.Qm + s;
     return s > k ? nullptr : cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s;  // above the diagonal: zeros
   }
   __device__ float a_mul(const Item& it, int seg, int s, int) const {
     return seg == 1 ? this->dk.w[this->d.lami(it.b, it.h, it.t0 + s)] : 1.f;
   }
-  static constexpr bool kStageLam = true;
+  static constexpr bool kStageLam = !kDecayed;
   __device__ const float* lam_row(const Item& it) const { return lam + this->d.lami(it.b, it.h, it.t0); }
-  __device__ bool a_has_post(int seg) const { return seg == 0; }
+  __device__ bool a_has_post(int seg) const { return !kDecayed && seg == 0; }
   __device__ void a_post(const Item& it, int, int s, int k, float* v) const { decay_run<T>(it.lam_s, k, s, v); }
   __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
@@ -508,7 +531,10 @@ struct ProbDCB : ProbBase<T> {
 // the heads' state parts:
 //   dC[l, n] = sum_{s<=l} dCB[l, s] B[s, n] + sum_h exp(lam_l) sum_p dy[l, p] Sin[p, n]
 //   dB[s, n] = sum_{l>=s} dCB[l, s] C[l, n] + sum_h w_s sum_p xb[s, p] dSout[p, n]
-template <class T>
+// kStored (NEMOTRON_SSD_DECAYED_M): the segment-0 runs of dCB that lie in a tile ProbDCB wrote
+// (zeros above the diagonal included) are plain cp.async copies; only the runs of skipped tiles
+// (kWide = 2) go through a_run's mask. Otherwise every segment-0 run is a masked register load.
+template <class T, bool kStored = false>
 struct ProbDBC : ProbBase<T> {
   static constexpr int kStages = NM_SSD_STAGES_PIPE;
   const T *x, *dy, *Bm, *Cm, *sin, *dsout;
@@ -558,8 +584,14 @@ struct ProbDBC : ProbBase<T> {
   // Segments > 0 (head seg - 1): dy scaled by exp(lam) for dC, xb scaled by w for dB. Segment 0
   // (dCB) goes through a_run: its runs are masked at the diagonal.
   __device__ const T* a_src(const Item& it, int seg, int m, int k) const {
-    if (seg == 0) return nullptr;
     const Dims& d = this->d;
+    if (seg == 0) {
+      // dC: row m of dCB from k; dB: row k from m. ProbDCB skips the tiles with column tile >
+      // row tile (its skip(): kBM = kBN); a run of 8 lies in one tile.
+      const int l = it.is_dB ? k : m, s = it.is_dB ? m : k;
+      if (!kStored || s / kBN > l / kBM) return nullptr;
+      return dcb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + s;
+    }
     return (it.is_dB ? x : dy) + d.xi(it.b, it.t0 + m, it.g * d.hpg + seg - 1) + k;
   }
   __device__ float a_mul(const Item& it, int seg, int m, int) const {
