@@ -17,6 +17,10 @@
 #pragma once
 #include "ops/ssd_scan_tile_gemm.cuh"
 
+#ifndef NM_SSD_DECAYED_Y_BLOCKS
+#define NM_SSD_DECAYED_Y_BLOCKS 4
+#endif
+
 namespace nemotron::ops::ssd {
 
 struct Dims {
@@ -279,7 +283,9 @@ struct ProbY : ProbBase<T> {
   float* r1;
   int n_tiles;
   // 128-row tiles: x and Sin are fetched once for the whole chunk (Q <= 128), not once per 64 rows.
-  static constexpr int kWide = NM_SSD_WIDE, kMinBlocks = NM_SSD_WIDE == 2 ? 2 : NM_SSD_MIN_BLOCKS;
+  // kDecayed at 5 blocks (<= 96 registers) spills 108 bytes in bf16 (ptxas -v), at 4 none.
+  static constexpr int kWide = NM_SSD_WIDE,
+                       kMinBlocks = NM_SSD_WIDE == 2 ? 2 : (kDecayed ? NM_SSD_DECAYED_Y_BLOCKS : NM_SSD_MIN_BLOCKS);
   __device__ Item item(int i) const { return head_item(this->d, i); }
   __device__ int rows(const Item& it) const { return it.L; }
   __device__ int cols(const Item&) const { return this->d.P; }
