@@ -601,6 +601,7 @@ struct ProbDBC : ProbBase<T> {
     return (it.is_dB ? x : dy) + d.xi(it.b, it.t0 + m, it.g * d.hpg + seg - 1) + k;
   }
   __device__ float a_mul(const Item& it, int seg, int m, int) const {
+    if (seg == 0) return 1.f;  // dCB runs (kStored) carry no factor
     const Dims& d = this->d;
     return (it.is_dB ? this->dk.wdt : this->dk.el)[d.lami(it.b, it.g * d.hpg + seg - 1, it.t0 + m)];
   }
