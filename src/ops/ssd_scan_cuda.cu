@@ -72,45 +72,6 @@ __global__ void lam_kernel(Dims d, const float* __restrict__ dt, const float* __
   }
 }
 
-// The decayed M of ssd_scan_cuda_problems.cuh per (b, c, h): mh[l, s] = CB[l, s] exp(lam_l - lam_s)
-// for s <= l < L, else 0 (the whole Qm x Qm block is written: kDecayed loaders read full runs of
-// it). One thread per run of 8 columns of a row. CB above its diagonal was never written: selected
-// away, never multiplied.
-template <class T>
-__global__ void decay_m_kernel(Dims d, const T* __restrict__ cb, const float* __restrict__ lam, T* __restrict__ mh) {
-  const int runs = (d.Qm + 7) / 8;
-  const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t per_item = int64_t(d.Qm) * runs;
-  if (e >= int64_t(d.B) * d.nc * d.nH * per_item) return;
-  const int64_t idx = e / per_item;
-  const int l = static_cast<int>(e % per_item / runs), s0 = static_cast<int>(e % runs) * 8;
-  const ssd::Item it = ssd::head_item(d, static_cast<int>(idx));
-  const int cnt = min(8, d.Qm - s0);
-  float v[8];
-  if (l < it.L && s0 <= l) {
-    ssd::ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + s0, cnt, d.vec, v);
-    const float* lr = lam + d.lami(it.b, it.h, it.t0);
-    const float ll = lr[l];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = s0 + i <= l ? v[i] * ssd::ex<T>(ll - lr[min(s0 + i, l)]) : 0.f;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = 0.f;
-  }
-  ssd::st_run(mh + d.mi(it.b, it.c, it.h) + int64_t(l) * d.Qm + s0, cnt, d.vec, v);
-}
-
-// NEMOTRON_SSD_DECAYED_M=1 (read once): Y, Y_rowdot and dxb read the decayed M stored once per call
-// (decay_m_kernel) instead of decaying CB in their k loops, and dC+dB reads dCB's stored tiles as
-// plain copies (ProbDBC kStored); 0 or unset keeps the in-loop decay and masked dCB loads.
-bool decayed_m_env() {
-  static const bool on = [] {
-    const char* v = std::getenv("NEMOTRON_SSD_DECAYED_M");
-    return v != nullptr && v[0] == '1';
-  }();
-  return on;
-}
-
 __device__ inline float chunk_last(const Dims& d, const float* lam, int b, int h, int c) {
   return lam[d.lami(b, h, min(d.T, (c + 1) * d.Q) - 1)];
 }
@@ -420,47 +381,6 @@ cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s
 }
 
 template <class T>
-cudaError_t launch_decay_m(const Dims& d, const T* cb, const float* lam, T* mh, cudaStream_t s) {
-  const int64_t n = int64_t(d.B) * d.nc * d.nH * d.Qm * ((d.Qm + 7) / 8);
-  decay_m_kernel<T><<<blocks_for(n, 256), 256, 0, s>>>(d, cb, lam, mh);
-  return cudaGetLastError();
-}
-
-// The Y problem (forward: y; backward, dy set: the row dots r1) with the in-loop decay or on the
-// decayed M (mh set).
-template <class T, bool kDecayed>
-cudaError_t launch_y(const SsdScanCudaArgs& a, const Dims& d, ssd::Decay dk, const float* lam, const T* cb, const T* mh,
-                     const T* sin, float* r1, int n_tiles, cudaStream_t s) {
-  ssd::ProbY<T, kDecayed> py;
-  py.d = d, py.dk = dk, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm);
-  py.D = static_cast<const T*>(a.D), py.dy = r1 ? static_cast<const T*>(a.dy) : nullptr, py.dt = a.dt, py.lam = lam;
-  py.cb = cb, py.mh = mh, py.sin = sin, py.y = r1 ? nullptr : static_cast<T*>(a.y), py.r1 = r1, py.n_tiles = n_tiles;
-  return ssd::launch_tile_gemm(py, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s);
-}
-
-template <class T, bool kDecayed>
-cudaError_t launch_dxb(const SsdScanCudaArgs& a, const Dims& d, ssd::Decay dk, const float* lam, const T* cb,
-                       const T* mh, const T* dsout, float* rx, float* rdd, int n_tiles, cudaStream_t s) {
-  ssd::ProbDxb<T, kDecayed> pdx;
-  pdx.d = d, pdx.dk = dk, pdx.x = static_cast<const T*>(a.x), pdx.Bm = static_cast<const T*>(a.Bm);
-  pdx.D = static_cast<const T*>(a.D), pdx.dy = static_cast<const T*>(a.dy), pdx.dt = a.dt, pdx.lam = lam;
-  pdx.cb = cb, pdx.mh = mh, pdx.dsout = dsout, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
-  pdx.n_tiles = n_tiles;
-  return ssd::launch_tile_gemm(pdx, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s);
-}
-
-template <class T, bool kStored>
-cudaError_t launch_dbc(const SsdScanCudaArgs& a, const Dims& d, ssd::Decay dk, const float* lam, const T* dcb,
-                       const T* sin, const T* dsout, cudaStream_t s) {
-  ssd::ProbDBC<T, kStored> pbc;
-  pbc.d = d, pbc.dk = dk, pbc.x = static_cast<const T*>(a.x), pbc.dy = static_cast<const T*>(a.dy);
-  pbc.Bm = static_cast<const T*>(a.Bm), pbc.Cm = static_cast<const T*>(a.Cm), pbc.dt = a.dt, pbc.lam = lam;
-  pbc.dcb = dcb, pbc.sin = sin, pbc.dsout = dsout, pbc.dBm = static_cast<T*>(a.dBm), pbc.dCm = static_cast<T*>(a.dCm);
-  pbc.groups = int64_t(d.B) * d.nc * d.G;
-  return ssd::launch_tile_gemm(pbc, 2 * pbc.groups, d.Q, d.N, s);
-}
-
-template <class T>
 cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const Dims d = make_dims(a);
   const int64_t PN = int64_t(d.P) * d.N;
@@ -468,8 +388,7 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   Phases ph(a, s);
   float* lam = nullptr;
   ssd::Decay dk;
-  T *cb = nullptr, *sloc = nullptr, *sin = nullptr, *mh = nullptr;
-  const bool decayed = decayed_m_env();
+  T *cb = nullptr, *sloc = nullptr, *sin = nullptr;
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) sc.allocate();
     lam = sc.get(int64_t(d.B) * d.nH * d.T);
@@ -479,17 +398,14 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
     cb = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nc * d.G * d.Qm * d.Qm)));
     sloc = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * d.nc * PN)));
     sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
-    if (decayed) mh = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nc * d.nH * d.Qm * d.Qm)));
   }
   if (sc.err != cudaSuccess) return sc.release(sc.err);
   SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, a.final_state, {a.chunk_slots, a.chunk_states}));
-  if (decayed) {
-    SSD_TRY(launch_decay_m<T>(d, cb, lam, mh, s));
-    ph.mark("M");
-    SSD_TRY((launch_y<T, true>(a, d, dk, lam, cb, mh, sin, nullptr, 0, s)));
-  } else {
-    SSD_TRY((launch_y<T, false>(a, d, dk, lam, cb, nullptr, sin, nullptr, 0, s)));
-  }
+  ssd::ProbY<T> py;
+  py.d = d, py.dk = dk, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
+  py.dy = nullptr, py.dt = a.dt, py.lam = lam, py.cb = cb, py.sin = sin, py.y = static_cast<T*>(a.y);
+  py.r1 = nullptr, py.n_tiles = 0;
+  SSD_TRY(ssd::launch_tile_gemm(py, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s));
   ph.mark("Y");
   return sc.release(cudaSuccess);
 }
@@ -505,8 +421,7 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   float *lam = nullptr, *sdot = nullptr, *r1 = nullptr, *rx = nullptr, *rdd = nullptr;
   float *dA_part = nullptr, *dD_part = nullptr;
   ssd::Decay dk;
-  T *cb = nullptr, *dcb = nullptr, *sloc = nullptr, *sin = nullptr, *dsout = nullptr, *mh = nullptr;
-  const bool decayed = decayed_m_env();
+  T *cb = nullptr, *dcb = nullptr, *sloc = nullptr, *sin = nullptr, *dsout = nullptr;
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) sc.allocate();
     lam = sc.get(int64_t(d.B) * d.nH * d.T);
@@ -524,11 +439,10 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
     rdd = sc.get(int64_t(d.B) * d.nH * d.T * n_tiles);
     dA_part = sc.get(bch);
     dD_part = sc.get(bch);
-    if (decayed) mh = reinterpret_cast<T*>(sc.get(words<T>(bch * d.Qm * d.Qm)));
   }
   if (sc.err != cudaSuccess) return sc.release(sc.err);
   const T *x = static_cast<const T*>(a.x), *dy = static_cast<const T*>(a.dy);
-  const T* Cm = static_cast<const T*>(a.Cm);
+  const T *Bm = static_cast<const T*>(a.Bm), *Cm = static_cast<const T*>(a.Cm);
 
   SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, nullptr, {}));
   ssd::ProbChunkState<T> pz;
@@ -544,24 +458,26 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   SSD_TRY(cudaGetLastError());
   ph.mark("adjoint_pass");
 
-  if (decayed) {
-    SSD_TRY(launch_decay_m<T>(d, cb, lam, mh, s));
-    ph.mark("M");
-    SSD_TRY((launch_y<T, true>(a, d, dk, lam, cb, mh, sin, r1, n_tiles, s)));
-    ph.mark("Y_rowdot");
-    SSD_TRY((launch_dxb<T, true>(a, d, dk, lam, cb, mh, dsout, rx, rdd, n_tiles, s)));
-  } else {
-    SSD_TRY((launch_y<T, false>(a, d, dk, lam, cb, nullptr, sin, r1, n_tiles, s)));
-    ph.mark("Y_rowdot");
-    SSD_TRY((launch_dxb<T, false>(a, d, dk, lam, cb, nullptr, dsout, rx, rdd, n_tiles, s)));
-  }
+  ssd::ProbY<T> py;
+  py.d = d, py.dk = dk, py.x = x, py.Cm = Cm, py.D = static_cast<const T*>(a.D), py.dy = dy, py.dt = a.dt, py.lam = lam;
+  py.cb = cb, py.sin = sin, py.y = nullptr, py.r1 = r1, py.n_tiles = n_tiles;
+  SSD_TRY(ssd::launch_tile_gemm(py, bch, d.Q, d.P, s));
+  ph.mark("Y_rowdot");
+  ssd::ProbDxb<T> pdx;
+  pdx.d = d, pdx.dk = dk, pdx.x = x, pdx.Bm = Bm, pdx.D = static_cast<const T*>(a.D), pdx.dy = dy, pdx.dt = a.dt, pdx.lam = lam;
+  pdx.cb = cb, pdx.dsout = dsout, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
+  pdx.n_tiles = n_tiles;
+  SSD_TRY(ssd::launch_tile_gemm(pdx, bch, d.Q, d.P, s));
   ph.mark("dxb");
   ssd::ProbDCB<T> pdcb;
   pdcb.d = d, pdcb.dk = dk, pdcb.x = x, pdcb.dy = dy, pdcb.dt = a.dt, pdcb.lam = lam, pdcb.dcb = dcb;
   SSD_TRY(ssd::launch_tile_gemm(pdcb, bcg, d.Q, d.Q, s));
   ph.mark("dCB");
-  if (decayed) SSD_TRY((launch_dbc<T, true>(a, d, dk, lam, dcb, sin, dsout, s)));
-  else SSD_TRY((launch_dbc<T, false>(a, d, dk, lam, dcb, sin, dsout, s)));
+  ssd::ProbDBC<T> pbc;
+  pbc.d = d, pbc.dk = dk, pbc.x = x, pbc.dy = dy, pbc.Bm = Bm, pbc.Cm = Cm, pbc.dt = a.dt, pbc.lam = lam, pbc.dcb = dcb;
+  pbc.sin = sin, pbc.dsout = dsout, pbc.dBm = static_cast<T*>(a.dBm), pbc.dCm = static_cast<T*>(a.dCm);
+  pbc.groups = bcg;
+  SSD_TRY(ssd::launch_tile_gemm(pbc, 2 * bcg, d.Q, d.N, s));
   ph.mark("dC+dB");
   dlam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, r1, rx, rdd, n_tiles, sdot, slices, a.ddt, dA_part,
                                                    dD_part);

@@ -9,16 +9,12 @@
 // sequences (so every product built on them, M, M^T, dC, dB, is masked), and the decay factors
 // el (carried state -> token), w and wdt (token -> outgoing state) are zero across a boundary
 // (lam_kernel); the state passes drop the carried state at a chunk holding a boundary.
-// Decayed M (kDecayed problems, NEMOTRON_SSD_DECAYED_M): M = CB exp(lam_l - lam_s), masked s <= l,
-// stored once per (b, c, h) in T by decay_m_kernel, so that Y and dxb read it as a plain operand
-// (cp.async pipeline, no per-element exp or mask in their k loops) at the cost of writing and
-// reading B nc nH Qm^2 elements. Rounding matches the other path (CB in T, times the decay in
-// float32, rounded to T once).
 #pragma once
 #include "ops/ssd_scan_tile_gemm.cuh"
 
-#ifndef NM_SSD_DECAYED_Y_BLOCKS
-#define NM_SSD_DECAYED_Y_BLOCKS 4
+// 1: ProbDBC reads the dCB tiles ProbDCB wrote as plain copies; 0: every dCB run masked (a_run).
+#ifndef NM_SSD_DCB_PLAIN
+#define NM_SSD_DCB_PLAIN 1
 #endif
 
 namespace nemotron::ops::ssd {
@@ -35,8 +31,6 @@ struct Dims {
   __device__ int64_t sti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * (nc + 1) + c) * P * N; }
   __device__ int64_t dsti(int b, int h, int c) const { return ((int64_t(b) * nH + h) * nc + c) * P * N; }
   __device__ int64_t cbi(int b, int c, int g) const { return ((int64_t(b) * nc + c) * G + g) * Qm * Qm; }
-  // the decayed M of (b, c, h) (decay_m_kernel), in head_item order
-  __device__ int64_t mi(int b, int c, int h) const { return ((int64_t(b) * nc + c) * nH + h) * Qm * Qm; }
   // The sequence the state entering chunk c belongs to: its previous token's, or the row's first.
   __device__ int32_t entering(int b, int c) const {
     const int t0 = c * Q;
@@ -272,20 +266,16 @@ struct ProbChunkState : ProbBase<T> {
 
 // Y_ssm[l, p] = sum_{s<=l} M[l, s] xb[s, p] + exp(lam_l) sum_n C[l, n] Sin[p, n] (segments 0, 1).
 // Forward: y = Y_ssm + D x. Backward (dy set): r1[l] = dy_l . Y_ssm_l, per column tile.
-template <class T, bool kDecayed = false>
+template <class T>
 struct ProbY : ProbBase<T> {
-  static constexpr int kStages = kDecayed ? NM_SSD_STAGES_PIPE : NM_SSD_STAGES;
   const T *x, *Cm, *D, *dy, *sin;
   const T* cb;
-  const T* mh = nullptr;  // kDecayed: the decayed M of every (b, c, h)
   const float *dt, *lam;
   T* y;
   float* r1;
   int n_tiles;
   // 128-row tiles: x and Sin are fetched once for the whole chunk (Q <= 128), not once per 64 rows.
-  // kDecayed at 5 blocks (<= 96 registers) spills 108 bytes in bf16 (ptxas -v), at 4 none.
-  static constexpr int kWide = NM_SSD_WIDE,
-                       kMinBlocks = NM_SSD_WIDE == 2 ? 2 : (kDecayed ? NM_SSD_DECAYED_Y_BLOCKS : NM_SSD_MIN_BLOCKS);
+  static constexpr int kWide = NM_SSD_WIDE, kMinBlocks = NM_SSD_WIDE == 2 ? 2 : NM_SSD_MIN_BLOCKS;
   __device__ Item item(int i) const { return head_item(this->d, i); }
   __device__ int rows(const Item& it) const { return it.L; }
   __device__ int cols(const Item&) const { return this->d.P; }
@@ -304,10 +294,6 @@ struct ProbY : ProbBase<T> {
       for (int i = 0; i < 8; ++i) v[i] *= f;
       return;
     }
-    if constexpr (kDecayed) {  // zeros above the diagonal are stored
-      ld_run(mh + d.mi(it.b, it.c, it.h) + int64_t(l) * d.Qm + k, cnt, d.vec, v);
-      return;
-    }
     if (k > l) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] = 0.f;
@@ -316,20 +302,18 @@ struct ProbY : ProbBase<T> {
     ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k, min(cnt, l - k + 1), d.vec, v);
     a_post(it, 0, l, k, v);
   }
-  // Segment 0: row l of CB from k, masked and decayed by a_post (or row l of the decayed M);
-  // segment 1: C_l times exp(lam_l).
+  // Segment 0: row l of CB from k, masked and decayed by a_post; segment 1: C_l times exp(lam_l).
   __device__ const T* a_src(const Item& it, int seg, int l, int k) const {
     const Dims& d = this->d;
     if (seg == 1) return Cm + d.bci(it.b, it.t0 + l, it.g) + k;
-    if constexpr (kDecayed) return mh + d.mi(it.b, it.c, it.h) + int64_t(l) * d.Qm + k;
     return k > l ? nullptr : cb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + k;  // above the diagonal: zeros
   }
   __device__ float a_mul(const Item& it, int seg, int l, int) const {
     return seg == 1 ? this->dk.el[this->d.lami(it.b, it.h, it.t0 + l)] : 1.f;
   }
-  static constexpr bool kStageLam = !kDecayed;
+  static constexpr bool kStageLam = true;
   __device__ const float* lam_row(const Item& it) const { return lam + this->d.lami(it.b, it.h, it.t0); }
-  __device__ bool a_has_post(int seg) const { return !kDecayed && seg == 0; }
+  __device__ bool a_has_post(int seg) const { return seg == 0; }
   __device__ void a_post(const Item& it, int, int l, int k, float* v) const { decay_run<T>(it.lam_s, l, k, v); }
   __device__ const T* b_src(const Item& it, int seg, int k, int p) const {
     const Dims& d = this->d;
@@ -386,12 +370,10 @@ struct ProbY : ProbBase<T> {
 
 // dxb[s, p] = sum_{l>=s} M[l, s] dy[l, p] + w_s sum_n B[s, n] dSout[p, n]; epilogue: dx = D dy +
 // dt dxb, and per column tile rx[s] = x_s . dxb_s and rdd[s] = dy_s . x_s.
-template <class T, bool kDecayed = false>
+template <class T>
 struct ProbDxb : ProbBase<T> {
-  static constexpr int kStages = kDecayed ? NM_SSD_STAGES_PIPE : NM_SSD_STAGES;
   const T *x, *Bm, *D, *dy, *dsout;
   const T* cb;
-  const T* mh = nullptr;  // kDecayed: the decayed M of every (b, c, h)
   const float *dt, *lam;
   T* dx;
   float *rx, *rdd;
@@ -417,10 +399,6 @@ struct ProbDxb : ProbBase<T> {
       return;
     }
     // run over s, row l = k of M: M[k, s + i] for s + i <= k
-    if constexpr (kDecayed) {  // zeros above the diagonal are stored
-      ld_run(mh + d.mi(it.b, it.c, it.h) + int64_t(k) * d.Qm + s, cnt, d.vec, v);
-      return;
-    }
     if (s > k) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] = 0.f;
@@ -429,20 +407,18 @@ struct ProbDxb : ProbBase<T> {
     ld_run(cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s, min(cnt, k - s + 1), d.vec, v);
     a_post(it, 0, s, k, v);
   }
-  // Segment 0: row k of CB from s, masked and decayed by a_post (or row k of the decayed M);
-  // segment 1: B_s times w_s.
+  // Segment 0: row k of CB from s, masked and decayed by a_post; segment 1: B_s times w_s.
   __device__ const T* a_src(const Item& it, int seg, int s, int k) const {
     const Dims& d = this->d;
     if (seg == 1) return Bm + d.bci(it.b, it.t0 + s, it.g) + k;
-    if constexpr (kDecayed) return mh + d.mi(it.b, it.c, it.h) + int64_t(k) * d.Qm + s;
     return s > k ? nullptr : cb + d.cbi(it.b, it.c, it.g) + int64_t(k) * d.Qm + s;  // above the diagonal: zeros
   }
   __device__ float a_mul(const Item& it, int seg, int s, int) const {
     return seg == 1 ? this->dk.w[this->d.lami(it.b, it.h, it.t0 + s)] : 1.f;
   }
-  static constexpr bool kStageLam = !kDecayed;
+  static constexpr bool kStageLam = true;
   __device__ const float* lam_row(const Item& it) const { return lam + this->d.lami(it.b, it.h, it.t0); }
-  __device__ bool a_has_post(int seg) const { return !kDecayed && seg == 0; }
+  __device__ bool a_has_post(int seg) const { return seg == 0; }
   __device__ void a_post(const Item& it, int, int s, int k, float* v) const { decay_run<T>(it.lam_s, k, s, v); }
   __device__ void b_run(const Item& it, int seg, int k, int p, int cnt, float* v) const {
     const Dims& d = this->d;
@@ -537,10 +513,18 @@ struct ProbDCB : ProbBase<T> {
 // the heads' state parts:
 //   dC[l, n] = sum_{s<=l} dCB[l, s] B[s, n] + sum_h exp(lam_l) sum_p dy[l, p] Sin[p, n]
 //   dB[s, n] = sum_{l>=s} dCB[l, s] C[l, n] + sum_h w_s sum_p xb[s, p] dSout[p, n]
-// kStored (NEMOTRON_SSD_DECAYED_M): the segment-0 runs of dCB that lie in a tile ProbDCB wrote
-// (zeros above the diagonal included) are plain cp.async copies; only the runs of skipped tiles
-// (kWide = 2) go through a_run's mask. Otherwise every segment-0 run is a masked register load.
-template <class T, bool kStored = false>
+// Segment 0 reads dCB: its runs that lie in a tile ProbDCB wrote (zeros above the diagonal
+// included) are plain copies (a_src: cp.async, no register stall in the k loop); only runs in the
+// tiles it skipped (with kWide = 2) go through a_run's mask. The same bits as masking every run
+// (NM_SSD_DCB_PLAIN=0). H100, ssd-fast 465192c: dC+dB 0.234 -> 0.227 ms (dense shape), 0.201 ->
+// 0.187 (MoE shape), measured with a since-fixed a_mul bug (a wrong factor multiplied into each
+// run: same work as the fixed code plus one multiply).
+// Tried and dropped (ssd-fast 909e9da, bench/results/ssd_scan.jsonl): storing the decayed M =
+// CB exp(lam_l - lam_s) once per (b, c, h) so that Y, Y_rowdot and dxb read it as a plain 3-stage
+// cp.async operand. Those three got only 6-11% faster (Y 0.235 -> 0.221 ms, dxb 0.244 -> 0.218 on
+// the dense shape): the in-loop exp and mask are not what bounds them; writing M (100 MB) cost
+// 0.093 ms per call, fwd+bwd 1.517 -> 1.634 ms.
+template <class T>
 struct ProbDBC : ProbBase<T> {
   static constexpr int kStages = NM_SSD_STAGES_PIPE;
   const T *x, *dy, *Bm, *Cm, *sin, *dsout;
@@ -587,21 +571,21 @@ struct ProbDBC : ProbBase<T> {
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] *= f;
   }
-  // Segments > 0 (head seg - 1): dy scaled by exp(lam) for dC, xb scaled by w for dB. Segment 0
-  // (dCB) goes through a_run: its runs are masked at the diagonal.
+  // Segments > 0 (head seg - 1): dy scaled by exp(lam) for dC, xb scaled by w for dB. Segment 0:
+  // dCB as it is stored, or (a_run) masked at the diagonal.
   __device__ const T* a_src(const Item& it, int seg, int m, int k) const {
     const Dims& d = this->d;
     if (seg == 0) {
-      // dC: row m of dCB from k; dB: row k from m. ProbDCB skips the tiles with column tile >
-      // row tile (its skip(): kBM = kBN); a run of 8 lies in one tile.
+      // dC: row m of dCB from k; dB: row k from m. ProbDCB skips the tiles whose column tile is
+      // past the row tile (its skip(), kBM = kBN); a run of 8 lies in one tile.
       const int l = it.is_dB ? k : m, s = it.is_dB ? m : k;
-      if (!kStored || s / kBN > l / kBM) return nullptr;
+      if (!NM_SSD_DCB_PLAIN || s / kBN > l / kBM) return nullptr;
       return dcb + d.cbi(it.b, it.c, it.g) + int64_t(l) * d.Qm + s;
     }
     return (it.is_dB ? x : dy) + d.xi(it.b, it.t0 + m, it.g * d.hpg + seg - 1) + k;
   }
   __device__ float a_mul(const Item& it, int seg, int m, int) const {
-    if (seg == 0) return 1.f;  // dCB runs (kStored) carry no factor
+    if (seg == 0) return 1.f;  // dCB runs carry no factor
     const Dims& d = this->d;
     return (it.is_dB ? this->dk.wdt : this->dk.el)[d.lami(it.b, it.g * d.hpg + seg - 1, it.t0 + m)];
   }
