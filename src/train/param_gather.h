@@ -24,6 +24,7 @@
 #include "model/hybrid_model.h"
 #include "parallel/communicator.h"
 #include "train/adamw.h"
+#include "train/layer_units.h"
 
 namespace nemotron::train {
 
@@ -63,14 +64,10 @@ class ParamGather {
   model::HybridModel& net_;
   AdamW& opt_;
   parallel::Communicator& group_;
-  std::vector<int64_t> layer_of_;   // by bucket: its trunk layer, -1 for the outer unit
-  std::vector<int64_t> bucket_of_;  // by trunk layer: its bucket
-  std::vector<int64_t> outer_at_;   // by bucket: its offset in outer_ (outer buckets)
-  std::vector<std::vector<size_t>> params_of_;  // by bucket: the parameters in it
+  LayerUnits units_;
   Tensor outer_;
   std::array<Tensor, 2> slot_buf_;
   std::array<Slot, 2> slot_;
-  int64_t slot_elements_ = 0, outer_elements_ = 0, sharded_elements_ = 0;
   int64_t gathers_ = 0, prefetched_ = 0;
   model::LayerStack::LayerObserver observer_;
 };
