@@ -64,7 +64,8 @@ void GradSlots::after_layer(int64_t layer) {
       units_.bucket_of[static_cast<size_t>(layer)] < 0)
     return;  // an MTP block's layer: outer
   const size_t slot = static_cast<size_t>(layer % 2), other = 1 - slot;
-  if (pending_[other] >= 0) {
+  const bool waited = pending_[other] >= 0;
+  if (waited) {
     group_.wait_pending();
     land(other);
   }
@@ -75,6 +76,7 @@ void GradSlots::after_layer(int64_t layer) {
   group_.reduce_scatter_async(slot_buf_[slot].slice(0, n), out, parallel::ReduceOp::sum);
   pending_[slot] = layer;
   ++scatters_, ++micro_scatters_;
+  if (waited && after_wait_) after_wait_();
 }
 
 void GradSlots::finish_micro_batch() {

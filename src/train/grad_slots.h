@@ -39,6 +39,9 @@ class GradSlots {
   // After each micro-batch's backward: the last layers' and the outer unit's slices added, the
   // slots and outer gradients zeroed for the next micro-batch.
   void finish_micro_batch();
+  // Called right after each wait for the group's pending collectives between two layers (full
+  // parameter sharding: ParamGather::pending_waited, its prefetched gather being done too).
+  void set_after_wait(std::function<void()> f) { after_wait_ = std::move(f); }
 
   int64_t slice_bytes() const;      // the rank's slices (AdamW::shard_grads())
   int64_t buffer_bytes() const;     // the two layer slots, the outer unit and the receive buffers
@@ -58,6 +61,7 @@ class GradSlots {
   std::array<int64_t, 2> pending_{-1, -1};  // by slot: the layer whose reduce-scatter is in flight
   int64_t scatters_ = 0, micro_scatters_ = 0, trunk_buckets_ = 0;
   std::function<void(int64_t)> hook_;
+  std::function<void()> after_wait_;
 };
 
 }  // namespace nemotron::train

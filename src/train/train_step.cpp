@@ -178,6 +178,7 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
                                            groups().tensor.get(), sharded ? groups().context.get() : nullptr);
   }
   if (opt_.shards_values()) gather_ = std::make_unique<ParamGather>(net_, opt_, *groups().data);
+  if (slots_ && gather_) slots_->set_after_wait([g = gather_.get()] { g->pending_waited(); });
 }
 
 std::vector<model::Batch> TrainStep::context_rows(const std::vector<model::Batch>& micro) const {
