@@ -13,11 +13,12 @@
 
 namespace nemotron::bench {
 
-// `initialize` false leaves the weights for the caller to fill (cuda_rollout --fast-init).
+// `initialize` false leaves the weights for the caller to fill (cuda_rollout --fast-init);
+// `trainable` false builds every parameter frozen, with no gradient ever allocated (generation).
 inline std::unique_ptr<model::HybridModel> make_bench_model(const model::ModelConfig& cfg, Backend& backend,
                                                             DType dtype, const model::ModelShard& shard = {},
-                                                            bool initialize = true) {
-  auto net = std::make_unique<model::HybridModel>(cfg, backend, dtype, shard);
+                                                            bool initialize = true, bool trainable = true) {
+  auto net = std::make_unique<model::HybridModel>(cfg, backend, dtype, shard, trainable);
   if (initialize) net->init(1234);
   return net;
 }

@@ -26,11 +26,14 @@
 // host): dense configs only, since a MoE's routing and so its speed depend on the weights.
 // --decode-graphs off runs the engine's decode steps eagerly instead of as CUDA graphs
 // (engine/decode_graphs.h); the record says which and how many steps a graph replayed.
+// --prefill-scan off prefills whole prompts' Mamba layers token by token (ops/ssd_decode.h) rather
+// than through the chunked scan (model/prefill_layout.h), for an A/B in one binary.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
 //                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off] [--fast-init]
+//                     [--prefill-scan on|off]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 //                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
 //                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
@@ -237,7 +240,7 @@ int main(int argc, char** argv) {
   int tp = 1;
   double temperature = 1.0;
   bool host_sampling = false, sweep_baseline = false, fast = false;
-  std::string skinny = "on", graphs = "on";
+  std::string skinny = "on", graphs = "on", prefill_scan = "on";
   CLI::App app{"CUDA rollout benchmark: the generation engine, prefill + decode, continuous batching"};
   app.add_option("-c,--config", config, "model config (YAML with a model: section, or config.json)");
   app.add_option("--batch", B, "prompts generated together (engine slots)")->check(CLI::PositiveNumber);
@@ -270,6 +273,9 @@ int main(int argc, char** argv) {
   app.add_flag("--fast-init", fast,
                "weights tiled from one random block on the device (seconds, not ~90 s for an 8B; dense configs: a "
                "MoE's speed depends on its weights)");
+  app.add_option("--prefill-scan", prefill_scan,
+                 "whole prompts' Mamba layers through the chunked scan (off: token by token, the old path)")
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   engine::set_decode_graphs_default(graphs == "on");
   parallel::MpiRuntime mpi;
@@ -300,15 +306,14 @@ int main(int argc, char** argv) {
     const double copy_tbs = measure_copy_tbs(ctx);  // the memory ceiling, before the weights take room
     gpu.release_cache();
     std::unique_ptr<model::HybridModel> model =
-        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false}, !fast);
+        bench::make_bench_model(cfg, gpu, dt, {0, 1, groups->coords().tensor, tp, false}, !fast, /*trainable=*/false);
     model::HybridModel& net = *model;
+    net.set_prefill_by_scan(prefill_scan == "on");
     if (fast) fast_init(net, ctx);
-    // Generation only: freeze every parameter, as train::load_inference_model does for generate,
-    // eval and serve, dropping the float32 gradients the store allocated (for an 8B in bf16 they
-    // are 32 GB beside 16 GB of weights, and the KV cache needs that room). The reported peak
-    // then starts from the weights.
-    for (model::Param* p : net.params().all())
-      if (p->requires_grad) net.params().set_requires_grad(*p, false);
+    // Generation only: every parameter built frozen, as train::load_inference_model builds them for
+    // generate, eval and serve, so no float32 gradient is ever allocated (for an 8B in bf16 they
+    // would be 32 GB beside 16 GB of weights; a 70B at TP 4 would not fit at all). The reported
+    // peak starts from the weights.
     if (!save_weights_dir.empty()) {
       if (tp > 1) throw InputError("--save-weights writes a whole model: run it without --tensor-parallel");
       std::filesystem::create_directories(save_weights_dir);
@@ -568,6 +573,7 @@ int main(int argc, char** argv) {
                           {"copy_tbs", copy_tbs},
                           {"skinny_gemm", skinny},
                           {"decode_graphs", graphs == "on"},
+                          {"prefill_scan", prefill_scan == "on"},
                           {"fast_init", fast},
                           {"decode_graph_replays", cached.graph_replays()},
                           {"generations", generations},

@@ -220,6 +220,7 @@ void run_generate(const GenerateOptions& o) {
   Context run_ctx{dev.backend, nullptr, dt};
   run_ctx.groups = ranks.groups.get();
   std::unique_ptr<engine::StepModel> step;
+  const engine::CachedStepModel* cached_step = nullptr;  // its decode graph replays go in the summary
   if (o.recompute) step = std::make_unique<engine::RecomputeStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
   else {
     auto cached = std::make_unique<engine::CachedStepModel>(*m.net, run_ctx, o.max_slots, o.max_seq_len);
@@ -228,6 +229,7 @@ void run_generate(const GenerateOptions& o) {
                 static_cast<double>(cached->state().bytes()) / (1 << 20), static_cast<long long>(o.max_slots),
                 static_cast<long long>(o.max_seq_len),
                 static_cast<double>(model::DecodeState::bytes_per_sequence(cfg, o.max_seq_len, dt)) / (1 << 20));
+    cached_step = cached.get();
     step = std::move(cached);
   }
   engine::Engine engine(*step, &tok);
@@ -294,12 +296,15 @@ void run_generate(const GenerateOptions& o) {
     std::printf("finish_reason: %s, %zu prompt tokens, %zu generated\n", engine::finish_reason_name(r.finish),
                 r.prompt.size(), r.tokens.size());
   }
-  std::printf("generated %lld tokens for %lld prompts in %.2f s: %.1f tokens/s (prefill %lld tokens%s), %lld steps, "
+  const int64_t replays = cached_step ? cached_step->graph_replays() : 0;
+  std::printf("generated %lld tokens for %lld prompts in %.2f s: %.1f tokens/s (prefill %lld tokens%s), %lld steps%s, "
               "batch up to %lld\n",
               static_cast<long long>(s.decode_tokens), static_cast<long long>(s.requests), s.seconds,
               s.tokens_per_second(), static_cast<long long>(s.prefill_tokens),
               s.shared_prefill_tokens > 0 ? fmt::format(", {} more shared", s.shared_prefill_tokens).c_str() : "",
-              static_cast<long long>(s.steps), static_cast<long long>(s.peak_running));
+              static_cast<long long>(s.steps),
+              replays > 0 ? fmt::format(" ({} decode steps replayed as CUDA graphs)", replays).c_str() : "",
+              static_cast<long long>(s.peak_running));
 }
 
 }  // namespace

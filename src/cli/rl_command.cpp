@@ -50,7 +50,8 @@ void require_path(const std::string& recipe, const std::string& key, const std::
 
 // The generator's layout (policy.generation.vllm_cfg.tensor_parallel_size, checked against the
 // model when the config was read): the trainer's world with that tensor size, every other size 1
-// (rl_config.cpp refuses experts and context split otherwise than the trainer).
+// (rl_config.cpp refuses experts split otherwise than the trainer; context ranks hold whole
+// copies of their tensor parts, so the generator never splits context).
 parallel::RankLayout generator_layout(const rl::RlConfig& cfg, const parallel::RankLayout& trainer,
                                       const std::string& path) {
   const int64_t tp = cfg.generator_tensor_parallel;
@@ -69,9 +70,9 @@ int run_rl(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "rl", o.config);
   const rl::RlConfig cfg = rl::load_rl_config(path, o.overrides, artifact_ref_resolver());
   const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
-  // Context parallelism splits the training rows only: the generator decodes whole rows at its own
-  // layout (the trainer's tensor size, the rest data-parallel), the log-prob pass runs whole rows,
-  // and the training step cuts each row into its context ranks' chunks (rl/grpo_loss.h).
+  // Context parallelism splits the trainer's rows only: the generator decodes whole rows at its own
+  // layout (its tensor size, the rest data-parallel); the log-prob pass and the training step cut
+  // each row into its context ranks' chunks (rl/grpo_batch.h, rl/grpo_loss.h).
   const bool own_generator = cfg.generator_tensor_parallel != layout.tensor() || layout.context() > 1;
   const parallel::RankLayout gen_layout = own_generator ? generator_layout(cfg, layout, path) : layout;
   const std::string gen_line =

@@ -159,9 +159,10 @@ int run_serve(const ServeOptions& o) {
   serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get()};
   engine::EngineOptions engine_options;
   engine_options.admission_delay_factor = o.scheduler_delay_factor;
-  // Only where a step can be in flight while the host works (decode graphs: one GPU rank);
-  // elsewhere it would only hold each token back a step.
-  engine_options.async_scheduling = o.async_scheduling && step.uses_decode_graphs();
+  // Only where a step can be in flight while the host works (decode graphs on one GPU rank);
+  // elsewhere it would only hold each token back a step. Several ranks follow rank 0's step
+  // messages in lockstep, which the step in flight would run ahead of.
+  engine_options.async_scheduling = o.async_scheduling && step.uses_decode_graphs() && !ranks.distributed();
   if (!ranks.leader()) {
     // No HTTP here: this rank runs its part of the model at each step rank 0 broadcasts, until
     // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there).
@@ -202,6 +203,7 @@ int run_serve(const ServeOptions& o) {
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("%s\n", memory_line.c_str());
   std::printf("async scheduling: %s\n", engine_options.async_scheduling ? "on (a step's tokens stream while the next step runs)"
+                                         : gpu && o.async_scheduling && ranks.distributed() ? "off (several ranks step in lockstep)"
                                          : gpu && o.async_scheduling ? "off (decode steps do not replay CUDA graphs here)"
                                                                      : "off");
   if (ranks.distributed())

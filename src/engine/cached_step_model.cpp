@@ -18,8 +18,11 @@ bool expert_parallel(const Context& ctx) { return parallel::groups_of(ctx).exper
 
 bool graphs_apply(const model::HybridModel& model, const Context& ctx) {
 #if NEMOTRON_CUDA
-  return graphs_default.load() && ctx.backend->device().is_cuda() && !model.shard().tensor_parallel() &&
-         !expert_parallel(ctx);
+  // Tensor parallelism's collectives are NCCL calls on the compute stream (or forked onto the
+  // communicator's stream and joined by events), which a capture records like kernels; every rank
+  // captures the same bucket at the same step. Expert parallelism's dispatch reads its counts back.
+  (void)model;
+  return graphs_default.load() && ctx.backend->device().is_cuda() && !expert_parallel(ctx);
 #else
   (void)model, (void)ctx;
   return false;

@@ -28,7 +28,7 @@ namespace nemotron::engine {
 
 // Whether CachedStepModels made from now on run their GPU decode steps as CUDA graphs (on by
 // default; the CLI turns it off once at start for NEMOTRON_DECODE_GRAPHS=0, the benchmarks with
-// --decode-graphs off). No effect on the CPU or under tensor parallelism.
+// --decode-graphs off). No effect on the CPU or under expert parallelism.
 void set_decode_graphs_default(bool on);
 bool decode_graphs_default();
 

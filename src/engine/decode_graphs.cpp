@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_graph.h"
 #include "core/error.h"
 #include "core/host_waits.h"
+#include "parallel/process_groups.h"
 
 namespace nemotron::engine {
 
@@ -163,6 +164,12 @@ void DecodeGraphs::launch(const std::vector<int64_t>& slots, const std::vector<s
       b.graph.capture([&] { run(b); });
       ++captures_;
     } catch (const std::exception& e) {
+      // Under tensor parallelism the failed capture may have taken the group's collectives with it
+      // (recorded, never run) on this rank alone: going on eagerly could wait forever on a partner.
+      if (parallel::groups_of(ctx_).tensor->size() > 1)
+        throw Error(fmt::format("decode graphs: a tensor-parallel decode step cannot be captured ({}); run with "
+                                "NEMOTRON_DECODE_GRAPHS=0",
+                                e.what()));
       enabled_ = false;
       failure_ = e.what();
       std::fprintf(stderr, "decode graphs: off for this model, its step cannot be captured: %s\n", e.what());

@@ -12,8 +12,10 @@
 //    buffers the bucket owns;
 //  - nothing in the step waits for the stream (the ids are checked on the host, the batch's index
 //    arrays go up in one copy before the launch); a model whose step cannot be captured (an op
-//    that reads back, e.g. the MoE expert counts outside the bfloat16 grouped GEMM, or tensor
-//    parallelism's collectives) runs eagerly: the first failed capture turns graphs off for it.
+//    that reads back, e.g. the MoE expert counts outside the bfloat16 grouped GEMM, or expert
+//    parallelism's dispatch) runs eagerly: the first failed capture turns graphs off for it.
+//    Tensor parallelism's NCCL collectives are captured with the kernels (every rank captures the
+//    same bucket at the same step, so the collectives still meet).
 // The first step of each bucket runs eagerly (it is a real step) and is then captured.
 #pragma once
 #if NEMOTRON_CUDA

@@ -207,24 +207,6 @@ std::unique_ptr<LayerDecodeState> AttentionMixer::make_decode_state(const Decode
   return s;
 }
 
-namespace {
-
-// [1, Ntot] the sequence of each new token (ops/seq_idx.h) when the batch is whole prompts on a
-// GPU: every sequence starts empty and one at least brings several tokens (so never a decode
-// step, whose CUDA graph is captured once for every later step). Undefined otherwise: the CPU,
-// a decode step, a batch extending a cached sequence (a refill beside running ones) keep the
-// paged kernel.
-Tensor whole_prompts_seq_idx(Context& ctx, const DecodeBatch& batch) {
-  const bool whole = std::all_of(batch.start.begin(), batch.start.end(), [](int64_t s) { return s == 0; });
-  if (!whole || batch.total_tokens == batch.size() || ctx.backend->device().is_cpu()) return {};
-  std::vector<int32_t> seq(static_cast<size_t>(batch.total_tokens));
-  for (int64_t i = 0; i < batch.size(); ++i)
-    std::fill(seq.begin() + batch.cu[i], seq.begin() + batch.cu[i + 1], static_cast<int32_t>(i));
-  return Tensor::from_vector<int32_t>({1, batch.total_tokens}, seq).to(*ctx.backend);
-}
-
-}  // namespace
-
 Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) {
   auto* s = dynamic_cast<AttentionDecodeState*>(state);
   NM_CHECK(s, "attention extend: needs this layer's decode state");
@@ -240,7 +222,9 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
   ops::kv_cache_write_decode(ctx, k.view({N, nkv_, hd_}), batch.slot_mapping, s->k);
   ops::kv_cache_write_decode(ctx, v.view({N, nkv_, hd_}), batch.slot_mapping, s->v);
   Tensor o = ctx.empty({N, nq_, hd_}, u.dtype());
-  if (const Tensor seq_idx = whole_prompts_seq_idx(ctx, batch); seq_idx.defined()) {
+  // batch.seq_idx: a step of whole prompts (model/prefill_layout.h), built and uploaded once per
+  // step. On the CPU the paged kernel serves it too.
+  if (batch.seq_idx.defined() && !ctx.backend->device().is_cpu()) {
     // Whole prompts: each sequence's keys are exactly its new tokens, so the packed training
     // kernel (flash, tensor cores, key blocks of other sequences skipped) gives what the paged
     // kernel would, without walking the cache one key per warp step. On an H100, 256 prompts x
@@ -248,7 +232,7 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
     // of a 1.54 s step (the GEMMs 84%).
     Tensor lse = ctx.empty({1, nq_, N}, stat_dtype(u.dtype()));
     Tensor o4 = o.view({1, N, nq_, hd_});
-    ops::attention_forward(ctx, q, k, v, o4, lse, seq_idx);
+    ops::attention_forward(ctx, q, k, v, o4, lse, batch.seq_idx);
   } else {
     ops::attention_decode_forward(ctx, q.view({N, nq_, hd_}), s->k, s->v,
                                   {batch.block_table, batch.cu_seqlens, batch.context_lens}, o);

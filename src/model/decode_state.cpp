@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/layer_spec.h"
+#include "model/prefill_layout.h"
 #include "ops/embedding.h"
 #include "ops/kv_cache_decode.h"
 
@@ -131,9 +132,20 @@ int64_t DecodeState::bytes_per_sequence(const ModelConfig& cfg, int64_t seq_len,
   return b;
 }
 
+namespace {
+
+// The whole-prompt arrays after the decode ones, in view_batch_tensors's order.
+std::vector<const std::vector<int32_t>*> prompt_arrays(const DecodeBatch& b) {
+  return {&b.host_seq_idx, &b.host_scan_rows, &b.host_scan_seq_idx, &b.host_scan_chunk_slots, &b.host_scan_unpad};
+}
+
+}  // namespace
+
 int64_t batch_index_elements(const DecodeBatch& b) {
   const int64_t S = b.size();
-  return 3 * S + 1 + S * b.table_width + 2 * b.total_tokens;
+  int64_t n = 3 * S + 1 + S * b.table_width + 2 * b.total_tokens;
+  for (const auto* a : prompt_arrays(b)) n += static_cast<int64_t>(a->size());
+  return n;
 }
 
 void view_batch_tensors(const Tensor& flat, DecodeBatch& b) {
@@ -153,6 +165,15 @@ void view_batch_tensors(const Tensor& flat, DecodeBatch& b) {
   b.block_table = take({S, b.table_width});
   b.slot_mapping = take({N});
   b.position_ids = take({1, N});
+  auto take_if = [&](const std::vector<int32_t>& host, bool row) {
+    const int64_t n = static_cast<int64_t>(host.size());
+    return n == 0 ? Tensor() : row ? take({1, n}) : take({n});
+  };
+  b.seq_idx = take_if(b.host_seq_idx, true);
+  b.scan_rows = take_if(b.host_scan_rows, false);
+  b.scan_seq_idx = take_if(b.host_scan_seq_idx, true);
+  b.scan_chunk_slots = take_if(b.host_scan_chunk_slots, true);
+  b.scan_unpad = take_if(b.host_scan_unpad, false);
 }
 
 void upload_batch(Backend& backend, DecodeBatch& b) {
@@ -161,6 +182,7 @@ void upload_batch(Backend& backend, DecodeBatch& b) {
   for (const auto* part : {&b.host_slot_ids, &b.cu, &b.host_context_lens, &b.host_block_table, &b.host_slot_mapping,
                            &b.host_positions})
     all.insert(all.end(), part->begin(), part->end());
+  for (const auto* part : prompt_arrays(b)) all.insert(all.end(), part->begin(), part->end());
   view_batch_tensors(upload(backend, {static_cast<int64_t>(all.size())}, all), b);
 }
 
@@ -228,6 +250,7 @@ DecodeBatch DecodeState::begin_host(const std::vector<int64_t>& slots, const std
   std::vector<int32_t>& table = b.host_block_table;
   table.assign(slots.size() * static_cast<size_t>(M), 0);
   for (size_t i = 0; i < slots.size(); ++i) std::copy(table_[slots[i]].begin(), table_[slots[i]].end(), table.begin() + i * M);
+  plan_whole_prompts(b, cfg_.scan_chunk);
   return b;
 }
 

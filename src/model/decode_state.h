@@ -25,6 +25,10 @@ struct DecodeConfig {
   int64_t max_seq_len = 0;   // tokens per sequence, prompt and generation
   int64_t block_size = 16;   // KV cache positions per block
   int64_t num_blocks = 0;    // KV blocks per attention layer; 0: max_slots * ceil(max_seq_len / block_size)
+  // Mamba's whole-prompt prefill (model/prefill_layout.h): the chunked scan's chunk size, which
+  // HybridModel::make_decode_state sets to the model's (0 there, or with
+  // HybridModel::set_prefill_by_scan(false): the token-by-token recurrence, ops/ssd_decode.h).
+  int64_t scan_chunk = 0;
   // Throws InputError naming `where`.key when a size is not positive.
   void validate(const std::string& where = "decode") const;
   int64_t resolved_num_blocks() const;
@@ -43,6 +47,9 @@ struct LayerDecodeState {
   virtual void release(int64_t slot) = 0;  // forget the slot's sequence (Mamba: zero its state)
   virtual void fork(Context& ctx, const ForkPlan& plan) = 0;
   virtual int64_t bytes() const = 0;
+  // Per-slot state tensors, each [slots, ...] (Mamba: the x, B, C conv windows and the SSM state),
+  // for comparing two ways of filling them (tests); a layer with none returns none.
+  virtual std::vector<Tensor> slot_tensors() const { return {}; }
 };
 
 // Copies rows from[i] of t's first dimension onto rows to[i] (t on any device, a float dtype;
@@ -69,6 +76,15 @@ struct DecodeBatch {
   // major, slot_mapping, position_ids); cu is cu_seqlens's.
   std::vector<int32_t> host_slot_ids, host_context_lens, host_block_table, host_slot_mapping, host_positions;
   int64_t table_width = 1;
+  // A step of whole prompts (model/prefill_layout.h; empty and undefined otherwise, and always in a
+  // decode step): seq_idx [1, Ntot], sequence i's tokens hold i (attention's flash path). With a
+  // scan chunk, Mamba's padded layout of Tp = scan_tokens rows for the chunked scan of chunk
+  // scan_chunk: scan_rows [Tp] (the token each row takes, Ntot = padding), scan_seq_idx [1, Tp],
+  // scan_chunk_slots [1, ceil(Tp / scan_chunk)] (the slot whose sequence ends at each chunk's
+  // end, -1 = none), scan_unpad [Ntot] (each token's row).
+  Tensor seq_idx, scan_rows, scan_seq_idx, scan_chunk_slots, scan_unpad;
+  std::vector<int32_t> host_seq_idx, host_scan_rows, host_scan_seq_idx, host_scan_chunk_slots, host_scan_unpad;
+  int64_t scan_chunk = 0, scan_tokens = 0;
   int64_t size() const { return static_cast<int64_t>(slots.size()); }
 };
 
@@ -76,7 +92,9 @@ struct DecodeBatch {
 // views of the host arrays).
 void upload_batch(Backend& backend, DecodeBatch& batch);
 // The batch's index arrays as one int32 buffer, in this order: slot_ids [S], cu_seqlens [S+1],
-// context_lens [S], block_table [S, table_width], slot_mapping [Ntot], position_ids [Ntot].
+// context_lens [S], block_table [S, table_width], slot_mapping [Ntot], position_ids [Ntot], then
+// those of a whole-prompt step, sized by their host arrays (none in a decode step): seq_idx,
+// scan_rows, scan_seq_idx, scan_chunk_slots, scan_unpad.
 // batch_index_elements: its length (from the batch's sizes); view_batch_tensors points the
 // batch's tensors at their parts of `flat`.
 int64_t batch_index_elements(const DecodeBatch& batch);

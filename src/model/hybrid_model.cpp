@@ -282,14 +282,17 @@ Tensor HybridModel::head_logits(Context& ctx, const Tensor& x, const std::vector
   return head_on_rows(ctx, gather_rows(ctx, all.view({all.numel() / H, H}), rows), logits_dtype);
 }
 
-DecodeState HybridModel::make_decode_state(const DecodeConfig& cfg) {
-  cfg.validate();
+DecodeState HybridModel::make_decode_state(const DecodeConfig& config) {
+  config.validate();
+  DecodeConfig cfg = config;
   std::vector<std::unique_ptr<LayerDecodeState>> layers;
-  bool attention = false;
+  bool attention = false, mamba = false;
   for (const auto& m : trunk_->mixers()) {
     layers.push_back(m->make_decode_state(cfg, store_.backend(), store_.dtype()));
     attention = attention || m->kind() == LayerKind::attention;
+    mamba = mamba || m->kind() == LayerKind::mamba;
   }
+  cfg.scan_chunk = mamba && prefill_by_scan_ ? cfg_.chunk_size : 0;
   return DecodeState(cfg, std::move(layers), attention);
 }
 

@@ -126,7 +126,11 @@ class HybridModel {
 
   // Incremental decoding (model/decode_state.h): the per-sequence state of `cfg.max_slots`
   // sequences on this model's backend (KV in the model's dtype, SSM states in its stat_dtype).
+  // A step of whole prompts runs Mamba through the chunked scan (model/prefill_layout.h) unless
+  // set_prefill_by_scan(false) was called before make_decode_state (the token-by-token recurrence
+  // of ops/ssd_decode.h, kept for A/B comparisons); cfg.scan_chunk is set here.
   DecodeState make_decode_state(const DecodeConfig& cfg);
+  void set_prefill_by_scan(bool on) { prefill_by_scan_ = on; }
   // Appends tokens[i] to slot slots[i]'s sequence (prefill: many tokens, decode: one each; a slot
   // at length 0 starts a new sequence; slots distinct) and returns logits [S, V] in
   // `logits_dtype` (float32 by default; float64 for the exactness tests) on ctx's device, at each
@@ -164,6 +168,7 @@ class HybridModel {
   ModelConfig cfg_;
   ModelShard shard_;
   double logit_temperature_ = 1.0;
+  bool prefill_by_scan_ = true;
   ParamStore store_;
   Param* embed_ = nullptr;
   std::unique_ptr<LayerStack> trunk_;

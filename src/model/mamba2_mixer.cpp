@@ -9,6 +9,7 @@
 #include "ops/causal_conv1d.h"
 #include "ops/causal_conv1d_decode.h"
 #include "ops/dt_softplus.h"
+#include "ops/embedding.h"
 #include "ops/gated_rmsnorm.h"
 #include "ops/mamba_a.h"
 #include "ops/matmul.h"
@@ -315,6 +316,7 @@ struct Mamba2DecodeState : LayerDecodeState {
   int64_t bytes() const override {
     return static_cast<int64_t>(conv[0].nbytes() + conv[1].nbytes() + conv[2].nbytes() + ssm.nbytes());
   }
+  std::vector<Tensor> slot_tensors() const override { return {conv[0], conv[1], conv[2], ssm}; }
 };
 
 }  // namespace
@@ -349,11 +351,16 @@ Tensor Mamba2Mixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* stat
                               batch.cu_seqlens, out);
   }
   Tensor dt = compute_dt(ctx, part_out[kDt]);
-  ops::SsdDecodeArgs args{conv_out[0].view({T, nH_, P_}), dt.view({T, nH_}), A(ctx, dtype), conv_out[1].view({T, G_, N_}),
-                          conv_out[2].view({T, G_, N_}), D_->value, batch.slot_ids, batch.cu_seqlens};
   Tensor y = ctx.empty({1, T, d_}, dtype);
-  Tensor y3 = y.view({T, nH_, P_});
-  ops::ssd_decode(ctx, args, s->ssm, y3);
+  if (batch.scan_chunk > 0) {
+    scan_prompts(ctx, conv_out, dt, batch, s->ssm, y);
+  } else {
+    ops::SsdDecodeArgs args{conv_out[0].view({T, nH_, P_}), dt.view({T, nH_}),       A(ctx, dtype),
+                            conv_out[1].view({T, G_, N_}),  conv_out[2].view({T, G_, N_}), D_->value,
+                            batch.slot_ids,                 batch.cu_seqlens};
+    Tensor y3 = y.view({T, nH_, P_});
+    ops::ssd_decode(ctx, args, s->ssm, y3);
+  }
 
   Tensor normed = ctx.empty({1, T, d_}, dtype), rstd = ctx.empty({T, G_}, stat_dtype(dtype));
   ops::gated_rmsnorm_forward(ctx, y, part_out[kZ], norm_w_->value, G_, cfg_.layer_norm_epsilon, normed, rstd);
@@ -361,6 +368,37 @@ Tensor Mamba2Mixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* stat
   const RowBlock all_out{0, H_};
   out_proj_.forward_rows(ctx, normed, {&all_out, 1}, {&out, 1});  // the single-row GEMV path in decode
   return out;
+}
+
+// A step of whole prompts (model/prefill_layout.h): the chunked scan over the padded layout, each
+// sequence's final state written into its slot as the state after its last chunk. The slots start
+// at zero (every sequence starts empty), so the scan starts from no initial state. Padding rows
+// read row T of the inputs, outside each table: zeros, so dt = 0 there and the state stands
+// still. With no padding (every sequence but the last a multiple of the chunk) the inputs are
+// taken as they are.
+void Mamba2Mixer::scan_prompts(Context& ctx, const Tensor conv_out[3], const Tensor& dt, const DecodeBatch& batch,
+                               Tensor& ssm, Tensor& y) const {
+  const int64_t T = batch.total_tokens, Tp = batch.scan_tokens;
+  const DType dtype = y.dtype();
+  const bool padded = Tp != T;
+  auto pad = [&](const Tensor& t, int64_t width) {
+    if (!padded) return t;
+    Tensor out = ctx.empty({Tp, width}, t.dtype());
+    ops::embedding_forward_range(ctx, batch.scan_rows, t.view({T, width}), 0, T + 1, out, /*prechecked=*/true);
+    return out;
+  };
+  const Tensor x = pad(conv_out[0], d_), Bm = pad(conv_out[1], GN_), Cm = pad(conv_out[2], GN_), dtp = pad(dt, nH_);
+  ops::SsdScanArgs args{x.view({1, Tp, nH_, P_}),   dtp.view({1, Tp, nH_}),        A(ctx, dtype),
+                        Bm.view({1, Tp, G_, N_}),   Cm.view({1, Tp, G_, N_}),      D_->value,
+                        Tensor(),                   batch.scan_chunk,              batch.scan_seq_idx};
+  Tensor yp = padded ? ctx.empty({1, Tp, d_}, dtype) : y;
+  Tensor y4 = yp.view({1, Tp, nH_, P_});
+  ops::SsdChunkStates states{ssm, batch.scan_chunk_slots};
+  ops::ssd_scan_forward(ctx, args, y4, nullptr, &states);
+  if (padded) {
+    Tensor y2 = y.view({T, d_});
+    ops::embedding_forward_prechecked(ctx, batch.scan_unpad, yp.view({Tp, d_}), y2);
+  }
 }
 
 double Mamba2Mixer::forward_flops_per_token(int64_t T) const {

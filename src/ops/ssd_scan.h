@@ -28,6 +28,14 @@
 // chunk's outgoing state unless it belongs to the chunk's last sequence, and drops the carried
 // state for tokens (and the outgoing state) of a later sequence than the one it belongs to; the
 // backward is the adjoint of exactly that function (no gradient flows through masked products).
+//
+// Chunk-end states (the engine's whole-prompt prefill, model/mamba2_mixer.cpp): with an
+// SsdChunkStates given, for every chunk c of row b with slots[b, c] >= 0 the forward writes
+// states[slots[b, c]] = the state right after the chunk's last token min(T, (c+1) Q) - 1, of that
+// token's sequence (packed rows: that sequence's own state, the one final_state gives for the
+// row's last). A sequence that ends on a chunk end leaves its final state there: mamba_ssm's
+// chunk_state_varlen for packed sequences laid out to end on chunk ends (the caller pads with
+// dt = 0 tokens, which leave the state unchanged). Chunks of a row count from its token 0.
 #pragma once
 #include "core/context.h"
 
@@ -46,9 +54,18 @@ struct SsdScanGrads {
   Tensor d_initial_state;    // overwritten; leave undefined when not needed (needs args.initial_state)
 };
 
+// states [R, nH, P, N] in stat_dtype (rows named by slots overwritten, the others untouched);
+// slots [B, ceil(T / chunk_size)] int32, -1 = none, the others distinct and in [0, R).
+struct SsdChunkStates {
+  Tensor states;
+  Tensor slots;
+};
+
 // y [B, T, nH, P] (overwritten); final_state [B, nH, P, N] (overwritten) when given.
-void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state = nullptr);
-void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state = nullptr);
+void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state = nullptr,
+                      SsdChunkStates* chunk_states = nullptr);
+void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state = nullptr,
+                            SsdChunkStates* chunk_states = nullptr);
 
 // Gradients of <y, dy> + <final_state, d_final_state> (d_final_state may be null = 0).
 void ssd_scan_backward(Context& ctx, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,

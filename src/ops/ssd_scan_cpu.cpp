@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -103,8 +104,23 @@ void load_initial_states(const ScanDims& d, const T* init, int64_t b, int64_t g,
   }
 }
 
+// Where chunk-end states go (ssd_scan.h SsdChunkStates): slots [B, chunks] (-1 = none), states
+// [R, nH, P, N]; null slots = none at all.
 template <class T>
-void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state) {
+struct ChunkOut {
+  const int32_t* slots = nullptr;
+  T* states = nullptr;
+  // The state of head h after chunk c of row b, PN values from S, when that chunk has a slot.
+  void put(const ScanDims& d, int64_t b, int64_t c, int64_t h, const T* S) const {
+    if (!slots) return;
+    const int32_t r = slots[b * d.chunks() + c];
+    const int64_t PN = d.P * d.N;
+    if (r >= 0) std::copy(S, S + PN, states + (r * d.nH + h) * PN);
+  }
+};
+
+template <class T>
+void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state, const ChunkOut<T>& out) {
   const int64_t hpg = d.hpg(), sx = d.sx(), sbc = d.sbc(), Qm = d.qmax(), PN = d.P * d.N;
   cpu::parallel_for(d.B * d.G, [&](int64_t bg) {
     const int64_t b = bg / d.G, g = bg % d.G;
@@ -134,6 +150,7 @@ void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_stat
         for (int64_t l = 0; l < L; ++l)
           for (int64_t p = 0; p < d.P; ++p) yc[l * sx + p] += in.D[h] * xc[l * sx + p];
         advance_state(d, lam.data(), xb.data(), Bc, mask, Bs.data(), Sj);
+        out.put(d, b, t0 / d.Q, h, Sj);
       }
     }
     if (final_state)
@@ -143,7 +160,7 @@ void chunked_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_stat
 }
 
 template <class T>
-void naive_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state) {
+void naive_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state, const ChunkOut<T>& out) {
   const int64_t sx = d.sx(), sbc = d.sbc(), PN = d.P * d.N;
   cpu::parallel_for(d.B * d.nH, [&](int64_t bh) {
     const int64_t b = bh / d.nH, h = bh % d.nH, g = h / d.hpg();
@@ -166,6 +183,7 @@ void naive_forward(const ScanDims& d, const ScanIn<T>& in, T* y, T* final_state)
         }
         yt[p] = acc + in.D[h] * xt[p];
       }
+      if (t % d.Q == d.Q - 1 || t == d.T - 1) out.put(d, b, t / d.Q, h, S.data());
     }
     if (final_state) std::copy(S.begin(), S.end(), final_state + bh * PN);
   }, cpu::grain_for(3 * d.T * PN));
@@ -330,6 +348,28 @@ ScanDims check_args(const SsdScanArgs& a, const char* op) {
   return d;
 }
 
+// The chunk-end state outputs (ssd_scan.h): shapes, dtypes, device; on the CPU also that the
+// slots are in range and distinct (on a GPU that would need a copy back: the caller is trusted).
+void check_chunk_states(const SsdChunkStates& cs, const ScanDims& d, const Tensor& x, const char* op) {
+  const Tensor& st = cs.states;
+  NM_CHECK(st.rank() == 4 && st.dim(1) == d.nH && st.dim(2) == d.P && st.dim(3) == d.N,
+           "{}: chunk states must be [R, {}, {}, {}], got {}", op, d.nH, d.P, d.N, st.shape().str());
+  expect_dtype(st, stat_dtype(x.dtype()), "ssd_scan chunk states (stat_dtype)");
+  expect_shape(cs.slots, {d.B, d.chunks()}, "ssd_scan chunk slots");
+  expect_dtype(cs.slots, DType::i32, "ssd_scan chunk slots");
+  NM_CHECK(st.device() == x.device() && cs.slots.device() == x.device(), "{}: chunk states on {}, x on {}", op,
+           st.device().str(), x.device().str());
+  if (!x.device().is_cpu()) return;
+  std::vector<char> used(static_cast<size_t>(st.dim(0)), 0);
+  const int32_t* s = cs.slots.data<int32_t>();
+  for (int64_t i = 0; i < cs.slots.numel(); ++i) {
+    if (s[i] < 0) continue;
+    NM_CHECK(s[i] < st.dim(0), "{}: chunk slot {} outside [0, {})", op, s[i], st.dim(0));
+    NM_CHECK(!used[s[i]], "{}: chunk slot {} named twice", op, s[i]);
+    used[s[i]] = 1;
+  }
+}
+
 #if NEMOTRON_CUDA
 bool on_cuda(const SsdScanArgs& a) { return a.x.device().is_cuda(); }
 
@@ -353,8 +393,10 @@ ScanIn<T> inputs(const SsdScanArgs& a) {
           a.initial_state.defined() ? a.initial_state.data<T>() : nullptr, seq_idx_ptr(a.seq_idx)};
 }
 
-void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_state, bool naive, const char* op) {
+void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_state, SsdChunkStates* cs, bool naive,
+                 const char* op) {
   ScanDims d = check_args(a, op);
+  if (cs) check_chunk_states(*cs, d, a.x, op);
   expect_shape(y, a.x.shape(), "ssd_scan y");
   expect_dtype(y, a.x.dtype(), "ssd_scan y");
   if (final_state) {
@@ -365,6 +407,10 @@ void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_st
   if (on_cuda(a) && !naive) {
     SsdScanCudaArgs c = cuda_args(a, d);
     c.y = y.raw(), c.final_state = final_state ? static_cast<float*>(final_state->raw()) : nullptr;
+    if (cs) {
+      c.chunk_slots = static_cast<const int32_t*>(cs->slots.raw());
+      c.chunk_states = static_cast<float*>(cs->states.raw());
+    }
     NM_CUDA_CHECK(ssd_scan_forward_cuda(c, cuda::cuda_stream(ctx)));
     return;
   }
@@ -373,21 +419,25 @@ void run_forward(Context& ctx, const SsdScanArgs& a, Tensor& y, Tensor* final_st
   dispatch_float(a.x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     T* fs = final_state ? final_state->data<T>() : nullptr;
-    if (naive) naive_forward<T>(d, inputs<T>(a), y.data<T>(), fs);
-    else chunked_forward<T>(d, inputs<T>(a), y.data<T>(), fs);
+    ChunkOut<T> out;
+    if (cs) out.slots = cs->slots.data<int32_t>(), out.states = cs->states.data<T>();
+    if (naive) naive_forward<T>(d, inputs<T>(a), y.data<T>(), fs, out);
+    else chunked_forward<T>(d, inputs<T>(a), y.data<T>(), fs, out);
   });
 }
 
 }  // namespace
 
-void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+void ssd_scan_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state,
+                      SsdChunkStates* chunk_states) {
   OpScope scope(ctx, OpPhase::ssd_scan, __func__);
-  run_forward(ctx, args, y, final_state, false, "ssd_scan_forward");
+  run_forward(ctx, args, y, final_state, chunk_states, false, "ssd_scan_forward");
 }
 
-void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state) {
+void ssd_scan_naive_forward(Context& ctx, const SsdScanArgs& args, Tensor& y, Tensor* final_state,
+                            SsdChunkStates* chunk_states) {
   OpScope scope(ctx, OpPhase::ssd_scan, __func__);
-  run_forward(ctx, args, y, final_state, true, "ssd_scan_naive_forward");
+  run_forward(ctx, args, y, final_state, chunk_states, true, "ssd_scan_naive_forward");
 }
 
 void ssd_scan_backward(Context& ctx, const SsdScanArgs& args, const Tensor& dy, const Tensor* d_final_state,

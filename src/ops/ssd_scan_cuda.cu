@@ -98,11 +98,19 @@ __device__ inline void st_vec(T* p, const float* v) {
   else p[0] = ssd::from_f<T>(v[0]);
 }
 
+// Where the state after each chunk goes besides sin (SsdChunkStates; slots null = nowhere).
+struct ChunkOut {
+  const int32_t* slots = nullptr;
+  float* states = nullptr;
+};
+
 // sin slot c = the state entering chunk c (from the S_loc of every chunk), slot nc = the final
-// state.
+// state; the state after chunk c also to out.states[out.slots[b, c]] where that is >= 0 (in
+// float32, before sin's rounding to T).
 template <class T, int kV>
 __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const float* __restrict__ init,
-                                  const T* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state) {
+                                  const T* __restrict__ sloc, T* __restrict__ sin, float* __restrict__ final_state,
+                                  ChunkOut out) {
   constexpr int kAhead = PassShape<kV, 1>::kAhead;
   const int bh = blockIdx.x, b = bh / d.nH, h = bh % d.nH;
   const int64_t PN = int64_t(d.P) * d.N, e = (blockIdx.y * int64_t(kPassThreads) + threadIdx.x) * kV;
@@ -132,6 +140,10 @@ __global__ void state_pass_kernel(Dims d, const float* __restrict__ lam, const f
       const float f = d.state_survives(b, c) ? expf(decay[i]) : 0.f;
 #pragma unroll
       for (int j = 0; j < kV; ++j) S[j] = f * S[j] + loc[i][j];
+      if (out.slots) {
+        const int32_t r = out.slots[int64_t(b) * d.nc + c];
+        if (r >= 0) st_vec<float, kV>(out.states + (int64_t(r) * d.nH + h) * PN + e, S);
+      }
     }
   }
   st_vec<T, kV>(sin + d.sti(b, h, d.nc) + e, S);
@@ -203,7 +215,7 @@ __global__ void state_adjoint_pass_kernel(Dims d, const float* __restrict__ lam,
 int pass_width(const SsdScanCudaArgs& a, const Dims& d) {
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool ok = d.P % 8 == 0 && d.N % 8 == 0 && aligned(a.initial_state) && aligned(a.final_state) &&
-                  aligned(a.d_final_state) && aligned(a.d_initial_state);
+                  aligned(a.d_final_state) && aligned(a.d_initial_state) && aligned(a.chunk_states);
   return ok ? 8 : 1;
 }
 
@@ -344,7 +356,7 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 template <class T>
 cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s, Scratch& sc, Phases& ph, float* lam,
                          ssd::Decay dk,
-                         T* cb, T* sloc, T* sin, float* final_state) {
+                         T* cb, T* sloc, T* sin, float* final_state, ChunkOut out) {
   const int64_t bch = int64_t(d.B) * d.nc * d.nH, bcg = int64_t(d.B) * d.nc * d.G;
   lam_kernel<<<blocks_for(bch * 32, 256), 256, 0, s>>>(d, a.dt, a.A, lam, dk);
   SSD_TRY(cudaGetLastError());
@@ -361,9 +373,9 @@ cudaError_t chunk_states(const SsdScanCudaArgs& a, const Dims& d, cudaStream_t s
   const int64_t PN = int64_t(d.P) * d.N;
   const dim3 grid(d.B * d.nH, blocks_for(PN, kPassThreads * pass_width(a, d)));
   if (pass_width(a, d) == 8)
-    state_pass_kernel<T, 8><<<grid, kPassThreads, 0, s>>>(d, lam, a.initial_state, sloc, sin, final_state);
+    state_pass_kernel<T, 8><<<grid, kPassThreads, 0, s>>>(d, lam, a.initial_state, sloc, sin, final_state, out);
   else
-    state_pass_kernel<T, 1><<<grid, kPassThreads, 0, s>>>(d, lam, a.initial_state, sloc, sin, final_state);
+    state_pass_kernel<T, 1><<<grid, kPassThreads, 0, s>>>(d, lam, a.initial_state, sloc, sin, final_state, out);
   ph.mark("state_pass");
   return cudaGetLastError();
 }
@@ -388,7 +400,7 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
     sin = reinterpret_cast<T*>(sc.get(words<T>(int64_t(d.B) * d.nH * (d.nc + 1) * PN)));
   }
   if (sc.err != cudaSuccess) return sc.release(sc.err);
-  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, a.final_state));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, a.final_state, {a.chunk_slots, a.chunk_states}));
   ssd::ProbY<T> py;
   py.d = d, py.dk = dk, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
   py.dy = nullptr, py.dt = a.dt, py.lam = lam, py.cb = cb, py.sin = sin, py.y = static_cast<T*>(a.y);
@@ -432,7 +444,7 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   const T *x = static_cast<const T*>(a.x), *dy = static_cast<const T*>(a.dy);
   const T *Bm = static_cast<const T*>(a.Bm), *Cm = static_cast<const T*>(a.Cm);
 
-  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, nullptr));
+  SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, nullptr, {}));
   ssd::ProbChunkState<T> pz;
   pz.d = d, pz.dk = dk, pz.x = x, pz.dy = dy, pz.BC = Cm, pz.dt = a.dt, pz.lam = lam, pz.out = sloc;
   SSD_TRY(ssd::launch_tile_gemm(pz, bch, d.P, d.N, s));

@@ -16,6 +16,10 @@ struct SsdScanCudaArgs {
   // forward
   void* y = nullptr;
   float* final_state = nullptr;  // written when set
+  // Chunk-end states (ssd_scan.h SsdChunkStates): chunk_slots [B, nc] (-1 = none) name the rows
+  // of chunk_states [rows, nH, P, N] that take the state after each chunk.
+  const int32_t* chunk_slots = nullptr;
+  float* chunk_states = nullptr;
   // backward
   const void* dy = nullptr;
   const float* d_final_state = nullptr;  // null = zeros

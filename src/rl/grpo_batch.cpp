@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/context_split.h"
+#include "parallel/process_groups.h"
 #include "train/compute_device.h"
+#include "train/context_batch.h"
 
 namespace nemotron::rl {
 
@@ -74,13 +77,27 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
   return out;
 }
 
-void fill_policy_logprobs(Context& ctx, model::HybridModel& net, std::vector<GrpoMicroBatch>& micro, bool reference) {
+int64_t fill_policy_logprobs(Context& ctx, model::HybridModel& net, std::vector<GrpoMicroBatch>& micro, bool reference) {
+  const parallel::Communicator& cp = *parallel::groups_of(ctx).context;
+  int64_t tokens = 0;
   for (GrpoMicroBatch& mb : micro) {
+    // Context parallelism: this rank's two chunks of every row (the training step's cut, so the
+    // same padding and the same exchanges), then the chunks of every rank gathered back into whole
+    // rows: the per-token data beside them (advantages, generation log-probs) is whole on every
+    // rank, and the gather moves one value per token, nothing beside the forward's activations.
+    const model::Batch mine = train::context_shard(mb.batch, cp.rank(), cp.size());
     // The token ids go to the model's device ([B, T] int32: small); the log-probs come back.
-    const model::Batch b = train::batch_on(mb.batch, net.params().backend());
-    std::vector<double> lp = net.token_logprobs(ctx, b.input_ids, b.labels, nullptr, b.layout()).to_f64_vector();
-    (reference ? mb.data.reference_logprobs : mb.data.prev_logprobs) = std::move(lp);
+    const model::Batch b = train::batch_on(mine, net.params().backend());
+    const int64_t B = b.input_ids.dim(0), T = b.input_ids.dim(1);
+    tokens += B * T;
+    Tensor lp = net.token_logprobs(ctx, b.input_ids, b.labels, nullptr, b.layout());
+    if (cp.size() > 1) lp = model::gather_context(ctx, lp.view({B, T}));
+    (reference ? mb.data.reference_logprobs : mb.data.prev_logprobs) = lp.to_f64_vector();
+    // The forward's activations are done with (the log-probs are on the host): an arena (the CPU
+    // training step's) holds one micro-batch's at a time, as the training step's does.
+    if (ctx.workspace) ctx.workspace->reset();
   }
+  return tokens;
 }
 
 std::vector<model::Batch> batches_of(const std::vector<GrpoMicroBatch>& micro) {

@@ -62,8 +62,13 @@ std::vector<GrpoMicroBatch> build_grpo_micro_batches(const std::vector<Rollout>&
 
 // Log-probs of the batch's labels under `net` (inference forward), into data.prev_logprobs (the
 // policy before the update) or, with `reference`, data.reference_logprobs (the frozen initial
-// policy). The batches stay on the host; each is copied to `net`'s device for its forward.
-void fill_policy_logprobs(Context& ctx, model::HybridModel& net, std::vector<GrpoMicroBatch>& micro, bool reference);
+// policy), as whole rows. The batches stay on the host; each is copied to `net`'s device for its
+// forward. Under context parallelism (ctx's context group of C > 1 ranks; rows padded by
+// length_multiple) each rank runs the forward on its two chunks of every row only, as the
+// training step does, and the chunks are gathered over the group. Returns the rows x tokens this
+// rank's forward ran (B * T / C per micro-batch). ctx's workspace, if any, is reset after each
+// micro-batch.
+int64_t fill_policy_logprobs(Context& ctx, model::HybridModel& net, std::vector<GrpoMicroBatch>& micro, bool reference);
 
 // What TrainStep::run and ClippedPGLoss::set_data take.
 std::vector<model::Batch> batches_of(const std::vector<GrpoMicroBatch>& micro);

@@ -104,7 +104,7 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       opts_(std::move(opts)),
       opt_(net.params(),
            train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps, cfg.optimizer.weight_decay},
-           nullptr, nullptr, groups_->tensor.get()),
+           cfg.optimizer.distributed ? groups_->data.get() : nullptr, nullptr, groups_->tensor.get()),
       step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}, 0, groups_}),
       loss_(cfg.grpo.loss_fn),
       weight_bytes_(weight_bytes(net.params())),
@@ -177,7 +177,9 @@ void GrpoTrainer::restore() {
   if (k.enabled && train::has_checkpoint(k.checkpoint_dir)) {
     const std::string dir = train::resolve_checkpoint_dir(k.checkpoint_dir);
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
+    opt_.unshard_masters();  // distributed optimizer: the load writes whole float32 masters (collective)
     train::load_checkpoint_weights(dir, net_.params());
+    opt_.shard_masters();  // ... of which each rank keeps its range
     const train::TrainState st = loop_.resume(dir, opt_, net_.params());
     const json c = st.data.value("train", json());
     if (!c.is_object() || c.value("kind", "") != "grpo_prompts")
@@ -198,7 +200,9 @@ void GrpoTrainer::restore() {
   } else if (!cfg_.model_name.empty()) {
     const std::string dir = train::resolve_checkpoint_dir(cfg_.model_name, true);
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
+    opt_.unshard_masters();
     train::load_checkpoint_weights(dir, net_.params());
+    opt_.shard_masters();
   }
   if (cfg_.grpo.needs_reference()) {
     // The frozen initial policy: the starting weights, also when resuming.
@@ -380,7 +384,7 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
     r.masked_rows += counts.overlong + counts.filtered;
     r.loss_tokens += counts.loss_tokens;
     update_tokens.push_back(counts.loss_tokens);
-    fill_policy_logprobs(ctx, net_, micro[u], false);
+    r.logprob_tokens += fill_policy_logprobs(ctx, net_, micro[u], false);
     if (reference_) fill_policy_logprobs(ctx, *reference_, micro[u], true);
     for (const GrpoMicroBatch& mb : micro[u]) {
       const std::vector<double> m = grpo_token_mask(mb.batch);
@@ -553,6 +557,7 @@ std::string GrpoTrainer::banner() {
       g.policy.generation.max_new_tokens, g.policy.max_total_sequence_length, cfg_.optimizer.lr,
       cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init, g.policy.max_grad_norm,
       1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
+  out += train::sharded_state_line(opt_, "policy.megatron_cfg.optimizer.use_distributed_optimizer");
   if (opts_.generator_groups)
     out += fmt::format(
         "refit: the generator at tensor-parallel size {} (the trainer's {}; {}): its copy of the weights resharded "
@@ -591,6 +596,7 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
               {"max_logprob_error", r.max_logprob_error},
               {"generation_seconds", r.generation_seconds},
               {"logprob_seconds", r.logprob_seconds},
+              {"logprob_tokens_per_rank", r.logprob_tokens},
               {"train_seconds", r.train_seconds},
               {"step_seconds", r.total_seconds},
               {"refit_seconds", r.refit_seconds},
@@ -624,12 +630,12 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
       "[{:.4f}, {:.4f}]{} | "
       "token_mult_prob_error {:.6f} (max |dlogp| {:.2e}) | grad norm {:.3f} | lr {:.3e} | gen {:.2f} s (prefill "
       "{:.2f} s, {} prompt tokens, {} shared) | "
-      "logprobs {:.2f} s | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s ({}engine "
+      "logprobs {:.2f} s ({} tokens per rank) | train {:.2f} s | total {:.2f} s | {:.0f} gen tokens/s | refit {:.3f} s ({}engine "
       "setup {:.3f} s){}\n",
       r.step, g.grpo.max_num_steps, r.reward_mean, r.accuracy, r.loss, r.kl, r.clip_fraction, metric("probs_ratio"),
       metric("probs_ratio_min"), metric("probs_ratio_max"), optional_metrics, r.token_mult_prob_error,
       r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.prefill_seconds, r.prefill_tokens,
-      r.shared_prefill_tokens, r.logprob_seconds, r.train_seconds,
+      r.shared_prefill_tokens, r.logprob_seconds, r.logprob_tokens, r.train_seconds,
       r.total_seconds, r.tokens_per_second(), r.refit_seconds,
       opts_.generator_groups ? fmt::format("TP {} -> {} reshard, {:.3g} MiB gathered per rank; ", cfg_.model.parallel.tensor,
                                            cfg_.generator_tensor_parallel, static_cast<double>(r.refit_bytes) / (1 << 20))

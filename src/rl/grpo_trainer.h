@@ -48,6 +48,9 @@ struct GrpoStepRecord {
   // extrema (probs_ratio_min ...) over them, -1 when no token had one.
   std::map<std::string, double> loss_metrics;
   double generation_seconds = 0, logprob_seconds = 0, train_seconds = 0, total_seconds = 0;
+  // Rows x tokens (padding included) the log-prob pass's policy forward ran on this rank (the
+  // reference's runs as many): its rows' share, cut by the context ranks (grpo_batch.h).
+  int64_t logprob_tokens = 0;
   // Weight transfer to the generator: 0 when it is laid out as the trainer, since the engine reads
   // the tensors the optimizer step wrote (no copy). At another tensor-parallel size, the time to
   // build its copy and reshard the weights into it on the devices (refit_bytes gathered per rank).

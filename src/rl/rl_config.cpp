@@ -51,11 +51,13 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
     const int64_t tp = c.model.parallel.tensor;
     const int64_t want = v.get_positive_int("tensor_parallel_size", tp);
     if (want != tp) {
-      if (c.model.parallel.expert > 1 || c.model.parallel.context > 1)
+      // Context ranks hold whole copies of their tensor group's parts, so a trainer with context
+      // split is resharded as its tensor layout is (the gather runs over its tensor group).
+      if (c.model.parallel.expert > 1)
         v.fail("tensor_parallel_size",
                fmt::format("{}: a generator split otherwise than the trainer (model.tensor_model_parallel_size = {}) "
-                           "needs model.expert_model_parallel_size and model.context_parallel_size 1 (experts are "
-                           "not resharded yet); set {} or leave it out",
+                           "needs model.expert_model_parallel_size 1 (experts are not resharded yet); set {} or leave "
+                           "it out",
                            want, tp, tp));
       for (const auto& [key, size] : model::layout_facts(c.model).tensor_split)
         if (size % want != 0)
@@ -85,6 +87,26 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
   opt.lr_warmup_iters = o.get_nonnegative_int("lr_warmup_iters", opt.lr_warmup_iters);
   opt.lr_warmup_init = o.get_number("lr_warmup_init", opt.lr_warmup_init);
   if (!(opt.lr_warmup_init >= 0)) o.fail("lr_warmup_init", "expected a number >= 0");
+
+  // NeMo RL's Megatron backend keys for the data-parallel optimizer. The rest of megatron_cfg
+  // (parallel sizes, the optimizer's rates) has its place elsewhere in this schema (model:,
+  // policy.optimizer) and is refused as unknown, so one value never has two homes.
+  if (p.has("megatron_cfg")) {
+    ConfigReader& m = p.section("megatron_cfg");
+    opt.distributed = m.section("optimizer").get_bool("use_distributed_optimizer", opt.distributed);
+    ConfigReader& ddp = m.section("distributed_data_parallel_config");
+    // Megatron reads the sharding strategy only with its FSDP on (NeMo RL's own recipes carry
+    // "optim_grads_params" beside use_custom_fsdp: false): validated, inert without FSDP.
+    const std::string strategy = ddp.get_string("data_parallel_sharding_strategy", "no_shard");
+    if (strategy != "no_shard" && strategy != "optim" && strategy != "optim_grads" && strategy != "optim_grads_params")
+      ddp.fail("data_parallel_sharding_strategy",
+               fmt::format("expected no_shard, optim, optim_grads or optim_grads_params, got \"{}\"", strategy));
+    for (const char* key : {"use_custom_fsdp", "use_megatron_fsdp"})
+      if (ddp.get_bool(key, false))
+        ddp.fail(key, "full parameter sharding is not available in GRPO yet (the generation engine decodes from the "
+                      "trainer's whole bf16 weights); use policy.megatron_cfg.optimizer.use_distributed_optimizer: "
+                      "true (masters and moments sharded) with this key false");
+  }
 }
 
 void read_data(ConfigReader& root, RlConfig& c) {

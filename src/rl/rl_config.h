@@ -42,6 +42,11 @@ struct RlOptimizerSection {  // policy.optimizer:
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   int64_t lr_warmup_iters = 0;
   double lr_warmup_init = 0.0;
+  // policy.megatron_cfg.optimizer.use_distributed_optimizer (NeMo RL's Megatron backend key):
+  // the float32 masters and Adam moments sharded over the data-parallel ranks (ZeRO-1,
+  // train/adamw.h); the bf16 weights stay whole on every rank, so the engine decodes from them as
+  // without it.
+  bool distributed = false;
   // The rate of optimizer step `step` (1-based): linear from lr_warmup_init to lr over the warmup,
   // then constant.
   double lr_at(int64_t step) const;

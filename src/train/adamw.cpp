@@ -459,4 +459,13 @@ double clip_grad_norm(model::ParamStore& params, double max_norm) {
   return norm;
 }
 
+std::string sharded_state_line(const AdamW& opt, const std::string& key) {
+  if (!opt.sharded()) return "";
+  const double mib = 1.0 / (1 << 20);
+  return fmt::format("distributed optimizer ({}): fp32 {} 1/{} per rank: {:.2f} MiB of {:.2f} MiB{}\n", key,
+                     opt.shards_masters() ? "masters + moments" : "moments", opt.shard_count(),
+                     static_cast<double>(opt.state_bytes()) * mib, static_cast<double>(opt.unsharded_state_bytes()) * mib,
+                     opt.shards_masters() ? "" : " (float32 weights are their own masters, replicated)");
+}
+
 }  // namespace nemotron::train

@@ -41,6 +41,7 @@
 // multi-tensor list. The gradient norm then adds the expert group's sum of their squares.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/param.h"
@@ -181,5 +182,10 @@ class AdamW {
 // every gradient by max_norm / (norm + 1e-6). Returns the norm before clipping. One multi-tensor
 // reduction and one host read on CUDA.
 double clip_grad_norm(model::ParamStore& params, double max_norm);
+
+// The start-up line of a sharded optimizer ("distributed optimizer (KEY): fp32 masters + moments
+// 1/D per rank: X MiB of Y MiB"), "" when `opt` is not sharded; `key` is the config key that
+// turned it on in the stage's schema.
+std::string sharded_state_line(const AdamW& opt, const std::string& key);
 
 }  // namespace nemotron::train

@@ -7,6 +7,8 @@
 #include "core/config_tree.h"
 #include "core/error.h"
 #include "model/hf_checkpoint.h"
+#include "model/shard_sizes.h"
+#include "parallel/rank_layout.h"
 #include "train/checkpoint.h"
 #if NEMOTRON_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -25,6 +27,39 @@ bool has_weights(const std::string& dir) {
 }
 
 }  // namespace
+
+std::string weights_shortfall(const std::string& path, const model::ModelConfig& cfg, const model::ModelShard& shard,
+                              DType dtype, double have) {
+  if (have <= 0) return "";  // the host, or unknown
+  auto bytes_at = [&](const model::ModelShard& s) {
+    return static_cast<double>(model::shard_params(cfg, s).total) * static_cast<double>(dtype_size(dtype));
+  };
+  const double need = bytes_at(shard);
+  if (need <= have) return "";
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  std::string knob = "a GPU with more memory";
+  const parallel::LayoutModelFacts facts = model::layout_facts(cfg);
+  for (int64_t t = shard.tensor_size * 2; t <= 64; t *= 2) {
+    parallel::ParallelSizes sizes;
+    sizes.tensor = t;
+    try {
+      parallel::RankLayout(sizes, static_cast<int>(t), facts, path);  // a tensor size the heads and widths take
+    } catch (const InputError&) {
+      continue;
+    }
+    model::ModelShard s = shard;
+    s.tensor_size = static_cast<int>(t);
+    s.tensor_rank = 0;
+    if (bytes_at(s) <= 0.9 * have) {  // the rest for the KV cache
+      knob = fmt::format("--tensor-parallel-size {} (under mpirun -np {} or srun), about {:.1f} GiB per GPU", t, t,
+                         bytes_at(s) / gib);
+      break;
+    }
+  }
+  return fmt::format("{}: the model's {} weights need about {:.1f} GiB per GPU at tensor size {}, but the GPU has "
+                     "{:.1f} GiB free: split it over more GPUs with {}",
+                     path, dtype_name(dtype), need / gib, shard.tensor_size, have / gib, knob);
+}
 
 InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype, const ShardOf& shard_of) {
   InferenceModel m;
@@ -65,12 +100,19 @@ InferenceModel load_inference_model(const std::string& path, Backend& backend, D
                                  path));
   }
   const model::ModelShard shard = shard_of ? shard_of(ck->config()) : model::ModelShard{};
-  m.net = std::make_unique<model::HybridModel>(ck->config(), backend, dtype, shard);
+  // Before anything is allocated: a model too large for this GPU at this tensor size fails in one
+  // line naming the size that fits, not in the allocator halfway through the load.
+  if (const std::string why =
+          weights_shortfall(m.source, ck->config(), shard, dtype, static_cast<double>(backend.available_bytes()));
+      !why.empty())
+    throw InputError(why);
+  // Built frozen (a store that is not trainable): no gradient is ever allocated, so a model whose
+  // float32 gradients would not fit beside its weights (a 70B at tensor size 4: 35 GB of bf16
+  // weights, 70 GB of gradients per GPU) still loads.
+  m.net = std::make_unique<model::HybridModel>(ck->config(), backend, dtype, shard, /*trainable=*/false);
   ck->load_into(m.net->params());
   m.notes = ck->notes();
   for (const std::string& s : ck->skipped()) m.notes.push_back("not used: " + s);
-  for (model::Param* p : m.net->params().all())
-    if (p->requires_grad) m.net->params().set_requires_grad(*p, false);
   return m;
 }
 

@@ -32,6 +32,11 @@ struct InferenceModel {
 // rank builds (tensor parallelism: generate and serve under a launcher); each parameter then loads
 // its part of the whole tensor.
 using ShardOf = std::function<model::ModelShard(const model::ModelConfig&)>;
+// "" when the weights `shard` holds fit `have` bytes of device memory (or `have` is 0: the host),
+// else one line naming `path`, the GiB needed and free, and the tensor size that fits (checked
+// against the model's heads and widths), as load_inference_model refuses the load with.
+std::string weights_shortfall(const std::string& path, const model::ModelConfig& cfg, const model::ModelShard& shard,
+                              DType dtype, double have);
 InferenceModel load_inference_model(const std::string& path, Backend& backend, DType dtype,
                                     const ShardOf& shard_of = {});
 

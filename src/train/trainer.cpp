@@ -262,14 +262,7 @@ std::string Trainer::banner() {
           : std::string(),
       cfg_.optimizer.adam_beta1, cfg_.optimizer.adam_beta2, cfg_.optimizer.adam_eps, cfg_.optimizer.weight_decay,
       cfg_.optimizer.clip_grad);
-  if (opt_.sharded()) {
-    const double mib = 1.0 / (1 << 20);
-    out += fmt::format(
-        "distributed optimizer (ddp.use_distributed_optimizer): fp32 {} 1/{} per rank: {:.2f} MiB of {:.2f} MiB{}\n",
-        opt_.shards_masters() ? "masters + moments" : "moments", opt_.shard_count(),
-        static_cast<double>(opt_.state_bytes()) * mib, static_cast<double>(opt_.unsharded_state_bytes()) * mib,
-        opt_.shards_masters() ? "" : " (float32 weights are their own masters, replicated)");
-  }
+  out += sharded_state_line(opt_, "ddp.use_distributed_optimizer");
   if (ParamGather* g = step_.param_gather()) {
     const double mib = 1.0 / (1 << 20);
     out += fmt::format(

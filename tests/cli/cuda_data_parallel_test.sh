@@ -71,6 +71,28 @@ for i, (x, y) in enumerate(zip(a, b)):
     print(f"GRPO step {i+1}: loss {x[0]:.6g} vs {y[0]:.6g}, grad norm {x[1]:.6g} vs {y[1]:.6g}, reward {x[2]:.4g} vs {y[2]:.4g} (2 GPUs vs 1)")' \
     "$TMP/rl2.m" "$TMP/rl1.m" && echo "ok: GRPO on 2 GPUs trains" || fail "GRPO on 2 GPUs: $(cat "$TMP/rl2.m")"
   [[ -f "$TMP/rl2/iter_0000003/train_state.json" ]] || fail "GRPO on 2 GPUs saved no checkpoint"
+  # With the distributed optimizer (policy.megatron_cfg.optimizer.use_distributed_optimizer): the
+  # same 2-GPU run with masters and moments split; step 1 (same weights, same rollouts) equals the
+  # plain run's, later steps are printed, and the sharded checkpoint resumes on one GPU.
+  "${MPIRUN[@]}" -np 2 "${grpo[@]}" policy.megatron_cfg.optimizer.use_distributed_optimizer=true \
+    checkpointing.checkpoint_dir="$TMP/rl2d" >"$TMP/outrld" 2>"$TMP/errrld"
+  rc=$?
+  if [[ $rc -ne 0 ]]; then fail "GRPO on 2 GPUs with the distributed optimizer: exit $rc: $(tail -5 "$TMP/errrld")"; else
+    grep -E 'distributed optimizer \(policy' "$TMP/outrld"
+    grpo_metrics "$TMP/rl2d/metrics.jsonl" >"$TMP/rl2d.m"
+    python3 -c 'import math,sys
+a = [list(map(float, l.split())) for l in open(sys.argv[1])]
+b = [list(map(float, l.split())) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 3, (a, b)
+assert abs(a[0][0] - b[0][0]) <= 1e-6 * max(abs(b[0][0]), 1e-6) and abs(a[0][1] - b[0][1]) <= 1e-3 * b[0][1], (a[0], b[0])
+for i, (x, y) in enumerate(zip(a, b)):
+    assert all(math.isfinite(v) for v in x) and x[1] > 0, f"step {i+1}: {x}"
+    print(f"GRPO step {i+1} distributed optimizer vs plain DP 2: loss {x[0]:.6g} vs {y[0]:.6g}, grad norm {x[1]:.6g} vs {y[1]:.6g}")' \
+      "$TMP/rl2d.m" "$TMP/rl2.m" && echo "ok: GRPO on 2 GPUs with the distributed optimizer: step 1 equals plain DP 2's, every step trains" ||
+      fail "GRPO with the distributed optimizer: $(paste -d' ' "$TMP/rl2d.m" "$TMP/rl2.m" | tr '\n' ';')"
+    expect_ok "GRPO's sharded checkpoint resumed on one GPU" '^step 4/4 ' "${grpo[@]}" grpo.max_num_steps=4 \
+      checkpointing.checkpoint_dir="$TMP/rl2d"
+  fi
 fi
 
 # The distributed optimizer (ddp.use_distributed_optimizer): bf16 values all-gathered, float32

@@ -76,6 +76,45 @@ else
     --checkpoint "$TMP/rl2" --prompt "2+2=" --max-new-tokens 2 --temperature 0
 fi
 
+# GRPO with the distributed optimizer (NeMo RL's policy.megatron_cfg.optimizer.use_distributed_optimizer):
+# the float32 masters and moments sharded over the 2 data ranks give the one process's steps and
+# weights; the sharded checkpoint resumes in one process and its third step equals the one
+# process's own resumed third step (so the moments came back whole); full parameter sharding is
+# refused in one line naming the key.
+dist=(policy.megatron_cfg.optimizer.use_distributed_optimizer=true
+  policy.megatron_cfg.distributed_data_parallel_config.data_parallel_sharding_strategy=optim_grads_params)
+"${MPIRUN[@]}" -np 2 "${grpo[@]}" "${dist[@]}" checkpointing.checkpoint_dir="$TMP/rld" >"$TMP/outrld" 2>"$TMP/errrld"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "GRPO with the distributed optimizer, mpirun -np 2: exit $rc: $(tail -5 "$TMP/errrld")"
+else
+  grep -qE 'distributed optimizer \(policy.megatron_cfg.optimizer.use_distributed_optimizer\): fp32 (masters \+ )?moments 1/2 per rank' "$TMP/outrld" &&
+    echo "ok: GRPO's start-up line shows the optimizer state split in 2" ||
+    fail "GRPO DP 2 with the distributed optimizer: no sharding line: $(grep -i 'distributed\|optimizer' "$TMP/outrld" | head -3)"
+  grpo_same_as_one "GRPO DP 2 with the distributed optimizer" "$TMP/rld"
+  cp -r "$TMP/rl1" "$TMP/rl1c" && cp -r "$TMP/rld" "$TMP/rldc"
+  expect_ok "GRPO: the one-process run resumed for a third step" '^step 3/3 ' "${grpo[@]}" grpo.max_num_steps=3 \
+    checkpointing.save_period=1 checkpointing.checkpoint_dir="$TMP/rl1c"
+  expect_ok "GRPO: the distributed optimizer's sharded checkpoint resumed in one process" '^step 3/3 ' "${grpo[@]}" \
+    grpo.max_num_steps=3 checkpointing.save_period=1 checkpointing.checkpoint_dir="$TMP/rldc"
+  grpo_metrics "$TMP/rl1c/metrics.jsonl" | tail -1 >"$TMP/rl1c.m"
+  grpo_metrics "$TMP/rldc/metrics.jsonl" | tail -1 >"$TMP/rldc.m"
+  if msg=$(close "$TMP/rldc.m" "$TMP/rl1c.m" 1e-5) &&
+    msg2=$(python3 tests/cli/safetensors_diff.py "$TMP/rldc/iter_0000003/model.safetensors" \
+      "$TMP/rl1c/iter_0000003/model.safetensors" 1e-4 1e-4); then
+    echo "ok: GRPO resumed from the sharded checkpoint: step 3 and its weights equal the one process's ($msg; $msg2)"
+  else
+    fail "GRPO resumed from the sharded checkpoint differs: $msg ${msg2:-}: $(cat "$TMP/rldc.m" "$TMP/rl1c.m" | tr '\n' ';')"
+  fi
+fi
+"${MPIRUN[@]}" -np 2 "${grpo[@]}" "${dist[@]}" policy.megatron_cfg.distributed_data_parallel_config.use_custom_fsdp=true \
+  checkpointing.checkpoint_dir="$TMP/rlf" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[[ $rc -eq 2 && $(grep -c '^error: ' "$TMP/err") -eq 1 ]] &&
+  grep -q 'policy.megatron_cfg.distributed_data_parallel_config.use_custom_fsdp: full parameter sharding is not available in GRPO' "$TMP/err" &&
+  echo "ok: GRPO with full parameter sharding refused in one line naming the key" ||
+  fail "GRPO use_custom_fsdp=true: exit $rc: $(grep '^error' "$TMP/err" | head -2)"
+
 # Bad layouts: one line naming the key (rank 0's), exit 2, nothing trained.
 bad_run_layout() {  # NAME NP MESSAGE OVERRIDES...: the tiny run with them refused, nothing trained
   local name=$1 np=$2 message=$3
@@ -100,4 +139,4 @@ bad_run_layout "sequence parallelism without tensor parallelism" 2 \
   "$recipe: model.sequence_parallel: true needs model.tensor_model_parallel_size > 1 (sequence parallelism splits the tensor-parallel group's activations)" \
   model.sequence_parallel=true
 
-finish "data parallelism (pretraining over 2 and 4 ranks, GRPO over 2) equals one process; bad layouts refused"
+finish "data parallelism (pretraining over 2 and 4 ranks, GRPO over 2, also with the distributed optimizer) equals one process; bad layouts refused"

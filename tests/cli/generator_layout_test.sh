@@ -59,7 +59,7 @@ bad_layout "a generator TP not dividing the Mamba groups" 2 \
 bad_layout "a generator TP not dividing the ranks" 3 "$src: $key: 2 does not divide the 3 ranks of the run" \
   "${grpo[@]}" "$key=2"
 expect_error "a generator TP with experts split" \
-  "$src: $key: 2: a generator split otherwise than the trainer (model.tensor_model_parallel_size = 1) needs model.expert_model_parallel_size and model.context_parallel_size 1 (experts are not resharded yet); set 1 or leave it out" \
+  "$src: $key: 2: a generator split otherwise than the trainer (model.tensor_model_parallel_size = 1) needs model.expert_model_parallel_size 1 (experts are not resharded yet); set 1 or leave it out" \
   "${grpo[@]}" "$key=2" model.expert_model_parallel_size=2 --dry-run
 expect_error "a generator TP of 0" "$src: $key: expected a positive integer, got 0" "${grpo[@]}" "$key=0" --dry-run
 

@@ -45,7 +45,7 @@ grep -Eq '^plan: 4 steps x \(2 prompts x 4 generations = 8 rollouts\)' "$TMP/out
 [[ -e runs/tiny/rl ]] && fail "the dry run wrote runs/tiny/rl"
 
 # --- a short run: a line per step, validation, checkpoints, artifact ----------------------------
-step_line='^step 4/4 \| reward [0-9.]+ \| accuracy [0-9.]+ \| loss .* \| kl .* \| clip fraction [0-9.]+ \| ratio [0-9.]+ \[[0-9.]+, [0-9.]+\] \| token_mult_prob_error 1\.0000[0-9]+ .*\| gen [0-9.]+ s \(prefill [0-9.]+ s, [0-9]+ prompt tokens, [1-9][0-9]* shared\) \| logprobs [0-9.]+ s \| train [0-9.]+ s \| total [0-9.]+ s \| [0-9]+ gen tokens/s \| refit 0\.000 s'
+step_line='^step 4/4 \| reward [0-9.]+ \| accuracy [0-9.]+ \| loss .* \| kl .* \| clip fraction [0-9.]+ \| ratio [0-9.]+ \[[0-9.]+, [0-9.]+\] \| token_mult_prob_error 1\.0000[0-9]+ .*\| gen [0-9.]+ s \(prefill [0-9.]+ s, [0-9]+ prompt tokens, [1-9][0-9]* shared\) \| logprobs [0-9.]+ s \([0-9]+ tokens per rank\) \| train [0-9.]+ s \| total [0-9.]+ s \| [0-9]+ gen tokens/s \| refit 0\.000 s'
 expect_ok "rl 4 steps" "$step_line" "${rl[@]}" checkpointing.checkpoint_dir=runs/tiny/rl
 grep -Eq '^policy: weights of runs/tiny/sft$' "$TMP/out" || fail "rl: the SFT weights were not loaded: $(head -3 "$TMP/out")"
 grep -Eq '^time to first step: [0-9.]+ s from start' "$TMP/out" || fail "rl: no time to first step"

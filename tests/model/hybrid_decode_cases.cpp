@@ -115,6 +115,58 @@ TEST(HybridDecodeCuda, slots_prefill_and_steps_match_cpu_full_logits) {
               "bfloat16 %.3g (%.3g)\n",
               f32.decode, f32.full, bf16.decode, bf16.full);
 }
+
+// A step of whole prompts through the chunked scan (model/prefill_layout.h) on the GPU equals the
+// token-by-token prefill on the GPU (set_prefill_by_scan(false)): the step's logits, every Mamba
+// slot's conv windows and SSM state, and decode steps after a fork. Prompts of 9, 1, 4, 6 and 13
+// tokens, chunk 4 (padding between sequences); float32 to rounding, bfloat16 to its rounding of
+// the scan's operands (the state stays float32 in both paths).
+double worst_state_error(model::DecodeState& a, model::DecodeState& b) {
+  double worst = 0;
+  for (size_t l = 0; l < a.num_layers(); ++l) {
+    if (!a.layer(l)) continue;
+    const auto ta = a.layer(l)->slot_tensors(), tb = b.layer(l)->slot_tensors();
+    for (size_t i = 0; i < ta.size(); ++i) worst = std::max(worst, relative_error(ta[i], tb[i]));
+  }
+  return worst;
+}
+
+TEST(HybridDecodeCuda, whole_prompts_through_the_scan_equal_token_by_token) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  const model::ModelConfig cfg = hybrid_config("M*-M*-");
+  for (DType dt : {DType::f32, DType::bf16}) {
+    model::HybridModel net(cfg, gpu, dt);
+    fill_params(net, 7);
+    Context ctx{&gpu, nullptr, dt};
+    const std::vector<int64_t> slots{4, 0, 2, 5, 1}, lens{9, 1, 4, 6, 13};
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < lens.size(); ++i) prompts.push_back(decode_tokens(lens[i], cfg.vocab_size, 30 + i));
+    net.set_prefill_by_scan(true);
+    model::DecodeState scan = net.make_decode_state({6, 40, 4});
+    net.set_prefill_by_scan(false);
+    model::DecodeState step = net.make_decode_state({6, 40, 4});
+    net.set_prefill_by_scan(true);
+    const double tol = dt == DType::f32 ? 2e-5 : 3e-2;
+    const Tensor a = net.extend(ctx, scan, slots, prompts), b = net.extend(ctx, step, slots, prompts);
+    EXPECT_LT(relative_error(a, b), tol) << dtype_name(dt) << " prefill logits";
+    const double states = worst_state_error(scan, step);
+    EXPECT_LT(states, tol) << dtype_name(dt) << " states after the prefill";
+    scan.fork(ctx, {{2, 3}});
+    step.fork(ctx, {{2, 3}});
+    std::vector<int64_t> all = slots;
+    all.push_back(3);
+    double steps = 0;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<std::vector<int32_t>> next;
+      for (size_t i = 0; i < all.size(); ++i) next.push_back({static_cast<int32_t>((7 * i + 3 * k) % cfg.vocab_size)});
+      steps = std::max(steps, relative_error(net.extend(ctx, scan, all, next), net.extend(ctx, step, all, next)));
+    }
+    EXPECT_LT(steps, tol) << dtype_name(dt) << " decode steps after a fork";
+    std::printf("prefill by scan vs token by token on CUDA, %s: logits %.3g, states %.3g, later steps %.3g\n",
+                dtype_name(dt), relative_error(a, b), states, steps);
+  }
+}
 #endif
 
 }  // namespace

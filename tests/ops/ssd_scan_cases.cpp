@@ -3,6 +3,7 @@
 // and the states are statistics (float32 on a bf16 target), dA and dD parameter gradients.
 // Packed rows (seq_idx): the same checks with several sequences per row, boundaries at and across
 // chunk edges. That the packed scan equals each sequence run alone: ssd_scan_equivalence_test.cpp.
+#include "decode_test_util.h"
 #include "harness.h"
 #include "ops/ssd_scan.h"
 #include "packed_rows.h"
@@ -87,6 +88,71 @@ class SsdScanCase : public OpCase {
   DA da_;
   PackedLayout packed_;
 };
+
+// The forward with chunk-end states (ssd_scan.h SsdChunkStates): slots [B * chunks] name the rows
+// of a random states tensor that take the state after each chunk; the other rows must keep their
+// values. Forward only (the engine's prefill).
+class SsdScanChunkStatesCase : public OpCase {
+ public:
+  SsdScanChunkStatesCase(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t chunk,
+                         PackedLayout packed, std::vector<int32_t> slots, int64_t rows)
+      : B_(B), T_(T), nH_(nH), P_(P), G_(G), N_(N), chunk_(chunk), packed_(std::move(packed)),
+        slots_(std::move(slots)), rows_(rows) {}
+  std::string op() const override { return "ssd_scan_chunk_states"; }
+  std::string params() const override {
+    std::vector<int32_t> shown(slots_);
+    return fmt::format("B={},T={},H={},P={},G={},N={},chunk={},packed={},slots={},rows={}", B_, T_, nH_, P_, G_, N_,
+                       chunk_, packed_.empty() ? "-" : layout_str(packed_), counts_str(shown), rows_);
+  }
+  bool has_backward() const override { return false; }
+  std::vector<InputSpec> inputs() const override {
+    return {{"x", {B_, T_, nH_, P_}, DType::f64, false},
+            {"dt", {B_, T_, nH_}, DType::f64, false, 0.05, 0.7, true},
+            {"A", {nH_}, DType::f64, false, -1.5, -0.2, true},
+            {"Bm", {B_, T_, G_, N_}, DType::f64, false},
+            {"Cm", {B_, T_, G_, N_}, DType::f64, false},
+            {"D", {nH_}, DType::f64, false, 0.5, 1.5},
+            {"states", {rows_, nH_, P_, N_}, DType::f64, false, -1.0, 1.0, true}};
+  }
+  std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
+    ops::SsdScanArgs a{in[0], in[1], in[2], in[3], in[4], in[5], Tensor(), chunk_};
+    if (!packed_.empty()) a.seq_idx = seq_idx_tensor(ctx, packed_, T_);
+    Tensor y = ctx.empty(in[0].shape(), in[0].dtype());
+    const int64_t nc = static_cast<int64_t>(slots_.size()) / B_;
+    ops::SsdChunkStates cs{in[6].clone(), i32_on(ctx, slots_).view({B_, nc})};
+    ops::ssd_scan_forward(ctx, a, y, nullptr, &cs);
+    return {y, cs.states};
+  }
+  double tolerance(DType dtype) const override {
+    return dtype == DType::f32 && P_ * N_ >= 1024 ? 1e-4 : OpCase::tolerance(dtype);
+  }
+
+ private:
+  int64_t B_, T_, nH_, P_, G_, N_, chunk_;
+  PackedLayout packed_;
+  std::vector<int32_t> slots_;
+  int64_t rows_;
+};
+
+NM_OP_CASES(ssd_scan_chunk_states_cases) {
+  CaseList c;
+  // Chunk 4, T = 11 (ragged last chunk): sequences ending on chunk ends (4, 8) and at T, a chunk
+  // without a slot, a row without sequences boundaries, rows left untouched.
+  c.push_back(std::make_unique<SsdScanChunkStatesCase>(2, 11, 4, 3, 2, 5, 4, PackedLayout{{4, 4, 3}, {11}},
+                                                       std::vector<int32_t>{5, 0, 2, -1, -1, 3}, 7));
+  // A chunk end inside a sequence (its state there) and one after a boundary inside the chunk.
+  c.push_back(std::make_unique<SsdScanChunkStatesCase>(1, 12, 2, 2, 1, 3, 4, PackedLayout{{6, 6}},
+                                                       std::vector<int32_t>{1, 0, 2}, 3));
+  // Unpacked, chunk > T (one chunk ending at T).
+  c.push_back(std::make_unique<SsdScanChunkStatesCase>(2, 5, 2, 3, 2, 4, 16, PackedLayout{},
+                                                       std::vector<int32_t>{1, 0}, 2));
+  // The engine's shape: Nemotron-H heads, prompts padded to the 128-token chunk, the last ragged.
+  c.push_back(std::make_unique<SsdScanChunkStatesCase>(1, 300, 4, 64, 2, 128, 128, PackedLayout{{128, 128, 44}},
+                                                       std::vector<int32_t>{3, 1, 0}, 4));
+  c.push_back(std::make_unique<SsdScanChunkStatesCase>(1, 200, 6, 17, 3, 33, 64, PackedLayout{{64, 128, 8}},
+                                                       std::vector<int32_t>{2, -1, 0, 1}, 3));
+  return c;
+}
 
 NM_OP_CASES(ssd_scan_cases) {
   CaseList c;

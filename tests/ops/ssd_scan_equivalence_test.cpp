@@ -229,5 +229,50 @@ TEST(SsdScan, packed_row_equals_each_sequence_alone_f64) {
   }
 }
 
+// Chunk-end states (SsdChunkStates): the chunked forward writes what the sequential recurrence
+// holds after each chunk's last token; on a row whose sequences end on chunk ends (dt = 0 padding,
+// as the engine's prefill lays prompts out) that is each sequence's own final state run alone.
+TEST(SsdScan, chunk_end_states_are_each_sequence_final_state_f64) {
+  Context ctx = cpu_context(DType::f64);
+  const int64_t Q = 4;
+  // Sequences of 3 (+1 pad), 8, 2 (+2 pad) and 5 tokens (the last needs no padding).
+  const std::vector<int64_t> real{3, 8, 2, 5}, padded{4, 8, 4, 5};
+  const ScanShape s{1, 21, 4, 3, 2, 5};
+  ops::SsdScanArgs a = random_args(s, false);
+  a.chunk_size = Q;
+  a.seq_idx = seq_idx_tensor(ctx, PackedLayout{padded}, s.T);
+  double* dt = a.dt.data<double>();
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // [start, real end) in the padded row
+  for (int64_t k = 0, t0 = 0; k < 4; t0 += padded[k], ++k) {
+    seqs.emplace_back(t0, t0 + real[k]);
+    for (int64_t t = t0 + real[k]; t < t0 + padded[k]; ++t)
+      for (int64_t h = 0; h < s.nH; ++h) dt[t * s.nH + h] = 0.0;
+  }
+  // Chunks 0..5 end at tokens 3, 7, 11, 15, 19, 20: the ends of sequences 0, (1's middle), 1, 2, -, 3.
+  const std::vector<int32_t> slots{4, 2, 0, 5, -1, 1};
+  const Tensor init = uniform({6, s.nH, s.P, s.N}, 8, -1, 1);
+  Tensor states[2];
+  for (bool naive : {true, false}) {
+    ops::SsdChunkStates cs{init.clone(), Tensor::from_vector<int32_t>({1, 6}, slots)};
+    Tensor y = Tensor::empty(a.x.shape(), DType::f64);
+    if (naive) ops::ssd_scan_naive_forward(ctx, a, y, nullptr, &cs);
+    else ops::ssd_scan_forward(ctx, a, y, nullptr, &cs);
+    states[naive ? 0 : 1] = cs.states;
+  }
+  EXPECT_LT(relative_error(states[1], states[0]), 1e-12) << "chunked vs sequential";
+  EXPECT_EQ(relative_error(states[1].slice(3, 4), init.slice(3, 4)), 0.0) << "a row no chunk names";
+  const int32_t slot_of[4] = {4, 0, 5, 1};
+  for (size_t k = 0; k < seqs.size(); ++k) {
+    auto [t0, t1] = seqs[k];
+    ops::SsdScanArgs one = a;
+    one.seq_idx = Tensor();
+    one.x = tokens(a.x, 0, t0, t1).clone(), one.dt = tokens(a.dt, 0, t0, t1).clone();
+    one.Bm = tokens(a.Bm, 0, t0, t1).clone(), one.Cm = tokens(a.Cm, 0, t0, t1).clone();
+    Tensor y = Tensor::empty(one.x.shape(), DType::f64), fs = Tensor::empty({1, s.nH, s.P, s.N}, DType::f64);
+    ops::ssd_scan_naive_forward(ctx, one, y, &fs);
+    EXPECT_LT(relative_error(states[1].slice(slot_of[k], slot_of[k] + 1), fs), 1e-12) << "sequence " << k;
+  }
+}
+
 }  // namespace
 }  // namespace nemotron::testing
