@@ -13,9 +13,14 @@ namespace nemotron::model {
 LayerStack::LayerStack(const ModelConfig& cfg, const std::vector<LayerSpec>& specs, ParamStore& store,
                        int64_t first_index, const ModelShard& shard)
     : H_(cfg.hidden_size), eps_(cfg.layer_norm_epsilon), first_index_(first_index), sequence_split_(shard.sequence_split()) {
+  // The trunk numbers its layers from 0; an MTP block's come after the trunk's (not trunk layers).
+  const bool trunk = first_index < cfg.num_layers();
   for (size_t i = 0; i < specs.size(); ++i) {
+    const size_t registered = store.all().size();
     norms_.push_back(&store.add(specs[i].norm, {cfg.hidden_size}, false));
     mixers_.push_back(make_mixer(cfg, specs[i], store, first_index + static_cast<int64_t>(i), shard));
+    if (trunk)
+      for (size_t k = registered; k < store.all().size(); ++k) store.all()[k]->trunk_layer = first_index + static_cast<int64_t>(i);
     moe_.push_back(dynamic_cast<MoeMixer*>(mixers_.back().get()));
     // Sequence parallelism: the norm sees this rank's rows only, and so does a whole (unsplit)
     // per-token mixer.

@@ -230,6 +230,7 @@ std::vector<std::string> attach_lora(ParamStore& store, const LoraConfig& cfg, u
     auto lora = std::make_shared<LoraAdapter>();
     lora->a = &store.add(module + kSuffixA, {cfg.dim, w.value.dim(1)});
     lora->b = &store.add(module + kSuffixB, {w.value.dim(0), cfg.dim});
+    lora->a->trunk_layer = lora->b->trunk_layer = w.trunk_layer;  // the layer whose backward completes them
     lora->rank = cfg.dim;
     lora->scale = cfg.scale();
     lora->dropout = cfg.dropout;

@@ -68,6 +68,10 @@ struct Param {
   // False: frozen (ParamStore::set_requires_grad). Blocks then compute no gradient for it and
   // the optimizer neither holds state for it nor touches it.
   bool requires_grad = true;
+  // The trunk layer that registered it (LayerStack: layer i's norm and mixer), -1 for the rest
+  // (embedding, final norm, head, the MTP blocks): the unit data parallelism's buckets and full
+  // parameter sharding cut at, and the layer whose backward completes its gradient.
+  int64_t trunk_layer = -1;
   // A LoRA adapter on this weight (model/lora.h): Linear adds its term in forward and backward.
   std::shared_ptr<const LoraAdapter> lora;
   ParamShard shard;
@@ -125,6 +129,9 @@ class ParamStore {
   // gradient (is_expert()) is summed over another group, so it keeps a tensor of its own.
   void make_grads_contiguous(int64_t align = 64, int64_t pad_to = 1);
   const Tensor& grad_buffer() const { return grad_buffer_; }  // undefined until made
+  // Frees the flat buffer once every gradient in it has storage of its own again (the layer
+  // slots of sharded gradients, train/grad_slots.h); in_grad_buffer() is false from then on.
+  void release_grad_buffer() { grad_buffer_ = Tensor(); }
   bool in_grad_buffer(const Param& p) const;
   Backend& backend() const { return *backend_; }
   DType dtype() const { return dtype_; }

@@ -27,6 +27,7 @@ struct AdamW::Shard {
   std::vector<int> piece_of;   // by parameter: its piece's index, -1 = none on this rank
   Tensor grad, master, m, v;   // S float32 elements each; master only for a store with masters
   Tensor value;                // full parameter sharding: S elements in the compute dtype
+  bool by_layer = false;       // FSDP: one bucket per trunk layer (gradients in layer slots)
   // every = each rank's `mine` (S elements, laid out as grad) in the flat buffer's layout (N),
   // one all-gather per bucket.
   void all_gather(const Tensor& mine, Tensor& every) const {
@@ -67,7 +68,7 @@ double clip_factor(double norm, double max_norm) { return max_norm > 0 && norm >
 
 AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over,
              parallel::Communicator* expert_group, parallel::Communicator* tensor_group, int64_t bucket_elements,
-             bool shard_values)
+             Fsdp fsdp)
     : params_(&params), cfg_(cfg), expert_group_(expert_group), tensor_group_(tensor_group) {
   m_.resize(params.all().size());
   v_.resize(params.all().size());
@@ -76,14 +77,15 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
     return;
   }
   const int D = shard_over->size();
-  // Full parameter sharding cuts at every layer's first parameter: each must start at 64 D.
-  params.make_grads_contiguous(shard_values ? kShardAlign * D : kShardAlign, kShardAlign * D);
+  // FSDP cuts at every layer's first parameter: each must start at 64 D.
+  const bool by_layer = fsdp != Fsdp::off;
+  params.make_grads_contiguous(by_layer ? kShardAlign * D : kShardAlign, kShardAlign * D);
   const Tensor& buf = params.grad_buffer();
   auto sh = std::make_unique<Shard>();
   sh->group = shard_over;
   sh->buffer = buf.raw();
   sh->buffer_numel = buf.numel();
-  sh->buckets = grad_buckets(params, bucket_elements, kShardAlign * D, shard_values);  // each a multiple of 64 D
+  sh->buckets = grad_buckets(params, bucket_elements, kShardAlign * D, by_layer);  // each a multiple of 64 D
   for (GradBucket& b : sh->buckets) {
     NM_CHECK((b.end - b.begin) % (kShardAlign * D) == 0, "bucket [{}, {}) is not a multiple of {}", b.begin, b.end,
              kShardAlign * D);
@@ -129,13 +131,16 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
     m_[k] = sh->m.slice(at, at + (b - a));
     v_[k] = sh->v.slice(at, at + (b - a));
   }
-  if (shard_values) sh->value = Tensor::zeros({sh->size}, params.dtype(), be);
+  if (fsdp == Fsdp::grads_params) sh->value = Tensor::zeros({sh->size}, params.dtype(), be);
+  sh->by_layer = by_layer;
   shard_ = std::move(sh);
   shard_masters();
   take_value_pieces();
 }
 
 bool AdamW::shards_values() const { return shard_ && shard_->value.defined(); }
+
+bool AdamW::shards_grads() const { return shard_ && shard_->by_layer; }
 
 Tensor AdamW::value_shard() const { return shards_values() ? shard_->value : Tensor(); }
 
@@ -257,13 +262,16 @@ ops::AdamWTensors& AdamW::shard_list() {
   Shard& sh = *shard_;
   const auto& all = params_->all();
   // The layout holds while the trainable set and the gradient buffer are those it was made over.
-  bool same = params_->grad_buffer().defined() && params_->grad_buffer().raw() == sh.buffer;
+  // (Sharded gradients: the buffer is released, each gradient in its layer's slot.)
+  const bool slots = shards_grads();
+  bool same = slots || (params_->grad_buffer().defined() && params_->grad_buffer().raw() == sh.buffer);
   for (size_t k = 0; same && k < all.size(); ++k) {
     const model::Param& p = *all[k];
     if (p.is_expert()) continue;  // outside the buffer, whole (expert_list)
     same = p.requires_grad == (sh.offset[k] >= 0) &&
-           (!p.requires_grad || p.grad.raw() == static_cast<const char*>(sh.buffer) +
-                                                sh.offset[k] * static_cast<int64_t>(dtype_size(p.grad.dtype())));
+           (!p.requires_grad || slots ||
+            p.grad.raw() == static_cast<const char*>(sh.buffer) +
+                                sh.offset[k] * static_cast<int64_t>(dtype_size(p.grad.dtype())));
   }
   if (!same)
     throw Error(

@@ -24,9 +24,12 @@
 // loads the ranges it owns; from a single-file checkpoint set_moments() and shard_masters() take
 // each rank's range of the full tensors. So any D loads any other.
 //
-// Full parameter sharding (shard_values, Megatron FSDP's optim_grads_params): the same layout,
-// cut into one bucket per trunk layer (grad_buckets' by_layer; every parameter 64 D aligned so each
-// layer's start can be cut) and the rank's slices of the compute-dtype values kept too, as a
+// Gradient sharding (Fsdp::grads, Megatron FSDP's optim_grads): the same layout cut into one
+// bucket per trunk layer (grad_buckets' by_layer; every parameter 64 D aligned so each layer's
+// start can be cut); the whole gradients then live in per-layer slots (train/grad_slots.h) and
+// shard_grads() accumulates the reduce-scattered slices of every micro-batch.
+// Full parameter sharding (Fsdp::grads_params, optim_grads_params): that, and the rank's slices
+// of the compute-dtype values kept too, as a
 // fourth S-element buffer (value_shard()) that the update writes instead of the parameters'
 // values; nothing is all-gathered after the update: train/param_gather.h gathers each layer's
 // values where the model reads them, when it needs them. take_value_pieces() fills the buffer
@@ -63,6 +66,9 @@ struct FullOptimizerState {
   std::vector<Tensor> masters, exp_avg, exp_avg_sq;
 };
 
+// Megatron FSDP's sharding beyond the optimizer state (data_parallel_sharding_strategy).
+enum class Fsdp { off, grads, grads_params };
+
 class AdamW {
  public:
   // `shard_over`: the data group to shard the state over (the distributed optimizer, see above);
@@ -75,10 +81,10 @@ class AdamW {
   // `tensor_group`: the tensor-parallel group (null or a group of one without): the norm then sums
   // every rank's parts of the split parameters and counts the whole ones (the same on every
   // member) once.
-  // `shard_values`: full parameter sharding as well (see above; needs shard_over).
+  // `fsdp`: gradient sharding, or full parameter sharding as well (see above; needs shard_over).
   AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator* shard_over = nullptr,
         parallel::Communicator* expert_group = nullptr, parallel::Communicator* tensor_group = nullptr,
-        int64_t bucket_elements = kDefaultGradBucketElements, bool shard_values = false);
+        int64_t bucket_elements = kDefaultGradBucketElements, Fsdp fsdp = Fsdp::off);
   ~AdamW();
   // One update with learning rate `lr` from the gradients currently in the store (sharded: from
   // the rank's reduce-scattered range, then the values all-gathered; collective).
@@ -134,6 +140,9 @@ class AdamW {
   // laid out as shard_grads()), and the flat buffer's offset of parameter k's value (-1: not in
   // it). take_value_pieces() copies them from whole parameter values.
   bool shards_values() const;
+  // Gradient sharding (Fsdp::grads and above): one bucket per trunk layer, the whole gradients in
+  // layer slots (train/grad_slots.h) instead of the store's flat buffer, which is released.
+  bool shards_grads() const;
   Tensor value_shard() const;
   int64_t buffer_offset(size_t k) const;
   void take_value_pieces();

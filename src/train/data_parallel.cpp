@@ -54,12 +54,12 @@ LoopHooks rank_hooks(LoopHooks hooks) {
 
 namespace {
 
-// The trunk layer whose backward completes a parameter's gradient (trunk_layer_of); everything
+// The trunk layer whose backward completes a parameter's gradient (model::Param::trunk_layer); everything
 // else but the embedding (final norm, head, the MTP blocks) is complete before the trunk's
 // backward starts: `before_trunk`; the embedding only at the very end: -1.
 int64_t ready_after(const model::Param& p, const model::Param& embedding, int64_t before_trunk) {
   if (&p == &embedding) return -1;
-  const int64_t layer = trunk_layer_of(p);
+  const int64_t layer = p.trunk_layer;
   return layer >= 0 ? layer : before_trunk;
 }
 

@@ -116,6 +116,7 @@ GpuPlanInput gpu_plan_input(const TrainLoopConfig& cfg, const model::ModelConfig
   in.seq_length = cfg.seq_length;
   in.distributed_optimizer = cfg.ddp.shards_optimizer();
   in.fsdp = cfg.ddp.shards_params();
+  in.fsdp_grads = cfg.ddp.shards_grads();
   in.lora_params = lora_params;
   in.ranks_per_node = ranks_per_node;
   return in;
@@ -153,12 +154,18 @@ GpuMemory gpu_memory(const GpuPlanInput& in, const parallel::RankLayout& layout)
   const double E = in.lora_params < 0 && layout.expert() > 1 ? static_cast<double>(m.params.routed_experts) : 0.0;
   const double D = Tr - E, shards = in.distributed_optimizer ? layout.data() : 1;
   const bool fsdp = in.fsdp && shards > 1;
-  if (fsdp) m.gathered = kBf16 * fsdp_gathered_elements(c, model::ModelShard{0, layout.expert(), 0, layout.tensor()});
+  const bool grads_sharded = (in.fsdp || in.fsdp_grads) && shards > 1 && in.lora_params < 0;
+  const double units =
+      fsdp || grads_sharded ? fsdp_gathered_elements(c, model::ModelShard{0, layout.expert(), 0, layout.tensor()}) : 0.0;
+  if (fsdp) m.gathered = kBf16 * units;
   m.weights = fsdp ? kBf16 * (P - D + D / shards) + m.gathered : kBf16 * P;
   // Sharded: each rank also holds its float32 gradient shard apart from the full buffer
   // (reduce-scatter does not write in place) and gathers the bf16 values through one buffer
-  // (under full parameter sharding the layers' own buffers, counted with the weights).
-  m.grads = kF32 * Tr + (shards > 1 ? kF32 * D / shards + (fsdp ? 0.0 : kBf16 * D) : 0.0);
+  // (under full parameter sharding the layers' own buffers, counted with the weights). Sharded
+  // gradients: no full buffer, but the units' whole gradients and their slices received.
+  if (grads_sharded) m.grads_whole = kF32 * units * (1 + 1 / shards);
+  m.grads = grads_sharded ? kF32 * (E + D / shards) + m.grads_whole + (fsdp ? 0.0 : kBf16 * D)
+                          : kF32 * Tr + (shards > 1 ? kF32 * D / shards + (fsdp ? 0.0 : kBf16 * D) : 0.0);
   m.optimizer = 3 * kF32 * (D / shards + E);  // master, exp_avg, exp_avg_sq
   // Activations of one micro-batch: mbs x seq tokens, of which a context rank holds 1/CP
   // (model/context_split.h; the all-gathered K/V of one attention layer at a time not counted).
@@ -297,11 +304,14 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
                 continue;
               double cost = 0;
               std::vector<std::string> o;
+              // optim_grads stays where the layout stays data-parallel alone.
+              const bool keeps_grads = fsdp || (in.fsdp_grads && fsdp_possible && ep == now.expert && tp == now.tensor &&
+                                                sp == now.sequence_parallel);
               if (fsdp && !in.fsdp)
                 cost += 2, o.push_back("ddp.use_megatron_fsdp=true"),
                     o.push_back("ddp.data_parallel_sharding_strategy=optim_grads_params");
-              else if (!fsdp && in.fsdp)  // back to the distributed optimizer, for a layout FSDP does not run
-                o.push_back("ddp.data_parallel_sharding_strategy=optim");
+              else if (!fsdp && (in.fsdp || (in.fsdp_grads && !keeps_grads)))  // back to the distributed
+                o.push_back("ddp.data_parallel_sharding_strategy=optim");       // optimizer: FSDP does not run there
               else if (dist != in.distributed_optimizer) cost += 1, o.push_back("ddp.use_distributed_optimizer=true");
               if (sp != now.sequence_parallel) cost += 1, o.push_back("model.sequence_parallel=true");
               for (int64_t e = now.expert; e < ep; e *= 2) cost += 2;
@@ -320,6 +330,7 @@ Knob find_knob(const GpuPlanInput& in, double gpu_bytes) {
               t.micro_batch_size = mbs;
               t.distributed_optimizer = dist;
               t.fsdp = fsdp;
+              t.fsdp_grads = keeps_grads;
               double total = 0;
               try {
                 const parallel::RankLayout l = layout_of(t);
@@ -373,7 +384,12 @@ std::string gpu_plan_text(const GpuPlanInput& in, double gpu_bytes, const std::s
                                                 layout.data(), human_bytes(m.gathered))
                                   : std::string()));
   line(fmt::format("  gradients         {:>12}  (float32{})", human_bytes(m.grads),
-                   in.distributed_optimizer && layout.data() > 1
+                   m.grads_whole > 0
+                       ? fmt::format(", split over {} data-parallel ranks by gradient sharding + {} whole: the embedding, "
+                                     "head and MTP, two of the largest layer, the slices received{}",
+                                     layout.data(), human_bytes(m.grads_whole),
+                                     m.gathered > 0 ? "" : "; + the bf16 gather buffer")
+                   : in.distributed_optimizer && layout.data() > 1
                        ? (m.gathered > 0 ? ", the whole buffer + the rank's shard" : ", + the rank's shard and the bf16 gather buffer")
                        : ""));
   line(fmt::format("  optimizer         {:>12}  (float32 masters + Adam moments, {})", human_bytes(m.optimizer),

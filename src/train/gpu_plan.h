@@ -13,7 +13,8 @@
 //    bytes each rank sends over the wire with ring algorithms (all-reduce 2(n-1)/n of the buffer,
 //    reduce-scatter, all-gather and all-to-all (n-1)/n), and how many nodes one group spans.
 //    Full parameter sharding (FSDP's optim_grads_params) divides the dense bf16 weights by the data
-//    group and adds its gathered buffers (the non-layer unit whole, two of the largest layer).
+//    group and adds its gathered buffers (the non-layer unit whole, two of the largest layer);
+//    gradient sharding (optim_grads and optim_grads_params) the float32 gradients likewise.
 //  - The knob: when the total exceeds the GPU, the cheapest change of layout, optimizer or weight
 //    sharding, recompute or micro-batch that fits, found by planning each candidate.
 #pragma once
@@ -36,8 +37,11 @@ struct GpuPlanInput {
   // Full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params, which implies
   // the distributed optimizer): the sharded bf16 weights 1/D per rank, plus what is gathered whole
   // (train/param_gather.h: everything outside the trunk's layers, and two slots of its largest
-  // layer). The float32 gradient buffer stays whole.
+  // layer).
   bool fsdp = false;
+  // Sharded gradients (optim_grads, and optim_grads_params with fsdp): float32 gradients 1/D per
+  // rank, plus whole ones for the same units (train/grad_slots.h) and their receive buffers.
+  bool fsdp_grads = false;
   int64_t lora_params = -1;    // >= 0: only LoRA adapters (this many) train; the base is frozen
   int64_t ranks_per_node = 0;  // 0: unknown (no launch profile)
 };
@@ -49,6 +53,7 @@ struct GpuMemory {
   int64_t trainable = 0;
   double weights = 0, grads = 0, optimizer = 0;
   double gathered = 0;  // of weights: full parameter sharding's gathered buffers
+  double grads_whole = 0;  // of gradients: sharded gradients' layer slots, outer unit, receive buffers
   double activations_kept = 0, activations_recompute = 0;  // one micro-batch, without / with recompute
   bool recompute = false;                                   // which of the two the run uses
   double activations() const { return recompute ? activations_recompute : activations_kept; }

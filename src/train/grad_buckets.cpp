@@ -13,18 +13,6 @@ int64_t grad_offset(const model::ParamStore& params, const model::Param& p) {
          static_cast<int64_t>(dtype_size(buf.dtype()));
 }
 
-int64_t trunk_layer_of(const model::Param& p) {
-  const std::string& n = p.name;
-  if (n.rfind("mtp.", 0) == 0 || n.find(".mtp.") != std::string::npos) return -1;
-  const size_t at = n.find("layers.");
-  if (at == std::string::npos) return -1;
-  size_t end = at + 7;
-  int64_t layer = 0;
-  bool digits = false;
-  while (end < n.size() && n[end] >= '0' && n[end] <= '9') layer = layer * 10 + (n[end++] - '0'), digits = true;
-  return digits && end < n.size() && n[end] == '.' ? layer : -1;
-}
-
 std::vector<GradBucket> grad_buckets(const model::ParamStore& params, int64_t bucket_elements, int64_t cut_multiple,
                                      bool by_layer) {
   NM_CHECK(bucket_elements > 0 && cut_multiple > 0, "buckets of {} elements cut at multiples of {}", bucket_elements,
@@ -34,7 +22,7 @@ std::vector<GradBucket> grad_buckets(const model::ParamStore& params, int64_t bu
            "grad_buckets: the gradient buffer is not made or not a multiple of {}", cut_multiple);
   std::vector<std::pair<int64_t, int64_t>> starts;  // (offset, trunk layer)
   for (const model::Param* p : params.all())
-    if (params.in_grad_buffer(*p)) starts.push_back({grad_offset(params, *p), trunk_layer_of(*p)});
+    if (params.in_grad_buffer(*p)) starts.push_back({grad_offset(params, *p), p->trunk_layer});
   std::sort(starts.begin(), starts.end(), std::greater<>());
   std::vector<GradBucket> out;
   int64_t end = buf.numel();

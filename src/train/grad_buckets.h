@@ -29,14 +29,10 @@ struct GradBucket {
 // The buckets of `params`' gradient buffer (made), in the backward's order; they cover the buffer
 // once, its padding included, and start at parameter starts that are multiples of `cut_multiple`
 // (the buffer's length must be one). `by_layer` (full parameter sharding's units): instead of
-// bucket_elements, a cut wherever the trunk layer (trunk_layer_of) changes, so each trunk layer's
+// bucket_elements, a cut wherever the trunk layer (model::Param::trunk_layer) changes, so each trunk layer's
 // parameters are one bucket of their own (where its start is a multiple of cut_multiple).
 std::vector<GradBucket> grad_buckets(const model::ParamStore& params, int64_t bucket_elements,
                                      int64_t cut_multiple = 1, bool by_layer = false);
-
-// The trunk layer a parameter belongs to: i for "<prefix>layers.<i>.*" outside the MTP blocks
-// ("mtp.*"); -1 for everything else (embedding, final norm, head, MTP).
-int64_t trunk_layer_of(const model::Param& p);
 
 // Element offset of parameter p's gradient in the store's buffer (p.grad must be in it).
 int64_t grad_offset(const model::ParamStore& params, const model::Param& p);

@@ -10,40 +10,7 @@ ParamGather::ParamGather(model::HybridModel& net, AdamW& opt, parallel::Communic
     : net_(net), opt_(opt), group_(group) {
   NM_CHECK(opt.shards_values() && opt.shard_count() == group.size(),
            "full parameter sharding needs an optimizer that shards values over the data group");
-  const std::vector<GradBucket>& buckets = opt.shard_buckets();
-  const auto& all = net.params().all();
-  const int64_t L = net.config().num_layers();
-  layer_of_.assign(buckets.size(), -2);  // -2: no parameter seen yet (padding only)
-  bucket_of_.assign(static_cast<size_t>(L), -1);
-  params_of_.resize(buckets.size());
-  for (size_t k = 0; k < all.size(); ++k) {
-    const int64_t off = opt.buffer_offset(k);
-    if (off < 0) continue;
-    size_t b = 0;
-    while (b < buckets.size() && !(buckets[b].begin <= off && off < buckets[b].end)) ++b;
-    NM_CHECK(b < buckets.size(), "{}: in no bucket", all[k]->name);
-    const int64_t layer = trunk_layer_of(*all[k]);
-    NM_CHECK(layer_of_[b] == -2 || layer_of_[b] == layer,
-             "bucket [{}, {}) holds parameters of layers {} and {} (a layer start not at a multiple of 64 D?)",
-             buckets[b].begin, buckets[b].end, layer_of_[b], layer);
-    layer_of_[b] = layer;
-    params_of_[b].push_back(k);
-    sharded_elements_ += all[k]->value.numel();
-  }
-  outer_at_.assign(buckets.size(), -1);
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    const int64_t n = buckets[b].end - buckets[b].begin;
-    if (layer_of_[b] >= 0) {
-      int64_t& at = bucket_of_[static_cast<size_t>(layer_of_[b])];
-      NM_CHECK(at < 0, "layer {} in two buckets", layer_of_[b]);
-      at = static_cast<int64_t>(b);
-      slot_elements_ = std::max(slot_elements_, n);
-    } else {
-      layer_of_[b] = -1;
-      outer_at_[b] = outer_elements_;
-      outer_elements_ += n;
-    }
-  }
+  units_ = layer_units(net.params(), opt, net.config().num_layers());
   point_values();
   refresh();
   observer_ = [this](int64_t layer, bool backward) { before_layer(layer, backward); };
@@ -52,30 +19,21 @@ ParamGather::ParamGather(model::HybridModel& net, AdamW& opt, parallel::Communic
 
 ParamGather::~ParamGather() { net_.set_trunk_observer(nullptr); }
 
-Tensor ParamGather::dest(size_t b) const {
-  const GradBucket& g = opt_.shard_buckets()[b];
-  const int64_t n = g.end - g.begin;
-  if (layer_of_[b] >= 0) return slot_buf_[static_cast<size_t>(layer_of_[b] % 2)].slice(0, n);
-  return outer_.slice(outer_at_[b], outer_at_[b] + n);
-}
+Tensor ParamGather::dest(size_t b) const { return units_.where(opt_.shard_buckets(), b, slot_buf_, outer_); }
 
 // Every sharded value becomes a view of its bucket's destination; the whole tensors it replaces
 // are freed (nothing else holds them: blocks keep Param pointers).
 void ParamGather::point_values() {
   Backend& be = net_.params().backend();
   const DType dt = net_.params().dtype();
-  outer_ = Tensor::empty({std::max<int64_t>(outer_elements_, 1)}, dt, be);
-  for (Tensor& s : slot_buf_) s = Tensor::empty({std::max<int64_t>(slot_elements_, 1)}, dt, be);
+  outer_ = Tensor::empty({std::max<int64_t>(units_.outer_elements, 1)}, dt, be);
+  for (Tensor& s : slot_buf_) s = Tensor::empty({std::max<int64_t>(units_.slot_elements, 1)}, dt, be);
   slot_ = {};
   const auto& all = net_.params().all();
   const std::vector<GradBucket>& buckets = opt_.shard_buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const Tensor d = dest(b);
-    for (size_t k : params_of_[b]) {
-      model::Param& p = *all[k];
-      const int64_t at = opt_.buffer_offset(k) - buckets[b].begin;
-      p.value = d.slice(at, at + p.value.numel()).view(p.value.shape());
-    }
+    for (size_t k : units_.params_of[b]) all[k]->value = units_.param_view(opt_, *all[k], k, b, d);
   }
 }
 
@@ -83,7 +41,7 @@ void ParamGather::refresh() {
   const std::vector<GradBucket>& buckets = opt_.shard_buckets();
   const Tensor mine = opt_.value_shard();
   for (size_t b = 0; b < buckets.size(); ++b) {
-    if (layer_of_[b] >= 0) continue;
+    if (units_.layer_of[b] >= 0) continue;
     const int64_t s = (buckets[b].end - buckets[b].begin) / group_.size();
     Tensor out = dest(b);
     group_.all_gather(mine.slice(buckets[b].shard_at, buckets[b].shard_at + s), out);
@@ -93,7 +51,7 @@ void ParamGather::refresh() {
 }
 
 void ParamGather::gather(int64_t layer, bool async) {
-  const size_t b = static_cast<size_t>(bucket_of_[static_cast<size_t>(layer)]);
+  const size_t b = static_cast<size_t>(units_.bucket_of[static_cast<size_t>(layer)]);
   const GradBucket& g = opt_.shard_buckets()[b];
   const int64_t s = (g.end - g.begin) / group_.size();
   Slot& slot = slot_[static_cast<size_t>(layer % 2)];
@@ -113,7 +71,7 @@ void ParamGather::gather(int64_t layer, bool async) {
 }
 
 void ParamGather::before_layer(int64_t layer, bool backward) {
-  if (layer < 0 || layer >= static_cast<int64_t>(bucket_of_.size()) || bucket_of_[static_cast<size_t>(layer)] < 0)
+  if (layer < 0 || layer >= static_cast<int64_t>(units_.bucket_of.size()) || units_.bucket_of[static_cast<size_t>(layer)] < 0)
     return;
   Slot& slot = slot_[static_cast<size_t>(layer % 2)];
   if (slot.layer != layer) gather(layer, false);
@@ -122,7 +80,7 @@ void ParamGather::before_layer(int64_t layer, bool backward) {
     for (Slot& s : slot_) s.in_flight = false;
   }
   const int64_t next = backward ? layer - 1 : layer + 1;
-  if (next >= 0 && next < static_cast<int64_t>(bucket_of_.size()) && bucket_of_[static_cast<size_t>(next)] >= 0 &&
+  if (next >= 0 && next < static_cast<int64_t>(units_.bucket_of.size()) && units_.bucket_of[static_cast<size_t>(next)] >= 0 &&
       slot_[static_cast<size_t>(next % 2)].layer != next)
     gather(next, true);
 }
@@ -136,7 +94,7 @@ void ParamGather::unshard() {
     const int64_t n = buckets[b].end - buckets[b].begin, s = n / group_.size();
     Tensor every = Tensor::empty({n}, mine.dtype(), be);
     group_.all_gather(mine.slice(buckets[b].shard_at, buckets[b].shard_at + s), every);
-    for (size_t k : params_of_[b]) {
+    for (size_t k : units_.params_of[b]) {
       model::Param& p = *all[k];
       const int64_t at = opt_.buffer_offset(k) - buckets[b].begin;
       p.value = Tensor::empty(p.value.shape(), p.value.dtype(), be);
@@ -157,15 +115,15 @@ void ParamGather::reshard() {
 int64_t ParamGather::shard_bytes() const { return static_cast<int64_t>(opt_.value_shard().nbytes()); }
 
 int64_t ParamGather::layer_bytes() const {
-  return slot_elements_ * static_cast<int64_t>(dtype_size(net_.params().dtype()));
+  return units_.slot_elements * static_cast<int64_t>(dtype_size(net_.params().dtype()));
 }
 
 int64_t ParamGather::buffer_bytes() const {
-  return (outer_elements_ + 2 * slot_elements_) * static_cast<int64_t>(dtype_size(net_.params().dtype()));
+  return (units_.outer_elements + 2 * units_.slot_elements) * static_cast<int64_t>(dtype_size(net_.params().dtype()));
 }
 
 int64_t ParamGather::sharded_bytes() const {
-  return sharded_elements_ * static_cast<int64_t>(dtype_size(net_.params().dtype()));
+  return units_.param_elements * static_cast<int64_t>(dtype_size(net_.params().dtype()));
 }
 
 }  // namespace nemotron::train

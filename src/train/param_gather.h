@@ -15,8 +15,8 @@
 //    vocabulary-sized embedding and head; sharding them between their uses is left).
 // The model sees whole tensors and knows nothing of this: the gathers run from the trunk's layer
 // observer (LayerStack::set_before_layer). Parameters outside the optimizer's flat buffer (frozen
-// ones, expert-parallel experts) keep their own whole values. Gradients: GradReducer
-// reduce-scatters each layer's bucket into the rank's slice as the last backward finishes it.
+// ones, expert-parallel experts) keep their own whole values. Gradients: sharded too
+// (train/grad_slots.h), each layer's reduce-scattered as every micro-batch's backward finishes it.
 #pragma once
 #include <array>
 #include <vector>
@@ -24,6 +24,7 @@
 #include "model/hybrid_model.h"
 #include "parallel/communicator.h"
 #include "train/adamw.h"
+#include "train/layer_units.h"
 
 namespace nemotron::train {
 
@@ -39,6 +40,12 @@ class ParamGather {
 
   // After the update wrote the value shard: the outer unit gathered again, the slots stale.
   void refresh();
+  // The group's pending collectives were waited for by someone else (the gradient slots, between
+  // two layers' backward): no gather is in flight, so the next layer does not wait again (which
+  // would also wait for the reduce-scatter queued since, serialising it with that layer).
+  void pending_waited() {
+    for (Slot& s : slot_) s.in_flight = false;
+  }
   // Collective: every sharded parameter gets a whole value of its own again (what a checkpoint
   // load writes into); reshard() takes the rank's slices of them and goes back to the buffers.
   void unshard();
@@ -63,14 +70,10 @@ class ParamGather {
   model::HybridModel& net_;
   AdamW& opt_;
   parallel::Communicator& group_;
-  std::vector<int64_t> layer_of_;   // by bucket: its trunk layer, -1 for the outer unit
-  std::vector<int64_t> bucket_of_;  // by trunk layer: its bucket
-  std::vector<int64_t> outer_at_;   // by bucket: its offset in outer_ (outer buckets)
-  std::vector<std::vector<size_t>> params_of_;  // by bucket: the parameters in it
+  LayerUnits units_;
   Tensor outer_;
   std::array<Tensor, 2> slot_buf_;
   std::array<Slot, 2> slot_;
-  int64_t slot_elements_ = 0, outer_elements_ = 0, sharded_elements_ = 0;
   int64_t gathers_ = 0, prefetched_ = 0;
   model::LayerStack::LayerObserver observer_;
 };

@@ -91,11 +91,12 @@ struct DdpSection {  // ddp: (Megatron-Bridge's DistributedDataParallelConfig)
   int64_t bucket_size = 40'000'000;
   // Megatron FSDP (use_megatron_fsdp) and what it shards over the data group
   // (data_parallel_sharding_strategy): no_shard (plain data parallelism), optim (the distributed
-  // optimizer above), optim_grads (the same here: gradients are already reduce-scattered into the
-  // rank's slice as the backward finishes each bucket, but the full float32 gradient buffer they
-  // come from stays allocated), optim_grads_params (full parameter sharding: the compute-dtype
-  // weights 1/D per rank between layers, each layer gathered before its forward and its backward,
-  // train/param_gather.h). The strategy needs use_megatron_fsdp=true.
+  // optimizer above), optim_grads (and the float32 gradients 1/D per rank: each layer's
+  // accumulate in one of two layer slots and are reduce-scattered into the rank's slice as every
+  // micro-batch's backward finishes the layer, train/grad_slots.h), optim_grads_params (and full
+  // parameter sharding: the compute-dtype weights 1/D per rank between layers, each layer gathered
+  // before its forward and its backward, train/param_gather.h). The strategy needs
+  // use_megatron_fsdp=true.
   enum class Sharding { no_shard, optim, optim_grads, optim_grads_params };
   bool use_megatron_fsdp = false;
   Sharding data_parallel_sharding_strategy = Sharding::no_shard;
@@ -104,6 +105,10 @@ struct DdpSection {  // ddp: (Megatron-Bridge's DistributedDataParallelConfig)
     return use_distributed_optimizer || (use_megatron_fsdp && data_parallel_sharding_strategy != Sharding::no_shard);
   }
   bool shards_params() const { return use_megatron_fsdp && data_parallel_sharding_strategy == Sharding::optim_grads_params; }
+  bool shards_grads() const {
+    return use_megatron_fsdp && (data_parallel_sharding_strategy == Sharding::optim_grads ||
+                                 data_parallel_sharding_strategy == Sharding::optim_grads_params);
+  }
 };
 
 struct TrainLoopConfig {

@@ -170,10 +170,15 @@ TrainStep::TrainStep(model::HybridModel& net, AdamW& opt, StepConfig cfg)
   // data x context; a sharded optimizer's reduce-scatter stays over the data ranks, after the sum
   // over context.
   const bool sharded = opt_.shard_grads().defined();
-  reducer_ = std::make_unique<GradReducer>(net_, sharded ? *groups().data : *groups().data_context,
+  if (opt_.shards_grads()) {
+    slots_ = std::make_unique<GradSlots>(net_, opt_, *groups().data, ctx_);
+  } else {
+    reducer_ = std::make_unique<GradReducer>(net_, sharded ? *groups().data : *groups().data_context,
                                            cfg_.grad_bucket_elements, sharded ? &opt_ : nullptr, groups().expert_data.get(),
                                            groups().tensor.get(), sharded ? groups().context.get() : nullptr);
+  }
   if (opt_.shards_values()) gather_ = std::make_unique<ParamGather>(net_, opt_, *groups().data);
+  if (slots_ && gather_) slots_->set_after_wait([g = gather_.get()] { g->pending_waited(); });
 }
 
 std::vector<model::Batch> TrainStep::context_rows(const std::vector<model::Batch>& micro) const {
@@ -201,7 +206,8 @@ StepResult TrainStep::run(const std::vector<model::Batch>& whole, LossFn& loss, 
   // Nothing to train (a loss that allows it): every micro-batch still runs, scaled by 0, so every
   // rank takes the same collectives; the numerator is 0 there too.
   const double inv_normaliser = empty ? 0.0 : 1.0 / normaliser;
-  net_.params().zero_grads();
+  if (slots_) slots_->begin_step();
+  else net_.params().zero_grads();
   balancer_.begin_step(static_cast<int64_t>(micro.size()) * data_ranks);
   StepResult r;
   r.normaliser = normaliser;
@@ -222,11 +228,17 @@ StepResult TrainStep::run(const std::vector<model::Batch>& whole, LossFn& loss, 
     ctx_.dropout = {true, cfg_.seed, static_cast<uint64_t>(iteration), static_cast<uint64_t>(global_micro),
                     micro[k].context_split ? micro[k].input_ids.dim(0) : 0};
     // The last micro-batch's backward completes each layer's gradients: their buckets start
-    // their reduction over the data group while the earlier layers' backward runs.
+    // their reduction over the data group while the earlier layers' backward runs. Sharded
+    // gradients: every micro-batch's (each reduce-scattered into the slices it adds to).
     const bool last = k + 1 == micro.size();
+    const std::function<void(int64_t)>* hook =
+        slots_ ? slots_->layer_hook() : last ? reducer_->layer_hook() : nullptr;
     MicroBatchResult m = forward_backward(ctx_, net_, on_device[k], loss, static_cast<int64_t>(k),
-                                          inv_normaliser, &stats, &mtp, last ? reducer_->layer_hook() : nullptr,
-                                          /*defer_loss_read=*/true);
+                                          inv_normaliser, &stats, &mtp, hook, /*defer_loss_read=*/true);
+    if (slots_) {
+      OpScope scope(ctx_, OpPhase::optimizer, "data_parallel_grad_reduce");
+      slots_->finish_micro_batch();
+    }
     if (m.loss_values.defined()) loss_values.push_back(std::move(m.loss_values));
     ctx_.dropout = {};  // evaluation and whatever else runs on this context drop nothing
     ws_.reset();
@@ -245,7 +257,7 @@ StepResult TrainStep::run(const std::vector<model::Batch>& whole, LossFn& loss, 
   }
   {
     OpScope scope(ctx_, OpPhase::optimizer, "data_parallel_grad_reduce");
-    reducer_->finish();  // all-reduced, or this rank's range reduce-scattered (distributed optimizer)
+    if (reducer_) reducer_->finish();  // all-reduced, or this rank's range reduce-scattered (distributed optimizer)
   }
   r.loss_sum += sum_loss_values(loss_values);
   if (dc.size() > 1) {  // the step's sums over the whole global batch

@@ -23,6 +23,7 @@
 #include "model/hybrid_model.h"
 #include "train/adamw.h"
 #include "train/data_parallel.h"
+#include "train/grad_slots.h"
 #include "train/loss.h"
 #include "train/moe_balancing.h"
 #include "train/param_gather.h"
@@ -139,7 +140,11 @@ class TrainStep {
   // The compute context of every forward/backward (e.g. to attach an op profiler).
   Context& context() { return ctx_; }
   const parallel::ProcessGroups& groups() const { return parallel::groups_of(ctx_); }
+  // Not under sharded gradients (grad_slots() then).
   const GradReducer& grad_reducer() const { return *reducer_; }
+  // Sharded gradients (the optimizer shards them over a data group of several; train/grad_slots.h):
+  // where each layer's are reduce-scattered; null otherwise.
+  const GradSlots* grad_slots() const { return slots_.get(); }
   // Full parameter sharding (the optimizer shards values over a data group of several): where
   // the layers' weights are gathered (train/param_gather.h); null otherwise.
   ParamGather* param_gather() { return gather_.get(); }
@@ -157,6 +162,7 @@ class TrainStep {
   Workspace ws_;
   Context ctx_;
   std::unique_ptr<GradReducer> reducer_;  // sums the gradients over the data group (or reduce-scatters them)
+  std::unique_ptr<GradSlots> slots_;      // sharded gradients only (instead of reducer_)
   std::unique_ptr<ParamGather> gather_;   // full parameter sharding only
   GradHook grad_hook_;
 };

@@ -43,20 +43,24 @@ std::string tensorboard_dir(const TrainLoopConfig& cfg) {
   return "";
 }
 
-// Full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params) on the layouts
-// it supports: data (and pipeline-free) parallelism only; tensor, expert and context parallelism
-// are refused, naming their key. True when it is on with a data group of several.
-bool checked_fsdp(const TrainLoopConfig& cfg, const parallel::ProcessGroups& g) {
-  if (!cfg.ddp.shards_params()) return false;
+// Megatron FSDP's gradient sharding (ddp.data_parallel_sharding_strategy=optim_grads) and full
+// parameter sharding (optim_grads_params) on the layouts they support: data (and pipeline-free)
+// parallelism only; tensor, expert and context parallelism are refused, naming their key. Off with
+// a data group of one.
+Fsdp checked_fsdp(const TrainLoopConfig& cfg, const parallel::ProcessGroups& g) {
+  const bool params = cfg.ddp.shards_params();
+  if (!params && !cfg.ddp.shards_grads()) return Fsdp::off;
   for (auto [key, n] : {std::pair{"model.tensor_model_parallel_size", g.tensor->size()},
                         std::pair{"model.expert_model_parallel_size", g.expert->size()},
                         std::pair{"model.context_parallel_size", g.context->size()}})
     if (n > 1)
       throw_config_error(cfg.source, "ddp.data_parallel_sharding_strategy",
-                         fmt::format("optim_grads_params with {} {} is not supported yet (full parameter sharding runs "
-                                     "with data parallelism only; use optim, the distributed optimizer)",
-                                     key, n));
-  return g.data->size() > 1;
+                         fmt::format("{} with {} {} is not supported yet ({} runs with data parallelism only; use "
+                                     "optim, the distributed optimizer)",
+                                     params ? "optim_grads_params" : "optim_grads", key, n,
+                                     params ? "full parameter sharding" : "gradient sharding"));
+  if (g.data->size() == 1) return Fsdp::off;
+  return params ? Fsdp::grads_params : Fsdp::grads;
 }
 
 LoopOptions loop_options(const TrainLoopConfig& cfg, LoopHooks hooks) {
@@ -263,11 +267,19 @@ std::string Trainer::banner() {
     const double mib = 1.0 / (1 << 20);
     out += fmt::format(
         "full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params): {} weights 1/{} per rank: "
-        "{:.2f} MiB of {:.2f} MiB, + {:.2f} MiB gathered (embedding, head, MTP whole; 2 layer slots of {:.2f} MiB); "
-        "gradients: the float32 buffer of {:.2f} MiB stays whole, reduce-scattered per layer\n",
+        "{:.2f} MiB of {:.2f} MiB, + {:.2f} MiB gathered (embedding, head, MTP whole; 2 layer slots of {:.2f} MiB)\n",
         dtype_name(net_.params().dtype()), opt_.shard_count(), static_cast<double>(g->shard_bytes()) * mib,
         static_cast<double>(g->sharded_bytes()) * mib, static_cast<double>(g->buffer_bytes()) * mib,
-        static_cast<double>(g->layer_bytes()) * mib, static_cast<double>(net_.params().grad_buffer().nbytes()) * mib);
+        static_cast<double>(g->layer_bytes()) * mib);
+  }
+  if (const GradSlots* gs = step_.grad_slots()) {
+    const double mib = 1.0 / (1 << 20);
+    out += fmt::format(
+        "sharded gradients (ddp.data_parallel_sharding_strategy={}): fp32 gradients 1/{} per rank: {:.2f} MiB of "
+        "{:.2f} MiB, + {:.2f} MiB whole (embedding, head, MTP; 2 layer slots of {:.2f} MiB; receive buffers)\n",
+        opt_.shards_values() ? "optim_grads_params" : "optim_grads", opt_.shard_count(),
+        static_cast<double>(gs->slice_bytes()) * mib, static_cast<double>(gs->whole_bytes()) * mib,
+        static_cast<double>(gs->buffer_bytes()) * mib, static_cast<double>(gs->layer_bytes()) * mib);
   }
   if (!resumed_from_.empty())
     out += fmt::format("{} {} at iteration {} ({} samples consumed)\n",
@@ -291,13 +303,17 @@ std::string Trainer::summary(const LoopResult& r, json& record) {
                                                     evals_.back().iteration));
   if (!r.last_checkpoint.empty()) out += fmt::format("checkpoint: {}\n", r.last_checkpoint);
   if (steps > 0 && groups_->data_context->size() > 1) {
-    const GradReducer& g = step_.grad_reducer();
-    out += fmt::format("gradients {} in {} bucket(s) ({}); in the last step {} "
-                       "started during the last backward\n",
-                       opt_.sharded() ? "reduce-scattered" : "all-reduced", g.bucket_count(),
-                       opt_.shards_values() ? std::string("one per layer")
-                                            : fmt::format("ddp.bucket_size {} elements", cfg_.ddp.bucket_size),
-                       g.overlapped_buckets());
+    if (const GradSlots* gs = step_.grad_slots()) {
+      out += fmt::format("gradients reduce-scattered per layer and micro-batch from 2 layer slots: {} layer "
+                         "reduce-scatter(s) in the last step\n",
+                         gs->reduce_scatters());
+    } else {
+      const GradReducer& g = step_.grad_reducer();
+      out += fmt::format("gradients {} in {} bucket(s) (ddp.bucket_size {} elements); in the last step {} "
+                         "started during the last backward\n",
+                         opt_.sharded() ? "reduce-scattered" : "all-reduced", g.bucket_count(), cfg_.ddp.bucket_size,
+                         g.overlapped_buckets());
+    }
     if (const ParamGather* pg = step_.param_gather())
       out += fmt::format("layer weights gathered {} time(s), {} of them prefetched during another layer\n",
                          pg->gathers(), pg->prefetched());

@@ -4,7 +4,8 @@
 # recipe in bf16 with float32 masters, 6 steps of 16 sequences in micro-batches of 2 (4 per rank:
 # gradient accumulation), the layer gathers prefetched on NCCL's communication stream. The losses
 # and final weights are within the bf16 tolerances of cli.cuda_data_parallel (2e-3 relative, 2e-2
-# absolute); the banner says each rank holds half the weights; the run stopped at iteration 3
+# absolute), each layer's float32 gradients reduce-scattered per micro-batch from a layer slot into
+# the rank's slice; the banner says each rank holds half the weights and half the gradients; the run stopped at iteration 3
 # resumes on one GPU to the uninterrupted run's weights. Exit 77 (skipped) without 2 GPUs or
 # without a CUDA build.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -20,9 +21,11 @@ expect_ok "one GPU" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/g1"
 "${MPIRUN[@]}" -np 2 "${run[@]}" "${fsdp[@]}" checkpoint.save="$TMP/f2" >"$TMP/outf2" 2>"$TMP/errf2"
 rc=$?
 if [[ $rc -ne 0 ]]; then fail "FSDP on 2 GPUs: exit $rc: $(tail -5 "$TMP/errf2")"; else
-  grep -E '^full parameter sharding|^layer weights gathered|^ iteration +6/ +6 |^peak device memory' "$TMP/outf2"
+  grep -E '^full parameter sharding|^sharded gradients|^gradients reduce-scattered|^layer weights gathered|^ iteration +6/ +6 |^peak device memory' "$TMP/outf2"
   grep -qE '^full parameter sharding .*: bfloat16 weights 1/2 per rank: ' "$TMP/outf2" ||
     fail "FSDP on 2 GPUs: no 'bfloat16 weights 1/2 per rank' line"
+  grep -qE '^sharded gradients .*: fp32 gradients 1/2 per rank: ' "$TMP/outf2" ||
+    fail "FSDP on 2 GPUs: no 'fp32 gradients 1/2 per rank' line"
   grep -qE '^layer weights gathered [0-9]+ time\(s\), [1-9][0-9]* of them prefetched' "$TMP/outf2" ||
     fail "FSDP on 2 GPUs: no prefetched layer gather"
   same_as_one_gpu "FSDP DP 2 over NCCL" "$TMP/f2" "$TMP/g1"

@@ -64,8 +64,9 @@ expect_ok "super49b sft plans on 8 nodes" '^  per GPU +[0-9.]+ [GT]iB  (fits|DOE
   "$BIN" super49b sft --dry-run "${launch[@]}" train.global_batch_size=64
 # Full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params) on nano3 over 8
 # x 8 GPUs: the bf16 weights split over the 64 data ranks plus the gathered buffers, less than
-# the whole weights; the data group gathers them per micro-batch; the knob (the whole float32
-# gradient buffer still does not fit) turns back to the distributed optimizer for expert parallelism.
+# the whole weights, and the float32 gradients split too (plus the embedding's, head's, MTP's and
+# two layers' whole), so the plan fits an 80 GB GPU (the whole gradient buffer alone would not);
+# the data group gathers the weights per micro-batch.
 fsdp=(ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params)
 expect_ok "nano3 plans with full parameter sharding" \
   '^  weights +[0-9.]+ GiB  \(bf16, split over 64 data-parallel ranks by full parameter sharding \+ [0-9.]+ GiB gathered' \
@@ -73,8 +74,10 @@ expect_ok "nano3 plans with full parameter sharding" \
 sharded=$(sed -n 's/^  weights \+\([0-9.]*\) GiB.*/\1/p' "$TMP/out")
 grep -qE '^    data +64 ranks.*all-gather of their bf16 values twice per micro-batch \(full parameter sharding\)' "$TMP/out" ||
   fail "nano3 with FSDP: no per-micro-batch gather in the data group's traffic"
-grep -qE '^  knob: set ddp\.data_parallel_sharding_strategy=optim ' "$TMP/out" ||
-  fail "nano3 with FSDP: the knob does not turn back to the distributed optimizer: $(grep knob "$TMP/out")"
+grep -qE '^  gradients +[0-9.]+ GiB  \(float32, split over 64 data-parallel ranks by gradient sharding \+ [0-9.]+ GiB whole' "$TMP/out" ||
+  fail "nano3 with FSDP: the gradients are not split: $(grep -E '^  gradients' "$TMP/out")"
+grep -qE '^  per GPU +[0-9.]+ GiB  fits 80\.00 GiB' "$TMP/out" ||
+  fail "nano3 with FSDP: does not fit: $(grep -E '^  (per GPU|knob)' "$TMP/out")"
 "$BIN" nano3 pretrain --dry-run "${launch[@]}" >"$TMP/out" 2>&1
 whole=$(sed -n 's/^  weights \+\([0-9.]*\) GiB.*/\1/p' "$TMP/out")
 python3 -c 'import sys; sys.exit(0 if 0 < float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$sharded" "$whole" &&
