@@ -552,10 +552,15 @@ std::string GrpoTrainer::banner() {
                      cfg_.data.train_jsonl_fpath, val_.size(), cfg_.environment->name());
   out += fmt::format(
       "grpo: {} prompts x {} generations per step, {} steps, up to {} new tokens, sequences up to {} tokens; "
-      "AdamW lr {:.3g} (warmup {} from {:.3g}), clip {}, ratio clip [{}, {}], KL beta {}\n",
+      "AdamW lr {:.3g} (warmup {} from {:.3g}{}), clip {}, ratio clip [{}, {}], KL beta {}\n",
       g.grpo.num_prompts_per_step, g.grpo.num_generations_per_prompt, g.grpo.max_num_steps,
       g.policy.generation.max_new_tokens, g.policy.max_total_sequence_length, cfg_.optimizer.lr,
-      cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init, g.policy.max_grad_norm,
+      cfg_.optimizer.lr_warmup_iters, cfg_.optimizer.lr_warmup_init,
+      cfg_.optimizer.lr_decay_style == train::LrDecayStyle::constant
+          ? std::string()
+          : fmt::format("; {} decay to {:.3g} at step {}", train::lr_decay_style_name(cfg_.optimizer.lr_decay_style),
+                        cfg_.optimizer.min_lr, cfg_.optimizer.lr_decay_iters),
+      g.policy.max_grad_norm,
       1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
   out += train::sharded_state_line(opt_, "policy.megatron_cfg.optimizer.use_distributed_optimizer");
   if (opts_.generator_groups)

@@ -1,5 +1,7 @@
 #include "rl/rl_config.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/config_tree.h"
@@ -16,8 +18,12 @@ namespace nemotron::rl {
 using nlohmann::json;
 
 double RlOptimizerSection::lr_at(int64_t step) const {
-  if (lr_warmup_iters <= 0 || step >= lr_warmup_iters) return lr;
-  return lr_warmup_init + (lr - lr_warmup_init) * static_cast<double>(step) / static_cast<double>(lr_warmup_iters);
+  train::LrSchedule s;
+  s.max_lr = lr, s.min_lr = min_lr, s.warmup_init = lr_warmup_init;
+  s.style = lr_decay_style;
+  s.warmup_steps = lr_warmup_iters;
+  s.decay_steps = std::max<int64_t>(lr_decay_iters, lr_warmup_iters + 1);
+  return s.lr(step);
 }
 
 namespace {
@@ -87,6 +93,19 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
   opt.lr_warmup_iters = o.get_nonnegative_int("lr_warmup_iters", opt.lr_warmup_iters);
   opt.lr_warmup_init = o.get_number("lr_warmup_init", opt.lr_warmup_init);
   if (!(opt.lr_warmup_init >= 0)) o.fail("lr_warmup_init", "expected a number >= 0");
+  if (o.has("lr_decay_style")) {
+    const std::string style = o.get_string("lr_decay_style", "");
+    if (style == "constant") opt.lr_decay_style = train::LrDecayStyle::constant;
+    else if (style == "linear") opt.lr_decay_style = train::LrDecayStyle::linear;
+    else if (style == "cosine") opt.lr_decay_style = train::LrDecayStyle::cosine;
+    else o.fail("lr_decay_style", fmt::format("expected one of constant, linear, cosine, got \"{}\"", style));
+  }
+  opt.lr_decay_iters = o.get_nonnegative_int("lr_decay_iters", c.grpo.grpo.max_num_steps);
+  if (opt.lr_decay_iters <= opt.lr_warmup_iters && opt.lr_decay_style != train::LrDecayStyle::constant)
+    o.fail("lr_decay_iters", fmt::format("{} must exceed lr_warmup_iters {}", opt.lr_decay_iters, opt.lr_warmup_iters));
+  opt.min_lr = o.get_number("min_lr", opt.min_lr);
+  if (!(opt.min_lr >= 0 && opt.min_lr <= opt.lr))
+    o.fail("min_lr", fmt::format("expected a number in [0, lr = {}], got {}", opt.lr, opt.min_lr));
 
   // NeMo RL's Megatron backend keys for the data-parallel optimizer. The rest of megatron_cfg
   // (parallel sizes, the optimizer's rates) has its place elsewhere in this schema (model:,

@@ -9,7 +9,9 @@
 //                               (the policy checkpoint's own; auto: else nano3), as sft and serve take
 //   policy.optimizer            AdamW: lr, weight_decay, betas [b1, b2], eps; lr_warmup_iters and
 //                               lr_warmup_init (Megatron's names: linear warmup, then constant, as
-//                               Nemotron's RL recipes schedule it)
+//                               Nemotron's RL recipes schedule it); lr_decay_style (constant | linear |
+//                               cosine), lr_decay_iters (default grpo.max_num_steps) and min_lr, as
+//                               NeMo RL's megatron_cfg.scheduler / optimizer name them
 //   data.train_jsonl_fpath, data.validation_jsonl_fpath   NeMo Gym rows (`data prep rl` output);
 //                               data.shuffle (default true: a seeded shuffle per epoch)
 //   env.name                    the environment (rl/env/environment.h); its options beside it
@@ -33,6 +35,7 @@
 #include "model/model_config.h"
 #include "rl/env/environment.h"
 #include "rl/grpo_config.h"
+#include "train/lr_schedule.h"
 
 namespace nemotron::rl {
 
@@ -47,8 +50,11 @@ struct RlOptimizerSection {  // policy.optimizer:
   // train/adamw.h); the bf16 weights stay whole on every rank, so the engine decodes from them as
   // without it.
   bool distributed = false;
+  train::LrDecayStyle lr_decay_style = train::LrDecayStyle::constant;
+  int64_t lr_decay_iters = 0;  // as read: grpo.max_num_steps when absent
+  double min_lr = 0.0;
   // The rate of optimizer step `step` (1-based): linear from lr_warmup_init to lr over the warmup,
-  // then constant.
+  // then constant, or down to min_lr at step lr_decay_iters (Megatron's schedule counted in steps).
   double lr_at(int64_t step) const;
 };
 
