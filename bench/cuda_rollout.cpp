@@ -26,8 +26,8 @@
 // host): dense configs only, since a MoE's routing and so its speed depend on the weights.
 // --decode-graphs off runs the engine's decode steps eagerly instead of as CUDA graphs
 // (engine/decode_graphs.h); the record says which and how many steps a graph replayed.
-// --prefill-scan off prefills whole prompts' Mamba layers token by token (ops/ssd_decode.h) rather
-// than through the chunked scan (model/prefill_layout.h), for an A/B in one binary.
+// --prefill-scan off prefills prompts' Mamba layers token by token (ops/ssd_decode.h) rather than
+// through the chunked scan (model/prefill_layout.h), for an A/B in one binary.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
