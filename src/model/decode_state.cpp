@@ -173,7 +173,8 @@ void view_batch_tensors(const Tensor& flat, DecodeBatch& b) {
   b.seq_idx = take_if(b.host_seq_idx, true);
   b.scan_rows = take_if(b.host_scan_rows, false);
   b.scan_chunk_slots = take_if(b.host_scan_chunk_slots, false);
-  if (b.scan_chunk_slots.defined()) b.scan_chunk_slots = b.scan_chunk_slots.view({b.scan_seqs, b.scan_chunk_slots.numel() / b.scan_seqs});
+  if (b.scan_chunk_slots.defined())  // [scan_seqs, chunks per row]
+    b.scan_chunk_slots = b.scan_chunk_slots.view({b.scan_seqs, b.scan_chunk_slots.numel() / b.scan_seqs});
   b.scan_init_slots = take_if(b.host_scan_init_slots, false);
   b.scan_unpad = take_if(b.host_scan_unpad, false);
   b.decode_slot_ids = take_if(b.host_decode_slot_ids, false);

@@ -157,8 +157,10 @@ TEST(HybridDecodeCuda, prompts_through_the_scan_equal_token_by_token) {
     step.fork(ctx, {{2, 3}});
     const std::vector<int64_t> mixed_slots{0, 4, 3, 2, 6, 1}, mixed_lens{1, 5, 3, 1, 7, 2};
     std::vector<std::vector<int32_t>> mixed;
-    for (size_t i = 0; i < mixed_lens.size(); ++i) mixed.push_back(decode_tokens(mixed_lens[i], cfg.vocab_size, 50 + i));
-    const double mixed_err = relative_error(net.extend(ctx, scan, mixed_slots, mixed), net.extend(ctx, step, mixed_slots, mixed));
+    for (size_t i = 0; i < mixed_lens.size(); ++i)
+      mixed.push_back(decode_tokens(mixed_lens[i], cfg.vocab_size, 50 + i));
+    const double mixed_err =
+        relative_error(net.extend(ctx, scan, mixed_slots, mixed), net.extend(ctx, step, mixed_slots, mixed));
     EXPECT_LT(mixed_err, tol) << dtype_name(dt) << " mixed step logits";
     const double mixed_states = worst_state_error(scan, step);
     EXPECT_LT(mixed_states, tol) << dtype_name(dt) << " states after the mixed step";

@@ -76,7 +76,9 @@ void scan_equals_decode(DType dt, double tol) {
     EXPECT_EQ(b.scan_tokens, 4 * 13);
     EXPECT_TRUE(b.host_scan_init_slots.empty());  // every slot starts empty
     EXPECT_EQ(b.host_decode_slot_ids, std::vector<int32_t>{0});
-    EXPECT_EQ(b.host_scan_chunk_slots, (std::vector<int32_t>{-1, -1, -1, 4, -1, -1, -1, 2, -1, -1, -1, 5, -1, -1, -1, 1}));
+    // Rows of 13 at chunk 4: 4 chunks each, the slot at the last.
+    EXPECT_EQ(b.host_scan_chunk_slots,
+              (std::vector<int32_t>{-1, -1, -1, 4, -1, -1, -1, 2, -1, -1, -1, 5, -1, -1, -1, 1}));
     model::DecodeBatch d = step.begin_host(slots, lens);
     EXPECT_EQ(d.scan_chunk, 0);
     EXPECT_EQ(d.host_seq_idx.size(), 33u);  // the attention layout is there either way
