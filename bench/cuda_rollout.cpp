@@ -26,14 +26,17 @@
 // host): dense configs only, since a MoE's routing and so its speed depend on the weights.
 // --decode-graphs off runs the engine's decode steps eagerly instead of as CUDA graphs
 // (engine/decode_graphs.h); the record says which and how many steps a graph replayed.
-// --prefill-scan off prefills whole prompts' Mamba layers token by token (ops/ssd_decode.h) rather
-// than through the chunked scan (model/prefill_layout.h), for an A/B in one binary.
+// --new-tokens-min M spreads the requests' lengths over [M, --new-tokens] (request i: M + 37 i mod
+// the range's size), so that with --prompts > --batch sequences end at different steps and each
+// refill step mixes new prompts with running decodes, as a rollout with EOS does.
+// --prefill-scan off prefills prompts' Mamba layers token by token (ops/ssd_decode.h) rather than
+// through the chunked scan (model/prefill_layout.h), for an A/B in one binary.
 // usage: cuda_rollout -c bench/configs/hybrid_dense_125m.yaml [--batch 256] [--prompts N] [--prompt-len 128]
 //                     [--new-tokens 512] [--dtype bfloat16] [--temperature 1]
 //                     [--sweep 1,8,32,64,128,256] [--results bench/results/rollout.jsonl]
 //                     [--host-sampling] [--skinny-gemm on|off] [--sweep-baseline]
 //                     [--generations G] [--prefix-sharing on|off] [--decode-graphs on|off] [--fast-init]
-//                     [--prefill-scan on|off]
+//                     [--prefill-scan on|off] [--new-tokens-min M]
 //                     [--hf-config-out FILE (the config as config.json, for tools/bench_hf_generate.py)]
 //                     [--save-weights DIR (the benchmark's random-weight model as a weights-only checkpoint,
 //                      model.safetensors + config.yaml, that generate and serve load: bench/run_serve_bench.sh
@@ -235,7 +238,7 @@ void print_top_ops(const cuda::OpPhaseTimes& ph, size_t top) {
 int main(int argc, char** argv) {
   std::string config = "bench/configs/hybrid_dense_125m.yaml", results = "bench/results/rollout.jsonl";
   std::string dtype_name = "bfloat16", sweep = "1,8,32,64,128,256", hf_config_out, save_weights_dir;
-  int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24, generations = 1;
+  int64_t B = 256, num_prompts = 0, prompt = 128, new_tokens = 512, sweep_steps = 24, generations = 1, new_min = 0;
   std::string prefix_sharing = "on", tokens_out;
   int tp = 1;
   double temperature = 1.0;
@@ -248,6 +251,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--prompt-len", prompt, "random prompt tokens per sequence")->check(CLI::PositiveNumber);
   app.add_option("--new-tokens", new_tokens, "tokens generated per prompt (EOS ignored)")->check(CLI::PositiveNumber);
+  app.add_option("--new-tokens-min", new_min, "spread the requests' lengths over [this, --new-tokens] (0: all equal)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--dtype", dtype_name, "bfloat16 or float32")->check(CLI::IsMember({"bfloat16", "float32"}));
   app.add_option("--temperature", temperature, "sampling temperature (0 = greedy); top-p 1, top-k off");
   app.add_option("--sweep", sweep, "batch sizes for the decode step-time sweep (comma-separated; empty: none)");
@@ -277,6 +282,11 @@ int main(int argc, char** argv) {
                  "whole prompts' Mamba layers through the chunked scan (off: token by token, the old path)")
       ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
+  if (new_min > new_tokens) {
+    std::fprintf(stderr, "cuda_rollout: --new-tokens-min %lld exceeds --new-tokens %lld\n",
+                 static_cast<long long>(new_min), static_cast<long long>(new_tokens));
+    return 2;
+  }
   engine::set_decode_graphs_default(graphs == "on");
   parallel::MpiRuntime mpi;
   const int rank = mpi.world_rank();
@@ -355,7 +365,7 @@ int main(int argc, char** argv) {
       engine::Request r;
       r.prompt = prompts[static_cast<size_t>(i / generations)];
       r.params.temperature = temperature;
-      r.params.max_new_tokens = new_tokens;
+      r.params.max_new_tokens = new_min > 0 ? new_min + (37 * i) % (new_tokens - new_min + 1) : new_tokens;
       r.params.seed = 1;
       engine.add(r);
     }
@@ -552,6 +562,7 @@ int main(int argc, char** argv) {
                           {"prompts", N},
                           {"prompt_len", prompt},
                           {"new_tokens", new_tokens},
+                          {"new_tokens_min", new_min},
                           {"temperature", temperature},
                           {"sampling", host_sampling ? "host" : "device"},
                           {"params", net.params().numel()},

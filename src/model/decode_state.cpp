@@ -134,9 +134,10 @@ int64_t DecodeState::bytes_per_sequence(const ModelConfig& cfg, int64_t seq_len,
 
 namespace {
 
-// The whole-prompt arrays after the decode ones, in view_batch_tensors's order.
+// The prompt-step arrays after the decode ones, in view_batch_tensors's order.
 std::vector<const std::vector<int32_t>*> prompt_arrays(const DecodeBatch& b) {
-  return {&b.host_seq_idx, &b.host_scan_rows, &b.host_scan_seq_idx, &b.host_scan_chunk_slots, &b.host_scan_unpad};
+  return {&b.host_seq_idx,    &b.host_scan_rows,       &b.host_scan_chunk_slots, &b.host_scan_init_slots,
+          &b.host_scan_unpad, &b.host_decode_slot_ids, &b.host_decode_cu};
 }
 
 }  // namespace
@@ -171,9 +172,13 @@ void view_batch_tensors(const Tensor& flat, DecodeBatch& b) {
   };
   b.seq_idx = take_if(b.host_seq_idx, true);
   b.scan_rows = take_if(b.host_scan_rows, false);
-  b.scan_seq_idx = take_if(b.host_scan_seq_idx, true);
-  b.scan_chunk_slots = take_if(b.host_scan_chunk_slots, true);
+  b.scan_chunk_slots = take_if(b.host_scan_chunk_slots, false);
+  if (b.scan_chunk_slots.defined())  // [scan_seqs, chunks per row]
+    b.scan_chunk_slots = b.scan_chunk_slots.view({b.scan_seqs, b.scan_chunk_slots.numel() / b.scan_seqs});
+  b.scan_init_slots = take_if(b.host_scan_init_slots, false);
   b.scan_unpad = take_if(b.host_scan_unpad, false);
+  b.decode_slot_ids = take_if(b.host_decode_slot_ids, false);
+  b.decode_cu = take_if(b.host_decode_cu, false);
 }
 
 void upload_batch(Backend& backend, DecodeBatch& b) {
@@ -250,7 +255,7 @@ DecodeBatch DecodeState::begin_host(const std::vector<int64_t>& slots, const std
   std::vector<int32_t>& table = b.host_block_table;
   table.assign(slots.size() * static_cast<size_t>(M), 0);
   for (size_t i = 0; i < slots.size(); ++i) std::copy(table_[slots[i]].begin(), table_[slots[i]].end(), table.begin() + i * M);
-  plan_whole_prompts(b, cfg_.scan_chunk);
+  plan_prefill(b, cfg_.scan_chunk);
   return b;
 }
 

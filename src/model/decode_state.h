@@ -25,7 +25,7 @@ struct DecodeConfig {
   int64_t max_seq_len = 0;   // tokens per sequence, prompt and generation
   int64_t block_size = 16;   // KV cache positions per block
   int64_t num_blocks = 0;    // KV blocks per attention layer; 0: max_slots * ceil(max_seq_len / block_size)
-  // Mamba's whole-prompt prefill (model/prefill_layout.h): the chunked scan's chunk size, which
+  // Mamba's prefill of a step's prompts (model/prefill_layout.h): the chunked scan's chunk size, which
   // HybridModel::make_decode_state sets to the model's (0 there, or with
   // HybridModel::set_prefill_by_scan(false): the token-by-token recurrence, ops/ssd_decode.h).
   int64_t scan_chunk = 0;
@@ -77,14 +77,19 @@ struct DecodeBatch {
   std::vector<int32_t> host_slot_ids, host_context_lens, host_block_table, host_slot_mapping, host_positions;
   int64_t table_width = 1;
   // A step of whole prompts (model/prefill_layout.h; empty and undefined otherwise, and always in a
-  // decode step): seq_idx [1, Ntot], sequence i's tokens hold i (attention's flash path). With a
-  // scan chunk, Mamba's padded layout of Tp = scan_tokens rows for the chunked scan of chunk
-  // scan_chunk: scan_rows [Tp] (the token each row takes, Ntot = padding), scan_seq_idx [1, Tp],
-  // scan_chunk_slots [1, ceil(Tp / scan_chunk)] (the slot whose sequence ends at each chunk's
-  // end, -1 = none), scan_unpad [Ntot] (each token's row).
-  Tensor seq_idx, scan_rows, scan_seq_idx, scan_chunk_slots, scan_unpad;
-  std::vector<int32_t> host_seq_idx, host_scan_rows, host_scan_seq_idx, host_scan_chunk_slots, host_scan_unpad;
-  int64_t scan_chunk = 0, scan_tokens = 0;
+  // decode step): seq_idx [1, Ntot], sequence i's tokens hold i (attention's flash path).
+  // A step with prompts and a scan chunk: Mamba's layout for the chunked scan of chunk scan_chunk,
+  // scan_seqs rows of scan_len (scan_tokens = their product) and after them the step's single
+  // tokens: scan_rows [scan_tokens + singles] (the token each row takes, Ntot = padding; empty when
+  // the rows are the step's tokens as they are), scan_chunk_slots [scan_seqs, ceil(scan_len /
+  // scan_chunk)] (each row's slot at its last chunk, -1 elsewhere), scan_init_slots [scan_seqs]
+  // (each row's slot, when one continues a cached sequence; empty when all start empty),
+  // scan_unpad [Ntot] (each token's row; empty with scan_rows), decode_slot_ids [singles] and
+  // decode_cu [singles + 1] (ops/ssd_decode.h on the single tokens' rows).
+  Tensor seq_idx, scan_rows, scan_chunk_slots, scan_init_slots, scan_unpad, decode_slot_ids, decode_cu;
+  std::vector<int32_t> host_seq_idx, host_scan_rows, host_scan_chunk_slots, host_scan_init_slots, host_scan_unpad,
+      host_decode_slot_ids, host_decode_cu;
+  int64_t scan_chunk = 0, scan_seqs = 0, scan_len = 0, scan_tokens = 0;
   int64_t size() const { return static_cast<int64_t>(slots.size()); }
 };
 
@@ -93,8 +98,8 @@ struct DecodeBatch {
 void upload_batch(Backend& backend, DecodeBatch& batch);
 // The batch's index arrays as one int32 buffer, in this order: slot_ids [S], cu_seqlens [S+1],
 // context_lens [S], block_table [S, table_width], slot_mapping [Ntot], position_ids [Ntot], then
-// those of a whole-prompt step, sized by their host arrays (none in a decode step): seq_idx,
-// scan_rows, scan_seq_idx, scan_chunk_slots, scan_unpad.
+// those of a prompt step, sized by their host arrays (none in a decode step): seq_idx, scan_rows,
+// scan_chunk_slots, scan_init_slots, scan_unpad, decode_slot_ids, decode_cu.
 // batch_index_elements: its length (from the batch's sizes); view_batch_tensors points the
 // batch's tensors at their parts of `flat`.
 int64_t batch_index_elements(const DecodeBatch& batch);

@@ -126,7 +126,7 @@ class HybridModel {
 
   // Incremental decoding (model/decode_state.h): the per-sequence state of `cfg.max_slots`
   // sequences on this model's backend (KV in the model's dtype, SSM states in its stat_dtype).
-  // A step of whole prompts runs Mamba through the chunked scan (model/prefill_layout.h) unless
+  // A step's prompts run Mamba through the chunked scan (model/prefill_layout.h) unless
   // set_prefill_by_scan(false) was called before make_decode_state (the token-by-token recurrence
   // of ops/ssd_decode.h, kept for A/B comparisons); cfg.scan_chunk is set here.
   DecodeState make_decode_state(const DecodeConfig& cfg);

@@ -370,34 +370,51 @@ Tensor Mamba2Mixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* stat
   return out;
 }
 
-// A step of whole prompts (model/prefill_layout.h): the chunked scan over the padded layout, each
-// sequence's final state written into its slot as the state after its last chunk. The slots start
-// at zero (every sequence starts empty), so the scan starts from no initial state. Padding rows
-// read row T of the inputs, outside each table: zeros, so dt = 0 there and the state stands
-// still. With no padding (every sequence but the last a multiple of the chunk) the inputs are
-// taken as they are.
+// A step with prompts (model/prefill_layout.h): the chunked scan over one padded row per prompt,
+// each from its slot's state (gathered when one continues a cached sequence; fresh slots are
+// zero) and leaving its final state in the slot as the state after its last chunk; the single
+// tokens through ops/ssd_decode.h on their rows after the scan's. Padding rows read row T of the
+// inputs, outside each table: zeros, so dt = 0 there and the state stands still. When the rows
+// are the tokens as they are (equal prompts, no single tokens) nothing is gathered.
 void Mamba2Mixer::scan_prompts(Context& ctx, const Tensor conv_out[3], const Tensor& dt, const DecodeBatch& batch,
                                Tensor& ssm, Tensor& y) const {
-  const int64_t T = batch.total_tokens, Tp = batch.scan_tokens;
+  const int64_t T = batch.total_tokens, R = batch.scan_seqs, L = batch.scan_len, Tp = batch.scan_tokens;
   const DType dtype = y.dtype();
-  const bool padded = Tp != T;
-  auto pad = [&](const Tensor& t, int64_t width) {
-    if (!padded) return t;
-    Tensor out = ctx.empty({Tp, width}, t.dtype());
+  const bool gathered = batch.scan_rows.defined();
+  const int64_t rows = gathered ? batch.scan_rows.numel() : T;
+  auto gather = [&](const Tensor& t, int64_t width) {
+    if (!gathered) return t.view({T, width});
+    Tensor out = ctx.empty({rows, width}, t.dtype());
     ops::embedding_forward_range(ctx, batch.scan_rows, t.view({T, width}), 0, T + 1, out, /*prechecked=*/true);
     return out;
   };
-  const Tensor x = pad(conv_out[0], d_), Bm = pad(conv_out[1], GN_), Cm = pad(conv_out[2], GN_), dtp = pad(dt, nH_);
-  ops::SsdScanArgs args{x.view({1, Tp, nH_, P_}),   dtp.view({1, Tp, nH_}),        A(ctx, dtype),
-                        Bm.view({1, Tp, G_, N_}),   Cm.view({1, Tp, G_, N_}),      D_->value,
-                        Tensor(),                   batch.scan_chunk,              batch.scan_seq_idx};
-  Tensor yp = padded ? ctx.empty({1, Tp, d_}, dtype) : y;
-  Tensor y4 = yp.view({1, Tp, nH_, P_});
+  const Tensor x = gather(conv_out[0], d_), Bm = gather(conv_out[1], GN_), Cm = gather(conv_out[2], GN_),
+               dtg = gather(dt, nH_), a = A(ctx, dtype);
+  const int64_t PN = P_ * N_;
+  Tensor init;
+  if (batch.scan_init_slots.defined()) {
+    init = ctx.empty({R, nH_, P_, N_}, ssm.dtype());
+    Tensor flat = init.view({R, nH_ * PN});
+    ops::embedding_forward_prechecked(ctx, batch.scan_init_slots, ssm.view({ssm.dim(0), nH_ * PN}), flat);
+  }
+  ops::SsdScanArgs args{x.slice(0, Tp).view({R, L, nH_, P_}),  dtg.slice(0, Tp).view({R, L, nH_}), a,
+                        Bm.slice(0, Tp).view({R, L, G_, N_}), Cm.slice(0, Tp).view({R, L, G_, N_}), D_->value,
+                        init,                                 batch.scan_chunk};
+  Tensor yr = gathered ? ctx.empty({rows, d_}, dtype) : y.view({T, d_});
+  Tensor y4 = yr.slice(0, Tp).view({R, L, nH_, P_});
   ops::SsdChunkStates states{ssm, batch.scan_chunk_slots};
   ops::ssd_scan_forward(ctx, args, y4, nullptr, &states);
-  if (padded) {
+  if (rows > Tp) {  // the single tokens
+    const int64_t n = rows - Tp;
+    ops::SsdDecodeArgs dec{x.slice(Tp, rows).view({n, nH_, P_}),  dtg.slice(Tp, rows).view({n, nH_}), a,
+                           Bm.slice(Tp, rows).view({n, G_, N_}), Cm.slice(Tp, rows).view({n, G_, N_}), D_->value,
+                           batch.decode_slot_ids,                batch.decode_cu};
+    Tensor y3 = yr.slice(Tp, rows).view({n, nH_, P_});
+    ops::ssd_decode(ctx, dec, ssm, y3);
+  }
+  if (gathered) {
     Tensor y2 = y.view({T, d_});
-    ops::embedding_forward_prechecked(ctx, batch.scan_unpad, yp.view({Tp, d_}), y2);
+    ops::embedding_forward_prechecked(ctx, batch.scan_unpad, yr, y2);
   }
 }
 

@@ -68,10 +68,10 @@ class Mamba2Mixer : public Mixer {
   std::unique_ptr<LayerDecodeState> make_decode_state(const DecodeConfig& cfg, Backend& backend,
                                                       DType dtype) const override;
   // forward() on the new tokens with the conv continued from each slot's window
-  // (ops/causal_conv1d_decode.h) and the SSM recurrence from its state: a step of whole prompts
-  // through the chunked scan (ops/ssd_scan.h on the batch's padded layout, model/prefill_layout.h,
-  // each sequence's final state into its slot), any other (decode, a prompt beside running
-  // sequences, a continued or forked sequence) token by token (ops/ssd_decode.h).
+  // (ops/causal_conv1d_decode.h) and the SSM recurrence from its state: the prompts of a step
+  // (several new tokens: new, continued, forked, beside running sequences) through the chunked
+  // scan (ops/ssd_scan.h, one padded row each from its slot's state, model/prefill_layout.h), the
+  // single tokens (decodes) through ops/ssd_decode.h; a step without a layout all token by token.
   Tensor extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) override;
 
  private:
@@ -88,7 +88,7 @@ class Mamba2Mixer : public Mixer {
   // halos, which the outputs drop).
   void convs(Context& ctx, const Tensor* raw[3], const Tensor& seq_idx, bool context_split, Tensor out[3]) const;
   Tensor compute_dt(Context& ctx, const Tensor& dt_raw) const;
-  // extend()'s scan of a step of whole prompts: conv_out x, B, C [T, .], dt [T, nH] -> y [1, T, d]
+  // extend()'s scan of a step with prompts: conv_out x, B, C [T, .], dt [T, nH] -> y [1, T, d]
   // and each sequence's final state in ssm [slots, nH, P, N].
   void scan_prompts(Context& ctx, const Tensor conv_out[3], const Tensor& dt, const DecodeBatch& batch, Tensor& ssm,
                     Tensor& y) const;

@@ -116,11 +116,12 @@ TEST(HybridDecodeCuda, slots_prefill_and_steps_match_cpu_full_logits) {
               f32.decode, f32.full, bf16.decode, bf16.full);
 }
 
-// A step of whole prompts through the chunked scan (model/prefill_layout.h) on the GPU equals the
-// token-by-token prefill on the GPU (set_prefill_by_scan(false)): the step's logits, every Mamba
-// slot's conv windows and SSM state, and decode steps after a fork. Prompts of 9, 1, 4, 6 and 13
-// tokens, chunk 4 (padding between sequences); float32 to rounding, bfloat16 to its rounding of
-// the scan's operands (the state stays float32 in both paths).
+// Prompts through the chunked scan (model/prefill_layout.h) on the GPU equal the token-by-token
+// prefill on the GPU (set_prefill_by_scan(false)): the step's logits, every Mamba slot's conv
+// windows and SSM state, and the steps after it. Whole prompts of 9, 1, 4, 6 and 13 tokens, chunk 4
+// (rows padded to 13, a single token beside them); after a fork, a mixed step of continued
+// sequences (one the fork), decodes and a new prompt; then decode steps. float32 to rounding,
+// bfloat16 to its rounding of the scan's operands (the state stays float32 in both paths).
 double worst_state_error(model::DecodeState& a, model::DecodeState& b) {
   double worst = 0;
   for (size_t l = 0; l < a.num_layers(); ++l) {
@@ -131,7 +132,7 @@ double worst_state_error(model::DecodeState& a, model::DecodeState& b) {
   return worst;
 }
 
-TEST(HybridDecodeCuda, whole_prompts_through_the_scan_equal_token_by_token) {
+TEST(HybridDecodeCuda, prompts_through_the_scan_equal_token_by_token) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   cuda::CudaBackend gpu(0);
   const model::ModelConfig cfg = hybrid_config("M*-M*-");
@@ -143,9 +144,9 @@ TEST(HybridDecodeCuda, whole_prompts_through_the_scan_equal_token_by_token) {
     std::vector<std::vector<int32_t>> prompts;
     for (size_t i = 0; i < lens.size(); ++i) prompts.push_back(decode_tokens(lens[i], cfg.vocab_size, 30 + i));
     net.set_prefill_by_scan(true);
-    model::DecodeState scan = net.make_decode_state({6, 40, 4});
+    model::DecodeState scan = net.make_decode_state({8, 60, 4});
     net.set_prefill_by_scan(false);
-    model::DecodeState step = net.make_decode_state({6, 40, 4});
+    model::DecodeState step = net.make_decode_state({8, 60, 4});
     net.set_prefill_by_scan(true);
     const double tol = dt == DType::f32 ? 2e-5 : 3e-2;
     const Tensor a = net.extend(ctx, scan, slots, prompts), b = net.extend(ctx, step, slots, prompts);
@@ -154,8 +155,16 @@ TEST(HybridDecodeCuda, whole_prompts_through_the_scan_equal_token_by_token) {
     EXPECT_LT(states, tol) << dtype_name(dt) << " states after the prefill";
     scan.fork(ctx, {{2, 3}});
     step.fork(ctx, {{2, 3}});
-    std::vector<int64_t> all = slots;
-    all.push_back(3);
+    const std::vector<int64_t> mixed_slots{0, 4, 3, 2, 6, 1}, mixed_lens{1, 5, 3, 1, 7, 2};
+    std::vector<std::vector<int32_t>> mixed;
+    for (size_t i = 0; i < mixed_lens.size(); ++i)
+      mixed.push_back(decode_tokens(mixed_lens[i], cfg.vocab_size, 50 + i));
+    const double mixed_err =
+        relative_error(net.extend(ctx, scan, mixed_slots, mixed), net.extend(ctx, step, mixed_slots, mixed));
+    EXPECT_LT(mixed_err, tol) << dtype_name(dt) << " mixed step logits";
+    const double mixed_states = worst_state_error(scan, step);
+    EXPECT_LT(mixed_states, tol) << dtype_name(dt) << " states after the mixed step";
+    const std::vector<int64_t> all{0, 1, 2, 3, 4, 5, 6};
     double steps = 0;
     for (int k = 0; k < 3; ++k) {
       std::vector<std::vector<int32_t>> next;
@@ -163,8 +172,9 @@ TEST(HybridDecodeCuda, whole_prompts_through_the_scan_equal_token_by_token) {
       steps = std::max(steps, relative_error(net.extend(ctx, scan, all, next), net.extend(ctx, step, all, next)));
     }
     EXPECT_LT(steps, tol) << dtype_name(dt) << " decode steps after a fork";
-    std::printf("prefill by scan vs token by token on CUDA, %s: logits %.3g, states %.3g, later steps %.3g\n",
-                dtype_name(dt), relative_error(a, b), states, steps);
+    std::printf("prefill by scan vs token by token on CUDA, %s: logits %.3g, states %.3g, mixed step %.3g "
+                "(states %.3g), later steps %.3g\n",
+                dtype_name(dt), relative_error(a, b), states, mixed_err, mixed_states, steps);
   }
 }
 #endif

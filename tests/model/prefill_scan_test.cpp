@@ -1,8 +1,9 @@
-// A step of whole prompts prefilled through the chunked SSD scan (model/prefill_layout.h) equals
-// the token-by-token prefill (HybridModel::set_prefill_by_scan(false)): the logits of the step,
-// every slot's conv windows and SSM state, and the decode steps after it, including a forked
-// (prefix-shared) continuation, on packed prompts of lengths that are and are not multiples of
-// the chunk, in float64 (to 1e-10) and float32 (to rounding). Also the layout's own rules.
+// Prompts prefilled through the chunked SSD scan (model/prefill_layout.h) equal the token-by-token
+// prefill (HybridModel::set_prefill_by_scan(false)): the logits of the step, every slot's conv
+// windows and SSM state, and the decode steps after it, for a step of whole prompts (lengths on
+// and off the chunk, a one-token prompt), then a step that mixes continued sequences, a forked
+// (prefix-shared) one, decodes and a new prompt, in float64 (to 1e-10) and float32 (to rounding).
+// Also the layout's own rules.
 #include <gtest/gtest.h>
 
 #include "block_configs.h"
@@ -47,16 +48,22 @@ double state_error(model::DecodeState& a, model::DecodeState& b) {
   return worst;
 }
 
+// One step on both states; the logits' error.
+double step_both(model::HybridModel& net, Context& ctx, model::DecodeState& scan, model::DecodeState& step,
+                 const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& toks, DType dt) {
+  return relative_error(net.extend(ctx, scan, slots, toks, dt), net.extend(ctx, step, slots, toks, dt));
+}
+
 void scan_equals_decode(DType dt, double tol) {
   model::ModelConfig cfg = hybrid_config("M*-EM*E");  // chunk_size 4
   auto net = random_model(cfg, dt);
   Context ctx = cpu_context(dt);
-  // Prompts of 9, 1, 4, 6 and 13 tokens in slots 4, 0, 2, 5, 1 (none of 3): lengths on and off
-  // the chunk, a one-token prompt, the last one ragged.
+  // Prompts of 9, 1, 4, 6 and 13 tokens in slots 4, 0, 2, 5, 1 (none of 3, 6, 7): lengths on and
+  // off the chunk, a one-token prompt (a single token: ssd_decode), rows padded to 13.
   const std::vector<int64_t> slots{4, 0, 2, 5, 1}, lens{9, 1, 4, 6, 13};
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < lens.size(); ++i) prompts.push_back(tokens(lens[i], cfg.vocab_size, 30 + i));
-  const model::DecodeConfig dc{6, 40, 4};
+  const model::DecodeConfig dc{8, 60, 4};
   net->set_prefill_by_scan(true);
   model::DecodeState scan = net->make_decode_state(dc);
   net->set_prefill_by_scan(false);
@@ -65,52 +72,69 @@ void scan_equals_decode(DType dt, double tol) {
   {  // the layout really pads (the step's plan), so this compares the scan path
     model::DecodeBatch b = scan.begin_host(slots, lens);
     EXPECT_EQ(b.scan_chunk, 4);
-    EXPECT_EQ(b.scan_tokens, 12 + 4 + 4 + 8 + 13);
+    EXPECT_EQ(b.scan_seqs, 4);
+    EXPECT_EQ(b.scan_tokens, 4 * 13);
+    EXPECT_TRUE(b.host_scan_init_slots.empty());  // every slot starts empty
+    EXPECT_EQ(b.host_decode_slot_ids, std::vector<int32_t>{0});
+    // Rows of 13 at chunk 4: 4 chunks each, the slot at the last.
+    EXPECT_EQ(b.host_scan_chunk_slots,
+              (std::vector<int32_t>{-1, -1, -1, 4, -1, -1, -1, 2, -1, -1, -1, 5, -1, -1, -1, 1}));
     model::DecodeBatch d = step.begin_host(slots, lens);
     EXPECT_EQ(d.scan_chunk, 0);
     EXPECT_EQ(d.host_seq_idx.size(), 33u);  // the attention layout is there either way
   }
-  const Tensor a = net->extend(ctx, scan, slots, prompts, dt), b = net->extend(ctx, step, slots, prompts, dt);
-  EXPECT_LT(relative_error(a, b), tol) << "prefill logits";
+  EXPECT_LT(step_both(*net, ctx, scan, step, slots, prompts, dt), tol) << "prefill logits";
   EXPECT_LT(state_error(scan, step), tol) << "conv windows and SSM states after the prefill";
-  // A prefix-shared continuation: slot 3 forks slot 2 (4 tokens), then every slot decodes.
+  // A prefix-shared continuation: slot 3 forks slot 2 (4 tokens). Then a mixed step: slots 4 and 1
+  // continue with 5 and 2 tokens, the fork 3 with its own 3, slots 0 and 2 decode, a new prompt of
+  // 7 tokens in slot 6 (slot 5 sits out).
   scan.fork(ctx, {{2, 3}});
   step.fork(ctx, {{2, 3}});
-  std::vector<int64_t> all = slots;
-  all.push_back(3);
+  const std::vector<int64_t> mixed_slots{0, 4, 3, 2, 6, 1}, mixed_lens{1, 5, 3, 1, 7, 2};
+  std::vector<std::vector<int32_t>> mixed;
+  for (size_t i = 0; i < mixed_lens.size(); ++i) mixed.push_back(tokens(mixed_lens[i], cfg.vocab_size, 50 + i));
+  {
+    model::DecodeBatch b = scan.begin_host(mixed_slots, mixed_lens);
+    EXPECT_EQ(b.scan_seqs, 4);
+    EXPECT_EQ(b.scan_len, 7);
+    EXPECT_EQ(b.host_scan_init_slots, (std::vector<int32_t>{4, 3, 6, 1}));
+    EXPECT_EQ(b.host_decode_slot_ids, (std::vector<int32_t>{0, 2}));
+    EXPECT_EQ(b.host_decode_cu, (std::vector<int32_t>{0, 1, 2}));
+    EXPECT_TRUE(b.host_seq_idx.empty());  // attention: not whole prompts
+  }
+  EXPECT_LT(step_both(*net, ctx, scan, step, mixed_slots, mixed, dt), tol) << "mixed step logits";
+  EXPECT_LT(state_error(scan, step), tol) << "states after the mixed step";
+  std::vector<int64_t> all{0, 1, 2, 3, 4, 5, 6};
   for (int k = 0; k < 3; ++k) {
     std::vector<std::vector<int32_t>> next;
     for (size_t i = 0; i < all.size(); ++i) next.push_back({static_cast<int32_t>((7 * i + 3 * k) % cfg.vocab_size)});
-    const Tensor x = net->extend(ctx, scan, all, next, dt), y = net->extend(ctx, step, all, next, dt);
-    EXPECT_LT(relative_error(x, y), tol) << "decode step " << k;
+    EXPECT_LT(step_both(*net, ctx, scan, step, all, next, dt), tol) << "decode step " << k;
   }
   EXPECT_LT(state_error(scan, step), tol) << "states after the decode steps";
 }
 
-TEST(PrefillScan, whole_prompts_through_the_scan_equal_token_by_token_f64) { scan_equals_decode(DType::f64, 1e-10); }
-TEST(PrefillScan, whole_prompts_through_the_scan_equal_token_by_token_f32) { scan_equals_decode(DType::f32, 2e-5); }
+TEST(PrefillScan, prompts_through_the_scan_equal_token_by_token_f64) { scan_equals_decode(DType::f64, 1e-10); }
+TEST(PrefillScan, prompts_through_the_scan_equal_token_by_token_f32) { scan_equals_decode(DType::f32, 2e-5); }
 
-// Only whole prompts take the scan: a step with a cached sequence (a prompt beside a running one)
-// or of single tokens carries no layout.
-TEST(PrefillScan, only_whole_prompt_steps_get_a_layout) {
+// A decode step carries no layout; a prompt beside a running sequence does (the scan's rows and
+// the decode's), but not attention's whole-prompt ids; equal prompts alone are taken as they are.
+TEST(PrefillScan, which_steps_get_a_layout) {
   model::ModelConfig cfg = hybrid_config("M*-");
   auto net = random_model(cfg, DType::f64);
   Context ctx = cpu_context(DType::f64);
   model::DecodeState st = net->make_decode_state({3, 40, 4});
   EXPECT_EQ(st.begin_host({0, 1}, {1, 1}).scan_tokens, 0);
+  const model::DecodeBatch equal = st.begin_host({0, 1}, {6, 6});
+  EXPECT_EQ(equal.scan_tokens, 12);
+  EXPECT_TRUE(equal.host_scan_rows.empty());
+  EXPECT_EQ(equal.host_seq_idx.size(), 12u);
   net->extend(ctx, st, {0}, {{1, 2, 3}});
   const model::DecodeBatch mixed = st.begin_host({0, 1}, {1, 5});
-  EXPECT_EQ(mixed.scan_tokens, 0);
+  EXPECT_EQ(mixed.scan_tokens, 5);
+  EXPECT_EQ(mixed.host_scan_rows, (std::vector<int32_t>{1, 2, 3, 4, 5, 0}));
+  EXPECT_EQ(mixed.host_scan_unpad, (std::vector<int32_t>{5, 0, 1, 2, 3, 4}));
+  EXPECT_TRUE(mixed.host_scan_init_slots.empty());  // the prompt starts empty; the decode reads its slot itself
   EXPECT_TRUE(mixed.host_seq_idx.empty());
-}
-
-// The chunk: the model's, halved (not below 16) while padding would exceed a quarter of the tokens.
-TEST(PrefillScan, chunk_halves_while_padding_dominates) {
-  EXPECT_EQ(model::prefill_scan_chunk({128, 128, 37}, 128), 128);  // no padding but the last
-  EXPECT_EQ(model::prefill_scan_chunk({300}, 128), 128);           // one sequence: never padded
-  EXPECT_EQ(model::prefill_scan_chunk({10, 10, 10, 10}, 128), 16); // short prompts
-  EXPECT_EQ(model::prefill_scan_chunk({100, 100, 100}, 128), 128); // 56 of 300: under a quarter
-  EXPECT_EQ(model::prefill_scan_chunk({100, 70, 100}, 128), 32);   // 86 pads at 128 and 64, 54 at 32
 }
 
 }  // namespace

@@ -91,31 +91,34 @@ class SsdScanCase : public OpCase {
 
 // The forward with chunk-end states (ssd_scan.h SsdChunkStates): slots [B * chunks] name the rows
 // of a random states tensor that take the state after each chunk; the other rows must keep their
-// values. Forward only (the engine's prefill).
+// values. With `init`, every row starts from a random initial state (the engine's continued
+// prompts, one row each). Forward only (the engine's prefill).
 class SsdScanChunkStatesCase : public OpCase {
  public:
   SsdScanChunkStatesCase(int64_t B, int64_t T, int64_t nH, int64_t P, int64_t G, int64_t N, int64_t chunk,
-                         PackedLayout packed, std::vector<int32_t> slots, int64_t rows)
+                         PackedLayout packed, std::vector<int32_t> slots, int64_t rows, bool init = false)
       : B_(B), T_(T), nH_(nH), P_(P), G_(G), N_(N), chunk_(chunk), packed_(std::move(packed)),
-        slots_(std::move(slots)), rows_(rows) {}
+        slots_(std::move(slots)), rows_(rows), init_(init) {}
   std::string op() const override { return "ssd_scan_chunk_states"; }
   std::string params() const override {
     std::vector<int32_t> shown(slots_);
-    return fmt::format("B={},T={},H={},P={},G={},N={},chunk={},packed={},slots={},rows={}", B_, T_, nH_, P_, G_, N_,
-                       chunk_, packed_.empty() ? "-" : layout_str(packed_), counts_str(shown), rows_);
+    return fmt::format("B={},T={},H={},P={},G={},N={},chunk={},packed={},slots={},rows={},init={}", B_, T_, nH_, P_, G_,
+                       N_, chunk_, packed_.empty() ? "-" : layout_str(packed_), counts_str(shown), rows_, init_);
   }
   bool has_backward() const override { return false; }
   std::vector<InputSpec> inputs() const override {
-    return {{"x", {B_, T_, nH_, P_}, DType::f64, false},
-            {"dt", {B_, T_, nH_}, DType::f64, false, 0.05, 0.7, true},
-            {"A", {nH_}, DType::f64, false, -1.5, -0.2, true},
-            {"Bm", {B_, T_, G_, N_}, DType::f64, false},
-            {"Cm", {B_, T_, G_, N_}, DType::f64, false},
-            {"D", {nH_}, DType::f64, false, 0.5, 1.5},
-            {"states", {rows_, nH_, P_, N_}, DType::f64, false, -1.0, 1.0, true}};
+    std::vector<InputSpec> in{{"x", {B_, T_, nH_, P_}, DType::f64, false},
+                              {"dt", {B_, T_, nH_}, DType::f64, false, 0.05, 0.7, true},
+                              {"A", {nH_}, DType::f64, false, -1.5, -0.2, true},
+                              {"Bm", {B_, T_, G_, N_}, DType::f64, false},
+                              {"Cm", {B_, T_, G_, N_}, DType::f64, false},
+                              {"D", {nH_}, DType::f64, false, 0.5, 1.5},
+                              {"states", {rows_, nH_, P_, N_}, DType::f64, false, -1.0, 1.0, true}};
+    if (init_) in.push_back({"initial_state", {B_, nH_, P_, N_}, DType::f64, false, -1.0, 1.0, true});
+    return in;
   }
   std::vector<Tensor> forward(Context& ctx, const std::vector<Tensor>& in) const override {
-    ops::SsdScanArgs a{in[0], in[1], in[2], in[3], in[4], in[5], Tensor(), chunk_};
+    ops::SsdScanArgs a{in[0], in[1], in[2], in[3], in[4], in[5], init_ ? in[7] : Tensor(), chunk_};
     if (!packed_.empty()) a.seq_idx = seq_idx_tensor(ctx, packed_, T_);
     Tensor y = ctx.empty(in[0].shape(), in[0].dtype());
     const int64_t nc = static_cast<int64_t>(slots_.size()) / B_;
@@ -132,6 +135,7 @@ class SsdScanChunkStatesCase : public OpCase {
   PackedLayout packed_;
   std::vector<int32_t> slots_;
   int64_t rows_;
+  bool init_;
 };
 
 NM_OP_CASES(ssd_scan_chunk_states_cases) {
@@ -151,6 +155,12 @@ NM_OP_CASES(ssd_scan_chunk_states_cases) {
                                                        std::vector<int32_t>{3, 1, 0}, 4));
   c.push_back(std::make_unique<SsdScanChunkStatesCase>(1, 200, 6, 17, 3, 33, 64, PackedLayout{{64, 128, 8}},
                                                        std::vector<int32_t>{2, -1, 0, 1}, 3));
+  // The engine's prompt rows: one sequence per row from its initial state, its slot at its last
+  // chunk (chunk 4, T = 10: ragged), then at model heads (3 rows of 200 at chunk 128).
+  c.push_back(std::make_unique<SsdScanChunkStatesCase>(3, 10, 4, 3, 2, 5, 4, PackedLayout{},
+                                                       std::vector<int32_t>{-1, -1, 4, -1, -1, 0, -1, -1, 2}, 5, true));
+  c.push_back(std::make_unique<SsdScanChunkStatesCase>(3, 200, 4, 64, 2, 128, 128, PackedLayout{},
+                                                       std::vector<int32_t>{-1, 2, -1, 0, -1, 3}, 4, true));
   return c;
 }
 
