@@ -66,5 +66,5 @@ cuda_grpo_setup() {
     grpo.max_num_steps=3 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=3 policy.generation.top_k=
     grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
     grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16
-    env.format_reward=0.2 policy.generation.temperature=1.0 grpo.use_leave_one_out_baseline=true)
+    env.format_reward=0.2 policy.generation.temperature=1.0 grpo.use_leave_one_out_baseline=true policy.optimizer.lr=1e-4)
 }

@@ -113,8 +113,9 @@ bad_layout() {
 # generations, random initial weights (rewards 0), so an overlong-length penalty gives the rows
 # different rewards and the update a gradient. Sets the array `grpo`; grpo_metrics FILE prints each
 # step's loss, grad norm, reward, generated tokens and the probability ratio's extrema. The sampling,
-# format reward and baseline are pinned to the settings these comparisons were built on (the tiny
-# recipe's own are tuned for learning from a trained start, and give a random model no gradient).
+# format reward, baseline and learning rate are pinned to the settings these comparisons were built
+# on (the tiny recipe's own are tuned for learning from a trained start; at its lr 5e-5 the random
+# model's second step samples every row to the length limit: equal rewards, no gradient).
 grpo_setup() {
   expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pretrain"
   expect_ok "data prep rl" 'manifest: ' "$BIN" super3 data prep rl -c tiny output_dir="$TMP/data/rl" \
@@ -126,7 +127,7 @@ grpo_setup() {
     grpo.max_num_steps=2 grpo.val_period=0 grpo.val_at_start=false checkpointing.save_period=2 policy.generation.top_k=
     grpo.reward_shaping.enabled=true grpo.reward_shaping.overlong_buffer_length=12
     grpo.reward_shaping.overlong_buffer_penalty=1.0 grpo.reward_shaping.max_response_length=16
-    env.format_reward=0.2 policy.generation.temperature=1.0 grpo.use_leave_one_out_baseline=true)
+    env.format_reward=0.2 policy.generation.temperature=1.0 grpo.use_leave_one_out_baseline=true policy.optimizer.lr=1e-4)
 }
 grpo_metrics() {
   python3 -c 'import json,sys
