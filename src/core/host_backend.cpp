@@ -1,5 +1,6 @@
 // Host memory: 64-byte aligned allocations with byte accounting. This is the CPU backend's
 // allocator and the home of every tensor made without a device.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -16,9 +17,11 @@ class HostBackend final : public Backend {
   Device device() const override { return Device{}; }
   std::string name() const override { return "cpu"; }
   void* allocate(size_t bytes) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = rounded == 0 ? nullptr : std::aligned_alloc(64, rounded);
-    if (rounded != 0 && p == nullptr)
+    // A 0-byte request still gets a real block (as the CUDA allocator's 512-byte minimum does), so a
+    // tensor of 0 elements is defined: a rank whose experts received no rows passes empty tensors on.
+    size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr)
       throw Error(fmt::format("out of host memory: asked for {} bytes with {} already in use", bytes, in_use_.load()));
     size_t now = in_use_ += bytes;
     size_t peak = peak_.load();
