@@ -144,7 +144,8 @@ int main(int argc, char** argv) {
     if (bucket_mib > 0) sc.grad_bucket_elements = bucket_mib << 18;
     if (fsdp && (tp > 1 || ep > 1 || cp > 1)) throw InputError("--fsdp runs with data parallelism only");
     train::AdamW opt(net.params(), {}, dist_opt || fsdp ? &dp : nullptr, groups->expert.get(), groups->tensor.get(),
-                     sc.grad_bucket_elements, fsdp && dp.size() > 1);
+                     sc.grad_bucket_elements,
+                     fsdp && dp.size() > 1 ? train::Fsdp::grads_params : train::Fsdp::off);
     train::TrainStep step(net, opt, sc);
     train::MaskedCrossEntropy ce;
     // The ranks of a tensor or context group train the same rows (the step cuts a context rank's
