@@ -93,13 +93,10 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
   opt.lr_warmup_iters = o.get_nonnegative_int("lr_warmup_iters", opt.lr_warmup_iters);
   opt.lr_warmup_init = o.get_number("lr_warmup_init", opt.lr_warmup_init);
   if (!(opt.lr_warmup_init >= 0)) o.fail("lr_warmup_init", "expected a number >= 0");
-  if (o.has("lr_decay_style")) {
-    const std::string style = o.get_string("lr_decay_style", "");
-    if (style == "constant") opt.lr_decay_style = train::LrDecayStyle::constant;
-    else if (style == "linear") opt.lr_decay_style = train::LrDecayStyle::linear;
-    else if (style == "cosine") opt.lr_decay_style = train::LrDecayStyle::cosine;
-    else o.fail("lr_decay_style", fmt::format("expected one of constant, linear, cosine, got \"{}\"", style));
-  }
+  // The styles GRPO's per-step schedule runs (no WSD anneal or inverse-square-root here).
+  static constexpr train::LrDecayStyle kGrpoStyles[] = {train::LrDecayStyle::constant, train::LrDecayStyle::linear,
+                                                        train::LrDecayStyle::cosine};
+  opt.lr_decay_style = train::read_lr_decay_style(o, "lr_decay_style", opt.lr_decay_style, kGrpoStyles);
   opt.lr_decay_iters = o.get_nonnegative_int("lr_decay_iters", c.grpo.grpo.max_num_steps);
   if (opt.lr_decay_iters <= opt.lr_warmup_iters && opt.lr_decay_style != train::LrDecayStyle::constant)
     o.fail("lr_decay_iters", fmt::format("{} must exceed lr_warmup_iters {}", opt.lr_decay_iters, opt.lr_warmup_iters));

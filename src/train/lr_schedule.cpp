@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/config_tree.h"
 #include "core/error.h"
 
 namespace nemotron::train {
@@ -22,6 +23,19 @@ const char* lr_decay_style_name(LrDecayStyle s) {
       return "WSD";
   }
   return "?";
+}
+
+LrDecayStyle read_lr_decay_style(ConfigReader& r, const std::string& key, LrDecayStyle fallback,
+                                 std::span<const LrDecayStyle> allowed) {
+  if (!r.has(key)) return fallback;
+  const std::string v = r.get_string(key, "");
+  std::string list;
+  for (LrDecayStyle style : allowed) {
+    if (v == lr_decay_style_name(style)) return style;
+    list += list.empty() ? "" : ", ";
+    list += lr_decay_style_name(style);
+  }
+  r.fail(key, fmt::format("expected one of {}, got \"{}\"", list, v));
 }
 
 const char* wsd_decay_style_name(WsdDecayStyle s) {

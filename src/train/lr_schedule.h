@@ -5,7 +5,12 @@
 // (i - 1) * global_batch_size, as Megatron does (its scheduler steps after the update).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
+
+namespace nemotron {
+class ConfigReader;
+}
 
 namespace nemotron::train {
 
@@ -16,6 +21,15 @@ enum class WsdDecayStyle { exponential, linear, cosine, minus_sqrt };
 // "exponential", "linear", "cosine", "minus_sqrt". Unknown names are InputErrors from the config.
 const char* lr_decay_style_name(LrDecayStyle s);
 const char* wsd_decay_style_name(WsdDecayStyle s);
+
+inline constexpr LrDecayStyle kLrDecayStyles[] = {LrDecayStyle::constant, LrDecayStyle::linear, LrDecayStyle::cosine,
+                                                  LrDecayStyle::inverse_square_root, LrDecayStyle::wsd};
+
+// The style a config names under `key` (Megatron's spelling), or `fallback` when the key is absent;
+// a name outside `allowed` fails naming the key and the accepted names. Shared by the training
+// loop's `scheduler:` and GRPO's `policy.optimizer` (which allows the styles its schedule runs).
+LrDecayStyle read_lr_decay_style(ConfigReader& r, const std::string& key, LrDecayStyle fallback,
+                                 std::span<const LrDecayStyle> allowed = kLrDecayStyles);
 
 // All step counts in samples.
 struct LrSchedule {

@@ -93,12 +93,7 @@ void read_optimizer(ConfigReader& root, TrainLoopConfig& c) {
 void read_scheduler(ConfigReader& root, TrainLoopConfig& c) {
   ConfigReader& r = root.section("scheduler");
   SchedulerSection& s = c.scheduler;
-  s.lr_decay_style = pick_enum(r, "lr_decay_style", s.lr_decay_style,
-                               {{"constant", LrDecayStyle::constant},
-                                {"linear", LrDecayStyle::linear},
-                                {"cosine", LrDecayStyle::cosine},
-                                {"inverse-square-root", LrDecayStyle::inverse_square_root},
-                                {"WSD", LrDecayStyle::wsd}});
+  s.lr_decay_style = read_lr_decay_style(r, "lr_decay_style", s.lr_decay_style);
   s.lr_wsd_decay_style = pick_enum(r, "lr_wsd_decay_style", s.lr_wsd_decay_style,
                                    {{"exponential", WsdDecayStyle::exponential},
                                     {"linear", WsdDecayStyle::linear},
