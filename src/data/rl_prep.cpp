@@ -73,32 +73,7 @@ RlPrepConfig RlPrepConfig::read(ConfigReader& r) {
   RlPrepConfig c;
   c.output_dir = r.get_string("output_dir", "");
   if (c.output_dir.empty()) r.fail("output_dir", "missing (where train.jsonl, val.jsonl and manifest.json go)");
-  if (r.has("blend_path")) {
-    if (r.has("sources")) r.fail("blend_path", "give either blend_path or sources, not both");
-    const std::string blend = r.get_string("blend_path", "");
-    if (blend.find("://") != std::string::npos || blend.starts_with("hf:"))
-      r.fail("blend_path", fmt::format("\"{}\" is remote; download the blend first and give its local raw blend JSON", blend));
-    if (!fs::is_regular_file(blend)) r.fail("blend_path", fmt::format("{}: no such file", blend));
-    c.sources = read_raw_blend_sources(blend);
-  }
-  const nlohmann::json& sources = r.get_raw("sources");
-  if (c.sources.empty() && (!sources.is_array() || sources.empty()))
-    r.fail("sources", "expected a non-empty list of sources (files or generator), or blend_path: a raw blend JSON");
-  for (size_t i = 0; sources.is_array() && i < sources.size(); ++i) {
-    ConfigReader s(sources[i], r.source(), r.key_path("sources") + fmt::format("[{}]", i));
-    SftSource src;
-    src.name = s.get_string("name", fmt::format("source{}", i));
-    if (src.name.empty() || src.name.find('/') != std::string::npos || src.name[0] == '.')
-      s.fail("name", fmt::format("\"{}\" cannot name a task (no '/', no leading '.')", src.name));
-    src.files = read_row_file_paths(s, "files");
-    if (s.has("generator")) src.generator = CorpusConfig::read(s.section("generator"));
-    if (src.files.empty() == !src.generator.has_value())
-      s.fail(src.generator ? "files" : "generator", "give either files or generator (exactly one)");
-    s.check_unknown_keys();
-    for (const SftSource& other : c.sources)
-      if (other.name == src.name) s.fail("name", fmt::format("\"{}\" is used by two sources", src.name));
-    c.sources.push_back(std::move(src));
-  }
+  c.sources = read_prep_sources(r, SourceNameUse::task);
   c.val_rows = r.get_nonnegative_int("val_rows", c.val_rows);
   c.max_row_bytes = r.get_positive_int("max_row_bytes", c.max_row_bytes);
   c.rows.input_key = r.get_string("input_key", c.rows.input_key);

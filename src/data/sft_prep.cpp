@@ -196,38 +196,47 @@ std::array<int64_t, 3> sft_split_counts(int64_t shards, double valid_ratio, doub
   return {shards - valid - test, valid, test};
 }
 
-SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
-  SftPrepConfig c;
-  c.output_dir = r.get_string("output_dir", "");
-  if (c.output_dir.empty()) r.fail("output_dir", "missing (where the packed shards, splits and blend.json go)");
+std::vector<SftSource> read_prep_sources(ConfigReader& r, SourceNameUse use) {
+  std::vector<SftSource> out;
   if (r.has("blend_path")) {
     if (r.has("sources")) r.fail("blend_path", "give either blend_path or sources, not both");
     const std::string blend = r.get_string("blend_path", "");
+    if (blend.find("://") != std::string::npos || blend.starts_with("hf:"))
+      r.fail("blend_path", fmt::format("\"{}\" is remote; download the blend first and give its local raw blend JSON", blend));
     if (!fs::is_regular_file(blend)) r.fail("blend_path", fmt::format("{}: no such file", blend));
-    c.sources = read_raw_blend_sources(blend);
+    out = read_raw_blend_sources(blend);
   }
   const nlohmann::json& sources = r.get_raw("sources");
-  if (c.sources.empty() && (!sources.is_array() || sources.empty()))
+  if (out.empty() && (!sources.is_array() || sources.empty()))
     r.fail("sources", "expected a non-empty list of sources (files or generator), or blend_path: a raw blend JSON");
   for (size_t i = 0; sources.is_array() && i < sources.size(); ++i) {
     ConfigReader s(sources[i], r.source(), r.key_path("sources") + fmt::format("[{}]", i));
     SftSource src;
     src.name = s.get_string("name", fmt::format("source{}", i));
+    const bool folder = use == SourceNameUse::folder;
     if (src.name.empty() || src.name.find('/') != std::string::npos || src.name[0] == '.' ||
-        src.name.find("__") != std::string::npos)
-      s.fail("name", fmt::format("\"{}\" cannot name a folder (no '/', no leading '.', no \"__\")", src.name));
-    const double weight = s.get_number("weight", 1.0);
-    if (weight != 1.0)
+        (folder && src.name.find("__") != std::string::npos))
+      s.fail("name", folder ? fmt::format("\"{}\" cannot name a folder (no '/', no leading '.', no \"__\")", src.name)
+                            : fmt::format("\"{}\" cannot name a task (no '/', no leading '.')", src.name));
+    if (folder && s.get_number("weight", 1.0) != 1.0)
       s.fail("weight", "only uniform weights are supported (every source kept whole); non-uniform blends are not yet");
     src.files = read_row_file_paths(s, "files");
     if (s.has("generator")) src.generator = CorpusConfig::read(s.section("generator"));
     if (src.files.empty() == !src.generator.has_value())
       s.fail(src.generator ? "files" : "generator", "give either files or generator (exactly one)");
     s.check_unknown_keys();
-    for (const SftSource& other : c.sources)
+    for (const SftSource& other : out)
       if (other.name == src.name) s.fail("name", fmt::format("\"{}\" is used by two sources", src.name));
-    c.sources.push_back(std::move(src));
+    out.push_back(std::move(src));
   }
+  return out;
+}
+
+SftPrepConfig SftPrepConfig::read(ConfigReader& r) {
+  SftPrepConfig c;
+  c.output_dir = r.get_string("output_dir", "");
+  if (c.output_dir.empty()) r.fail("output_dir", "missing (where the packed shards, splits and blend.json go)");
+  c.sources = read_prep_sources(r, SourceNameUse::folder);
   ConfigReader& t = r.section("tokenizer");
   c.tokenizer = t.get_string("model", "");
   if (c.tokenizer.empty()) t.fail("model", "missing (a tokenizer.json or a directory holding one)");

@@ -94,6 +94,13 @@ std::vector<std::string> read_row_file_paths(ConfigReader& s, const std::string&
 // "split"?}]} (reference/data-formats.md §2.4) whose paths are local .jsonl/.parquet files or folders.
 std::vector<SftSource> read_raw_blend_sources(const std::string& path);
 
+// The `sources:` list of a data prep (or `blend_path:`, a raw blend file, instead): each a name and
+// either `files` or a `generator`. Shared by the SFT and RL preps, which differ only in what a
+// name becomes (SFT: a folder of packed shards, so no "__"; RL: a task name) and in `weight`
+// (SFT reads it and keeps only uniform blends; RL has no weights). Failures name the key.
+enum class SourceNameUse { folder, task };
+std::vector<SftSource> read_prep_sources(ConfigReader& r, SourceNameUse use);
+
 // Nemotron's split shard counts: max(1, round(n * ratio)) for each non-zero valid/test ratio,
 // everything to train with <= 2 shards, at least one train shard. Returns {train, valid, test}.
 std::array<int64_t, 3> sft_split_counts(int64_t shards, double valid_ratio, double test_ratio);
