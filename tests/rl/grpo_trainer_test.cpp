@@ -6,6 +6,7 @@
 // that never stopped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -186,9 +187,12 @@ TEST(GrpoTrainer, stopped_and_resumed_run_matches_an_uninterrupted_one_bit_for_b
 }
 
 // policy.generation.prefix_sharing: the G generations of a prompt prefill it once, and the run is
-// the same, bit for bit, as one where each prefills its own (the CPU's prefill of a prompt does
-// not depend on the rows beside it).
-TEST(GrpoTrainer, prefix_sharing_on_and_off_give_the_same_run_bit_for_bit) {
+// the same as one where each prefills its own: the same tokens, rewards, losses, gradients and
+// weights bit for bit (the loss takes the trainer's log-probs), while the metrics made from the
+// engine's log-probs agree to float rounding only: without sharing the G copies are G rows of one
+// packed prefill, and OpenBLAS may round a row by its position in the batch (on an AMD EPYC with
+// its Zen kernels the float32 engine's metrics moved by 3e-9 relative; tests/engine/prefix_sharing_test.cpp).
+TEST(GrpoTrainer, prefix_sharing_on_and_off_give_the_same_run) {
   const std::string data = write_data("grpo_trainer_prefix_sharing", 10);
   Policy on(data, "", {"grpo.max_num_steps=2"}), off(data, "", {"grpo.max_num_steps=2", "policy.generation.prefix_sharing=false"});
   const GrpoRunResult a = on.trainer->run(), b = off.trainer->run();
@@ -199,9 +203,13 @@ TEST(GrpoTrainer, prefix_sharing_on_and_off_give_the_same_run_bit_for_bit) {
     EXPECT_EQ(x.reward_mean, y.reward_mean) << "step " << i;
     EXPECT_EQ(x.loss, y.loss) << "step " << i;
     EXPECT_EQ(x.grad_norm, y.grad_norm) << "step " << i;
-    EXPECT_EQ(x.token_mult_prob_error, y.token_mult_prob_error) << "step " << i;
+    EXPECT_NEAR(x.token_mult_prob_error, y.token_mult_prob_error, 1e-6) << "step " << i;
     EXPECT_EQ(x.generated_tokens, y.generated_tokens) << "step " << i;
-    EXPECT_EQ(x.loss_metrics, y.loss_metrics) << "step " << i;
+    ASSERT_EQ(x.loss_metrics.size(), y.loss_metrics.size()) << "step " << i;
+    for (const auto& [key, value] : x.loss_metrics) {
+      ASSERT_TRUE(y.loss_metrics.contains(key)) << key;
+      EXPECT_NEAR(value, y.loss_metrics.at(key), 1e-6 * std::max(1.0, std::fabs(value))) << key << " step " << i;
+    }
     EXPECT_EQ(y.shared_prefill_tokens, 0) << "step " << i;
     EXPECT_GT(x.shared_prefill_tokens, 0) << "step " << i;
     EXPECT_EQ(x.prefill_tokens + x.shared_prefill_tokens, y.prefill_tokens) << "step " << i;
