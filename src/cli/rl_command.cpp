@@ -48,20 +48,26 @@ void require_path(const std::string& recipe, const std::string& key, const std::
   if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: {}: {} does not exist; {}", recipe, key, path, hint));
 }
 
-// The generator's layout (policy.generation.vllm_cfg.tensor_parallel_size, checked against the
-// model when the config was read): the trainer's world with that tensor size, every other size 1
-// (rl_config.cpp refuses experts split otherwise than the trainer; context ranks hold whole
-// copies of their tensor parts, so the generator never splits context).
+// The generator's layout (policy.generation.vllm_cfg.tensor_parallel_size and
+// expert_parallel_size, checked against the model when the config was read): the trainer's world
+// with those sizes, the experts split over its data ranks as the trainer's are (context ranks hold
+// whole copies of their tensor parts, so the generator never splits context).
 parallel::RankLayout generator_layout(const rl::RlConfig& cfg, const parallel::RankLayout& trainer,
                                       const std::string& path) {
-  const int64_t tp = cfg.generator_tensor_parallel;
+  const int64_t tp = cfg.generator_tensor_parallel, ep = cfg.generator_expert_parallel;
   if (trainer.world() % tp != 0)
     throw_config_error(path, "policy.generation.vllm_cfg.tensor_parallel_size",
                        fmt::format("{} does not divide the {} ranks of the run (the generator's data-parallel size "
                                    "is the world over it)",
                                    tp, trainer.world()));
+  if ((trainer.world() / tp) % ep != 0)
+    throw_config_error(path, "policy.generation.vllm_cfg.expert_parallel_size",
+                       fmt::format("{} does not divide the generator's {} data-parallel ranks (the {} ranks of the run "
+                                   "over its tensor-parallel size {}); the experts are split within them",
+                                   ep, trainer.world() / tp, trainer.world(), tp));
   parallel::ParallelSizes sizes;
   sizes.tensor = tp;
+  sizes.expert = ep;
   return parallel::RankLayout(sizes, trainer.world(), model::layout_facts(cfg.model), path);
 }
 
@@ -73,7 +79,8 @@ int run_rl(const TrainingCommandOptions& o) {
   // Context parallelism splits the trainer's rows only: the generator decodes whole rows at its own
   // layout (its tensor size, the rest data-parallel); the log-prob pass and the training step cut
   // each row into its context ranks' chunks (rl/grpo_batch.h, rl/grpo_loss.h).
-  const bool own_generator = cfg.generator_tensor_parallel != layout.tensor() || layout.context() > 1;
+  const bool own_generator = cfg.generator_tensor_parallel != layout.tensor() ||
+                             cfg.generator_expert_parallel != layout.expert() || layout.context() > 1;
   const parallel::RankLayout gen_layout = own_generator ? generator_layout(cfg, layout, path) : layout;
   const std::string gen_line =
       own_generator ? fmt::format("generator layout: {} (the trainer's: {})\n", gen_layout.describe(), layout.describe())

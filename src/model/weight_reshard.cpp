@@ -1,5 +1,7 @@
 #include "model/weight_reshard.h"
 
+#include <set>
+
 #include "core/error.h"
 #include "ops/transpose_blocks.h"
 
@@ -85,21 +87,77 @@ void cut_part(Context& ctx, const Tensor& whole, Param& p) {
   p.value.copy_from(blocks.select(mine).view(p.value.shape()));
 }
 
+// Where a routed expert's index sits in its name ("backbone.layers.3.mixer.experts.5.up_proj.weight":
+// 5; the shared experts' "shared_experts." never matches).
+struct ExpertIndex {
+  size_t at = 0, len = 0;
+  int64_t index = 0;
+};
+ExpertIndex expert_index(const std::string& name) {
+  static const std::string kExperts = ".experts.";
+  const size_t k = name.rfind(kExperts);
+  NM_CHECK(k != std::string::npos, "reshard {}: a routed expert's parameter without \"{}\" in its name", name, kExperts);
+  ExpertIndex e;
+  e.at = k + kExperts.size();
+  while (e.at + e.len < name.size() && name[e.at + e.len] >= '0' && name[e.at + e.len] <= '9') ++e.len;
+  NM_CHECK(e.len > 0, "reshard {}: no expert index after \"{}\"", name, kExperts);
+  e.index = std::stoll(name.substr(e.at, e.len));
+  return e;
+}
+
+// p (a routed expert's parameter) as every member of `group` holds it: member r holds expert
+// block r (routed_experts / size experts, model_shard.h), so its parameter in p's place is the
+// same slot of its own block. One all-gather; each copy named for its expert, with p's tensor
+// shard (the members share their tensor coordinate).
+std::vector<Param> expert_copies(const Param& p, parallel::Communicator& group, int64_t routed_experts,
+                                 int64_t& gathered_bytes) {
+  const int R = group.size(), me = group.rank();
+  NM_CHECK(routed_experts > 0 && routed_experts % R == 0, "reshard {}: {} routed experts over an expert group of {}",
+           p.name, routed_experts, R);
+  const int64_t per = routed_experts / R, n = p.value.numel();
+  const ExpertIndex e = expert_index(p.name);
+  NM_CHECK(e.index / per == me, "reshard {}: expert {} is not in member {}'s block", p.name, e.index, me);
+  Tensor all = Tensor::empty(Shape({R * n}), p.value.dtype(), p.value.backend());
+  group.all_gather(p.value.view(Shape({n})), all);
+  gathered_bytes += static_cast<int64_t>(all.nbytes());
+  std::vector<Param> copies(static_cast<size_t>(R), p);
+  for (int r = 0; r < R; ++r) {
+    Param& c = copies[static_cast<size_t>(r)];
+    c.name = p.name.substr(0, e.at) + std::to_string(r * per + e.index % per) + p.name.substr(e.at + e.len);
+    c.value = all.slice(r * n, (r + 1) * n).view(p.value.shape());
+  }
+  return copies;
+}
+
 }  // namespace
 
-int64_t reshard_values(Context& ctx, const ParamStore& from, parallel::Communicator& from_tensor, ParamStore& to) {
-  NM_CHECK(from.all().size() == to.all().size(), "reshard: {} parameters into {}", from.all().size(),
-           to.all().size());
+int64_t reshard_values(Context& ctx, const ReshardSource& from, ParamStore& to) {
+  parallel::Communicator* expert = from.expert && from.expert->size() > 1 ? from.expert : nullptr;
   int64_t gathered_bytes = 0;
-  for (const Param* src : from.all()) {  // the same order on every member: the collectives pair up
-    Param& dst = to.get(src->name);
-    NM_CHECK(src->global_shape() == dst.global_shape() && src->value.dtype() == dst.value.dtype(),
-             "reshard {}: {} {} into {} {}", src->name, dtype_name(src->value.dtype()), src->global_shape().str(),
-             dtype_name(dst.value.dtype()), dst.global_shape().str());
-    NM_CHECK(!src->is_expert(), "reshard {}: experts split over an expert group are not resharded", src->name);
-    const Tensor whole = gather_whole(ctx, *src, from_tensor, gathered_bytes);
-    cut_part(ctx, whole, dst);
+  std::set<std::string> filled;
+  // Every member gathers every source part in the same order (the collectives pair up) and keeps
+  // the parts its target holds.
+  auto place = [&](const Param& src) {
+    Param* dst = to.find(src.name) ? &to.get(src.name) : nullptr;
+    if (dst)
+      NM_CHECK(src.global_shape() == dst->global_shape() && src.value.dtype() == dst->value.dtype(),
+               "reshard {}: {} {} into {} {}", src.name, dtype_name(src.value.dtype()), src.global_shape().str(),
+               dtype_name(dst->value.dtype()), dst->global_shape().str());
+    const Tensor whole = gather_whole(ctx, src, from.tensor, gathered_bytes);
+    if (!dst) return;
+    cut_part(ctx, whole, *dst);
+    NM_CHECK(filled.insert(src.name).second, "reshard {}: filled twice", src.name);
+  };
+  for (const Param* src : from.params.all()) {
+    if (expert && src->is_expert())
+      for (const Param& copy : expert_copies(*src, *expert, from.routed_experts, gathered_bytes)) place(copy);
+    else
+      place(*src);
   }
+  if (filled.size() != to.all().size())
+    for (const Param* p : to.all())
+      NM_CHECK(filled.count(p->name), "reshard {}: the source holds no part of it ({} of the target's {} parameters "
+               "filled; experts held elsewhere need the source's expert group)", p->name, filled.size(), to.all().size());
   return gathered_bytes;
 }
 

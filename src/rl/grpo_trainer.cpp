@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/model_info.h"
+#include "model/shard_sizes.h"
 #include "model/weight_reshard.h"
 #include "rl/grpo_advantages.h"
 #include "rl/grpo_batch.h"
@@ -43,6 +44,15 @@ int64_t weight_bytes(const model::ParamStore& params) {
   int64_t n = 0;
   for (const model::Param* p : params.all()) n += static_cast<int64_t>(p->value.nbytes());
   return n;
+}
+
+// Every rank holds the same routed experts at both layouts (the same expert-parallel size and
+// coordinate): a refit between them gathers no expert.
+bool same_expert_placement(const parallel::RankLayout& a, const parallel::RankLayout& b) {
+  if (a.expert() != b.expert()) return false;
+  for (int r = 0; r < a.world(); ++r)
+    if (a.coords(r).expert != b.coords(r).expert) return false;
+  return true;
 }
 
 // Bytes of what a GPU run holds between steps besides the weights, by kind.
@@ -122,6 +132,7 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
     throw InputError(fmt::format("{}: policy.train_global_batch_size: {} does not split over {} data-parallel ranks",
                                  cfg_.source, g.policy.train_global_batch_size, D));
   if (opts_.generator_groups) {
+    experts_stay_ = same_expert_placement(groups_->layout, opts_.generator_groups->layout);
     const int64_t E = opts_.generator_groups->data->size();
     if (g.grpo.num_prompts_per_step % E != 0)
       throw InputError(fmt::format("{}: grpo.num_prompts_per_step: {} does not split over the generator's {} data-parallel "
@@ -477,10 +488,13 @@ RolloutBatch GrpoTrainer::rollouts_on_generator(GrpoStepRecord& r, const std::ve
   const auto t_refit = std::chrono::steady_clock::now();
   auto gen = std::make_unique<model::HybridModel>(
       cfg_.model, backend, net_.params().dtype(),
-      model::ModelShard{0, 1, at.tensor, gen_groups.layout.tensor(), false}, /*trainable=*/false);
+      model::ModelShard{at.expert, gen_groups.layout.expert(), at.tensor, gen_groups.layout.tensor(), false},
+      /*trainable=*/false);
   Context ctx{&backend, nullptr, net_.params().dtype()};
   ctx.groups = groups_.get();
-  r.refit_bytes = model::reshard_values(ctx, net_.params(), *groups_->tensor, gen->params());
+  const model::ReshardSource source{net_.params(), *groups_->tensor,
+                                    experts_stay_ ? nullptr : groups_->expert.get(), model::routed_experts(cfg_.model)};
+  r.refit_bytes = model::reshard_values(ctx, source, gen->params());
   backend.synchronize();
   r.refit_seconds = seconds_since(t_refit);
 
@@ -534,6 +548,16 @@ GrpoValRecord GrpoTrainer::validate() {
   return v;
 }
 
+std::string GrpoTrainer::refit_sizes() const {
+  const int64_t tp = cfg_.model.parallel.tensor, gtp = cfg_.generator_tensor_parallel;
+  const int64_t ep = cfg_.model.parallel.expert, gep = cfg_.generator_expert_parallel;
+  std::string out = gtp != tp || gep == ep ? fmt::format("TP {} -> {}", tp, gtp) : std::string();
+  if (gep != ep || !experts_stay_)
+    out += fmt::format("{}EP {} -> {}{}", out.empty() ? "" : ", ", ep, gep,
+                       gep == ep ? " (experts to other ranks)" : "");
+  return out;
+}
+
 std::string GrpoTrainer::banner() {
   const GrpoConfig& g = cfg_.grpo;
   const model::ModelConfig& m = net_.config();
@@ -565,9 +589,17 @@ std::string GrpoTrainer::banner() {
   out += train::sharded_state_line(opt_, "policy.megatron_cfg.optimizer.use_distributed_optimizer");
   if (opts_.generator_groups)
     out += fmt::format(
-        "refit: the generator at tensor-parallel size {} (the trainer's {}; {}): its copy of the weights resharded "
+        "refit: the generator at tensor-parallel size {} (the trainer's {}){}; {}: its copy of the weights resharded "
         "on the devices before every step's rollouts and freed after them\n",
-        cfg_.generator_tensor_parallel, cfg_.model.parallel.tensor, opts_.generator_groups->layout.describe());
+        cfg_.generator_tensor_parallel, cfg_.model.parallel.tensor,
+        cfg_.generator_expert_parallel > 1 || cfg_.model.parallel.expert > 1
+            ? fmt::format(", expert-parallel size {} (the trainer's {}{})", cfg_.generator_expert_parallel,
+                          cfg_.model.parallel.expert,
+                          experts_stay_                       ? "; each rank keeps its experts"
+                          : cfg_.model.parallel.expert > 1 ? "; the experts all-gathered over the trainer's expert group"
+                                                           : "; each rank keeps its generator's experts")
+            : std::string(),
+        opts_.generator_groups->layout.describe());
   else
     out += "refit: none (the engine reads the parameters the optimizer step writes, in place)\n";
   return out;
@@ -642,9 +674,9 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
       r.max_logprob_error, r.grad_norm, r.lr, r.generation_seconds, r.prefill_seconds, r.prefill_tokens,
       r.shared_prefill_tokens, r.logprob_seconds, r.logprob_tokens, r.train_seconds,
       r.total_seconds, r.tokens_per_second(), r.refit_seconds,
-      opts_.generator_groups ? fmt::format("TP {} -> {} reshard, {:.3g} MiB gathered per rank; ", cfg_.model.parallel.tensor,
-                                           cfg_.generator_tensor_parallel, static_cast<double>(r.refit_bytes) / (1 << 20))
-                             : std::string(),
+      opts_.generator_groups
+          ? fmt::format("{} reshard, {:.3g} MiB gathered per rank; ", refit_sizes(), static_cast<double>(r.refit_bytes) / (1 << 20))
+          : std::string(),
       r.engine_setup_seconds,
       r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
           ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)", r.overlong_prompts,

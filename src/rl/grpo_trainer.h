@@ -52,8 +52,9 @@ struct GrpoStepRecord {
   // reference's runs as many): its rows' share, cut by the context ranks (grpo_batch.h).
   int64_t logprob_tokens = 0;
   // Weight transfer to the generator: 0 when it is laid out as the trainer, since the engine reads
-  // the tensors the optimizer step wrote (no copy). At another tensor-parallel size, the time to
-  // build its copy and reshard the weights into it on the devices (refit_bytes gathered per rank).
+  // the tensors the optimizer step wrote (no copy). At another tensor- or expert-parallel size, the
+  // time to build its copy and reshard the weights into it on the devices (refit_bytes gathered
+  // per rank, routed experts included).
   // What also takes time before the first token is the engine's setup, the KV/SSM cache
   // allocation, logged beside it.
   double refit_seconds = 0;
@@ -98,9 +99,9 @@ struct GrpoRunResult {
 // and GRPO's own.
 struct GrpoTrainerOptions : train::LoopHooks {
   bool progress = true;  // the rollout progress bar (stderr; never where writes_logs is false)
-  // The generator's groups when policy.generation.vllm_cfg.tensor_parallel_size differs from the
-  // trainer's (the same world, laid out with that tensor size); null: the engine runs on the
-  // trainer's parameters in place.
+  // The generator's groups when policy.generation.vllm_cfg.tensor_parallel_size or
+  // expert_parallel_size differs from the trainer's, or the trainer splits context (the same
+  // world, laid out with those sizes); null: the engine runs on the trainer's parameters in place.
   std::shared_ptr<const parallel::ProcessGroups> generator_groups;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
@@ -140,6 +141,8 @@ class GrpoTrainer : private train::TrainingJob {
   // generator data rank's prompts generated on it, the copy freed, and the rows exchanged.
   RolloutBatch rollouts_on_generator(GrpoStepRecord& r, const std::vector<const RlPrompt*>& prompts,
                                      RolloutOptions ro);
+  // What the refit changes: "TP 2 -> 1", "EP 2 -> 1", "TP 2 -> 1, EP 2 -> 2 (experts to other ranks)".
+  std::string refit_sizes() const;
   std::vector<const RlPrompt*> next_prompts();
   std::vector<size_t> epoch_order(int64_t epoch) const;
   // Logs the unscored rows of a rollout batch once per kind of fault ("step 3", "validation at
@@ -160,6 +163,9 @@ class GrpoTrainer : private train::TrainingJob {
   std::shared_ptr<const parallel::ProcessGroups> groups_;
   std::vector<RlPrompt> train_, val_;
   GrpoTrainerOptions opts_;
+  // With a generator of its own: every rank's generator holds the experts its trainer part holds,
+  // so the refit gathers experts over no expert group (only the tensor group's parts).
+  bool experts_stay_ = true;
   train::AdamW opt_;
   train::TrainStep step_runner_;
   ClippedPGLoss loss_;

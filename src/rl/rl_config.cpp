@@ -47,31 +47,37 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
     }
   }
 
-  // NeMo RL's policy.generation.vllm_cfg.tensor_parallel_size, the generator's own layout: the
-  // trainer's by default (the engine decodes with the trainer's weights in place, no refit);
-  // another size gets a generator copy resharded after every update (model/weight_reshard.h).
+  // NeMo RL's policy.generation.vllm_cfg.tensor_parallel_size and expert_parallel_size, the
+  // generator's own layout: the trainer's by default (the engine decodes with the trainer's
+  // weights in place, no refit); other sizes get a generator copy resharded after every update
+  // (model/weight_reshard.h: tensor parts gathered over the trainer's tensor group, routed experts
+  // over its expert group). Context ranks hold whole copies of their tensor group's parts, so a
+  // trainer with context split is resharded as its tensor layout is.
   ConfigReader& gen = p.section("generation");
   c.generator_tensor_parallel = c.model.parallel.tensor;
+  c.generator_expert_parallel = c.model.parallel.expert;
   if (gen.has("vllm_cfg")) {
     ConfigReader& v = gen.section("vllm_cfg");
     const int64_t tp = c.model.parallel.tensor;
     const int64_t want = v.get_positive_int("tensor_parallel_size", tp);
-    if (want != tp) {
-      // Context ranks hold whole copies of their tensor group's parts, so a trainer with context
-      // split is resharded as its tensor layout is (the gather runs over its tensor group).
-      if (c.model.parallel.expert > 1)
-        v.fail("tensor_parallel_size",
-               fmt::format("{}: a generator split otherwise than the trainer (model.tensor_model_parallel_size = {}) "
-                           "needs model.expert_model_parallel_size 1 (experts are not resharded yet); set {} or leave "
-                           "it out",
-                           want, tp, tp));
-      for (const auto& [key, size] : model::layout_facts(c.model).tensor_split)
+    const parallel::LayoutModelFacts facts = model::layout_facts(c.model);
+    if (want != tp)
+      for (const auto& [key, size] : facts.tensor_split)
         if (size % want != 0)
           v.fail("tensor_parallel_size", fmt::format("{} does not divide {} ({}): the generator splits it over its "
                                                      "tensor-parallel ranks",
                                                      want, key, size));
-    }
     c.generator_tensor_parallel = want;
+    const int64_t ep = v.get_positive_int("expert_parallel_size", c.model.parallel.expert);
+    if (ep > 1 && facts.routed_experts == 0)
+      v.fail("expert_parallel_size",
+             fmt::format("{}: the model has no routed experts (no E layer in model.hybrid_override_pattern)", ep));
+    if (ep > 1 && facts.routed_experts % ep != 0)
+      v.fail("expert_parallel_size",
+             fmt::format("{} does not divide model.n_routed_experts ({}): the generator splits the experts over its "
+                         "expert-parallel ranks",
+                         ep, facts.routed_experts));
+    c.generator_expert_parallel = ep;
   }
 
   ConfigReader& o = p.section("optimizer");
@@ -237,14 +243,18 @@ std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size
       "engine memory ({}): KV + SSM state {} per sequence at {} tokens; {} for the {} rollouts of a step at once\n",
       precision, train::human_bytes(static_cast<double>(per_seq)), L,
       train::human_bytes(static_cast<double>(per_seq * rows)), rows);
-  // With a generator laid out otherwise, its copy (1/TP of the weights per rank) exists only while it generates.
-  const bool own_copy = cfg.generator_tensor_parallel != cfg.model.parallel.tensor;
+  // With a generator laid out otherwise, its copy (a rank's parts at the generator's layout) exists
+  // only while it generates.
+  const bool own_copy = cfg.generator_tensor_parallel != cfg.model.parallel.tensor ||
+                        cfg.generator_expert_parallel != cfg.model.parallel.expert || cfg.model.parallel.context > 1;
+  const model::ShardParams gen_params = model::shard_params(
+      cfg.model, model::ModelShard{0, static_cast<int>(cfg.generator_expert_parallel), 0,
+                                   static_cast<int>(cfg.generator_tensor_parallel), false});
   const std::string engine_weights =
-      own_copy ? fmt::format("the generator (policy.generation.vllm_cfg.tensor_parallel_size {}) holds its own copy of "
-                             "the weights, {} per rank, only while it generates",
-                             cfg.generator_tensor_parallel,
-                             train::human_bytes((bf16 ? mem.param_bytes / 2 : mem.param_bytes) /
-                                                static_cast<double>(cfg.generator_tensor_parallel)))
+      own_copy ? fmt::format("the generator (policy.generation.vllm_cfg.tensor_parallel_size {}, expert_parallel_size {}) "
+                             "holds its own copy of the weights, {} per rank, only while it generates",
+                             cfg.generator_tensor_parallel, cfg.generator_expert_parallel,
+                             train::human_bytes(static_cast<double>(gen_params.total * (bf16 ? 2 : 4))))
       : bf16 ? std::string("the engine reads the same bf16 weights: no second copy")
              : std::string("the engine reads the same weights: no second copy");
   if (bf16)

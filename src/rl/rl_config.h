@@ -17,8 +17,9 @@
 //   env.name                    the environment (rl/env/environment.h); its options beside it
 //   env.max_unscored_fraction   the share of a step's (or a validation's) rows the environment
 //                               may fail to score before the run stops with an error (0.05)
-//   policy.generation.vllm_cfg.tensor_parallel_size   the generator's tensor-parallel size (the
-//                               trainer's by default; another gets a resharded copy, rl/grpo_trainer.h)
+//   policy.generation.vllm_cfg.tensor_parallel_size, .expert_parallel_size   the generator's
+//                               tensor- and expert-parallel sizes (the trainer's by default; others
+//                               get a resharded copy, rl/grpo_trainer.h)
 //   device, mixed_precision     as for the other stages (train/train_loop_config.h): cpu (fp32), or
 //                               cuda / cuda:N with bf16_mixed (the default there: bf16 weights the
 //                               engine and the trainer share, fp32 masters and moments) or fp32
@@ -85,6 +86,9 @@ struct RlConfig {
   // policy.generation.vllm_cfg.tensor_parallel_size: the generator's tensor-parallel size (the
   // trainer's, model.tensor_model_parallel_size, unless set otherwise).
   int64_t generator_tensor_parallel = 1;
+  // policy.generation.vllm_cfg.expert_parallel_size: the generator's expert-parallel size, over
+  // its data ranks as the trainer's is (the trainer's model.expert_model_parallel_size by default).
+  int64_t generator_expert_parallel = 1;
   std::string device = "cpu";
   std::string mixed_precision = "fp32";  // as resolved: "bf16_mixed" (CUDA's default) or "fp32"
 };

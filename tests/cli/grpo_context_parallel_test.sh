@@ -10,8 +10,9 @@
 # extrema and the final weights equal one process's; the log-prob pass's own figures (the
 # policy's log-probs against the generator's: token_mult_prob_error, max |dlogp|) too, with each
 # rank's forward over 1/(C x D) of the rows' tokens. With a KL penalty (the reference policy's
-# log-probs, split the same way) at CP 2 x DP 2; and a generator at another tensor size than a
-# CP 2 x TP 2 trainer's (the refit gathers over the trainer's tensor group).
+# log-probs, split the same way) at CP 2 x DP 2; a generator at another tensor size than a
+# CP 2 x TP 2 trainer's (the refit gathers over the trainer's tensor group); CP 2 x EP 2 with the
+# generator at EP 2 and EP 1.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
@@ -96,4 +97,17 @@ cp_run cp2tp2-gen1 4 2 "DP 4 x EP 1 x TP 1 x CP 1 over 4 ranks (the trainer's: D
 grep -qE '^step 2/2 .*\| refit [0-9.]+ s \(TP 2 -> 1 reshard' "$TMP/out.cp2tp2-gen1" ||
   fail "cp2tp2-gen1: no refit on the step line: $(grep '^step 2/2' "$TMP/out.cp2tp2-gen1")"
 
-finish "GRPO at CP 2, CP 2 x DP 2 and CP 4 (GSPO, KL, a TP 2 -> 1 generator too) equals one process"
+# Experts split over the context ranks (they fold into data x context): CP 2 x EP 2 over 2 ranks.
+# The generator (every rank a data rank) keeps each rank's experts at its default EP 2, so its
+# refit gathers nothing; at EP 1 it gathers the other rank's experts (this aborted in the refit
+# before the generator had an expert-parallel size of its own).
+cp_run cp2ep2 2 2 "DP 2 x EP 2 x TP 1 x CP 1 over 2 ranks (the trainer's: DP 1 x EP 2 x TP 1 x CP 2 over 2 ranks)" \
+  model.expert_model_parallel_size=2
+grep -qE '^step 2/2 .*\| refit [0-9.]+ s \(TP 1 -> 1 reshard, 0 MiB gathered' "$TMP/out.cp2ep2" ||
+  fail "cp2ep2: the refit gathered: $(grep -oE 'refit [0-9.]+ s \([^;]*' "$TMP/out.cp2ep2")"
+cp_run cp2ep2-gen1 2 2 "DP 2 x EP 1 x TP 1 x CP 1 over 2 ranks (the trainer's: DP 1 x EP 2 x TP 1 x CP 2 over 2 ranks)" \
+  model.expert_model_parallel_size=2 policy.generation.vllm_cfg.expert_parallel_size=1
+grep -qE '^step 2/2 .*\| refit [0-9.]+ s \(EP 2 -> 1 reshard, [0-9.]*[1-9][0-9.]* MiB gathered' "$TMP/out.cp2ep2-gen1" ||
+  fail "cp2ep2-gen1: no expert gather: $(grep -oE 'refit [0-9.]+ s \([^;]*' "$TMP/out.cp2ep2-gen1")"
+
+finish "GRPO at CP 2, CP 2 x DP 2 and CP 4 (GSPO, KL, a TP 2 -> 1 generator too) and CP 2 x EP 2 (generator EP 2 and 1) equals one process"
