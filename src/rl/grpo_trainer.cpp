@@ -606,7 +606,8 @@ std::string GrpoTrainer::banner() {
       g.policy.max_grad_norm,
       1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
   out += train::sharded_state_line(opt_, "policy.megatron_cfg.optimizer.use_distributed_optimizer");
-  out += train::fsdp_state_lines(step_runner_, "policy.megatron_cfg.distributed_data_parallel_config.data_parallel_sharding_strategy");
+  out += train::fsdp_state_lines(step_runner_,
+                                 "policy.megatron_cfg.distributed_data_parallel_config.data_parallel_sharding_strategy");
   if (step_runner_.param_gather())
     out += fmt::format(
         "refit: FSDP gather ({}): the engine decodes from a whole copy of the weights, {:.2f} MiB per rank, gathered "
@@ -696,8 +697,9 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
       r.total_seconds, r.tokens_per_second(), r.refit_seconds,
       opts_.generator_groups ? fmt::format("TP {} -> {} reshard, {:.3g} MiB gathered per rank; ", cfg_.model.parallel.tensor,
                                            cfg_.generator_tensor_parallel, static_cast<double>(r.refit_bytes) / (1 << 20))
-      : fsdp_refit ? fmt::format("FSDP gather, {:.3g} MiB gathered per rank; ", static_cast<double>(r.refit_bytes) / (1 << 20))
-                   : std::string(),
+      : fsdp_refit
+          ? fmt::format("FSDP gather, {:.3g} MiB gathered per rank; ", static_cast<double>(r.refit_bytes) / (1 << 20))
+          : std::string(),
       r.engine_setup_seconds,
       r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
           ? fmt::format(" | {} over-long prompt(s), {} masked row(s), {} unscored (not trained)", r.overlong_prompts,
@@ -714,8 +716,9 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
           "{:.4g} GiB{}\n",
           static_cast<double>(r.device_bytes_in_use) / kGiB, static_cast<double>(r.weight_bytes) / kGiB,
           opts_.generator_groups ? "the trainer's; the generator's copy is freed after the rollouts"
-          : fsdp_refit           ? "the trainer's slices and gather buffers; the engine's whole copy is freed after the rollouts"
-                                 : "one copy: the engine reads the trainer's",
+          : fsdp_refit
+              ? "the trainer's slices and gather buffers; the engine's whole copy is freed after the rollouts"
+              : "one copy: the engine reads the trainer's",
           static_cast<double>(r.device_peak_bytes) / kGiB, dtype_name(net_.params().dtype()),
           static_cast<double>(h.masters) / kGiB, static_cast<double>(h.grads) / kGiB,
           static_cast<double>(h.moments) / kGiB,

@@ -140,7 +140,8 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
                      fmt::format("{} with {} {} is not supported yet in GRPO ({} runs with data parallelism only; use "
                                  "optim, the distributed optimizer)",
                                  strategy, key, n,
-                                 opt.fsdp == train::Fsdp::grads_params ? "full parameter sharding" : "gradient sharding"));
+                                 opt.fsdp == train::Fsdp::grads_params ? "full parameter sharding"
+                                                                       : "gradient sharding"));
         if (opt.fsdp == train::Fsdp::grads_params && c.generator_tensor_parallel != ps.tensor)
           ddp.fail("data_parallel_sharding_strategy",
                    fmt::format("optim_grads_params with policy.generation.vllm_cfg.tensor_parallel_size {} is not "

@@ -127,7 +127,10 @@ int64_t ParamGather::copy_whole_to(model::ParamStore& to) {
     const int64_t b = units_.bucket_of[static_cast<size_t>(layer)];
     if (b < 0) continue;
     before_layer(layer, false);  // gathered (or still held), the next one queued, as in a forward
-    for (size_t k : units_.params_of[static_cast<size_t>(b)]) dst[k]->value.copy_from(from[k]->value), copied[k] = true;
+    for (size_t k : units_.params_of[static_cast<size_t>(b)]) {
+      dst[k]->value.copy_from(from[k]->value);
+      copied[k] = true;
+    }
   }
   for (size_t k = 0; k < from.size(); ++k)  // the outer unit (whole since the update) and the unsharded ones
     if (!copied[k]) dst[k]->value.copy_from(from[k]->value);
