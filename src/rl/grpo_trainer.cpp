@@ -38,11 +38,12 @@ constexpr uint64_t kValidationBit = uint64_t{1} << 63;
 constexpr double kGiB = double(1ull << 30);
 constexpr double kHuge = std::numeric_limits<double>::infinity();
 
-// Bytes of the weights the engine reads (once: it has no copy). Fixed for a run: the optimizer
-// step writes the values in place, in the same dtype and shapes.
-int64_t weight_bytes(const model::ParamStore& params) {
+// Bytes of the policy's whole weights: what the engine reads (the trainer's own, or under full
+// parameter sharding its gathered copy). Fixed for a run: the optimizer step writes the values in
+// place, in the same dtype and shapes.
+int64_t whole_weight_bytes(const model::ParamStore& params) {
   int64_t n = 0;
-  for (const model::Param* p : params.all()) n += static_cast<int64_t>(p->value.nbytes());
+  for (const model::Param* p : params.all()) n += static_cast<int64_t>(p->value.numel()) * dtype_size(p->value.dtype());
   return n;
 }
 
@@ -55,17 +56,26 @@ bool same_expert_placement(const parallel::RankLayout& a, const parallel::RankLa
   return true;
 }
 
+// Bytes of the weights the trainer holds between steps: the whole ones, or under full parameter
+// sharding the rank's slices, the gather buffers and the parameters outside them.
+int64_t held_weight_bytes(const model::ParamStore& params, const train::ParamGather* gather) {
+  const int64_t whole = whole_weight_bytes(params);
+  return gather ? whole - gather->sharded_bytes() + gather->shard_bytes() + gather->buffer_bytes() : whole;
+}
+
 // Bytes of what a GPU run holds between steps besides the weights, by kind.
 struct HeldBytes {
   int64_t masters = 0, grads = 0, moments = 0, reference = 0;
 };
 
-HeldBytes held_bytes(const model::ParamStore& params, const train::AdamW& opt, model::HybridModel* reference) {
+HeldBytes held_bytes(const model::ParamStore& params, const train::AdamW& opt, const train::GradSlots* slots,
+                     model::HybridModel* reference) {
   HeldBytes h;
   for (const model::Param* p : params.all()) {
     if (p->master.defined()) h.masters += static_cast<int64_t>(p->master.nbytes());
-    if (p->grad.defined()) h.grads += static_cast<int64_t>(p->grad.nbytes());
+    if (p->grad.defined() && !slots) h.grads += static_cast<int64_t>(p->grad.nbytes());
   }
+  if (slots) h.grads = slots->slice_bytes() + slots->buffer_bytes();  // the gradients are views into these
   for (const auto* moments : {&opt.first_moments(), &opt.second_moments()})
     for (const Tensor& t : *moments)
       if (t.defined()) h.moments += static_cast<int64_t>(t.nbytes());
@@ -114,10 +124,11 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       opts_(std::move(opts)),
       opt_(net.params(),
            train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps, cfg.optimizer.weight_decay},
-           cfg.optimizer.distributed ? groups_->data.get() : nullptr, nullptr, groups_->tensor.get()),
+           cfg.optimizer.distributed ? groups_->data.get() : nullptr, nullptr, groups_->tensor.get(),
+           train::kDefaultGradBucketElements, groups_->data->size() > 1 ? cfg.optimizer.fsdp : train::Fsdp::off),
       step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}, 0, groups_}),
       loss_(cfg.grpo.loss_fn),
-      weight_bytes_(weight_bytes(net.params())),
+      weight_bytes_(held_weight_bytes(net.params(), step_runner_.param_gather())),
       loop_(loop_options(cfg, train::rank_hooks(opts_))) {
   NM_CHECK(!train_.empty(), "no training prompts");
   if (!loop_.options().hooks.writes_logs) opts_.progress = false;
@@ -183,14 +194,35 @@ std::vector<const RlPrompt*> GrpoTrainer::next_prompts() {
   return out;
 }
 
+void GrpoTrainer::load_weights(const std::string& dir) {
+  // Collective under the distributed optimizer and FSDP: the load writes whole float32 masters
+  // and (full parameter sharding) whole values, of which each rank then keeps its range.
+  train::ParamGather* gather = step_runner_.param_gather();
+  opt_.unshard_masters();
+  if (gather) gather->unshard();
+  train::load_checkpoint_weights(dir, net_.params());
+  opt_.shard_masters();
+  if (gather) gather->reshard();
+}
+
+std::unique_ptr<model::HybridModel> GrpoTrainer::gathered_policy(double* seconds, int64_t* bytes) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Backend& backend = net_.params().backend();
+  auto whole = std::make_unique<model::HybridModel>(cfg_.model, backend, net_.params().dtype(), net_.shard(),
+                                                    /*trainable=*/false);
+  const int64_t n = step_runner_.param_gather()->copy_whole_to(whole->params());
+  backend.synchronize();
+  if (seconds) *seconds = seconds_since(t0);
+  if (bytes) *bytes = n;
+  return whole;
+}
+
 void GrpoTrainer::restore() {
   const CheckpointingSection& k = cfg_.grpo.checkpointing;
   if (k.enabled && train::has_checkpoint(k.checkpoint_dir)) {
     const std::string dir = train::resolve_checkpoint_dir(k.checkpoint_dir);
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
-    opt_.unshard_masters();  // distributed optimizer: the load writes whole float32 masters (collective)
-    train::load_checkpoint_weights(dir, net_.params());
-    opt_.shard_masters();  // ... of which each rank keeps its range
+    load_weights(dir);
     const train::TrainState st = loop_.resume(dir, opt_, net_.params());
     const json c = st.data.value("train", json());
     if (!c.is_object() || c.value("kind", "") != "grpo_prompts")
@@ -211,9 +243,7 @@ void GrpoTrainer::restore() {
   } else if (!cfg_.model_name.empty()) {
     const std::string dir = train::resolve_checkpoint_dir(cfg_.model_name, true);
     train::check_checkpoint_model(dir, cfg_.model, cfg_.source);
-    opt_.unshard_masters();
-    train::load_checkpoint_weights(dir, net_.params());
-    opt_.shard_masters();
+    load_weights(dir);
   }
   if (cfg_.grpo.needs_reference()) {
     // The frozen initial policy: the starting weights, also when resuming.
@@ -227,9 +257,13 @@ void GrpoTrainer::restore() {
                                      cfg_.source));
       // Not resumed: the reference is the policy as it starts.
       reference_->init(0);
-      const auto& src = net_.params().all();
-      const auto& dst = reference_->params().all();
-      for (size_t i = 0; i < src.size(); ++i) dst[i]->value.copy_from(src[i]->value);
+      if (train::ParamGather* pg = step_runner_.param_gather()) {
+        pg->copy_whole_to(reference_->params());  // the policy's values are its slices: gathered
+      } else {
+        const auto& src = net_.params().all();
+        const auto& dst = reference_->params().all();
+        for (size_t i = 0; i < src.size(); ++i) dst[i]->value.copy_from(src[i]->value);
+      }
     } else {
       train::load_checkpoint_weights(train::resolve_checkpoint_dir(cfg_.model_name, true), reference_->params());
     }
@@ -306,8 +340,14 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   ro.progress_label = opts_.progress ? "rollouts" : nullptr;
   ro.groups = step_runner_.context().groups;
   ro.prefix_sharing = g.policy.generation.prefix_sharing;
-  const RolloutBatch rb = opts_.generator_groups ? rollouts_on_generator(r, all_prompts, ro)
-                                                 : collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
+  const RolloutBatch rb = [&] {
+    if (opts_.generator_groups) return rollouts_on_generator(r, all_prompts, ro);
+    if (!step_runner_.param_gather()) return collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
+    // Full parameter sharding: the refit is the gather of the engine's whole copy, freed after the
+    // rollouts (between steps the device holds the trainer's slices only).
+    const std::unique_ptr<model::HybridModel> whole = gathered_policy(&r.refit_seconds, &r.refit_bytes);
+    return collect_rollouts(*whole, tok_, *cfg_.environment, prompts, ro);
+  }();
   r.generation_seconds = rb.generation_seconds + rb.reward_seconds;
   r.engine_setup_seconds = rb.engine_setup_seconds;
   r.generated_tokens = rb.generated_tokens;
@@ -538,7 +578,10 @@ GrpoValRecord GrpoTrainer::validate() {
   ro.first_request_id = kValidationBit | (static_cast<uint64_t>(step()) * kIdsPerStep);
   ro.progress_label = opts_.progress ? "validation" : nullptr;
   ro.groups = step_runner_.context().groups;
-  const RolloutBatch rb = collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
+  std::unique_ptr<model::HybridModel> whole;  // full parameter sharding: the engine's gathered copy
+  if (step_runner_.param_gather()) whole = gathered_policy(nullptr, nullptr);
+  const RolloutBatch rb = collect_rollouts(whole ? *whole : net_, tok_, *cfg_.environment, prompts, ro);
+  whole.reset();
   v.samples = static_cast<int64_t>(prompts.size());
   v.unscored_rows = rb.unscored;
   note_unscored(fmt::format("validation at step {}", step()), step(), rb, false);  // throws past the bound
@@ -587,7 +630,16 @@ std::string GrpoTrainer::banner() {
       g.policy.max_grad_norm,
       1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
   out += train::sharded_state_line(opt_, "policy.megatron_cfg.optimizer.use_distributed_optimizer");
-  if (opts_.generator_groups)
+  out += train::fsdp_state_lines(step_runner_,
+                                 "policy.megatron_cfg.distributed_data_parallel_config.data_parallel_sharding_strategy");
+  if (step_runner_.param_gather())
+    out += fmt::format(
+        "refit: FSDP gather ({}): the engine decodes from a whole copy of the weights, {:.2f} MiB per rank, gathered "
+        "layer by layer from the {} data ranks' slices before every step's rollouts (and every validation) and freed "
+        "after them\n",
+        cfg_.optimizer.fsdp_key, static_cast<double>(whole_weight_bytes(net_.params())) / (1 << 20),
+        groups_->data->size());
+  else if (opts_.generator_groups)
     out += fmt::format(
         "refit: the generator at tensor-parallel size {} (the trainer's {}){}; {}: its copy of the weights resharded "
         "on the devices before every step's rollouts and freed after them\n",
@@ -647,7 +699,8 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
               {"overlong_prompts", r.overlong_prompts},
               {"masked_rows", r.masked_rows},
               {"unscored_rows", r.unscored_rows}};
-  if (opts_.generator_groups) rec["refit_bytes"] = r.refit_bytes;
+  const bool fsdp_refit = step_runner_.param_gather() != nullptr;
+  if (opts_.generator_groups || fsdp_refit) rec["refit_bytes"] = r.refit_bytes;
   if (!r.unscored_reasons.empty()) rec["unscored_reasons"] = r.unscored_reasons;
   for (const auto& [name, v] : r.loss_metrics)  // NeMo RL's loss metrics under its names
     if (!rec.contains(name)) rec[name] = v;
@@ -676,6 +729,8 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
       r.total_seconds, r.tokens_per_second(), r.refit_seconds,
       opts_.generator_groups
           ? fmt::format("{} reshard, {:.3g} MiB gathered per rank; ", refit_sizes(), static_cast<double>(r.refit_bytes) / (1 << 20))
+      : fsdp_refit
+          ? fmt::format("FSDP gather, {:.3g} MiB gathered per rank; ", static_cast<double>(r.refit_bytes) / (1 << 20))
           : std::string(),
       r.engine_setup_seconds,
       r.overlong_prompts + r.masked_rows + r.unscored_rows > 0
@@ -686,14 +741,16 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
     line += fmt::format("time to first step: {:.2f} s from start (model, data, engine and one GRPO step)\n",
                         run_.first_step_seconds);
     if (on_gpu) {
-      const HeldBytes h = held_bytes(net_.params(), opt_, reference_.get());
+      const HeldBytes h = held_bytes(net_.params(), opt_, step_runner_.grad_slots(), reference_.get());
       line += fmt::format(
           "gpu memory: {:.4g} GiB in use, weights {:.4g} GiB ({}), peak "
           "{:.4g} GiB; besides the {} weights: fp32 masters {:.4g} GiB, gradients {:.4g} GiB, Adam moments "
           "{:.4g} GiB{}\n",
           static_cast<double>(r.device_bytes_in_use) / kGiB, static_cast<double>(r.weight_bytes) / kGiB,
           opts_.generator_groups ? "the trainer's; the generator's copy is freed after the rollouts"
-                                 : "one copy: the engine reads the trainer's",
+          : fsdp_refit
+              ? "the trainer's slices and gather buffers; the engine's whole copy is freed after the rollouts"
+              : "one copy: the engine reads the trainer's",
           static_cast<double>(r.device_peak_bytes) / kGiB, dtype_name(net_.params().dtype()),
           static_cast<double>(h.masters) / kGiB, static_cast<double>(h.grads) / kGiB,
           static_cast<double>(h.moments) / kGiB,

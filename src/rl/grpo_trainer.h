@@ -14,6 +14,13 @@
 // (<checkpoint_dir>/iter_XXXXXXX, train/checkpoint.h) holding the weights, AdamW moments, the step
 // and the data cursor; every sampling stream is keyed by (grpo.seed, step, row), so a resumed run
 // repeats an uninterrupted one bit for bit on the CPU.
+// Megatron FSDP (rl/rl_config.h: use_custom_fsdp with a sharding strategy) runs the trainer as
+// pretraining does (train/param_gather.h, train/grad_slots.h: the log-prob passes and the update
+// gather each layer where it runs). Under full parameter sharding no rank holds whole weights
+// between steps, so the engine gets its own: before each step's rollouts (and each validation) a
+// frozen whole copy is gathered layer by layer from the data ranks' slices, and freed after them
+// (the refit, timed and counted as the resharding generator's is). A choice: one whole copy per
+// rank while it generates, as vLLM holds, rather than a gather per layer per decoded token.
 #pragma once
 #include <chrono>
 #include <cstdio>
@@ -54,14 +61,16 @@ struct GrpoStepRecord {
   // Weight transfer to the generator: 0 when it is laid out as the trainer, since the engine reads
   // the tensors the optimizer step wrote (no copy). At another tensor- or expert-parallel size, the
   // time to build its copy and reshard the weights into it on the devices (refit_bytes gathered
-  // per rank, routed experts included).
+  // per rank, routed experts included); under full parameter sharding, to build the engine's whole
+  // copy and gather the layers into it.
   // What also takes time before the first token is the engine's setup, the KV/SSM cache
   // allocation, logged beside it.
   double refit_seconds = 0;
   int64_t refit_bytes = 0;
   double engine_setup_seconds = 0;
-  // The policy's weights as the engine reads them: the compute-dtype values the optimizer step
-  // writes (bf16 on a GPU by default; the fp32 masters are optimizer state, counted apart).
+  // The policy's weights as the trainer holds them: the compute-dtype values the optimizer step
+  // writes (bf16 on a GPU by default; the fp32 masters are optimizer state, counted apart); under
+  // full parameter sharding the rank's slices and the gather buffers.
   int64_t weight_bytes = 0;
   // On a GPU (0 on the CPU): the device allocator's bytes held by live tensors after the step, and
   // its peak so far (the rollouts' KV/SSM cache and the training activations included).
@@ -143,6 +152,12 @@ class GrpoTrainer : private train::TrainingJob {
                                      RolloutOptions ro);
   // What the refit changes: "TP 2 -> 1", "EP 2 -> 1", "TP 2 -> 1, EP 2 -> 2 (experts to other ranks)".
   std::string refit_sizes() const;
+  // Checkpoint weights into the policy (collective under the distributed optimizer and FSDP).
+  void load_weights(const std::string& dir);
+  // Full parameter sharding: a frozen whole copy of the policy for the engine, gathered layer by
+  // layer from the data ranks' slices (collective over the data group); its time and the bytes
+  // this rank gathered into *seconds and *bytes when given.
+  std::unique_ptr<model::HybridModel> gathered_policy(double* seconds, int64_t* bytes);
   std::vector<const RlPrompt*> next_prompts();
   std::vector<size_t> epoch_order(int64_t epoch) const;
   // Logs the unscored rows of a rollout batch once per kind of fault ("step 3", "validation at

@@ -123,11 +123,45 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
     if (strategy != "no_shard" && strategy != "optim" && strategy != "optim_grads" && strategy != "optim_grads_params")
       ddp.fail("data_parallel_sharding_strategy",
                fmt::format("expected no_shard, optim, optim_grads or optim_grads_params, got \"{}\"", strategy));
+    // Megatron FSDP: NeMo RL's use_custom_fsdp or newer Megatron's use_megatron_fsdp turns it on;
+    // the strategy then says what is sharded, as ddp.data_parallel_sharding_strategy does in
+    // pretraining (train/train_loop_config.h): no_shard nothing, optim and above the optimizer state.
+    bool on = false;
     for (const char* key : {"use_custom_fsdp", "use_megatron_fsdp"})
-      if (ddp.get_bool(key, false))
-        ddp.fail(key, "full parameter sharding is not available in GRPO yet (the generation engine decodes from the "
-                      "trainer's whole bf16 weights); use policy.megatron_cfg.optimizer.use_distributed_optimizer: "
-                      "true (masters and moments sharded) with this key false");
+      if (ddp.get_bool(key, false) && !on) on = true, opt.fsdp_key = key;
+    if (on) {
+      const std::string path = "policy.megatron_cfg.distributed_data_parallel_config.";
+      opt.fsdp_key = path + opt.fsdp_key;
+      if (strategy != "no_shard") opt.distributed = true;
+      opt.fsdp = strategy == "optim_grads_params" ? train::Fsdp::grads_params
+                 : strategy == "optim_grads"      ? train::Fsdp::grads
+                                                  : train::Fsdp::off;
+      const parallel::ParallelSizes& ps = c.model.parallel;
+      if (opt.fsdp != train::Fsdp::off) {
+        for (auto [key, n] : {std::pair{"model.tensor_model_parallel_size", ps.tensor},
+                              std::pair{"model.expert_model_parallel_size", ps.expert},
+                              std::pair{"model.context_parallel_size", ps.context}})
+          if (n > 1)
+            ddp.fail("data_parallel_sharding_strategy",
+                     fmt::format("{} with {} {} is not supported yet in GRPO ({} runs with data parallelism only; use "
+                                 "optim, the distributed optimizer)",
+                                 strategy, key, n,
+                                 opt.fsdp == train::Fsdp::grads_params ? "full parameter sharding"
+                                                                       : "gradient sharding"));
+        if (opt.fsdp == train::Fsdp::grads_params && c.generator_tensor_parallel != ps.tensor)
+          ddp.fail("data_parallel_sharding_strategy",
+                   fmt::format("optim_grads_params with policy.generation.vllm_cfg.tensor_parallel_size {} is not "
+                               "supported yet (the engine's copy is gathered whole at the trainer's layout; set it to "
+                               "{} or leave it out)",
+                               c.generator_tensor_parallel, ps.tensor));
+        if (opt.fsdp == train::Fsdp::grads_params && c.generator_expert_parallel != ps.expert)
+          ddp.fail("data_parallel_sharding_strategy",
+                   fmt::format("optim_grads_params with policy.generation.vllm_cfg.expert_parallel_size {} is not "
+                               "supported yet (the engine's copy is gathered whole at the trainer's layout; set it to "
+                               "{} or leave it out)",
+                               c.generator_expert_parallel, ps.expert));
+      }
+    }
   }
 }
 
@@ -255,6 +289,10 @@ std::string rl_dry_run_text(const RlConfig& cfg, const std::string& recipe, size
                              "holds its own copy of the weights, {} per rank, only while it generates",
                              cfg.generator_tensor_parallel, cfg.generator_expert_parallel,
                              train::human_bytes(static_cast<double>(gen_params.total * (bf16 ? 2 : 4))))
+      : cfg.optimizer.fsdp == train::Fsdp::grads_params
+          ? fmt::format("with full parameter sharding over several data ranks ({}), the engine decodes from a whole "
+                        "copy ({}) gathered before every step's rollouts and freed after them",
+                        cfg.optimizer.fsdp_key, train::human_bytes(bf16 ? mem.param_bytes / 2 : mem.param_bytes))
       : bf16 ? std::string("the engine reads the same bf16 weights: no second copy")
              : std::string("the engine reads the same weights: no second copy");
   if (bf16)

@@ -23,6 +23,9 @@
 //   device, mixed_precision     as for the other stages (train/train_loop_config.h): cpu (fp32), or
 //                               cuda / cuda:N with bf16_mixed (the default there: bf16 weights the
 //                               engine and the trainer share, fp32 masters and moments) or fp32
+//   policy.megatron_cfg.optimizer.use_distributed_optimizer, policy.megatron_cfg.
+//   distributed_data_parallel_config.{use_custom_fsdp | use_megatron_fsdp, data_parallel_sharding_strategy}
+//                               the distributed optimizer and Megatron FSDP over the data ranks
 // Unknown keys are errors naming the file and the dotted key.
 #pragma once
 #include <cstdint>
@@ -36,6 +39,7 @@
 #include "model/model_config.h"
 #include "rl/env/environment.h"
 #include "rl/grpo_config.h"
+#include "train/adamw.h"
 #include "train/lr_schedule.h"
 
 namespace nemotron::rl {
@@ -51,6 +55,16 @@ struct RlOptimizerSection {  // policy.optimizer:
   // train/adamw.h); the bf16 weights stay whole on every rank, so the engine decodes from them as
   // without it.
   bool distributed = false;
+  // policy.megatron_cfg.distributed_data_parallel_config.use_custom_fsdp (NeMo RL's name; or
+  // use_megatron_fsdp, newer Megatron's) with its data_parallel_sharding_strategy: Megatron FSDP as
+  // pretraining runs it (train/adamw.h). optim is the distributed optimizer above; optim_grads
+  // shards the float32 gradients too (Fsdp::grads); optim_grads_params the compute-dtype weights
+  // as well (Fsdp::grads_params): the trainer gathers each layer where it runs, and before each
+  // step's rollouts (and each validation) the engine's whole copy is gathered layer by layer and
+  // freed after them (rl/grpo_trainer.h). Data parallelism only (tensor, expert and context
+  // parallelism are refused, as in pretraining); off on one data rank.
+  train::Fsdp fsdp = train::Fsdp::off;
+  std::string fsdp_key;  // the flag that turned it on (for the start-up line), "" when off
   train::LrDecayStyle lr_decay_style = train::LrDecayStyle::constant;
   int64_t lr_decay_iters = 0;  // as read: grpo.max_num_steps when absent
   double min_lr = 0.0;

@@ -67,6 +67,7 @@ void ParamGather::gather(int64_t layer, bool async) {
   else group_.all_gather(in, out);
   slot = {layer, async};
   ++gathers_;
+  gathered_bytes_ += (g.end - g.begin) * static_cast<int64_t>(dtype_size(net_.params().dtype()));
   prefetched_ += async ? 1 : 0;
 }
 
@@ -110,6 +111,30 @@ void ParamGather::reshard() {
   opt_.take_value_pieces();
   point_values();
   refresh();
+}
+
+int64_t ParamGather::copy_whole_to(model::ParamStore& to) {
+  const auto& from = net_.params().all();
+  const auto& dst = to.all();
+  NM_CHECK(from.size() == dst.size(), "a whole copy of {} parameters into a store of {}", from.size(), dst.size());
+  for (size_t k = 0; k < from.size(); ++k)
+    NM_CHECK(from[k]->name == dst[k]->name && from[k]->value.shape() == dst[k]->value.shape() &&
+                 from[k]->value.dtype() == dst[k]->value.dtype(),
+             "whole copy: parameter {} is {} in the trainer, {} in the copy", k, from[k]->name, dst[k]->name);
+  std::vector<bool> copied(from.size(), false);
+  const int64_t bytes_before = gathered_bytes_;
+  for (int64_t layer = 0; layer < static_cast<int64_t>(units_.bucket_of.size()); ++layer) {
+    const int64_t b = units_.bucket_of[static_cast<size_t>(layer)];
+    if (b < 0) continue;
+    before_layer(layer, false);  // gathered (or still held), the next one queued, as in a forward
+    for (size_t k : units_.params_of[static_cast<size_t>(b)]) {
+      dst[k]->value.copy_from(from[k]->value);
+      copied[k] = true;
+    }
+  }
+  for (size_t k = 0; k < from.size(); ++k)  // the outer unit (whole since the update) and the unsharded ones
+    if (!copied[k]) dst[k]->value.copy_from(from[k]->value);
+  return gathered_bytes_ - bytes_before;
 }
 
 int64_t ParamGather::shard_bytes() const { return static_cast<int64_t>(opt_.value_shard().nbytes()); }

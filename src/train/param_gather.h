@@ -50,6 +50,13 @@ class ParamGather {
   // load writes into); reshard() takes the rank's slices of them and goes back to the buffers.
   void unshard();
   void reshard();
+  // Collective: `to`, a store of the same model at the same shard (parameters in the same order,
+  // e.g. GRPO's generation-engine copy or its reference policy), receives every value whole: each
+  // trunk layer gathered into its slot in turn (the next one prefetched, as in a forward) and
+  // copied out, the outer unit and the parameters outside the buffers copied as they are. Peak
+  // memory beyond `to`: none (the slots are reused). Returns the bytes of whole layer units the
+  // all-gathers wrote on this rank (the outer unit is whole since the last update).
+  int64_t copy_whole_to(model::ParamStore& to);
 
   int64_t shard_bytes() const;     // the rank's slices of the values
   int64_t buffer_bytes() const;    // the outer unit + the two layer slots
@@ -74,7 +81,7 @@ class ParamGather {
   Tensor outer_;
   std::array<Tensor, 2> slot_buf_;
   std::array<Slot, 2> slot_;
-  int64_t gathers_ = 0, prefetched_ = 0;
+  int64_t gathers_ = 0, prefetched_ = 0, gathered_bytes_ = 0;
   model::LayerStack::LayerObserver observer_;
 };
 

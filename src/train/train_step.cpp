@@ -320,4 +320,25 @@ LossSum TrainStep::reduce(LossSum local) {
   return {v[0], v[1]};
 }
 
+std::string fsdp_state_lines(TrainStep& step, const std::string& strategy_key) {
+  const double mib = 1.0 / (1 << 20);
+  const AdamW& opt = step.optimizer();
+  std::string out;
+  if (const ParamGather* g = step.param_gather())
+    out += fmt::format(
+        "full parameter sharding ({}=optim_grads_params): {} weights 1/{} per rank: {:.2f} MiB of {:.2f} MiB, + "
+        "{:.2f} MiB gathered (embedding, head, MTP whole; 2 layer slots of {:.2f} MiB)\n",
+        strategy_key, dtype_name(step.model().params().dtype()), opt.shard_count(),
+        static_cast<double>(g->shard_bytes()) * mib, static_cast<double>(g->sharded_bytes()) * mib,
+        static_cast<double>(g->buffer_bytes()) * mib, static_cast<double>(g->layer_bytes()) * mib);
+  if (const GradSlots* gs = step.grad_slots())
+    out += fmt::format(
+        "sharded gradients ({}={}): fp32 gradients 1/{} per rank: {:.2f} MiB of {:.2f} MiB, + {:.2f} MiB whole "
+        "(embedding, head, MTP; 2 layer slots of {:.2f} MiB; receive buffers)\n",
+        strategy_key, opt.shards_values() ? "optim_grads_params" : "optim_grads", opt.shard_count(),
+        static_cast<double>(gs->slice_bytes()) * mib, static_cast<double>(gs->whole_bytes()) * mib,
+        static_cast<double>(gs->buffer_bytes()) * mib, static_cast<double>(gs->layer_bytes()) * mib);
+  return out;
+}
+
 }  // namespace nemotron::train

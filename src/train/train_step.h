@@ -167,4 +167,10 @@ class TrainStep {
   GradHook grad_hook_;
 };
 
+// The start-up lines of Megatron FSDP's sharded weights and gradients ("full parameter sharding
+// (KEY=optim_grads_params): bf16 weights 1/D per rank: X MiB of Y MiB, ..."; "sharded gradients
+// ..."), "" where `step` shards neither; `strategy_key`: the sharding strategy's key in the stage's
+// schema.
+std::string fsdp_state_lines(TrainStep& step, const std::string& strategy_key);
+
 }  // namespace nemotron::train

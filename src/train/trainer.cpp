@@ -263,24 +263,7 @@ std::string Trainer::banner() {
       cfg_.optimizer.adam_beta1, cfg_.optimizer.adam_beta2, cfg_.optimizer.adam_eps, cfg_.optimizer.weight_decay,
       cfg_.optimizer.clip_grad);
   out += sharded_state_line(opt_, "ddp.use_distributed_optimizer");
-  if (ParamGather* g = step_.param_gather()) {
-    const double mib = 1.0 / (1 << 20);
-    out += fmt::format(
-        "full parameter sharding (ddp.data_parallel_sharding_strategy=optim_grads_params): {} weights 1/{} per rank: "
-        "{:.2f} MiB of {:.2f} MiB, + {:.2f} MiB gathered (embedding, head, MTP whole; 2 layer slots of {:.2f} MiB)\n",
-        dtype_name(net_.params().dtype()), opt_.shard_count(), static_cast<double>(g->shard_bytes()) * mib,
-        static_cast<double>(g->sharded_bytes()) * mib, static_cast<double>(g->buffer_bytes()) * mib,
-        static_cast<double>(g->layer_bytes()) * mib);
-  }
-  if (const GradSlots* gs = step_.grad_slots()) {
-    const double mib = 1.0 / (1 << 20);
-    out += fmt::format(
-        "sharded gradients (ddp.data_parallel_sharding_strategy={}): fp32 gradients 1/{} per rank: {:.2f} MiB of "
-        "{:.2f} MiB, + {:.2f} MiB whole (embedding, head, MTP; 2 layer slots of {:.2f} MiB; receive buffers)\n",
-        opt_.shards_values() ? "optim_grads_params" : "optim_grads", opt_.shard_count(),
-        static_cast<double>(gs->slice_bytes()) * mib, static_cast<double>(gs->whole_bytes()) * mib,
-        static_cast<double>(gs->buffer_bytes()) * mib, static_cast<double>(gs->layer_bytes()) * mib);
-  }
+  out += fsdp_state_lines(step_, "ddp.data_parallel_sharding_strategy");
   if (!resumed_from_.empty())
     out += fmt::format("{} {} at iteration {} ({} samples consumed)\n",
                        finetuned_ ? "fine-tuning from the weights of" : "resumed from", resumed_from_,

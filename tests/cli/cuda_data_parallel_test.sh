@@ -93,6 +93,32 @@ for i, (x, y) in enumerate(zip(a, b)):
     expect_ok "GRPO's sharded checkpoint resumed on one GPU" '^step 4/4 ' "${grpo[@]}" grpo.max_num_steps=4 \
       checkpointing.checkpoint_dir="$TMP/rl2d"
   fi
+  # Under FSDP's optim_grads_params (use_custom_fsdp): bf16 weights 1/2 per GPU, each layer gathered
+  # where the log-prob pass and the update run it, the engine decoding from a whole copy gathered
+  # before every step's rollouts (bit for bit the weights): step 1 equals plain DP 2's, every step
+  # trains, the step lines give the gather, and the checkpoint resumes on one GPU.
+  ddpk=policy.megatron_cfg.distributed_data_parallel_config
+  "${MPIRUN[@]}" -np 2 "${grpo[@]}" "$ddpk.use_custom_fsdp=true" "$ddpk.data_parallel_sharding_strategy=optim_grads_params" \
+    checkpointing.checkpoint_dir="$TMP/rl2f" >"$TMP/outrlf" 2>"$TMP/errrlf"
+  rc=$?
+  if [[ $rc -ne 0 ]]; then fail "GRPO on 2 GPUs under FSDP: exit $rc: $(tail -5 "$TMP/errrlf")"; else
+    grep -E '^(full parameter sharding|sharded gradients|refit|gpu memory)' "$TMP/outrlf"
+    [[ $(grep -cE '^step [123]/3 .*\(FSDP gather, [0-9.]+ MiB gathered per rank; ' "$TMP/outrlf") -eq 3 ]] ||
+      fail "GRPO on 2 GPUs under FSDP: step lines without the FSDP gather: $(grep '^step' "$TMP/outrlf" | head -1)"
+    grpo_metrics "$TMP/rl2f/metrics.jsonl" >"$TMP/rl2f.m"
+    python3 -c 'import math,sys
+a = [list(map(float, l.split())) for l in open(sys.argv[1])]
+b = [list(map(float, l.split())) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 3, (a, b)
+assert abs(a[0][0] - b[0][0]) <= 1e-6 * max(abs(b[0][0]), 1e-6) and abs(a[0][1] - b[0][1]) <= 1e-3 * b[0][1], (a[0], b[0])
+for i, (x, y) in enumerate(zip(a, b)):
+    assert all(math.isfinite(v) for v in x) and x[1] > 0, f"step {i+1}: {x}"
+    print(f"GRPO step {i+1} FSDP vs plain DP 2: loss {x[0]:.6g} vs {y[0]:.6g}, grad norm {x[1]:.6g} vs {y[1]:.6g}")' \
+      "$TMP/rl2f.m" "$TMP/rl2.m" && echo "ok: GRPO on 2 GPUs under FSDP: step 1 equals plain DP 2's, every step trains" ||
+      fail "GRPO under FSDP: $(paste -d' ' "$TMP/rl2f.m" "$TMP/rl2.m" | tr '\n' ';')"
+    expect_ok "GRPO's FSDP checkpoint resumed on one GPU" '^step 4/4 ' "${grpo[@]}" grpo.max_num_steps=4 \
+      checkpointing.checkpoint_dir="$TMP/rl2f"
+  fi
 fi
 
 # The distributed optimizer (ddp.use_distributed_optimizer): bf16 values all-gathered, float32
