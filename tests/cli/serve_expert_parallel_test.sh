@@ -115,6 +115,9 @@ bad_layout "serve: EP not dividing the routed experts" 3 \
 bad_layout "serve: EP x TP not the launch's ranks" 2 \
   "--tensor-parallel-size 2 x --expert-parallel-size 2 = 4 ranks: the model is split over every rank of the launch, and this one has 2 (start it with \`mpirun -np 4\` or \`srun --ntasks 4\`)" \
   "$BIN" serve "${SERVE[@]}" --tensor-parallel-size 2 --expert-parallel-size 2
+bad_layout "serve: EP 2 x TP 2 pinned to one GPU" 4 \
+  "--device cuda:0 pins all 4 ranks to one GPU; use --device cuda (rank i of a node takes GPU i)" \
+  "$BIN" serve "${SERVE[@]}" --tensor-parallel-size 2 --expert-parallel-size 2 --device cuda:0
 expect_error "serve: EP 2 in one process" \
   "--tensor-parallel-size 1 x --expert-parallel-size 2 = 2 ranks: the model is split over every rank of the launch, and this one has 1 (start it with \`mpirun -np 2\` or \`srun --ntasks 2\`)" \
   "$BIN" serve "${SERVE[@]}" --expert-parallel-size 2
