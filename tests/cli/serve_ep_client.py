@@ -5,7 +5,7 @@ that one server's answers can be compared with another's line for line.
   burst URL: 7 requests at once (completions, a chat, log-probs, a seeded n = 2, streams), each
     answer printed under its name once all are in (text, finish reason, tokens' log-probs to 4
     places), in a fixed order.
-  leave URL: two streams of 240 tokens, the second started once the first has sent a token (so an
+  leave URL: two streams of 480 tokens, the second started once the first has sent a token (so an
     idle expert-parallel server hands them to data ranks 0 and 1); the first client leaves after
     3 chunks, the second 20 chunks later; prints each one's text so far.
   full URL: the same two streams to their end, their texts (what `leave`'s must be prefixes of).
@@ -125,12 +125,12 @@ def burst():
             print(" ", line)
 
 
-LEAVE = ["Stream", "Tale"]  # 240 tokens each at temperature 0
+LEAVE = ["Stream", "Tale"]  # 480 tokens each (time to see the client leave) at temperature 0
 
 
 def leave():
     def start(prompt):
-        c, r = post("completions", {"model": "m", "prompt": prompt, "max_tokens": 240, "temperature": 0, "stream": True})
+        c, r = post("completions", {"model": "m", "prompt": prompt, "max_tokens": 480, "temperature": 0, "stream": True})
         assert r.status == 200, r.status
         return c, lines_of(r)
 
@@ -151,7 +151,7 @@ def leave():
 
 def full():
     for prompt in LEAVE:
-        print(repr(stream_text({"model": "m", "prompt": prompt, "max_tokens": 240, "temperature": 0})[0]))
+        print(repr(stream_text({"model": "m", "prompt": prompt, "max_tokens": 480, "temperature": 0})[0]))
 
 
 {"queries": queries, "burst": burst, "leave": leave, "full": full}[MODE]()

@@ -27,7 +27,7 @@ params_of() { grep -oE '^model: .* [0-9]+ parameters' "$1" | grep -oE '[0-9]+ pa
 expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny dataset.mock=true \
   dataset.seq_length=32 train.global_batch_size=2 train.micro_batch_size=2 train.train_iters=2 train.eval_iters=0 \
   train.eval_interval=0 scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=0 checkpoint.save="$TMP/tiny"
-SERVE=(--checkpoint "$TMP/tiny" --tokenizer $DENSE/tokenizer.json --served-model-name m --max-seq-len 256)
+SERVE=(--checkpoint "$TMP/tiny" --tokenizer $DENSE/tokenizer.json --served-model-name m --max-seq-len 512)
 
 # The one-process server's answers.
 if start_server "${SERVE[@]}" --max-slots 4; then
