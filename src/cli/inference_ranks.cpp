@@ -43,7 +43,7 @@ train::ComputeDevice inference_device(const std::string& device, const Inference
   if (ranks.distributed() && device.rfind("cuda:", 0) == 0)
     throw InputError(fmt::format("--device {} pins all {} ranks to one GPU; use --device cuda (rank i of a node "
                                  "takes GPU i)",
-                                 device, ranks.tensor_size));
+                                 device, ranks.tensor_size * ranks.expert_size));
   return train::open_inference_device(device, "--device", ranks.local_rank);
 }
 

@@ -16,12 +16,13 @@
 
 namespace nemotron::cli {
 
-// Expert parallelism (generate's --expert-parallel-size E, vLLM's --enable-expert-parallel over
-// its data-parallel ranks): the launch holds E tensor groups, the data ranks, each running its own
-// share of the requests with its own engine; the routed experts are split over them (Megatron's
-// layout: an expert group is E data ranks of one tensor coordinate) and the tokens cross by
-// all-to-all, every engine stepping in lockstep with its expert group (idle steps when it has no
-// work left: StepModel::group_has_work). Rank 0 gathers the results.
+// Expert parallelism (generate's and serve's --expert-parallel-size E, vLLM's
+// --enable-expert-parallel over its data-parallel ranks): the launch holds E tensor groups, the
+// data ranks, each running its own share of the requests with its own engine; the routed experts
+// are split over them (Megatron's layout: an expert group is E data ranks of one tensor
+// coordinate) and the tokens cross by all-to-all, every engine stepping in lockstep with its
+// expert group (idle steps when it has no work left: StepModel::group_has_work). Rank 0 gathers
+// the results (a server: each step's tokens, serve/step_report.h).
 struct InferenceRanks {
   int tensor_size = 1, expert_size = 1, rank = 0, local_rank = 0;
   // Set by shard_of() once the checkpoint's model is known (the layout is checked against it).

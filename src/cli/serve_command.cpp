@@ -7,7 +7,8 @@
 // stops it gracefully: no new connections, running generations end with 503 (a stream with an
 // error event), then the process ends by the signal (130 / 143), as the training commands do.
 // The API key comes from --api-key or NEMOTRON_API_KEY (read here only: nothing below cli/ reads
-// the environment).
+// the environment). Under mpirun the model splits over --tensor-parallel-size x
+// --expert-parallel-size ranks (cli/inference_ranks.h); rank 0 alone serves HTTP.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -49,6 +50,7 @@ struct ServeOptions {
   int port = 8000;
   int64_t max_slots = 8, max_seq_len = 0;
   int tensor_parallel_size = 1;
+  int expert_parallel_size = 1;  // data ranks, each running its share of the requests (cli/inference_ranks.h)
   std::string run_profile, env_file;  // --run: start the ranks from an env.toml profile
   int max_connections = -1;     // -1: 256, or 4 per slot when that is more
   double scheduler_delay_factor = 0;  // engine::EngineOptions::admission_delay_factor
@@ -117,7 +119,7 @@ int run_serve(const ServeOptions& o) {
       throw InputError(fmt::format("--chat-template: {}", e.what()));
     }
   }();
-  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size);
+  InferenceRanks ranks = inference_ranks(o.tensor_parallel_size, o.expert_parallel_size);
   train::ComputeDevice dev = inference_device(o.device, ranks);
   const DType dt = train::inference_dtype(o.dtype, dev, "--dtype");
   train::InferenceModel m =
@@ -156,7 +158,7 @@ int run_serve(const ServeOptions& o) {
   Context run_ctx{dev.backend, nullptr, dt};
   run_ctx.groups = ranks.groups.get();
   engine::CachedStepModel step(*m.net, run_ctx, o.max_slots, max_len);
-  serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get()};
+  serve::WorkerRanks worker_ranks{ranks.host, ranks.groups.get(), ranks.expert_size, ranks.tensor_size, ranks.rank};
   engine::EngineOptions engine_options;
   engine_options.admission_delay_factor = o.scheduler_delay_factor;
   // Only where a step can be in flight while the host works (decode graphs on one GPU rank);
@@ -199,14 +201,22 @@ int run_serve(const ServeOptions& o) {
 
   std::printf("model: %s, %lld layers \"%s\", %lld parameters, %s on %s; %lld slots, context %lld tokens\n",
               m.source.c_str(), static_cast<long long>(cfg.num_layers()), cfg.hybrid_override_pattern.c_str(),
-              static_cast<long long>(whole_parameter_count(m.net->params())), dtype_name(dt), where_run.c_str(),
+              static_cast<long long>(whole_parameter_count(m.net->params(), ranks.expert_size)), dtype_name(dt),
+              where_run.c_str(),
               static_cast<long long>(o.max_slots), static_cast<long long>(max_len));
   std::printf("%s\n", memory_line.c_str());
   std::printf("async scheduling: %s\n", engine_options.async_scheduling ? "on (a step's tokens stream while the next step runs)"
                                          : gpu && o.async_scheduling && ranks.distributed() ? "off (several ranks step in lockstep)"
                                          : gpu && o.async_scheduling ? "off (decode steps do not replay CUDA graphs here)"
                                                                      : "off");
-  if (ranks.distributed())
+  if (ranks.expert_size > 1)
+    std::printf("expert parallel: %d data ranks x %d tensor ranks (rank 0 serves HTTP and hands each request to the "
+                "data rank running the fewest; each data rank has its own %lld slots, the routed experts split over "
+                "them; each rank holds %lld parameters and 1/%d of its data rank's KV pages and Mamba states: the "
+                "figures above are one rank's)\n",
+                ranks.expert_size, ranks.tensor_size, static_cast<long long>(o.max_slots),
+                static_cast<long long>(m.net->params().numel()), ranks.tensor_size);
+  else if (ranks.distributed())
     std::printf("tensor parallel: %d ranks (rank 0 serves HTTP; every rank runs its part of each step and holds 1/%d "
                 "of the KV pages and Mamba states: the figures above are one rank's)\n",
                 ranks.tensor_size, ranks.tensor_size);
@@ -233,10 +243,13 @@ int run_serve(const ServeOptions& o) {
   watcher.join();
   worker.stop();
   const serve::WorkerStats st = worker.stats();
-  std::printf("stopped%s: served %lld requests (%lld cancelled), %lld prompt tokens, %lld generated tokens\n",
+  std::string by_data_rank;  // under expert parallelism: how the generating requests were spread
+  for (size_t d = 0; d < st.requests_by_data_rank.size(); ++d)
+    by_data_rank += fmt::format("{}{}", d == 0 ? "; generating requests by data rank: " : ", ", st.requests_by_data_rank[d]);
+  std::printf("stopped%s: served %lld requests (%lld cancelled), %lld prompt tokens, %lld generated tokens%s\n",
               StopSignals::signal_number() ? (" by " + StopSignals::requested().substr(9)).c_str() : "",
               static_cast<long long>(st.requests), static_cast<long long>(st.cancelled),
-              static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens));
+              static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens), by_data_rank.c_str());
   std::fflush(stdout);
   return StopSignals::signal_number();
 }
@@ -279,6 +292,11 @@ void add_serve_command(CLI::App& app) {
                 "Split the model over this many ranks (vLLM's flag): start as many with `mpirun -np N` or srun; rank "
                 "0 serves HTTP, each rank takes the GPU of its local rank")
       ->capture_default_str();
+  c->add_option("--expert-parallel-size", o->expert_parallel_size,
+                "Split a mixture-of-experts model's routed experts over this many data ranks, each generating the "
+                "requests rank 0 hands it (the one running the fewest) with its own --max-slots (vLLM's "
+                "--enable-expert-parallel over its data-parallel ranks); start --tensor-parallel-size x this many ranks")
+      ->capture_default_str();
   add_inference_launch_options(c, o->run_profile, o->env_file);
   c->add_option("--max-connections", o->max_connections,
                 "Connections served at once (one thread each); more are answered 503 at once (default: 256, or 4 "
@@ -299,7 +317,8 @@ void add_serve_command(CLI::App& app) {
       ->delimiter(',');
   c->callback([o, tp_opt] {
     if (!o->run_profile.empty())
-      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0);
+      launch_inference(o->run_profile, o->env_file, tp_opt->count() > 0 ? o->tensor_parallel_size : 0,
+                       o->expert_parallel_size);
     if (o->server.api_key.empty())
       if (const char* k = std::getenv("NEMOTRON_API_KEY")) o->server.api_key = k;
     if (int sig = run_serve(*o)) reraise(sig);  // after every destructor: the socket closed

@@ -69,4 +69,32 @@ void broadcast_text(Communicator& c, std::string& text, int root) {
   text.assign(static_cast<const char*>(words.raw()), static_cast<size_t>(bytes));
 }
 
+std::vector<std::string> gather_text(Communicator& c, const std::string& text, int root) {
+  const int R = c.size();
+  if (R == 1) return {text};
+  Tensor mine = Tensor::from_vector<int64_t>({1}, {static_cast<int64_t>(text.size())});
+  Tensor sizes = Tensor::zeros({R}, DType::i64);
+  c.all_gather(mine, sizes);
+  const int64_t* bytes = sizes.data<int64_t>();
+  auto words = [](int64_t n) { return (n + 3) / 4; };  // whole int32 words, as broadcast_text sends
+  // Every member sends its words to the root alone; the root receives each member's in rank order.
+  std::vector<int64_t> send(static_cast<size_t>(R), 0), recv(static_cast<size_t>(R), 0);
+  send[static_cast<size_t>(root)] = words(static_cast<int64_t>(text.size()));
+  int64_t total = 0;
+  if (c.rank() == root)
+    for (int r = 0; r < R; ++r) total += recv[static_cast<size_t>(r)] = words(bytes[r]);
+  Tensor in = Tensor::zeros({std::max<int64_t>(send[static_cast<size_t>(root)], 1)}, DType::i32);
+  std::memcpy(in.raw(), text.data(), text.size());
+  Tensor out = Tensor::zeros({std::max<int64_t>(total, 1)}, DType::i32);
+  c.all_to_all_v(in, send, out, recv);
+  std::vector<std::string> texts;
+  if (c.rank() != root) return texts;
+  const char* at = static_cast<const char*>(out.raw());
+  for (int r = 0; r < R; ++r) {
+    texts.emplace_back(at, static_cast<size_t>(bytes[r]));
+    at += 4 * recv[static_cast<size_t>(r)];
+  }
+  return texts;
+}
+
 }  // namespace nemotron::parallel

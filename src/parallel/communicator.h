@@ -88,6 +88,10 @@ class SelfCommunicator final : public Communicator {
 // tensors (MPI, or the self group), not NCCL's device tensors. How rank 0 hands the others its
 // decisions (the requests of an inference run, a server's admissions and stop).
 void broadcast_text(Communicator& c, std::string& text, int root = 0);
+// The reverse: on `root`, every member's `text` in rank order (its own included); elsewhere an
+// empty list. One all-gather of the lengths and one exchange of the bytes, whatever the number of
+// members: how the data ranks of an expert-parallel server report each step's tokens to rank 0.
+std::vector<std::string> gather_text(Communicator& c, const std::string& text, int root = 0);
 
 // Checks shared by the implementations (InputError-free: these are internal invariants).
 void check_chunked(const Tensor& in, const Tensor& out, int size, const char* what);

@@ -8,6 +8,9 @@
 // Under tensor parallelism rank 0's worker broadcasts what each step admits and cancels
 // (serve/step_message.h) and the other ranks replay it in follow_worker(), so that every rank's
 // engine runs the same steps; a cancellation then takes effect at the step after it is seen.
+// Under expert parallelism each admitted job goes to one data rank (the one running the fewest);
+// all engines step in lockstep (one with no work steps idle), and before each step, and once after
+// each run, rank 0 gathers the other data ranks' tokens and finishes (serve/step_report.h).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -29,6 +32,7 @@
 #include "parallel/communicator.h"
 #include "serve/metrics.h"
 #include "serve/step_message.h"
+#include "serve/step_report.h"
 #include "serve/token_logprobs.h"
 
 namespace nemotron::serve {
@@ -71,6 +75,8 @@ class Generation {
 
 struct WorkerStats {
   int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, cancelled = 0;
+  // Under expert parallelism: the generating requests each data rank was given.
+  std::vector<int64_t> requests_by_data_rank;
 };
 
 // Where the worker reports (both optional). `state_bytes` runs on the worker thread after each
@@ -80,12 +86,17 @@ struct WorkerObservers {
   std::function<std::pair<int64_t, int64_t>()> state_bytes;
 };
 
-// A model split over a tensor group: rank 0's worker sends each step's StepMessage over `host` (a
-// host-memory communicator of the group), and the echo forward runs with `groups`. Default: one
-// process.
+// A model split over several ranks: rank 0's worker sends each step's StepMessage over `host` (a
+// host-memory communicator of every rank), and the echo forward runs with `groups`. Under expert
+// parallelism the world is `data_ranks` tensor groups of `tensor_size` ranks (world rank r is in
+// data rank r / tensor_size), each data rank running its own engine over its share of the jobs.
+// Default: one process.
 struct WorkerRanks {
   parallel::Communicator* host = nullptr;
   const parallel::ProcessGroups* groups = nullptr;
+  int data_ranks = 1, tensor_size = 1, rank = 0;
+  int data_rank() const { return rank / tensor_size; }
+  bool tensor_leader() const { return rank % tensor_size == 0; }
 };
 
 // Run first on the worker thread (optional): a GPU model binds its device there
@@ -113,8 +124,19 @@ class EngineWorker {
     GenerationJob job;
     std::shared_ptr<Generation> gen;
     std::chrono::steady_clock::time_point submitted, last_token;
+    int data_rank = 0;  // whose engine generates it (expert parallelism)
   };
+  using Running = std::map<uint64_t, Pending>;
   void loop();
+  // The data rank a new generating job goes to: the one with the fewest jobs in running_.
+  int least_loaded_data_rank() const;
+  // Under expert parallelism (a collective of every rank, as follow_worker's send): the other
+  // data ranks' reports since the last, applied to their jobs as this engine's hooks apply its own.
+  void collect_reports();
+  // A job's token (from this engine or a data rank's report): its metrics, tokens, log-prob and text.
+  void add_token(Pending& p, int32_t token, std::optional<TokenLogprob> logprob, std::string text);
+  // A job's end with its final text; the job leaves running_.
+  void end_job(Running::iterator it, engine::FinishReason why, std::string text);
   // On the worker thread, before each step: the incoming jobs become this step's admissions (the
   // ones whose client already left finish here), the running ones to end are listed, and the
   // message goes to the other ranks; then run() applies it.
@@ -136,17 +158,21 @@ class EngineWorker {
   bool stopping_ = false;
   std::string failure_;  // set when the engine threw: every later job fails with it
   WorkerStats stats_;
-  // Worker thread only: running jobs by their engine::Request::tag.
-  std::map<uint64_t, Pending> running_;
+  // Worker thread only: running jobs by their engine::Request::tag (under expert parallelism those
+  // of every data rank), and each other data rank's queued count at its last report.
+  Running running_;
+  std::vector<int64_t> queued_elsewhere_;
   std::vector<uint64_t> ending_;  // the tags the current step cancels (lockstep only)
   uint64_t next_tag_ = 0;
   std::thread thread_;
 };
 
-// The other ranks of a tensor-parallel server (no HTTP): replays rank 0's step messages on this
-// rank's engine (each admitted prompt scored when asked, each request queued with rank 0's tag,
-// each listed cancellation at its step) until rank 0 sends stop. Runs on the calling thread; an
-// engine failure (which rank 0 meets at the same step) ends it with the error printed.
+// The other ranks of a tensor- or expert-parallel server (no HTTP): replays rank 0's step messages
+// on this rank's engine (each admitted prompt scored when asked, each request of this data rank
+// queued with rank 0's tag, each listed cancellation at its step) until rank 0 sends stop; the
+// first rank of another data rank's tensor group reports its engine's tokens and finishes to rank
+// 0 before each step and after each run. Runs on the calling thread; an engine failure (which
+// rank 0 meets at the same step) ends it with the error printed.
 // `engine_options` must be rank 0's (the admission delay then follows rank 0's clock).
 void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
                    const engine::EngineOptions& engine_options, const WorkerRanks& ranks);

@@ -9,6 +9,7 @@
 
 #include "engine/request_codec.h"
 #include "serve/step_message.h"
+#include "serve/step_report.h"
 
 namespace nemotron::serve {
 namespace {
@@ -61,7 +62,7 @@ TEST(RequestCodec, every_field_round_trips_exactly) {
 TEST(StepMessage, admissions_cancellations_and_stop_round_trip) {
   StepMessage m;
   m.admitted.push_back({every_field_set(), true, 5, false});
-  m.admitted.push_back({engine::Request{}, false, 0, true});
+  m.admitted.push_back({engine::Request{}, false, 0, true, 3});
   m.cancelled = {7, std::numeric_limits<uint64_t>::max()};
   const StepMessage back = decode_step_message(encode(m));
   EXPECT_FALSE(back.stop);
@@ -71,10 +72,72 @@ TEST(StepMessage, admissions_cancellations_and_stop_round_trip) {
   EXPECT_EQ(back.admitted[0].top_logprobs, 5);
   EXPECT_FALSE(back.admitted[0].generates);
   EXPECT_TRUE(back.admitted[1].generates);
+  EXPECT_EQ(back.admitted[0].data_rank, 0);
+  EXPECT_EQ(back.admitted[1].data_rank, 3);
   EXPECT_EQ(back.cancelled, m.cancelled);
   StepMessage stop;
   stop.stop = true;
   EXPECT_TRUE(decode_step_message(encode(stop)).stop);
+}
+
+// The way back under expert parallelism (serve/step_report.h): a data rank's tokens, log-prob
+// entries (an infinite one too), text changes of any bytes, finishes and refusals come to rank 0
+// exactly.
+TEST(StepReport, events_round_trip_exactly) {
+  StepReport r;
+  r.queued = 3;
+  RequestEvent token;
+  token.tag = std::numeric_limits<uint64_t>::max();
+  token.token = 2147483647;
+  token.logprob = TokenLogprob{7, 0.1 + 0.2, {{7, -1.0 / 3.0}, {0, -std::numeric_limits<double>::infinity()}}};
+  token.text_at = 5;
+  token.text = std::string("\xe4\xb8\0", 3);  // a character cut short, a NUL
+  RequestEvent finished;
+  finished.tag = 1;
+  finished.finished = true;
+  finished.finish = engine::FinishReason::stop_string;
+  RequestEvent refused;
+  refused.tag = 2;
+  refused.finished = true;
+  refused.finish = engine::FinishReason::cancelled;
+  refused.error = "request 2: prompt of 9 tokens leaves no room";
+  r.events = {token, finished, refused};
+  const StepReport back = decode_step_report(encode(r));
+  EXPECT_EQ(back.queued, 3);
+  ASSERT_EQ(back.events.size(), 3u);
+  const RequestEvent& t = back.events[0];
+  EXPECT_EQ(t.tag, token.tag);
+  EXPECT_EQ(t.token, token.token);
+  ASSERT_TRUE(t.logprob.has_value());
+  EXPECT_EQ(t.logprob->token, 7);
+  EXPECT_EQ(t.logprob->logprob, 0.1 + 0.2);
+  EXPECT_EQ(t.logprob->top, token.logprob->top);
+  EXPECT_EQ(t.text_at, 5u);
+  EXPECT_EQ(t.text, token.text);
+  EXPECT_FALSE(t.finished);
+  EXPECT_FALSE(back.events[1].token.has_value());
+  EXPECT_FALSE(back.events[1].logprob.has_value());
+  EXPECT_TRUE(back.events[1].finished);
+  EXPECT_EQ(back.events[1].finish, engine::FinishReason::stop_string);
+  EXPECT_EQ(back.events[2].error, refused.error);
+}
+
+// A text change is what follows the bytes both texts share: growing, cut back by a stop string,
+// or rewritten whole; applied to what rank 0 holds it gives the data rank's text.
+TEST(StepReport, text_changes_rebuild_the_text) {
+  for (const auto& [sent, now] : std::vector<std::pair<std::string, std::string>>{
+           {"", "Hello"}, {"Hello", "Hello, wor"}, {"Hello, wor", "Hello"}, {"abc", "xyz"}, {"same", "same"}}) {
+    RequestEvent e;
+    set_text_change(e, sent, now);
+    std::string held = sent;
+    apply_text_change(held, e);
+    EXPECT_EQ(held, now) << sent << " -> " << now;
+    EXPECT_LE(e.text.size(), now.size());
+  }
+  RequestEvent grow;
+  set_text_change(grow, "Hello", "Hello, wor");
+  EXPECT_EQ(grow.text_at, 5u);
+  EXPECT_EQ(grow.text, ", wor");
 }
 
 }  // namespace

@@ -91,6 +91,23 @@ TEST(Mpi, BroadcastTextCopiesTheRootsBytes) {
   }
 }
 
+// gather_text: the root gets every rank's bytes in rank order (lengths that leave a tail word half
+// used, none at all, bytes a C string would cut, its own); the others get nothing.
+TEST(Mpi, GatherTextBringsEveryRanksBytesToTheRoot) {
+  const int R = world().size(), me = world().rank();
+  auto text_of = [](int r) { return r == 1 ? std::string() : std::string(static_cast<size_t>(r) + 2, 'a' + r) + std::string("\0\xff", 2); };
+  for (int root : {0, R - 1}) {
+    const std::vector<std::string> got = gather_text(world(), text_of(me), root);
+    if (me != root) {
+      EXPECT_TRUE(got.empty());
+      continue;
+    }
+    EXPECT_EQ(static_cast<int>(got.size()), R);
+    for (int r = 0; r < R && r < static_cast<int>(got.size()); ++r)
+      EXPECT_EQ(got[static_cast<size_t>(r)], text_of(r)) << "rank " << r;
+  }
+}
+
 TEST(Mpi, BroadcastAndHostValues) {
   const int R = world().size(), me = world().rank();
   Tensor t = ramp(4, me == R - 1 ? 7.0 : -1.0);

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# `nemotron serve --expert-parallel-size E` (issue 22) as users start it: `mpirun -np T x E`, the
+# tiny super3 checkpoint's 4 routed experts split over E data ranks, rank 0 serving HTTP and handing
+# each request to the data rank running the fewest, every engine stepping in lockstep (one without
+# requests steps idle for the others' MoE exchange) and rank 0 gathering the other data ranks'
+# tokens each step. Against the one-process server at temperature 0: a completion, a chat, an echo
+# with log-probs, a seeded n = 2 (its choices on both data ranks) and a stream, one at a time (data
+# rank 1 without requests); 7 requests at once, streams among them (also at EP 2 x TP 2 over 4
+# ranks, and with --scheduler-delay-factor); two streams on both data ranks whose clients leave
+# mid-stream (their text a prefix of the whole stream's; data rank 0 idle while rank 1 goes on).
+# The stop line counts each data rank's requests; SIGTERM ends every rank; `--run` passes the size
+# on; layouts that cannot run are one line naming the flags, exit 2.
+# Usage: serve_expert_parallel_test.sh path/to/nemotron
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
+source "$ROOT/tests/cli/serve_lib.sh"
+
+DENSE=tests/fixtures/hf/dense
+client() { python3 "$ROOT/tests/cli/serve_ep_client.py" "$1" "$URL"; }
+# same NAME A B: the files hold the same answers.
+same() {
+  if [[ -s "$2" ]] && cmp -s "$2" "$3"; then echo "ok: $1"; else fail "$1: $(diff "$2" "$3" | head -8)"; fi
+}
+params_of() { grep -oE '^model: .* [0-9]+ parameters' "$1" | grep -oE '[0-9]+ parameters'; }
+
+expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny dataset.mock=true \
+  dataset.seq_length=32 train.global_batch_size=2 train.micro_batch_size=2 train.train_iters=2 train.eval_iters=0 \
+  train.eval_interval=0 scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=0 checkpoint.save="$TMP/tiny"
+SERVE=(--checkpoint "$TMP/tiny" --tokenizer $DENSE/tokenizer.json --served-model-name m --max-seq-len 512)
+
+# The one-process server's answers.
+if start_server "${SERVE[@]}" --max-slots 4; then
+  client queries >"$TMP/queries1" && client burst >"$TMP/burst1" && client full >"$TMP/full1" ||
+    fail "one process: the client failed"
+  stop_server TERM
+  cp "$TMP/server.log" "$TMP/server1.log"
+fi
+
+SERVE_LAUNCH=("${MPIRUN[@]}" -np 2)
+# EP 2: requests one at a time (data rank 1 has none but the n = 2's second choice), then two
+# clients leaving mid-stream, then SIGTERM.
+if start_server "${SERVE[@]}" --max-slots 4 --expert-parallel-size 2; then
+  grep -q '^expert parallel: 2 data ranks x 1 tensor ranks (rank 0 serves HTTP' "$TMP/server.log" ||
+    fail "serve EP 2: no layout line: $(head -5 "$TMP/server.log")"
+  [[ -n "$(params_of "$TMP/server1.log")" && "$(params_of "$TMP/server.log")" == "$(params_of "$TMP/server1.log")" ]] ||
+    fail "serve EP 2 counts $(params_of "$TMP/server.log"), one process $(params_of "$TMP/server1.log")"
+  client queries >"$TMP/queries2" || fail "serve EP 2: queries failed"
+  same "serve EP 2, one request at a time = one process (completion, chat, echo, seeded n = 2, stream)" \
+    "$TMP/queries1" "$TMP/queries2"
+  if client leave >"$TMP/leave2"; then
+    python3 - "$TMP/leave2" "$TMP/full1" <<'PY' && echo "ok: serve EP 2: two clients leave mid-stream (data ranks 0 and 1), their text so far the one process's" || fail "serve EP 2 leave: $(cat "$TMP/leave2")"
+import ast, sys
+partial = [ast.literal_eval(l) for l in open(sys.argv[1])]
+whole = [ast.literal_eval(l) for l in open(sys.argv[2])]
+assert len(partial) == len(whole) == 2, (partial, whole)
+for p, w in zip(partial, whole):
+    assert p and w.startswith(p) and len(p) < len(w), (p, w)
+PY
+  else
+    fail "serve EP 2: leave failed"
+  fi
+  ask_after() { client queries >"$TMP/queries3" && same "serve EP 2 after clients left = one process" "$TMP/queries1" "$TMP/queries3"; }
+  ask_after
+  kill -TERM $SERVER_PID
+  for ((i = 0; i < 300; ++i)); do kill -0 $SERVER_PID 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $SERVER_PID 2>/dev/null; then fail "serve EP 2: still running 30 s after SIGTERM"; else
+    # queries: 6 requests on data rank 0, the n = 2's second on 1; leave: one each; queries again.
+    grep -q '^stopped by SIGTERM: served 14 requests (2 cancelled), .*; generating requests by data rank: 11, 3$' \
+      "$TMP/server.log" && echo "ok: serve EP 2 stops every rank on SIGTERM; requests by data rank 11, 3" ||
+      fail "serve EP 2 stop: $(tail -3 "$TMP/server.log")"
+  fi
+  wait $SERVER_PID 2>/dev/null
+fi
+
+# burst NAME FLAGS...: 7 requests at once on an expert-parallel server (SLOTS slots per data rank,
+# default 4) = the one process's answers.
+burst() {
+  local name=$1
+  shift
+  start_server "${SERVE[@]}" --max-slots "${SLOTS:-4}" "$@" || return
+  if client burst >"$TMP/burst.$name"; then
+    same "serve $name: 7 requests at once (streams, log-probs, n = 2) = one process" "$TMP/burst1" "$TMP/burst.$name"
+  else
+    fail "serve $name: burst failed"
+  fi
+  stop_server TERM  # (mpirun's exit status, not the ranks', is what comes back)
+  local spread
+  spread=$(sed -nE 's/^stopped by SIGTERM: served .*; generating requests by data rank: ([0-9]+, [0-9]+)$/\1/p' "$TMP/server.log")
+  [[ -n "$spread" ]] && echo "ok: serve $name stops on SIGTERM; generating requests by data rank: $spread" ||
+    fail "serve $name: no stop line with the requests by data rank: $(tail -2 "$TMP/server.log")"
+}
+burst "EP 2" --expert-parallel-size 2
+# 2 slots a data rank: requests queue while others decode, so each data rank weighs the delay.
+SLOTS=2 burst "EP 2, 2 slots, admissions delayed" --expert-parallel-size 2 --scheduler-delay-factor 0.5
+SERVE_LAUNCH=("${MPIRUN[@]}" -np 4)
+burst "EP 2 x TP 2" --expert-parallel-size 2 --tensor-parallel-size 2 &&
+  grep -q '^expert parallel: 2 data ranks x 2 tensor ranks' "$TMP/server.log" ||
+  fail "serve EP 2 x TP 2: no layout line: $(head -5 "$TMP/server.log")"
+SERVE_LAUNCH=()
+
+# --run PROFILE: the profile's 2 ranks are 2 data ranks of tensor size 1.
+printf '[local2]\nexecutor = "local"\nnproc_per_node = 2\n' >"$TMP/env.toml"
+if start_server "${SERVE[@]}" --max-slots 4 --expert-parallel-size 2 --run local2 --env-file "$TMP/env.toml"; then
+  grep -q '^expert parallel: 2 data ranks x 1 tensor ranks' "$TMP/server.log" ||
+    fail "serve --run local2 at EP 2: $(head -5 "$TMP/server.log")"
+  client queries >"$TMP/queries.run" && same "serve --run local2 --expert-parallel-size 2 = one process" \
+    "$TMP/queries1" "$TMP/queries.run"
+  stop_server TERM
+fi
+
+bad_layout "serve: EP not dividing the routed experts" 3 \
+  "--tensor-parallel-size 1 x --expert-parallel-size 3: $TMP/tiny: model.expert_model_parallel_size: 3 does not divide model.n_routed_experts 4" \
+  "$BIN" serve "${SERVE[@]}" --expert-parallel-size 3
+bad_layout "serve: EP x TP not the launch's ranks" 2 \
+  "--tensor-parallel-size 2 x --expert-parallel-size 2 = 4 ranks: the model is split over every rank of the launch, and this one has 2 (start it with \`mpirun -np 4\` or \`srun --ntasks 4\`)" \
+  "$BIN" serve "${SERVE[@]}" --tensor-parallel-size 2 --expert-parallel-size 2
+bad_layout "serve: EP 2 x TP 2 pinned to one GPU" 4 \
+  "--device cuda:0 pins all 4 ranks to one GPU; use --device cuda (rank i of a node takes GPU i)" \
+  "$BIN" serve "${SERVE[@]}" --tensor-parallel-size 2 --expert-parallel-size 2 --device cuda:0
+expect_error "serve: EP 2 in one process" \
+  "--tensor-parallel-size 1 x --expert-parallel-size 2 = 2 ranks: the model is split over every rank of the launch, and this one has 1 (start it with \`mpirun -np 2\` or \`srun --ntasks 2\`)" \
+  "$BIN" serve "${SERVE[@]}" --expert-parallel-size 2
+finish "serve under expert parallelism"
