@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# GRPO with the generator at another tensor-parallel size than the trainer, on 2 GPUs over NCCL in
-# bf16 (cli.generator_layout is the CPU proof of equality): trainer TP 2 -> generator TP 1 (each
-# GPU gathers the whole policy and rolls out half of the prompts) and trainer DP 2 -> generator
-# TP 2 (each GPU cuts its half of every split tensor), on the tiny super3 recipe against one GPU
+# GRPO with the generator at another tensor- or expert-parallel size than the trainer, on 2 GPUs
+# over NCCL in bf16 (cli.generator_layout is the CPU proof of equality): trainer TP 2 -> generator
+# TP 1 (each GPU gathers the whole policy and rolls out half of the prompts), trainer DP 2 ->
+# generator TP 2 (each GPU cuts its half of every split tensor), trainer EP 2 -> generator EP 1 and
+# DP 2 -> generator EP 2, on the tiny super3 recipe against one GPU
 # and on a 158M-parameter variant of it for the refit's time. In bf16 a split sum rounds
 # otherwise, so a sampled token may differ from one GPU's: the gaps are printed, not bounded; each
 # run must train (finite loss; a gradient every step on the tiny recipe) and log its refit time and
@@ -57,6 +58,10 @@ for i, (x, y) in enumerate(zip(a, b)):
 }
 on_gpus tp2-gen1 2 1 "$TMP/rl1.m"
 on_gpus dp2-gen2 1 2 "$TMP/rl1.m"
+# Experts split otherwise (policy.generation.vllm_cfg.expert_parallel_size): trainer EP 2 ->
+# generator EP 1 all-gathers the experts over NCCL; EP 1 (DP 2) -> EP 2 keeps each GPU's block.
+on_gpus ep2-gen1 1 1 "$TMP/rl1.m" model.expert_model_parallel_size=2 policy.generation.vllm_cfg.expert_parallel_size=1
+on_gpus dp2-genep2 1 1 "$TMP/rl1.m" policy.generation.vllm_cfg.expert_parallel_size=2
 on_gpus big-tp2-gen1 2 1 "" "${big[@]}"
 on_gpus big-dp2-gen2 1 2 "" "${big[@]}"
 finish "generator layouts on 2 GPUs over NCCL"
