@@ -124,7 +124,7 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
       opts_(std::move(opts)),
       opt_(net.params(),
            train::AdamWConfig{cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps, cfg.optimizer.weight_decay},
-           cfg.optimizer.distributed ? groups_->data.get() : nullptr, nullptr, groups_->tensor.get(),
+           cfg.optimizer.distributed ? groups_->data.get() : nullptr, groups_->expert.get(), groups_->tensor.get(),
            train::kDefaultGradBucketElements, groups_->data->size() > 1 ? cfg.optimizer.fsdp : train::Fsdp::off),
       step_runner_(net, opt_, train::StepConfig{cfg.grpo.policy.max_grad_norm, {}, 0, groups_}),
       loss_(cfg.grpo.loss_fn),
