@@ -1,6 +1,7 @@
 #include "rl/rl_config.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -148,18 +149,15 @@ void read_policy_extras(ConfigReader& root, RlConfig& c) {
                                  strategy, key, n,
                                  opt.fsdp == train::Fsdp::grads_params ? "full parameter sharding"
                                                                        : "gradient sharding"));
-        if (opt.fsdp == train::Fsdp::grads_params && c.generator_tensor_parallel != ps.tensor)
-          ddp.fail("data_parallel_sharding_strategy",
-                   fmt::format("optim_grads_params with policy.generation.vllm_cfg.tensor_parallel_size {} is not "
-                               "supported yet (the engine's copy is gathered whole at the trainer's layout; set it to "
-                               "{} or leave it out)",
-                               c.generator_tensor_parallel, ps.tensor));
-        if (opt.fsdp == train::Fsdp::grads_params && c.generator_expert_parallel != ps.expert)
-          ddp.fail("data_parallel_sharding_strategy",
-                   fmt::format("optim_grads_params with policy.generation.vllm_cfg.expert_parallel_size {} is not "
-                               "supported yet (the engine's copy is gathered whole at the trainer's layout; set it to "
-                               "{} or leave it out)",
-                               c.generator_expert_parallel, ps.expert));
+        // The engine's copy is gathered whole at the trainer's layout: no generator layout of its own.
+        for (auto [key, generator, trainer] :
+             {std::tuple{"tensor_parallel_size", c.generator_tensor_parallel, ps.tensor},
+              std::tuple{"expert_parallel_size", c.generator_expert_parallel, ps.expert}})
+          if (opt.fsdp == train::Fsdp::grads_params && generator != trainer)
+            ddp.fail("data_parallel_sharding_strategy",
+                     fmt::format("optim_grads_params with policy.generation.vllm_cfg.{} {} is not supported yet (the "
+                                 "engine's copy is gathered whole at the trainer's layout; set it to {} or leave it out)",
+                                 key, generator, trainer));
       }
     }
   }
