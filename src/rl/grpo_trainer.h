@@ -136,6 +136,10 @@ class GrpoTrainer : private train::TrainingJob {
   nlohmann::json cursor() const;
 
  private:
+  // Request ids of the sampling streams: step s (1-based) uses [s * kIdsPerStep, ...), validation
+  // at step s the stream block below it with the top bit set, so no two rollouts share a stream.
+  static constexpr uint64_t kIdsPerStep = uint64_t{1} << 32;
+  static constexpr uint64_t kValidationBit = uint64_t{1} << 63;
   // TrainingJob
   std::string banner() override;
   std::string exhausted() override;
@@ -145,9 +149,10 @@ class GrpoTrainer : private train::TrainingJob {
   std::string summary(const train::LoopResult& r, nlohmann::json& record) override;
 
   GrpoStepRecord rollout_and_train();  // the step train_step() and the loop run
-  // The step's rollouts of this rank's trainer share, generated at the generator's layout: a
-  // copy of the policy resharded from the trainer's (the refit, timed into r.refit_seconds), this
-  // generator data rank's prompts generated on it, the copy freed, and the rows exchanged.
+  // The refit (rl/grpo_refit.cpp). The step's rollouts of this rank's trainer share, generated at
+  // the generator's layout: a copy of the policy resharded from the trainer's (timed into
+  // r.refit_seconds), this generator data rank's prompts generated on it, the copy freed, and the
+  // rows exchanged.
   RolloutBatch rollouts_on_generator(GrpoStepRecord& r, const std::vector<const RlPrompt*>& prompts,
                                      RolloutOptions ro);
   // What the refit changes: "TP 2 -> 1", "EP 2 -> 1", "TP 2 -> 1, EP 2 -> 2 (experts to other ranks)".
