@@ -10,12 +10,16 @@
 // the environment). Under mpirun the model splits over --tensor-parallel-size x
 // --expert-parallel-size ranks (cli/inference_ranks.h); rank 0 alone serves HTTP.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -100,6 +104,24 @@ std::string cache_budget_line(const model::ModelConfig& cfg, DType dt, int64_t s
   return fmt::format("{}; {}; {}", cost, budget, most);
 }
 
+// NEMOTRON_TEST_ENGINE_FAIL=RANK:STEP (tests): rank RANK's engine throws before its STEP-th step,
+// so that a test can see a failure on one rank end every rank with its message.
+serve::StepFault test_engine_fault(int rank) {
+  const char* spec = std::getenv("NEMOTRON_TEST_ENGINE_FAIL");
+  if (!spec || !*spec) return {};
+  int fail_rank = -1;
+  long long step = 0;
+  char rest = 0;
+  if (std::sscanf(spec, "%d:%lld%c", &fail_rank, &step, &rest) != 2 || fail_rank < 0 || step < 1)
+    throw InputError(fmt::format("NEMOTRON_TEST_ENGINE_FAIL: expected RANK:STEP (STEP >= 1), got \"{}\"", spec));
+  if (fail_rank != rank) return {};
+  auto steps = std::make_shared<long long>(0);
+  return [steps, rank, step] {
+    if (++*steps == step)
+      throw std::runtime_error(fmt::format("NEMOTRON_TEST_ENGINE_FAIL: rank {} fails at its engine step {}", rank, step));
+  };
+}
+
 int run_serve(const ServeOptions& o) {
   if (o.port < 0 || o.port > 65535) throw InputError(fmt::format("--port: expected 0..65535, got {}", o.port));
   if (o.max_slots <= 0) throw InputError(fmt::format("--max-slots: expected a positive integer, got {}", o.max_slots));
@@ -165,11 +187,14 @@ int run_serve(const ServeOptions& o) {
   // elsewhere it would only hold each token back a step. Several ranks follow rank 0's step
   // messages in lockstep, which the step in flight would run ahead of.
   engine_options.async_scheduling = o.async_scheduling && step.uses_decode_graphs() && !ranks.distributed();
+  serve::StepFault fault = test_engine_fault(ranks.rank);
   if (!ranks.leader()) {
     // No HTTP here: this rank runs its part of the model at each step rank 0 broadcasts, until
-    // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there).
+    // rank 0 stops (its signal, or mpirun's forwarded to every rank, ends the server there). An
+    // engine failure here throws: main() prints it and ends every rank (rank 0's clients lose
+    // their connections rather than wait for tokens that will not come).
     const StopSignals signals("stopping when rank 0 has stopped the server");
-    serve::follow_worker(step, *m.net, tok, engine_options, worker_ranks);
+    serve::follow_worker(step, *m.net, tok, engine_options, worker_ranks, fault);
     return StopSignals::signal_number();
   }
   serve::ServerMetrics metrics;
@@ -189,8 +214,13 @@ int run_serve(const ServeOptions& o) {
       if (st.length(slot) > 0) in_use += seq_fixed_bytes + token_bytes * st.blocks_held(slot) * st.block_size();
     return std::pair<int64_t, int64_t>{in_use, state_total_bytes};
   };
+  // Several ranks: the others wait in this engine's collectives after it failed, so the server
+  // stops (its clients answered 500 with the error) and every rank ends with the error. One
+  // process keeps serving, every request answered 500.
+  std::atomic<bool> engine_failed{false};
+  if (ranks.distributed()) observers.engine_failed = [&engine_failed] { engine_failed = true; };
   serve::EngineWorker worker(step, *m.net, tok, observers, [&dev] { train::bind_to_calling_thread(*dev.backend); },
-                             engine_options, worker_ranks);
+                             engine_options, worker_ranks, fault);
   serve::ServerOptions sopt = o.server;
   sopt.host = o.host;
   sopt.port = o.port;
@@ -233,7 +263,8 @@ int run_serve(const ServeOptions& o) {
   const StopSignals signals("stopping the server: no new connections, running requests end with 503");
   std::atomic<bool> done{false};
   std::thread watcher([&] {
-    while (!done && StopSignals::signal_number() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!done && StopSignals::signal_number() == 0 && !engine_failed)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (done) return;
     server.stop();  // no new connections
     worker.stop();  // running generations end ("abort"), so their handlers return
@@ -251,6 +282,7 @@ int run_serve(const ServeOptions& o) {
               static_cast<long long>(st.requests), static_cast<long long>(st.cancelled),
               static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens), by_data_rank.c_str());
   std::fflush(stdout);
+  if (engine_failed) throw std::runtime_error(worker.failure());  // main() ends every rank with it
   return StopSignals::signal_number();
 }
 

@@ -113,8 +113,10 @@ parallel::LayoutModelFacts tensor_split_sizes(const ModelConfig& m) {
 }  // namespace
 
 int64_t routed_experts(const ModelConfig& m) {
+  // The MTP blocks' pattern counts only where there are MTP blocks (a Hugging Face config lists
+  // their layer types even with num_nextn_predict_layers 0: a dense model is no MoE for that).
   const bool moe = m.hybrid_override_pattern.find('E') != std::string::npos ||
-                   m.mtp_hybrid_override_pattern.find('E') != std::string::npos;
+                   (m.mtp_depths() > 0 && m.mtp_hybrid_override_pattern.find('E') != std::string::npos);
   return moe ? m.n_routed_experts : 0;
 }
 

@@ -14,6 +14,7 @@
 #include "rl/grpo_advantages.h"
 #include "rl/grpo_batch.h"
 #include "train/checkpoint.h"
+#include "train/optimizer_bytes.h"
 #include "train/train_loop_config.h"
 
 namespace nemotron::rl {
@@ -63,10 +64,9 @@ struct HeldBytes {
 HeldBytes held_bytes(const model::ParamStore& params, const train::AdamW& opt, const train::GradSlots* slots,
                      model::HybridModel* reference) {
   HeldBytes h;
-  for (const model::Param* p : params.all()) {
-    if (p->master.defined()) h.masters += static_cast<int64_t>(p->master.nbytes());
+  h.masters = train::held_master_bytes(params, opt);  // the distributed optimizer's shard too
+  for (const model::Param* p : params.all())
     if (p->grad.defined() && !slots) h.grads += static_cast<int64_t>(p->grad.nbytes());
-  }
   if (slots) h.grads = slots->slice_bytes() + slots->buffer_bytes();  // the gradients are views into these
   for (const auto* moments : {&opt.first_moments(), &opt.second_moments()})
     for (const Tensor& t : *moments)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <tuple>
 
 #include "core/error.h"
@@ -52,9 +53,9 @@ engine::EngineOptions lockstep_options(engine::EngineOptions o, const WorkerRank
 
 EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
                            WorkerObservers observers, ThreadStart thread_start, engine::EngineOptions engine_options,
-                           WorkerRanks ranks)
+                           WorkerRanks ranks, StepFault fault)
     : step_(step), net_(net), tok_(tok), observers_(std::move(observers)), thread_start_(std::move(thread_start)),
-      ranks_(ranks), engine_(step, &tok, lockstep_options(engine_options, ranks)),
+      ranks_(ranks), fault_(std::move(fault)), engine_(step, &tok, lockstep_options(engine_options, ranks)),
       queued_elsewhere_(static_cast<size_t>(ranks.data_ranks), 0) {
   if (ranks_.data_ranks > 1) stats_.requests_by_data_rank.assign(static_cast<size_t>(ranks_.data_ranks), 0);
   thread_ = std::thread([this] { loop(); });  // last: the members above are the thread's
@@ -63,19 +64,38 @@ EngineWorker::EngineWorker(engine::StepModel& step, model::HybridModel& net, con
 EngineWorker::~EngineWorker() { stop(); }
 
 std::shared_ptr<Generation> EngineWorker::submit(GenerationJob job) {
-  auto gen = std::make_shared<Generation>();
+  std::vector<GenerationJob> jobs;
+  jobs.push_back(std::move(job));
+  return submit(std::move(jobs)).front();
+}
+
+std::vector<std::shared_ptr<Generation>> EngineWorker::submit(std::vector<GenerationJob> jobs) {
+  std::vector<std::shared_ptr<Generation>> gens;
+  for (size_t i = 0; i < jobs.size(); ++i) gens.push_back(std::make_shared<Generation>());
+  std::vector<size_t> first(jobs.size(), 0);  // the first job with the same prompt: it names the group
+  for (size_t i = 0; i < jobs.size(); ++i)
+    while (jobs[first[i]].prompt != jobs[i].prompt) ++first[i];
   std::string failure;
   {
     std::lock_guard lock(m_);
     if (!stopping_) {
-      incoming_.push_back({std::move(job), gen, std::chrono::steady_clock::now(), {}});
+      // One lock: the worker takes them in one batch, so next_message() sees each group whole.
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<uint64_t> group(jobs.size());
+      for (size_t i = 0; i < jobs.size(); ++i) group[i] = first[i] == i ? next_group_++ : group[first[i]];
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        Pending p{std::move(jobs[i]), gens[i], now, {}};
+        p.group = group[i];
+        incoming_.push_back(std::move(p));
+      }
       cv_.notify_one();
-      return gen;
+      return gens;
     }
     failure = failure_;
   }
-  finish(*gen, engine::FinishReason::cancelled, failure.empty() ? kShuttingDown : failure, failure.empty() ? 503 : 500);
-  return gen;
+  for (auto& gen : gens)
+    finish(*gen, engine::FinishReason::cancelled, failure.empty() ? kShuttingDown : failure, failure.empty() ? 503 : 500);
+  return gens;
 }
 
 void EngineWorker::stop() {
@@ -93,6 +113,11 @@ void EngineWorker::stop() {
 WorkerStats EngineWorker::stats() const {
   std::lock_guard lock(m_);
   return stats_;
+}
+
+std::string EngineWorker::failure() const {
+  std::lock_guard lock(m_);
+  return failure_;
 }
 
 void EngineWorker::finish(Generation& g, engine::FinishReason why, const std::string& error, int status) {
@@ -134,6 +159,7 @@ StepMessage EngineWorker::next_message(bool outer) {
     stopping = stopping_;
     m.stop = outer && stopping && batch.empty();
   }
+  std::map<uint64_t, int> group_rank;  // a group's data rank, set by its first generating job
   for (Pending& p : batch) {
     Generation& g = *p.gen;
     if (g.cancelled()) {
@@ -151,7 +177,9 @@ StepMessage EngineWorker::next_message(bool outer) {
     const uint64_t tag = next_tag_++;
     const bool generates = p.job.params.max_new_tokens != 0;
     if (generates && ranks_.data_ranks > 1) {
-      p.data_rank = least_loaded_data_rank();
+      auto [it, first] = group_rank.try_emplace(p.group, 0);
+      if (first) it->second = least_loaded_data_rank();
+      p.data_rank = it->second;
       std::lock_guard lock(m_);
       ++stats_.requests_by_data_rank[static_cast<size_t>(p.data_rank)];
     }
@@ -285,6 +313,7 @@ void EngineWorker::loop() {
       if (reports) collect_reports();
       apply(next_message(/*outer=*/false));
     }
+    if (fault_) fault_();
     report_gauges();
   };
   hooks.on_token = [&](const engine::Result& r, std::span<const float> logits) {
@@ -327,9 +356,12 @@ void EngineWorker::loop() {
       std::fprintf(stderr, "serve: the generation engine failed: %s\n", e.what());
       for (auto& [tag, p] : running_) finish(*p.gen, engine::FinishReason::cancelled, e.what());
       running_.clear();
-      std::lock_guard lock(m_);
-      stopping_ = true;
-      failure_ = fmt::format("the generation engine failed: {}", e.what());
+      {
+        std::lock_guard lock(m_);
+        stopping_ = true;
+        failure_ = fmt::format("the generation engine failed: {}", e.what());
+      }
+      if (observers_.engine_failed) observers_.engine_failed();
       break;
     }
   }
@@ -342,7 +374,7 @@ void EngineWorker::loop() {
 }
 
 void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks) {
+                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks, StepFault fault) {
   engine::Engine engine(step, &tok, lockstep_options(engine_options, ranks));
   std::vector<uint64_t> ending;
   auto receive = [&] {
@@ -403,6 +435,7 @@ void follow_worker(engine::StepModel& step, model::HybridModel& net, const data:
       if (reports) send_report();
       replay(receive());
     }
+    if (fault) fault();
   };
   hooks.on_token = [&](const engine::Result& r, std::span<const float> logits) {
     if (reporter) {
@@ -438,8 +471,8 @@ void follow_worker(engine::StepModel& step, model::HybridModel& net, const data:
       engine.run(on_finish, hooks);
       if (reports) send_report();
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "serve: the generation engine failed: %s\n", e.what());
+  } catch (const std::exception& e) {  // not an InputError: this rank's alone, printed at once
+    throw std::runtime_error(fmt::format("the generation engine failed: {}", e.what()));
   }
 }
 

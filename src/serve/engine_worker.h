@@ -8,7 +8,9 @@
 // Under tensor parallelism rank 0's worker broadcasts what each step admits and cancels
 // (serve/step_message.h) and the other ranks replay it in follow_worker(), so that every rank's
 // engine runs the same steps; a cancellation then takes effect at the step after it is seen.
-// Under expert parallelism each admitted job goes to one data rank (the one running the fewest);
+// Under expert parallelism each admitted job goes to one data rank (the one running the fewest;
+// the choices of one prompt, submitted together, all go to one, as vLLM keeps a request's n
+// samples on one engine: they share the prompt's prefill);
 // all engines step in lockstep (one with no work steps idle), and before each step, and once after
 // each run, rank 0 gathers the other data ranks' tokens and finishes (serve/step_report.h).
 #pragma once
@@ -79,12 +81,20 @@ struct WorkerStats {
   std::vector<int64_t> requests_by_data_rank;
 };
 
-// Where the worker reports (both optional). `state_bytes` runs on the worker thread after each
-// step: the decode state's bytes held by running sequences, and in all.
+// Where the worker reports (all optional). `state_bytes` runs on the worker thread after each
+// step: the decode state's bytes held by running sequences, and in all. `engine_failed` runs on
+// the worker thread once the engine threw and the jobs it held failed with the error (500): a
+// server of several ranks ends then (the other ranks wait on this one's collectives).
 struct WorkerObservers {
   ServerMetrics* metrics = nullptr;
   std::function<std::pair<int64_t, int64_t>()> state_bytes;
+  std::function<void()> engine_failed;
 };
+
+// A test's fault (NEMOTRON_TEST_ENGINE_FAIL, cli/serve_command.cpp): runs on the engine's thread
+// before each of this rank's engine steps, once the step's message is exchanged; what it throws is
+// an engine failure on this rank alone, mid-run, as a real one would be.
+using StepFault = std::function<void()>;
 
 // A model split over several ranks: rank 0's worker sends each step's StepMessage over `host` (a
 // host-memory communicator of every rank), and the echo forward runs with `groups`. Under expert
@@ -108,16 +118,21 @@ class EngineWorker {
   // `step` runs `net` (the echo forward uses `net` directly); all must outlive the worker.
   EngineWorker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
                WorkerObservers observers = {}, ThreadStart thread_start = {}, engine::EngineOptions engine_options = {},
-               WorkerRanks ranks = {});
+               WorkerRanks ranks = {}, StepFault fault = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
 
   std::shared_ptr<Generation> submit(GenerationJob job);
+  // A request's jobs at once (its choices): those with the same prompt run on one data rank.
+  std::vector<std::shared_ptr<Generation>> submit(std::vector<GenerationJob> jobs);
   // Cancels what is queued or running and joins the thread; submit() afterwards finishes jobs at
   // once with an error.
   void stop();
   WorkerStats stats() const;
+  // Why the engine stopped serving ("the generation engine failed: ..."); empty while it serves
+  // or after a plain stop().
+  std::string failure() const;
 
  private:
   struct Pending {
@@ -125,6 +140,7 @@ class EngineWorker {
     std::shared_ptr<Generation> gen;
     std::chrono::steady_clock::time_point submitted, last_token;
     int data_rank = 0;  // whose engine generates it (expert parallelism)
+    uint64_t group = 0;  // jobs submitted together with the same prompt share it (and a data rank)
   };
   using Running = std::map<uint64_t, Pending>;
   void loop();
@@ -151,6 +167,7 @@ class EngineWorker {
   WorkerObservers observers_;
   ThreadStart thread_start_;
   WorkerRanks ranks_;
+  StepFault fault_;
   engine::Engine engine_;
   mutable std::mutex m_;
   std::condition_variable cv_;
@@ -164,6 +181,7 @@ class EngineWorker {
   std::vector<int64_t> queued_elsewhere_;
   std::vector<uint64_t> ending_;  // the tags the current step cancels (lockstep only)
   uint64_t next_tag_ = 0;
+  uint64_t next_group_ = 0;  // under m_
   std::thread thread_;
 };
 
@@ -171,10 +189,11 @@ class EngineWorker {
 // on this rank's engine (each admitted prompt scored when asked, each request of this data rank
 // queued with rank 0's tag, each listed cancellation at its step) until rank 0 sends stop; the
 // first rank of another data rank's tensor group reports its engine's tokens and finishes to rank
-// 0 before each step and after each run. Runs on the calling thread; an engine failure (which
-// rank 0 meets at the same step) ends it with the error printed.
-// `engine_options` must be rank 0's (the admission delay then follows rank 0's clock).
+// 0 before each step and after each run. Runs on the calling thread; an engine failure throws
+// ("the generation engine failed: ..."): the caller ends every rank with it (the others wait in
+// this rank's collectives). `engine_options` must be rank 0's (the admission delay then follows
+// rank 0's clock).
 void follow_worker(engine::StepModel& step, model::HybridModel& net, const data::Tokenizer& tok,
-                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks);
+                   const engine::EngineOptions& engine_options, const WorkerRanks& ranks, StepFault fault = {});
 
 }  // namespace nemotron::serve

@@ -54,9 +54,9 @@ int64_t unix_now() {
 }
 
 std::vector<std::shared_ptr<Generation>> submit_all(EngineWorker& worker, const PreparedRequest& p) {
-  std::vector<std::shared_ptr<Generation>> gens;
-  for (const PreparedChoice& c : p.choices) gens.push_back(worker.submit(c.job));
-  return gens;
+  std::vector<GenerationJob> jobs;
+  for (const PreparedChoice& c : p.choices) jobs.push_back(c.job);
+  return worker.submit(std::move(jobs));  // together: a prompt's choices on one data rank
 }
 
 // The client's X-Request-Id when it is a sensible one (printable ASCII, no spaces, <= 128 bytes,

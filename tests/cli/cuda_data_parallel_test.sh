@@ -15,20 +15,29 @@ if [[ ${gpus:-0} -lt 2 ]]; then echo "skipped: $gpus GPU(s) visible, 2 needed"; 
 
 source "$(dirname "${BASH_SOURCE[0]}")/cuda_mpi_lib.sh"
 
+# launch NAME NP ARGS...: `mpirun -np NP ARGS` with its output in $TMP/outNAME and $TMP/errNAME;
+# a failure is one line with its last errors (and returns 1).
+launch() {
+  local name=$1 np=$2 rc
+  shift 2
+  "${MPIRUN[@]}" -np "$np" "$@" >"$TMP/out$name" 2>"$TMP/err$name"
+  rc=$?
+  [[ $rc -eq 0 ]] || { fail "$name: mpirun -np $np: exit $rc: $(tail -5 "$TMP/err$name")"; return 1; }
+}
+# losses_within WHAT LOSSES REF: the loss lists agree to 2e-3 relative (bf16 in another order).
+losses_within() {
+  local g
+  if g=$(gap "$2" "$3" 2e-3); then echo "ok: $1: losses within $g of one GPU's"; else
+    fail "$1: losses differ by $g: $(paste -d' ' "$2" "$3" | tr '\n' ';')"; fi
+}
+
 expect_ok "one GPU" '^ iteration +6/ +6 ' "${run[@]}" checkpoint.save="$TMP/g1"
 losses "$TMP/g1/metrics.jsonl" >"$TMP/g1.l"
 for np in 2 4; do
   [[ $np -le $gpus ]] || continue
-  "${MPIRUN[@]}" -np $np "${run[@]}" checkpoint.save="$TMP/g$np" >"$TMP/out$np" 2>"$TMP/err$np"
-  rc=$?
-  if [[ $rc -ne 0 ]]; then fail "mpirun -np $np: exit $rc: $(tail -5 "$TMP/err$np")"; continue; fi
+  launch "$np" "$np" "${run[@]}" checkpoint.save="$TMP/g$np" || continue
   grep -E '^ iteration +6/ +6 ' "$TMP/out$np"
-  losses "$TMP/g$np/metrics.jsonl" >"$TMP/g$np.l"
-  if g=$(gap "$TMP/g$np.l" "$TMP/g1.l" 2e-3); then echo "ok: DP $np over NCCL: losses within $g of one GPU's"; else
-    fail "DP $np losses differ by $g: $(paste -d' ' "$TMP/g$np.l" "$TMP/g1.l" | tr '\n' ';')"; fi
-  if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/g$np/iter_0000006/model.safetensors" \
-    "$TMP/g1/iter_0000006/model.safetensors" 2e-2 0); then echo "ok: DP $np weights: $msg"; else
-    fail "DP $np weights: $msg"; fi
+  same_as_one_gpu "DP $np over NCCL" "$TMP/g$np" "$TMP/g1"
 done
 # Expert parallelism over NCCL: EP = N over N GPUs (each holds 4 / N of the experts; the routed
 # rows cross by all-to-all), and EP 2 x DP 2 on 4 GPUs, against one GPU (the same bf16 tolerance).
@@ -36,13 +45,9 @@ for layout in "2 2" "4 4" "4 2"; do
   read -r np ep <<<"$layout"
   [[ $np -le $gpus ]] || continue
   name="ep$ep-np$np"
-  "${MPIRUN[@]}" -np $np "${run[@]}" checkpoint.save="$TMP/$name" model.expert_model_parallel_size=$ep \
-    >"$TMP/out$name" 2>"$TMP/err$name"
-  rc=$?
-  if [[ $rc -ne 0 ]]; then fail "EP $ep over $np GPUs: exit $rc: $(tail -5 "$TMP/err$name")"; continue; fi
+  launch "$name" "$np" "${run[@]}" checkpoint.save="$TMP/$name" model.expert_model_parallel_size=$ep || continue
   losses "$TMP/$name/metrics.jsonl" >"$TMP/$name.l"
-  if g=$(gap "$TMP/$name.l" "$TMP/g1.l" 2e-3); then echo "ok: EP $ep over $np GPUs (NCCL all-to-all): losses within $g of one GPU's"; else
-    fail "EP $ep over $np GPUs: losses differ by $g: $(paste -d' ' "$TMP/$name.l" "$TMP/g1.l" | tr '\n' ';')"; fi
+  losses_within "EP $ep over $np GPUs (NCCL all-to-all)" "$TMP/$name.l" "$TMP/g1.l"
 done
 # GRPO on 2 GPUs against 1 (bf16): each rank generates half of every step's prompts with the
 # sampling streams the single GPU gives those rows. In bf16 the engine's batch composition changes
@@ -55,13 +60,35 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("type") == "train": print(repr(r["loss"]), repr(r["grad_norm"]), repr(r["reward"]))' "$1"
 }
+# grpo_run NAME OVERRIDES...: the GRPO run on 2 GPUs into $TMP/NAME (3 steps), its step lines
+# printed and its metrics in $TMP/NAME.m; returns 1 (after one line) when it fails.
+grpo_run() {
+  local name=$1
+  shift
+  launch "$name" 2 "${grpo[@]}" "$@" checkpointing.checkpoint_dir="$TMP/$name" || return 1
+  grpo_metrics "$TMP/$name/metrics.jsonl" >"$TMP/$name.m"
+}
+# like_plain_dp2 WHAT NAME: run NAME's step 1 (same weights, same rollouts) equals plain DP 2's
+# ($TMP/rl2), every step trains (finite, a gradient); then its checkpoint resumes on one GPU.
+like_plain_dp2() {
+  local what=$1 name=$2
+  python3 -c 'import math,sys
+a = [list(map(float, l.split())) for l in open(sys.argv[1])]
+b = [list(map(float, l.split())) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 3, (a, b)
+assert abs(a[0][0] - b[0][0]) <= 1e-6 * max(abs(b[0][0]), 1e-6) and abs(a[0][1] - b[0][1]) <= 1e-3 * b[0][1], (a[0], b[0])
+for i, (x, y) in enumerate(zip(a, b)):
+    assert all(math.isfinite(v) for v in x) and x[1] > 0, f"step {i+1}: {x}"
+    print(f"GRPO step {i+1} {sys.argv[3]} vs plain DP 2: loss {x[0]:.6g} vs {y[0]:.6g}, grad norm {x[1]:.6g} vs {y[1]:.6g}")' \
+    "$TMP/$name.m" "$TMP/rl2.m" "$what" && echo "ok: GRPO on 2 GPUs $what: step 1 equals plain DP 2's, every step trains" ||
+    fail "GRPO $what: $(paste -d' ' "$TMP/$name.m" "$TMP/rl2.m" | tr '\n' ';')"
+  expect_ok "GRPO's checkpoint $what resumed on one GPU" '^step 4/4 ' "${grpo[@]}" grpo.max_num_steps=4 \
+    checkpointing.checkpoint_dir="$TMP/$name"
+}
 expect_ok "GRPO on one GPU" '^step 3/3 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
-"${MPIRUN[@]}" -np 2 "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl2" >"$TMP/outrl" 2>"$TMP/errrl"
-rc=$?
-if [[ $rc -ne 0 ]]; then fail "GRPO on 2 GPUs: exit $rc: $(tail -5 "$TMP/errrl")"; else
-  grep -E '^step 3/3 ' "$TMP/outrl"
+if grpo_run rl2; then
+  grep -E '^step 3/3 ' "$TMP/outrl2"
   grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
-  grpo_metrics "$TMP/rl2/metrics.jsonl" >"$TMP/rl2.m"
   python3 -c 'import math,sys
 a = [list(map(float, l.split())) for l in open(sys.argv[1])]
 b = [list(map(float, l.split())) for l in open(sys.argv[2])]
@@ -73,51 +100,24 @@ for i, (x, y) in enumerate(zip(a, b)):
   [[ -f "$TMP/rl2/iter_0000003/train_state.json" ]] || fail "GRPO on 2 GPUs saved no checkpoint"
   # With the distributed optimizer (policy.megatron_cfg.optimizer.use_distributed_optimizer): the
   # same 2-GPU run with masters and moments split; step 1 (same weights, same rollouts) equals the
-  # plain run's, later steps are printed, and the sharded checkpoint resumes on one GPU.
-  "${MPIRUN[@]}" -np 2 "${grpo[@]}" policy.megatron_cfg.optimizer.use_distributed_optimizer=true \
-    checkpointing.checkpoint_dir="$TMP/rl2d" >"$TMP/outrld" 2>"$TMP/errrld"
-  rc=$?
-  if [[ $rc -ne 0 ]]; then fail "GRPO on 2 GPUs with the distributed optimizer: exit $rc: $(tail -5 "$TMP/errrld")"; else
-    grep -E 'distributed optimizer \(policy' "$TMP/outrld"
-    grpo_metrics "$TMP/rl2d/metrics.jsonl" >"$TMP/rl2d.m"
-    python3 -c 'import math,sys
-a = [list(map(float, l.split())) for l in open(sys.argv[1])]
-b = [list(map(float, l.split())) for l in open(sys.argv[2])]
-assert len(a) == len(b) == 3, (a, b)
-assert abs(a[0][0] - b[0][0]) <= 1e-6 * max(abs(b[0][0]), 1e-6) and abs(a[0][1] - b[0][1]) <= 1e-3 * b[0][1], (a[0], b[0])
-for i, (x, y) in enumerate(zip(a, b)):
-    assert all(math.isfinite(v) for v in x) and x[1] > 0, f"step {i+1}: {x}"
-    print(f"GRPO step {i+1} distributed optimizer vs plain DP 2: loss {x[0]:.6g} vs {y[0]:.6g}, grad norm {x[1]:.6g} vs {y[1]:.6g}")' \
-      "$TMP/rl2d.m" "$TMP/rl2.m" && echo "ok: GRPO on 2 GPUs with the distributed optimizer: step 1 equals plain DP 2's, every step trains" ||
-      fail "GRPO with the distributed optimizer: $(paste -d' ' "$TMP/rl2d.m" "$TMP/rl2.m" | tr '\n' ';')"
-    expect_ok "GRPO's sharded checkpoint resumed on one GPU" '^step 4/4 ' "${grpo[@]}" grpo.max_num_steps=4 \
-      checkpointing.checkpoint_dir="$TMP/rl2d"
+  # plain run's, later steps are printed, and the sharded checkpoint resumes on one GPU. Its memory
+  # line counts the masters' shard (fp32 masters above 0).
+  if grpo_run rl2d policy.megatron_cfg.optimizer.use_distributed_optimizer=true; then
+    grep -E 'distributed optimizer \(policy|^gpu memory' "$TMP/outrl2d"
+    grep -qE '^gpu memory: .* fp32 masters [0-9.]*[1-9][0-9.e-]* GiB' "$TMP/outrl2d" ||
+      fail "GRPO with the distributed optimizer: the memory line counts no fp32 masters: $(grep '^gpu memory' "$TMP/outrl2d")"
+    like_plain_dp2 "with the distributed optimizer" rl2d
   fi
   # Under FSDP's optim_grads_params (use_custom_fsdp): bf16 weights 1/2 per GPU, each layer gathered
   # where the log-prob pass and the update run it, the engine decoding from a whole copy gathered
   # before every step's rollouts (bit for bit the weights): step 1 equals plain DP 2's, every step
   # trains, the step lines give the gather, and the checkpoint resumes on one GPU.
   ddpk=policy.megatron_cfg.distributed_data_parallel_config
-  "${MPIRUN[@]}" -np 2 "${grpo[@]}" "$ddpk.use_custom_fsdp=true" "$ddpk.data_parallel_sharding_strategy=optim_grads_params" \
-    checkpointing.checkpoint_dir="$TMP/rl2f" >"$TMP/outrlf" 2>"$TMP/errrlf"
-  rc=$?
-  if [[ $rc -ne 0 ]]; then fail "GRPO on 2 GPUs under FSDP: exit $rc: $(tail -5 "$TMP/errrlf")"; else
-    grep -E '^(full parameter sharding|sharded gradients|refit|gpu memory)' "$TMP/outrlf"
-    [[ $(grep -cE '^step [123]/3 .*\(FSDP gather, [0-9.]+ MiB gathered per rank; ' "$TMP/outrlf") -eq 3 ]] ||
-      fail "GRPO on 2 GPUs under FSDP: step lines without the FSDP gather: $(grep '^step' "$TMP/outrlf" | head -1)"
-    grpo_metrics "$TMP/rl2f/metrics.jsonl" >"$TMP/rl2f.m"
-    python3 -c 'import math,sys
-a = [list(map(float, l.split())) for l in open(sys.argv[1])]
-b = [list(map(float, l.split())) for l in open(sys.argv[2])]
-assert len(a) == len(b) == 3, (a, b)
-assert abs(a[0][0] - b[0][0]) <= 1e-6 * max(abs(b[0][0]), 1e-6) and abs(a[0][1] - b[0][1]) <= 1e-3 * b[0][1], (a[0], b[0])
-for i, (x, y) in enumerate(zip(a, b)):
-    assert all(math.isfinite(v) for v in x) and x[1] > 0, f"step {i+1}: {x}"
-    print(f"GRPO step {i+1} FSDP vs plain DP 2: loss {x[0]:.6g} vs {y[0]:.6g}, grad norm {x[1]:.6g} vs {y[1]:.6g}")' \
-      "$TMP/rl2f.m" "$TMP/rl2.m" && echo "ok: GRPO on 2 GPUs under FSDP: step 1 equals plain DP 2's, every step trains" ||
-      fail "GRPO under FSDP: $(paste -d' ' "$TMP/rl2f.m" "$TMP/rl2.m" | tr '\n' ';')"
-    expect_ok "GRPO's FSDP checkpoint resumed on one GPU" '^step 4/4 ' "${grpo[@]}" grpo.max_num_steps=4 \
-      checkpointing.checkpoint_dir="$TMP/rl2f"
+  if grpo_run rl2f "$ddpk.use_custom_fsdp=true" "$ddpk.data_parallel_sharding_strategy=optim_grads_params"; then
+    grep -E '^(full parameter sharding|sharded gradients|refit|gpu memory)' "$TMP/outrl2f"
+    [[ $(grep -cE '^step [123]/3 .*\(FSDP gather, [0-9.]+ MiB gathered per rank; ' "$TMP/outrl2f") -eq 3 ]] ||
+      fail "GRPO on 2 GPUs under FSDP: step lines without the FSDP gather: $(grep '^step' "$TMP/outrl2f" | head -1)"
+    like_plain_dp2 "under FSDP" rl2f
   fi
 fi
 
@@ -127,16 +127,13 @@ fi
 # checkpoint (sharded: each rank writes its float32 master and moment pieces) resumes on one GPU to 6.
 for np in 2 4; do
   [[ $np -le $gpus ]] || continue
-  "${MPIRUN[@]}" -np $np "${run[@]}" ddp.use_distributed_optimizer=true train.exit_interval=3 \
-    checkpoint.save="$TMP/z$np" >"$TMP/outz$np" 2>"$TMP/errz$np"
-  rc=$?
-  if [[ $rc -ne 0 ]]; then fail "distributed optimizer, mpirun -np $np: exit $rc: $(tail -5 "$TMP/errz$np")"; continue; fi
+  launch "z$np" "$np" "${run[@]}" ddp.use_distributed_optimizer=true train.exit_interval=3 \
+    checkpoint.save="$TMP/z$np" || continue
   grep -E "^distributed optimizer .*: fp32 masters \+ moments 1/$np per rank: " "$TMP/outz$np" ||
     fail "distributed optimizer DP $np: no 'fp32 masters + moments 1/$np per rank' line"
   losses "$TMP/z$np/metrics.jsonl" >"$TMP/z$np.l"
   head -n "$(wc -l <"$TMP/z$np.l")" "$TMP/g1.l" >"$TMP/g1.head"
-  if g=$(gap "$TMP/z$np.l" "$TMP/g1.head" 2e-3); then echo "ok: distributed optimizer DP $np: losses within $g of one GPU's"; else
-    fail "distributed optimizer DP $np losses differ by $g: $(paste -d' ' "$TMP/z$np.l" "$TMP/g1.head" | tr '\n' ';')"; fi
+  losses_within "distributed optimizer DP $np" "$TMP/z$np.l" "$TMP/g1.head"
   python3 -c 'import glob,json,struct,sys
 bad = []
 for p in glob.glob(sys.argv[1] + "/rank_*.safetensors"):  # a sharded iteration: each rank its pieces

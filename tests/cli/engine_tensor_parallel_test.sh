@@ -140,6 +140,11 @@ expect_error "--run with a tensor x expert size other than its ranks" \
 expect_error "--run with another --tensor-parallel-size" \
   "--tensor-parallel-size 4: --run local2 starts 2 ranks ([local2] of $TMP/env.toml), which the model is split over; leave the flag out or pass 2" \
   "$BIN" serve --checkpoint $DENSE --run local2 --env-file "$TMP/env.toml" --tensor-parallel-size 4
+# A model without routed experts (the fixture's MTP pattern holds a MoE layer, but it has no MTP
+# blocks) is refused at EP 2 as training refuses it, not run as two unsplit engines.
+bad_layout "generate: EP 2 on a dense model" 2 \
+  "--tensor-parallel-size 1 x --expert-parallel-size 2: $DENSE: model.expert_model_parallel_size: 2: the model has no routed experts (no E layer in hybrid_override_pattern)" \
+  "$BIN" generate --checkpoint $DENSE --prompt hi --expert-parallel-size 2
 
 # --- serve -------------------------------------------------------------------------------------
 # ask NAME BODY ROUTE: the answer's choices (text, or message content, with log-probs) into $TMP/NAME.

@@ -1,7 +1,9 @@
 """The client side of tests/cli/serve_expert_parallel_test.sh: what it asks a server, printed so
 that one server's answers can be compared with another's line for line.
-  queries URL: a completion, a chat, an echo with log-probs, a seeded n = 2 with log-probs and a
-    stream, one after the other (an idle server: each but the n = 2's second choice runs alone).
+  queries URL: a completion, a chat, an echo with log-probs, a seeded n = 2 with log-probs (its
+    choices on one data rank) and a stream, one after the other, then a pair: a long stream and,
+    once it has sent a token, a completion with log-probs beside it (so an idle expert-parallel
+    server runs the second on data rank 1).
   burst URL: 7 requests at once (completions, a chat, log-probs, a seeded n = 2, streams), each
     answer printed under its name once all are in (text, finish reason, tokens' log-probs to 4
     places), in a fixed order.
@@ -95,12 +97,34 @@ QUERIES = {
 }
 
 
+PAIR_STREAM = {"prompt": "Stream", "max_tokens": 480}  # still generating when the second arrives
+PAIR_BESIDE = {"prompt": "The answer is", "max_tokens": 12, "logprobs": 2}
+
+
+def pair():
+    c, r = post("completions", {"model": "m", "temperature": 0, "stream": True, **PAIR_STREAM})
+    assert r.status == 200, r.status
+    lines = lines_of(r)
+    text = next(lines)["choices"][0]["text"]  # admitted and running: the next goes elsewhere
+    beside = complete("completions", {"model": "m", "temperature": 0, **PAIR_BESIDE})
+    finish = None
+    for chunk in lines:
+        choice = chunk["choices"][0]
+        text += choice["text"]
+        finish = choice.get("finish_reason") or finish
+    c.close()
+    return [f"0 {text!r} {finish}", "beside"] + beside
+
+
 def queries():
     for name, (route, body) in QUERIES.items():
         body = dict({"model": "m", "temperature": 0}, **body)
         print(name)
         for line in stream(body) if route is None else complete(route, body):
             print(" ", line)
+    print("pair")
+    for line in pair():
+        print(" ", line)
 
 
 def burst():

@@ -4,12 +4,15 @@
 # each request to the data rank running the fewest, every engine stepping in lockstep (one without
 # requests steps idle for the others' MoE exchange) and rank 0 gathering the other data ranks'
 # tokens each step. Against the one-process server at temperature 0: a completion, a chat, an echo
-# with log-probs, a seeded n = 2 (its choices on both data ranks) and a stream, one at a time (data
-# rank 1 without requests); 7 requests at once, streams among them (also at EP 2 x TP 2 over 4
+# with log-probs, a seeded n = 2 (its choices on one data rank, as vLLM keeps a request's samples on
+# one engine) and a stream, one at a time (data rank 1 without requests), then a completion with
+# log-probs beside a long stream (on data rank 1); 7 requests at once, streams among them (also at EP 2 x TP 2 over 4
 # ranks, and with --scheduler-delay-factor); two streams on both data ranks whose clients leave
 # mid-stream (their text a prefix of the whole stream's; data rank 0 idle while rank 1 goes on).
 # The stop line counts each data rank's requests; SIGTERM ends every rank; `--run` passes the size
-# on; layouts that cannot run are one line naming the flags, exit 2.
+# on; an engine failure on one rank (data rank 1, rank 0, a tensor rank) ends every rank within
+# seconds with its message; layouts that cannot run (a dense model among them) are one line naming
+# the flags, exit 2.
 # Usage: serve_expert_parallel_test.sh path/to/nemotron
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -38,7 +41,7 @@ if start_server "${SERVE[@]}" --max-slots 4; then
 fi
 
 SERVE_LAUNCH=("${MPIRUN[@]}" -np 2)
-# EP 2: requests one at a time (data rank 1 has none but the n = 2's second choice), then two
+# EP 2: requests one at a time (data rank 1 has none), a pair (its second on data rank 1), then two
 # clients leaving mid-stream, then SIGTERM.
 if start_server "${SERVE[@]}" --max-slots 4 --expert-parallel-size 2; then
   grep -q '^expert parallel: 2 data ranks x 1 tensor ranks (rank 0 serves HTTP' "$TMP/server.log" ||
@@ -46,7 +49,7 @@ if start_server "${SERVE[@]}" --max-slots 4 --expert-parallel-size 2; then
   [[ -n "$(params_of "$TMP/server1.log")" && "$(params_of "$TMP/server.log")" == "$(params_of "$TMP/server1.log")" ]] ||
     fail "serve EP 2 counts $(params_of "$TMP/server.log"), one process $(params_of "$TMP/server1.log")"
   client queries >"$TMP/queries2" || fail "serve EP 2: queries failed"
-  same "serve EP 2, one request at a time = one process (completion, chat, echo, seeded n = 2, stream)" \
+  same "serve EP 2, one request at a time and a pair = one process (completion, chat, echo, seeded n = 2, stream; log-probs on data rank 1)" \
     "$TMP/queries1" "$TMP/queries2"
   if client leave >"$TMP/leave2"; then
     python3 - "$TMP/leave2" "$TMP/full1" <<'PY' && echo "ok: serve EP 2: two clients leave mid-stream (data ranks 0 and 1), their text so far the one process's" || fail "serve EP 2 leave: $(cat "$TMP/leave2")"
@@ -65,9 +68,10 @@ PY
   kill -TERM $SERVER_PID
   for ((i = 0; i < 300; ++i)); do kill -0 $SERVER_PID 2>/dev/null || break; sleep 0.1; done
   if kill -0 $SERVER_PID 2>/dev/null; then fail "serve EP 2: still running 30 s after SIGTERM"; else
-    # queries: 6 requests on data rank 0, the n = 2's second on 1; leave: one each; queries again.
-    grep -q '^stopped by SIGTERM: served 14 requests (2 cancelled), .*; generating requests by data rank: 11, 3$' \
-      "$TMP/server.log" && echo "ok: serve EP 2 stops every rank on SIGTERM; requests by data rank 11, 3" ||
+    # queries: 6 requests (the n = 2's both choices) and the pair's stream on data rank 0, the
+    # pair's second on 1; leave: one each; queries again. A split n = 2 would read 13, 5.
+    grep -q '^stopped by SIGTERM: served 18 requests (2 cancelled), .*; generating requests by data rank: 15, 3$' \
+      "$TMP/server.log" && echo "ok: serve EP 2 stops every rank on SIGTERM; requests by data rank 15, 3 (an n = 2 on one)" ||
       fail "serve EP 2 stop: $(tail -3 "$TMP/server.log")"
   fi
   wait $SERVER_PID 2>/dev/null
@@ -109,9 +113,52 @@ if start_server "${SERVE[@]}" --max-slots 4 --expert-parallel-size 2 --run local
   stop_server TERM
 fi
 
+# An engine failure on one rank (NEMOTRON_TEST_ENGINE_FAIL=RANK:STEP: that rank's engine throws
+# before its STEP-th step, mid-request) ends every rank within seconds with that rank's message and
+# a non-zero exit, rather than leave the others waiting in its collectives: rank 0's client is
+# answered 500 with the error; another rank's failure ends the job under the client (its
+# connection closes, no answer).
+# engine_fails NAME RANK FLAGS...: a 40-token completion on a 2-rank server whose rank RANK fails.
+engine_fails() {
+  local name=$1 rank=$2
+  shift 2
+  SERVE_LAUNCH=(env NEMOTRON_TEST_ENGINE_FAIL="$rank:3" "${MPIRUN[@]}" -np 2)
+  start_server "${SERVE[@]}" --max-slots 4 "$@" || return
+  local t0=$SECONDS i code
+  code=$(curl -s -m 60 -o "$TMP/fail.body" -w '%{http_code}' "$URL/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"model": "m", "prompt": "Once upon a time", "max_tokens": 40, "temperature": 0}')
+  for ((i = 0; i < 300; ++i)); do kill -0 $SERVER_PID 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $SERVER_PID 2>/dev/null; then
+    fail "serve $name: rank $rank's engine failed and the job still runs $((SECONDS - t0)) s later: $(tail -3 "$TMP/server.log")"
+    kill -KILL $SERVER_PID
+    wait $SERVER_PID 2>/dev/null
+    return
+  fi
+  wait $SERVER_PID
+  local rc=$? message="the generation engine failed: NEMOTRON_TEST_ENGINE_FAIL: rank $rank fails at its engine step 3"
+  [[ $rc -ne 0 ]] && grep -q "^error: rank $rank of 2: $message\$" "$TMP/server.log" &&
+    echo "ok: serve $name: rank $rank's engine failure ends every rank in $((SECONDS - t0)) s (exit $rc) with its message" ||
+    fail "serve $name: rank $rank's failure: exit $rc, log: $(grep -v '^POST' "$TMP/server.log" | tail -4)"
+  if [[ $rank -eq 0 ]]; then
+    [[ $code == 500 ]] && grep -q "NEMOTRON_TEST_ENGINE_FAIL: rank 0 fails" "$TMP/fail.body" &&
+      echo "ok: serve $name: the client is answered 500 with the error" ||
+      fail "serve $name: the client got $code: $(head -c 300 "$TMP/fail.body")"
+  else
+    [[ $code != 200 ]] && echo "ok: serve $name: the client gets no answer ($code), not a hang" ||
+      fail "serve $name: the client got 200 from a failed server: $(head -c 300 "$TMP/fail.body")"
+  fi
+}
+engine_fails "EP 2, data rank 1 fails" 1 --expert-parallel-size 2
+engine_fails "EP 2, rank 0 fails" 0 --expert-parallel-size 2
+engine_fails "TP 2, tensor rank 1 fails" 1 --tensor-parallel-size 2
+SERVE_LAUNCH=()
+
 bad_layout "serve: EP not dividing the routed experts" 3 \
   "--tensor-parallel-size 1 x --expert-parallel-size 3: $TMP/tiny: model.expert_model_parallel_size: 3 does not divide model.n_routed_experts 4" \
   "$BIN" serve "${SERVE[@]}" --expert-parallel-size 3
+bad_layout "serve: EP 2 on a dense model (no routed experts)" 2 \
+  "--tensor-parallel-size 1 x --expert-parallel-size 2: $DENSE: model.expert_model_parallel_size: 2: the model has no routed experts (no E layer in hybrid_override_pattern)" \
+  "$BIN" serve --checkpoint $DENSE --expert-parallel-size 2
 bad_layout "serve: EP x TP not the launch's ranks" 2 \
   "--tensor-parallel-size 2 x --expert-parallel-size 2 = 4 ranks: the model is split over every rank of the launch, and this one has 2 (start it with \`mpirun -np 4\` or \`srun --ntasks 4\`)" \
   "$BIN" serve "${SERVE[@]}" --tensor-parallel-size 2 --expert-parallel-size 2

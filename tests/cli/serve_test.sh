@@ -22,12 +22,12 @@ expect_error "bad port" "--port: expected 0..65535, got 70000" "$BIN" serve --ch
 expect_usage_error "negative --scheduler-delay-factor" "scheduler-delay-factor" "$BIN" serve \
   --checkpoint tests/fixtures/hf/dense --scheduler-delay-factor -1
 
-start_server --checkpoint tests/fixtures/hf/dense --served-model-name tiny --max-seq-len 256 --max-slots 4 || {
+start_server --checkpoint tests/fixtures/hf/dense --served-model-name tiny --max-seq-len 1024 --max-slots 4 || {
   finish "serve checks"
 }
 grep -Eq '^serving "tiny" at http://127\.0\.0\.1:[0-9]+/v1 ' "$TMP/server.log" && echo "ok: start line" ||
   fail "start line: $(head -3 "$TMP/server.log")"
-grep -q '^warning: --max-seq-len 256 exceeds the model.s max_position_embeddings 64' "$TMP/server.log" &&
+grep -q '^warning: --max-seq-len 1024 exceeds the model.s max_position_embeddings 64' "$TMP/server.log" &&
   echo "ok: --max-seq-len past max_position_embeddings warns" || fail "no max-seq-len warning: $(head -3 "$TMP/server.log")"
 
 # api METHOD PATH [BODY]: the status in $TMP/status, the body in $TMP/body.
@@ -53,7 +53,7 @@ api GET /v1/health
 check "health" 200 'assert b == {"status": "ok"}'
 curl -s "$URL/metrics" >"$TMP/metrics0" 2>/dev/null
 api GET /v1/models
-check "models" 200 'assert b["object"] == "list" and b["data"][0]["id"] == "tiny" and b["data"][0]["max_model_len"] == 256'
+check "models" 200 'assert b["object"] == "list" and b["data"][0]["id"] == "tiny" and b["data"][0]["max_model_len"] == 1024'
 
 api POST /v1/completions '{"model": "tiny", "prompt": ["Hello world", "2+2="], "max_tokens": 5, "n": 2, "temperature": 0.8, "seed": 7, "ignore_eos": true}'
 check "completions: 2 prompts x n=2" 200 '
@@ -108,7 +108,7 @@ cp "$TMP/body" "$TMP/chat"
 
 # --- /tokenize and /detokenize ---------------------------------------------------------------------
 api POST /tokenize '{"model": "tiny", "prompt": "Hello wörld 東京"}'
-check "tokenize a prompt" 200 'assert b["count"] == len(b["tokens"]) > 3 and b["max_model_len"] == 256 and b["token_strs"] is None'
+check "tokenize a prompt" 200 'assert b["count"] == len(b["tokens"]) > 3 and b["max_model_len"] == 1024 and b["token_strs"] is None'
 ids=$(python3 -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))['tokens']))" "$TMP/body")
 api POST /detokenize "{\"model\": \"tiny\", \"tokens\": $ids}"
 check "detokenize gives the prompt back" 200 'assert b == {"prompt": "Hello wörld 東京"}, b'
@@ -198,20 +198,21 @@ api POST /v1/chat/completions '{"model": "tiny", "messages": [{"role": "user", "
 error_is "presence_penalty out of range: 400" 400 invalid_request_error '"presence_penalty"' "expected a number in"
 api GET /v1/nothing
 error_is "unknown route: 404" 404 invalid_request_error None '^no route GET /v1/nothing'
-long=$(python3 -c "print(' '.join(['word'] * 400))")
+long=$(python3 -c "print(' '.join(['word'] * 1100))")
 api POST /v1/completions "{\"model\": \"tiny\", \"prompt\": \"$long\", \"max_tokens\": 10}"
-error_is "prompt longer than the context: 400" 400 invalid_request_error '"prompt"' "maximum context length is 256 tokens"
-api POST /v1/completions '{"model": "tiny", "prompt": "x", "max_tokens": 300}'
-error_is "max_tokens past the context: 400" 400 invalid_request_error '"prompt"' "maximum context length is 256 tokens"
+error_is "prompt longer than the context: 400" 400 invalid_request_error '"prompt"' "maximum context length is 1024 tokens"
+api POST /v1/completions '{"model": "tiny", "prompt": "x", "max_tokens": 1100}'
+error_is "max_tokens past the context: 400" 400 invalid_request_error '"prompt"' "maximum context length is 1024 tokens"
 api GET /v1/health
 check "still serving after the bad requests" 200 'assert b["status"] == "ok"'
 
 # --- a client that goes away mid-stream -------------------------------------------------------------
-# It reads two events and closes; its request (200 tokens asked) is cancelled in the engine while a
+# It reads two events and closes; its request (1000 tokens asked: the engine must not finish them
+# before a loaded machine's HTTP thread sees the client leave) is cancelled in the engine while a
 # request sent beside it completes in full.
 python3 - "$PORT" >"$TMP/disconnect" 2>&1 <<'PY' &
 import json, socket, sys
-body = json.dumps({"model": "tiny", "prompt": "Once upon a time", "max_tokens": 200, "stream": True, "ignore_eos": True})
+body = json.dumps({"model": "tiny", "prompt": "Once upon a time", "max_tokens": 1000, "stream": True, "ignore_eos": True})
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
            % (len(body), body)).encode())
@@ -261,7 +262,7 @@ PY
 grep -Eq '^POST /v1/completions 200 20 tokens [0-9.]+ s$' "$TMP/server.log" && echo "ok: access log line" ||
   fail "access log: $(grep -m3 '^POST' "$TMP/server.log")"
 grep -Eq '^POST /v1/completions 400 0 tokens' "$TMP/server.log" || fail "access log: no 400 line"
-# The disconnected stream is logged with the tokens it had when it was cancelled: fewer than 200.
+# The disconnected stream is logged with the tokens it had when it was cancelled: fewer than 1000.
 line=$(grep -E '^POST /v1/completions 200 [0-9]+ tokens' "$TMP/server.log" | awk '$4 != 20 && $4 != 40 && $4 != 4 && $4 != 0')
 stop_server TERM
 [[ $SERVER_RC -eq 143 ]] && echo "ok: SIGTERM stops the server (exit 143)" || fail "SIGTERM: exit $SERVER_RC: $(tail -3 "$TMP/server.log")"

@@ -13,6 +13,7 @@
 
 #include "parallel/mpi_communicator.h"
 #include "train/adamw.h"
+#include "train/optimizer_bytes.h"
 
 namespace nemotron::train {
 namespace {
@@ -59,6 +60,16 @@ void expect_equal_to_unsharded(int64_t bucket_elements) {
   // Masters + moments: 1/R of the unsharded bytes, to the padding of the buffer to 64 R.
   EXPECT_EQ(a.state_bytes() * R, 3 * sharded.grad_buffer().numel() * 4);
   EXPECT_EQ(a.unsharded_state_bytes(), b.state_bytes());
+  // The masters alone (GRPO's memory line): the parameters' own are gone into the shard, whose
+  // pieces over the ranks hold every trainable parameter's once; unsharded, each parameter's.
+  int64_t whole_masters = 0;
+  for (const model::Param* p : whole.all())
+    if (p->master.defined()) whole_masters += p->value.numel() * 4;
+  EXPECT_GT(whole_masters, 0);
+  EXPECT_EQ(held_master_bytes(whole, b), whole_masters);
+  const int64_t mine = held_master_bytes(sharded, a);
+  EXPECT_GT(mine, 0);
+  EXPECT_EQ(static_cast<int64_t>(world().all_reduce_host(static_cast<double>(mine))), whole_masters);
   EXPECT_EQ(sharded.grad_buffer().numel() % (64 * R), 0);
   // The buckets cover the buffer once, each a multiple of 64 R, the rank's slices its S elements.
   int64_t covered = 0;
