@@ -22,8 +22,8 @@ void embed_tokens(Context& ctx, const Tensor& ids, const Param& table, int64_t v
 }
 
 void embed_tokens_backward(Context& ctx, const Tensor& ids, const Tensor& dx, Param& table) {
-  if (!table.tensor_split()) return ops::embedding_backward(ctx, ids, dx, table.grad);
-  ops::embedding_backward_range(ctx, ids, dx, vocab_begin(table), table.grad);
+  if (!table.tensor_split()) return ops::embedding_backward_prechecked(ctx, ids, dx, table.grad);
+  ops::embedding_backward_range(ctx, ids, dx, vocab_begin(table), table.grad, /*prechecked=*/true);
 }
 
 void head_cross_entropy(Context& ctx, const Param& head, int64_t vocab_size, Tensor& logits, const Tensor& targets,

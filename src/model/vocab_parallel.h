@@ -14,7 +14,9 @@ namespace nemotron::model {
 // parallelism). `prechecked`: the ids were checked on the host, nothing is read back on CUDA.
 void embed_tokens(Context& ctx, const Tensor& ids, const Param& table, int64_t vocab_size, Tensor& x,
                   bool partial = false, bool prechecked = false);
-// table.grad[ids] += dx for the ids in this rank's rows (dx whole on every rank).
+// table.grad[ids] += dx for the ids in this rank's rows (dx whole on every rank). The ids are the
+// ones embed_tokens took in the forward, which checked them: nothing is read back on CUDA (the
+// backward does not wait for the stream).
 void embed_tokens_backward(Context& ctx, const Tensor& ids, const Tensor& dx, Param& table);
 
 // Per row: loss = mask (logsumexp(logits) - logits[target]) over the whole vocabulary, from this

@@ -17,6 +17,10 @@ void embedding_backward(Context& ctx, const Tensor& ids, const Tensor& dy, Tenso
 // back, so the call never waits for the stream (a decode step captured as a CUDA graph,
 // engine/decode_graphs.h). An id outside [0, V) gives a zero row there (the CPU still refuses it).
 void embedding_forward_prechecked(Context& ctx, const Tensor& ids, const Tensor& w, Tensor& y);
+// embedding_backward for ids already checked (the training forward checked these very ids): on
+// CUDA no flag is read back, so the backward does not wait for the stream mid-step. Out-of-range
+// ids add nothing there (the CPU still refuses them).
+void embedding_backward_prechecked(Context& ctx, const Tensor& ids, const Tensor& dy, Tensor& dw);
 
 // y[n] = W[ids[n] - vocab_begin] when ids[n] is in this range, else 0 (the caller sums y over
 // the group). ids are checked against [0, vocab_size) as embedding_forward checks them. Backward
@@ -27,6 +31,7 @@ void embedding_forward_prechecked(Context& ctx, const Tensor& ids, const Tensor&
 // embedding_forward_prechecked: a decode step captured as a CUDA graph under tensor parallelism).
 void embedding_forward_range(Context& ctx, const Tensor& ids, const Tensor& w, int64_t vocab_begin, int64_t vocab_size,
                              Tensor& y, bool prechecked = false);
-void embedding_backward_range(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, Tensor& dw);
+void embedding_backward_range(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, Tensor& dw,
+                              bool prechecked = false);
 
 }  // namespace nemotron::ops

@@ -109,8 +109,9 @@ void forward_rows(Context& ctx, const Tensor& ids, const Tensor& w, int64_t voca
 
 // ids are checked against [0, vocab_size) (kUnbounded: only their sign); rows outside
 // [vocab_begin, vocab_begin + dW.rows) add nothing.
+// `read_back` false: as forward_rows.
 void backward_rows(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, int64_t vocab_size,
-                   Tensor& dw) {
+                   Tensor& dw, bool read_back = true) {
   NM_CHECK(dw.rank() == 2, "embedding dw must be [V, D], got {}", dw.shape().str());
   int64_t V = dw.dim(0), D = dw.dim(1), N = ids.numel();
   NM_CHECK(dy.numel() == N * D, "embedding dy {} for {} ids of width {}", dy.describe(), N, D);
@@ -122,6 +123,10 @@ void backward_rows(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vo
     Tensor dids = device_ids(ids, vocab_size, dw.backend());
     EmbeddingCudaArgs a = cuda_args(dids, V, D, dy.dtype(), vocab_begin, vocab_size);
     a.dy = dy.raw(), a.dw = static_cast<float*>(dw.raw());
+    if (!read_back) {
+      NM_CUDA_CHECK(embedding_backward_cuda(a, cuda::cuda_stream(ctx), nullptr));
+      return;
+    }
     int64_t bad = -1;
     NM_CUDA_CHECK(embedding_backward_cuda(a, cuda::cuda_stream(ctx), &bad));
     note_host_wait();
@@ -129,7 +134,7 @@ void backward_rows(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vo
     return;
   }
 #endif
-  (void)ctx;
+  (void)ctx, (void)read_back;
   require_cpu(dw, "embedding_backward");
   std::vector<int64_t> id = token_ids(ids, vocab_size);
   dispatch_float(dw.dtype(), "embedding_backward", [&](auto zero) {
@@ -165,15 +170,22 @@ void embedding_backward(Context& ctx, const Tensor& ids, const Tensor& dy, Tenso
   backward_rows(ctx, ids, dy, 0, dw.dim(0), dw);
 }
 
+void embedding_backward_prechecked(Context& ctx, const Tensor& ids, const Tensor& dy, Tensor& dw) {
+  OpScope scope(ctx, OpPhase::elementwise, "embedding_backward");
+  NM_CHECK(dw.rank() == 2, "embedding dw must be [V, D], got {}", dw.shape().str());
+  backward_rows(ctx, ids, dy, 0, dw.dim(0), dw, /*read_back=*/false);
+}
+
 void embedding_forward_range(Context& ctx, const Tensor& ids, const Tensor& w, int64_t vocab_begin, int64_t vocab_size,
                              Tensor& y, bool prechecked) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
   forward_rows(ctx, ids, w, vocab_begin, vocab_size, y, /*read_back=*/!prechecked);
 }
 
-void embedding_backward_range(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, Tensor& dw) {
+void embedding_backward_range(Context& ctx, const Tensor& ids, const Tensor& dy, int64_t vocab_begin, Tensor& dw,
+                              bool prechecked) {
   OpScope scope(ctx, OpPhase::elementwise, __func__);
-  backward_rows(ctx, ids, dy, vocab_begin, kUnbounded, dw);
+  backward_rows(ctx, ids, dy, vocab_begin, kUnbounded, dw, /*read_back=*/!prechecked);
 }
 
 }  // namespace nemotron::ops

@@ -186,7 +186,7 @@ cudaError_t embedding_forward_cuda(const EmbeddingCudaArgs& a, cudaStream_t s, i
 }
 
 cudaError_t embedding_backward_cuda(const EmbeddingCudaArgs& a, cudaStream_t s, int64_t* bad_position) {
-  *bad_position = -1;
+  if (bad_position) *bad_position = -1;
   if (a.N == 0 || a.D == 0) return cudaSuccess;
   if (a.N >= (int64_t{1} << 31) || a.V >= (int64_t{1} << 31)) return cudaErrorInvalidValue;  // 32-bit key halves
   int64_t P = 1;
@@ -223,7 +223,7 @@ cudaError_t embedding_backward_cuda(const EmbeddingCudaArgs& a, cudaStream_t s, 
                                                     a.D);
     err = cudaGetLastError();
   }
-  if (err == cudaSuccess) err = read_bad(bad, s, bad_position);
+  if (err == cudaSuccess && bad_position) err = read_bad(bad, s, bad_position);
   cudaError_t free_err = cudaFreeAsync(scratch, s);
   return err != cudaSuccess ? err : free_err;
 }

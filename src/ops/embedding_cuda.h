@@ -29,6 +29,7 @@ struct EmbeddingCudaArgs {
 cudaError_t embedding_forward_cuda(const EmbeddingCudaArgs& a, cudaStream_t stream, int64_t* bad_position);
 // Deterministic: the (id, position) pairs are sorted on the device and each distinct id sums its
 // rows of dy in position order, so repeated ids add in a fixed order without atomics.
+// bad_position null: no flag is read back (ids the caller checked), so the call never waits.
 cudaError_t embedding_backward_cuda(const EmbeddingCudaArgs& a, cudaStream_t stream, int64_t* bad_position);
 
 }  // namespace nemotron::ops

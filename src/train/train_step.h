@@ -9,8 +9,8 @@
 // The loop around it (logging, evaluation, checkpoints, resume) is the Trainer's (trainer.h).
 // On a GPU the step waits for the device as little as it can (core/host_waits.h): every
 // micro-batch is uploaded before the first forward and the loss is read once, after the last
-// backward; what remains are the ops' own waits (range checks of token ids and labels, the MoE
-// expert counts) and the gradient norm's.
+// backward; what remains are the ops' own waits (range checks of token ids, in the embedding's
+// forward only, and of labels; the MoE expert counts) and the gradient norm's.
 // The CPU reduces in a fixed order, so the same inputs give bit-identical results.
 #pragma once
 #include <functional>

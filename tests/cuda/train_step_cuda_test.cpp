@@ -54,6 +54,9 @@ TEST(TrainStepCuda, loss_is_read_once_per_step) {
                                                   /*defer_loss_read=*/true);
   const int64_t waits_later = host_waits() - w0;
   EXPECT_EQ(waits_now - waits_later, 1);
+  // What is left: the embedding's token-id check and the loss's label check, both in the forward;
+  // the embedding backward reads nothing back (its ids are the ones the forward checked).
+  EXPECT_EQ(waits_later, 2);
   EXPECT_EQ(later.loss_sum, 0.0);
   ASSERT_TRUE(later.loss_values.defined());
   EXPECT_TRUE(later.loss_values.device().is_cuda());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "case_buffers.h"
+#include "core/host_waits.h"
 #include "core/rng.h"
 #include "harness.h"
 #if NEMOTRON_CUDA
@@ -109,6 +110,7 @@ TEST(Embedding, out_of_range_id_names_its_position) {
   Tensor ids = Tensor::from_vector<int32_t>({3}, {0, 5, 1});
   EXPECT_THROW(ops::embedding_forward(ctx, ids, w, y), InputError);
   EXPECT_THROW(ops::embedding_backward(ctx, ids, y, w), InputError);
+  EXPECT_THROW(ops::embedding_backward_prechecked(ctx, ids, y, w), InputError);  // the CPU still checks
 }
 
 // The range op summed over T ranks equals the whole-vocabulary op, forward and backward (on the
@@ -164,6 +166,34 @@ TEST(EmbeddingRange, device_ids_outside_the_vocabulary_name_their_position) {
   }
   Tensor neg = Tensor::from_vector<int32_t>({3}, {0, 5, -3}).to(gpu);
   EXPECT_THROW(ops::embedding_backward_range(ctx, neg, y, 4, dw), InputError);
+}
+
+// The prechecked backward (the training step's: its forward checked the ids) gives the checked
+// backward's gradient bit for bit and never waits for the stream; the checked one waits once.
+TEST(Embedding, prechecked_backward_matches_and_does_not_wait) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  cuda::CudaBackend gpu(0);
+  Context ctx{&gpu, nullptr, DType::f32};
+  const int64_t N = 3001, V = 257, D = 40;
+  std::vector<int32_t> idv(N);
+  for (int64_t n = 0; n < N; ++n) idv[n] = static_cast<int32_t>((n * 31 + 7) % V);
+  Tensor ids = Tensor::from_vector<int32_t>({N}, idv).to(gpu);
+  Tensor dy = Tensor::empty({N, D}, DType::f32);
+  fill_uniform(dy, Philox(5, 0), -1.0, 1.0);
+  dy = dy.to(gpu);
+  for (int64_t T : {1, 2}) {  // whole table, then rank 1 of a two-way vocabulary split
+    const int64_t b = shard_begin(T - 1, T, V), e = shard_begin(T, T, V);
+    Tensor want = ctx.zeros({e - b, D}, DType::f32), got = ctx.zeros({e - b, D}, DType::f32);
+    const int64_t before = host_waits();
+    if (T == 1) ops::embedding_backward(ctx, ids, dy, want);
+    else ops::embedding_backward_range(ctx, ids, dy, b, want);
+    EXPECT_EQ(host_waits() - before, 1) << "T=" << T;
+    const int64_t mid = host_waits();
+    if (T == 1) ops::embedding_backward_prechecked(ctx, ids, dy, got);
+    else ops::embedding_backward_range(ctx, ids, dy, b, got, /*prechecked=*/true);
+    EXPECT_EQ(host_waits(), mid) << "T=" << T;
+    EXPECT_EQ(got.to_f64_vector(), want.to_f64_vector()) << "T=" << T;
+  }
 }
 #endif
 

@@ -59,6 +59,11 @@ NM_OP_CASES(gated_rmsnorm_cases) {
   c.push_back(std::make_unique<GatedRmsNormCase>(2, 37, 201, 3, true));  // scalar path
   c.push_back(std::make_unique<GatedRmsNormCase>(3, 29, 96, 2, true));   // vector path, registers
   c.push_back(std::make_unique<GatedRmsNormCase>(1, 5, 2080, 2, true));  // vector path, re-read
+  // The register backward at 2 and 3 (bf16) or 3 (f32) iterations per lane over several 32-row
+  // chunks, and 4 with a partly idle last iteration (bf16; f32 takes the re-read path there).
+  c.push_back(std::make_unique<GatedRmsNormCase>(2, 40, 768, 2, true));   // 384 per group
+  c.push_back(std::make_unique<GatedRmsNormCase>(1, 70, 1536, 2, true));  // 768 per group (the bench model's)
+  c.push_back(std::make_unique<GatedRmsNormCase>(2, 33, 1000, 1));        // 1000 per group
   return c;
 }
 
