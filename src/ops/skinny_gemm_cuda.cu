@@ -228,10 +228,13 @@ bool skinny_gemm_supported(const SkinnyGemmCudaArgs& a) {
 
 int skinny_gemm_k_splits(const SkinnyGemmCudaArgs& a, int sms) {
   if (a.k_splits > 0) return std::min(a.k_splits, kMaxSplits);
-  const int64_t tiles = (a.N + kRows - 1) / kRows, slots = 2 * static_cast<int64_t>(sms);
-  if (2 * tiles > slots) return 1;  // half the block slots or more are busy already
+  // One block per multiprocessor at most: on an H200 (132 SMs) 512 x 4096 split 4 (128 blocks)
+  // ran 6.3 us against 7.1 unsplit, but 1024 x 4096 split 4 (256 blocks, two per SM) 10.4 us
+  // against 7.6 unsplit (bench/results/skinny_gemm.jsonl).
+  const int64_t tiles = (a.N + kRows - 1) / kRows, slots = sms;
+  if (2 * tiles > slots) return 1;  // half the multiprocessors or more are busy already
   const int64_t nchunks = chunks_of(a.K);
-  // Every warp keeps at least one chunk; the tiles times splits fit the slots in one wave.
+  // Every warp keeps at least one chunk; the tiles times splits fit the multiprocessors.
   const int64_t s = std::min<int64_t>({kMaxSplits, nchunks / warps_for(nchunks), slots / std::max<int64_t>(tiles, 1)});
   return static_cast<int>(std::max<int64_t>(s, 1));
 }

@@ -33,9 +33,9 @@ constexpr int64_t kSkinnyGemmMaxRows = 16;
 // x and W 16-byte aligned.
 bool skinny_gemm_supported(const SkinnyGemmCudaArgs& a);
 // The K split the kernel runs for these arguments on a device with `sms` multiprocessors: 1
-// unless the 16-row tiles fill less than half of the 2 blocks per multiprocessor, then as many
-// as fill them (every warp keeping at least one 128-column chunk of K), at most 8. Depends on N
-// and K only, never on M.
+// unless the 16-row tiles are at most half the multiprocessors, then as many as give each
+// multiprocessor one block (every warp keeping at least one 128-column chunk of K), at most 8.
+// Depends on N and K only, never on M.
 int skinny_gemm_k_splits(const SkinnyGemmCudaArgs& a, int sms);
 cudaError_t skinny_gemm_cuda(const SkinnyGemmCudaArgs& a, cudaStream_t stream);
 
