@@ -1,7 +1,8 @@
 // The decode-size linear y = x W^T (bfloat16, 1..16 rows of x) on the GPU: the skinny GEMM
 // (ops/skinny_gemm_cuda.h) against cuBLASLt (the same ops::linear_forward with the skinny path
-// off), on the weight shapes of the bench configs' decode steps (Llama-3.1-8B's shape, the dense
-// 125M and MoE 1B hybrids). A benchmark, not a test. Each timed call reads another copy of W
+// off), on the weight shapes of the bench configs' decode steps (Llama-3.1-8B's shape and its
+// tensor parallel 2 halves, the dense 125M and MoE 1B hybrids). The skinny GEMM runs twice: as
+// chosen (K split over a cluster of blocks where the tiles are few) and unsplit (k_splits 1). A benchmark, not a test. Each timed call reads another copy of W
 // (copies rotated over >= 256 MiB, past the 50 MB L2), calls back to back between two events.
 // Prints microseconds, the fraction of a device-to-device copy's bandwidth measured in the same
 // run (bytes: W + x + y once), the faster path, and whether matmul_cuda's rule (skinny_gemm_wins)
@@ -31,7 +32,9 @@ struct Shape2 {
 constexpr Shape2 kShapes[] = {
     {"8B q_proj / o_proj", 4096, 4096},      {"8B k_proj / v_proj", 1024, 4096},
     {"8B gate / up", 14336, 4096},            {"8B down", 4096, 14336},
-    {"8B lm_head", 128256, 4096},             {"dense125m q/o", 768, 768},
+    {"8B lm_head", 128256, 4096},             {"8B TP2 q_proj", 2048, 4096},
+    {"8B TP2 k_proj / v_proj", 512, 4096},    {"8B TP2 o_proj", 4096, 2048},
+    {"8B TP2 gate / up", 7168, 4096},         {"8B TP2 down", 4096, 7168},             {"dense125m q/o", 768, 768},
     {"dense125m k/v", 256, 768},              {"dense125m mamba in_proj", 3608, 768},
     {"dense125m mamba out_proj", 768, 1536},  {"dense125m mlp up", 3072, 768},
     {"dense125m mlp down", 768, 3072},        {"dense125m lm_head", 32768, 768},
@@ -68,8 +71,8 @@ int main(int argc, char** argv) {
     std::printf("device: %s | nemotron %s | commit %s\n", gpu.name().c_str(), NEMOTRON_VERSION,
                 bench::commit_or_unknown().c_str());
     std::printf("device-to-device copy (1 GiB, read + write): %.3f TB/s, the ceiling below\n", copy_tbs);
-    std::printf("%-26s %6s %6s %3s %10s %7s %10s %7s %8s %6s %9s\n", "shape", "N", "K", "M", "skinny us", "%copy",
-                "cuBLASLt us", "%copy", "faster", "rule", "rel diff");
+    std::printf("%-26s %6s %6s %3s %6s %10s %7s %10s %10s %7s %8s %6s %9s\n", "shape", "N", "K", "M", "splits",
+                "skinny us", "%copy", "unsplit us", "cuBLASLt us", "%copy", "faster", "rule", "rel diff");
     const std::vector<int64_t> rows = bench::parse_sizes(rows_s);
     int agree = 0, total = 0;
     double best_loss = 0;  // the worst slowdown the rule accepts (rule's time / faster time - 1)
@@ -81,8 +84,9 @@ int main(int argc, char** argv) {
       for (int64_t M : rows) {
         Tensor xm = x.slice(0, M);
         Tensor y = ctx.empty({M, s.N}, DType::bf16), y_ref = ctx.empty({M, s.N}, DType::bf16);
-        auto run_skinny = [&] {
+        auto run_skinny = [&](int k_splits) {
           ops::SkinnyGemmCudaArgs a;
+          a.k_splits = k_splits;
           a.x = xm.raw(), a.y = y.raw(), a.M = M, a.N = s.N, a.K = s.K, a.lda = a.ldw = s.K;
           for (int64_t r = 0; r < copies; ++r) {
             a.w = static_cast<const char*>(ws.raw()) + r * w_bytes;
@@ -98,7 +102,13 @@ int main(int argc, char** argv) {
         ops::set_skinny_gemm_enabled(true);
         const bool rule = ops::uses_skinny_gemm(probe);
         // Both timed whatever the rule says: the kernel called directly, cuBLASLt with the path off.
-        const double sk_ms = median_cuda_ms(ctx, reps, run_skinny) / static_cast<double>(copies);
+        ops::SkinnyGemmCudaArgs shape_args;
+        shape_args.M = M, shape_args.N = s.N, shape_args.K = s.K;
+        int sms = 0;
+        NM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+        const int splits = ops::skinny_gemm_k_splits(shape_args, sms);
+        const double unsplit_ms = median_cuda_ms(ctx, reps, [&] { run_skinny(1); }) / static_cast<double>(copies);
+        const double sk_ms = median_cuda_ms(ctx, reps, [&] { run_skinny(0); }) / static_cast<double>(copies);
         ops::set_skinny_gemm_enabled(false);
         const double lt_ms = median_cuda_ms(ctx, reps, run_lt) / static_cast<double>(copies);
         ops::set_skinny_gemm_enabled(true);
@@ -110,12 +120,13 @@ int main(int argc, char** argv) {
         const bool ok = chosen <= 1.03 * best;  // within timing noise of the faster
         agree += ok, ++total;
         best_loss = std::max(best_loss, chosen / best - 1.0);
-        std::printf("%-26s %6lld %6lld %3lld %10.2f %6.1f%% %10.2f %6.1f%% %8s %6s %9.2e%s\n", s.name,
-                    static_cast<long long>(s.N), static_cast<long long>(s.K), static_cast<long long>(M), sk_ms * 1e3,
-                    100 * sk_frac, lt_ms * 1e3, 100 * lt_frac, skinny_faster ? "skinny" : "cuBLASLt",
+        std::printf("%-26s %6lld %6lld %3lld %6d %10.2f %6.1f%% %10.2f %10.2f %6.1f%% %8s %6s %9.2e%s\n", s.name,
+                    static_cast<long long>(s.N), static_cast<long long>(s.K), static_cast<long long>(M), splits,
+                    sk_ms * 1e3, 100 * sk_frac, unsplit_ms * 1e3, lt_ms * 1e3, 100 * lt_frac, skinny_faster ? "skinny" : "cuBLASLt",
                     rule ? "skinny" : "cuBLAS", diff, ok ? "" : "  <- rule misses");
         nlohmann::json rec = {{"bench", "skinny_gemm"}, {"shape", s.name}, {"M", M}, {"N", s.N}, {"K", s.K},
-                              {"skinny_us", sk_ms * 1e3}, {"cublaslt_us", lt_ms * 1e3},
+                              {"skinny_us", sk_ms * 1e3}, {"skinny_unsplit_us", unsplit_ms * 1e3},
+                              {"k_splits", splits}, {"cublaslt_us", lt_ms * 1e3},
                               {"skinny_copy_fraction", sk_frac}, {"cublaslt_copy_fraction", lt_frac},
                               {"copy_tbs", copy_tbs}, {"rule_takes_skinny", rule}, {"rel_diff", diff},
                               {"device", gpu.name()}, {"version", NEMOTRON_VERSION},

@@ -6,6 +6,7 @@
 #include "model/context_split.h"
 #include "ops/attention.h"
 #include "ops/attention_decode.h"
+#include "ops/fused_projection.h"
 #include "ops/kv_cache_decode.h"
 #include "ops/rope.h"
 
@@ -57,6 +58,7 @@ AttentionMixer::AttentionMixer(const ModelConfig& cfg, ParamStore& store, const 
     }
   } else {
     nkv_ = split_extent(nkv_, column, prefix + "num_key_value_heads");
+    qkv_ = FusedLinears({&q_proj_, &k_proj_, &v_proj_});
   }
 }
 
@@ -212,9 +214,18 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
   NM_CHECK(s, "attention extend: needs this layer's decode state");
   const int64_t N = batch.total_tokens;
   NM_CHECK(u.numel() == N * H_, "attention extend: expected u [1, {}, {}], got {}", N, H_, u.shape().str());
-  Tensor q = q_proj_.forward(ctx, u).view({1, N, nq_, hd_});
-  Tensor k = project_kv(ctx, k_proj_, u).view({1, N, nkv_, hd_});
-  Tensor v = project_kv(ctx, v_proj_, u).view({1, N, nkv_, hd_});
+  Tensor q, k, v;
+  if (qkv_.active()) {
+    q = ctx.empty({1, N, nq_, hd_}, u.dtype());
+    k = ctx.empty({1, N, nkv_, hd_}, u.dtype());
+    v = ctx.empty({1, N, nkv_, hd_}, u.dtype());
+    Tensor blocks[] = {q.view({N, nq_ * hd_}), k.view({N, nkv_ * hd_}), v.view({N, nkv_ * hd_})};
+    ops::split_columns(ctx, qkv_.forward(ctx, u.view({N, H_})), blocks);
+  } else {
+    q = q_proj_.forward(ctx, u).view({1, N, nq_, hd_});
+    k = project_kv(ctx, k_proj_, u).view({1, N, nkv_, hd_});
+    v = project_kv(ctx, v_proj_, u).view({1, N, nkv_, hd_});
+  }
   if (rope_) {
     ops::rope_forward(ctx, q, rope_freq_, q, 0, batch.position_ids);
     ops::rope_forward(ctx, k, rope_freq_, k, 0, batch.position_ids);

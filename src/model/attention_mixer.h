@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 
+#include "model/fused_linears.h"
 #include "model/linear.h"
 #include "model/mixer.h"
 #include "model/model_shard.h"
@@ -52,7 +53,8 @@ class AttentionMixer : public Mixer {
                                                       DType dtype) const override;
   // q/k/v of the new tokens (RoPE at their positions when used), their K and V written into the
   // slots' blocks, then attention of the new queries over each sequence's cache
-  // (ops/kv_cache_decode.h, ops/attention_decode.h), o_proj.
+  // (ops/kv_cache_decode.h, ops/attention_decode.h), o_proj. In a model that only generates,
+  // q/k/v come from one GEMM on their fused weights (model/fused_linears.h) and one split.
   Tensor extend(Context& ctx, const Tensor& u, LayerDecodeState* state, const DecodeBatch& batch) override;
 
  private:
@@ -69,6 +71,7 @@ class AttentionMixer : public Mixer {
   ops::RopeFreq rope_freq_;
   double init_std_, out_std_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  FusedLinears qkv_;  // q, k, v_proj's weights as one (frozen stores, KV groups not shared)
 };
 
 }  // namespace nemotron::model

@@ -1,6 +1,7 @@
 #include "model/mlp_mixer.h"
 
 #include "ops/activations.h"
+#include "ops/fused_projection.h"
 
 namespace nemotron::model {
 
@@ -25,6 +26,7 @@ MlpMixer::MlpMixer(const ModelConfig& cfg, ParamStore& store, const std::string&
   if (spec.gated) gate_ = Linear(store, prefix + "gate_proj.", spec.in_dim, spec.intermediate, spec.bias, column);
   up_ = Linear(store, prefix + "up_proj.", spec.in_dim, spec.intermediate, spec.bias, column);
   down_ = Linear(store, prefix + "down_proj.", spec.intermediate, spec.in_dim, spec.bias, row);
+  if (spec.gated) gate_up_ = FusedLinears({&gate_, &up_});
 }
 
 void MlpMixer::init(uint64_t seed) {
@@ -58,13 +60,18 @@ void MlpMixer::project(Context& ctx, const Tensor& x, Tensor* y, std::unique_ptr
   Tensor x2 = x.view({rows, spec_.in_dim});
   LinearSaved kept[3];  // up, gate, down
   LinearSaved* keep = saved ? kept : nullptr;
-  Tensor up = up_.forward(ctx, x2, keep ? &kept[0] : nullptr);
-  Tensor act = ctx.empty(up.shape(), up.dtype());
-  Tensor gate;
-  if (spec_.gated) {
+  Tensor up, act, gate;
+  if (!saved && gate_up_.active()) {  // a frozen model's forward: one GEMM, SwiGLU on its halves
+    act = ctx.empty({rows, up_.out_features()}, x2.dtype());
+    ops::swiglu_halves_forward(ctx, gate_up_.forward(ctx, x2), act);
+  } else {
+    up = up_.forward(ctx, x2, keep ? &kept[0] : nullptr);
+    act = ctx.empty(up.shape(), up.dtype());
+  }
+  if (up.defined() && spec_.gated) {
     gate = gate_.forward(ctx, x2, keep ? &kept[1] : nullptr);
     ops::swiglu_forward(ctx, gate, up, act);
-  } else {
+  } else if (up.defined()) {
     ops::relu2_forward(ctx, up, act);
   }
   if (y->defined()) {

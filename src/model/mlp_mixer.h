@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 
+#include "model/fused_linears.h"
 #include "model/linear.h"
 #include "model/mixer.h"
 #include "model/model_shard.h"
@@ -70,6 +71,7 @@ class MlpMixer : public Mixer {
   bool split_ = false;
   double init_std_, out_std_;
   Linear gate_, up_, down_;
+  FusedLinears gate_up_;  // SwiGLU's gate and up weights as one (frozen stores): one GEMM when nothing is kept
 };
 
 }  // namespace nemotron::model

@@ -6,9 +6,16 @@
 // those 8 values serve as its logical columns {2t, 2t+1, 2t+8, 2t+9} of two k16 steps. Loads for
 // the next chunk are issued before the current chunk's multiplies; W bypasses L1 (read once).
 // The warps' partial sums meet in shared memory and are added in warp order (deterministic).
+// Few rows (k/v_proj, and every projection at tensor parallel halves) would leave most
+// multiprocessors idle: there a cluster of S blocks (Hopper thread block clusters) shares one
+// 16-row tile, each block taking every S-th group of chunks, and block 0 of the cluster adds the
+// others' sums from their shared memory (distributed shared memory) in block order: one launch,
+// no workspace, no atomics, the same order every call.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "ops/skinny_gemm_cuda.h"
 
@@ -20,6 +27,7 @@ constexpr int kRows = 16;           // W rows per block (the mma's M)
 constexpr int kMaxWarps = 8;        // warps splitting K within a block
 constexpr int kVecs = 4;            // 16-byte vectors per W row per thread per chunk
 constexpr int kChunk = 32 * kVecs;  // columns a warp covers per chunk
+constexpr int kMaxSplits = 8;       // blocks per tile (the portable cluster size)
 
 struct Vec {  // 8 bfloat16 as 4 registers
   uint32_t r[4];
@@ -60,10 +68,13 @@ __device__ __forceinline__ void store_out(__nv_bfloat16* p, float v) { *p = __fl
 
 // NT: 8-row tiles of x (1 for M <= 8, 2 for M <= 16).
 template <int NT, class OutT>
-__global__ void __launch_bounds__(kMaxWarps * 32, 2) skinny_gemm_kernel(SkinnyGemmCudaArgs a, int64_t nchunks) {
+__global__ void __launch_bounds__(kMaxWarps * 32, 2) skinny_gemm_kernel(SkinnyGemmCudaArgs a, int64_t nchunks, int splits) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  // splits > 1: blocks tile * splits + split form one cluster; split s takes chunks
+  // s * warps + warp, + splits * warps, ... (splits 1: the warp's chunks warp, + warps, ...).
+  const int split = static_cast<int>(blockIdx.x % static_cast<unsigned>(splits));
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x / static_cast<unsigned>(splits)) * kRows;
   // Rows past N or M repeat the last row: their results are never stored, and an mma's columns
   // (and rows) do not mix, so the clamped copies change nothing else.
   auto lesser = [](int64_t u, int64_t v) { return u < v ? u : v; };
@@ -90,10 +101,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) skinny_gemm_kernel(SkinnyGe
       vb[u] = load_stream(w1 + k, ok);
     }
   };
-  load_w(warp, wa, wb);
-  for (int64_t c = warp; c < nchunks; c += warps) {
+  const int64_t first = static_cast<int64_t>(split) * warps + warp, stride = static_cast<int64_t>(splits) * warps;
+  load_w(first, wa, wb);
+  for (int64_t c = first; c < nchunks; c += stride) {
     Vec na[kVecs], nb[kVecs];
-    load_w(c + warps, na, nb);  // past the end: predicated off
+    load_w(c + stride, na, nb);  // past the end: predicated off
     Vec xa[kVecs], xb[kVecs];
 #pragma unroll
     for (int u = 0; u < kVecs; ++u) {
@@ -119,11 +131,35 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) skinny_gemm_kernel(SkinnyGe
 
   // acc[j][i]: W row n0 + g (+ 8 for i >= 2), x row 8 j + 2 t + (i & 1).
   __shared__ float red[kMaxWarps][NT * 4][32];
+  __shared__ float block_sum[NT * 4][32];  // this block's sums, read by block 0 of the cluster
 #pragma unroll
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) red[warp][j * 4 + i][lane] = acc[j][i];
   __syncthreads();
+  float sum[NT * 4];
+#pragma unroll
+  for (int q = 0; q < NT * 4; ++q) {
+    sum[q] = red[0][q][lane];
+    for (int w = 1; w < warps; ++w) sum[q] += red[w][q][lane];
+  }
+  if (splits > 1) {
+    // Every thread of every block reaches both barriers (none returns before them).
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (warp == 0)
+#pragma unroll
+      for (int q = 0; q < NT * 4; ++q) block_sum[q][lane] = sum[q];
+    cluster.sync();  // every block's sums written
+    if (split == 0 && warp == 0)
+      for (int r = 1; r < splits; ++r) {
+        const float* other = cluster.map_shared_rank(&block_sum[0][0], r);
+#pragma unroll
+        for (int q = 0; q < NT * 4; ++q) sum[q] += other[q * 32 + lane];
+      }
+    cluster.sync();  // block 0 done reading: the others' shared memory may go
+    if (split != 0) return;
+  }
   if (warp != 0) return;
   auto* Y = static_cast<OutT*>(a.y);
   const auto* bias = static_cast<const OutT*>(a.bias);
@@ -131,27 +167,54 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) skinny_gemm_kernel(SkinnyGe
   for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float s = red[0][j * 4 + i][lane];
-      for (int w = 1; w < warps; ++w) s += red[w][j * 4 + i][lane];
       const int64_t m = 8 * j + 2 * t + (i & 1), n = n0 + g + (i >= 2 ? 8 : 0);
       if (m >= a.M || n >= a.N) continue;
       OutT* out = Y + m * a.N + n;
-      float v = a.alpha * s;
+      float v = a.alpha * sum[j * 4 + i];
       if (a.beta != 0.0f) v += a.beta * load_out(out);
       if (bias) v += load_out(bias + n);
       store_out(out, v);
     }
 }
 
+// Warps per block: from K alone, so a row's summation order does not depend on M.
+int64_t chunks_of(int64_t K) { return (K + kChunk - 1) / kChunk; }
+int warps_for(int64_t nchunks) { return static_cast<int>(std::clamp<int64_t>(nchunks, 1, kMaxWarps)); }
+
+// Multiprocessors of the current device (read once per device).
+int sm_count() {
+  static std::atomic<int> counts[64] = {};
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  std::atomic<int>& c = counts[dev & 63];
+  n = c.load(std::memory_order_relaxed);
+  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
+    c.store(n, std::memory_order_relaxed);
+  return n;
+}
+
+template <int NT, class OutT>
+cudaError_t launch_as(const SkinnyGemmCudaArgs& a, int64_t nchunks, int warps, int splits, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((a.N + kRows - 1) / kRows * splits)), block(32 * warps);
+  if (splits == 1) {
+    skinny_gemm_kernel<NT, OutT><<<grid, block, 0, stream>>>(a, nchunks, 1);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(splits), cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = 0, cfg.stream = stream;
+  cfg.attrs = &cluster, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<NT, OutT>, a, nchunks, splits);
+}
+
 template <int NT>
 cudaError_t launch(const SkinnyGemmCudaArgs& a, cudaStream_t stream) {
-  const int64_t nchunks = (a.K + kChunk - 1) / kChunk;
-  // The warp count depends on K alone, so a row's summation order does not depend on M.
-  const int warps = static_cast<int>(std::clamp<int64_t>(nchunks, 1, kMaxWarps));
-  const dim3 grid(static_cast<unsigned>((a.N + kRows - 1) / kRows)), block(32 * warps);
-  if (a.y_f32) skinny_gemm_kernel<NT, float><<<grid, block, 0, stream>>>(a, nchunks);
-  else skinny_gemm_kernel<NT, __nv_bfloat16><<<grid, block, 0, stream>>>(a, nchunks);
-  return cudaGetLastError();
+  const int64_t nchunks = chunks_of(a.K);
+  const int splits = skinny_gemm_k_splits(a, sm_count());
+  if (a.y_f32) return launch_as<NT, float>(a, nchunks, warps_for(nchunks), splits, stream);
+  return launch_as<NT, __nv_bfloat16>(a, nchunks, warps_for(nchunks), splits, stream);
 }
 
 }  // namespace
@@ -160,7 +223,20 @@ bool skinny_gemm_supported(const SkinnyGemmCudaArgs& a) {
   auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return a.M >= 1 && a.M <= kSkinnyGemmMaxRows && a.N >= 1 && a.K >= 1 && a.K % 8 == 0 && a.lda % 8 == 0 &&
          a.ldw % 8 == 0 && a.lda >= a.K && a.ldw >= a.K && aligned16(a.x) && aligned16(a.w) &&
-         (a.N + kRows - 1) / kRows < (int64_t{1} << 31);
+         (a.N + kRows - 1) / kRows * kMaxSplits < (int64_t{1} << 31) && a.k_splits >= 0;
+}
+
+int skinny_gemm_k_splits(const SkinnyGemmCudaArgs& a, int sms) {
+  if (a.k_splits > 0) return std::min(a.k_splits, kMaxSplits);
+  // One block per multiprocessor at most: on an H200 (132 SMs) 512 x 4096 split 4 (128 blocks)
+  // ran 6.3 us against 7.1 unsplit, but 1024 x 4096 split 4 (256 blocks, two per SM) 10.4 us
+  // against 7.6 unsplit (bench/results/skinny_gemm.jsonl).
+  const int64_t tiles = (a.N + kRows - 1) / kRows, slots = sms;
+  if (2 * tiles > slots) return 1;  // half the multiprocessors or more are busy already
+  const int64_t nchunks = chunks_of(a.K);
+  // Every warp keeps at least one chunk; the tiles times splits fit the multiprocessors.
+  const int64_t s = std::min<int64_t>({kMaxSplits, nchunks / warps_for(nchunks), slots / std::max<int64_t>(tiles, 1)});
+  return static_cast<int>(std::max<int64_t>(s, 1));
 }
 
 cudaError_t skinny_gemm_cuda(const SkinnyGemmCudaArgs& a, cudaStream_t stream) {

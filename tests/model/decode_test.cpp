@@ -4,7 +4,9 @@
 //     HybridModel::logits over the whole sequence (float64 to 1e-10, float32 to rounding);
 //   * several slots of different lengths and chunk sizes in one call equal each slot alone;
 //   * release + reuse of a slot starts clean;
-//   * running out of KV blocks is refused by can_admit and by extend, changing nothing.
+//   * running out of KV blocks is refused by can_admit and by extend, changing nothing;
+//   * a frozen model (generation's) fuses q/k/v_proj and SwiGLU's gate/up_proj into one weight
+//     each (model/fused_linears.h) and decodes as the trainable model with the same values.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -84,6 +86,41 @@ TEST(HybridDecode, prefill_then_steps_match_full_logits_f64) { prefill_then_step
 TEST(HybridDecode, prefill_then_steps_match_full_logits_f32) { prefill_then_steps(DType::f32, false); }
 TEST(HybridDecode, prefill_then_steps_match_full_logits_with_rope_f64) { prefill_then_steps(DType::f64, true); }
 TEST(HybridDecode, prefill_then_steps_match_full_logits_with_rope_f32) { prefill_then_steps(DType::f32, true); }
+
+// Parameter values written after construction (as loads and refits write them, in place) land in
+// the fused weights: q/k/v_proj and gate/up_proj sit back to back, and prefill plus steps give the
+// trainable model's logits.
+TEST(HybridDecode, frozen_model_fuses_projections_and_decodes_as_trainable) {
+  for (const model::ModelConfig& cfg : {decilm_config(), every_kind(true)})
+  for (DType dt : {DType::f64, DType::f32}) {
+    auto net = random_model(cfg, dt);
+    model::HybridModel frozen(cfg, host_backend(), dt, {}, /*trainable=*/false);
+    for (model::Param* p : frozen.params().all()) {
+      auto [lo, hi] = range_of(p->name);
+      fill_uniform(p->value, Philox(7, model::name_stream(p->name)), lo, hi);
+    }
+    auto adjacent = [&](const std::string& a, const std::string& b) {
+      const model::Param *pa = frozen.params().find(a), *pb = frozen.params().find(b);
+      return pa && pb && static_cast<const char*>(pa->value.raw()) + pa->value.nbytes() == pb->value.raw();
+    };
+    const std::string attn = cfg.model_type == "nemotron-nas" ? "model.layers.0.self_attn." : "backbone.layers.1.mixer.";
+    EXPECT_TRUE(adjacent(attn + "q_proj.weight", attn + "k_proj.weight")) << attn;
+    EXPECT_TRUE(adjacent(attn + "k_proj.weight", attn + "v_proj.weight")) << attn;
+    if (cfg.model_type == "nemotron-nas")
+      EXPECT_TRUE(adjacent("model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"));
+    Context ctx = cpu_context(dt);
+    const std::vector<int32_t> seq = random_tokens(13, cfg.vocab_size, 5);
+    const int64_t prompt = 6;
+    model::DecodeState sa = net->make_decode_state({2, 32, 4}), sb = frozen.make_decode_state({2, 32, 4});
+    const std::vector<int32_t> head(seq.begin(), seq.begin() + prompt);
+    Tensor want = net->extend(ctx, sa, {1}, {head}, dt), got = frozen.extend(ctx, sb, {1}, {head}, dt);
+    EXPECT_LT(relative_error(got, want), dt == DType::f64 ? 1e-14 : 1e-6) << cfg.model_type << " prompt";
+    for (int64_t t = prompt; t < static_cast<int64_t>(seq.size()); ++t) {
+      want = net->extend(ctx, sa, {1}, {{seq[t]}}, dt), got = frozen.extend(ctx, sb, {1}, {{seq[t]}}, dt);
+      EXPECT_LT(relative_error(got, want), dt == DType::f64 ? 1e-14 : 1e-6) << cfg.model_type << " position " << t;
+    }
+  }
+}
 
 // DeciLM (B.1): per-layer KV heads, no-op and linear sub-blocks, Llama-3 scaled RoPE, decoded
 // token by token as the full forward computes them.

@@ -62,6 +62,10 @@ NM_OP_CASES(skinny_gemm_cases) {
   add({{7, 264}, 48, false, 0.75, 0.5});            // alpha, beta on a bfloat16 y
   add({{12, 136}, 40, false, 1.0, 0.0, true});      // float32 y from bfloat16 x, W
   add({{11, 136}, 40, false, 1.25, 1.0, true});     // float32 y accumulated (beta 1)
+  add({{1, 4096}, 64});                             // K split 4, one row
+  add({{16, 4096}, 40, true});                      // K split 4, two tiles of x, bias, N < 3 blocks
+  add({{9, 3072}, 24, false, 1.25, 1.0, true});     // K split 3, float32 y accumulated
+  add({{5, 2056}, 200, false, 0.75, 0.5});          // K split 2, partial last chunk, alpha / beta
   return c;
 }
 
