@@ -84,9 +84,8 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
   // Sharded gradients: the layout from shapes; the whole buffer is never allocated (the gradients
   // live in GradSlots' layer slots), and whole per-parameter ones a store did not defer are
   // dropped here, before the shard's state is allocated. Otherwise the flat buffer, made here.
-  model::GradLayout layout;
+  const model::GradLayout layout = params.grad_layout(align, pad_to);  // make_grads_contiguous' too
   if (by_layer) {
-    layout = params.grad_layout(align, pad_to);
     for (size_t k = 0; k < params.all().size(); ++k) {
       model::Param& p = *params.all()[k];
       if (layout.offset[k] >= 0) p.grad = Tensor();
@@ -95,11 +94,6 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
     params.release_grad_buffer();  // one an earlier layout made
   } else {
     params.make_grads_contiguous(align, pad_to);
-    layout.offset.assign(params.all().size(), -1);
-    for (size_t k = 0; k < params.all().size(); ++k)
-      if (params.in_grad_buffer(*params.all()[k])) layout.offset[k] = grad_offset(params, *params.all()[k]);
-    layout.numel = params.grad_buffer().numel();
-    layout.dtype = params.grad_buffer().dtype();
   }
   auto sh = std::make_unique<Shard>();
   sh->group = shard_over;
