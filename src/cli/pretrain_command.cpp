@@ -92,7 +92,10 @@ int run_pretrain(const TrainingCommandOptions& o) {
       !why.empty())
     throw InputError(fmt::format("{}: {}: {}", path, dev.backend->name(), why));
   std::shared_ptr<const parallel::ProcessGroups> groups = make_process_groups(layout, dev.backend);
-  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*groups));
+  // Sharded gradients (FSDP optim_grads and above): no whole gradient at construction; the
+  // optimizer lays them out from shapes, one layer's at a time existing whole (train/grad_slots.h).
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*groups), /*trainable=*/true,
+                         /*defer_grads=*/cfg.ddp.shards_grads());
   net.init(cfg.seed);
   net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)
   // The model artifact's input: the data prep output holding the blend (none for mock tokens).

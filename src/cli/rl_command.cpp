@@ -132,7 +132,10 @@ int run_rl(const TrainingCommandOptions& o) {
     std::fputs(gen_line.c_str(), stdout);
     opts.generator_groups = make_process_groups(gen_layout, dev.backend);
   }
-  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*opts.groups));
+  // Sharded gradients (FSDP optim_grads and above): no whole gradient at construction (the
+  // optimizer lays them out from shapes; train/grad_slots.h).
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*opts.groups), /*trainable=*/true,
+                         /*defer_grads=*/cfg.optimizer.fsdp != train::Fsdp::off);
   net.init(cfg.grpo.grpo.seed);
   net.params().create_masters();  // bf16 weights: fp32 masters (the checkpoint load fills them)
   std::printf("device: %s\n", dev.describe().c_str());

@@ -143,7 +143,10 @@ int run_sft(const TrainingCommandOptions& o) {
   const Heldout heldout = heldout_examples(cfg);
   train::ComputeDevice dev = train::open_compute_device(cfg);
   std::shared_ptr<const parallel::ProcessGroups> groups = make_process_groups(layout, dev.backend);
-  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*groups));
+  // Sharded gradients (FSDP optim_grads and above): no whole gradient at construction; the
+  // optimizer lays them out from shapes, one layer's at a time existing whole (train/grad_slots.h).
+  model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*groups), /*trainable=*/true,
+                         /*defer_grads=*/cfg.ddp.shards_grads());
   net.init(cfg.seed);
   // LoRA: adapters on the targeted projections, every base weight frozen (before the masters
   // and the optimizer exist, so neither holds anything for the base).

@@ -34,8 +34,8 @@ int64_t head_rows_per_chunk(int64_t vocab_size, DType dtype, int64_t tokens) {
 }
 
 HybridModel::HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard,
-                         bool trainable)
-    : cfg_(cfg), shard_(shard), store_(backend, dtype, trainable) {
+                         bool trainable, bool defer_grads)
+    : cfg_(cfg), shard_(shard), store_(backend, dtype, trainable, defer_grads) {
   validate(cfg_, "model");
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
   const StackNames names = stack_names(cfg_);

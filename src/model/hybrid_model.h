@@ -59,8 +59,10 @@ class HybridModel {
  public:
   // `shard`: the part of the model this rank builds (model/model_shard.h); the whole by default.
   // `trainable` false: every parameter frozen from the start (ParamStore), for a copy that only runs.
+  // `defer_grads`: trainable parameters get no gradient at construction (ParamStore's defer_grads;
+  // the optimizer lays them out), for a model whose whole gradients need not exist at once.
   HybridModel(const ModelConfig& cfg, Backend& backend, DType dtype, const ModelShard& shard = {},
-              bool trainable = true);
+              bool trainable = true, bool defer_grads = false);
   ~HybridModel();
   const ModelConfig& config() const { return cfg_; }
   const ModelShard& shard() const { return shard_; }

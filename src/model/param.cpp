@@ -11,9 +11,9 @@ Param& ParamStore::add(const std::string& name, Shape shape, bool weight_decay, 
   p->name = name;
   const DType vt = stat ? stat_dtype(dtype_) : dtype_;
   p->value = Tensor::zeros(shape, vt, *backend_);
-  if (trainable_)
-    p->grad = Tensor::zeros(shape, grad_dtype(vt), *backend_);
-  else
+  if (trainable_) {
+    if (!defer_grads_) p->grad = Tensor::zeros(shape, grad_dtype(vt), *backend_);
+  } else
     p->requires_grad = false;
   p->weight_decay = weight_decay;
   Param& ref = *p;
@@ -39,29 +39,45 @@ void ParamStore::zero_grads() {
     if (p->grad.defined() && !in_grad_buffer(*p)) p->grad.zero_();
 }
 
-void ParamStore::make_grads_contiguous(int64_t align, int64_t pad_to) {
-  NM_CHECK(align >= 1 && pad_to >= 1, "make_grads_contiguous({}, {})", align, pad_to);
+GradLayout ParamStore::grad_layout(int64_t align, int64_t pad_to) const {
+  NM_CHECK(align >= 1 && pad_to >= 1, "grad_layout({}, {})", align, pad_to);
   auto round_up = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
+  GradLayout l;
+  l.dtype = grad_dtype(dtype_);
+  l.offset.assign(order_.size(), -1);
   int64_t total = 0;
-  const DType dt = grad_dtype(dtype_);
-  std::vector<int64_t> offsets(order_.size(), -1);
   for (size_t i = 0; i < order_.size(); ++i) {
-    Param* p = order_[i];
-    if (!p->grad.defined() || p->is_expert()) continue;
-    NM_CHECK(p->grad.dtype() == dt, "gradient of {} is {}, the store's are {}", p->name, dtype_name(p->grad.dtype()),
-             dtype_name(dt));
-    offsets[i] = total;
-    total += round_up(p->grad.numel(), align);
-    p->grad = Tensor();  // freed before the buffer is allocated: no second copy at the peak
+    const Param* p = order_[i];
+    if (!p->requires_grad || p->is_expert()) continue;
+    const DType dt = grad_dtype(p->value.dtype());
+    NM_CHECK(dt == l.dtype, "gradient of {} is {}, the store's are {}", p->name, dtype_name(dt), dtype_name(l.dtype));
+    l.offset[i] = total;
+    total += round_up(p->value.numel(), align);
   }
+  l.numel = round_up(std::max<int64_t>(total, 1), pad_to);
+  return l;
+}
+
+void ParamStore::allocate_grads() {
+  for (Param* p : order_)
+    if (p->requires_grad && !p->grad.defined())
+      p->grad = Tensor::zeros(p->value.shape(), grad_dtype(p->value.dtype()), *backend_);
+}
+
+void ParamStore::make_grads_contiguous(int64_t align, int64_t pad_to) {
+  const GradLayout l = grad_layout(align, pad_to);
+  // The old gradients are freed before the buffer is allocated: no second copy at the peak.
+  for (size_t i = 0; i < order_.size(); ++i)
+    if (l.offset[i] >= 0) order_[i]->grad = Tensor();
   grad_buffer_ = Tensor();
-  Tensor buf = Tensor::zeros({round_up(std::max<int64_t>(total, 1), pad_to)}, dt, *backend_);
+  Tensor buf = Tensor::zeros({l.numel}, l.dtype, *backend_);
   for (size_t i = 0; i < order_.size(); ++i) {
-    if (offsets[i] < 0) continue;
+    if (l.offset[i] < 0) continue;
     Param* p = order_[i];
-    p->grad = buf.slice(offsets[i], offsets[i] + p->value.numel()).view(p->value.shape());
+    p->grad = buf.slice(l.offset[i], l.offset[i] + p->value.numel()).view(p->value.shape());
   }
   grad_buffer_ = buf;
+  allocate_grads();  // deferred ones outside the buffer (expert-parallel experts)
 }
 
 bool ParamStore::in_grad_buffer(const Param& p) const {

@@ -94,13 +94,27 @@ struct Param {
   void refresh_value();
 };
 
+// Where each gradient of the store's flat buffer starts (ParamStore::grad_layout), computed from
+// the parameters' shapes alone, so a sharded optimizer can cut its slices without the whole
+// buffer ever existing.
+struct GradLayout {
+  std::vector<int64_t> offset;  // by parameter (the store's order): element offset, -1 = not in the buffer
+  int64_t numel = 0;            // the buffer's length, padding included
+  DType dtype = DType::f32;     // the gradients' dtype (grad_dtype of the store's)
+};
+
 class ParamStore {
  public:
   // `trainable` false: a store to run, never to train (a generator's copy of a policy at another
   // layout): every parameter is added frozen, so no gradient is ever allocated.
-  ParamStore(Backend& backend, DType dtype, bool trainable = true)
-      : backend_(&backend), dtype_(dtype), trainable_(trainable) {}
-  // A new zero-initialised parameter with a zero gradient (frozen, without, in a store not trainable). Names must be unique. `stat` keeps the
+  // `defer_grads`: parameters are added trainable but without a gradient; whoever lays the
+  // gradients out gives them storage (make_grads_contiguous, allocate_grads, or the layer slots of
+  // sharded gradients, train/grad_slots.h), so a store whose whole gradients would not fit one
+  // device never holds them (Megatron FSDP's optim_grads). Every AdamW allocates what it needs.
+  ParamStore(Backend& backend, DType dtype, bool trainable = true, bool defer_grads = false)
+      : backend_(&backend), dtype_(dtype), trainable_(trainable), defer_grads_(defer_grads) {}
+  // A new zero-initialised parameter with a zero gradient (frozen, without, in a store not
+  // trainable; trainable without one yet under defer_grads). Names must be unique. `stat` keeps the
   // value in stat_dtype(dtype) (float32 in a bf16 store), for buffers whose small updates bf16
   // would lose (the MoE correction bias).
   Param& add(const std::string& name, Shape shape, bool weight_decay, bool stat = false);
@@ -128,9 +142,15 @@ class ParamStore {
   // The buffer holds the parameters the data group replicates: an expert-parallel expert's
   // gradient (is_expert()) is summed over another group, so it keeps a tensor of its own.
   void make_grads_contiguous(int64_t align = 64, int64_t pad_to = 1);
+  // The layout make_grads_contiguous(align, pad_to) gives, from shapes alone: every parameter that
+  // requires a gradient, expert-parallel experts excepted, in the store's order. Allocates nothing.
+  GradLayout grad_layout(int64_t align = 64, int64_t pad_to = 1) const;
+  // A zero gradient of its own for every parameter that requires one and has none (deferred).
+  void allocate_grads();
+  bool defers_grads() const { return defer_grads_; }
   const Tensor& grad_buffer() const { return grad_buffer_; }  // undefined until made
-  // Frees the flat buffer once every gradient in it has storage of its own again (the layer
-  // slots of sharded gradients, train/grad_slots.h); in_grad_buffer() is false from then on.
+  // Frees the flat buffer once no gradient points into it any more (a sharded-gradient layout
+  // drops them first, train/adamw.h); in_grad_buffer() is false from then on.
   void release_grad_buffer() { grad_buffer_ = Tensor(); }
   bool in_grad_buffer(const Param& p) const;
   Backend& backend() const { return *backend_; }
@@ -140,6 +160,7 @@ class ParamStore {
   Backend* backend_;
   DType dtype_;
   bool trainable_ = true;
+  bool defer_grads_ = false;
   bool masters_ = false;  // create_masters() ran
   Tensor grad_buffer_;    // make_grads_contiguous()
   std::map<std::string, std::unique_ptr<Param>> by_name_;

@@ -73,19 +73,33 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
   m_.resize(params.all().size());
   v_.resize(params.all().size());
   if (!shard_over || shard_over->size() == 1) {
+    params.allocate_grads();  // a store that deferred them (ParamStore's defer_grads)
     ensure_moments();
     return;
   }
   const int D = shard_over->size();
   // FSDP cuts at every layer's first parameter: each must start at 64 D.
   const bool by_layer = fsdp != Fsdp::off;
-  params.make_grads_contiguous(by_layer ? kShardAlign * D : kShardAlign, kShardAlign * D);
-  const Tensor& buf = params.grad_buffer();
+  const int64_t align = by_layer ? kShardAlign * D : kShardAlign, pad_to = kShardAlign * D;
+  // Sharded gradients: the layout from shapes; the whole buffer is never allocated (the gradients
+  // live in GradSlots' layer slots), and whole per-parameter ones a store did not defer are
+  // dropped here, before the shard's state is allocated. Otherwise the flat buffer, made here.
+  const model::GradLayout layout = params.grad_layout(align, pad_to);  // make_grads_contiguous' too
+  if (by_layer) {
+    for (size_t k = 0; k < params.all().size(); ++k) {
+      model::Param& p = *params.all()[k];
+      if (layout.offset[k] >= 0) p.grad = Tensor();
+      else if (p.requires_grad && !p.grad.defined()) params.set_requires_grad(p, true);  // an expert: its own
+    }
+    params.release_grad_buffer();  // one an earlier layout made
+  } else {
+    params.make_grads_contiguous(align, pad_to);
+  }
   auto sh = std::make_unique<Shard>();
   sh->group = shard_over;
-  sh->buffer = buf.raw();
-  sh->buffer_numel = buf.numel();
-  sh->buckets = grad_buckets(params, bucket_elements, kShardAlign * D, by_layer);  // each a multiple of 64 D
+  sh->buffer = by_layer ? nullptr : params.grad_buffer().raw();
+  sh->buffer_numel = layout.numel;
+  sh->buckets = grad_buckets(params, layout, bucket_elements, kShardAlign * D, by_layer);  // each a multiple of 64 D
   for (GradBucket& b : sh->buckets) {
     NM_CHECK((b.end - b.begin) % (kShardAlign * D) == 0, "bucket [{}, {}) is not a multiple of {}", b.begin, b.end,
              kShardAlign * D);
@@ -97,9 +111,9 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
   sh->bucket_of.assign(all.size(), -1);
   sh->piece_of.assign(all.size(), -1);
   Backend& be = params.backend();
-  sh->grad = Tensor::zeros({sh->size}, buf.dtype(), be);
-  sh->m = Tensor::zeros({sh->size}, buf.dtype(), be);
-  sh->v = Tensor::zeros({sh->size}, buf.dtype(), be);
+  sh->grad = Tensor::zeros({sh->size}, layout.dtype, be);
+  sh->m = Tensor::zeros({sh->size}, layout.dtype, be);
+  sh->v = Tensor::zeros({sh->size}, layout.dtype, be);
   for (size_t k = 0; k < all.size(); ++k) {
     const model::Param& p = *all[k];
     if (!p.requires_grad) continue;
@@ -108,14 +122,14 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
       v_[k] = Tensor::zeros(p.value.shape(), p.grad.dtype(), p.grad.backend());
       continue;
     }
-    NM_CHECK(params.in_grad_buffer(p), "{}: a trainable gradient outside the flat buffer", p.name);
+    NM_CHECK(layout.offset[k] >= 0, "{}: a trainable gradient outside the flat buffer", p.name);
     // One dtype for the values' all-gather: a trainable `stat` parameter (float32 in a bf16
     // store) would need a second one; none trains today (the MoE correction bias is frozen).
     if (p.value.dtype() != params.dtype())
       throw InputError(fmt::format("ddp.use_distributed_optimizer: parameter {} trains in {} while the model computes in "
                                    "{}; the distributed optimizer gathers one dtype (set ddp.use_distributed_optimizer=false)",
                                    p.name, dtype_name(p.value.dtype()), dtype_name(params.dtype())));
-    const int64_t off = grad_offset(params, p);
+    const int64_t off = layout.offset[k];
     sh->offset[k] = off;
     size_t i = 0;
     while (i < sh->buckets.size() && !(sh->buckets[i].begin <= off && off < sh->buckets[i].end)) ++i;

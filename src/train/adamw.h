@@ -26,8 +26,11 @@
 //
 // Gradient sharding (Fsdp::grads, Megatron FSDP's optim_grads): the same layout cut into one
 // bucket per trunk layer (grad_buckets' by_layer; every parameter 64 D aligned so each layer's
-// start can be cut); the whole gradients then live in per-layer slots (train/grad_slots.h) and
-// shard_grads() accumulates the reduce-scattered slices of every micro-batch.
+// start can be cut), computed from the parameters' shapes (ParamStore::grad_layout): the whole
+// buffer is never allocated and whole per-parameter gradients are dropped here (a store built with
+// defer_grads never has them), so the whole float32 gradients never exist on a rank; each layer's
+// live in a layer slot (train/grad_slots.h) only while its backward runs, and shard_grads()
+// accumulates the reduce-scattered slices of every micro-batch.
 // Full parameter sharding (Fsdp::grads_params, optim_grads_params): that, and the rank's slices
 // of the compute-dtype values kept too, as a
 // fourth S-element buffer (value_shard()) that the update writes instead of the parameters'
@@ -141,7 +144,8 @@ class AdamW {
   // it). take_value_pieces() copies them from whole parameter values.
   bool shards_values() const;
   // Gradient sharding (Fsdp::grads and above): one bucket per trunk layer, the whole gradients in
-  // layer slots (train/grad_slots.h) instead of the store's flat buffer, which is released.
+  // layer slots (train/grad_slots.h), no flat buffer; the parameters' gradients are undefined
+  // until GradSlots points them at the slots.
   bool shards_grads() const;
   Tensor value_shard() const;
   int64_t buffer_offset(size_t k) const;

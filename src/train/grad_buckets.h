@@ -33,6 +33,10 @@ struct GradBucket {
 // parameters are one bucket of their own (where its start is a multiple of cut_multiple).
 std::vector<GradBucket> grad_buckets(const model::ParamStore& params, int64_t bucket_elements,
                                      int64_t cut_multiple = 1, bool by_layer = false);
+// The same cut over a layout computed from shapes (ParamStore::grad_layout), for a buffer that
+// is never allocated whole (sharded gradients).
+std::vector<GradBucket> grad_buckets(const model::ParamStore& params, const model::GradLayout& layout,
+                                     int64_t bucket_elements, int64_t cut_multiple = 1, bool by_layer = false);
 
 // Element offset of parameter p's gradient in the store's buffer (p.grad must be in it).
 int64_t grad_offset(const model::ParamStore& params, const model::Param& p);

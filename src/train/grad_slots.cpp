@@ -13,13 +13,14 @@ GradSlots::GradSlots(model::HybridModel& net, AdamW& opt, parallel::Communicator
            "sharded gradients need an optimizer that shards them over the data group");
   model::ParamStore& params = net.params();
   units_ = layer_units(params, opt, net.config().num_layers());
-  NM_CHECK(params.grad_buffer().defined(), "sharded gradients: the optimizer made no gradient buffer");
-  const DType dt = params.grad_buffer().dtype();
-  // The whole buffer goes before the slots come: memory never holds both.
+  // The optimizer laid the gradients out from shapes and left them without storage (no whole
+  // buffer, no whole per-parameter gradients): the slots are their first home.
+  const DType dt = opt.shard_grads().dtype();
   const auto& all = params.all();
   for (const std::vector<size_t>& ks : units_.params_of)
-    for (size_t k : ks) all[k]->grad = Tensor();
-  params.release_grad_buffer();
+    for (size_t k : ks)
+      NM_CHECK(!all[k]->grad.defined(), "sharded gradients: {} still holds a whole gradient", all[k]->name);
+  NM_CHECK(!params.grad_buffer().defined(), "sharded gradients: the store holds a whole gradient buffer");
   Backend& be = params.backend();
   const int64_t D = group.size();
   for (size_t s = 0; s < 2; ++s) {

@@ -9,8 +9,9 @@
 // next layer's backward (NCCL's communication stream; synchronous on the CPU, the same code).
 // The outer unit (embedding, final norm, head, MTP blocks) keeps whole gradients, reduce-scattered
 // and added at the end of each micro-batch (a choice, as for its values in param_gather.h). The
-// store's flat buffer is released: the clipping norm, the update and the checkpoint read the
-// slices only (AdamW's sharded path).
+// store's flat buffer is never allocated (the optimizer's layout comes from shapes, and a store
+// built with defer_grads never held whole per-parameter gradients either): the clipping norm,
+// the update and the checkpoint read the slices only (AdamW's sharded path).
 #pragma once
 #include <array>
 #include <functional>
@@ -27,7 +28,8 @@ class GradSlots {
  public:
   // `opt` shards gradients (AdamW::shards_grads) over `group`; net, opt, group and ctx (the
   // step's: where the slices are added) outlive this. Points every sharded parameter's gradient
-  // at its slot or the outer buffer and releases the store's flat buffer.
+  // at its slot or the outer buffer (the optimizer left them without storage: the whole buffer
+  // never exists).
   GradSlots(model::HybridModel& net, AdamW& opt, parallel::Communicator& group, Context& ctx);
   GradSlots(const GradSlots&) = delete;
   GradSlots& operator=(const GradSlots&) = delete;

@@ -19,6 +19,7 @@
 #  - the DP2 checkpoint (each rank writes its weight slices) resumes in one process and under the
 #    distributed optimizer (ddp.use_distributed_optimizer) at DP2, and the DP4 one with FSDP at DP2,
 #    each continuing with the losses and final weights of the uninterrupted single-process run;
+#  - SFT under optim_grads at DP2 (its model built without gradients) equals one process;
 #  - on one process the keys change nothing (bit-identical losses); a bad strategy, a strategy without use_megatron_fsdp and FSDP with tensor
 #    parallelism are one line naming the key.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -127,6 +128,30 @@ fi
 if mpi 2 rf "${fsdp[@]}" checkpoint.load="$TMP/dp4" checkpoint.save="$TMP/rf" checkpoint.save_interval=0; then
   grep -q "resumed from $TMP/dp4/iter_0000004 at iteration 4" "$TMP/out.rf" || fail "FSDP DP4 -> DP2: not resumed at 4"
   same_run "FSDP DP4 checkpoint resumed with FSDP at DP2" "$TMP/rf" 6 5
+fi
+
+# SFT under optim_grads at DP2 (the model built without gradients: the optimizer lays them out
+# from shapes, train/grad_slots.h) against one process: the same losses and gradient norms.
+expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/prep"
+expect_ok "pretrain 1 step for SFT" '^ iteration +1/ +1 ' "$BIN" super3 pretrain -c tiny \
+  dataset.per_split_data_args_path="$TMP/prep/blend.json" train.train_iters=1 train.eval_iters=0 train.eval_interval=0 \
+  scheduler.lr_warmup_iters=0 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/pre" logger.tensorboard_dir=null
+expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sft" \
+  tokenizer.model="$TMP/prep/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 heldout_examples=4
+sft=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint="$TMP/pre"
+  train.global_batch_size=4 train.micro_batch_size=1 train.train_iters=3 train.eval_interval=0 train.eval_iters=0
+  scheduler.lr_warmup_iters=1 logger.tensorboard_dir=null)
+expect_ok "SFT one process" '^ iteration +3/ +3 ' "${sft[@]}" checkpoint.save="$TMP/s1" checkpoint.load="$TMP/s1"
+if "${MPIRUN[@]}" -np 2 "${sft[@]}" "${og[@]}" checkpoint.save="$TMP/s2" checkpoint.load="$TMP/s2" \
+  >"$TMP/out.s2" 2>"$TMP/err.s2"; then
+  grep -qE "^sharded gradients \(ddp.data_parallel_sharding_strategy=optim_grads\): fp32 gradients 1/2 per rank" "$TMP/out.s2" ||
+    fail "SFT under optim_grads: no sharded-gradients line"
+  losses "$TMP/s2/metrics.jsonl" >"$TMP/s2.losses"
+  losses "$TMP/s1/metrics.jsonl" >"$TMP/s1.losses"
+  if msg=$(close "$TMP/s2.losses" "$TMP/s1.losses" 1e-5); then echo "ok: SFT DP2 under optim_grads: losses equal one process's ($msg)"; else
+    fail "SFT DP2 under optim_grads: losses differ ($msg)"; fi
+else
+  fail "SFT DP2 under optim_grads: exit $?: $(tail -5 "$TMP/err.s2")"
 fi
 
 expect_error "an unknown strategy names the key" \
