@@ -11,7 +11,8 @@
 # thread Haswell and SkylakeX drew the same samples for 100 steps, at 2 threads they part), so
 # measure at the thread count the pipeline gets (2 on 2 cores). The SFT checkpoints are reused by
 # every later call, whatever its thread count: remove WORK/sft-S to remake one.
-# Prints one line per run (SFT and GRPO one-step pass@1, the change) and the mean and spread.
+# Prints one line per run (SFT and GRPO one-step pass@1, the change, the RL stage's CPU seconds and
+# its generation rounds: one a step, more under grpo.use_dynamic_sampling) and the mean and spread.
 # Usage: bench/tiny_rl_spread.sh path/to/nemotron WORK TAG [key=value ... for `super3 rl -c tiny`]
 #   SEEDS="1234 1 2" CORES="Haswell SkylakeX" (the defaults) pick the runs.
 set -euo pipefail
@@ -65,7 +66,7 @@ for s in $SEEDS; do
 done
 
 python3 - "$WORK" "$TAG" "$SEEDS" "$CORES" <<'PY'
-import statistics, sys, re
+import json, statistics, sys, re
 work, tag, seeds, cores = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
 gains = []
 for s in seeds:
@@ -73,8 +74,16 @@ for s in seeds:
     for c in cores:
         rl = float(open(f"{work}/{tag}/{s}-{c}/onestep").read())
         cpu = re.findall(r"rl cpu ([0-9.]+) s", open(f"{work}/{tag}/{s}-{c}.log").read())
+        # Generation rounds over the run (grpo.use_dynamic_sampling takes more than one a step).
+        rounds = 0
+        try:
+            for line in open(f"{work}/{tag}/{s}-{c}/runs/super3/tiny/rl/metrics.jsonl"):
+                r = json.loads(line)
+                if r.get("type") == "train": rounds += r.get("dynamic_sampling_num_gen_batches", 1)
+        except OSError:
+            rounds = "?"
         gains.append(100 * (rl - sft))
-        print(f"{tag} seed {s:>4} {c:<8} SFT {100*sft:5.1f}%  GRPO {100*rl:5.1f}%  {gains[-1]:+5.1f} points  rl cpu {cpu[0] if cpu else '?'} s")
+        print(f"{tag} seed {s:>4} {c:<8} SFT {100*sft:5.1f}%  GRPO {100*rl:5.1f}%  {gains[-1]:+5.1f} points  rl cpu {cpu[0] if cpu else '?'} s  rounds {rounds}")
 if len(gains) > 1:
     print(f"{tag}: mean {statistics.mean(gains):+.1f}, sd {statistics.stdev(gains):.1f}, min {min(gains):+.1f}, max {max(gains):+.1f} points over {len(gains)} runs")
 PY

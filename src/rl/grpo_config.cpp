@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/config_tree.h"
 #include "core/error.h"
 
@@ -47,6 +49,16 @@ void read_grpo(ConfigReader& root, GrpoSection& g) {
   g.normalize_rewards = r.get_bool("normalize_rewards", g.normalize_rewards);
   g.use_leave_one_out_baseline = r.get_bool("use_leave_one_out_baseline", g.use_leave_one_out_baseline);
   g.overlong_filtering = r.get_bool("overlong_filtering", g.overlong_filtering);
+  g.use_dynamic_sampling = r.get_bool("use_dynamic_sampling", g.use_dynamic_sampling);
+  g.batch_multiplier = r.get_number("batch_multiplier", g.batch_multiplier);
+  if (!(g.batch_multiplier >= 1.0) || !std::isfinite(g.batch_multiplier))
+    r.fail("batch_multiplier", fmt::format("{} must be a number >= 1 (prompts drawn per generation round: "
+                                           "num_prompts_per_step times it)", g.batch_multiplier));
+  if (g.batch_multiplier != 1.0 && !g.use_dynamic_sampling)
+    r.fail("batch_multiplier", fmt::format("{} needs use_dynamic_sampling: true (NeMo RL refuses it too: without "
+                                           "the filter every drawn prompt is trained)", g.batch_multiplier));
+  g.dynamic_sampling_max_gen_batches = r.get_positive_int("dynamic_sampling_max_gen_batches",
+                                                          g.dynamic_sampling_max_gen_batches);
   g.val_period = r.get_nonnegative_int("val_period", g.val_period);
   g.val_at_start = r.get_bool("val_at_start", g.val_at_start);
   g.max_val_samples = r.get_nonnegative_int("max_val_samples", g.max_val_samples);
@@ -263,6 +275,12 @@ GrpoConfig read_grpo_sections(ConfigReader& root, const nlohmann::json& tree) {
                               fmt::format("{} x grpo.num_prompts_per_step {} rollouts per step is more than {} "
                                           "(every rollout of a step is held in memory at once)",
                                           c.grpo.num_generations_per_prompt, c.grpo.num_prompts_per_step, kMaxRolloutRows));
+  if (c.grpo.use_dynamic_sampling &&
+      c.grpo.batch_multiplier * static_cast<double>(c.rollout_rows()) > static_cast<double>(kMaxRolloutRows))
+    root.section("grpo").fail("batch_multiplier",
+                              fmt::format("{} x {} rollouts per generation round is more than {} (every rollout of a "
+                                          "round is held in memory at once)",
+                                          c.grpo.batch_multiplier, c.rollout_rows(), kMaxRolloutRows));
   const int64_t rows = c.rollout_rows();
   if (c.loss_fn.force_on_policy_ratio && c.policy.train_global_batch_size != rows)
     root.section("loss_fn").fail(

@@ -56,6 +56,16 @@ struct GrpoSection {  // grpo:
   bool normalize_rewards = true;
   bool use_leave_one_out_baseline = true;
   bool overlong_filtering = false;
+  // DAPO's dynamic sampling (NeMo RL's keys and defaults, docs/guides/dapo.md): a step trains only
+  // on prompt groups whose rewards differ (a group of equal rewards has zero advantage everywhere:
+  // no gradient, it only dilutes the batch). Each generation round draws
+  // int(num_prompts_per_step * batch_multiplier) prompts; the groups with a reward spread are kept
+  // until num_prompts_per_step of them are gathered (the surplus of the last round is discarded and
+  // counted); a step still short after dynamic_sampling_max_gen_batches rounds is an error, as in
+  // NeMo RL (rl/grpo_dynamic_sampling.h).
+  bool use_dynamic_sampling = false;
+  double batch_multiplier = 1.0;                  // >= 1; > 1 only with use_dynamic_sampling
+  int64_t dynamic_sampling_max_gen_batches = 10;  // > 0
   int64_t val_period = 10;  // 0 = no validation
   bool val_at_start = false;
   int64_t max_val_samples = 256;
@@ -129,6 +139,13 @@ struct GrpoConfig {
   CheckpointingSection checkpointing;
   // Rows of one rollout batch: num_prompts_per_step * num_generations_per_prompt.
   int64_t rollout_rows() const { return grpo.num_prompts_per_step * grpo.num_generations_per_prompt; }
+  // Prompts one generation round draws: num_prompts_per_step, times batch_multiplier (rounded down,
+  // as NeMo RL's int()) under dynamic sampling.
+  int64_t round_prompts() const {
+    return grpo.use_dynamic_sampling
+               ? static_cast<int64_t>(static_cast<double>(grpo.num_prompts_per_step) * grpo.batch_multiplier)
+               : grpo.num_prompts_per_step;
+  }
   // Whether the reference policy's log-probs are used: the KL in the loss, or in reinforce++'s reward.
   bool needs_reference() const {
     return loss_fn.reference_policy_kl_penalty != 0 &&

@@ -13,6 +13,8 @@
 #include "model/model_info.h"
 #include "rl/grpo_advantages.h"
 #include "rl/grpo_batch.h"
+#include "rl/grpo_dynamic_sampling.h"
+#include "rl/rollout_exchange.h"
 #include "train/checkpoint.h"
 #include "train/optimizer_bytes.h"
 #include "train/train_loop_config.h"
@@ -103,6 +105,21 @@ train::LoopOptions loop_options(const RlConfig& cfg, const train::LoopHooks& hoo
   return o;
 }
 
+// The rows' rewards as the advantages see them: grpo.reward_scaling, then grpo.reward_shaping.
+std::vector<double> trained_rewards(const GrpoSection& g, const std::vector<Rollout>& rows) {
+  std::vector<double> rewards;
+  std::vector<int64_t> lengths;
+  std::vector<bool> truncated;
+  for (const Rollout& x : rows) {
+    rewards.push_back(x.reward);
+    lengths.push_back(static_cast<int64_t>(x.response.size()));
+    truncated.push_back(x.truncated);
+  }
+  if (g.reward_scaling.enabled) scale_rewards(g.reward_scaling, rewards);
+  if (g.reward_shaping.enabled) shape_rewards(g.reward_shaping, rewards, lengths, truncated);
+  return rewards;
+}
+
 }  // namespace
 
 GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const data::Tokenizer& tok,
@@ -134,6 +151,16 @@ GrpoTrainer::GrpoTrainer(const RlConfig& cfg, model::HybridModel& net, const dat
   if (g.policy.train_global_batch_size % D != 0)
     throw InputError(fmt::format("{}: policy.train_global_batch_size: {} does not split over {} data-parallel ranks",
                                  cfg_.source, g.policy.train_global_batch_size, D));
+  if (g.grpo.use_dynamic_sampling && g.round_prompts() % D != 0)
+    throw InputError(fmt::format("{}: grpo.batch_multiplier: {} x grpo.num_prompts_per_step {} = {} prompts a generation "
+                                 "round do not split over {} data-parallel ranks (each rank generates whole groups)",
+                                 cfg_.source, g.grpo.batch_multiplier, g.grpo.num_prompts_per_step, g.round_prompts(),
+                                 D));
+  if (g.grpo.use_dynamic_sampling && opts_.generator_groups)
+    throw InputError(fmt::format("{}: grpo.use_dynamic_sampling: not yet with a generator laid out apart from the "
+                                 "trainer (policy.generation.vllm_cfg tensor/expert-parallel size or context "
+                                 "parallelism): set it false or run the generator at the trainer's layout",
+                                 cfg_.source));
   if (opts_.generator_groups) {
     experts_stay_ = same_expert_placement(groups_->layout, opts_.generator_groups->layout);
     const int64_t E = opts_.generator_groups->data->size();
@@ -173,9 +200,9 @@ json GrpoTrainer::cursor() const {
           {"index", index_}};
 }
 
-std::vector<const RlPrompt*> GrpoTrainer::next_prompts() {
+std::vector<const RlPrompt*> GrpoTrainer::next_prompts(int64_t P) {
   std::vector<const RlPrompt*> out;
-  const int64_t P = cfg_.grpo.grpo.num_prompts_per_step, N = static_cast<int64_t>(train_.size());
+  const int64_t N = static_cast<int64_t>(train_.size());
   while (static_cast<int64_t>(out.size()) < P) {
     if (index_ >= N) {  // the next epoch, in its own order (a batch may span two epochs)
       ++epoch_, index_ = 0;
@@ -253,7 +280,8 @@ void GrpoTrainer::restore() {
 train::CheckpointContent GrpoTrainer::checkpoint(int64_t step) {
   train::TrainState st;
   st.iteration = step;
-  st.consumed_train_samples = step * cfg_.grpo.grpo.num_prompts_per_step;
+  // The prompts drawn so far (dynamic sampling draws more than num_prompts_per_step a step).
+  st.consumed_train_samples = epoch_ * static_cast<int64_t>(train_.size()) + index_;
   st.optimizer_steps = opt_.steps_taken();
   st.data = {{"train", cursor()}};
   st.rng = {{"seed", cfg_.grpo.grpo.seed},
@@ -291,13 +319,10 @@ GrpoStepRecord GrpoTrainer::train_step() {
   return last_step_;
 }
 
-GrpoStepRecord GrpoTrainer::rollout_and_train() {
-  const auto t0 = std::chrono::steady_clock::now();
+RolloutBatch GrpoTrainer::generate_round(GrpoStepRecord& r, int64_t round,
+                                         const std::vector<const RlPrompt*>& all_prompts) {
   const GrpoConfig& g = cfg_.grpo;
-  GrpoStepRecord r;
-  r.step = step() + 1;
-  // Every rank draws the step's prompts (one cursor) and generates its own share of them.
-  const std::vector<const RlPrompt*> all_prompts = next_prompts();
+  // Every rank draws the round's prompts (one cursor) and generates its own share of them.
   const int64_t D = groups_->data->size(), rank = groups_->data->rank();
   const int64_t per_rank = static_cast<int64_t>(all_prompts.size()) / D;
   const std::vector<const RlPrompt*> prompts(all_prompts.begin() + rank * per_rank,
@@ -312,22 +337,71 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   ro.sampling.stop = g.policy.generation.stop_strings;
   ro.sampling.seed = g.grpo.seed;
   ro.max_total_sequence_length = g.policy.max_total_sequence_length;
-  ro.max_slots = std::min<int64_t>(g.rollout_rows(), 64);
+  ro.max_slots = std::min<int64_t>(static_cast<int64_t>(all_prompts.size()) * ro.generations, 64);
   // Row i of the step keeps its sampling stream on whichever rank generates it: a data-parallel
-  // run draws the single process's rollouts.
-  ro.first_request_id =
-      static_cast<uint64_t>(r.step) * kIdsPerStep + static_cast<uint64_t>(rank * per_rank * ro.generations);
+  // run draws the single process's rollouts. Dynamic sampling's later rounds continue the step's
+  // row count (round 0 is the step's only round without it).
+  ro.first_request_id = static_cast<uint64_t>(r.step) * kIdsPerStep +
+                        static_cast<uint64_t>((round * static_cast<int64_t>(all_prompts.size()) + rank * per_rank) *
+                                              ro.generations);
   ro.progress_label = opts_.progress ? "rollouts" : nullptr;
   ro.groups = step_runner_.context().groups;
   ro.prefix_sharing = g.policy.generation.prefix_sharing;
+  if (opts_.generator_groups) return rollouts_on_generator(r, all_prompts, ro);
   const RolloutBatch rb = [&] {
-    if (opts_.generator_groups) return rollouts_on_generator(r, all_prompts, ro);
     if (!step_runner_.param_gather()) return collect_rollouts(net_, tok_, *cfg_.environment, prompts, ro);
     // Full parameter sharding: the refit is the gather of the engine's whole copy, freed after the
     // rollouts (between steps the device holds the trainer's slices only).
-    const std::unique_ptr<model::HybridModel> whole = gathered_policy(&r.refit_seconds, &r.refit_bytes);
+    double seconds = 0;
+    int64_t bytes = 0;
+    const std::unique_ptr<model::HybridModel> whole = gathered_policy(&seconds, &bytes);
+    r.refit_seconds += seconds, r.refit_bytes += bytes;
     return collect_rollouts(*whole, tok_, *cfg_.environment, prompts, ro);
   }();
+  r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
+  return rb;
+}
+
+RolloutBatch GrpoTrainer::dynamically_sampled_rollouts(GrpoStepRecord& r) {
+  const GrpoConfig& g = cfg_.grpo;
+  const int64_t G = g.grpo.num_generations_per_prompt, n = g.round_prompts();
+  const int64_t D = groups_->data->size(), j = groups_->data->rank();
+  DynamicSamplingBuffer kept(g.rollout_rows(), G, g.grpo.dynamic_sampling_max_gen_batches);
+  while (!kept.full()) {
+    if (!kept.may_generate())  // NeMo RL raises here too: training on a short batch would change its size
+      throw Error(fmt::format(
+          "step {}: grpo.dynamic_sampling_max_gen_batches: {} generation round(s) of {} prompts x {} gave {} of the "
+          "{} rows (grpo.num_prompts_per_step {} groups) whose rewards differ; every other group's rewards were all "
+          "equal. Raise grpo.dynamic_sampling_max_gen_batches or grpo.batch_multiplier, or make the prompts' "
+          "outcomes more varied (more generations, another temperature)",
+          r.step, kept.rounds(), n, G, kept.kept_rows(), g.rollout_rows(), g.grpo.num_prompts_per_step));
+    const RolloutBatch mine = generate_round(r, kept.rounds(), next_prompts(n));
+    // The filter sees every rank's groups, so each rank keeps what the single process keeps.
+    const RolloutBatch round =
+        D > 1 ? share_rollouts(mine, true, j * (n / D) * G, n * G, *groups_->data) : mine;
+    kept.add(round, trained_rewards(g.grpo, round.rows));
+  }
+  r.dynamic_sampling_num_gen_batches = kept.rounds();
+  r.dynamic_sampling_num_discarded_valid_samples = kept.discarded_valid_rows();
+  r.generated_reward_mean = kept.generated_reward_mean();
+  r.generated_accuracy = kept.generated_accuracy();
+  const RolloutBatch all = kept.take();
+  if (D == 1) return all;
+  // This data rank's share (whole groups); the counts stay with data rank 0, so their sum over
+  // the data group is the step's.
+  const int64_t rows = g.rollout_rows();
+  return rollout_rows(all, j * rows / D, (j + 1) * rows / D, j == 0);
+}
+
+GrpoStepRecord GrpoTrainer::rollout_and_train() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const GrpoConfig& g = cfg_.grpo;
+  GrpoStepRecord r;
+  r.step = step() + 1;
+  const int64_t D = groups_->data->size();
+  const RolloutBatch rb = g.grpo.use_dynamic_sampling
+                              ? dynamically_sampled_rollouts(r)
+                              : generate_round(r, 0, next_prompts(g.grpo.num_prompts_per_step));
   r.generation_seconds = rb.generation_seconds + rb.reward_seconds;
   r.engine_setup_seconds = rb.engine_setup_seconds;
   r.generated_tokens = rb.generated_tokens;
@@ -337,8 +411,6 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
   r.prefill_seconds = rb.prefill_seconds;
   r.overlong_prompts = rb.overlong_prompts;
   r.unscored_rows = rb.unscored;
-  if (!opts_.generator_groups)  // else noted where the rows were generated
-    r.unscored_reasons = note_unscored(fmt::format("step {}", r.step), r.step, rb, true);  // throws past the bound
   r.reward_mean = rb.mean_reward();
   r.accuracy = rb.accuracy();
   if (D > 1) {  // the step's figures over every rank's rows (weighted by the rows each mean is over)
@@ -361,20 +433,20 @@ GrpoStepRecord GrpoTrainer::rollout_and_train() {
     r.engine_idle_steps = static_cast<int64_t>(v[9]);
   }
 
+  if (g.grpo.use_dynamic_sampling) {  // the step's reward over every generated row, as NeMo RL logs it
+    r.filtered_reward = r.reward_mean;  // the trained rows'
+    r.reward_mean = r.generated_reward_mean;
+    r.accuracy = r.generated_accuracy;
+  }
+
   // The rewards (optionally scaled/shaped) and the prompt groups.
-  std::vector<double> rewards;
+  const std::vector<double> rewards = trained_rewards(g.grpo, rb.rows);
   std::vector<std::vector<int32_t>> prompt_tokens;
-  std::vector<int64_t> lengths;
-  std::vector<bool> truncated, scored;
+  std::vector<bool> scored;
   for (const Rollout& x : rb.rows) {
-    rewards.push_back(x.reward);
     prompt_tokens.push_back(x.prompt);
-    lengths.push_back(static_cast<int64_t>(x.response.size()));
-    truncated.push_back(x.truncated);
     scored.push_back(!x.unscored);
   }
-  if (g.grpo.reward_scaling.enabled) scale_rewards(g.grpo.reward_scaling, rewards);
-  if (g.grpo.reward_shaping.enabled) shape_rewards(g.grpo.reward_shaping, rewards, lengths, truncated);
   const std::vector<int64_t> group = group_by_prompt(prompt_tokens);
   // Per-row advantages: GRPO's, or reinforce++'s row part (its token part needs the log-probs).
   // Unscored rows are in no group's baseline (and get sample mask 0 in the micro-batches).
@@ -557,6 +629,11 @@ std::string GrpoTrainer::banner() {
                         cfg_.optimizer.min_lr, cfg_.optimizer.lr_decay_iters),
       g.policy.max_grad_norm,
       1 - g.loss_fn.ratio_clip_min, 1 + g.loss_fn.ratio_clip_max, g.loss_fn.reference_policy_kl_penalty);
+  if (g.grpo.use_dynamic_sampling)
+    out += fmt::format("dynamic sampling: generation rounds of {} prompts x {}; groups whose rewards are all equal are "
+                       "dropped until {} groups are kept, at most {} rounds a step\n",
+                       g.round_prompts(), g.grpo.num_generations_per_prompt, g.grpo.num_prompts_per_step,
+                       g.grpo.dynamic_sampling_max_gen_batches);
   out += train::sharded_state_line(opt_, "policy.megatron_cfg.optimizer.use_distributed_optimizer");
   out += train::fsdp_state_lines(step_runner_,
                                  "policy.megatron_cfg.distributed_data_parallel_config.data_parallel_sharding_strategy");
@@ -630,6 +707,11 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
   const bool fsdp_refit = step_runner_.param_gather() != nullptr;
   if (opts_.generator_groups || fsdp_refit) rec["refit_bytes"] = r.refit_bytes;
   if (!r.unscored_reasons.empty()) rec["unscored_reasons"] = r.unscored_reasons;
+  if (g.grpo.use_dynamic_sampling) {  // NeMo RL's names
+    rec["dynamic_sampling_num_gen_batches"] = r.dynamic_sampling_num_gen_batches;
+    rec["dynamic_sampling_num_discarded_valid_samples"] = r.dynamic_sampling_num_discarded_valid_samples;
+    rec["filtered_reward"] = r.filtered_reward;
+  }
   for (const auto& [name, v] : r.loss_metrics)  // NeMo RL's loss metrics under its names
     if (!rec.contains(name)) rec[name] = v;
   if (on_gpu) {  // the CPU's records stay as they were
@@ -641,6 +723,10 @@ train::LoopReport GrpoTrainer::run_step(int64_t step, const train::LoopClock& cl
   std::string optional_metrics;  // the options' own figures, only where they are on
   if (r.loss_metrics.count("is_oob_ratio"))
     optional_metrics += fmt::format(" | is_oob_ratio {:.4f}", r.loss_metrics.at("is_oob_ratio"));
+  if (g.grpo.use_dynamic_sampling)
+    optional_metrics += fmt::format(" | dynamic sampling: {} round(s), filtered_reward {:.4f}, {} kept row(s) discarded",
+                                    r.dynamic_sampling_num_gen_batches, r.filtered_reward,
+                                    r.dynamic_sampling_num_discarded_valid_samples);
   if (g.loss_fn.positive_example_nll_weight > 0)
     optional_metrics += fmt::format(" | positive_nll_loss {:.4f}", metric("positive_nll_loss"));
   std::string line = fmt::format(

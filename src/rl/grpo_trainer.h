@@ -85,6 +85,12 @@ struct GrpoStepRecord {
   // of each kind of fault ({"unreachable": 8}; empty when none).
   int64_t unscored_rows = 0;
   nlohmann::json unscored_reasons = nlohmann::json::object();
+  // grpo.use_dynamic_sampling (rl/grpo_dynamic_sampling.h), NeMo RL's metrics: the generation
+  // rounds the step took, the kept rows cut off past the batch, and the mean reward of the trained
+  // rows (reward_mean and accuracy are then over every generated row, as NeMo RL's total_reward).
+  int64_t dynamic_sampling_num_gen_batches = 0, dynamic_sampling_num_discarded_valid_samples = 0;
+  double filtered_reward = 0;
+  double generated_reward_mean = 0, generated_accuracy = 0;  // every generated row's (every rank's)
   double tokens_per_second() const { return generation_seconds > 0 ? generated_tokens / generation_seconds : 0; }
 };
 
@@ -149,6 +155,14 @@ class GrpoTrainer : private train::TrainingJob {
   std::string summary(const train::LoopResult& r, nlohmann::json& record) override;
 
   GrpoStepRecord rollout_and_train();  // the step train_step() and the loop run
+  // One generation round of the step (round 0 is the step's only one without dynamic sampling):
+  // `prompts` (every rank's), this rank's share of them generated on its own sampling streams and
+  // scored, unscored rows noted (throws past env.max_unscored_fraction).
+  RolloutBatch generate_round(GrpoStepRecord& r, int64_t round, const std::vector<const RlPrompt*>& prompts);
+  // grpo.use_dynamic_sampling: rounds until num_prompts_per_step groups with a reward spread are
+  // kept (every rank filters every rank's rows, so a data-parallel run keeps what one process
+  // keeps); this rank's share of them. Throws past grpo.dynamic_sampling_max_gen_batches.
+  RolloutBatch dynamically_sampled_rollouts(GrpoStepRecord& r);
   // The refit (rl/grpo_refit.cpp). The step's rollouts of this rank's trainer share, generated at
   // the generator's layout: a copy of the policy resharded from the trainer's (timed into
   // r.refit_seconds), this generator data rank's prompts generated on it, the copy freed, and the
@@ -163,7 +177,7 @@ class GrpoTrainer : private train::TrainingJob {
   // layer from the data ranks' slices (collective over the data group); its time and the bytes
   // this rank gathered into *seconds and *bytes when given.
   std::unique_ptr<model::HybridModel> gathered_policy(double* seconds, int64_t* bytes);
-  std::vector<const RlPrompt*> next_prompts();
+  std::vector<const RlPrompt*> next_prompts(int64_t count);  // the next `count` of the shuffled prompts
   std::vector<size_t> epoch_order(int64_t epoch) const;
   // Logs the unscored rows of a rollout batch once per kind of fault ("step 3", "validation at
   // step 2"); past env.max_unscored_fraction records an "env_fault" and throws Error (`training`:

@@ -242,3 +242,29 @@ TEST(GrpoConfig, nemo_rl_loss_option_conflicts_name_their_key) {
 
 }  // namespace
 }  // namespace nemotron::rl
+
+namespace nemotron::rl {
+namespace {
+
+TEST(GrpoConfig, dynamic_sampling_keys_are_nemo_rls_with_its_defaults_and_checks) {
+  const GrpoConfig off = read("{}");
+  EXPECT_FALSE(off.grpo.use_dynamic_sampling);
+  EXPECT_EQ(off.grpo.batch_multiplier, 1.0);
+  EXPECT_EQ(off.grpo.dynamic_sampling_max_gen_batches, 10);
+  EXPECT_EQ(off.round_prompts(), 32);
+  const GrpoConfig on = read("grpo: {num_prompts_per_step: 5, use_dynamic_sampling: true, batch_multiplier: 1.5, "
+                             "dynamic_sampling_max_gen_batches: 3}\npolicy: {train_global_batch_size: 80}");
+  EXPECT_TRUE(on.grpo.use_dynamic_sampling);
+  EXPECT_EQ(on.round_prompts(), 7);  // int(5 * 1.5), as NeMo RL's int()
+  EXPECT_EQ(on.grpo.dynamic_sampling_max_gen_batches, 3);
+  EXPECT_EQ(on.rollout_rows(), 5 * 16);  // the trained batch stays num_prompts_per_step groups
+  expect_error("grpo: {use_dynamic_sampling: true, batch_multiplier: 0.5}", "grpo.yaml: grpo.batch_multiplier: 0.5 must be");
+  expect_error("grpo: {batch_multiplier: 2}", "grpo.batch_multiplier: 2 needs use_dynamic_sampling: true");
+  expect_error("grpo: {use_dynamic_sampling: true, dynamic_sampling_max_gen_batches: 0}",
+               "grpo.dynamic_sampling_max_gen_batches");
+  expect_error("grpo: {use_dynamic_sampling: yes please}", "grpo.use_dynamic_sampling");
+  expect_error("grpo: {use_dynamic_sampling: true, batch_multiplier: 1.0e+12}", "grpo.batch_multiplier");
+}
+
+}  // namespace
+}  // namespace nemotron::rl
