@@ -41,12 +41,17 @@ FusedLinears::FusedLinears(std::initializer_list<const Linear*> parts) {
   parts_.assign(parts.begin(), parts.end());
   weight_ = rehome(weights);
   if (!biases.empty()) bias_ = rehome(biases);
+  for (const Param* p : weights) views_.push_back(p->value.raw());
+  for (const Param* p : biases) views_.push_back(p->value.raw());
 }
 
 bool FusedLinears::active() const {
   if (!weight_.defined()) return false;
+  size_t v = 0;
   for (const Linear* l : parts_)
-    if (l->weight().lora) return false;
+    if (l->weight().lora || l->weight().value.raw() != views_[v++]) return false;
+  for (const Linear* l : parts_)
+    if (l->bias() && l->bias()->value.raw() != views_[v++]) return false;
   return true;
 }
 

@@ -21,7 +21,9 @@ class FusedLinears {
   // input width, dtype and backend, and all or none have a bias; otherwise stays inactive.
   // Call right after the parts are registered (their values are still zeros: nothing is copied).
   explicit FusedLinears(std::initializer_list<const Linear*> parts);
-  // Fused, and no part carries a LoRA adapter (adapters attach after construction).
+  // Fused, no part carries a LoRA adapter (adapters attach after construction), and every part's
+  // value is still its view of the fused tensor (a writer that replaced a value instead of writing
+  // it in place would leave the fused copy stale: the parts then run one by one, still correct).
   bool active() const;
   // y [..., sum of the parts' out_features] = x W^T (+ b): part i's output is columns
   // [o_i, o_i + out_i) of each row.
@@ -30,6 +32,7 @@ class FusedLinears {
 
  private:
   std::vector<const Linear*> parts_;
+  std::vector<const void*> views_;  // where each part's weight (then bias) value must point
   Tensor weight_, bias_;
 };
 

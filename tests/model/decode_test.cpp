@@ -122,6 +122,35 @@ TEST(HybridDecode, frozen_model_fuses_projections_and_decodes_as_trainable) {
   }
 }
 
+// A writer that replaces a fused part's value instead of writing it in place (none does today)
+// must not leave the fused weight stale: the parts then run one by one with the new values.
+TEST(HybridDecode, frozen_model_with_a_replaced_value_runs_its_linears_apart) {
+  const model::ModelConfig cfg = decilm_config();
+  const DType dt = DType::f64;
+  auto net = random_model(cfg, dt);
+  model::HybridModel frozen(cfg, host_backend(), dt, {}, /*trainable=*/false);
+  for (model::Param* p : frozen.params().all()) {
+    auto [lo, hi] = range_of(p->name);
+    fill_uniform(p->value, Philox(7, model::name_stream(p->name)), lo, hi);
+  }
+  const std::string name = "model.layers.0.self_attn.k_proj.weight";
+  auto by_name = [&](model::HybridModel& m) -> model::Param* {
+    for (model::Param* p : m.params().all())
+      if (p->name == name) return p;
+    return nullptr;
+  };
+  model::Param* replaced = by_name(frozen);
+  ASSERT_NE(replaced, nullptr);
+  Tensor fresh = Tensor::zeros(replaced->value.shape(), dt, host_backend());
+  fill_uniform(fresh, Philox(8, model::name_stream(name)), -0.5, 0.5);
+  replaced->value = fresh;
+  by_name(*net)->value.copy_from(fresh);
+  Context ctx = cpu_context(dt);
+  const std::vector<int32_t> seq = random_tokens(9, cfg.vocab_size, 3);
+  model::DecodeState sa = net->make_decode_state({1, 16, 4}), sb = frozen.make_decode_state({1, 16, 4});
+  EXPECT_LT(relative_error(frozen.extend(ctx, sb, {0}, {seq}, dt), net->extend(ctx, sa, {0}, {seq}, dt)), 1e-14);
+}
+
 // DeciLM (B.1): per-layer KV heads, no-op and linear sub-blocks, Llama-3 scaled RoPE, decoded
 // token by token as the full forward computes them.
 TEST(HybridDecode, decilm_prefill_then_steps_match_full_logits_f64) {
