@@ -253,9 +253,12 @@ void GrpoTrainer::restore() {
     load_weights(dir);
   }
   if (cfg_.grpo.needs_reference()) {
-    // The frozen initial policy: the starting weights, also when resuming.
+    // The frozen initial policy: the starting weights, also when resuming. Split as the policy is,
+    // and built as the trainer's model (so its log-probs round as the policy's do: a frozen store
+    // would fuse its projections) but with its gradients deferred: it never runs a backward, and
+    // whole float32 gradients would cost twice its bf16 weights.
     reference_ = std::make_unique<model::HybridModel>(cfg_.model, net_.params().backend(), net_.params().dtype(),
-                                                      net_.shard());  // split as the policy is
+                                                      net_.shard(), /*trainable=*/true, /*defer_grads=*/true);
     reference_->set_logit_temperature(cfg_.grpo.policy.generation.temperature);
     if (cfg_.model_name.empty()) {
       if (!resumed_from_.empty())

@@ -138,6 +138,8 @@ class GrpoTrainer : private train::TrainingJob {
   GrpoStepRecord train_step();
   GrpoValRecord validate();
   int64_t step() const { return loop_.iteration(); }
+  // The frozen reference policy's parameters (null without a KL penalty or before restore()).
+  const model::ParamStore* reference_params() const { return reference_ ? &reference_->params() : nullptr; }
   const std::string& resumed_from() const { return resumed_from_; }
   nlohmann::json cursor() const;
 

@@ -269,6 +269,11 @@ TEST(GrpoTrainer, nemo_rl_loss_options_train_and_record_their_metrics) {
   EXPECT_GT(r.grad_norm, 0.0);
   EXPECT_TRUE(std::isfinite(r.loss));
   EXPECT_EQ(r.kl, 0.0);  // the KL went into the reward
+  // The reference policy only runs forwards: it holds no gradients (a whole float32 copy would
+  // cost twice its bf16 weights on a GPU).
+  ASSERT_NE(run.trainer->reference_params(), nullptr);
+  for (const model::Param* p : run.trainer->reference_params()->all())
+    EXPECT_FALSE(p->grad.defined()) << p->name;
   // The engine's and the trainer's log-probs agree (fp32): every weight is kept by icepop.
   EXPECT_EQ(r.loss_metrics.at("is_oob_ratio"), 0.0);
   EXPECT_LE(r.loss_metrics.at("probs_ratio_min"), r.loss_metrics.at("probs_ratio_max"));
