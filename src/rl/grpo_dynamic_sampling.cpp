@@ -1,8 +1,23 @@
 #include "rl/grpo_dynamic_sampling.h"
 
 #include "core/error.h"
+#include "rl/grpo_advantages.h"
 
 namespace nemotron::rl {
+
+std::vector<double> trained_rewards(const GrpoSection& g, const std::vector<Rollout>& rows) {
+  std::vector<double> rewards;
+  std::vector<int64_t> lengths;
+  std::vector<bool> truncated;
+  for (const Rollout& x : rows) {
+    rewards.push_back(x.reward);
+    lengths.push_back(static_cast<int64_t>(x.response.size()));
+    truncated.push_back(x.truncated);
+  }
+  if (g.reward_scaling.enabled) scale_rewards(g.reward_scaling, rewards);
+  if (g.reward_shaping.enabled) shape_rewards(g.reward_shaping, rewards, lengths, truncated);
+  return rewards;
+}
 
 namespace {
 

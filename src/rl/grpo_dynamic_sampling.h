@@ -16,9 +16,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "rl/grpo_config.h"
 #include "rl/rollout.h"
 
 namespace nemotron::rl {
+
+// The rows' rewards as the advantages (and this filter) see them: grpo.reward_scaling, then
+// grpo.reward_shaping.
+std::vector<double> trained_rewards(const GrpoSection& g, const std::vector<Rollout>& rows);
 
 // Per prompt group (rows [k G, (k + 1) G), the rollouts' layout): whether its rewards differ
 // among the rows that have one (scored, and generated: an over-long prompt's rows have none).
