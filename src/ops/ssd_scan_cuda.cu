@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "ops/ssd_scan_cuda.h"
+#include "ops/ssd_scan_chunk_y.cuh"
 #include "ops/ssd_scan_cuda_problems.cuh"
 
 namespace nemotron::ops {
@@ -338,6 +340,74 @@ struct Phases {
   }
 };
 
+// The Y and dxb products by chunk_y_kernel (ssd_scan_chunk_y.cuh) where it fits, unless
+// NEMOTRON_SSD_FUSED=0 (the tile-GEMM ProbY / ProbDxb: the A/B of bench/cuda_ssd_scan);
+// NEMOTRON_SSD_HEADS = heads per block (default 4). Both read once.
+struct FusedChoice {
+  bool on = true;
+  int heads = 4;
+};
+const FusedChoice& fused_choice() {
+  static const FusedChoice c = [] {
+    FusedChoice f;
+    if (const char* v = std::getenv("NEMOTRON_SSD_FUSED")) f.on = std::atoi(v) != 0;
+    if (const char* v = std::getenv("NEMOTRON_SSD_HEADS")) f.heads = std::max(1, std::atoi(v));
+    return f;
+  }();
+  return c;
+}
+template <class T>
+bool use_fused(const Dims& d) {
+  return std::is_same_v<T, __nv_bfloat16> && fused_choice().on && ssd::chunk_y_fits(d, true);
+}
+template <class T>
+ssd::ChunkYArgs fused_args(const SsdScanCudaArgs& a, const Dims& d, ssd::Decay dk, const float* lam, const T* cb) {
+  ssd::ChunkYArgs f{};
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    f.d = d, f.dk = dk, f.x = static_cast<const T*>(a.x), f.D = static_cast<const T*>(a.D), f.cb = cb;
+    f.dt = a.dt, f.lam = lam, f.heads_per_block = std::min(fused_choice().heads, d.hpg);
+  }
+  return f;
+}
+
+// Y_ssm of every (b, c, h): forward y = Y_ssm + D x (dy null), backward r1 = dy . Y_ssm per row.
+template <class T>
+cudaError_t launch_y(const SsdScanCudaArgs& a, const Dims& d, ssd::Decay dk, const float* lam, const T* cb,
+                     const T* sin, const T* dy, float* r1, int n_tiles, cudaStream_t s) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (use_fused<T>(d)) {
+      ssd::ChunkYArgs f = fused_args<T>(a, d, dk, lam, cb);
+      f.bc = static_cast<const T*>(a.Cm), f.st = sin, f.dy = dy, f.y = dy ? nullptr : static_cast<T*>(a.y), f.r1 = r1;
+      return ssd::launch_chunk_y<false>(f, s);
+    }
+  }
+  ssd::ProbY<T> py;
+  py.d = d, py.dk = dk, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
+  py.dy = dy, py.dt = a.dt, py.lam = lam, py.cb = cb, py.sin = sin, py.y = dy ? nullptr : static_cast<T*>(a.y);
+  py.r1 = r1, py.n_tiles = n_tiles;
+  return ssd::launch_tile_gemm(py, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s);
+}
+
+// dxb of every (b, c, h) and its epilogue: dx, and the row dots rx, rdd.
+template <class T>
+cudaError_t launch_dxb(const SsdScanCudaArgs& a, const Dims& d, ssd::Decay dk, const float* lam, const T* cb,
+                       const T* dsout, float* rx, float* rdd, int n_tiles, cudaStream_t s) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (use_fused<T>(d)) {
+      ssd::ChunkYArgs f = fused_args<T>(a, d, dk, lam, cb);
+      f.bc = static_cast<const T*>(a.Bm), f.st = dsout, f.dy = static_cast<const T*>(a.dy), f.y = static_cast<T*>(a.dx);
+      f.r1 = rx, f.r2 = rdd;
+      return ssd::launch_chunk_y<true>(f, s);
+    }
+  }
+  ssd::ProbDxb<T> pdx;
+  pdx.d = d, pdx.dk = dk, pdx.x = static_cast<const T*>(a.x), pdx.Bm = static_cast<const T*>(a.Bm);
+  pdx.D = static_cast<const T*>(a.D), pdx.dy = static_cast<const T*>(a.dy), pdx.dt = a.dt, pdx.lam = lam;
+  pdx.cb = cb, pdx.dsout = dsout, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
+  pdx.n_tiles = n_tiles;
+  return ssd::launch_tile_gemm(pdx, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s);
+}
+
 // float32 words holding n elements of T (scratch comes in float32 words).
 template <class T>
 int64_t words(int64_t n) {
@@ -401,11 +471,7 @@ cudaError_t forward(const SsdScanCudaArgs& a, cudaStream_t s) {
   }
   if (sc.err != cudaSuccess) return sc.release(sc.err);
   SSD_TRY(chunk_states<T>(a, d, s, sc, ph, lam, dk, cb, sloc, sin, a.final_state, {a.chunk_slots, a.chunk_states}));
-  ssd::ProbY<T> py;
-  py.d = d, py.dk = dk, py.x = static_cast<const T*>(a.x), py.Cm = static_cast<const T*>(a.Cm), py.D = static_cast<const T*>(a.D);
-  py.dy = nullptr, py.dt = a.dt, py.lam = lam, py.cb = cb, py.sin = sin, py.y = static_cast<T*>(a.y);
-  py.r1 = nullptr, py.n_tiles = 0;
-  SSD_TRY(ssd::launch_tile_gemm(py, int64_t(d.B) * d.nc * d.nH, d.Q, d.P, s));
+  SSD_TRY(launch_y<T>(a, d, dk, lam, cb, sin, nullptr, nullptr, 0, s));
   ph.mark("Y");
   return sc.release(cudaSuccess);
 }
@@ -458,16 +524,9 @@ cudaError_t backward(const SsdScanCudaArgs& a, cudaStream_t s) {
   SSD_TRY(cudaGetLastError());
   ph.mark("adjoint_pass");
 
-  ssd::ProbY<T> py;
-  py.d = d, py.dk = dk, py.x = x, py.Cm = Cm, py.D = static_cast<const T*>(a.D), py.dy = dy, py.dt = a.dt, py.lam = lam;
-  py.cb = cb, py.sin = sin, py.y = nullptr, py.r1 = r1, py.n_tiles = n_tiles;
-  SSD_TRY(ssd::launch_tile_gemm(py, bch, d.Q, d.P, s));
+  SSD_TRY(launch_y<T>(a, d, dk, lam, cb, sin, dy, r1, n_tiles, s));
   ph.mark("Y_rowdot");
-  ssd::ProbDxb<T> pdx;
-  pdx.d = d, pdx.dk = dk, pdx.x = x, pdx.Bm = Bm, pdx.D = static_cast<const T*>(a.D), pdx.dy = dy, pdx.dt = a.dt, pdx.lam = lam;
-  pdx.cb = cb, pdx.dsout = dsout, pdx.dx = static_cast<T*>(a.dx), pdx.rx = rx, pdx.rdd = rdd;
-  pdx.n_tiles = n_tiles;
-  SSD_TRY(ssd::launch_tile_gemm(pdx, bch, d.Q, d.P, s));
+  SSD_TRY(launch_dxb<T>(a, d, dk, lam, cb, dsout, rx, rdd, n_tiles, s));
   ph.mark("dxb");
   ssd::ProbDCB<T> pdcb;
   pdcb.d = d, pdcb.dk = dk, pdcb.x = x, pdcb.dy = dy, pdcb.dt = a.dt, pdcb.lam = lam, pdcb.dcb = dcb;

@@ -179,6 +179,10 @@ NM_OP_CASES(ssd_scan_cases) {
     c.push_back(std::make_unique<SsdScanCase>(1, 200, 4, 64, 2, 128, 64, false, da));
     c.push_back(std::make_unique<SsdScanCase>(1, 131, 8, 64, 2, 128, 128, true, da));
     c.push_back(std::make_unique<SsdScanCase>(1, 263, 4, 64, 1, 128, 256, false, da));  // Q = 256, hpg = 4
+    // The fused Y/dxb kernel (CUDA bf16, ssd_scan_chunk_y.cuh): P, N, Q padded to its 16-wide
+    // steps (P = 24, N = 40, Q = 48, T ragged), and 12 heads per group over several head blocks.
+    c.push_back(std::make_unique<SsdScanCase>(1, 150, 6, 24, 2, 40, 48, true, da));
+    c.push_back(std::make_unique<SsdScanCase>(2, 130, 12, 16, 1, 32, 64, false, da));
   }
   // Packed rows. Chunk 4, T = 11: boundaries at chunk edges (4, 8), inside chunks, a chunk that
   // holds a whole sequence, length-1 sequences, a sequence crossing two edges; a row of one.
@@ -196,6 +200,7 @@ NM_OP_CASES(ssd_scan_cases) {
                                               PackedLayout{{1, 127, 1, 126, 2, 43}}));
     c.push_back(std::make_unique<SsdScanCase>(2, 200, 4, 64, 2, 128, 64, true, da,
                                               PackedLayout{{63, 2, 70, 65}, {200}}));
+    c.push_back(std::make_unique<SsdScanCase>(1, 150, 6, 24, 2, 40, 48, true, da, PackedLayout{{47, 2, 60, 41}}));
   }
   return c;
 }
