@@ -19,10 +19,18 @@ for shape in "4 4096 24 64 2 128 128" "2 4096 32 64 8 128 128"; do
     NEMOTRON_SSD_FUSED=$fused "$BIN/cuda_ssd_scan" $shape --step-ms "$STEP_MS" --layers 9
   done
 done
-for h in ${HEADS_SWEEP:-1 2 3 6 12}; do
+for h in ${HEADS_SWEEP:-12}; do
   echo "== cuda_ssd_scan dense NEMOTRON_SSD_HEADS=$h"
   NEMOTRON_SSD_HEADS=$h "$BIN/cuda_ssd_scan" 4 4096 24 64 2 128 128 | grep -E "forward |backward |fwd\+bwd "
 done
+if [ "${NCU:-1}" = 1 ]; then  # the fused kernels' launches (Y, Y row dots, dxb): issue and occupancy
+  echo "== ncu chunk_y_kernel (dense shape)"
+  NCU_BIN=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 120 "$NCU_BIN" --kernel-name regex:chunk_y_kernel --launch-count 3 --section SpeedOfLight \
+    --section Occupancy --section SchedulerStats --section WarpStateStats \
+    "$BIN/cuda_ssd_scan" once 4 4096 24 64 2 128 128 > "$OUT/ncu_chunk_y.txt" 2>&1
+  grep -E "chunk_y_kernel<|Duration|Issued Warp|Achieved Occupancy|Compute \(SM\) Throughput" "$OUT/ncu_chunk_y.txt"
+fi
 if [ "${TRAIN:-1}" = 1 ]; then
   for fused in 0 1; do
     echo "== cuda_train_step hybrid_dense_125m 4x4096 NEMOTRON_SSD_FUSED=$fused"

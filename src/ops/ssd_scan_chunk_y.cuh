@@ -56,14 +56,17 @@ __device__ inline void cp_async4(void* smem_dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
 }
 
-// rows_alloc x cols_alloc bf16 (cols a multiple of 8) into s (row stride lds) from g (row stride
-// ldg): cp.async where r < rows and c < cols (cols a multiple of 8), zeros elsewhere (padding
-// must be finite: it meets masked zeros in the products).
+// rows_alloc x kCols bf16 into s (row stride lds) from g (row stride ldg): cp.async where r < rows
+// and c < cols (cols a multiple of 8), zeros elsewhere (padding must be finite: it meets masked
+// zeros in the products). kCols is the tile's full width, a compile-time constant, so that the
+// index split is a shift (the runtime division cost more issue slots than the copies).
+template <int kCols>
 __device__ inline void y_load_tile(__nv_bfloat16* s, int lds, const __nv_bfloat16* g, int64_t ldg, int rows_alloc,
-                                   int cols_alloc, int rows, int cols) {
-  const int per_row = cols_alloc / 8;
-  for (int e = threadIdx.x; e < rows_alloc * per_row; e += kYThreads) {
-    const int r = e / per_row, c = (e % per_row) * 8;
+                                   int rows, int cols) {
+  constexpr int kPerRow = kCols / 8;
+#pragma unroll 1
+  for (int e = threadIdx.x; e < rows_alloc * kPerRow; e += kYThreads) {
+    const int r = e / kPerRow, c = (e % kPerRow) * 8;
     __nv_bfloat16* dst = s + r * lds + c;
     if (r < rows && c < cols) cp_async16(dst, g + r * ldg + c);
     else *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
@@ -99,8 +102,8 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
   auto rows_of = [&](int st) { return reinterpret_cast<float*>(stage(st) + ChunkYSmem::kX + ChunkYSmem::kS); };
   // Head h's token operand, state operand and its lam, dt, row-scale rows (zeros past L) into stage st.
   auto load_head = [&](int st, int h) {
-    y_load_tile(&Xs(st)[0][0], kYLdP, tok + d.xi(b, t0, h), int64_t(d.nH) * d.P, R, P16, L, d.P);
-    y_load_tile(&Ss(st)[0][0], kYLdN, a.st + (kDxb ? d.dsti(b, h, c) : d.sti(b, h, c)), d.N, P16, N16, d.P, d.N);
+    y_load_tile<kYP>(&Xs(st)[0][0], kYLdP, tok + d.xi(b, t0, h), int64_t(d.nH) * d.P, R, L, d.P);
+    y_load_tile<kYN>(&Ss(st)[0][0], kYLdN, a.st + (kDxb ? d.dsti(b, h, c) : d.sti(b, h, c)), d.N, P16, d.P, d.N);
     float* rows = rows_of(st);
     for (int t = threadIdx.x; t < kYQ; t += kYThreads) {
       if (t < L) {
@@ -114,8 +117,8 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
   };
 
   // Prologue: CB (into stage 1) and the group operand, then head 0 into stage 0.
-  y_load_tile(reinterpret_cast<bf*>(stage(1)), kYLdQ, a.cb + d.cbi(b, c, g), d.Qm, R, R, L, L);
-  y_load_tile(&Gs[0][0], kYLdN, a.bc + d.bci(b, t0, g), int64_t(d.G) * d.N, R, N16, L, d.N);
+  y_load_tile<kYQ>(reinterpret_cast<bf*>(stage(1)), kYLdQ, a.cb + d.cbi(b, c, g), d.Qm, R, L, L);
+  y_load_tile<kYN>(&Gs[0][0], kYLdN, a.bc + d.bci(b, t0, g), int64_t(d.G) * d.N, R, L, d.N);
   cp_async_commit();
   load_head(0, h0);
   cp_async_commit();
@@ -181,6 +184,8 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
 #pragma unroll
       for (int ks = 0; ks < kYQ / 16; ++ks) {
         if (!causal_step(ks)) continue;
+        // Only the diagonal step (and dxb's last, which may pass L) needs the causal mask.
+        const bool masked = ks == warp || (kDxb && ks == nkc - 1);
         uint32_t af[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
@@ -193,8 +198,9 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
           for (int u = 0; u < 2; ++u) {
             const int k = col + u;
             const float fv = u ? f.y : f.x;
-            if constexpr (kDxb) e[u] = k >= row && k < L ? fv * __expf(lam[k] - lr) : 0.f;
-            else e[u] = k <= row ? fv * __expf(lr - lam[k]) * dts[k] : 0.f;
+            if constexpr (kDxb) e[u] = fv * __expf(lam[k] - lr);
+            else e[u] = fv * __expf(lr - lam[k]) * dts[k];
+            if (masked) e[u] = (kDxb ? k >= row && k < L : k <= row) ? e[u] : 0.f;
           }
           v = __floats2bfloat162_rn(e[0], e[1]);
           af[r] = *reinterpret_cast<const uint32_t*>(&v);
