@@ -11,6 +11,14 @@
 // while this one computes. Warp w owns rows 16w .. 16w + 15 of the chunk and all P columns (the
 // causal part runs w + 1 k steps of 16). C Sin^T runs first and its rows are scaled by el_l in
 // float32 (the tile GEMM rounded C el_l to bf16). No atomics: r1's row sums run a fixed order.
+// Measured (H200, dcf7d30, dense shape B=4 T=4096 nH=24 G=2, ms against the tile GEMMs in the same
+// binary, NEMOTRON_SSD_FUSED=0): Y 0.115 vs 0.232, Y row dots 0.155 vs 0.234, dxb 0.156 vs 0.238
+// (bench/results/ssd_scan.jsonl). Still far from the tensor pipe: ncu (bench/results/
+// ssd_scan_fused_ncu_dcf7d30_h200x1.txt) shows 0.39-0.48 issued warps per scheduler at 24%
+// occupancy (128 registers and 107 KB of shared memory: 2 blocks per SM) and DRAM at ~18%: latency
+// and issue bound. Left: the causal part's imbalance (per head, warp 7 runs 16 k steps, warp 0
+// nine, and the head's barrier waits for the slowest), the per-element decay's instructions, and
+// occupancy (more warps per SM, or wgmma with the decayed tile in shared memory).
 #pragma once
 #include <atomic>
 

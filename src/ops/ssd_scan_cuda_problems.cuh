@@ -266,6 +266,7 @@ struct ProbChunkState : ProbBase<T> {
 
 // Y_ssm[l, p] = sum_{s<=l} M[l, s] xb[s, p] + exp(lam_l) sum_n C[l, n] Sin[p, n] (segments 0, 1).
 // Forward: y = Y_ssm + D x. Backward (dy set): r1[l] = dy_l . Y_ssm_l, per column tile.
+// Used for float32 and outside chunk_y_fits (ssd_scan_chunk_y.cuh runs bf16 model shapes).
 template <class T>
 struct ProbY : ProbBase<T> {
   const T *x, *Cm, *D, *dy, *sin;
@@ -370,6 +371,7 @@ struct ProbY : ProbBase<T> {
 
 // dxb[s, p] = sum_{l>=s} M[l, s] dy[l, p] + w_s sum_n B[s, n] dSout[p, n]; epilogue: dx = D dy +
 // dt dxb, and per column tile rx[s] = x_s . dxb_s and rdd[s] = dy_s . x_s.
+// Used for float32 and outside chunk_y_fits, as ProbY.
 template <class T>
 struct ProbDxb : ProbBase<T> {
   const T *x, *Bm, *D, *dy, *dsout;
