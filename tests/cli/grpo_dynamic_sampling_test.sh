@@ -21,17 +21,14 @@ for line in open(sys.argv[1]):
         print(r["dynamic_sampling_num_gen_batches"], r["dynamic_sampling_num_discarded_valid_samples"],
               repr(r["filtered_reward"]))' "$1"
 }
-expect_ok "GRPO with dynamic sampling, one process" 'dynamic sampling: [0-9]+ round' "${grpo[@]}" "${ds[@]}" \
-  checkpointing.checkpoint_dir="$TMP/rl1"
+grpo_one "GRPO with dynamic sampling, one process" "${ds[@]}"
+grpo_trains
+grep -qE '^step 1/2 .* dynamic sampling: [0-9]+ round' "$TMP/out" &&
+  echo "ok: the step lines give the rounds" || fail "no rounds in the step lines: $(grep '^step' "$TMP/out" | head -2)"
 grep -q '^dynamic sampling: generation rounds of 6 prompts x 4; groups whose rewards are all equal are dropped until 4 groups' "$TMP/out" "$TMP/err" &&
   echo "ok: the start-up line states the rounds" || fail "no dynamic sampling start-up line: $(grep -i dynamic "$TMP/out" | head -2)"
-grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
 ds_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.ds"
-"${MPIRUN[@]}" -np 2 "${grpo[@]}" "${ds[@]}" checkpointing.checkpoint_dir="$TMP/rl2" >"$TMP/outrl" 2>"$TMP/errrl"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  fail "GRPO with dynamic sampling, mpirun -np 2: exit $rc: $(tail -5 "$TMP/errrl")"
-else
+if grpo_mpi "GRPO with dynamic sampling" rl2 "${ds[@]}"; then
   ds_metrics "$TMP/rl2/metrics.jsonl" >"$TMP/rl2.ds"
   awk '{ if ($1 + 0 < 1) bad = 1 } END { exit bad }' "$TMP/rl1.ds" && [[ -s $TMP/rl1.ds ]] ||
     fail "no dynamic sampling metrics: $(cat "$TMP/rl1.ds")"
