@@ -139,6 +139,27 @@ void run_data_prep_rl(const PrepOptions& o) {
   publish_data_artifact(res.output_dir, {});
 }
 
+// `nemotron <family> data prep <stage>`: the recipe (-c), --sample N (the first N `items` of each
+// source), --force and key=value overrides (`example` in the help), then `run`.
+void add_prep_command(CLI::App* prep, const std::string& family, const std::string& stage, const std::string& about,
+                      const std::string& items, const std::string& example, void (*run)(const PrepOptions&)) {
+  auto o = std::make_shared<PrepOptions>();
+  o->family = family;
+  CLI::App* cmd = prep->add_subcommand(stage, about);
+  cmd->add_option("-c,--config", o->config,
+                  fmt::format("Recipe: a name in recipes/{}/data_prep/{}/ (tiny, default) or a YAML path", family, stage))
+      ->capture_default_str();
+  cmd->add_option("--sample", o->sample,
+                  fmt::format("Only the first N {} of each source (output in <output_dir>/sample-N)", items))
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--force", o->force, "Rebuild even when the output is up to date, and overwrite another output");
+  cmd->add_option("overrides", o->overrides, fmt::format("key=value overrides with dotted keys ({})", example))
+      ->check(CLI::Validator(
+          [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+          "KEY=VALUE"));
+  cmd->callback([o, run] { run(*o); });
+}
+
 }  // namespace
 
 void add_data_prep_commands(CLI::App& app) {
@@ -148,55 +169,18 @@ void add_data_prep_commands(CLI::App& app) {
     data->require_subcommand(1);
     CLI::App* prep = data->add_subcommand("prep", "Prepare a stage's data");
     prep->require_subcommand(1);
-    auto o = std::make_shared<PrepOptions>();
-    o->family = f.name;
-    CLI::App* cmd = prep->add_subcommand(
-        "pretrain", "Tokenize raw text (JSONL, text files or the bundled corpus) into .bin/.idx shards and a blend.json");
-    cmd->add_option("-c,--config", o->config,
-                    fmt::format("Recipe: a name in recipes/{}/data_prep/pretrain/ (tiny, default) or a YAML path", f.name))
-        ->capture_default_str();
-    cmd->add_option("--sample", o->sample, "Only the first N documents of each source (output in <output_dir>/sample-N)")
-        ->check(CLI::PositiveNumber);
-    cmd->add_flag("--force", o->force, "Rebuild even when the output is up to date, and overwrite another output");
-    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (num_shards=8)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    cmd->callback([o] { run_data_prep_pretrain(*o); });
-
-    auto so = std::make_shared<PrepOptions>();
-    so->family = f.name;
-    CLI::App* sft = prep->add_subcommand(
-        "sft", "Template chat rows (JSONL or the bundled chat data), mask all but the assistant turns, pack them into "
-               "Parquet shards with train/valid/test splits and a blend.json");
-    sft->add_option("-c,--config", so->config,
-                    fmt::format("Recipe: a name in recipes/{}/data_prep/sft/ (tiny, default) or a YAML path", f.name))
-        ->capture_default_str();
-    sft->add_option("--sample", so->sample, "Only the first N rows of each source (output in <output_dir>/sample-N)")
-        ->check(CLI::PositiveNumber);
-    sft->add_flag("--force", so->force, "Rebuild even when the output is up to date, and overwrite another output");
-    sft->add_option("overrides", so->overrides, "key=value overrides with dotted keys (pack_size=2048)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    sft->callback([so] { run_data_prep_sft(*so); });
-
-    auto ro = std::make_shared<PrepOptions>();
-    ro->family = f.name;
-    CLI::App* rl = prep->add_subcommand(
-        "rl", "Turn RL prompts (NeMo Gym JSONL, plain NeMo RL JSONL or the bundled problems) into NeMo Gym rows with "
-              "train/val splits and a manifest.json");
-    rl->add_option("-c,--config", ro->config,
-                   fmt::format("Recipe: a name in recipes/{}/data_prep/rl/ (tiny, default) or a YAML path", f.name))
-        ->capture_default_str();
-    rl->add_option("--sample", ro->sample, "Only the first N rows of each source (output in <output_dir>/sample-N)")
-        ->check(CLI::PositiveNumber);
-    rl->add_flag("--force", ro->force, "Rebuild even when the output is up to date, and overwrite another output");
-    rl->add_option("overrides", ro->overrides, "key=value overrides with dotted keys (val_rows=50)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    rl->callback([ro] { run_data_prep_rl(*ro); });
+    add_prep_command(prep, f.name, "pretrain",
+                     "Tokenize raw text (JSONL, text files or the bundled corpus) into .bin/.idx shards and a "
+                     "blend.json",
+                     "documents", "num_shards=8", run_data_prep_pretrain);
+    add_prep_command(prep, f.name, "sft",
+                     "Template chat rows (JSONL or the bundled chat data), mask all but the assistant turns, pack them "
+                     "into Parquet shards with train/valid/test splits and a blend.json",
+                     "rows", "pack_size=2048", run_data_prep_sft);
+    add_prep_command(prep, f.name, "rl",
+                     "Turn RL prompts (NeMo Gym JSONL, plain NeMo RL JSONL or the bundled problems) into NeMo Gym rows "
+                     "with train/val splits and a manifest.json",
+                     "rows", "val_rows=50", run_data_prep_rl);
   }
 }
 
