@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -30,13 +31,38 @@ struct PrepOptions {
   std::vector<std::string> overrides;
 };
 
-void run_data_prep_pretrain(const PrepOptions& o) {
-  const std::string path = resolve_recipe(o.family, "data_prep/pretrain", o.config);
-  nlohmann::json tree = load_config_file(path);
-  apply_overrides(tree, o.overrides, path);
-  ConfigReader r(tree, path);
-  data::PretrainPrepConfig cfg = data::PretrainPrepConfig::read(r);
+// A stage's recipe as the run reads it: the file, its tree with the overrides applied (what the
+// output is made from), and the stage's config read from it (unknown keys refused).
+template <class Config>
+struct PrepRecipe {
+  std::string path;
+  nlohmann::json tree;
+  Config cfg;
+};
+
+template <class Config>
+PrepRecipe<Config> read_prep_recipe(const PrepOptions& o, const std::string& stage) {
+  PrepRecipe<Config> p;
+  p.path = resolve_recipe(o.family, "data_prep/" + stage, o.config);
+  p.tree = load_config_file(p.path);
+  apply_overrides(p.tree, o.overrides, p.path);
+  ConfigReader r(p.tree, p.path);
+  p.cfg = Config::read(r);
   r.check_unknown_keys();
+  return p;
+}
+
+// Of sft and rl: `sample: N` / `force: true` (Nemotron's spelling) do what the flags do; the flag
+// wins. Neither is part of what the output is made from (sample picks its own folder), so both
+// leave the tree.
+template <class Config>
+std::pair<int64_t, bool> take_sample_and_force(const PrepOptions& o, PrepRecipe<Config>& p) {
+  p.tree.erase("sample"), p.tree.erase("force");
+  return {o.sample > 0 ? o.sample : p.cfg.sample, o.force || p.cfg.force};
+}
+
+void run_data_prep_pretrain(const PrepOptions& o) {
+  auto [path, tree, cfg] = read_prep_recipe<data::PretrainPrepConfig>(o, "pretrain");
   std::string sample = o.sample > 0 ? fmt::format(" (sample of {} documents per source)", o.sample) : "";
   std::printf("data prep pretrain: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
   std::fflush(stdout);
@@ -60,17 +86,9 @@ void run_data_prep_pretrain(const PrepOptions& o) {
 }
 
 void run_data_prep_sft(const PrepOptions& o) {
-  const std::string path = resolve_recipe(o.family, "data_prep/sft", o.config);
-  nlohmann::json tree = load_config_file(path);
-  apply_overrides(tree, o.overrides, path);
-  ConfigReader r(tree, path);
-  data::SftPrepConfig cfg = data::SftPrepConfig::read(r);
-  r.check_unknown_keys();
-  // `sample: N` / `force: true` (Nemotron's spelling) do what the flags do; the flag wins. Neither
-  // is part of what the output is made from (sample picks its own folder).
-  const int64_t rows = o.sample > 0 ? o.sample : cfg.sample;
-  const bool force = o.force || cfg.force;
-  tree.erase("sample"), tree.erase("force");
+  PrepRecipe<data::SftPrepConfig> recipe = read_prep_recipe<data::SftPrepConfig>(o, "sft");
+  const auto [rows, force] = take_sample_and_force(o, recipe);
+  const auto& [path, tree, cfg] = recipe;
   std::string sample = rows > 0 ? fmt::format(" (sample of {} rows per source)", rows) : "";
   std::printf("data prep sft: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
   std::fflush(stdout);
@@ -106,15 +124,9 @@ void run_data_prep_sft(const PrepOptions& o) {
 }
 
 void run_data_prep_rl(const PrepOptions& o) {
-  const std::string path = resolve_recipe(o.family, "data_prep/rl", o.config);
-  nlohmann::json tree = load_config_file(path);
-  apply_overrides(tree, o.overrides, path);
-  ConfigReader r(tree, path);
-  data::RlPrepConfig cfg = data::RlPrepConfig::read(r);
-  r.check_unknown_keys();
-  const int64_t rows = o.sample > 0 ? o.sample : cfg.sample;
-  const bool force = o.force || cfg.force;
-  tree.erase("sample"), tree.erase("force");
+  PrepRecipe<data::RlPrepConfig> recipe = read_prep_recipe<data::RlPrepConfig>(o, "rl");
+  const auto [rows, force] = take_sample_and_force(o, recipe);
+  const auto& [path, tree, cfg] = recipe;
   std::string sample = rows > 0 ? fmt::format(" (sample of {} rows per source)", rows) : "";
   std::printf("data prep rl: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
   std::fflush(stdout);
