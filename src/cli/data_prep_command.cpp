@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -30,13 +31,38 @@ struct PrepOptions {
   std::vector<std::string> overrides;
 };
 
-void run_data_prep_pretrain(const PrepOptions& o) {
-  const std::string path = resolve_recipe(o.family, "data_prep/pretrain", o.config);
-  nlohmann::json tree = load_config_file(path);
-  apply_overrides(tree, o.overrides, path);
-  ConfigReader r(tree, path);
-  data::PretrainPrepConfig cfg = data::PretrainPrepConfig::read(r);
+// A stage's recipe as the run reads it: the file, its tree with the overrides applied (what the
+// output is made from), and the stage's config read from it (unknown keys refused).
+template <class Config>
+struct PrepRecipe {
+  std::string path;
+  nlohmann::json tree;
+  Config cfg;
+};
+
+template <class Config>
+PrepRecipe<Config> read_prep_recipe(const PrepOptions& o, const std::string& stage) {
+  PrepRecipe<Config> p;
+  p.path = resolve_recipe(o.family, "data_prep/" + stage, o.config);
+  p.tree = load_config_file(p.path);
+  apply_overrides(p.tree, o.overrides, p.path);
+  ConfigReader r(p.tree, p.path);
+  p.cfg = Config::read(r);
   r.check_unknown_keys();
+  return p;
+}
+
+// Of sft and rl: `sample: N` / `force: true` (Nemotron's spelling) do what the flags do; the flag
+// wins. Neither is part of what the output is made from (sample picks its own folder), so both
+// leave the tree.
+template <class Config>
+std::pair<int64_t, bool> take_sample_and_force(const PrepOptions& o, PrepRecipe<Config>& p) {
+  p.tree.erase("sample"), p.tree.erase("force");
+  return {o.sample > 0 ? o.sample : p.cfg.sample, o.force || p.cfg.force};
+}
+
+void run_data_prep_pretrain(const PrepOptions& o) {
+  auto [path, tree, cfg] = read_prep_recipe<data::PretrainPrepConfig>(o, "pretrain");
   std::string sample = o.sample > 0 ? fmt::format(" (sample of {} documents per source)", o.sample) : "";
   std::printf("data prep pretrain: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
   std::fflush(stdout);
@@ -60,17 +86,9 @@ void run_data_prep_pretrain(const PrepOptions& o) {
 }
 
 void run_data_prep_sft(const PrepOptions& o) {
-  const std::string path = resolve_recipe(o.family, "data_prep/sft", o.config);
-  nlohmann::json tree = load_config_file(path);
-  apply_overrides(tree, o.overrides, path);
-  ConfigReader r(tree, path);
-  data::SftPrepConfig cfg = data::SftPrepConfig::read(r);
-  r.check_unknown_keys();
-  // `sample: N` / `force: true` (Nemotron's spelling) do what the flags do; the flag wins. Neither
-  // is part of what the output is made from (sample picks its own folder).
-  const int64_t rows = o.sample > 0 ? o.sample : cfg.sample;
-  const bool force = o.force || cfg.force;
-  tree.erase("sample"), tree.erase("force");
+  PrepRecipe<data::SftPrepConfig> recipe = read_prep_recipe<data::SftPrepConfig>(o, "sft");
+  const auto [rows, force] = take_sample_and_force(o, recipe);
+  const auto& [path, tree, cfg] = recipe;
   std::string sample = rows > 0 ? fmt::format(" (sample of {} rows per source)", rows) : "";
   std::printf("data prep sft: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
   std::fflush(stdout);
@@ -106,15 +124,9 @@ void run_data_prep_sft(const PrepOptions& o) {
 }
 
 void run_data_prep_rl(const PrepOptions& o) {
-  const std::string path = resolve_recipe(o.family, "data_prep/rl", o.config);
-  nlohmann::json tree = load_config_file(path);
-  apply_overrides(tree, o.overrides, path);
-  ConfigReader r(tree, path);
-  data::RlPrepConfig cfg = data::RlPrepConfig::read(r);
-  r.check_unknown_keys();
-  const int64_t rows = o.sample > 0 ? o.sample : cfg.sample;
-  const bool force = o.force || cfg.force;
-  tree.erase("sample"), tree.erase("force");
+  PrepRecipe<data::RlPrepConfig> recipe = read_prep_recipe<data::RlPrepConfig>(o, "rl");
+  const auto [rows, force] = take_sample_and_force(o, recipe);
+  const auto& [path, tree, cfg] = recipe;
   std::string sample = rows > 0 ? fmt::format(" (sample of {} rows per source)", rows) : "";
   std::printf("data prep rl: %s -> %s%s\n", path.c_str(), cfg.output_dir.c_str(), sample.c_str());
   std::fflush(stdout);
@@ -139,6 +151,27 @@ void run_data_prep_rl(const PrepOptions& o) {
   publish_data_artifact(res.output_dir, {});
 }
 
+// `nemotron <family> data prep <stage>`: the recipe (-c), --sample N (the first N `items` of each
+// source), --force and key=value overrides (`example` in the help), then `run`.
+void add_prep_command(CLI::App* prep, const std::string& family, const std::string& stage, const std::string& about,
+                      const std::string& items, const std::string& example, void (*run)(const PrepOptions&)) {
+  auto o = std::make_shared<PrepOptions>();
+  o->family = family;
+  CLI::App* cmd = prep->add_subcommand(stage, about);
+  cmd->add_option("-c,--config", o->config,
+                  fmt::format("Recipe: a name in recipes/{}/data_prep/{}/ (tiny, default) or a YAML path", family, stage))
+      ->capture_default_str();
+  cmd->add_option("--sample", o->sample,
+                  fmt::format("Only the first N {} of each source (output in <output_dir>/sample-N)", items))
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--force", o->force, "Rebuild even when the output is up to date, and overwrite another output");
+  cmd->add_option("overrides", o->overrides, fmt::format("key=value overrides with dotted keys ({})", example))
+      ->check(CLI::Validator(
+          [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
+          "KEY=VALUE"));
+  cmd->callback([o, run] { run(*o); });
+}
+
 }  // namespace
 
 void add_data_prep_commands(CLI::App& app) {
@@ -148,55 +181,18 @@ void add_data_prep_commands(CLI::App& app) {
     data->require_subcommand(1);
     CLI::App* prep = data->add_subcommand("prep", "Prepare a stage's data");
     prep->require_subcommand(1);
-    auto o = std::make_shared<PrepOptions>();
-    o->family = f.name;
-    CLI::App* cmd = prep->add_subcommand(
-        "pretrain", "Tokenize raw text (JSONL, text files or the bundled corpus) into .bin/.idx shards and a blend.json");
-    cmd->add_option("-c,--config", o->config,
-                    fmt::format("Recipe: a name in recipes/{}/data_prep/pretrain/ (tiny, default) or a YAML path", f.name))
-        ->capture_default_str();
-    cmd->add_option("--sample", o->sample, "Only the first N documents of each source (output in <output_dir>/sample-N)")
-        ->check(CLI::PositiveNumber);
-    cmd->add_flag("--force", o->force, "Rebuild even when the output is up to date, and overwrite another output");
-    cmd->add_option("overrides", o->overrides, "key=value overrides with dotted keys (num_shards=8)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    cmd->callback([o] { run_data_prep_pretrain(*o); });
-
-    auto so = std::make_shared<PrepOptions>();
-    so->family = f.name;
-    CLI::App* sft = prep->add_subcommand(
-        "sft", "Template chat rows (JSONL or the bundled chat data), mask all but the assistant turns, pack them into "
-               "Parquet shards with train/valid/test splits and a blend.json");
-    sft->add_option("-c,--config", so->config,
-                    fmt::format("Recipe: a name in recipes/{}/data_prep/sft/ (tiny, default) or a YAML path", f.name))
-        ->capture_default_str();
-    sft->add_option("--sample", so->sample, "Only the first N rows of each source (output in <output_dir>/sample-N)")
-        ->check(CLI::PositiveNumber);
-    sft->add_flag("--force", so->force, "Rebuild even when the output is up to date, and overwrite another output");
-    sft->add_option("overrides", so->overrides, "key=value overrides with dotted keys (pack_size=2048)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    sft->callback([so] { run_data_prep_sft(*so); });
-
-    auto ro = std::make_shared<PrepOptions>();
-    ro->family = f.name;
-    CLI::App* rl = prep->add_subcommand(
-        "rl", "Turn RL prompts (NeMo Gym JSONL, plain NeMo RL JSONL or the bundled problems) into NeMo Gym rows with "
-              "train/val splits and a manifest.json");
-    rl->add_option("-c,--config", ro->config,
-                   fmt::format("Recipe: a name in recipes/{}/data_prep/rl/ (tiny, default) or a YAML path", f.name))
-        ->capture_default_str();
-    rl->add_option("--sample", ro->sample, "Only the first N rows of each source (output in <output_dir>/sample-N)")
-        ->check(CLI::PositiveNumber);
-    rl->add_flag("--force", ro->force, "Rebuild even when the output is up to date, and overwrite another output");
-    rl->add_option("overrides", ro->overrides, "key=value overrides with dotted keys (val_rows=50)")
-        ->check(CLI::Validator(
-            [](std::string& arg) { return is_override(arg) ? std::string() : "expected key=value, got " + arg; },
-            "KEY=VALUE"));
-    rl->callback([ro] { run_data_prep_rl(*ro); });
+    add_prep_command(prep, f.name, "pretrain",
+                     "Tokenize raw text (JSONL, text files or the bundled corpus) into .bin/.idx shards and a "
+                     "blend.json",
+                     "documents", "num_shards=8", run_data_prep_pretrain);
+    add_prep_command(prep, f.name, "sft",
+                     "Template chat rows (JSONL or the bundled chat data), mask all but the assistant turns, pack them "
+                     "into Parquet shards with train/valid/test splits and a blend.json",
+                     "rows", "pack_size=2048", run_data_prep_sft);
+    add_prep_command(prep, f.name, "rl",
+                     "Turn RL prompts (NeMo Gym JSONL, plain NeMo RL JSONL or the bundled problems) into NeMo Gym rows "
+                     "with train/val splits and a manifest.json",
+                     "rows", "val_rows=50", run_data_prep_rl);
   }
 }
 

@@ -58,11 +58,7 @@ void print_unigram_baseline(const train::PretrainConfig& cfg, const train::Train
 int run_pretrain(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "pretrain", o.config);
   train::PretrainConfig cfg = train::load_pretrain_config(path, o.overrides, artifact_ref_resolver());
-  const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
-  check_sequence_split(layout, cfg.dataset.seq_length, path);
-  check_context_split(layout, cfg.model, cfg.dataset.seq_length, path);
-  train::set_data_parallel_size(cfg, layout.data());
-  cfg.device = rank_device(cfg.device, path);
+  const parallel::RankLayout layout = training_layout(o, path, cfg, cfg.model, cfg.dataset.seq_length);
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(train::dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);

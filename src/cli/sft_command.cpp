@@ -109,11 +109,7 @@ void print_accuracy(const char* when, const train::TeacherForcedAccuracy& a) {
 int run_sft(const TrainingCommandOptions& o) {
   const std::string path = resolve_recipe(o.family, "sft", o.config);
   train::SftConfig cfg = train::load_sft_config(path, o.overrides, artifact_ref_resolver());
-  const parallel::RankLayout layout = run_layout(cfg.model, path, o.planned_world_size);
-  check_sequence_split(layout, cfg.dataset.seq_length, path);
-  check_context_split(layout, cfg.model, cfg.dataset.seq_length, path);
-  train::set_data_parallel_size(cfg, layout.data());
-  cfg.device = rank_device(cfg.device, path);
+  const parallel::RankLayout layout = training_layout(o, path, cfg, cfg.model, cfg.dataset.seq_length);
   if (o.dry_run) {
     if (!o.quiet) {
       std::fputs(train::sft_dry_run_text(cfg, path, o.overrides.size()).c_str(), stdout);

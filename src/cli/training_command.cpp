@@ -88,6 +88,16 @@ train::SaveStageHook test_crash_hook() {
   };
 }
 
+parallel::RankLayout training_layout(const TrainingCommandOptions& o, const std::string& recipe,
+                                     train::TrainLoopConfig& cfg, const model::ModelConfig& model, int64_t seq_length) {
+  parallel::RankLayout layout = run_layout(model, recipe, o.planned_world_size);
+  check_sequence_split(layout, seq_length, recipe);
+  check_context_split(layout, model, seq_length, recipe);
+  train::set_data_parallel_size(cfg, layout.data());
+  cfg.device = rank_device(cfg.device, recipe);
+  return layout;
+}
+
 std::string layout_plan_text(const TrainingCommandOptions& o, const parallel::RankLayout& layout,
                              const train::TrainLoopConfig& cfg, const model::ModelConfig& model, int64_t lora_params) {
   std::string s = layout.world() > 1 ? layout_text(layout, model, o.planned_ranks_per_node) : "";

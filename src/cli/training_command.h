@@ -48,6 +48,13 @@ std::string command_line(const TrainingCommandOptions& o);
 void add_training_command(CLI::App& app, const std::string& stage, const std::string& about,
                           std::function<int(const TrainingCommandOptions&)> run);
 
+// The rank layout `pretrain` or `sft` runs (or its dry run plans) `recipe`'s config at: the
+// launch's world (o.planned_world_size for a launch's dry run), checked against the sequences
+// it splits (sequence and context parallelism: InputErrors naming the key), with cfg's
+// data-parallel size and device (this rank's GPU) set from it.
+parallel::RankLayout training_layout(const TrainingCommandOptions& o, const std::string& recipe,
+                                     train::TrainLoopConfig& cfg, const model::ModelConfig& model, int64_t seq_length);
+
 // Trainer options of a command: the stop query answered by the SIGTERM/SIGINT handlers, and a
 // model artifact published after every save (cli/artifact_publish.h) with `artifact_inputs`
 // (the data directory, the checkpoint a fine-tune starts from) as its inputs.

@@ -352,8 +352,9 @@ void EngineWorker::loop() {
     } catch (const std::exception& e) {
       // The engine is left mid-run: fail what it held (the server answers 500) and keep serving.
       // Its state is unknown after this: fail what it held and whatever comes later (the routes
-      // answer 500), rather than hang them.
-      std::fprintf(stderr, "serve: the generation engine failed: %s\n", e.what());
+      // answer 500), rather than hang them. An engine_failed observer reports the failure itself
+      // (a server of several ranks ends with it as its error line): logged here, it would read twice.
+      if (!observers_.engine_failed) std::fprintf(stderr, "serve: the generation engine failed: %s\n", e.what());
       for (auto& [tag, p] : running_) finish(*p.gen, engine::FinishReason::cancelled, e.what());
       running_.clear();
       {

@@ -84,7 +84,8 @@ struct WorkerStats {
 // Where the worker reports (all optional). `state_bytes` runs on the worker thread after each
 // step: the decode state's bytes held by running sequences, and in all. `engine_failed` runs on
 // the worker thread once the engine threw and the jobs it held failed with the error (500): a
-// server of several ranks ends then (the other ranks wait on this one's collectives).
+// server of several ranks ends then (the other ranks wait on this one's collectives) and reports
+// failure(); without it the worker logs the failure itself on stderr.
 struct WorkerObservers {
   ServerMetrics* metrics = nullptr;
   std::function<std::pair<int64_t, int64_t>()> state_bytes;

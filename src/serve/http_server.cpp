@@ -53,7 +53,9 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::vector<std::shared_ptr<Generation>> submit_all(EngineWorker& worker, const PreparedRequest& p) {
+using Generations = std::vector<std::shared_ptr<Generation>>;  // a request's, one per choice
+
+Generations submit_all(EngineWorker& worker, const PreparedRequest& p) {
   std::vector<GenerationJob> jobs;
   for (const PreparedChoice& c : p.choices) jobs.push_back(c.job);
   return worker.submit(std::move(jobs));  // together: a prompt's choices on one data rank
@@ -109,6 +111,27 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 // A request whose body will not be read (refused first): the connection must close after the
 // answer, since the unread body would be taken for the next request.
+// A streamed request's response (stream = true): its choices' events as they come; a client that
+// leaves cancels the request's generations (a no-op for the finished ones). `model` outlives the
+// stream (the server's own).
+void stream_response(httplib::Response& res, StreamKind kind, const ServedModel& model, const ResponseHead& head,
+                     std::shared_ptr<const PreparedRequest> prepared, std::shared_ptr<Generations> gens, bool logprobs,
+                     bool usage) {
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [kind, &model, head, prepared, gens, logprobs, usage](size_t, httplib::DataSink& sink) {
+        StreamOutcome o = stream_choices(kind, model, head, *prepared, *gens, logprobs, usage,
+                                         [&](const std::string& e) { return sink.write(e.data(), e.size()); });
+        t_log.tokens = o.completion_tokens;
+        if (o.client_gone) return false;
+        sink.done();
+        return true;
+      },
+      [gens](bool) {
+        for (const auto& g : *gens) g->cancel();
+      });
+}
+
 bool has_body(const httplib::Request& req) {
   return req.has_header("Transfer-Encoding") || req.get_header_value<uint64_t>("Content-Length") > 0;
 }
@@ -302,25 +325,10 @@ void OpenAiServer::add_routes() {
       check_body_size(req.body.size());
       const CompletionRequest r = parse_completion_request(req.body);
       auto prepared = std::make_shared<PreparedRequest>(prepare_completion(model_, r));
-      auto gens = std::make_shared<std::vector<std::shared_ptr<Generation>>>(submit_all(worker_, *prepared));
+      auto gens = std::make_shared<Generations>(submit_all(worker_, *prepared));
       const ResponseHead head{request_id("cmpl"), model_.name, unix_now()};
-      if (r.stream) {
-        const bool lp = r.logprobs.has_value(), usage = r.include_usage;
-        res.set_chunked_content_provider(
-            "text/event-stream",
-            [this, head, prepared, gens, lp, usage](size_t, httplib::DataSink& sink) {
-              StreamOutcome o = stream_choices(StreamKind::completion, model_, head, *prepared, *gens, lp, usage,
-                                               [&](const std::string& e) { return sink.write(e.data(), e.size()); });
-              t_log.tokens = o.completion_tokens;
-              if (o.client_gone) return false;
-              sink.done();
-              return true;
-            },
-            [gens](bool) {
-              for (const auto& g : *gens) g->cancel();  // a no-op for the finished ones
-            });
-        return;
-      }
+      if (r.stream) return stream_response(res, StreamKind::completion, model_, head, prepared, gens,
+                                           r.logprobs.has_value(), r.include_usage);
       json choices = json::array();
       int64_t completion_tokens = 0;
       for (size_t i = 0; i < gens->size(); ++i) {
@@ -350,25 +358,9 @@ void OpenAiServer::add_routes() {
       const ChatRequest r = parse_chat_request(req.body);
       auto prepared = std::make_shared<PreparedRequest>(prepare_chat(model_, r));
       force_likeliest_tool(worker_, model_, *prepared);
-      auto gens = std::make_shared<std::vector<std::shared_ptr<Generation>>>(submit_all(worker_, *prepared));
+      auto gens = std::make_shared<Generations>(submit_all(worker_, *prepared));
       const ResponseHead head{request_id("chatcmpl"), model_.name, unix_now()};
-      if (r.stream) {
-        const bool lp = r.logprobs, usage = r.include_usage;
-        res.set_chunked_content_provider(
-            "text/event-stream",
-            [this, head, prepared, gens, lp, usage](size_t, httplib::DataSink& sink) {
-              StreamOutcome o = stream_choices(StreamKind::chat, model_, head, *prepared, *gens, lp, usage,
-                                               [&](const std::string& e) { return sink.write(e.data(), e.size()); });
-              t_log.tokens = o.completion_tokens;
-              if (o.client_gone) return false;
-              sink.done();
-              return true;
-            },
-            [gens](bool) {
-              for (const auto& g : *gens) g->cancel();
-            });
-        return;
-      }
+      if (r.stream) return stream_response(res, StreamKind::chat, model_, head, prepared, gens, r.logprobs, r.include_usage);
       json choices = json::array();
       int64_t completion_tokens = 0;
       for (size_t i = 0; i < gens->size(); ++i) {

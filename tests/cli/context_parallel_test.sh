@@ -71,10 +71,8 @@ same_run "CP 2 checkpoint resumed in one process" "$TMP/cp2to1" 6 5 1e-4
 
 # Packed SFT at CP 2: rows of several conversations whose boundaries fall inside and across the
 # chunks (attention masks and Mamba state restarts from the global sequence ids).
-expect_ok "data prep pretrain (tokenizer)" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/data/pt"
-expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/data/sft" \
-  tokenizer.model="$TMP/data/pt/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 heldout_examples=0
-run=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/data/sft" checkpoint.pretrained_checkpoint= checkpoint.load= train.global_batch_size=2
+sft_setup 0 60 0
+run=("$BIN" super3 sft -c tiny "${sft_data[@]}" checkpoint.load= train.global_batch_size=2
   train.micro_batch_size=1 train.train_iters=2 train.eval_interval=2 train.eval_iters=1 scheduler.lr_warmup_iters=1
   checkpoint.save_interval=2 logger.log_interval=1 logger.tensorboard_dir=null "${noaux[@]}")
 expect_ok "SFT, one process" '^ iteration +2/ +2 ' "${run[@]}" checkpoint.save="$TMP/sft1"

@@ -46,29 +46,14 @@ done
 # GRPO: each of 2 ranks generates half of every step's prompts (whole groups, so group baselines
 # stay whole) with the sampling streams the single process gives those rows, then trains its rows
 # data-parallel. Random initial weights (rewards 0), so an overlong-length penalty gives the rows
-# different rewards and the update a gradient. Every step's loss, grad norm and reward, and the
-# final weights, must equal the single process's.
+# different rewards and the update a gradient. Every step's loss, grad norm, reward and ratio
+# extrema (the min and max over the ranks, not summed), and the final weights (to 5e-5 + 1e-4 |w|),
+# must equal the single process's.
 grpo_setup
-expect_ok "GRPO, one process" '^step 2/2 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
-"${MPIRUN[@]}" -np 2 "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl2" >"$TMP/outrl" 2>"$TMP/errrl"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  fail "GRPO mpirun -np 2: exit $rc: $(tail -5 "$TMP/errrl")"
-else
-  grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
-  grpo_metrics "$TMP/rl2/metrics.jsonl" >"$TMP/rl2.m"
-  awk '{ if ($2 + 0 <= 0) bad = 1 } END { exit bad }' "$TMP/rl1.m" || fail "GRPO: a step without a gradient: $(cat "$TMP/rl1.m")"
-  if msg=$(close "$TMP/rl2.m" "$TMP/rl1.m" 1e-5); then
-    echo "ok: GRPO DP 2: losses, grad norms, rewards, generated tokens, and the ratio extrema (min/max over ranks, not summed) equal one process's ($msg)"
-  else
-    fail "GRPO DP 2 differs ($msg): $(paste -d' ' "$TMP/rl2.m" "$TMP/rl1.m" | tr '\n' ';')"
-  fi
-  if msg=$(python3 tests/cli/safetensors_diff.py "$TMP/rl2/iter_0000002/model.safetensors" \
-    "$TMP/rl1/iter_0000002/model.safetensors" 5e-5 1e-4); then
-    echo "ok: GRPO DP 2 final weights equal one process's ($msg)"
-  else
-    fail "GRPO DP 2 final weights differ: $msg"
-  fi
+grpo_one "GRPO, one process"
+grpo_trains
+if grpo_mpi "GRPO" rl2; then
+  grpo_same_as_one "GRPO DP 2" "$TMP/rl2" 5e-5
   # An RL checkpoint carries its tokenizer (policy.tokenizer.name): generate needs no --tokenizer.
   cmp -s "$TMP/rl2/iter_0000002/tokenizer/tokenizer.json" "$TMP/data/pretrain/tokenizer/tokenizer.json" &&
     echo "ok: the GRPO checkpoint carries the run's tokenizer" || fail "GRPO checkpoint without its tokenizer"
@@ -80,31 +65,33 @@ fi
 # the float32 masters and moments sharded over the 2 data ranks give the one process's steps and
 # weights; the sharded checkpoint resumes in one process and its third step equals the one
 # process's own resumed third step (so the moments came back whole).
+# third_step NAME WHAT [REF]: the 2-step checkpoint in $TMP/NAME, copied to $TMP/NAMEc, resumed in
+# one process for a third step; its metrics in $TMP/NAMEc.m. With REF: that step and its weights
+# equal $TMP/REF's own (the one process's resumed third step) within grpo_same_as_one's tolerances.
+third_step() {
+  local name=$1 what=$2 ref=${3:-} msg msg2
+  rm -rf "$TMP/${name}c" && cp -r "$TMP/$name" "$TMP/${name}c"
+  expect_ok "GRPO: the $what resumed in one process for a third step" '^step 3/3 ' "${grpo[@]}" grpo.max_num_steps=3 \
+    checkpointing.save_period=1 checkpointing.checkpoint_dir="$TMP/${name}c"
+  grpo_metrics "$TMP/${name}c/metrics.jsonl" | tail -1 >"$TMP/${name}c.m"
+  [[ -n "$ref" ]] || return 0
+  if msg=$(close "$TMP/${name}c.m" "$TMP/$ref.m" 1e-5) &&
+    msg2=$(python3 tests/cli/safetensors_diff.py "$TMP/${name}c/iter_0000003/model.safetensors" \
+      "$TMP/$ref/iter_0000003/model.safetensors" 1e-4 1e-4); then
+    echo "ok: GRPO resumed from the $what: step 3 and its weights equal the one process's ($msg; $msg2)"
+  else
+    fail "GRPO resumed from the $what differs: $msg ${msg2:-}: $(cat "$TMP/${name}c.m" "$TMP/$ref.m" | tr '\n' ';')"
+  fi
+}
 dist=(policy.megatron_cfg.optimizer.use_distributed_optimizer=true
   policy.megatron_cfg.distributed_data_parallel_config.data_parallel_sharding_strategy=optim_grads_params)
-"${MPIRUN[@]}" -np 2 "${grpo[@]}" "${dist[@]}" checkpointing.checkpoint_dir="$TMP/rld" >"$TMP/outrld" 2>"$TMP/errrld"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  fail "GRPO with the distributed optimizer, mpirun -np 2: exit $rc: $(tail -5 "$TMP/errrld")"
-else
-  grep -qE 'distributed optimizer \(policy.megatron_cfg.optimizer.use_distributed_optimizer\): fp32 (masters \+ )?moments 1/2 per rank' "$TMP/outrld" &&
+if grpo_mpi "GRPO with the distributed optimizer" rld "${dist[@]}"; then
+  grep -qE 'distributed optimizer \(policy.megatron_cfg.optimizer.use_distributed_optimizer\): fp32 (masters \+ )?moments 1/2 per rank' "$TMP/out.rld" &&
     echo "ok: GRPO's start-up line shows the optimizer state split in 2" ||
-    fail "GRPO DP 2 with the distributed optimizer: no sharding line: $(grep -i 'distributed\|optimizer' "$TMP/outrld" | head -3)"
+    fail "GRPO DP 2 with the distributed optimizer: no sharding line: $(grep -i 'distributed\|optimizer' "$TMP/out.rld" | head -3)"
   grpo_same_as_one "GRPO DP 2 with the distributed optimizer" "$TMP/rld"
-  cp -r "$TMP/rl1" "$TMP/rl1c" && cp -r "$TMP/rld" "$TMP/rldc"
-  expect_ok "GRPO: the one-process run resumed for a third step" '^step 3/3 ' "${grpo[@]}" grpo.max_num_steps=3 \
-    checkpointing.save_period=1 checkpointing.checkpoint_dir="$TMP/rl1c"
-  expect_ok "GRPO: the distributed optimizer's sharded checkpoint resumed in one process" '^step 3/3 ' "${grpo[@]}" \
-    grpo.max_num_steps=3 checkpointing.save_period=1 checkpointing.checkpoint_dir="$TMP/rldc"
-  grpo_metrics "$TMP/rl1c/metrics.jsonl" | tail -1 >"$TMP/rl1c.m"
-  grpo_metrics "$TMP/rldc/metrics.jsonl" | tail -1 >"$TMP/rldc.m"
-  if msg=$(close "$TMP/rldc.m" "$TMP/rl1c.m" 1e-5) &&
-    msg2=$(python3 tests/cli/safetensors_diff.py "$TMP/rldc/iter_0000003/model.safetensors" \
-      "$TMP/rl1c/iter_0000003/model.safetensors" 1e-4 1e-4); then
-    echo "ok: GRPO resumed from the sharded checkpoint: step 3 and its weights equal the one process's ($msg; $msg2)"
-  else
-    fail "GRPO resumed from the sharded checkpoint differs: $msg ${msg2:-}: $(cat "$TMP/rldc.m" "$TMP/rl1c.m" | tr '\n' ';')"
-  fi
+  third_step rl1 "one-process run"
+  [[ -s "$TMP/rl1c.m" ]] && third_step rld "distributed optimizer's sharded checkpoint" rl1c
 fi
 # GRPO under Megatron FSDP (NeMo RL's use_custom_fsdp, newer Megatron's use_megatron_fsdp) at DP 2.
 # optim_grads_params: each rank keeps 1/2 of the weights (the log-prob pass and the update gather
@@ -117,61 +104,36 @@ fi
 # line naming the key.
 ddpk=policy.megatron_cfg.distributed_data_parallel_config
 fsdp=("$ddpk.use_custom_fsdp=true" "$ddpk.data_parallel_sharding_strategy=optim_grads_params")
-"${MPIRUN[@]}" -np 2 "${grpo[@]}" "${fsdp[@]}" grpo.val_period=1 grpo.val_at_start=true checkpointing.checkpoint_dir="$TMP/rlf" >"$TMP/outrlf" 2>"$TMP/errrlf"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  fail "GRPO under FSDP optim_grads_params, mpirun -np 2: exit $rc: $(tail -5 "$TMP/errrlf")"
-else
-  grep -E "^full parameter sharding|^sharded gradients|^refit: " "$TMP/outrlf"
-  grep -qE "^full parameter sharding \($ddpk.data_parallel_sharding_strategy=optim_grads_params\): float32 weights 1/2 per rank" "$TMP/outrlf" &&
-    grep -qE "^sharded gradients \($ddpk.data_parallel_sharding_strategy=optim_grads_params\): fp32 gradients 1/2 per rank" "$TMP/outrlf" &&
+if grpo_mpi "GRPO under FSDP optim_grads_params" rlf "${fsdp[@]}" grpo.val_period=1 grpo.val_at_start=true; then
+  grep -E "^full parameter sharding|^sharded gradients|^refit: " "$TMP/out.rlf"
+  grep -qE "^full parameter sharding \($ddpk.data_parallel_sharding_strategy=optim_grads_params\): float32 weights 1/2 per rank" "$TMP/out.rlf" &&
+    grep -qE "^sharded gradients \($ddpk.data_parallel_sharding_strategy=optim_grads_params\): fp32 gradients 1/2 per rank" "$TMP/out.rlf" &&
     echo "ok: GRPO under FSDP: the start-up lines show the weights and gradients split in 2" ||
-    fail "GRPO under FSDP: no sharding lines: $(head -12 "$TMP/outrlf")"
-  grep -qE "^refit: FSDP gather \($ddpk.use_custom_fsdp\): the engine decodes from a whole copy of the weights, [0-9.]+ MiB per rank" "$TMP/outrlf" &&
+    fail "GRPO under FSDP: no sharding lines: $(head -12 "$TMP/out.rlf")"
+  grep -qE "^refit: FSDP gather \($ddpk.use_custom_fsdp\): the engine decodes from a whole copy of the weights, [0-9.]+ MiB per rank" "$TMP/out.rlf" &&
     echo "ok: GRPO under FSDP: the start-up line says the engine decodes from a gathered whole copy" ||
-    fail "GRPO under FSDP: no refit line: $(grep '^refit' "$TMP/outrlf")"
-  n=$(grep -cE '^step [12]/2 .*\| refit [0-9.]+ s \(FSDP gather, [0-9.]*[1-9][0-9.]* MiB gathered per rank; ' "$TMP/outrlf")
+    fail "GRPO under FSDP: no refit line: $(grep '^refit' "$TMP/out.rlf")"
+  n=$(grep -cE '^step [12]/2 .*\| refit [0-9.]+ s \(FSDP gather, [0-9.]*[1-9][0-9.]* MiB gathered per rank; ' "$TMP/out.rlf")
   [[ $n -eq 2 ]] && echo "ok: GRPO under FSDP: every step line gives the gather's time and MiB per rank" ||
-    fail "GRPO under FSDP: $n of 2 step lines with the FSDP gather: $(grep '^step' "$TMP/outrlf" | head -2)"
-  [[ $(grep -cE '^validation at step [012]: accuracy ' "$TMP/outrlf") -eq 3 ]] &&
+    fail "GRPO under FSDP: $n of 2 step lines with the FSDP gather: $(grep '^step' "$TMP/out.rlf" | head -2)"
+  [[ $(grep -cE '^validation at step [012]: accuracy ' "$TMP/out.rlf") -eq 3 ]] &&
     echo "ok: GRPO under FSDP: validation at start and after each step ran on the gathered copy" ||
-    fail "GRPO under FSDP: validation lines: $(grep '^validation' "$TMP/outrlf")"
+    fail "GRPO under FSDP: validation lines: $(grep '^validation' "$TMP/out.rlf")"
   grpo_same_as_one "GRPO DP 2 under FSDP optim_grads_params" "$TMP/rlf"
-  if [[ -s "$TMP/rl1c.m" ]]; then
-    cp -r "$TMP/rlf" "$TMP/rlfc"
-    expect_ok "GRPO: the FSDP checkpoint resumed in one process" '^step 3/3 ' "${grpo[@]}" grpo.max_num_steps=3 \
-      checkpointing.save_period=1 checkpointing.checkpoint_dir="$TMP/rlfc"
-    grpo_metrics "$TMP/rlfc/metrics.jsonl" | tail -1 >"$TMP/rlfc.m"
-    if msg=$(close "$TMP/rlfc.m" "$TMP/rl1c.m" 1e-5) &&
-      msg2=$(python3 tests/cli/safetensors_diff.py "$TMP/rlfc/iter_0000003/model.safetensors" \
-        "$TMP/rl1c/iter_0000003/model.safetensors" 1e-4 1e-4); then
-      echo "ok: GRPO resumed from the FSDP checkpoint: step 3 and its weights equal the one process's ($msg; $msg2)"
-    else
-      fail "GRPO resumed from the FSDP checkpoint differs: $msg ${msg2:-}: $(cat "$TMP/rlfc.m" "$TMP/rl1c.m" | tr '\n' ';')"
-    fi
-  fi
+  [[ -s "$TMP/rl1c.m" ]] && third_step rlf "FSDP checkpoint" rl1c
 fi
-"${MPIRUN[@]}" -np 2 "${grpo[@]}" "$ddpk.use_megatron_fsdp=true" "$ddpk.data_parallel_sharding_strategy=optim_grads" \
-  checkpointing.checkpoint_dir="$TMP/rlg" >"$TMP/outrlg" 2>"$TMP/errrlg"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  fail "GRPO under FSDP optim_grads, mpirun -np 2: exit $rc: $(tail -5 "$TMP/errrlg")"
-else
-  grep -qE "^sharded gradients \($ddpk.data_parallel_sharding_strategy=optim_grads\): fp32 gradients 1/2 per rank" "$TMP/outrlg" &&
-    ! grep -q "^full parameter sharding" "$TMP/outrlg" && grep -q '^refit: none' "$TMP/outrlg" &&
+if grpo_mpi "GRPO under FSDP optim_grads" rlg "$ddpk.use_megatron_fsdp=true" "$ddpk.data_parallel_sharding_strategy=optim_grads"; then
+  grep -qE "^sharded gradients \($ddpk.data_parallel_sharding_strategy=optim_grads\): fp32 gradients 1/2 per rank" "$TMP/out.rlg" &&
+    ! grep -q "^full parameter sharding" "$TMP/out.rlg" && grep -q '^refit: none' "$TMP/out.rlg" &&
     echo "ok: GRPO under optim_grads: gradients split in 2, weights whole (no refit)" ||
-    fail "GRPO under optim_grads: start-up lines: $(grep -E '^(full|sharded|refit|distributed)' "$TMP/outrlg")"
+    fail "GRPO under optim_grads: start-up lines: $(grep -E '^(full|sharded|refit|distributed)' "$TMP/out.rlg")"
   grpo_same_as_one "GRPO DP 2 under FSDP optim_grads (use_megatron_fsdp)" "$TMP/rlg"
 fi
 # The KL penalty's reference policy, a frozen copy of the starting weights, is gathered whole from
 # the slices too: its KL is 0 at step 1 (the reference is the policy) and one process's at step 2.
 kl=(loss_fn.reference_policy_kl_penalty=0.05)
 expect_ok "GRPO with a KL penalty, one process" '^step 2/2 ' "${grpo[@]}" "${kl[@]}" checkpointing.checkpoint_dir="$TMP/rlk1"
-"${MPIRUN[@]}" -np 2 "${grpo[@]}" "${fsdp[@]}" "${kl[@]}" checkpointing.checkpoint_dir="$TMP/rlkf" >"$TMP/outrlk" 2>"$TMP/errrlk"
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  fail "GRPO with a KL penalty under FSDP, mpirun -np 2: exit $rc: $(tail -5 "$TMP/errrlk")"
-else
+if grpo_mpi "GRPO with a KL penalty under FSDP" rlkf "${fsdp[@]}" "${kl[@]}"; then
   kl_metrics() {
     python3 -c 'import json,sys
 for line in open(sys.argv[1]):

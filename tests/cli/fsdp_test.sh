@@ -132,13 +132,8 @@ fi
 
 # SFT under optim_grads at DP2 (the model built without gradients: the optimizer lays them out
 # from shapes, train/grad_slots.h) against one process: the same losses and gradient norms.
-expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/prep"
-expect_ok "pretrain 1 step for SFT" '^ iteration +1/ +1 ' "$BIN" super3 pretrain -c tiny \
-  dataset.per_split_data_args_path="$TMP/prep/blend.json" train.train_iters=1 train.eval_iters=0 train.eval_interval=0 \
-  scheduler.lr_warmup_iters=0 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/pre" logger.tensorboard_dir=null
-expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sft" \
-  tokenizer.model="$TMP/prep/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 heldout_examples=4
-sft=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint="$TMP/pre"
+sft_setup 1 60 4
+sft=("$BIN" super3 sft -c tiny "${sft_data[@]}"
   train.global_batch_size=4 train.micro_batch_size=1 train.train_iters=3 train.eval_interval=0 train.eval_iters=0
   scheduler.lr_warmup_iters=1 logger.tensorboard_dir=null)
 expect_ok "SFT one process" '^ iteration +3/ +3 ' "${sft[@]}" checkpoint.save="$TMP/s1" checkpoint.load="$TMP/s1"

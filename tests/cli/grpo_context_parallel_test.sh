@@ -17,9 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
 grpo_setup
-expect_ok "GRPO, one process" '^step 2/2 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
-grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
-awk '{ if ($2 + 0 <= 0) bad = 1 } END { exit bad }' "$TMP/rl1.m" || fail "GRPO: a step without a gradient: $(cat "$TMP/rl1.m")"
+grpo_one "GRPO, one process"
+grpo_trains
 
 # logprob_same NAME DIR N: DIR's log-prob pass figures equal one process's ($TMP/rl1): per step
 # token_mult_prob_error and max |gen_lp - prev_lp| within 1e-5 absolute (the trainer's float32
@@ -70,17 +69,13 @@ cp_run cp4 4 4 "DP 4 x EP 1 x TP 1 x CP 1 over 4 ranks (the trainer's: DP 1 x EP
 # through the row, the per-sequence loss mean), against its own one-process run at CP 4: 8 chunks
 # of a row, so each row's response tokens lie on several ranks.
 gspo=(loss_fn.sequence_level_importance_ratios=true loss_fn.token_level_loss=false)
-rm -rf "$TMP/rl1"
-expect_ok "GRPO (GSPO), one process" '^step 2/2 ' "${grpo[@]}" "${gspo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
-grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
+grpo_one "GRPO (GSPO), one process" "${gspo[@]}"
 cp_run cp4-gspo 4 4 "DP 4 x EP 1 x TP 1 x CP 1 over 4 ranks (the trainer's: DP 1 x EP 1 x TP 1 x CP 4 over 4 ranks)" "${gspo[@]}"
 
 # A KL penalty: the reference policy's log-probs come from the split pass too (step 2's policy has
 # moved from it, so the KL is not 0 there).
 kl=(loss_fn.reference_policy_kl_penalty=0.05)
-rm -rf "$TMP/rl1"
-expect_ok "GRPO (KL), one process" '^step 2/2 ' "${grpo[@]}" "${kl[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
-grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
+grpo_one "GRPO (KL), one process" "${kl[@]}"
 python3 -c 'import json,sys
 k = [json.loads(l)["kl_penalty"] for l in open(sys.argv[1]) if "\"train\"" in l]
 sys.exit(0 if k[-1] > 0 else 1)' "$TMP/rl1/metrics.jsonl" || fail "GRPO (KL): no KL at step 2"
@@ -89,9 +84,7 @@ cp_run cp2dp2-kl 4 2 "DP 4 x EP 1 x TP 1 x CP 1 over 4 ranks (the trainer's: DP 
 # A generator split otherwise than a trainer with context split: trainer CP 2 x TP 2 -> generator
 # TP 1 (each rank gathers the whole policy over its trainer tensor group; a context rank holds its
 # tensor group's parts whole, so nothing is gathered over context).
-rm -rf "$TMP/rl1"
-expect_ok "GRPO, one process" '^step 2/2 ' "${grpo[@]}" checkpointing.checkpoint_dir="$TMP/rl1"
-grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
+grpo_one "GRPO, one process"
 cp_run cp2tp2-gen1 4 2 "DP 4 x EP 1 x TP 1 x CP 1 over 4 ranks (the trainer's: DP 1 x EP 1 x TP 2 x CP 2 over 4 ranks)" \
   model.tensor_model_parallel_size=2 model.sequence_parallel=true policy.generation.vllm_cfg.tensor_parallel_size=1
 grep -qE '^step 2/2 .*\| refit [0-9.]+ s \(TP 2 -> 1 reshard' "$TMP/out.cp2tp2-gen1" ||

@@ -68,6 +68,26 @@ expect_failure() {
   echo "ok: $name"
 }
 
+# sft_setup PRETRAIN_STEPS EXAMPLES HELDOUT: what the SFT tests fine-tune, made here: the tiny
+# pretraining data and its tokenizer in $TMP/prep, PRETRAIN_STEPS steps of pretraining on it in
+# $TMP/pre (the base; 0: none) and an SFT set of EXAMPLES conversations with HELDOUT held-out
+# prompts in $TMP/sft. Sets the array `sft_data`: the SFT command's data set and base.
+sft_setup() {
+  local steps=$1 examples=$2 heldout=$3
+  expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/prep"
+  sft_data=(dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint=)
+  if ((steps > 0)); then
+    expect_ok "pretrain $steps step(s): the SFT base" "^ iteration +$steps/ +$steps " "$BIN" super3 pretrain -c tiny \
+      dataset.per_split_data_args_path="$TMP/prep/blend.json" train.train_iters="$steps" train.eval_iters=0 \
+      train.eval_interval=0 scheduler.lr_warmup_iters=$((steps > 1 ? 1 : 0)) scheduler.lr_wsd_decay_iters=1 \
+      checkpoint.save="$TMP/pre" logger.tensorboard_dir=null
+    sft_data[1]=checkpoint.pretrained_checkpoint="$TMP/pre"
+  fi
+  expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sft" \
+    tokenizer.model="$TMP/prep/tokenizer/tokenizer.json" sources.0.generator.num_examples="$examples" \
+    heldout_examples="$heldout"
+}
+
 # finish WHAT: the script's exit status and last line.
 finish() {
   if [[ $failures -ne 0 ]]; then

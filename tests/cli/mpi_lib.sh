@@ -138,18 +138,44 @@ for line in open(sys.argv[1]):
               repr(r["probs_ratio_min"]), repr(r["probs_ratio_max"]))' "$1"
 }
 
-# grpo_same_as_one WHAT DIR: DIR's GRPO run (grpo_setup's, 2 steps) gives the one-process run's
-# ($TMP/rl1) losses, grad norms, rewards and generated tokens, and its final weights.
+# grpo_one WHAT ARGS...: the one-process reference of grpo_setup's run with ARGS in $TMP/rl1 (a
+# previous one replaced), its grpo_metrics in $TMP/rl1.m (what grpo_same_as_one compares with).
+grpo_one() {
+  local what=$1
+  shift
+  rm -rf "$TMP/rl1" "$TMP/rl1.m"
+  expect_ok "$what" '^step 2/2 ' "${grpo[@]}" "$@" checkpointing.checkpoint_dir="$TMP/rl1"
+  [[ -s "$TMP/rl1/metrics.jsonl" ]] && grpo_metrics "$TMP/rl1/metrics.jsonl" >"$TMP/rl1.m"
+}
+# grpo_trains: every step of the reference in $TMP/rl1.m had a gradient (else comparing the
+# updates with it would prove little).
+grpo_trains() {
+  awk '{ if ($2 + 0 <= 0) bad = 1 } END { exit bad }' "$TMP/rl1.m" || fail "GRPO: a step without a gradient: $(tr '\n' ';' <"$TMP/rl1.m")"
+}
+
+# grpo_mpi WHAT NAME ARGS...: grpo_setup's run with ARGS under mpirun -np 2, checkpoints in
+# $TMP/NAME, output in $TMP/out.NAME and $TMP/err.NAME; a failed launch is one FAIL (returns 1).
+grpo_mpi() {
+  local what=$1 name=$2
+  shift 2
+  "${MPIRUN[@]}" -np 2 "${grpo[@]}" "$@" checkpointing.checkpoint_dir="$TMP/$name" >"$TMP/out.$name" 2>"$TMP/err.$name"
+  local rc=$?
+  [[ $rc -eq 0 ]] || { fail "$what, mpirun -np 2: exit $rc: $(tail -5 "$TMP/err.$name")"; return 1; }
+}
+
+# grpo_same_as_one WHAT DIR [ATOL]: DIR's GRPO run (grpo_setup's, 2 steps) gives the one-process
+# run's ($TMP/rl1, its grpo_metrics in $TMP/rl1.m) losses, grad norms, rewards, generated tokens
+# and ratio extrema (to 1e-5 relative), and its final weights (to ATOL, default 1e-4, + 1e-4 |w|).
 grpo_same_as_one() {
-  local what=$1 dir=$2 msg
+  local what=$1 dir=$2 atol=${3:-1e-4} msg
   grpo_metrics "$dir/metrics.jsonl" >"$dir.m"
   if msg=$(close "$dir.m" "$TMP/rl1.m" 1e-5); then
-    echo "ok: $what: losses, grad norms, rewards and generated tokens equal one process's ($msg)"
+    echo "ok: $what: losses, grad norms, rewards, generated tokens and ratio extrema equal one process's ($msg)"
   else
     fail "$what differs ($msg): $(paste -d' ' "$dir.m" "$TMP/rl1.m" | tr '\n' ';')"
   fi
   if msg=$(python3 tests/cli/safetensors_diff.py "$dir/iter_0000002/model.safetensors" \
-    "$TMP/rl1/iter_0000002/model.safetensors" 1e-4 1e-4); then
+    "$TMP/rl1/iter_0000002/model.safetensors" "$atol" 1e-4); then
     echo "ok: $what: final weights equal one process's ($msg)"
   else
     fail "$what: final weights differ: $msg"

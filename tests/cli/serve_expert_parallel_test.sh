@@ -11,8 +11,8 @@
 # mid-stream (their text a prefix of the whole stream's; data rank 0 idle while rank 1 goes on).
 # The stop line counts each data rank's requests; SIGTERM ends every rank; `--run` passes the size
 # on; an engine failure on one rank (data rank 1, rank 0, a tensor rank) ends every rank within
-# seconds with its message; layouts that cannot run (a dense model among them) are one line naming
-# the flags, exit 2.
+# seconds with its message, logged once (one process logs it once and keeps answering 500); layouts
+# that cannot run (a dense model among them) are one line naming the flags, exit 2.
 # Usage: serve_expert_parallel_test.sh path/to/nemotron
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -136,8 +136,10 @@ engine_fails() {
   fi
   wait $SERVER_PID
   local rc=$? message="the generation engine failed: NEMOTRON_TEST_ENGINE_FAIL: rank $rank fails at its engine step 3"
+  # The message once: the failed rank's `error:` line (its worker does not print it first).
   [[ $rc -ne 0 ]] && grep -q "^error: rank $rank of 2: $message\$" "$TMP/server.log" &&
-    echo "ok: serve $name: rank $rank's engine failure ends every rank in $((SECONDS - t0)) s (exit $rc) with its message" ||
+    [[ $(grep -c "NEMOTRON_TEST_ENGINE_FAIL: rank $rank fails" "$TMP/server.log") -eq 1 ]] &&
+    echo "ok: serve $name: rank $rank's engine failure ends every rank in $((SECONDS - t0)) s (exit $rc) with its message, once" ||
     fail "serve $name: rank $rank's failure: exit $rc, log: $(grep -v '^POST' "$TMP/server.log" | tail -4)"
   if [[ $rank -eq 0 ]]; then
     [[ $code == 500 ]] && grep -q "NEMOTRON_TEST_ENGINE_FAIL: rank 0 fails" "$TMP/fail.body" &&
@@ -148,6 +150,21 @@ engine_fails() {
       fail "serve $name: the client got 200 from a failed server: $(head -c 300 "$TMP/fail.body")"
   fi
 }
+# One process: the worker logs the failure once and the server keeps answering, every request 500.
+SERVE_LAUNCH=(env NEMOTRON_TEST_ENGINE_FAIL=0:3)
+if start_server "${SERVE[@]}" --max-slots 4; then
+  codes=
+  for i in 1 2; do
+    codes+=$(curl -s -m 60 -o "$TMP/fail$i.body" -w '%{http_code} ' "$URL/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"model": "m", "prompt": "Once upon a time", "max_tokens": 40, "temperature": 0}')
+  done
+  line="serve: the generation engine failed: NEMOTRON_TEST_ENGINE_FAIL: rank 0 fails at its engine step 3"
+  [[ $codes == "500 500 " ]] && kill -0 $SERVER_PID 2>/dev/null && grep -qx "$line" "$TMP/server.log" &&
+    [[ $(grep -c "NEMOTRON_TEST_ENGINE_FAIL: rank 0 fails" "$TMP/server.log") -eq 1 ]] &&
+    echo "ok: serve, one process: the engine failure logged once, the server still up answering 500" ||
+    fail "serve, one process, engine failure: codes $codes, log: $(grep -v '^POST' "$TMP/server.log" | tail -4)"
+  stop_server TERM
+fi
 engine_fails "EP 2, data rank 1 fails" 1 --expert-parallel-size 2
 engine_fails "EP 2, rank 0 fails" 0 --expert-parallel-size 2
 engine_fails "TP 2, tensor rank 1 fails" 1 --tensor-parallel-size 2

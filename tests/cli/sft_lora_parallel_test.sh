@@ -16,14 +16,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_lib.sh"
 
 # Stage 0 briefly (the frozen base) and a small SFT set without held-out prompts.
-expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/dp"
-expect_ok "pretrain 2 steps" '^ iteration +2/ +2 ' "$BIN" super3 pretrain -c tiny \
-  dataset.per_split_data_args_path="$TMP/dp/blend.json" train.train_iters=2 train.eval_iters=0 train.eval_interval=0 \
-  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/pre" logger.tensorboard_dir=null
-expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sft" \
-  tokenizer.model="$TMP/dp/tokenizer/tokenizer.json" sources.0.generator.num_examples=60 heldout_examples=0
+sft_setup 2 60 0
 
-run=("$BIN" super3 sft -c tiny_lora dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint="$TMP/pre"
+run=("$BIN" super3 sft -c tiny_lora "${sft_data[@]}"
   checkpoint.load= train.global_batch_size=4 train.micro_batch_size=2 train.train_iters=4 train.eval_interval=2
   train.eval_iters=1 scheduler.lr_warmup_iters=1 checkpoint.save_interval=2 logger.log_interval=1
   logger.tensorboard_dir=null)

@@ -18,14 +18,9 @@ losses() { grep '"type":"train"' "$1" | sed -E 's/.*"lm_loss":([^,}]*).*/\1/'; }
 accuracy() { sed -nE "s/^held-out answers, teacher-forced, at iteration $2: ([0-9.]+)% .*/\1/p" "$1"; }
 
 # --- stage 0, briefly, and the SFT data ---------------------------------------------------------
-expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/dp"
-expect_ok "pretrain 3 steps" '^ iteration +3/ +3 ' "$BIN" super3 pretrain -c tiny \
-  dataset.per_split_data_args_path="$TMP/dp/blend.json" train.train_iters=3 train.eval_iters=0 train.eval_interval=0 \
-  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/pre"
-expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sft" \
-  tokenizer.model="$TMP/dp/tokenizer/tokenizer.json" sources.0.generator.num_examples=200 heldout_examples=20
+sft_setup 3 200 20
 
-lora=("$BIN" super3 sft -c tiny_lora dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint="$TMP/pre"
+lora=("$BIN" super3 sft -c tiny_lora "${sft_data[@]}"
   train.global_batch_size=2 train.micro_batch_size=1 train.train_iters=4 train.eval_interval=2 train.eval_iters=1
   scheduler.lr_warmup_iters=1 checkpoint.save_interval=2 logger.log_interval=1 peft.dropout=0.1)
 

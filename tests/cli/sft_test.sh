@@ -16,14 +16,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 losses() { grep '"type":"train"' "$1" | sed -E 's/.*"lm_loss":([^,}]*).*/\1/'; }
 
 # --- stage 0, briefly, and the SFT data ---------------------------------------------------------
-expect_ok "data prep pretrain" 'blend: ' "$BIN" super3 data prep pretrain -c tiny output_dir="$TMP/dp"
-expect_ok "pretrain 3 steps" '^ iteration +3/ +3 ' "$BIN" super3 pretrain -c tiny \
-  dataset.per_split_data_args_path="$TMP/dp/blend.json" train.train_iters=3 train.eval_iters=0 train.eval_interval=0 \
-  scheduler.lr_warmup_iters=1 scheduler.lr_wsd_decay_iters=1 checkpoint.save="$TMP/pre"
-expect_ok "data prep sft" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sft" \
-  tokenizer.model="$TMP/dp/tokenizer/tokenizer.json" sources.0.generator.num_examples=200 heldout_examples=20
+sft_setup 3 200 20
 
-sft=("$BIN" super3 sft -c tiny dataset.dataset_root="$TMP/sft" checkpoint.pretrained_checkpoint="$TMP/pre"
+sft=("$BIN" super3 sft -c tiny "${sft_data[@]}"
   train.global_batch_size=2 train.micro_batch_size=1 train.train_iters=4 train.eval_interval=2 train.eval_iters=1
   scheduler.lr_warmup_iters=1 checkpoint.save_interval=2 logger.log_interval=1)
 
@@ -46,7 +41,7 @@ grep -Eq '"kind": ?"packed_sft"' "$TMP/a/iter_0000004/train_state.json" || fail 
 
 # --- data rendered with a Jinja template (nano3.jinja): the held-out accuracy is measured with it ---
 expect_ok "data prep sft, chat_template=nano3.jinja" 'efficiency' "$BIN" super3 data prep sft -c tiny output_dir="$TMP/sftj" \
-  tokenizer.model="$TMP/dp/tokenizer/tokenizer.json" sources.0.generator.num_examples=200 heldout_examples=20 \
+  tokenizer.model="$TMP/prep/tokenizer/tokenizer.json" sources.0.generator.num_examples=200 heldout_examples=20 \
   chat_template="$ROOT/tests/fixtures/jinja/nano3.jinja"
 expect_ok "sft on it, 1 step" '^ iteration +1/ +1 ' "${sft[@]}" dataset.dataset_root="$TMP/sftj" checkpoint.save="$TMP/j" \
   checkpoint.load="$TMP/j" \
