@@ -46,6 +46,9 @@ struct ChunkYArgs {
   __nv_bfloat16* y;   // Y forward: y; dxb: dx
   float *r1, *r2;     // Y backward: r1; dxb: rx, rdd
   int heads_per_block;
+  // Off-diagonal decay as a row factor times a column factor (below); false: one exp per element
+  // (the A/B of NEMOTRON_SSD_SPLIT_DECAY=0).
+  bool split_decay;
 };
 
 // Shared-memory layout (bytes): C [kYQ][kYLdN], then two per-head stages; CB is first staged in
@@ -53,7 +56,7 @@ struct ChunkYArgs {
 struct ChunkYSmem {
   static constexpr int kC = kYQ * kYLdN * 2;
   static constexpr int kX = kYQ * kYLdP * 2, kS = kYP * kYLdN * 2, kRow = kYQ * 4;
-  static constexpr int kStage = kX + kS + 3 * kRow;  // x, Sin, lam, dt, el
+  static constexpr int kStage = kX + kS + 4 * kRow;  // x, Sin, lam, dt, el, column decay factors
   static constexpr int kCB = kYQ * kYLdQ * 2;
   static_assert(kCB <= kStage);
   static constexpr int kBytes = kC + 2 * kStage;
@@ -159,6 +162,25 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
     const int st = i & 1, h = h0 + i;
     cp_async_wait<1>();  // head i's group has landed
     __syncthreads();
+    // The causal part's decay off the diagonal steps, split at the k block's anchor token a (Y: its
+    // last token, dxb: its first; every (row, column) pair of such a step lies on one side of it):
+    //   exp(lam_l - lam_s) = exp(lam_l - lam_a) exp(lam_a - lam_s),
+    // both factors <= 1 since lam falls within a chunk (dt >= 0, A < 0: a factor underflows only
+    // where the product does). The column factors (Y: times dt_s) are computed here once per head
+    // and block, a warp's two row factors once per k step: 2 exps per lane and step instead of 8
+    // (the exps and their arithmetic, not the HMMAs, filled the issue slots: ncu, dcf7d30).
+    if (a.split_decay) {
+      float* rows = rows_of(st);
+      for (int t = threadIdx.x; t < kYQ; t += kYThreads) {
+        float f = 0.f;
+        if (t < L) {
+          const int anchor = kDxb ? t / 16 * 16 : min(t / 16 * 16 + 15, L - 1);
+          f = kDxb ? __expf(rows[t] - rows[anchor]) : __expf(rows[anchor] - rows[t]) * rows[kYQ + t];
+        }
+        rows[3 * kYQ + t] = f;
+      }
+      __syncthreads();
+    }
     if (active) {
       auto X = Xs(st);
       auto S = Ss(st);
@@ -189,29 +211,44 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
       // The causal part, decayed in registers: Y: A[l, s] = CB[l, s] exp(lam_l - lam_s) dt_s (s <= l),
       // dxb: A[s, l] = CB[l, s] exp(lam_l - lam_s) (l >= s); B = the token operand [k][p].
       const float lam0 = lam[row0], lam1 = lam[row1];
+      const float* colf = lam + 3 * kYQ;
 #pragma unroll
       for (int ks = 0; ks < kYQ / 16; ++ks) {
         if (!causal_step(ks)) continue;
         // Only the diagonal step (and dxb's last, which may pass L) needs the causal mask.
         const bool masked = ks == warp || (kDxb && ks == nkc - 1);
         uint32_t af[4];
+        if (a.split_decay && !masked) {
+          const float la = lam[kDxb ? ks * 16 : ks * 16 + 15];
+          const float f0 = kDxb ? __expf(la - lam0) : __expf(lam0 - la);
+          const float f1 = kDxb ? __expf(la - lam1) : __expf(lam1 - la);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int row = (r & 1) ? row1 : row0, col = ks * 16 + 2 * tig + (r >> 1) * 8;
-          const float lr = (r & 1) ? lam1 : lam0;
-          __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&cbf[ks][r]);
-          const float2 f = __bfloat1622float2(v);
-          float e[2];
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            const int k = col + u;
-            const float fv = u ? f.y : f.x;
-            if constexpr (kDxb) e[u] = fv * __expf(lam[k] - lr);
-            else e[u] = fv * __expf(lr - lam[k]) * dts[k];
-            if (masked) e[u] = (kDxb ? k >= row && k < L : k <= row) ? e[u] : 0.f;
+          for (int r = 0; r < 4; ++r) {
+            const float fr = (r & 1) ? f1 : f0;
+            const float2 cf = *reinterpret_cast<const float2*>(colf + ks * 16 + 2 * tig + (r >> 1) * 8);
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&cbf[ks][r]));
+            const __nv_bfloat162 v = __floats2bfloat162_rn(f.x * (fr * cf.x), f.y * (fr * cf.y));
+            af[r] = *reinterpret_cast<const uint32_t*>(&v);
           }
-          v = __floats2bfloat162_rn(e[0], e[1]);
-          af[r] = *reinterpret_cast<const uint32_t*>(&v);
+        } else {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int row = (r & 1) ? row1 : row0, col = ks * 16 + 2 * tig + (r >> 1) * 8;
+            const float lr = (r & 1) ? lam1 : lam0;
+            __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&cbf[ks][r]);
+            const float2 f = __bfloat1622float2(v);
+            float e[2];
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+              const int k = col + u;
+              const float fv = u ? f.y : f.x;
+              if constexpr (kDxb) e[u] = fv * __expf(lam[k] - lr);
+              else e[u] = fv * __expf(lr - lam[k]) * dts[k];
+              if (masked) e[u] = (kDxb ? k >= row && k < L : k <= row) ? e[u] : 0.f;
+            }
+            v = __floats2bfloat162_rn(e[0], e[1]);
+            af[r] = *reinterpret_cast<const uint32_t*>(&v);
+          }
         }
 #pragma unroll
         for (int jj = 0; jj < kYP / 16; ++jj) {
