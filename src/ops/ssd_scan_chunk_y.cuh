@@ -46,9 +46,6 @@ struct ChunkYArgs {
   __nv_bfloat16* y;   // Y forward: y; dxb: dx
   float *r1, *r2;     // Y backward: r1; dxb: rx, rdd
   int heads_per_block;
-  // The causal part's decay off the diagonal (below): 0 one exp per element, 1 split at each k
-  // block's anchor token, 2 split at each warp's anchor row (needs unmasked el and w: no seq_idx).
-  int decay_mode;
 };
 
 // Shared-memory layout (bytes): C [kYQ][kYLdN], then two per-head stages; CB is first staged in
@@ -59,9 +56,7 @@ struct ChunkYSmem {
   static constexpr int kStage = kX + kS + 3 * kRow;  // x, Sin, lam, dt, el
   static constexpr int kCB = kYQ * kYLdQ * 2;
   static_assert(kCB <= kStage);
-  // The current head's column decay factors: one row of kYQ (mode 1) or one per warp (mode 2).
-  static constexpr int kFactors = kYThreads / 32 * kYQ * 4;
-  static constexpr int kBytes = kC + 2 * kStage + kFactors;
+  static constexpr int kBytes = kC + 2 * kStage;
 };
 
 __device__ inline void cp_async4(void* smem_dst, const void* src) {
@@ -113,7 +108,6 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
   auto Xs = [&](int st) { return reinterpret_cast<bf(*)[kYLdP]>(stage(st)); };
   auto Ss = [&](int st) { return reinterpret_cast<bf(*)[kYLdN]>(stage(st) + ChunkYSmem::kX); };
   auto rows_of = [&](int st) { return reinterpret_cast<float*>(stage(st) + ChunkYSmem::kX + ChunkYSmem::kS); };
-  float* factors = reinterpret_cast<float*>(y_smem + ChunkYSmem::kC + 2 * ChunkYSmem::kStage);
   // Head h's token operand, state operand and its lam, dt, row-scale rows (zeros past L) into stage st.
   auto load_head = [&](int st, int h) {
     y_load_tile<kYP>(&Xs(st)[0][0], kYLdP, tok + d.xi(b, t0, h), int64_t(d.nH) * d.P, R, L, d.P);
@@ -165,38 +159,6 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
     const int st = i & 1, h = h0 + i;
     cp_async_wait<1>();  // head i's group has landed
     __syncthreads();
-    // The causal part's decay off the diagonal steps, split at an anchor token a that every
-    // (row, column) pair of those steps straddles:
-    //   exp(lam_l - lam_s) = exp(lam_l - lam_a) exp(lam_a - lam_s),
-    // both factors <= 1 since lam falls within a chunk (dt >= 0, A < 0: a factor underflows only
-    // where the product does). The column factors (Y: times dt_s) are computed here, once per head
-    // and block. Mode 1: a = the k block's last token (Y) or first (dxb), the warp's two row
-    // factors once per k step (2 exps per lane and step instead of 8: the exps and their arithmetic,
-    // not the HMMAs, filled the issue slots, ncu at dcf7d30). Mode 2: a = the first row of the warp's
-    // tile (Y) or its last (dxb), so the row factor is the same for every off-diagonal step: those
-    // steps accumulate with column factors only (one multiply per element), then the rows are scaled
-    // once; the state part, run first, takes el_a (Y) or w_a (dxb) instead of its row scale, as
-    // el_l = exp(lam_l - lam_a) el_a and w_s = exp(lam_a - lam_s) w_a where no seq_idx masks them.
-    if (a.decay_mode != 0) {
-      const float* rows = rows_of(st);
-      const int entries = a.decay_mode == 1 ? kYQ : kYThreads / 32 * kYQ;
-      for (int e = threadIdx.x; e < entries; e += kYThreads) {
-        const int t = e % kYQ, wt = e / kYQ;
-        float f = 0.f;
-        if (t < L) {
-          if (a.decay_mode == 1) {
-            const int anchor = kDxb ? t / 16 * 16 : min(t / 16 * 16 + 15, L - 1);
-            f = kDxb ? __expf(rows[t] - rows[anchor]) : __expf(rows[anchor] - rows[t]) * rows[kYQ + t];
-          } else {
-            const int anchor = kDxb ? min(wt * 16 + 15, L - 1) : min(wt * 16, L - 1);
-            if (kDxb && t > anchor) f = __expf(rows[t] - rows[anchor]);
-            if (!kDxb && t < anchor) f = __expf(rows[anchor] - rows[t]) * rows[kYQ + t];
-          }
-        }
-        factors[e] = f;
-      }
-      __syncthreads();
-    }
     if (active) {
       auto X = Xs(st);
       auto S = Ss(st);
@@ -221,34 +183,18 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
           mma_bf16(acc + (2 * jj + 1) * 4, af, b1);
         }
       }
+      const float sc0 = scl[row0], sc1 = scl[row1];
+#pragma unroll
+      for (int q = 0; q < kYP / 8 * 4; ++q) acc[q] *= (q & 2) ? sc1 : sc0;
       // The causal part, decayed in registers: Y: A[l, s] = CB[l, s] exp(lam_l - lam_s) dt_s (s <= l),
-      // dxb: A[s, l] = CB[l, s] exp(lam_l - lam_s) (l >= s); B = the token operand [k][p]. The
-      // off-diagonal steps run first (mode 2 scales their sum by the row factor), then the masked ones.
+      // dxb: A[s, l] = CB[l, s] exp(lam_l - lam_s) (l >= s); B = the token operand [k][p].
       const float lam0 = lam[row0], lam1 = lam[row1];
-      const int anchor = kDxb ? min(warp * 16 + 15, L - 1) : warp * 16;  // mode 2
-      {
-        const float sc0 = a.decay_mode == 2 ? scl[anchor] : scl[row0];
-        const float sc1 = a.decay_mode == 2 ? scl[anchor] : scl[row1];
 #pragma unroll
-        for (int q = 0; q < kYP / 8 * 4; ++q) acc[q] *= (q & 2) ? sc1 : sc0;
-      }
-      // Only the diagonal step (and dxb's last, which may pass L) needs the causal mask.
-      auto masked = [&](int ks) { return ks == warp || (kDxb && ks == nkc - 1); };
-      auto causal_mma = [&](int ks, const uint32_t (&af)[4]) {
-#pragma unroll
-        for (int jj = 0; jj < kYP / 16; ++jj) {
-          if (jj >= npairs) break;
-          uint32_t r[4];
-          ldmatrix_x4(r, &X[ks * 16 + (j8 & 1) * 8 + r8][jj * 16 + (j8 >> 1) * 8], true);
-          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          mma_bf16(acc + (2 * jj) * 4, af, b0);
-          mma_bf16(acc + (2 * jj + 1) * 4, af, b1);
-        }
-      };
-      // One exp per element (mode 0 and the masked steps).
-      auto exact_step = [&](int ks) {
+      for (int ks = 0; ks < kYQ / 16; ++ks) {
+        if (!causal_step(ks)) continue;
+        // Only the diagonal step (and dxb's last, which may pass L) needs the causal mask.
+        const bool masked = ks == warp || (kDxb && ks == nkc - 1);
         uint32_t af[4];
-        const bool mask = masked(ks);
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           const int row = (r & 1) ? row1 : row0, col = ks * 16 + 2 * tig + (r >> 1) * 8;
@@ -262,53 +208,21 @@ __global__ void __launch_bounds__(kYThreads, kMinBlocks) chunk_y_kernel(ChunkYAr
             const float fv = u ? f.y : f.x;
             if constexpr (kDxb) e[u] = fv * __expf(lam[k] - lr);
             else e[u] = fv * __expf(lr - lam[k]) * dts[k];
-            if (mask) e[u] = (kDxb ? k >= row && k < L : k <= row) ? e[u] : 0.f;
+            if (masked) e[u] = (kDxb ? k >= row && k < L : k <= row) ? e[u] : 0.f;
           }
           v = __floats2bfloat162_rn(e[0], e[1]);
           af[r] = *reinterpret_cast<const uint32_t*>(&v);
         }
-        causal_mma(ks, af);
-      };
 #pragma unroll
-      for (int ks = 0; ks < kYQ / 16; ++ks) {
-        if (!causal_step(ks) || masked(ks)) continue;
-        if (a.decay_mode == 0) {
-          exact_step(ks);
-          continue;
+        for (int jj = 0; jj < kYP / 16; ++jj) {
+          if (jj >= npairs) break;
+          uint32_t r[4];
+          ldmatrix_x4(r, &X[ks * 16 + (j8 & 1) * 8 + r8][jj * 16 + (j8 >> 1) * 8], true);
+          const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          mma_bf16(acc + (2 * jj) * 4, af, b0);
+          mma_bf16(acc + (2 * jj + 1) * 4, af, b1);
         }
-        uint32_t af[4];
-        const float* colf = a.decay_mode == 1 ? factors : factors + warp * kYQ;
-        float f0 = 1.f, f1 = 1.f;  // mode 1's row factors
-        if (a.decay_mode == 1) {
-          const float la = lam[kDxb ? ks * 16 : ks * 16 + 15];
-          f0 = kDxb ? __expf(la - lam0) : __expf(lam0 - la);
-          f1 = kDxb ? __expf(la - lam1) : __expf(lam1 - la);
-        }
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float2 cf = *reinterpret_cast<const float2*>(colf + ks * 16 + 2 * tig + (r >> 1) * 8);
-          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&cbf[ks][r]));
-          __nv_bfloat162 v;
-          if (a.decay_mode == 1) {
-            const float fr = (r & 1) ? f1 : f0;
-            v = __floats2bfloat162_rn(f.x * (fr * cf.x), f.y * (fr * cf.y));
-          } else {
-            v = __floats2bfloat162_rn(f.x * cf.x, f.y * cf.y);
-          }
-          af[r] = *reinterpret_cast<const uint32_t*>(&v);
-        }
-        causal_mma(ks, af);
       }
-      if (a.decay_mode == 2) {  // the off-diagonal sum's row factor (and the state part's rest of el or w)
-        const float la = lam[anchor];
-        const float r0 = kDxb ? __expf(la - lam0) : __expf(lam0 - la);
-        const float r1 = kDxb ? __expf(la - lam1) : __expf(lam1 - la);
-#pragma unroll
-        for (int q = 0; q < kYP / 8 * 4; ++q) acc[q] *= (q & 2) ? r1 : r0;
-      }
-#pragma unroll
-      for (int ks = 0; ks < kYQ / 16; ++ks)
-        if (causal_step(ks) && masked(ks)) exact_step(ks);
       // Epilogue. Y: y = Y_ssm + D x (x from the stage) or r1 = dy . Y_ssm; dxb: dx = D dy + dt dxb
       // (dy from the stage), rx = x . dxb, rdd = dy . x. Row sums: this lane's columns, then the
       // 4 lanes of the row in a fixed order.

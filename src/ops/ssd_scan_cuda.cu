@@ -342,20 +342,16 @@ struct Phases {
 
 // The Y and dxb products by chunk_y_kernel (ssd_scan_chunk_y.cuh) where it fits, unless
 // NEMOTRON_SSD_FUSED=0 (the tile-GEMM ProbY / ProbDxb: the A/B of bench/cuda_ssd_scan);
-// NEMOTRON_SSD_HEADS = heads per block (default: heads_per_block()); NEMOTRON_SSD_SPLIT_DECAY =
-// the fused kernel's decay mode (ChunkYArgs::decay_mode; 0 one exp per causal element, 1 split per
-// k block, 2 per warp, the default; packed rows take at most 1). All read once.
+// NEMOTRON_SSD_HEADS = heads per block (default: heads_per_block()). Both read once.
 struct FusedChoice {
   bool on = true;
   int heads = 0;  // 0: heads_per_block()
-  int decay_mode = 2;
 };
 const FusedChoice& fused_choice() {
   static const FusedChoice c = [] {
     FusedChoice f;
     if (const char* v = std::getenv("NEMOTRON_SSD_FUSED")) f.on = std::atoi(v) != 0;
     if (const char* v = std::getenv("NEMOTRON_SSD_HEADS")) f.heads = std::max(1, std::atoi(v));
-    if (const char* v = std::getenv("NEMOTRON_SSD_SPLIT_DECAY")) f.decay_mode = std::clamp(std::atoi(v), 0, 2);
     return f;
   }();
   return c;
@@ -387,8 +383,6 @@ ssd::ChunkYArgs fused_args(const SsdScanCudaArgs& a, const Dims& d, ssd::Decay d
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     f.d = d, f.dk = dk, f.x = static_cast<const T*>(a.x), f.D = static_cast<const T*>(a.D), f.cb = cb;
     f.dt = a.dt, f.lam = lam, f.heads_per_block = heads_per_block(d);
-    // Mode 2 factors el and w at an anchor row: seq_idx's masks in them do not factor.
-    f.decay_mode = d.seq ? std::min(fused_choice().decay_mode, 1) : fused_choice().decay_mode;
   }
   return f;
 }
