@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The SSD scan's A/B on one GPU, in one call: test_cuda's ssd_scan cases (the defaults, then each
 # $TEST_VARIANTS environment), then bench/cuda_ssd_scan on the dense and MoE training shapes under
-# each of $VARIANTS (environment settings, ';'-separated: by default the old tile-GEMM Y/dxb, the
-# fused kernel with one exp per causal element, and the default fused kernel with the split decay),
-# a heads-per-block sweep, and cuda_train_step on hybrid_dense_125m 4 x 4096 under each variant.
+# each of $VARIANTS (environment settings, ';'-separated; by default the old tile-GEMM Y/dxb,
+# NEMOTRON_SSD_FUSED=0, and the fused kernel), a heads-per-block sweep, ncu on the fused kernel
+# (NCU=0: none), and cuda_train_step on hybrid_dense_125m 4 x 4096 under each of $TRAIN_VARIANTS
+# (default: $VARIANTS).
 # Run from the repository root with the binaries and gpu-env.sh in $BIN (default: bb); logs go to $OUT.
 set -u
 BIN=${BIN:-bb}
@@ -11,9 +12,9 @@ OUT=${OUT:-.}
 source "$BIN/gpu-env.sh"
 nvidia-smi -L
 STEP_MS=${STEP_MS:-46.3}
-VARIANTS=${VARIANTS:-NEMOTRON_SSD_FUSED=0;NEMOTRON_SSD_SPLIT_DECAY=0;NEMOTRON_SSD_SPLIT_DECAY=1}
+VARIANTS=${VARIANTS:-NEMOTRON_SSD_FUSED=0;NEMOTRON_SSD_FUSED=1}
 IFS=';' read -r -a variants <<< "$VARIANTS"
-IFS=';' read -r -a test_variants <<< "${TEST_VARIANTS:-NEMOTRON_SSD_SPLIT_DECAY=0}"
+IFS=';' read -r -a test_variants <<< "${TEST_VARIANTS:-}"
 n=0
 for v in "" "${test_variants[@]}"; do
   echo "== test_cuda ssd_scan cases (${v:-defaults})"
@@ -31,7 +32,7 @@ for h in ${HEADS_SWEEP:-12}; do
   echo "== cuda_ssd_scan dense NEMOTRON_SSD_HEADS=$h"
   NEMOTRON_SSD_HEADS=$h "$BIN/cuda_ssd_scan" 4 4096 24 64 2 128 128 | grep -E "forward |backward |fwd\+bwd "
 done
-if [ "${NCU:-0}" = 1 ]; then  # the fused kernels' launches (Y, Y row dots, dxb): issue and occupancy
+if [ "${NCU:-1}" = 1 ]; then  # the fused kernels' launches (Y, Y row dots, dxb): issue and occupancy
   echo "== ncu chunk_y_kernel (dense shape)"
   NCU_BIN=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   timeout 120 "$NCU_BIN" --kernel-name regex:chunk_y_kernel --launch-count 3 --section SpeedOfLight \
