@@ -19,6 +19,15 @@
 // and issue bound. Left: the causal part's imbalance (per head, warp 7 runs 16 k steps, warp 0
 // nine, and the head's barrier waits for the slowest), the per-element decay's instructions, and
 // occupancy (more warps per SM, or wgmma with the decayed tile in shared memory).
+// Tried and dropped (ssd-scan 4b6d9ce, a30fd68; bench/results/ssd_scan_decay_split_h200x1.log):
+// fewer exps in the causal part, the off-diagonal decay split at an anchor token a into
+// exp(lam_l - lam_a) exp(lam_a - lam_s) (both <= 1), the column factors once per head in shared
+// memory: per k block (2 exps per lane and k step instead of 8) or per warp (no exp in the loop,
+// one multiply per element, the row factor applied once to the sum). Same time: ncu at locked
+// clocks 146 / 182 / 185 us for Y / Y row dots / dxb against 141 / 182 / 186 here; fwd+bwd on
+// the dense shape 1.164 / 1.165 / 1.168 ms (0 / 1 / 2) in one call. The exps are not the bound:
+// ncu puts a third of the 8.2 cycles between a warp's issues on fixed-latency dependencies
+// (each element's exp -> multiply -> convert -> HMMA chain), the rest on the barriers and loads.
 #pragma once
 #include <atomic>
 
