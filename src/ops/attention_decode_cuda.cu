@@ -1,6 +1,8 @@
 // Paged decode attention: one warp per (new token, query head); for GQA groups of 2, 4 or 8 one
 // warp per (new token, KV head), or at small batches one block per (new token, KV head) whose
-// warps split the keys (below). The warp walks the sequence's
+// warps split the keys (below); in bfloat16 with heads of 64, 128 or 256 (Llama's shapes) one
+// warp per chunk of a (new token, KV head)'s keys and a merge of the chunks (flash-decoding, the
+// chunk kernel below) at every batch size. The warp walks the sequence's
 // cached positions 0..p through its block table with an online softmax (running maximum m, sum l,
 // and the rescaled output accumulator in float32 registers); lane e holds elements e, e+32, ... of
 // the head, so every key and value row is read once, coalesced, and each score is one warp sum.
@@ -419,6 +421,185 @@ attention_decode_split_group_kernel(const T* __restrict__ q, const T* __restrict
   }
 }
 
+// Flash-decoding (bf16 heads of 64, 128 or 256, G 2, 4 or 8): the lanes kernel's key layout with
+// each (new token, KV head) pair's keys split into chunks of `chunk`, one warp per (pair, chunk),
+// so that few pairs (batch 1: 8 pairs of the 8B shape) still spread over every multiprocessor.
+// Before, the split group kernel ran one block per pair: 8 blocks on 132 multiprocessors, 40 us a
+// layer over a 256-token context on an H100 (the KV rows read ~1 MB). A warp writes its chunk's
+// unnormalised accumulator with its maximum m and sum l to `part` (float32), and
+// attention_decode_merge_kernel combines the chunks; with one chunk per pair the warp writes o
+// itself. The online softmax is kept per tile of D keys a lane group holds, not per key: one
+// rescale of the accumulator and one exponential of the old maximum per tile, and exponentials in
+// base 2 (log2 e folded into the query's scale), which cut the key loop's arithmetic that the
+// lanes kernel ran per key (at batch 256 it read the cache at ~40% of the copy bandwidth).
+template <int HD, int G>
+__global__ void __launch_bounds__(kWarps * 32)
+attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kc,
+                              const __nv_bfloat16* __restrict__ vc, const int32_t* __restrict__ table,
+                              const int32_t* __restrict__ cu, const int32_t* __restrict__ lens,
+                              __nv_bfloat16* __restrict__ o, float* __restrict__ part, int64_t Ntot, int64_t S,
+                              int64_t nq, int64_t nkv, int64_t bs, int64_t M, int64_t num_blocks, int64_t splits,
+                              int64_t chunk, float scale_log2) {
+  constexpr int L = HD / 8, KPW = 32 / L, D = G <= 4 ? 4 : 2;
+  const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32), sub = lane / L, e0 = (lane % L) * 8;
+  if (warp >= Ntot * nkv * splits) return;  // uniform per warp
+  const int64_t pair = warp / splits, c = warp % splits, n = pair / nkv, j = pair % nkv;
+  const int64_t i = sequence_of(cu, S, n);
+  const int64_t count = cu[i + 1] - cu[i], len = lens[i];
+  const int64_t keys = len - count + (n - cu[i]) + 1;
+  // Rows the merge turns to NaN (it checks the same), and chunks past the context: nothing to do.
+  if (keys <= 0 || (keys + bs - 1) / bs > M || c * chunk >= keys) return;
+  const int64_t begin = c * chunk, end = min(keys, begin + chunk);
+  float qv[G][8], acc[G][8], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    vec_io::load<8>(q + (n * nq + j * G + g) * HD + e0, qv[g]);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) qv[g][k] *= scale_log2, acc[g][k] = 0.0f;
+    m[g] = -INFINITY, l[g] = 0.0f;
+  }
+  const int32_t* blocks = table + i * M;
+  bool bad = false;
+  for (int64_t s0 = begin; s0 < end; s0 += KPW * D) {  // the same trip count on every lane
+    uint4 kr[D], vr[D];
+    bool ok[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      kr[d] = vr[d] = make_uint4(0, 0, 0, 0);
+      const int64_t s = s0 + d * KPW + sub;
+      ok[d] = s < end;
+      if (!ok[d]) continue;
+      const int64_t blk = blocks[s / bs];
+      if (blk < 0 || blk >= num_blocks) {
+        bad = true, ok[d] = false;  // the output is NaN (merged below); nothing read
+        continue;
+      }
+      const int64_t base = ((blk * bs + s % bs) * nkv + j) * HD + e0;
+      kr[d] = *reinterpret_cast<const uint4*>(kc + base);
+      vr[d] = *reinterpret_cast<const uint4*>(vc + base);
+    }
+    float score[D][G];
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      float kf[8];
+      const __nv_bfloat162* kh = reinterpret_cast<const __nv_bfloat162*>(&kr[d]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 t = __bfloat1622float2(kh[k]);
+        kf[2 * k] = t.x, kf[2 * k + 1] = t.y;
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float p = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) p += qv[g][k] * kf[k];
+        score[d][g] = p;
+      }
+    }
+    // Each key's dot products: a sum over its L lanes (every lane takes part, loaded or not).
+#pragma unroll
+    for (int off = L / 2; off > 0; off /= 2)
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+#pragma unroll
+        for (int g = 0; g < G; ++g) score[d][g] += __shfl_xor_sync(0xffffffffu, score[d][g], off);
+    if (!ok[0]) continue;  // keys of a lane group are s0 + d KPW + sub: none of this tile when the first is not
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mt = m[g];
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        if (ok[d]) mt = fmaxf(mt, score[d][g]);
+      const float corr = exp2f(m[g] - mt);  // 0 on the first tile (m = -inf, mt finite)
+      l[g] *= corr;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[g][k] *= corr;
+      m[g] = mt;
+    }
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      if (!ok[d]) continue;  // the same on the key's L lanes
+      float vf[8];
+      const __nv_bfloat162* vh = reinterpret_cast<const __nv_bfloat162*>(&vr[d]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 t = __bfloat1622float2(vh[k]);
+        vf[2 * k] = t.x, vf[2 * k + 1] = t.y;
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float w = exp2f(score[d][g] - m[g]);
+        l[g] += w;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[g][k] += w * vf[k];
+      }
+    }
+  }
+  // Merge the KPW lane groups as the lanes kernel does (a group without keys: m = -inf, l = 0).
+  bad = __any_sync(0xffffffffu, bad);
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float mx = m[g];
+#pragma unroll
+    for (int off = L; off < 32; off *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float cg = l[g] > 0.0f ? exp2f(m[g] - mx) : 0.0f;
+    float den = l[g] * cg;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[g][k] *= cg;
+#pragma unroll
+    for (int off = L; off < 32; off *= 2) {
+      den += __shfl_xor_sync(0xffffffffu, den, off);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
+    }
+    if (sub != 0) continue;
+    if (splits == 1) {
+      const float inv = bad ? NAN : 1.0f / den;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[g][k] *= inv;
+      vec_io::store<8>(o + (n * nq + j * G + g) * HD + e0, acc[g]);
+    } else {
+      float* p = part + warp * G * (HD + 2);  // acc [G][HD], then m [G], l [G]
+#pragma unroll
+      for (int k = 0; k < 8; ++k) p[g * HD + e0 + k] = acc[g][k];
+      if (e0 == 0) p[G * HD + g] = mx, p[G * HD + G + g] = bad ? NAN : den;
+    }
+  }
+}
+
+// The chunks of attention_decode_chunk_kernel combined: o = sum_c acc_c 2^(m_c - m*) / sum_c l_c
+// 2^(m_c - m*), m* the chunks' maximum, in chunk order; one thread per output element. A row
+// with fewer cached tokens than new ones, or more blocks than the table holds, is NaN (as the
+// other kernels' rows are); a block outside the pool made its chunk's l NaN.
+template <int HD, int G>
+__global__ void attention_decode_merge_kernel(const float* __restrict__ part, const int32_t* __restrict__ cu,
+                                              const int32_t* __restrict__ lens, __nv_bfloat16* __restrict__ o,
+                                              int64_t Ntot, int64_t S, int64_t nq, int64_t nkv, int64_t bs, int64_t M,
+                                              int64_t splits, int64_t chunk) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (idx >= Ntot * nq * HD) return;
+  const int64_t e = idx % HD, h = (idx / HD) % nq, n = idx / (HD * nq), j = h / G, g = h % G;
+  const int64_t i = sequence_of(cu, S, n);
+  const int64_t keys = lens[i] - (cu[i + 1] - cu[i]) + (n - cu[i]) + 1;
+  if (keys <= 0 || (keys + bs - 1) / bs > M) {
+    o[idx] = __float2bfloat16(NAN);
+    return;
+  }
+  const int64_t used = (keys + chunk - 1) / chunk;
+  const float* p = part + (n * nkv + j) * splits * G * (HD + 2);
+  float mx = -INFINITY;
+  for (int64_t c = 0; c < used; ++c) mx = fmaxf(mx, p[c * G * (HD + 2) + G * HD + g]);
+  float num = 0.0f, den = 0.0f;
+  for (int64_t c = 0; c < used; ++c) {
+    const float* pc = p + c * G * (HD + 2);
+    const float w = exp2f(pc[G * HD + g] - mx);
+    den += pc[G * HD + G + g] * w;
+    num += pc[g * HD + e] * w;
+  }
+  o[idx] = __float2bfloat16(num / den);
+}
+
 // Multiprocessors of the current device (read once per device).
 int64_t sm_count() {
   static int counts[64] = {};
@@ -429,10 +610,64 @@ int64_t sm_count() {
   return c;
 }
 
+// The chunk kernel's split of each pair's keys: chunks of `chunk` keys (a multiple of the keys a
+// warp loads per step), as many as make ~32 warps per multiprocessor over the batch's pairs, or
+// splits 0 where that kernel does not apply (float32, other head sizes or groups, unaligned).
+// Only shapes decide it (the context lengths stay on the device): the table's width M bounds the keys.
+struct ChunkPlan {
+  int64_t splits = 0, chunk = 0;
+};
+
+ChunkPlan chunk_plan(const AttentionDecodeCudaArgs& a) {
+  const int64_t G = a.nq / a.nkv;
+  if (!a.bf16 || !(G == 2 || G == 4 || G == 8) || !(a.hd == 64 || a.hd == 128 || a.hd == 256) ||
+      !vec_io::aligned_for<__nv_bfloat16>(8, a.q, a.k_cache, a.v_cache, a.o))
+    return {};
+  const int64_t step = (32 / (a.hd / 8)) * (G <= 4 ? 4 : 2);  // KPW x D of the kernel
+  const int64_t max_keys = std::max<int64_t>(1, a.M * a.bs), pairs = a.Ntot * a.nkv;
+  const int64_t want = std::max<int64_t>(1, (sm_count() * 32 + pairs - 1) / pairs);
+  int64_t chunk = (max_keys + want - 1) / want;
+  chunk = std::max(step, (chunk + step - 1) / step * step);
+  return {(max_keys + chunk - 1) / chunk, chunk};
+}
+
+cudaError_t launch_chunks(const AttentionDecodeCudaArgs& a, const ChunkPlan& plan, cudaStream_t s) {
+  using T = __nv_bfloat16;
+  const float scale_log2 = 1.4426950408889634f / sqrtf(static_cast<float>(a.hd));
+  const int64_t G = a.nq / a.nkv;
+  if (plan.splits > 1 && a.workspace == nullptr) return cudaErrorInvalidValue;
+  const unsigned blocks = static_cast<unsigned>((a.Ntot * a.nkv * plan.splits + kWarps - 1) / kWarps);
+  const int64_t outputs = a.Ntot * a.nq * a.hd;
+  auto run = [&](auto hd, auto g) {
+    constexpr int HD = decltype(hd)::value, GG = decltype(g)::value;
+    attention_decode_chunk_kernel<HD, GG><<<blocks, kWarps * 32, 0, s>>>(
+        static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
+        a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.workspace, a.Ntot, a.S, a.nq, a.nkv, a.bs, a.M,
+        a.num_blocks, plan.splits, plan.chunk, scale_log2);
+    if (plan.splits > 1)
+      attention_decode_merge_kernel<HD, GG><<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, s>>>(
+          a.workspace, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.bs, a.M,
+          plan.splits, plan.chunk);
+  };
+  auto by_g = [&](auto hd) {
+    if (G == 2) run(hd, std::integral_constant<int, 2>{});
+    else if (G == 4) run(hd, std::integral_constant<int, 4>{});
+    else run(hd, std::integral_constant<int, 8>{});
+  };
+  if (a.hd == 64) by_g(std::integral_constant<int, 64>{});
+  else if (a.hd == 128) by_g(std::integral_constant<int, 128>{});
+  else by_g(std::integral_constant<int, 256>{});
+  return cudaGetLastError();
+}
+
 template <class T>
 cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   const float scale = 1.0f / sqrtf(static_cast<float>(a.hd));
   const int64_t G = a.nq / a.nkv;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const ChunkPlan plan = chunk_plan(a);
+    if (plan.splits > 0) return launch_chunks(a, plan, s);
+  }
   // Up to 4 groups per multiprocessor (batch 64 of the 8B shape: 512 groups on 132) the warp
   // kernel leaves most warp slots empty and the split kernel was faster; at 2048 (batch 256) the
   // warp kernel was. A row's result is the same for any batch on the same side of this line.
@@ -513,6 +748,12 @@ cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
 }
 
 }  // namespace
+
+int64_t attention_decode_cuda_workspace(const AttentionDecodeCudaArgs& a) {
+  if (a.Ntot == 0 || a.nq == 0 || a.hd == 0 || a.nkv <= 0 || a.nq % a.nkv != 0) return 0;
+  const ChunkPlan plan = chunk_plan(a);
+  return plan.splits > 1 ? a.Ntot * a.nkv * plan.splits * (a.nq / a.nkv) * (a.hd + 2) : 0;
+}
 
 cudaError_t attention_decode_forward_cuda(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   if (a.Ntot == 0 || a.nq == 0 || a.hd == 0) return cudaSuccess;
