@@ -181,129 +181,6 @@ attention_decode_warp_group_kernel(const T* __restrict__ q, const T* __restrict_
   }
 }
 
-// The warp-group kernel with a warp's keys spread over its lanes (bf16 heads of 64, 128 or 256):
-// L = HD / 8 lanes hold one key (8 elements each, one 16-byte load of K and one of V), so a warp
-// takes 32 / L keys at a time, and D such steps are loaded before their arithmetic: 32 / L x D
-// keys in flight per warp where the kernel above has one. At batch 256 of the 8B shape that kernel
-// runs 2048 warps (~16 per multiprocessor), each waiting on one key's load after another, and
-// reads the cache at a fraction of the bandwidth. Lane group `sub` takes keys s0 + d (32 / L) +
-// sub and keeps its own online softmax over them; the groups merge at the end through shuffles,
-// as the split kernel's warps merge in shared memory. On an H100 (8B shape, batch 256, ~270-token
-// contexts) attention fell from 9.99 to 7.58 ms of the profiled decode step (20.99 -> 18.72 ms):
-// still ~40% of the copy bandwidth, as 2048 warps (~16 per multiprocessor) hide little latency;
-// splitting each group's keys over several warps is the next step.
-template <int HD, int G>
-__global__ void __launch_bounds__(kWarps * 32)
-attention_decode_lanes_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kc,
-                              const __nv_bfloat16* __restrict__ vc, const int32_t* __restrict__ table,
-                              const int32_t* __restrict__ cu, const int32_t* __restrict__ lens,
-                              __nv_bfloat16* __restrict__ o, int64_t Ntot, int64_t S, int64_t nq, int64_t nkv, int64_t bs,
-                              int64_t M, int64_t num_blocks, float scale) {
-  constexpr int L = HD / 8, KPW = 32 / L, D = G <= 4 ? 4 : 2;
-  const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
-  const int lane = static_cast<int>(threadIdx.x % 32), sub = lane / L, e0 = (lane % L) * 8;
-  if (warp >= Ntot * nkv) return;  // uniform per warp
-  const int64_t n = warp / nkv, j = warp % nkv;
-  const int64_t i = sequence_of(cu, S, n);
-  const int64_t count = cu[i + 1] - cu[i], len = lens[i];
-  const int64_t keys = len - count + (n - cu[i]) + 1;
-  bool bad = keys <= 0 || (keys + bs - 1) / bs > M;
-  float qv[G][8], acc[G][8], m[G], l[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    vec_io::load<8>(q + (n * nq + j * G + g) * HD + e0, qv[g]);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) qv[g][k] *= scale, acc[g][k] = 0.0f;
-    m[g] = -INFINITY, l[g] = 0.0f;
-  }
-  const int32_t* blocks = table + i * M;
-  const int64_t end = bad ? 0 : keys;  // the same trip count on every lane (the shuffles need all 32)
-  for (int64_t s0 = 0; s0 < end; s0 += KPW * D) {
-    uint4 kr[D], vr[D];
-    bool ok[D];
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-      kr[d] = vr[d] = make_uint4(0, 0, 0, 0);
-      const int64_t s = s0 + d * KPW + sub;
-      ok[d] = s < keys;
-      if (!ok[d]) continue;
-      const int64_t blk = blocks[s / bs];
-      if (blk < 0 || blk >= num_blocks) {
-        bad = true, ok[d] = false;  // the output is NaN (merged below); nothing read
-        continue;
-      }
-      const int64_t base = ((blk * bs + s % bs) * nkv + j) * HD + e0;
-      kr[d] = *reinterpret_cast<const uint4*>(kc + base);
-      vr[d] = *reinterpret_cast<const uint4*>(vc + base);
-    }
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-      float kf[8];
-      const __nv_bfloat162* kh = reinterpret_cast<const __nv_bfloat162*>(&kr[d]);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 t = __bfloat1622float2(kh[k]);
-        kf[2 * k] = t.x, kf[2 * k + 1] = t.y;
-      }
-      float score[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float part = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) part += qv[g][k] * kf[k];
-        score[g] = part;
-      }
-      // The key's dot products: a sum over its L lanes (every lane takes part, loaded or not).
-#pragma unroll
-      for (int off = L / 2; off > 0; off /= 2)
-#pragma unroll
-        for (int g = 0; g < G; ++g) score[g] += __shfl_xor_sync(0xffffffffu, score[g], off);
-      if (!ok[d]) continue;  // the same on the key's L lanes
-      float vf[8];
-      const __nv_bfloat162* vh = reinterpret_cast<const __nv_bfloat162*>(&vr[d]);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 t = __bfloat1622float2(vh[k]);
-        vf[2 * k] = t.x, vf[2 * k + 1] = t.y;
-      }
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float m_new = fmaxf(m[g], score[g]);
-        const float corr = expf(m[g] - m_new), w = expf(score[g] - m_new);
-        l[g] = l[g] * corr + w;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) acc[g][k] = acc[g][k] * corr + w * vf[k];
-        m[g] = m_new;
-      }
-    }
-  }
-  // Merge the KPW lane groups: o = sum acc e^(m - m*) / sum l e^(m - m*), m* their maximum (a group
-  // without keys has m = -inf, l = 0 and adds nothing).
-  bad = __any_sync(0xffffffffu, bad);
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    float mx = m[g];
-#pragma unroll
-    for (int off = L; off < 32; off *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    const float c = l[g] > 0.0f ? expf(m[g] - mx) : 0.0f;
-    float den = l[g] * c;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) acc[g][k] *= c;
-#pragma unroll
-    for (int off = L; off < 32; off *= 2) {
-      den += __shfl_xor_sync(0xffffffffu, den, off);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
-    }
-    if (sub == 0) {
-      const float inv = bad ? NAN : 1.0f / den;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc[g][k] *= inv;
-      vec_io::store<8>(o + (n * nq + j * G + g) * HD + e0, acc[g]);
-    }
-  }
-}
-
 // The group kernel above for small batches: one block per (new token, KV head). One warp per
 // group leaves the GPU idle at small batches: at batch 1 of the 8B shape, 8 warps in all, each
 // walking ~150 keys one dependent load after another, 130 us a layer, a third of the step. Here
@@ -421,25 +298,29 @@ attention_decode_split_group_kernel(const T* __restrict__ q, const T* __restrict
   }
 }
 
-// Flash-decoding (bf16 heads of 64, 128 or 256, G 2, 4 or 8): the lanes kernel's key layout with
-// each (new token, KV head) pair's keys split into chunks of `chunk`, one warp per (pair, chunk),
-// so that few pairs (batch 1: 8 pairs of the 8B shape) still spread over every multiprocessor.
+// Flash-decoding (bf16 heads of 64, 128 or 256, G 2, 4 or 8): a warp's keys spread over its
+// lanes, L = HD / 8 lanes holding one key (8 elements each, one 16-byte load of K and one of V),
+// so a warp takes 32 / L keys at a time, and D such steps are loaded before their arithmetic;
+// lane group `sub` takes keys s0 + d (32 / L) + sub with its own online softmax, and the groups
+// merge at the end through shuffles. Each (new token, KV head) pair's keys are split into chunks
+// of `chunk`, one warp per (pair, chunk), so that few pairs (batch 1: 8 pairs of the 8B shape)
+// still spread over every multiprocessor. (A warp per pair, this kernel's forerunner, read the
+// cache at ~40% of the copy bandwidth at batch 256 on an H100, 29% on an H200.)
 // Before, the split group kernel ran one block per pair: 8 blocks on 132 multiprocessors, 40 us a
 // layer over a 256-token context on an H100 (the KV rows read ~1 MB). A warp writes its chunk's
 // unnormalised accumulator with its maximum m and sum l to `part` (float32), and
 // attention_decode_merge_kernel combines the chunks; with one chunk per pair the warp writes o
 // itself. The online softmax is kept per tile of D keys a lane group holds, not per key: one
 // rescale of the accumulator and one exponential of the old maximum per tile, and exponentials in
-// base 2 (log2 e folded into the query's scale), which cut the key loop's arithmetic that the
-// lanes kernel ran per key (at batch 256 it read the cache at ~40% of the copy bandwidth).
+// base 2 (log2 e folded into the query's scale), which cut the key loop's arithmetic.
 template <int HD, int G>
 __global__ void __launch_bounds__(kWarps * 32)
 attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kc,
                               const __nv_bfloat16* __restrict__ vc, const int32_t* __restrict__ table,
                               const int32_t* __restrict__ cu, const int32_t* __restrict__ lens,
                               __nv_bfloat16* __restrict__ o, float* __restrict__ part, int64_t Ntot, int64_t S,
-                              int64_t nq, int64_t nkv, int64_t bs, int64_t M, int64_t num_blocks, int64_t splits,
-                              int64_t chunk, float scale_log2) {
+                              int64_t nq, int64_t nkv, int64_t bs, int bs_shift, int64_t M, int64_t num_blocks,
+                              int64_t splits, int64_t chunk, float scale_log2) {
   constexpr int L = HD / 8, KPW = 32 / L, D = G <= 4 ? 4 : 2;
   const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32), sub = lane / L, e0 = (lane % L) * 8;
@@ -450,7 +331,7 @@ attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bf
   const int64_t keys = len - count + (n - cu[i]) + 1;
   // Rows the merge turns to NaN (it checks the same), and chunks past the context: nothing to do.
   if (keys <= 0 || (keys + bs - 1) / bs > M || c * chunk >= keys) return;
-  const int64_t begin = c * chunk, end = min(keys, begin + chunk);
+  const int begin = static_cast<int>(c * chunk), end = static_cast<int>(min(keys, c * chunk + chunk));  // int: see below
   float qv[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
@@ -461,21 +342,25 @@ attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bf
   }
   const int32_t* blocks = table + i * M;
   bool bad = false;
-  for (int64_t s0 = begin; s0 < end; s0 += KPW * D) {  // the same trip count on every lane
+  const int b32 = static_cast<int>(bs);
+  for (int s0 = begin; s0 < end; s0 += KPW * D) {  // the same trip count on every lane
     uint4 kr[D], vr[D];
     bool ok[D];
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       kr[d] = vr[d] = make_uint4(0, 0, 0, 0);
-      const int64_t s = s0 + d * KPW + sub;
-      ok[d] = s < end;
+      const int si = s0 + d * KPW + sub;
+      ok[d] = si < end;
       if (!ok[d]) continue;
-      const int64_t blk = blocks[s / bs];
+      // Block and row of key si in 32-bit arithmetic, a shift for a power-of-two block size: a
+      // 64-bit division per key is a long instruction sequence, and this loop is issue-bound.
+      const int bi = bs_shift >= 0 ? si >> bs_shift : si / b32;
+      const int64_t blk = blocks[bi];
       if (blk < 0 || blk >= num_blocks) {
         bad = true, ok[d] = false;  // the output is NaN (merged below); nothing read
         continue;
       }
-      const int64_t base = ((blk * bs + s % bs) * nkv + j) * HD + e0;
+      const int64_t base = ((blk * bs + (si - bi * b32)) * nkv + j) * HD + e0;
       kr[d] = *reinterpret_cast<const uint4*>(kc + base);
       vr[d] = *reinterpret_cast<const uint4*>(vc + base);
     }
@@ -536,7 +421,8 @@ attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bf
       }
     }
   }
-  // Merge the KPW lane groups as the lanes kernel does (a group without keys: m = -inf, l = 0).
+  // Merge the KPW lane groups: o = sum acc 2^(m - m*) / sum l 2^(m - m*), m* their maximum (a group
+  // without keys has m = -inf, l = 0 and adds nothing).
   bad = __any_sync(0xffffffffu, bad);
 #pragma unroll
   for (int g = 0; g < G; ++g) {
@@ -569,35 +455,55 @@ attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bf
 }
 
 // The chunks of attention_decode_chunk_kernel combined: o = sum_c acc_c 2^(m_c - m*) / sum_c l_c
-// 2^(m_c - m*), m* the chunks' maximum, in chunk order; one thread per output element. A row
-// with fewer cached tokens than new ones, or more blocks than the table holds, is NaN (as the
-// other kernels' rows are); a block outside the pool made its chunk's l NaN.
+// 2^(m_c - m*), m* the chunks' maximum; one warp per output row (new token, query head), its lanes
+// taking the chunks' maxima and sums in parallel and then HD / 32 elements each through every
+// chunk (at batch 1 of the 8B shape a row merges 64 chunks: one thread per element walking them
+// was most of the 19 us a layer). A row with fewer cached tokens than new ones, or more blocks
+// than the table holds, is NaN (as the other kernels' rows are); a block outside the pool made
+// its chunk's l NaN.
 template <int HD, int G>
-__global__ void attention_decode_merge_kernel(const float* __restrict__ part, const int32_t* __restrict__ cu,
-                                              const int32_t* __restrict__ lens, __nv_bfloat16* __restrict__ o,
-                                              int64_t Ntot, int64_t S, int64_t nq, int64_t nkv, int64_t bs, int64_t M,
-                                              int64_t splits, int64_t chunk) {
-  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (idx >= Ntot * nq * HD) return;
-  const int64_t e = idx % HD, h = (idx / HD) % nq, n = idx / (HD * nq), j = h / G, g = h % G;
+__global__ void __launch_bounds__(kWarps * 32)
+attention_decode_merge_kernel(const float* __restrict__ part, const int32_t* __restrict__ cu,
+                              const int32_t* __restrict__ lens, __nv_bfloat16* __restrict__ o, int64_t Ntot,
+                              int64_t S, int64_t nq, int64_t nkv, int64_t bs, int64_t M, int64_t splits,
+                              int64_t chunk) {
+  constexpr int PER = HD / 32;  // 2, 4 or 8
+  const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= Ntot * nq) return;  // uniform per warp
+  const int64_t n = warp / nq, h = warp % nq, j = h / G, g = h % G;
   const int64_t i = sequence_of(cu, S, n);
   const int64_t keys = lens[i] - (cu[i + 1] - cu[i]) + (n - cu[i]) + 1;
+  __nv_bfloat16* orow = o + warp * HD + lane * PER;
   if (keys <= 0 || (keys + bs - 1) / bs > M) {
-    o[idx] = __float2bfloat16(NAN);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) orow[k] = __float2bfloat16(NAN);
     return;
   }
-  const int64_t used = (keys + chunk - 1) / chunk;
-  const float* p = part + (n * nkv + j) * splits * G * (HD + 2);
+  const int64_t used = (keys + chunk - 1) / chunk, stride = G * (HD + 2);
+  const float* p = part + (n * nkv + j) * splits * stride;
   float mx = -INFINITY;
-  for (int64_t c = 0; c < used; ++c) mx = fmaxf(mx, p[c * G * (HD + 2) + G * HD + g]);
-  float num = 0.0f, den = 0.0f;
+  for (int64_t c = lane; c < used; c += 32) mx = fmaxf(mx, p[c * stride + G * HD + g]);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float den = 0.0f;
+  for (int64_t c = lane; c < used; c += 32) den += p[c * stride + G * HD + G + g] * exp2f(p[c * stride + G * HD + g] - mx);
+  den = warp_sum(den);
+  float num[PER] = {};
+#pragma unroll 4
   for (int64_t c = 0; c < used; ++c) {
-    const float* pc = p + c * G * (HD + 2);
+    const float* pc = p + c * stride;
     const float w = exp2f(pc[G * HD + g] - mx);
-    den += pc[G * HD + G + g] * w;
-    num += pc[g * HD + e] * w;
+    const float2* a = reinterpret_cast<const float2*>(pc + g * HD + lane * PER);  // 8-byte aligned: stride, HD even
+#pragma unroll
+    for (int k = 0; k < PER / 2; ++k) {
+      const float2 v = a[k];
+      num[2 * k] += w * v.x, num[2 * k + 1] += w * v.y;
+    }
   }
-  o[idx] = __float2bfloat16(num / den);
+  const float inv = 1.0f / den;  // NaN when a chunk's l is
+#pragma unroll
+  for (int k = 0; k < PER; ++k) orow[k] = __float2bfloat16(num[k] * inv);
 }
 
 // Multiprocessors of the current device (read once per device).
@@ -637,15 +543,16 @@ cudaError_t launch_chunks(const AttentionDecodeCudaArgs& a, const ChunkPlan& pla
   const int64_t G = a.nq / a.nkv;
   if (plan.splits > 1 && a.workspace == nullptr) return cudaErrorInvalidValue;
   const unsigned blocks = static_cast<unsigned>((a.Ntot * a.nkv * plan.splits + kWarps - 1) / kWarps);
-  const int64_t outputs = a.Ntot * a.nq * a.hd;
+  const unsigned merge_blocks = static_cast<unsigned>((a.Ntot * a.nq + kWarps - 1) / kWarps);
+  const int bs_shift = (a.bs & (a.bs - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(a.bs)) : -1;
   auto run = [&](auto hd, auto g) {
     constexpr int HD = decltype(hd)::value, GG = decltype(g)::value;
     attention_decode_chunk_kernel<HD, GG><<<blocks, kWarps * 32, 0, s>>>(
         static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
-        a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.workspace, a.Ntot, a.S, a.nq, a.nkv, a.bs, a.M,
+        a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.workspace, a.Ntot, a.S, a.nq, a.nkv, a.bs, bs_shift, a.M,
         a.num_blocks, plan.splits, plan.chunk, scale_log2);
     if (plan.splits > 1)
-      attention_decode_merge_kernel<HD, GG><<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, s>>>(
+      attention_decode_merge_kernel<HD, GG><<<merge_blocks, kWarps * 32, 0, s>>>(
           a.workspace, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.bs, a.M,
           plan.splits, plan.chunk);
   };
@@ -673,26 +580,6 @@ cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   // warp kernel was. A row's result is the same for any batch on the same side of this line.
   if ((G == 2 || G == 4 || G == 8) && a.Ntot * a.nkv > 4 * sm_count()) {
     const unsigned blocks = static_cast<unsigned>((a.Ntot * a.nkv + kWarps - 1) / kWarps);
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      if ((a.hd == 64 || a.hd == 128 || a.hd == 256) &&
-          vec_io::aligned_for<T>(8, a.q, a.k_cache, a.v_cache, a.o)) {
-        auto lanes = [&](auto hd, auto g) {
-          attention_decode_lanes_kernel<decltype(hd)::value, decltype(g)::value><<<blocks, kWarps * 32, 0, s>>>(
-              static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
-              a.block_table, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.bs, a.M,
-              a.num_blocks, scale);
-        };
-        auto by_g = [&](auto hd) {
-          if (G == 2) lanes(hd, std::integral_constant<int, 2>{});
-          else if (G == 4) lanes(hd, std::integral_constant<int, 4>{});
-          else lanes(hd, std::integral_constant<int, 8>{});
-        };
-        if (a.hd == 64) by_g(std::integral_constant<int, 64>{});
-        else if (a.hd == 128) by_g(std::integral_constant<int, 128>{});
-        else by_g(std::integral_constant<int, 256>{});
-        return cudaGetLastError();
-      }
-    }
     auto group = [&](auto per, auto g) {
       attention_decode_warp_group_kernel<T, decltype(per)::value, decltype(g)::value><<<blocks, kWarps * 32, 0, s>>>(
           static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),

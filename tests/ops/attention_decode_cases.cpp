@@ -97,6 +97,8 @@ NM_OP_CASES(attention_decode_cases) {
   // shorter than one chunk, two new tokens whose contexts differ by one key).
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1}, V{509}, 16, 32, 8, 128));
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 2, 1}, V{3, 260, 131}, 16, 32, 8, 128));
+  // A block size that is not a power of two (the chunk kernel divides instead of shifting).
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 3}, V{200, 77}, 12, 32, 8, 128));
   return c;
 }
 
