@@ -8,6 +8,7 @@
 #include "ops/attention_decode.h"
 #include "ops/fused_projection.h"
 #include "ops/kv_cache_decode.h"
+#include "ops/qkv_rope_cache.h"
 #include "ops/rope.h"
 
 namespace nemotron::model {
@@ -214,28 +215,37 @@ Tensor AttentionMixer::extend(Context& ctx, const Tensor& u, LayerDecodeState* s
   NM_CHECK(s, "attention extend: needs this layer's decode state");
   const int64_t N = batch.total_tokens;
   NM_CHECK(u.numel() == N * H_, "attention extend: expected u [1, {}, {}], got {}", N, H_, u.shape().str());
-  Tensor q, k, v;
-  if (qkv_.active()) {
-    q = ctx.empty({1, N, nq_, hd_}, u.dtype());
-    k = ctx.empty({1, N, nkv_, hd_}, u.dtype());
-    v = ctx.empty({1, N, nkv_, hd_}, u.dtype());
-    Tensor blocks[] = {q.view({N, nq_ * hd_}), k.view({N, nkv_ * hd_}), v.view({N, nkv_ * hd_})};
-    ops::split_columns(ctx, qkv_.forward(ctx, u.view({N, H_})), blocks);
-  } else {
-    q = q_proj_.forward(ctx, u).view({1, N, nq_, hd_});
-    k = project_kv(ctx, k_proj_, u).view({1, N, nkv_, hd_});
-    v = project_kv(ctx, v_proj_, u).view({1, N, nkv_, hd_});
-  }
-  if (rope_) {
-    ops::rope_forward(ctx, q, rope_freq_, q, 0, batch.position_ids);
-    ops::rope_forward(ctx, k, rope_freq_, k, 0, batch.position_ids);
-  }
-  ops::kv_cache_write_decode(ctx, k.view({N, nkv_, hd_}), batch.slot_mapping, s->k);
-  ops::kv_cache_write_decode(ctx, v.view({N, nkv_, hd_}), batch.slot_mapping, s->v);
-  Tensor o = ctx.empty({N, nq_, hd_}, u.dtype());
   // batch.seq_idx: a step of whole prompts (model/prefill_layout.h), built and uploaded once per
   // step. On the CPU the paged kernel serves it too.
-  if (batch.seq_idx.defined() && !ctx.backend->device().is_cpu()) {
+  const bool whole_prompts = batch.seq_idx.defined() && !ctx.backend->device().is_cpu();
+  Tensor q, k, v;
+  if (qkv_.active() && !whole_prompts) {
+    // Decode: the fused q/k/v GEMM's output split, rotated and written to the cache by one kernel
+    // (ops/qkv_rope_cache.h) where five ran; k and v are read back from the cache below.
+    q = ctx.empty({1, N, nq_, hd_}, u.dtype());
+    ops::qkv_rope_cache_write(ctx, qkv_.forward(ctx, u.view({N, H_})), rope_ ? &rope_freq_ : nullptr,
+                              batch.position_ids, batch.slot_mapping, q, s->k, s->v);
+  } else {
+    if (qkv_.active()) {
+      q = ctx.empty({1, N, nq_, hd_}, u.dtype());
+      k = ctx.empty({1, N, nkv_, hd_}, u.dtype());
+      v = ctx.empty({1, N, nkv_, hd_}, u.dtype());
+      Tensor blocks[] = {q.view({N, nq_ * hd_}), k.view({N, nkv_ * hd_}), v.view({N, nkv_ * hd_})};
+      ops::split_columns(ctx, qkv_.forward(ctx, u.view({N, H_})), blocks);
+    } else {
+      q = q_proj_.forward(ctx, u).view({1, N, nq_, hd_});
+      k = project_kv(ctx, k_proj_, u).view({1, N, nkv_, hd_});
+      v = project_kv(ctx, v_proj_, u).view({1, N, nkv_, hd_});
+    }
+    if (rope_) {
+      ops::rope_forward(ctx, q, rope_freq_, q, 0, batch.position_ids);
+      ops::rope_forward(ctx, k, rope_freq_, k, 0, batch.position_ids);
+    }
+    ops::kv_cache_write_decode(ctx, k.view({N, nkv_, hd_}), batch.slot_mapping, s->k);
+    ops::kv_cache_write_decode(ctx, v.view({N, nkv_, hd_}), batch.slot_mapping, s->v);
+  }
+  Tensor o = ctx.empty({N, nq_, hd_}, u.dtype());
+  if (whole_prompts) {
     // Whole prompts: each sequence's keys are exactly its new tokens, so the packed training
     // kernel (flash, tensor cores, key blocks of other sequences skipped) gives what the paged
     // kernel would, without walking the cache one key per warp step. On an H100, 256 prompts x

@@ -96,6 +96,11 @@ void attention_decode_forward(Context& ctx, const Tensor& q, const Tensor& k_cac
     a.context_lens = static_cast<const int32_t*>(meta.context_lens.raw());
     a.Ntot = q.dim(0), a.S = S, a.nq = q.dim(1), a.nkv = nkv, a.hd = hd, a.bs = k_cache.dim(1);
     a.M = meta.block_table.dim(1), a.num_blocks = k_cache.dim(0), a.bf16 = q.dtype() == DType::bf16;
+    Tensor workspace;
+    if (const int64_t floats = attention_decode_cuda_workspace(a); floats > 0) {
+      workspace = ctx.empty({floats}, DType::f32);
+      a.workspace = static_cast<float*>(workspace.raw());
+    }
     NM_CUDA_CHECK(attention_decode_forward_cuda(a, cuda::cuda_stream(ctx)));
     return;
   }

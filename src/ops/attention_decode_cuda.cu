@@ -1,6 +1,8 @@
 // Paged decode attention: one warp per (new token, query head); for GQA groups of 2, 4 or 8 one
 // warp per (new token, KV head), or at small batches one block per (new token, KV head) whose
-// warps split the keys (below). The warp walks the sequence's
+// warps split the keys (below); in bfloat16 with heads of 64, 128 or 256 (Llama's shapes) one
+// warp per chunk of a (new token, KV head)'s keys and a merge of the chunks (flash-decoding, the
+// chunk kernel below) at every batch size. The warp walks the sequence's
 // cached positions 0..p through its block table with an online softmax (running maximum m, sum l,
 // and the rescaled output accumulator in float32 registers); lane e holds elements e, e+32, ... of
 // the head, so every key and value row is read once, coalesced, and each score is one warp sum.
@@ -179,129 +181,6 @@ attention_decode_warp_group_kernel(const T* __restrict__ q, const T* __restrict_
   }
 }
 
-// The warp-group kernel with a warp's keys spread over its lanes (bf16 heads of 64, 128 or 256):
-// L = HD / 8 lanes hold one key (8 elements each, one 16-byte load of K and one of V), so a warp
-// takes 32 / L keys at a time, and D such steps are loaded before their arithmetic: 32 / L x D
-// keys in flight per warp where the kernel above has one. At batch 256 of the 8B shape that kernel
-// runs 2048 warps (~16 per multiprocessor), each waiting on one key's load after another, and
-// reads the cache at a fraction of the bandwidth. Lane group `sub` takes keys s0 + d (32 / L) +
-// sub and keeps its own online softmax over them; the groups merge at the end through shuffles,
-// as the split kernel's warps merge in shared memory. On an H100 (8B shape, batch 256, ~270-token
-// contexts) attention fell from 9.99 to 7.58 ms of the profiled decode step (20.99 -> 18.72 ms):
-// still ~40% of the copy bandwidth, as 2048 warps (~16 per multiprocessor) hide little latency;
-// splitting each group's keys over several warps is the next step.
-template <int HD, int G>
-__global__ void __launch_bounds__(kWarps * 32)
-attention_decode_lanes_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kc,
-                              const __nv_bfloat16* __restrict__ vc, const int32_t* __restrict__ table,
-                              const int32_t* __restrict__ cu, const int32_t* __restrict__ lens,
-                              __nv_bfloat16* __restrict__ o, int64_t Ntot, int64_t S, int64_t nq, int64_t nkv, int64_t bs,
-                              int64_t M, int64_t num_blocks, float scale) {
-  constexpr int L = HD / 8, KPW = 32 / L, D = G <= 4 ? 4 : 2;
-  const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
-  const int lane = static_cast<int>(threadIdx.x % 32), sub = lane / L, e0 = (lane % L) * 8;
-  if (warp >= Ntot * nkv) return;  // uniform per warp
-  const int64_t n = warp / nkv, j = warp % nkv;
-  const int64_t i = sequence_of(cu, S, n);
-  const int64_t count = cu[i + 1] - cu[i], len = lens[i];
-  const int64_t keys = len - count + (n - cu[i]) + 1;
-  bool bad = keys <= 0 || (keys + bs - 1) / bs > M;
-  float qv[G][8], acc[G][8], m[G], l[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    vec_io::load<8>(q + (n * nq + j * G + g) * HD + e0, qv[g]);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) qv[g][k] *= scale, acc[g][k] = 0.0f;
-    m[g] = -INFINITY, l[g] = 0.0f;
-  }
-  const int32_t* blocks = table + i * M;
-  const int64_t end = bad ? 0 : keys;  // the same trip count on every lane (the shuffles need all 32)
-  for (int64_t s0 = 0; s0 < end; s0 += KPW * D) {
-    uint4 kr[D], vr[D];
-    bool ok[D];
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-      kr[d] = vr[d] = make_uint4(0, 0, 0, 0);
-      const int64_t s = s0 + d * KPW + sub;
-      ok[d] = s < keys;
-      if (!ok[d]) continue;
-      const int64_t blk = blocks[s / bs];
-      if (blk < 0 || blk >= num_blocks) {
-        bad = true, ok[d] = false;  // the output is NaN (merged below); nothing read
-        continue;
-      }
-      const int64_t base = ((blk * bs + s % bs) * nkv + j) * HD + e0;
-      kr[d] = *reinterpret_cast<const uint4*>(kc + base);
-      vr[d] = *reinterpret_cast<const uint4*>(vc + base);
-    }
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-      float kf[8];
-      const __nv_bfloat162* kh = reinterpret_cast<const __nv_bfloat162*>(&kr[d]);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 t = __bfloat1622float2(kh[k]);
-        kf[2 * k] = t.x, kf[2 * k + 1] = t.y;
-      }
-      float score[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float part = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) part += qv[g][k] * kf[k];
-        score[g] = part;
-      }
-      // The key's dot products: a sum over its L lanes (every lane takes part, loaded or not).
-#pragma unroll
-      for (int off = L / 2; off > 0; off /= 2)
-#pragma unroll
-        for (int g = 0; g < G; ++g) score[g] += __shfl_xor_sync(0xffffffffu, score[g], off);
-      if (!ok[d]) continue;  // the same on the key's L lanes
-      float vf[8];
-      const __nv_bfloat162* vh = reinterpret_cast<const __nv_bfloat162*>(&vr[d]);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 t = __bfloat1622float2(vh[k]);
-        vf[2 * k] = t.x, vf[2 * k + 1] = t.y;
-      }
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float m_new = fmaxf(m[g], score[g]);
-        const float corr = expf(m[g] - m_new), w = expf(score[g] - m_new);
-        l[g] = l[g] * corr + w;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) acc[g][k] = acc[g][k] * corr + w * vf[k];
-        m[g] = m_new;
-      }
-    }
-  }
-  // Merge the KPW lane groups: o = sum acc e^(m - m*) / sum l e^(m - m*), m* their maximum (a group
-  // without keys has m = -inf, l = 0 and adds nothing).
-  bad = __any_sync(0xffffffffu, bad);
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    float mx = m[g];
-#pragma unroll
-    for (int off = L; off < 32; off *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    const float c = l[g] > 0.0f ? expf(m[g] - mx) : 0.0f;
-    float den = l[g] * c;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) acc[g][k] *= c;
-#pragma unroll
-    for (int off = L; off < 32; off *= 2) {
-      den += __shfl_xor_sync(0xffffffffu, den, off);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
-    }
-    if (sub == 0) {
-      const float inv = bad ? NAN : 1.0f / den;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc[g][k] *= inv;
-      vec_io::store<8>(o + (n * nq + j * G + g) * HD + e0, acc[g]);
-    }
-  }
-}
-
 // The group kernel above for small batches: one block per (new token, KV head). One warp per
 // group leaves the GPU idle at small batches: at batch 1 of the 8B shape, 8 warps in all, each
 // walking ~150 keys one dependent load after another, 130 us a layer, a third of the step. Here
@@ -419,6 +298,218 @@ attention_decode_split_group_kernel(const T* __restrict__ q, const T* __restrict
   }
 }
 
+// Flash-decoding (bf16 heads of 64, 128 or 256, G 2, 4 or 8): a warp's keys spread over its
+// lanes, L = HD / 8 lanes holding one key (8 elements each, one 16-byte load of K and one of V),
+// so a warp takes 32 / L keys at a time, and D such steps are loaded before their arithmetic;
+// lane group `sub` takes keys s0 + d (32 / L) + sub with its own online softmax, and the groups
+// merge at the end through shuffles. Each (new token, KV head) pair's keys are split into chunks
+// of `chunk`, one warp per (pair, chunk), so that few pairs (batch 1: 8 pairs of the 8B shape)
+// still spread over every multiprocessor. (A warp per pair, this kernel's forerunner, read the
+// cache at ~40% of the copy bandwidth at batch 256 on an H100, 29% on an H200.)
+// Before, the split group kernel ran one block per pair: 8 blocks on 132 multiprocessors, 40 us a
+// layer over a 256-token context on an H100 (the KV rows read ~1 MB). A warp writes its chunk's
+// unnormalised accumulator with its maximum m and sum l to `part` (float32), and
+// attention_decode_merge_kernel combines the chunks; with one chunk per pair the warp writes o
+// itself. The online softmax is kept per tile of D keys a lane group holds, not per key: one
+// rescale of the accumulator and one exponential of the old maximum per tile, and exponentials in
+// base 2 (log2 e folded into the query's scale), which cut the key loop's arithmetic. Measured
+// on an H200 (cuda_attention_decode, 8B shape, contexts 256..512): batch 256 332 us a layer with
+// the warp-per-pair kernel -> 288 with chunks -> 210 once the key's block and row were 32-bit
+// arithmetic (46% of the copy bandwidth); batch 1 49 -> 19 us.
+template <int HD, int G>
+__global__ void __launch_bounds__(kWarps * 32)
+attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ kc,
+                              const __nv_bfloat16* __restrict__ vc, const int32_t* __restrict__ table,
+                              const int32_t* __restrict__ cu, const int32_t* __restrict__ lens,
+                              __nv_bfloat16* __restrict__ o, float* __restrict__ part, int64_t Ntot, int64_t S,
+                              int64_t nq, int64_t nkv, int64_t bs, int bs_shift, int64_t M, int64_t num_blocks,
+                              int64_t splits, int64_t chunk, float scale_log2) {
+  constexpr int L = HD / 8, KPW = 32 / L, D = G <= 4 ? 4 : 2;
+  const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32), sub = lane / L, e0 = (lane % L) * 8;
+  if (warp >= Ntot * nkv * splits) return;  // uniform per warp
+  const int64_t pair = warp / splits, c = warp % splits, n = pair / nkv, j = pair % nkv;
+  const int64_t i = sequence_of(cu, S, n);
+  const int64_t count = cu[i + 1] - cu[i], len = lens[i];
+  const int64_t keys = len - count + (n - cu[i]) + 1;
+  // Rows the merge turns to NaN (it checks the same), and chunks past the context: nothing to do.
+  if (keys <= 0 || (keys + bs - 1) / bs > M || c * chunk >= keys) return;
+  const int begin = static_cast<int>(c * chunk), end = static_cast<int>(min(keys, c * chunk + chunk));  // int: see below
+  float qv[G][8], acc[G][8], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    vec_io::load<8>(q + (n * nq + j * G + g) * HD + e0, qv[g]);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) qv[g][k] *= scale_log2, acc[g][k] = 0.0f;
+    m[g] = -INFINITY, l[g] = 0.0f;
+  }
+  const int32_t* blocks = table + i * M;
+  bool bad = false;
+  const int b32 = static_cast<int>(bs);
+  for (int s0 = begin; s0 < end; s0 += KPW * D) {  // the same trip count on every lane
+    uint4 kr[D], vr[D];
+    bool ok[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      kr[d] = vr[d] = make_uint4(0, 0, 0, 0);
+      const int si = s0 + d * KPW + sub;
+      ok[d] = si < end;
+      if (!ok[d]) continue;
+      // Block and row of key si in 32-bit arithmetic, a shift for a power-of-two block size: a
+      // 64-bit division per key is a long instruction sequence, and this loop is issue-bound.
+      const int bi = bs_shift >= 0 ? si >> bs_shift : si / b32;
+      const int64_t blk = blocks[bi];
+      if (blk < 0 || blk >= num_blocks) {
+        bad = true, ok[d] = false;  // the output is NaN (merged below); nothing read
+        continue;
+      }
+      const int64_t base = ((blk * bs + (si - bi * b32)) * nkv + j) * HD + e0;
+      kr[d] = *reinterpret_cast<const uint4*>(kc + base);
+      vr[d] = *reinterpret_cast<const uint4*>(vc + base);
+    }
+    float score[D][G];
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      float kf[8];
+      const __nv_bfloat162* kh = reinterpret_cast<const __nv_bfloat162*>(&kr[d]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 t = __bfloat1622float2(kh[k]);
+        kf[2 * k] = t.x, kf[2 * k + 1] = t.y;
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float p = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) p += qv[g][k] * kf[k];
+        score[d][g] = p;
+      }
+    }
+    // Each key's dot products: a sum over its L lanes (every lane takes part, loaded or not).
+#pragma unroll
+    for (int off = L / 2; off > 0; off /= 2)
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+#pragma unroll
+        for (int g = 0; g < G; ++g) score[d][g] += __shfl_xor_sync(0xffffffffu, score[d][g], off);
+    if (!ok[0]) continue;  // keys of a lane group are s0 + d KPW + sub: none of this tile when the first is not
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mt = m[g];
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        if (ok[d]) mt = fmaxf(mt, score[d][g]);
+      const float corr = exp2f(m[g] - mt);  // 0 on the first tile (m = -inf, mt finite)
+      l[g] *= corr;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[g][k] *= corr;
+      m[g] = mt;
+    }
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      if (!ok[d]) continue;  // the same on the key's L lanes
+      float vf[8];
+      const __nv_bfloat162* vh = reinterpret_cast<const __nv_bfloat162*>(&vr[d]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 t = __bfloat1622float2(vh[k]);
+        vf[2 * k] = t.x, vf[2 * k + 1] = t.y;
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float w = exp2f(score[d][g] - m[g]);
+        l[g] += w;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[g][k] += w * vf[k];
+      }
+    }
+  }
+  // Merge the KPW lane groups: o = sum acc 2^(m - m*) / sum l 2^(m - m*), m* their maximum (a group
+  // without keys has m = -inf, l = 0 and adds nothing).
+  bad = __any_sync(0xffffffffu, bad);
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float mx = m[g];
+#pragma unroll
+    for (int off = L; off < 32; off *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float cg = l[g] > 0.0f ? exp2f(m[g] - mx) : 0.0f;
+    float den = l[g] * cg;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[g][k] *= cg;
+#pragma unroll
+    for (int off = L; off < 32; off *= 2) {
+      den += __shfl_xor_sync(0xffffffffu, den, off);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[g][k] += __shfl_xor_sync(0xffffffffu, acc[g][k], off);
+    }
+    if (sub != 0) continue;
+    if (splits == 1) {
+      const float inv = bad ? NAN : 1.0f / den;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[g][k] *= inv;
+      vec_io::store<8>(o + (n * nq + j * G + g) * HD + e0, acc[g]);
+    } else {
+      float* p = part + warp * G * (HD + 2);  // acc [G][HD], then m [G], l [G]
+#pragma unroll
+      for (int k = 0; k < 8; ++k) p[g * HD + e0 + k] = acc[g][k];
+      if (e0 == 0) p[G * HD + g] = mx, p[G * HD + G + g] = bad ? NAN : den;
+    }
+  }
+}
+
+// The chunks of attention_decode_chunk_kernel combined: o = sum_c acc_c 2^(m_c - m*) / sum_c l_c
+// 2^(m_c - m*), m* the chunks' maximum; one warp per output row (new token, query head), its lanes
+// taking the chunks' maxima and sums in parallel and then HD / 32 elements each through every
+// chunk (at batch 1 of the 8B shape a row merges 64 chunks; against one thread per element the
+// H200's batch-1 time did not change, 19 us a layer with the chunk kernel, latency-bound: fewer,
+// longer chunks there are untried). A row with fewer cached tokens than new ones, or more blocks
+// than the table holds, is NaN (as the other kernels' rows are); a block outside the pool made
+// its chunk's l NaN.
+template <int HD, int G>
+__global__ void __launch_bounds__(kWarps * 32)
+attention_decode_merge_kernel(const float* __restrict__ part, const int32_t* __restrict__ cu,
+                              const int32_t* __restrict__ lens, __nv_bfloat16* __restrict__ o, int64_t Ntot,
+                              int64_t S, int64_t nq, int64_t nkv, int64_t bs, int64_t M, int64_t splits,
+                              int64_t chunk) {
+  constexpr int PER = HD / 32;  // 2, 4 or 8
+  const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= Ntot * nq) return;  // uniform per warp
+  const int64_t n = warp / nq, h = warp % nq, j = h / G, g = h % G;
+  const int64_t i = sequence_of(cu, S, n);
+  const int64_t keys = lens[i] - (cu[i + 1] - cu[i]) + (n - cu[i]) + 1;
+  __nv_bfloat16* orow = o + warp * HD + lane * PER;
+  if (keys <= 0 || (keys + bs - 1) / bs > M) {
+#pragma unroll
+    for (int k = 0; k < PER; ++k) orow[k] = __float2bfloat16(NAN);
+    return;
+  }
+  const int64_t used = (keys + chunk - 1) / chunk, stride = G * (HD + 2);
+  const float* p = part + (n * nkv + j) * splits * stride;
+  float mx = -INFINITY;
+  for (int64_t c = lane; c < used; c += 32) mx = fmaxf(mx, p[c * stride + G * HD + g]);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float den = 0.0f;
+  for (int64_t c = lane; c < used; c += 32) den += p[c * stride + G * HD + G + g] * exp2f(p[c * stride + G * HD + g] - mx);
+  den = warp_sum(den);
+  float num[PER] = {};
+#pragma unroll 4
+  for (int64_t c = 0; c < used; ++c) {
+    const float* pc = p + c * stride;
+    const float w = exp2f(pc[G * HD + g] - mx);
+    const float2* a = reinterpret_cast<const float2*>(pc + g * HD + lane * PER);  // 8-byte aligned: stride, HD even
+#pragma unroll
+    for (int k = 0; k < PER / 2; ++k) {
+      const float2 v = a[k];
+      num[2 * k] += w * v.x, num[2 * k + 1] += w * v.y;
+    }
+  }
+  const float inv = 1.0f / den;  // NaN when a chunk's l is
+#pragma unroll
+  for (int k = 0; k < PER; ++k) orow[k] = __float2bfloat16(num[k] * inv);
+}
+
 // Multiprocessors of the current device (read once per device).
 int64_t sm_count() {
   static int counts[64] = {};
@@ -429,35 +520,70 @@ int64_t sm_count() {
   return c;
 }
 
+// The chunk kernel's split of each pair's keys: chunks of `chunk` keys (a multiple of the keys a
+// warp loads per step), as many as make ~32 warps per multiprocessor over the batch's pairs, or
+// splits 0 where that kernel does not apply (float32, other head sizes or groups, unaligned).
+// Only shapes decide it (the context lengths stay on the device): the table's width M bounds the keys.
+struct ChunkPlan {
+  int64_t splits = 0, chunk = 0;
+};
+
+ChunkPlan chunk_plan(const AttentionDecodeCudaArgs& a) {
+  const int64_t G = a.nq / a.nkv;
+  if (!a.bf16 || !(G == 2 || G == 4 || G == 8) || !(a.hd == 64 || a.hd == 128 || a.hd == 256) ||
+      !vec_io::aligned_for<__nv_bfloat16>(8, a.q, a.k_cache, a.v_cache, a.o))
+    return {};
+  const int64_t step = (32 / (a.hd / 8)) * (G <= 4 ? 4 : 2);  // KPW x D of the kernel
+  const int64_t max_keys = std::max<int64_t>(1, a.M * a.bs), pairs = a.Ntot * a.nkv;
+  const int64_t want = std::max<int64_t>(1, (sm_count() * 32 + pairs - 1) / pairs);
+  int64_t chunk = (max_keys + want - 1) / want;
+  chunk = std::max(step, (chunk + step - 1) / step * step);
+  return {(max_keys + chunk - 1) / chunk, chunk};
+}
+
+cudaError_t launch_chunks(const AttentionDecodeCudaArgs& a, const ChunkPlan& plan, cudaStream_t s) {
+  using T = __nv_bfloat16;
+  const float scale_log2 = 1.4426950408889634f / sqrtf(static_cast<float>(a.hd));
+  const int64_t G = a.nq / a.nkv;
+  if (plan.splits > 1 && a.workspace == nullptr) return cudaErrorInvalidValue;
+  const unsigned blocks = static_cast<unsigned>((a.Ntot * a.nkv * plan.splits + kWarps - 1) / kWarps);
+  const unsigned merge_blocks = static_cast<unsigned>((a.Ntot * a.nq + kWarps - 1) / kWarps);
+  const int bs_shift = (a.bs & (a.bs - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(a.bs)) : -1;
+  auto run = [&](auto hd, auto g) {
+    constexpr int HD = decltype(hd)::value, GG = decltype(g)::value;
+    attention_decode_chunk_kernel<HD, GG><<<blocks, kWarps * 32, 0, s>>>(
+        static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
+        a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.workspace, a.Ntot, a.S, a.nq, a.nkv, a.bs, bs_shift, a.M,
+        a.num_blocks, plan.splits, plan.chunk, scale_log2);
+    if (plan.splits > 1)
+      attention_decode_merge_kernel<HD, GG><<<merge_blocks, kWarps * 32, 0, s>>>(
+          a.workspace, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.bs, a.M,
+          plan.splits, plan.chunk);
+  };
+  auto by_g = [&](auto hd) {
+    if (G == 2) run(hd, std::integral_constant<int, 2>{});
+    else if (G == 4) run(hd, std::integral_constant<int, 4>{});
+    else run(hd, std::integral_constant<int, 8>{});
+  };
+  if (a.hd == 64) by_g(std::integral_constant<int, 64>{});
+  else if (a.hd == 128) by_g(std::integral_constant<int, 128>{});
+  else by_g(std::integral_constant<int, 256>{});
+  return cudaGetLastError();
+}
+
 template <class T>
 cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   const float scale = 1.0f / sqrtf(static_cast<float>(a.hd));
   const int64_t G = a.nq / a.nkv;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const ChunkPlan plan = chunk_plan(a);
+    if (plan.splits > 0) return launch_chunks(a, plan, s);
+  }
   // Up to 4 groups per multiprocessor (batch 64 of the 8B shape: 512 groups on 132) the warp
   // kernel leaves most warp slots empty and the split kernel was faster; at 2048 (batch 256) the
   // warp kernel was. A row's result is the same for any batch on the same side of this line.
   if ((G == 2 || G == 4 || G == 8) && a.Ntot * a.nkv > 4 * sm_count()) {
     const unsigned blocks = static_cast<unsigned>((a.Ntot * a.nkv + kWarps - 1) / kWarps);
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      if ((a.hd == 64 || a.hd == 128 || a.hd == 256) &&
-          vec_io::aligned_for<T>(8, a.q, a.k_cache, a.v_cache, a.o)) {
-        auto lanes = [&](auto hd, auto g) {
-          attention_decode_lanes_kernel<decltype(hd)::value, decltype(g)::value><<<blocks, kWarps * 32, 0, s>>>(
-              static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
-              a.block_table, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.bs, a.M,
-              a.num_blocks, scale);
-        };
-        auto by_g = [&](auto hd) {
-          if (G == 2) lanes(hd, std::integral_constant<int, 2>{});
-          else if (G == 4) lanes(hd, std::integral_constant<int, 4>{});
-          else lanes(hd, std::integral_constant<int, 8>{});
-        };
-        if (a.hd == 64) by_g(std::integral_constant<int, 64>{});
-        else if (a.hd == 128) by_g(std::integral_constant<int, 128>{});
-        else by_g(std::integral_constant<int, 256>{});
-        return cudaGetLastError();
-      }
-    }
     auto group = [&](auto per, auto g) {
       attention_decode_warp_group_kernel<T, decltype(per)::value, decltype(g)::value><<<blocks, kWarps * 32, 0, s>>>(
           static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
@@ -513,6 +639,12 @@ cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
 }
 
 }  // namespace
+
+int64_t attention_decode_cuda_workspace(const AttentionDecodeCudaArgs& a) {
+  if (a.Ntot == 0 || a.nq == 0 || a.hd == 0 || a.nkv <= 0 || a.nq % a.nkv != 0) return 0;
+  const ChunkPlan plan = chunk_plan(a);
+  return plan.splits > 1 ? a.Ntot * a.nkv * plan.splits * (a.nq / a.nkv) * (a.hd + 2) : 0;
+}
 
 cudaError_t attention_decode_forward_cuda(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   if (a.Ntot == 0 || a.nq == 0 || a.hd == 0) return cudaSuccess;

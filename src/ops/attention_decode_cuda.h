@@ -18,12 +18,17 @@ struct AttentionDecodeCudaArgs {
   const int32_t* cu_seqlens = nullptr;    // [S+1]
   const int32_t* context_lens = nullptr;  // [S]
   void* o = nullptr;              // [Ntot, nq, hd]
+  float* workspace = nullptr;     // attention_decode_cuda_workspace(*this) floats (none when that is 0)
   int64_t Ntot = 0, S = 0, nq = 0, nkv = 0, hd = 0, bs = 0, M = 0, num_blocks = 0;
   bool bf16 = false;
 };
 
 // A row whose sequence has fewer cached tokens than new ones, or names a block outside the table
 // or the pool, gets NaN (the kernel cannot throw; the CPU reference refuses such input).
+// Float32 scratch the call needs (the bf16 chunk kernel's partial results; 0: none), from the
+// shapes and pointers alone.
+int64_t attention_decode_cuda_workspace(const AttentionDecodeCudaArgs& a);
+
 cudaError_t attention_decode_forward_cuda(const AttentionDecodeCudaArgs& a, cudaStream_t stream);
 
 }  // namespace nemotron::ops

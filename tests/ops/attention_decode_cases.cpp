@@ -92,6 +92,13 @@ NM_OP_CASES(attention_decode_cases) {
   c.push_back(std::make_unique<AttentionDecodeCase>(V{280, 1, 1}, V{280, 131, 1}, 16, 4, 2, 64));
   c.push_back(std::make_unique<AttentionDecodeCase>(V{300, 1, 2}, V{300, 77, 9}, 16, 8, 2, 128));
   c.push_back(std::make_unique<AttentionDecodeCase>(V{270, 1}, V{300, 45}, 16, 16, 2, 256));
+  // The 8B shape (32 query heads on 8 KV heads of 128) at batch 1 and 3: in bf16 the chunk kernel
+  // splits each pair's keys into many chunks merged after (contexts ending mid-chunk, a sequence
+  // shorter than one chunk, two new tokens whose contexts differ by one key).
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1}, V{509}, 16, 32, 8, 128));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 2, 1}, V{3, 260, 131}, 16, 32, 8, 128));
+  // A block size that is not a power of two (the chunk kernel divides instead of shifting).
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 3}, V{200, 77}, 12, 32, 8, 128));
   return c;
 }
 
