@@ -3,7 +3,7 @@
 // time. Forward: each thread owns a run of kRun consecutive timesteps: it loads the run's rows
 // plus the K-1 rows before it into registers at once (many loads in flight, each x row fetched
 // about once), then slides the K-tap window over them. Backward: one pass in registers; each
-// thread streams kSpan timesteps in chunks of kChunk rows, computing dpre = dy * SiLU'(pre), its
+// thread streams kSpan timesteps in chunks of kRun rows, computing dpre = dy * SiLU'(pre), its
 // dw/dbias terms and dx[t] = sum_k dpre[t+K-1-k] w[k] as soon as the K dpre rows it needs are in,
 // and carrying the last K-1 rows of x and dpre into the next chunk (about 1.1 loads per x and dy
 // element, one store per dx element, no shared memory until the final reduction).
@@ -32,11 +32,8 @@ constexpr int kLanes = 32;      // thread columns per block, VEC channels each
 constexpr int kWarps = 8;       // thread rows per block
 constexpr int kRun = 8;         // consecutive timesteps per thread run
 constexpr int kFwdTile = kWarps * kRun;  // timesteps per forward block: one run per warp
-constexpr int kChunk = 4;       // backward: rows loaded at once per thread (the next chunk's in flight)
-// backward: timesteps per thread (and warp), streamed in chunks; with the K-1 rows after them that
-// its last dx rows need, 64 = 16 whole chunks at K = 4 (a 17th chunk for 3 rows cost ~5%).
-constexpr int kSpan = 64 - (kCausalConv1dCudaMaxK - 1);
-static_assert(kChunk >= kCausalConv1dCudaMaxK - 1, "the K-1 rows carried to the next chunk come from one chunk");
+constexpr int kChunk = 8;       // backward: rows loaded at once (in flight together) per thread
+constexpr int kSpan = 64;       // backward: timesteps per thread (and warp), streamed in chunks
 constexpr int kBwdBlockRows = kWarps * kSpan;  // backward: timesteps per block, one partial row each
 constexpr int kFwdVec = 4;      // channels per thread when aligned: 8 B (bf16) or 16 B (f32)
 constexpr int kBwdVec = 2;      // the backward holds more per channel: 4 spills at K = 4
@@ -207,27 +204,6 @@ __global__ void __launch_bounds__(kLanes* kWarps, 2)
       for (int v = 0; v < VEC; ++v) dpw[j][v] = 0.0f;  // rows before u_begin: their dx is not ours
       idw[j] = PACKED && u >= 0 ? ids_b[u] : 0;
     }
-    // The chunk's rows as stored: the next chunk's loads are issued before this chunk's arithmetic,
-    // so a thread always has a chunk of loads in flight (without it the kernel streamed at ~45% of
-    // a copy: each thread waited out a full memory latency per chunk).
-    using Raw = Pack<T, VEC>;
-    Raw xr[kChunk], gr[kChunk];
-    int idr[kChunk];
-    auto fetch = [&](int64_t s0) {
-#pragma unroll
-      for (int r = 0; r < kChunk; ++r) {
-        const int64_t s = s0 + r;
-        if (s < s_end) {
-          xr[r] = *reinterpret_cast<const Raw*>(x + base + s * P.C);
-          gr[r] = *reinterpret_cast<const Raw*>(dy + base + s * P.C);
-          if constexpr (PACKED) idr[r] = ids_b[s];
-        } else {  // past what this thread needs (or past T): zero, so dpre is zero
-          xr[r] = Raw{}, gr[r] = Raw{};
-          if constexpr (PACKED) idr[r] = 0;
-        }
-      }
-    };
-    fetch(u_begin);
     // Chunks run on to u_end + K - 1 even at the sequence end, where the dpre rows past T are zero
     // (nothing loaded) but the last dx rows are still to be written.
 #pragma unroll 1
@@ -235,11 +211,17 @@ __global__ void __launch_bounds__(kLanes* kWarps, 2)
       float g[kChunk][VEC];
 #pragma unroll
       for (int r = 0; r < kChunk; ++r) {
+        const int64_t s = s0 + r;
+        if (s < s_end) {
+          load<VEC>(x + base + s * P.C, xw[K - 1 + r]);
+          load<VEC>(dy + base + s * P.C, g[r]);
+          if constexpr (PACKED) idw[K - 1 + r] = ids_b[s];
+        } else {  // past what this thread needs (or past T): zero, so dpre is zero
 #pragma unroll
-        for (int v = 0; v < VEC; ++v) xw[K - 1 + r][v] = to_f(xr[r].v[v]), g[r][v] = to_f(gr[r].v[v]);
-        if constexpr (PACKED) idw[K - 1 + r] = idr[r];
+          for (int v = 0; v < VEC; ++v) xw[K - 1 + r][v] = g[r][v] = 0.0f;
+          if constexpr (PACKED) idw[K - 1 + r] = 0;
+        }
       }
-      if (s0 + kChunk < u_end + K - 1) fetch(s0 + kChunk);
 #pragma unroll
       for (int r = 0; r < kChunk; ++r) {
         const int64_t s = s0 + r;
