@@ -1,7 +1,8 @@
 // Bandwidth of the Mamba-2 mixer's elementwise/conv kernels on one GPU (a benchmark, not a test):
 // causal_conv1d (whole, per part, and the three parts in one call as the mixer makes it),
 // dt_softplus, gated_rmsnorm and mamba_a, forward and backward, at the mixer's
-// shapes (B=2, T=4096, xBC width C = d + 2 G N = 4096 + 2*8*128, K=4, nH=64, d=4096, G=8), bf16.
+// shapes (B=2, T=4096, xBC width C = d + 2 G N = 4096 + 2*8*128, K=4, nH=64, d=4096, G=8), bf16;
+// and the layers' rmsnorm (backward with a residual gradient) 768 and 2048 wide over 2B x T rows.
 // Bytes = the op's main tensors read + written once; the ceiling is a device-to-device copy
 // measured here. Median of repeats of a batch of calls after warm-up, random non-zero data.
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "ops/causal_conv1d.h"
 #include "ops/dt_softplus.h"
 #include "ops/gated_rmsnorm.h"
+#include "ops/rmsnorm.h"
 #include "ops/mamba_a.h"
 
 using namespace nemotron;
@@ -167,6 +169,21 @@ int main() {
       std::printf("  dw bitwise repeatable: %s\n",
                   bitwise_repeatable(dw, [&] { ops::gated_rmsnorm_backward(ctx, y, z, w, rstd, G, dout, dy, dz, dw); })
                       ? "yes" : "NO");
+    }
+
+    for (int64_t h : {int64_t{768}, int64_t{2048}}) {  // rmsnorm around each layer: 2B x T rows (the dense step's)
+      const int64_t rows = 2 * B * T;
+      Tensor x = random(ctx, {rows, h}, bf, -1, 1, 14), w = random(ctx, {h}, bf, 0.5, 1.5, 15);
+      Tensor dy = random(ctx, {rows, h}, bf, -1, 1, 16), add = random(ctx, {rows, h}, bf, -1, 1, 17);
+      Tensor y = Tensor::empty({rows, h}, bf, gpu), rstd = Tensor::empty({rows}, f32, gpu);
+      Tensor dx = Tensor::empty({rows, h}, bf, gpu), dw = Tensor::zeros({h}, f32, gpu);
+      const double n = static_cast<double>(rows * h);
+      const std::string tag = "H=" + std::to_string(h);
+      rep.row("rmsnorm forward " + tag, time_ms(s, [&] { ops::rmsnorm_forward(ctx, x, w, 1e-5, y, rstd); }), 2 * n * 2);
+      rep.row("rmsnorm backward (+ residual grad) " + tag,
+              time_ms(s, [&] { ops::rmsnorm_backward(ctx, x, w, rstd, dy, dx, dw, &add); }), 4 * n * 2);
+      std::printf("  dw bitwise repeatable: %s\n",
+                  bitwise_repeatable(dw, [&] { ops::rmsnorm_backward(ctx, x, w, rstd, dy, dx, dw, &add); }) ? "yes" : "NO");
     }
 
     {  // mamba_a: nH scalars, launch-bound

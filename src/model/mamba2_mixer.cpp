@@ -203,6 +203,9 @@ Tensor Mamba2Mixer::forward(Context& ctx, const Tensor& u, std::unique_ptr<Mixer
     s->x_raw = raw[0];
     s->B_raw = raw[1];
     s->C_raw = raw[2];
+    s->x = x;
+    s->Bm = Bm;
+    s->Cm = Cm;
     s->context_split = cp;
     s->conv_seq_idx = conv_seq;
     s->chain = std::move(chain);
@@ -248,13 +251,10 @@ Tensor Mamba2Mixer::backward(Context& ctx, const MixerSaved& saved_base, const T
     for (auto& dw : dw_later) dw(ctx);
   }
 
-  // Scan: recompute its inputs (conv outputs, dt) from the saved pre-activations.
+  // Scan: its inputs are the kept conv outputs and dt, recomputed from the saved pre-activations.
   const bool cp = s.context_split;
   const int64_t Bs = cp ? 2 * B : B, Ts = cp ? T / 2 : T, halo = K_ - 1;
-  const Tensor* raw_in[3] = {&s.x_raw, &s.B_raw, &s.C_raw};
-  Tensor conv_out[3];
-  convs(ctx, raw_in, cp ? s.conv_seq_idx : s.seq_idx, cp, conv_out);
-  const Tensor &x = conv_out[0], &Bm = conv_out[1], &Cm = conv_out[2];
+  const Tensor &x = s.x, &Bm = s.Bm, &Cm = s.Cm;
   Tensor dt = compute_dt(ctx, s.dt_raw);
   Tensor a = A(ctx, dtype);
   ops::SsdScanArgs args{x.view({Bs, Ts, nH_, P_}), dt.view({Bs, Ts, nH_}), a, Bm.view({Bs, Ts, G_, N_}),

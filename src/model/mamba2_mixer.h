@@ -5,7 +5,9 @@
 // (frozen weights skip their dW; one adapter wrapper covers them like every other projection).
 // in_proj is applied as five GEMMs on contiguous row blocks of its weight and the conv per channel block, so z, x, B, C and dt come
 // out as separate dense tensors without split copies. Saved activations are per token (no
-// per-chunk matrices); the conv output, dt and the normed output are recomputed in backward.
+// per-chunk matrices); dt and the normed output are recomputed in backward. The conv output is
+// kept: recomputing it read x, B, C again and wrote them a second time (one more conv forward per
+// layer and step), while keeping it costs the same bytes as its input, (d + 2GN) per token.
 #pragma once
 #include <array>
 #include <string>
@@ -23,6 +25,7 @@ struct Mamba2Saved : MixerSaved {
   Tensor u;                    // [B, T, H] mixer input, the caller's tensor (in_proj weight gradient)
   Tensor z;                    // [B, T, d] gate
   Tensor x_raw, B_raw, C_raw;  // [B, T, d], [B, T, GN], [B, T, GN] conv inputs
+  Tensor x, Bm, Cm;            // the conv outputs (the scan's inputs), same shapes (no halos)
   Tensor dt_raw;               // [B, T, nH] in_proj dt rows, before dt_bias and softplus
   Tensor y;                    // [B, T, d] scan output
   Tensor rstd;                 // [B*T, G] gated-norm statistics

@@ -1,9 +1,12 @@
 // Causal depthwise conv kernels. Threads run along channels (the contiguous last dim, VEC
 // channels per thread as one aligned access); a block covers 32 * VEC channels and a tile of
-// time. Each thread owns runs of kRun consecutive timesteps: it loads the run's rows plus the K-1
-// rows before it into registers at once (many loads in flight, each x row fetched about once),
-// then slides the K-tap window over them. The backward computes dpre = dy * SiLU'(pre) for the
-// tile plus a K-1 row halo into shared memory, then dx[t] = sum_k dpre[t+K-1-k] w[k] from there.
+// time. Forward: each thread owns a run of kRun consecutive timesteps: it loads the run's rows
+// plus the K-1 rows before it into registers at once (many loads in flight, each x row fetched
+// about once), then slides the K-tap window over them. Backward: one pass in registers; each
+// thread streams kSpan timesteps in chunks of kRun rows, computing dpre = dy * SiLU'(pre), its
+// dw/dbias terms and dx[t] = sum_k dpre[t+K-1-k] w[k] as soon as the K dpre rows it needs are in,
+// and carrying the last K-1 rows of x and dpre into the next chunk (about 1.1 loads per x and dy
+// element, one store per dx element, no shared memory until the final reduction).
 // dw/dbias are reduced deterministically: registers over a thread's rows, shared memory over the
 // block's warps in a fixed order, a float32 partial per (batch, time tile), then a second kernel
 // sums those partials in a fixed order.
@@ -29,11 +32,11 @@ constexpr int kLanes = 32;      // thread columns per block, VEC channels each
 constexpr int kWarps = 8;       // thread rows per block
 constexpr int kRun = 8;         // consecutive timesteps per thread run
 constexpr int kFwdTile = kWarps * kRun;  // timesteps per forward block: one run per warp
-// Timesteps per backward block (one partial row each): with the K-1 halo rows, exactly two runs
-// per warp.
-constexpr int bwd_tile(int K) { return 2 * kWarps * kRun - (K - 1); }
+constexpr int kChunk = 8;       // backward: rows loaded at once (in flight together) per thread
+constexpr int kSpan = 64;       // backward: timesteps per thread (and warp), streamed in chunks
+constexpr int kBwdBlockRows = kWarps * kSpan;  // backward: timesteps per block, one partial row each
 constexpr int kFwdVec = 4;      // channels per thread when aligned: 8 B (bf16) or 16 B (f32)
-constexpr int kBwdVec = 2;      // fewer in the backward, which holds more per channel
+constexpr int kBwdVec = 2;      // the backward holds more per channel: 4 spills at K = 4
 
 // One channel part: its channels (and row stride) C, its first channel in w, bias, dw and dbias
 // (the concatenation of the parts), and the grid column where its lanes start.
@@ -102,15 +105,15 @@ __device__ inline void load_ids(const int32_t* __restrict__ seq, int64_t u0, int
 }
 
 // Whether tap k of run row r reads its own sequence (always when not PACKED).
-template <bool PACKED, int K>
-__device__ inline bool tap_on(const int (&ids)[K - 1 + kRun], int r, int k) {
+template <bool PACKED, int K, int N>
+__device__ inline bool tap_on(const int (&ids)[N], int r, int k) {
   return !PACKED || ids[r + k] == ids[r + K - 1];
 }
 
 // The pre-activation of run row r: bias + sum_k w[k] xs[r + k] (taps of its own sequence).
-template <int VEC, int K, bool PACKED>
-__device__ inline void conv_row(const float (&xs)[K - 1 + kRun][VEC], int r, const float (&wk)[K][VEC],
-                                const float (&bs)[VEC], const int (&ids)[K - 1 + kRun], float (&pre)[VEC]) {
+template <int VEC, int K, bool PACKED, int N>
+__device__ inline void conv_row(const float (&xs)[N][VEC], int r, const float (&wk)[K][VEC], const float (&bs)[VEC],
+                                const int (&ids)[N], float (&pre)[VEC]) {
 #pragma unroll
   for (int v = 0; v < VEC; ++v) {
     float p = bs[v];
@@ -151,18 +154,18 @@ __global__ void __launch_bounds__(kLanes* kWarps)
 }
 
 // partial [R, K + 1, C_total] with R = B * gridDim.y: rows k < K hold dw[:, k], row K holds dbias.
+// One pass, all in registers: each thread streams its kSpan rows (plus the K-1 rows after them,
+// whose dpre its last dx rows need) chunk by chunk, carrying the last K-1 rows of x and dpre from
+// one chunk to the next, so every row of x and dy is loaded about once and dx is written as soon
+// as the K dpre rows it needs are known. Shared memory serves only the final reduction of dw/dbias.
 template <class T, int VEC, int K, bool PACKED>
-__global__ void __launch_bounds__(kLanes* kWarps, 3)
+__global__ void __launch_bounds__(kLanes* kWarps, 2)
     backward_kernel(const T* __restrict__ x0, const T* __restrict__ x1, const T* __restrict__ x2,
                     const T* __restrict__ dy0, const T* __restrict__ dy1, const T* __restrict__ dy2,
                     T* __restrict__ dx0, T* __restrict__ dx1, T* __restrict__ dx2, const T* __restrict__ w,
                     const T* __restrict__ bias, float* __restrict__ partial, const int32_t* __restrict__ seq, Dims d) {
-  constexpr int kBwdTile = bwd_tile(K), kCols = kLanes * VEC, kRows = kBwdTile + K - 1;
-  constexpr int kRuns = (kRows + kRun - 1) / kRun;
-  // dpre rows t0 .. t0 + kBwdTile + K - 2; reused afterwards for the warp reduction.
-  __shared__ float dpre[kRows][kCols];
-  __shared__ int row_ids[PACKED ? kRows : 1];  // sequence ids of the dpre rows (PACKED only)
-  static_assert(kWarps * (K + 1) <= kRows, "the reduction reuses the dpre buffer");
+  constexpr int kCols = kLanes * VEC, kWin = K - 1 + kChunk;
+  __shared__ float red[kWarps][K + 1][kCols];
   const int part = my_part(d);
   const Part P = part == 0 ? d.part[0] : (part == 1 ? d.part[1] : d.part[2]);
   const T* __restrict__ x = pick(part, x0, x1, x2);
@@ -170,86 +173,99 @@ __global__ void __launch_bounds__(kLanes* kWarps, 3)
   T* __restrict__ dx = pick(part, dx0, dx1, dx2);
   const int64_t lane0 = (static_cast<int64_t>(blockIdx.x) - P.lane_begin) * kLanes;  // the block's first lane in its part
   const int64_t c0 = (lane0 + threadIdx.x) * VEC;
-  const bool active = c0 < P.C;
-  const int64_t b = blockIdx.z, t0 = static_cast<int64_t>(blockIdx.y) * kBwdTile;
+  const int64_t b = blockIdx.z, u_begin = static_cast<int64_t>(blockIdx.y) * kBwdBlockRows + threadIdx.y * kSpan;
+  const int64_t u_end = u_begin + kSpan < d.T ? u_begin + kSpan : d.T;
+  const int64_t s_end = u_end + K - 1 < d.T ? u_end + K - 1 : d.T;  // dpre rows this thread needs
+  const bool active = c0 < P.C && u_begin < d.T;
   const int64_t base = b * d.T * P.C + c0;
-  float wk[K][VEC], bs[VEC], acc[K + 1][VEC];
+  const int32_t* __restrict__ ids_b = PACKED ? seq + b * d.T : nullptr;
+  float acc[K + 1][VEC];
 #pragma unroll
   for (int k = 0; k <= K; ++k)
 #pragma unroll
     for (int v = 0; v < VEC; ++v) acc[k][v] = 0.0f;
-  if (active) load_weights<VEC, K>(w + P.c_begin * K, bias ? bias + P.c_begin : nullptr, c0, wk, bs);
-  if constexpr (PACKED) {
-    for (int i = threadIdx.y * kLanes + threadIdx.x; i < kRows; i += kLanes * kWarps)
-      row_ids[i] = t0 + i < d.T ? seq[b * d.T + t0 + i] : 0;
-  }
 
-  for (int run = threadIdx.y; run < kRuns; run += kWarps) {
-    const int i0 = run * kRun;
-    const int64_t u0 = t0 + i0;
-    float xs[K - 1 + kRun][VEC], g[kRun][VEC];
-    int ids[K - 1 + kRun] = {};
-    if (active) {
-      load_run<VEC, K>(x + base, u0, d.T, P.C, xs);
-      if constexpr (PACKED) load_ids<K>(seq + b * d.T, u0, d.T, ids);
+  if (active) {
+    float wk[K][VEC], bs[VEC];
+    load_weights<VEC, K>(w + P.c_begin * K, bias ? bias + P.c_begin : nullptr, c0, wk, bs);
+    // Window slot j holds row s0 - (K-1) + j of the chunk starting at s0: slots < K-1 are carried.
+    float xw[kWin][VEC], dpw[kWin][VEC];
+    int idw[kWin];
 #pragma unroll
-      for (int r = 0; r < kRun; ++r) {
-        if (u0 + r < d.T) {
-          load<VEC>(dy + base + (u0 + r) * P.C, g[r]);
-        } else {  // past the sequence end dy, hence dpre, is zero
+    for (int j = 0; j < K - 1; ++j) {
+      const int64_t u = u_begin - (K - 1) + j;
+      if (u >= 0) {
+        load<VEC>(x + base + u * P.C, xw[j]);
+      } else {
 #pragma unroll
-          for (int v = 0; v < VEC; ++v) g[r][v] = 0.0f;
+        for (int v = 0; v < VEC; ++v) xw[j][v] = 0.0f;
+      }
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) dpw[j][v] = 0.0f;  // rows before u_begin: their dx is not ours
+      idw[j] = PACKED && u >= 0 ? ids_b[u] : 0;
+    }
+    // Chunks run on to u_end + K - 1 even at the sequence end, where the dpre rows past T are zero
+    // (nothing loaded) but the last dx rows are still to be written.
+#pragma unroll 1
+    for (int64_t s0 = u_begin; s0 < u_end + K - 1; s0 += kChunk) {
+      float g[kChunk][VEC];
+#pragma unroll
+      for (int r = 0; r < kChunk; ++r) {
+        const int64_t s = s0 + r;
+        if (s < s_end) {
+          load<VEC>(x + base + s * P.C, xw[K - 1 + r]);
+          load<VEC>(dy + base + s * P.C, g[r]);
+          if constexpr (PACKED) idw[K - 1 + r] = ids_b[s];
+        } else {  // past what this thread needs (or past T): zero, so dpre is zero
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) xw[K - 1 + r][v] = g[r][v] = 0.0f;
+          if constexpr (PACKED) idw[K - 1 + r] = 0;
         }
       }
-    }
 #pragma unroll
-    for (int r = 0; r < kRun; ++r) {
-      const int i = i0 + r;
-      if (i >= kRows) break;
-      float dp[VEC];
-#pragma unroll
-      for (int v = 0; v < VEC; ++v) dp[v] = 0.0f;
-      if (active) {
+      for (int r = 0; r < kChunk; ++r) {
+        const int64_t s = s0 + r;
         float pre[VEC];
-        conv_row<VEC, K, PACKED>(xs, r, wk, bs, ids, pre);
+        conv_row<VEC, K, PACKED>(xw, r, wk, bs, idw, pre);
 #pragma unroll
         for (int v = 0; v < VEC; ++v) {
-          const float s = sigmoid(pre[v]);
-          dp[v] = g[r][v] * s * (1.0f + pre[v] * (1.0f - s));
+          const float sg = sigmoid(pre[v]);
+          dpw[K - 1 + r][v] = g[r][v] * sg * (1.0f + pre[v] * (1.0f - sg));
         }
-        if (i < kBwdTile) {  // the halo rows belong to the next tile's sums
+        if (s < u_end) {  // the rows after u_end belong to the next thread's sums
 #pragma unroll
           for (int v = 0; v < VEC; ++v) {
 #pragma unroll
             for (int k = 0; k < K; ++k)
-              if (tap_on<PACKED, K>(ids, r, k)) acc[k][v] += dp[v] * xs[r + k][v];
-            acc[K][v] += dp[v];
+              if (tap_on<PACKED, K>(idw, r, k)) acc[k][v] += dpw[K - 1 + r][v] * xw[r + k][v];
+            acc[K][v] += dpw[K - 1 + r][v];
           }
+        }
+        // dx of row t = s - (K-1), slot r: sum_k dpre[t + K-1-k] w[k], all known now.
+        const int64_t t = s - (K - 1);
+        if (t >= u_begin && t < u_end) {
+          float gx[VEC];
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+              if (!PACKED || idw[r + K - 1 - k] == idw[r]) sum += dpw[r + K - 1 - k][v] * wk[k][v];
+            gx[v] = sum;
+          }
+          store<VEC>(dx + base + t * P.C, gx);
         }
       }
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) dpre[i][threadIdx.x * VEC + v] = dp[v];
-    }
-  }
-  __syncthreads();
-  if (active) {
-    for (int i = threadIdx.y; i < kBwdTile && t0 + i < d.T; i += kWarps) {
-      float gx[VEC];
+      for (int j = 0; j < K - 1; ++j) {  // carry the chunk's last K-1 rows
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-          if (!PACKED || row_ids[i + K - 1 - k] == row_ids[i]) sum += dpre[i + K - 1 - k][threadIdx.x * VEC + v] * wk[k][v];
-        gx[v] = sum;
+        for (int v = 0; v < VEC; ++v) xw[j][v] = xw[kChunk + j][v], dpw[j][v] = dpw[kChunk + j][v];
+        idw[j] = idw[kChunk + j];
       }
-      store<VEC>(dx + base + (t0 + i) * P.C, gx);
     }
   }
-  __syncthreads();
 
   // Block reduction over the warps (fixed order), then one partial row per block.
-  float (*red)[K + 1][kCols] = reinterpret_cast<float (*)[K + 1][kCols]>(&dpre[0][0]);
 #pragma unroll
   for (int k = 0; k <= K; ++k)
 #pragma unroll
@@ -313,7 +329,7 @@ template <class T, int VEC, int K, bool PACKED>
 void launch_backward(const CausalConv1dCudaArgs& a, float* partial, cudaStream_t s) {
   int64_t lanes = 0;
   const Dims d = dims_for(a, VEC, &lanes);
-  backward_kernel<T, VEC, K, PACKED><<<grid_for(a, lanes, bwd_tile(K)), dim3(kLanes, kWarps), 0, s>>>(
+  backward_kernel<T, VEC, K, PACKED><<<grid_for(a, lanes, kBwdBlockRows), dim3(kLanes, kWarps), 0, s>>>(
       in<T>(a.x[0]), in<T>(a.x[1]), in<T>(a.x[2]), in<T>(a.dy[0]), in<T>(a.dy[1]), in<T>(a.dy[2]), out<T>(a.dx[0]),
       out<T>(a.dx[1]), out<T>(a.dx[2]), in<T>(a.w), in<T>(a.bias), partial, a.seq_idx, d);
 }
@@ -369,8 +385,7 @@ cudaError_t causal_conv1d_forward_cuda(const CausalConv1dCudaArgs& a, cudaStream
 cudaError_t causal_conv1d_backward_cuda(const CausalConv1dCudaArgs& a, cudaStream_t s) {
   const int64_t C = total_channels(a);
   if (a.B == 0 || a.T == 0 || C == 0) return cudaSuccess;
-  const int tile = bwd_tile(static_cast<int>(a.K));
-  const int64_t R = a.B * ((a.T + tile - 1) / tile), n = (a.K + 1) * C;
+  const int64_t R = a.B * ((a.T + kBwdBlockRows - 1) / kBwdBlockRows), n = (a.K + 1) * C;
   float* partial = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), R * n * sizeof(float), s);
   if (err != cudaSuccess) return err;

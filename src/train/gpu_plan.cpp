@@ -80,8 +80,9 @@ std::string nodes_text(int nodes) {
 double mixer_saved_per_token(const ModelConfig& c, LayerKind kind, int64_t T) {
   const double t = static_cast<double>(T);
   switch (kind) {
-    case LayerKind::mamba:  // the in_proj output (z, x, B, C, dt), the scan output, the gated norm's rstd
-      return static_cast<double>(c.mamba_in_proj_dim() + c.mamba_d_inner() + c.n_groups) / t;
+    case LayerKind::mamba:  // the in_proj output (z, x, B, C, dt), the conv outputs (x, B, C), the scan
+                            // output, the gated norm's rstd
+      return static_cast<double>(c.mamba_in_proj_dim() + c.mamba_conv_dim() + c.mamba_d_inner() + c.n_groups) / t;
     case LayerKind::attention: {  // q, k, v, attention output, lse: per head
       const double hd = static_cast<double>(c.attn_head_dim());
       const double nq = static_cast<double>(c.num_attention_heads), nkv = static_cast<double>(c.num_key_value_heads);

@@ -120,6 +120,11 @@ NM_OP_CASES(causal_conv1d_cases) {
   c.push_back(std::make_unique<CausalConv1dCase>(2, 301, 36, 4, true, false,
                                                  PackedLayout{{127, 1, 2, 128, 43}, {1, 129, 3, 168}}));
   c.push_back(std::make_unique<CausalConv1dCase>(1, 150, 67, 4, true, false, PackedLayout{{61, 1, 1, 87}}));
+  // The CUDA backward streams 64 steps a thread and 512 a block: several blocks per sequence, a
+  // last span shorter than K-1, and packed boundaries on both sides of those edges.
+  c.push_back(std::make_unique<CausalConv1dCase>(2, 1090, 8, 4, true, false));
+  c.push_back(std::make_unique<CausalConv1dCase>(1, 1100, 8, 4, true, false, PackedLayout{{63, 1, 448, 2, 511, 75}}));
+  c.push_back(std::make_unique<CausalConv1dCase>(1, 577, 5, 3, false, false, PackedLayout{{64, 449, 64}}));
   // Parts: Mamba-like widths (vector path), an odd part (one channel per thread for all), one part,
   // several time blocks, packed rows.
   c.push_back(std::make_unique<CausalConv1dPartsCase>(2, 9, std::vector<int64_t>{8, 4, 4}, 4, true));

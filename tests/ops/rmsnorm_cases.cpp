@@ -65,6 +65,7 @@ NM_OP_CASES(rmsnorm_cases) {
   // (bf16 / f32), the last backward row block partial (kBwdRows = 32).
   c.push_back(std::make_unique<RmsNormCase>(70, 776, false));
   c.push_back(std::make_unique<RmsNormCase>(37, 2056, true));
+  c.push_back(std::make_unique<RmsNormCase>(19, 1536, true));  // 2 vectors a thread: rows in pairs, one left
   c.push_back(std::make_unique<RmsNormCase>(33, 8, true));
   return c;
 }
