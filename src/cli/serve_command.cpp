@@ -277,8 +277,13 @@ int run_serve(const ServeOptions& o) {
   std::string by_data_rank;  // under expert parallelism: how the generating requests were spread
   for (size_t d = 0; d < st.requests_by_data_rank.size(); ++d)
     by_data_rank += fmt::format("{}{}", d == 0 ? "; generating requests by data rank: " : ", ", st.requests_by_data_rank[d]);
+  // After an engine failure the line names it: the run is no clean stop (main() then ends every
+  // rank with the failure as its error line, which mpirun may print before or after this one).
+  const std::string stopped_by = engine_failed                  ? " by the engine failure"
+                                 : StopSignals::signal_number() ? " by " + StopSignals::requested().substr(9)
+                                                                : "";
   std::printf("stopped%s: served %lld requests (%lld cancelled), %lld prompt tokens, %lld generated tokens%s\n",
-              StopSignals::signal_number() ? (" by " + StopSignals::requested().substr(9)).c_str() : "",
+              stopped_by.c_str(),
               static_cast<long long>(st.requests), static_cast<long long>(st.cancelled),
               static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.generated_tokens), by_data_rank.c_str());
   std::fflush(stdout);

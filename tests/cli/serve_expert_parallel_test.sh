@@ -10,9 +10,10 @@
 # ranks, and with --scheduler-delay-factor); two streams on both data ranks whose clients leave
 # mid-stream (their text a prefix of the whole stream's; data rank 0 idle while rank 1 goes on).
 # The stop line counts each data rank's requests; SIGTERM ends every rank; `--run` passes the size
-# on; an engine failure on one rank (data rank 1, rank 0, a tensor rank) ends every rank within
-# seconds with its message, logged once (one process logs it once and keeps answering 500); layouts
-# that cannot run (a dense model among them) are one line naming the flags, exit 2.
+# on; an engine failure on one rank (data rank 1, rank 0, a tensor rank, rank 0 at TP 2) ends every
+# rank within seconds with its message, logged once, and no stop line reading like a clean stop
+# (one process logs it once and keeps answering 500); layouts that cannot run (a dense model among
+# them) are one line naming the flags, exit 2.
 # Usage: serve_expert_parallel_test.sh path/to/nemotron
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -141,6 +142,15 @@ engine_fails() {
     [[ $(grep -c "NEMOTRON_TEST_ENGINE_FAIL: rank $rank fails" "$TMP/server.log") -eq 1 ]] &&
     echo "ok: serve $name: rank $rank's engine failure ends every rank in $((SECONDS - t0)) s (exit $rc) with its message, once" ||
     fail "serve $name: rank $rank's failure: exit $rc, log: $(grep -v '^POST' "$TMP/server.log" | tail -4)"
+  # No line that reads like a clean stop: rank 0's stop line (when it gets to print one) names the
+  # failure, whichever side of the error line mpirun puts it.
+  if grep -qE '^stopped(:| by SIG)' "$TMP/server.log"; then
+    fail "serve $name: a failed run with a clean stop line: $(grep '^stopped' "$TMP/server.log")"
+  elif [[ $rank -eq 0 ]] && ! grep -q '^stopped by the engine failure: served ' "$TMP/server.log"; then
+    fail "serve $name: rank 0 failed and stopped the server, with no stop line naming the failure: $(grep -v '^POST' "$TMP/server.log" | tail -4)"
+  else
+    echo "ok: serve $name: no clean stop line ($(grep '^stopped' "$TMP/server.log" || echo 'no stop line'))"
+  fi
   if [[ $rank -eq 0 ]]; then
     [[ $code == 500 ]] && grep -q "NEMOTRON_TEST_ENGINE_FAIL: rank 0 fails" "$TMP/fail.body" &&
       echo "ok: serve $name: the client is answered 500 with the error" ||
@@ -168,6 +178,7 @@ fi
 engine_fails "EP 2, data rank 1 fails" 1 --expert-parallel-size 2
 engine_fails "EP 2, rank 0 fails" 0 --expert-parallel-size 2
 engine_fails "TP 2, tensor rank 1 fails" 1 --tensor-parallel-size 2
+engine_fails "TP 2, rank 0 fails" 0 --tensor-parallel-size 2
 SERVE_LAUNCH=()
 
 bad_layout "serve: EP not dividing the routed experts" 3 \
