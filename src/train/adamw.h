@@ -148,6 +148,9 @@ class AdamW {
   // until GradSlots points them at the slots.
   bool shards_grads() const;
   Tensor value_shard() const;
+  // Parameter k's piece of the value shard (1-D; undefined where it has none or values are not
+  // sharded), the elements state_range(k) names.
+  Tensor value_piece(size_t k) const;
   int64_t buffer_offset(size_t k) const;
   void take_value_pieces();
   // Collective: every parameter's full master (as without sharding) in param.master, for a
@@ -170,6 +173,7 @@ class AdamW {
   double counted_square_sum(Context& ctx, const ops::AdamWTensors& list, const std::vector<const model::Param*>& owners);
   std::vector<const model::Param*> owners(bool experts) const;  // the entries of list()/shard_list(), expert_list()
   void gather_values();
+  void take_deferred_masters();
   model::ParamStore* params_;
   AdamWConfig cfg_;
   std::vector<Tensor> m_, v_;
