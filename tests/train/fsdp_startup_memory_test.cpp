@@ -249,6 +249,22 @@ void build_fsdp_run(FsdpRun& r, const PretrainConfig& cfg) {
   ASSERT_NE(r.step->param_gather(), nullptr);
 }
 
+// Full parameter sharding's buffers (the outer unit, two layer slots) are allocated once the whole
+// values they replace are freed (ParamGather::point_values): building the step never holds both.
+// Before, the peak was the final holding + the whole values W; now at most the final holding +
+// W - the buffers B (the gradient slots are allocated while the whole values still exist).
+TEST(FsdpStartup, TheGatherBuffersNeverExistBesideTheWholeValues) {
+  const PretrainConfig cfg = deep_config();
+  FsdpRun r;
+  build_fsdp_run(r, cfg);
+  const ParamGather& g = *r.step->param_gather();
+  const size_t held = r.b.backend.bytes_in_use(), peak = r.b.backend.peak_bytes();
+  const size_t W = static_cast<size_t>(g.sharded_bytes()), B = static_cast<size_t>(g.buffer_bytes());
+  std::printf("held %zu B, peak %zu B; whole sharded values %zu B, gather buffers %zu B; bound %zu B\n", held, peak, W,
+              B, held + (W > B ? W - B : 0));
+  EXPECT_LE(peak, held + (W > B ? W - B : 0));
+}
+
 TEST(FsdpStartup, ALoadWritesOnlyTheRanksSlicesUnderFullSharding) {
   const PretrainConfig cfg = deep_config();
   const std::string dir = ::testing::TempDir() + "fsdp_startup_load";
