@@ -45,9 +45,9 @@ LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const 
     if (begin >= end) continue;
     // This rank's part under tensor parallelism, in the truth's dtype (float32 for bf16 weights).
     Tensor loaded = local_part(*p, set.load(p->name, to.dtype(*p)));
-    loaded = loaded.view({loaded.numel()}).slice(begin, end);
+    if (begin > 0 || end < loaded.numel()) loaded = loaded.view({loaded.numel()}).slice(begin, end);
     check_loaded_finite(loaded, source, p->name);
-    to.write(*p, loaded);
+    to.write(*p, loaded.view({loaded.numel()}));
   }
   LoadReport report;
   for (const std::string& name : set.names())
