@@ -93,7 +93,9 @@ int run_pretrain(const TrainingCommandOptions& o) {
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*groups), /*trainable=*/true,
                          /*defer_grads=*/cfg.ddp.shards_grads());
   net.init(cfg.seed);
-  net.params().create_masters();  // bf16 weights: float32 masters (a checkpoint load fills them)
+  // bf16 weights: float32 masters, made by the optimizer (only the rank's slices of them under the
+  // distributed optimizer and FSDP; a checkpoint load fills them).
+  net.params().defer_masters();
   // The model artifact's input: the data prep output holding the blend (none for mock tokens).
   std::vector<std::string> inputs;
   if (!d.mock && !d.per_split_data_args_path.empty()) inputs.push_back(d.per_split_data_args_path);

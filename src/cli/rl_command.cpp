@@ -137,7 +137,9 @@ int run_rl(const TrainingCommandOptions& o) {
   model::HybridModel net(cfg.model, *dev.backend, dev.dtype, model_shard(*opts.groups), /*trainable=*/true,
                          /*defer_grads=*/cfg.optimizer.fsdp != train::Fsdp::off);
   net.init(cfg.grpo.grpo.seed);
-  net.params().create_masters();  // bf16 weights: fp32 masters (the checkpoint load fills them)
+  // bf16 weights: fp32 masters, made by the optimizer (only the rank's slices of them under the
+  // distributed optimizer and FSDP; the checkpoint load fills them).
+  net.params().defer_masters();
   std::printf("device: %s\n", dev.describe().c_str());
   opts.start = start;
   opts.stop_requested = &StopSignals::requested;

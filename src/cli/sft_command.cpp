@@ -147,7 +147,7 @@ int run_sft(const TrainingCommandOptions& o) {
   // LoRA: adapters on the targeted projections, every base weight frozen (before the masters
   // and the optimizer exist, so neither holds anything for the base).
   if (cfg.peft) model::attach_lora(net.params(), *cfg.peft, cfg.seed, path);  // split like their weights
-  net.params().create_masters();
+  net.params().defer_masters();  // float32 masters: the optimizer makes them (sharded: only its slices)
   train::TrainerOptions topts =
       trainer_options(k.save, {cfg.dataset.dataset_root, resumes ? "" : k.pretrained_checkpoint});
   topts.groups = groups;

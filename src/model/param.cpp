@@ -96,12 +96,13 @@ void ParamStore::set_requires_grad(Param& p, bool requires_grad) {
     return;
   }
   if (!p.grad.defined()) p.grad = Tensor::zeros(p.value.shape(), grad_dtype(p.value.dtype()), *backend_);
-  if (masters_ && p.value.dtype() == DType::bf16 && !p.master.defined())
+  if (masters_ && !masters_deferred_ && p.value.dtype() == DType::bf16 && !p.master.defined())
     p.master = p.value.to_host(DType::f32).to(*backend_);
 }
 
 void ParamStore::create_masters() {
   masters_ = true;
+  masters_deferred_ = false;
   for (Param* p : order_)
     if (p->requires_grad && p->value.dtype() == DType::bf16 && !p->master.defined())
       p->master = p->value.to_host(DType::f32).to(*backend_);

@@ -130,6 +130,14 @@ class ParamStore {
   // Float32 masters for every bf16 value that requires a gradient (call once, after init or
   // load; no-op otherwise).
   void create_masters();
+  // Marks the store as one with float32 masters without making them: the optimizer that lays the
+  // state out makes them (train/adamw.h: whole ones without sharding, only the rank's slices
+  // under the distributed optimizer, from the values), so a rank of a sharded optimizer never
+  // holds the whole masters, start-up included. create_masters() makes them whole instead.
+  void defer_masters() { masters_ = masters_deferred_ = true; }
+  bool masters_deferred() const { return masters_deferred_; }
+  // What an optimizer calls once it took the deferred masters over (its own slices of them).
+  void masters_taken() { masters_deferred_ = false; }
   bool has_masters() const;
   int64_t numel() const;
   int64_t trainable_numel() const;  // of the parameters that require a gradient
@@ -161,7 +169,8 @@ class ParamStore {
   DType dtype_;
   bool trainable_ = true;
   bool defer_grads_ = false;
-  bool masters_ = false;  // create_masters() ran
+  bool masters_ = false;  // create_masters() or defer_masters() ran
+  bool masters_deferred_ = false;  // defer_masters() ran and no optimizer made them yet
   Tensor grad_buffer_;    // make_grads_contiguous()
   std::map<std::string, std::unique_ptr<Param>> by_name_;
   std::vector<Param*> order_;

@@ -26,7 +26,9 @@ void save_weights(const std::string& dir, const ParamStore& store, size_t max_sh
 }
 
 LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const std::string& source, bool strict,
-                        const ParamFilter& only) {
+                        const ParamFilter& only, const WeightSink* sink) {
+  const WeightSink whole;
+  const WeightSink& to = sink ? *sink : whole;
   std::set<std::string> wanted;
   for (Param* p : store.all()) {
     if (only && !only(*p)) continue;
@@ -39,11 +41,13 @@ LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const 
       throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the model expects {} (a checkpoint of another "
                                    "model shape?)",
                                    source, p->name, info.shape.str(), p->global_shape().str()));
-    Tensor& dst = p->truth();  // the float32 master when the compute copy is bf16
-    Tensor loaded = local_part(*p, set.load(p->name, dst.dtype()));  // this rank's part under tensor parallelism
+    const auto [begin, end] = to.range(*p);
+    if (begin >= end) continue;
+    // This rank's part under tensor parallelism, in the truth's dtype (float32 for bf16 weights).
+    Tensor loaded = local_part(*p, set.load(p->name, to.dtype(*p)));
+    if (begin > 0 || end < loaded.numel()) loaded = loaded.view({loaded.numel()}).slice(begin, end);
     check_loaded_finite(loaded, source, p->name);
-    dst.copy_from(loaded);
-    p->refresh_value();
+    to.write(*p, loaded.view({loaded.numel()}));
   }
   LoadReport report;
   for (const std::string& name : set.names())

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -22,6 +23,26 @@ std::vector<io::NamedTensor> named_weights(const ParamStore& store, const ParamF
 void save_weights(const std::string& dir, const ParamStore& store, size_t max_shard_bytes = size_t{4} << 30,
                   const ParamFilter& only = {});
 
+// Where a load puts each parameter's tensor. By default the whole truth (Param::truth(): the
+// float32 master of a bf16 value), then the value from it. An optimizer that shards the truth over
+// ranks passes its own (train/shard_weight_sink.h) that takes only the rank's part, so a load
+// never makes whole masters (or, under full parameter sharding, whole values) exist. The loaders
+// know nothing of ranks: a sink says which local elements it takes and in which dtype.
+class WeightSink {
+ public:
+  virtual ~WeightSink() = default;
+  // The dtype p's elements are read in.
+  virtual DType dtype(const Param& p) const { return p.truth().dtype(); }
+  // The flat elements [begin, end) of p's local value (row-major) the sink takes; empty: none
+  // (the tensor is still checked to exist with p's global shape).
+  virtual std::pair<int64_t, int64_t> range(const Param& p) const { return {0, p.value.numel()}; }
+  // `elements`: those elements, a 1-D host tensor in dtype(p).
+  virtual void write(Param& p, const Tensor& elements) const {
+    p.truth().copy_from(elements.view(p.truth().shape()));
+    p.refresh_value();
+  }
+};
+
 struct LoadReport {
   std::vector<std::string> unused;  // tensors in the checkpoint that the model does not have
 };
@@ -32,8 +53,10 @@ struct LoadReport {
 // Every tensor read is checked finite (a NaN weight is an InputError naming it, not a NaN loss
 // blamed on the learning rate several steps later).
 // With `only`, the other parameters are left as they are and their tensors count as unused.
+// `sink` (null: the whole truth) receives what is read; the file's tensor is read whole, one at a
+// time, and the sink's range of it passed on.
 LoadReport load_weights(const io::SafetensorsSet& set, ParamStore& store, const std::string& source, bool strict = true,
-                        const ParamFilter& only = {});
+                        const ParamFilter& only = {}, const WeightSink* sink = nullptr);
 
 // InputError "<source>: tensor "<name>" [shape] holds non-finite values (...)" unless every value
 // of the host tensor `host` is finite.

@@ -17,6 +17,7 @@
 #include "rl/rollout_exchange.h"
 #include "train/checkpoint.h"
 #include "train/optimizer_bytes.h"
+#include "train/shard_weight_sink.h"
 #include "train/train_loop_config.h"
 
 namespace nemotron::rl {
@@ -199,14 +200,12 @@ std::vector<const RlPrompt*> GrpoTrainer::next_prompts(int64_t P) {
 }
 
 void GrpoTrainer::load_weights(const std::string& dir) {
-  // Collective under the distributed optimizer and FSDP: the load writes whole float32 masters
-  // and (full parameter sharding) whole values, of which each rank then keeps its range.
-  train::ParamGather* gather = step_runner_.param_gather();
-  opt_.unshard_masters();
-  if (gather) gather->unshard();
-  train::load_checkpoint_weights(dir, net_.params());
-  opt_.shard_masters();
-  if (gather) gather->reshard();
+  // Distributed optimizer and FSDP: each rank writes only the part of the truth it keeps (no whole
+  // float32 masters; under full parameter sharding only its range of the values is read), then
+  // the values held whole are gathered again (collective).
+  const train::ShardWeightSink sink(opt_, net_.params());
+  train::load_checkpoint_weights(dir, net_.params(), "", &sink);
+  if (train::ParamGather* gather = step_runner_.param_gather()) gather->refresh();
 }
 
 void GrpoTrainer::restore() {

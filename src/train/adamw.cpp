@@ -74,6 +74,7 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
   v_.resize(params.all().size());
   if (!shard_over || shard_over->size() == 1) {
     params.allocate_grads();  // a store that deferred them (ParamStore's defer_grads)
+    if (params.masters_deferred()) params.create_masters();  // ... or its masters: whole here
     ensure_moments();
     return;
   }
@@ -118,6 +119,7 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
     const model::Param& p = *all[k];
     if (!p.requires_grad) continue;
     if (p.is_expert()) {  // whole on its rank (see the header)
+      if (params.masters_deferred() && p.value.dtype() == DType::bf16) all[k]->master = p.value.to_host(DType::f32).to(be);
       m_[k] = Tensor::zeros(p.value.shape(), p.grad.dtype(), p.grad.backend());
       v_[k] = Tensor::zeros(p.value.shape(), p.grad.dtype(), p.grad.backend());
       continue;
@@ -149,7 +151,24 @@ AdamW::AdamW(model::ParamStore& params, AdamWConfig cfg, parallel::Communicator*
   sh->by_layer = by_layer;
   shard_ = std::move(sh);
   shard_masters();
+  take_deferred_masters();
   take_value_pieces();
+}
+
+// The rank's slices of deferred masters (ParamStore::defer_masters), one piece at a time from the
+// values: the same float32 values create_masters() would give, without the whole ones existing.
+void AdamW::take_deferred_masters() {
+  if (!params_->masters_deferred()) return;
+  params_->masters_taken();
+  if (params_->dtype() != DType::bf16) return;  // full precision: the values are the truth
+  Shard& sh = *shard_;
+  NM_CHECK(!sh.master.defined(), "AdamW: masters both deferred and made");
+  sh.master = Tensor::zeros({sh.size}, DType::f32, params_->backend());
+  const auto& all = params_->all();
+  for (const Shard::Piece& pc : sh.pieces)
+    sh.master.slice(pc.at, pc.at + pc.length)
+        .copy_from(flat(all[pc.param]->value).slice(pc.begin, pc.begin + pc.length).to_host(DType::f32));
+  list_.reset();
 }
 
 bool AdamW::shards_values() const { return shard_ && shard_->value.defined(); }
@@ -364,8 +383,9 @@ Tensor AdamW::master_piece(size_t k) const {
   return shard_->master.slice(pc.at, pc.at + pc.length);
 }
 
-Tensor AdamW::truth_piece(size_t k) const {
-  if (shards_masters()) return master_piece(k);
+Tensor AdamW::truth_piece(size_t k) const { return shards_masters() ? master_piece(k) : value_piece(k); }
+
+Tensor AdamW::value_piece(size_t k) const {
   if (!shards_values() || shard_->piece_of[k] < 0) return Tensor();
   const Shard::Piece& pc = shard_->pieces[static_cast<size_t>(shard_->piece_of[k])];
   return shard_->value.slice(pc.at, pc.at + pc.length);

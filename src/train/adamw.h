@@ -21,8 +21,11 @@
 // correction bias, which the balancer updates identically on every rank) have no gradient, so
 // they are in no range: replicated, as without sharding. A multi-rank checkpoint is sharded
 // (train/sharded_checkpoint.h): each rank writes its pieces (state_range(), master_piece()) and
-// loads the ranges it owns; from a single-file checkpoint set_moments() and shard_masters() take
-// each rank's range of the full tensors. So any D loads any other.
+// loads the ranges it owns; from a single-file checkpoint set_moments() takes each rank's range of
+// the full moments, and a load of weights writes only the rank's pieces of the masters
+// (train/shard_weight_sink.h). So any D loads any other. A store whose masters are deferred
+// (ParamStore::defer_masters, as the training commands build it) gets only the rank's slices of
+// them, made from the values here: the whole masters never exist on a rank.
 //
 // Gradient sharding (Fsdp::grads, Megatron FSDP's optim_grads): the same layout cut into one
 // bucket per trunk layer (grad_buckets' by_layer; every parameter 64 D aligned so each layer's
@@ -36,7 +39,7 @@
 // fourth S-element buffer (value_shard()) that the update writes instead of the parameters'
 // values; nothing is all-gathered after the update: train/param_gather.h gathers each layer's
 // values where the model reads them, when it needs them. take_value_pieces() fills the buffer
-// from whole values (construction, a load).
+// from whole values (construction); a load writes the rank's range into it directly.
 //
 // Expert parallelism: the experts a rank holds (model::Param::is_expert) are not the other
 // ranks'; their gradients live outside the flat buffer (summed over the expert-data group), so
@@ -148,11 +151,14 @@ class AdamW {
   // until GradSlots points them at the slots.
   bool shards_grads() const;
   Tensor value_shard() const;
+  // Parameter k's piece of the value shard (1-D; undefined where it has none or values are not
+  // sharded), the elements state_range(k) names.
+  Tensor value_piece(size_t k) const;
   int64_t buffer_offset(size_t k) const;
   void take_value_pieces();
-  // Collective: every parameter's full master (as without sharding) in param.master, for a
-  // load of weights into them (load_weights writes the truth); shard_masters() takes the ranges
-  // back and drops the full ones. shard_masters() also adopts masters made after construction.
+  // Collective: every parameter's full master (as without sharding) in param.master (what a load
+  // wrote into before train/shard_weight_sink.h; tests compare against it); shard_masters() takes
+  // the ranges back and drops the full ones. shard_masters() also adopts masters made after construction.
   void unshard_masters();
   void shard_masters();
   // Collective: the full masters and moments on the data group's rank `root` (host tensors; what
@@ -170,6 +176,7 @@ class AdamW {
   double counted_square_sum(Context& ctx, const ops::AdamWTensors& list, const std::vector<const model::Param*>& owners);
   std::vector<const model::Param*> owners(bool experts) const;  // the entries of list()/shard_list(), expert_list()
   void gather_values();
+  void take_deferred_masters();
   model::ParamStore* params_;
   AdamWConfig cfg_;
   std::vector<Tensor> m_, v_;

@@ -262,27 +262,27 @@ struct WeightFiles {
     }
   }
   std::vector<std::string> names() const { return set ? set->names() : pieces->names("model"); }
-  void load(model::ParamStore& params, const model::ParamFilter& only = {}) const {
-    if (set) model::load_weights(*set, params, source, /*strict=*/true, only);
-    else load_sharded_weights(*pieces, params, source, only);
+  void load(model::ParamStore& params, const model::ParamFilter& only, const model::WeightSink* sink) const {
+    if (set) model::load_weights(*set, params, source, /*strict=*/true, only, sink);
+    else load_sharded_weights(*pieces, params, source, only, sink);
   }
 };
 
 }  // namespace
 
 void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params,
-                             const std::string& base_checkpoint) {
+                             const std::string& base_checkpoint, const model::WeightSink* sink) {
   const WeightFiles here(iter_dir);
-  if (!model::has_lora(params)) return here.load(params);
+  if (!model::has_lora(params)) return here.load(params, {}, sink);
   bool adapters_here = false;
   for (const std::string& name : here.names()) adapters_here = adapters_here || model::is_lora_param(name);
-  if (!adapters_here) return here.load(params, model::is_base);  // the pretrained model: adapters keep their init
+  if (!adapters_here) return here.load(params, model::is_base, sink);  // the pretrained model: adapters keep their init
   if (base_checkpoint.empty())
     throw InputError(fmt::format("{}: a LoRA checkpoint (adapters only); its base weights come from "
                                  "checkpoint.pretrained_checkpoint, which is not set",
                                  here.source));
-  WeightFiles(resolve_checkpoint_dir(base_checkpoint, true)).load(params, model::is_base);
-  here.load(params, model::is_lora);
+  WeightFiles(resolve_checkpoint_dir(base_checkpoint, true)).load(params, model::is_base, sink);
+  here.load(params, model::is_lora, sink);
 }
 
 void load_checkpoint_optimizer(const std::string& iter_dir, AdamW& opt, const model::ParamStore& params,

@@ -31,6 +31,7 @@
 
 #include "model/model_config.h"
 #include "model/param.h"
+#include "model/weights_io.h"
 #include "train/adamw.h"
 
 namespace nemotron::train {
@@ -107,8 +108,10 @@ TrainState read_train_state(const std::string& iter_dir);
 // model) the base weights load and the adapters keep their init; from a LoRA checkpoint (the
 // adapters only, as save_checkpoint writes them) the adapters load and the base weights come
 // from `base_checkpoint` (checkpoint.pretrained_checkpoint; an InputError when empty).
+// `sink` (null: each parameter's whole truth): where what is read goes; a sharded optimizer's
+// (train/shard_weight_sink.h) keeps only the rank's part.
 void load_checkpoint_weights(const std::string& iter_dir, model::ParamStore& params,
-                             const std::string& base_checkpoint = "");
+                             const std::string& base_checkpoint = "", const model::WeightSink* sink = nullptr);
 // When iter_dir holds the config.yaml of the run that wrote it: InputError naming the checkpoint,
 // the first model key that differs from `want` and both values (a model of another shape or
 // kind; training-only keys such as recompute_granularity do not count). Without config.yaml

@@ -32,7 +32,7 @@ GradSlots::GradSlots(model::HybridModel& net, AdamW& opt, parallel::Communicator
   const std::vector<GradBucket>& buckets = opt.shard_buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const Tensor d = units_.where(buckets, b, slot_buf_, outer_);
-    for (size_t k : units_.params_of[b]) all[k]->grad = units_.param_view(opt, *all[k], k, b, d);
+    for (size_t k : units_.params_of[b]) all[k]->grad = units_.param_view(opt, all[k]->value.shape(), k, b, d);
     trunk_buckets_ += units_.layer_of[b] >= 0 ? 1 : 0;
   }
   hook_ = [this](int64_t layer) { after_layer(layer); };

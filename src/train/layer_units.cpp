@@ -51,10 +51,10 @@ Tensor LayerUnits::where(const std::vector<GradBucket>& buckets, size_t b, const
   return outer.slice(outer_at[b], outer_at[b] + n);
 }
 
-Tensor LayerUnits::param_view(const AdamW& opt, const model::Param& p, size_t k, size_t b,
+Tensor LayerUnits::param_view(const AdamW& opt, const Shape& shape, size_t k, size_t b,
                               const Tensor& bucket_view) const {
   const int64_t at = opt.buffer_offset(k) - opt.shard_buckets()[b].begin;
-  return bucket_view.slice(at, at + p.value.numel()).view(p.value.shape());
+  return bucket_view.slice(at, at + shape.numel()).view(shape);
 }
 
 }  // namespace nemotron::train

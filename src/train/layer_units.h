@@ -26,8 +26,9 @@ struct LayerUnits {
   // Where bucket b's whole elements live: slot[layer % 2]'s first ones, or its place in `outer`.
   Tensor where(const std::vector<GradBucket>& buckets, size_t b, const std::array<Tensor, 2>& slots,
                const Tensor& outer) const;
-  // Parameter k's elements inside `bucket_view` (what where() returned for its bucket), shaped.
-  Tensor param_view(const AdamW& opt, const model::Param& p, size_t k, size_t b, const Tensor& bucket_view) const;
+  // Parameter k's elements inside `bucket_view` (what where() returned for its bucket), in `shape`
+  // (its value's).
+  Tensor param_view(const AdamW& opt, const Shape& shape, size_t k, size_t b, const Tensor& bucket_view) const;
 };
 
 // The units of `opt`'s buckets (sharded, cut by layer) over the store it was built on; a bucket

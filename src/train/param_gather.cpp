@@ -21,19 +21,25 @@ ParamGather::~ParamGather() { net_.set_trunk_observer(nullptr); }
 
 Tensor ParamGather::dest(size_t b) const { return units_.where(opt_.shard_buckets(), b, slot_buf_, outer_); }
 
-// Every sharded value becomes a view of its bucket's destination; the whole tensors it replaces
-// are freed (nothing else holds them: blocks keep Param pointers).
+// Every sharded value becomes a view of its bucket's destination. The whole tensors it replaces
+// are freed first (nothing else holds them: blocks keep Param pointers; the rank's slices are in
+// the value shard already), so the whole weights and the buffers never exist at once.
 void ParamGather::point_values() {
+  const auto& all = net_.params().all();
+  const std::vector<GradBucket>& buckets = opt_.shard_buckets();
+  std::vector<Shape> shapes(all.size());
+  for (size_t b = 0; b < buckets.size(); ++b)
+    for (size_t k : units_.params_of[b]) shapes[k] = all[k]->value.shape(), all[k]->value = Tensor();
+  outer_ = Tensor();
+  for (Tensor& s : slot_buf_) s = Tensor();
   Backend& be = net_.params().backend();
   const DType dt = net_.params().dtype();
   outer_ = Tensor::empty({std::max<int64_t>(units_.outer_elements, 1)}, dt, be);
   for (Tensor& s : slot_buf_) s = Tensor::empty({std::max<int64_t>(units_.slot_elements, 1)}, dt, be);
   slot_ = {};
-  const auto& all = net_.params().all();
-  const std::vector<GradBucket>& buckets = opt_.shard_buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const Tensor d = dest(b);
-    for (size_t k : units_.params_of[b]) all[k]->value = units_.param_view(opt_, *all[k], k, b, d);
+    for (size_t k : units_.params_of[b]) all[k]->value = units_.param_view(opt_, shapes[k], k, b, d);
   }
 }
 

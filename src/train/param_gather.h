@@ -47,7 +47,9 @@ class ParamGather {
     for (Slot& s : slot_) s.in_flight = false;
   }
   // Collective: every sharded parameter gets a whole value of its own again (what a checkpoint
-  // load writes into); reshard() takes the rank's slices of them and goes back to the buffers.
+  // load wrote into before train/shard_weight_sink.h, which writes the value shard and calls
+  // refresh(); tests compare against it); reshard() takes the rank's slices of them and goes back
+  // to the buffers.
   void unshard();
   void reshard();
   // Collective: `to`, a store of the same model at the same shard (parameters in the same order,

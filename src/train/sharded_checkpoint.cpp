@@ -184,18 +184,30 @@ std::string save_sharded_checkpoint(const std::string& save_dir, const Checkpoin
 }
 
 void load_sharded_weights(const io::PieceSet& pieces, model::ParamStore& params, const std::string& source,
-                          const model::ParamFilter& only) {
+                          const model::ParamFilter& only, const model::WeightSink* sink) {
+  const model::WeightSink whole;
+  const model::WeightSink& to = sink ? *sink : whole;
   std::set<std::string> wanted;
   bool holds_experts = false;
   for (model::Param* p : params.all()) {
     holds_experts = holds_experts || p->is_expert();
     if (only && !only(*p)) continue;
     wanted.insert(p->name);
-    Tensor& dst = p->truth();  // the float32 master when the compute copy is bf16
-    const Tensor box = read_boxes(pieces, p->name, *p, dst.dtype());
-    model::check_loaded_finite(box, source, p->name);
-    dst.copy_from(box.view(dst.shape()));
-    p->refresh_value();
+    const auto [begin, end] = to.range(*p);
+    if (begin >= end) {  // nothing of it here; still a tensor of the checkpoint, of p's global shape
+      if (!pieces.contains(p->name))
+        throw InputError(fmt::format("{}: missing tensor \"{}\" (shape {}) that the model needs", source, p->name,
+                                     p->global_shape().str()));
+      if (pieces.global_shape(p->name) != p->global_shape())
+        throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the model expects {} (a checkpoint of another "
+                                     "model shape?)",
+                                     source, p->name, pieces.global_shape(p->name).str(), p->global_shape().str()));
+      continue;
+    }
+    // Only the sink's elements are read: the rank's range under full parameter sharding.
+    const Tensor elements = read_boxes(pieces, p->name, *p, to.dtype(*p), begin, end);
+    model::check_loaded_finite(elements, source, p->name);
+    to.write(*p, elements.view({end - begin}));
   }
   for (const std::string& name : pieces.names("model")) {
     if (wanted.count(name)) continue;

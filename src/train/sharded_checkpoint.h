@@ -42,9 +42,10 @@ std::string save_sharded_checkpoint(const std::string& save_dir, const Checkpoin
 // elements, another global shape or a non-finite value are an InputError naming the tensor.
 // Strict: a tensor of the checkpoint that no parameter takes is an error, except a routed
 // expert's (replicas expert_data) when the store holds routed experts (another rank's, under
-// expert parallelism).
+// expert parallelism). `sink` (null: the whole truth) says which elements of each parameter
+// are read and where they go (model/weights_io.h).
 void load_sharded_weights(const io::PieceSet& pieces, model::ParamStore& params, const std::string& source,
-                          const model::ParamFilter& only = {});
+                          const model::ParamFilter& only = {}, const model::WeightSink* sink = nullptr);
 // Fills the moments `opt` holds (AdamW::state_range of each parameter) from a sharded iteration.
 void load_sharded_optimizer(const io::PieceSet& pieces, AdamW& opt, const model::ParamStore& params,
                             const std::string& source);

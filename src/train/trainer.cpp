@@ -11,6 +11,7 @@
 #include "model/lora.h"
 #include "model/model_info.h"
 #include "train/compute_device.h"
+#include "train/shard_weight_sink.h"
 
 namespace nemotron::train {
 
@@ -123,12 +124,11 @@ void Trainer::restore_from_config() {
 
 void Trainer::restore(const std::string& path, bool finetune) {
   const std::string dir = resolve_checkpoint_dir(path, finetune);
-  opt_.unshard_masters();  // distributed optimizer: the load writes full float32 masters (collective)
-  ParamGather* gather = step_.param_gather();
-  if (gather) gather->unshard();  // full parameter sharding: and whole values, briefly
-  load_checkpoint_weights(dir, net_.params(), cfg_.checkpoint.pretrained_checkpoint);
-  opt_.shard_masters();    // ... of which each rank keeps its range
-  if (gather) gather->reshard();
+  // Distributed optimizer and FSDP: each rank writes only the part of the truth it keeps (no whole
+  // float32 masters; under full parameter sharding only its range of the values is read).
+  const ShardWeightSink sink(opt_, net_.params());
+  load_checkpoint_weights(dir, net_.params(), cfg_.checkpoint.pretrained_checkpoint, &sink);
+  if (ParamGather* gather = step_.param_gather()) gather->refresh();  // collective: the outer unit
   resumed_from_ = dir;
   if (finetune) {
     loop_.set_iteration(0), consumed_samples_ = 0, finetuned_ = true;

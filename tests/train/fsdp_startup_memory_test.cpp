@@ -12,7 +12,13 @@
 #include <atomic>
 #include <cstdio>
 
+#include <filesystem>
+
 #include "model/hybrid_model.h"
+#include "model/weights_io.h"
+#include "train/checkpoint.h"
+#include "train/param_gather.h"
+#include "train/shard_weight_sink.h"
 #include "train/batch_source.h"
 #include "train/grad_slots.h"
 #include "train/loss.h"
@@ -46,6 +52,7 @@ class CountingBackend final : public Backend {
   void synchronize() override {}
   size_t bytes_in_use() const override { return in_use_; }
   size_t peak_bytes() const override { return peak_; }
+  void reset_peak() { peak_ = in_use_; }
 
  private:
   size_t in_use_ = 0, peak_ = 0;
@@ -150,6 +157,165 @@ TEST(FsdpStartup, ADeferredStoreGetsItsGradientsFromAnyOptimizer) {
     if (p->requires_grad) {
       EXPECT_TRUE(sharded.params().in_grad_buffer(*p)) << p->name;
     }
+}
+
+// The float32 masters of a bf16 model under the distributed optimizer and both FSDP strategies
+// exist only as the rank's slices, start-up included: with the masters deferred
+// (ParamStore::defer_masters, as the training commands build the model) the peak over building the
+// model and the optimizer is what the rank then holds; whole masters made before the optimizer
+// (create_masters, every start-up before) add a transient of 4 B per trainable parameter. The
+// slices hold the same float32 values either way.
+struct MasterStartup {
+  CountingBackend backend;
+  std::unique_ptr<model::HybridModel> net;
+  std::unique_ptr<AdamW> opt;
+  size_t peak = 0, held = 0;
+};
+
+void build_bf16(MasterStartup& b, const PretrainConfig& cfg, Fsdp fsdp, bool defer, parallel::Communicator& pair) {
+  b.net = std::make_unique<model::HybridModel>(cfg.model, b.backend, DType::bf16, model::ModelShard{}, true,
+                                               fsdp != Fsdp::off);
+  b.net->init(7);
+  if (defer) b.net->params().defer_masters();
+  else b.net->params().create_masters();
+  b.opt = std::make_unique<AdamW>(b.net->params(), AdamWConfig{}, &pair, nullptr, nullptr, kDefaultGradBucketElements,
+                                  fsdp);
+  b.peak = b.backend.peak_bytes();
+  b.held = b.backend.bytes_in_use();
+}
+
+TEST(FsdpStartup, TheWholeMastersNeverExistUnderAnySharding) {
+  const PretrainConfig cfg = deep_config();
+  for (const Fsdp fsdp : {Fsdp::off, Fsdp::grads, Fsdp::grads_params}) {
+    testing::MirrorPair p1, p2;
+    MasterStartup lazy, eager;
+    build_bf16(lazy, cfg, fsdp, true, p1);
+    build_bf16(eager, cfg, fsdp, false, p2);
+    const size_t whole_masters = static_cast<size_t>(lazy.net->params().trainable_numel()) * 4;
+    std::printf("fsdp %d: whole masters %zu B; peak %zu B deferred (holds %zu B), %zu B made whole first (holds %zu B)\n",
+                static_cast<int>(fsdp), whole_masters, lazy.peak, lazy.held, eager.peak, eager.held);
+    EXPECT_TRUE(lazy.opt->shards_masters());
+    EXPECT_FALSE(lazy.net->params().masters_deferred());
+    EXPECT_EQ(lazy.held, eager.held);
+    EXPECT_EQ(lazy.peak, lazy.held) << "a transient beyond what the rank keeps";
+    EXPECT_GE(eager.peak, eager.held + whole_masters);  // what the check tells apart
+    for (const model::Param* p : lazy.net->params().all()) EXPECT_FALSE(p->master.defined()) << p->name;
+    for (size_t k = 0; k < lazy.net->params().all().size(); ++k) {
+      const Tensor a = lazy.opt->master_piece(k), b = eager.opt->master_piece(k);
+      ASSERT_EQ(a.defined(), b.defined()) << k;
+      if (a.defined()) {
+        EXPECT_EQ(a.to_f64_vector(), b.to_f64_vector()) << lazy.net->params().all()[k]->name;
+      }
+    }
+  }
+}
+
+// Without sharding the deferred masters are made whole by the optimizer: what create_masters()
+// gives.
+TEST(FsdpStartup, DeferredMastersAreWholeWithoutSharding) {
+  const PretrainConfig cfg = deep_config();
+  model::HybridModel a(cfg.model, host_backend(), DType::bf16), b(cfg.model, host_backend(), DType::bf16);
+  a.init(7), b.init(7);
+  a.params().defer_masters();
+  b.params().create_masters();
+  for (const model::Param* p : a.params().all()) EXPECT_FALSE(p->master.defined()) << p->name;
+  AdamW oa(a.params(), {}), ob(b.params(), {});
+  for (const model::Param* p : b.params().all()) {
+    const model::Param& q = a.params().get(p->name);
+    ASSERT_EQ(q.master.defined(), p->master.defined()) << p->name;
+    if (p->master.defined()) {
+      EXPECT_EQ(q.master.to_f64_vector(), p->master.to_f64_vector()) << p->name;
+    }
+  }
+}
+
+// A checkpoint load under full parameter sharding writes only the rank's slices
+// (train/shard_weight_sink.h): it allocates nothing on the model's device, where the load before
+// (whole masters and values gathered, loaded, sharded back) allocated both whole; the slices and
+// the gathered outer unit equal that load's bit for bit.
+struct FsdpRun {
+  testing::MirrorPair pair;
+  MasterStartup b;
+  std::unique_ptr<TrainStep> step;
+};
+
+void build_fsdp_run(FsdpRun& r, const PretrainConfig& cfg) {
+  build_bf16(r.b, cfg, Fsdp::grads_params, true, r.pair);
+  auto g = std::make_shared<parallel::ProcessGroups>();
+  auto pair = std::shared_ptr<parallel::Communicator>(&r.pair, [](parallel::Communicator*) {});
+  g->world = g->data = g->data_context = g->expert = g->expert_data = pair;
+  g->tensor = g->context = std::make_shared<parallel::SelfCommunicator>();
+  r.step = std::make_unique<TrainStep>(*r.b.net, *r.b.opt, StepConfig{1.0, cfg.moe, cfg.seed, g, 2000});
+  ASSERT_NE(r.step->param_gather(), nullptr);
+}
+
+// Full parameter sharding's buffers (the outer unit, two layer slots) are allocated once the whole
+// values they replace are freed (ParamGather::point_values): building the step never holds both.
+// Before, the peak was the final holding + the whole values W; now at most the final holding +
+// W - the buffers B (the gradient slots are allocated while the whole values still exist).
+TEST(FsdpStartup, TheGatherBuffersNeverExistBesideTheWholeValues) {
+  const PretrainConfig cfg = deep_config();
+  FsdpRun r;
+  build_fsdp_run(r, cfg);
+  const ParamGather& g = *r.step->param_gather();
+  const size_t held = r.b.backend.bytes_in_use(), peak = r.b.backend.peak_bytes();
+  const size_t W = static_cast<size_t>(g.sharded_bytes()), B = static_cast<size_t>(g.buffer_bytes());
+  std::printf("held %zu B, peak %zu B; whole sharded values %zu B, gather buffers %zu B; bound %zu B\n", held, peak, W,
+              B, held + (W > B ? W - B : 0));
+  EXPECT_LE(peak, held + (W > B ? W - B : 0));
+}
+
+TEST(FsdpStartup, ALoadWritesOnlyTheRanksSlicesUnderFullSharding) {
+  const PretrainConfig cfg = deep_config();
+  const std::string dir = ::testing::TempDir() + "fsdp_startup_load";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {  // the checkpoint: other weights (another seed), float32 masters as a run saves them
+    model::HybridModel src(cfg.model, host_backend(), DType::bf16);
+    src.init(11);
+    src.params().create_masters();
+    model::save_weights(dir, src.params());
+  }
+  FsdpRun now, before;
+  build_fsdp_run(now, cfg);
+  build_fsdp_run(before, cfg);
+  const size_t whole_masters = static_cast<size_t>(now.b.net->params().trainable_numel()) * 4;
+
+  now.b.backend.reset_peak();
+  const size_t held = now.b.backend.bytes_in_use();
+  const ShardWeightSink sink(*now.b.opt, now.b.net->params());
+  load_checkpoint_weights(dir, now.b.net->params(), "", &sink);
+  now.step->param_gather()->refresh();
+  const size_t load_peak = now.b.backend.peak_bytes() - held;
+
+  before.b.backend.reset_peak();
+  const size_t held_before = before.b.backend.bytes_in_use();
+  before.b.opt->unshard_masters();
+  before.step->param_gather()->unshard();
+  load_checkpoint_weights(dir, before.b.net->params());
+  before.b.opt->shard_masters();
+  before.step->param_gather()->reshard();
+  const size_t load_peak_before = before.b.backend.peak_bytes() - held_before;
+  std::printf("load under optim_grads_params: %zu B beyond what the rank holds (the whole-tensor load: %zu B; whole "
+              "masters %zu B)\n",
+              load_peak, load_peak_before, whole_masters);
+  EXPECT_EQ(load_peak, 0u);
+  EXPECT_GE(load_peak_before, whole_masters);  // what the check tells apart
+  EXPECT_EQ(now.b.backend.bytes_in_use(), held);
+
+  EXPECT_EQ(now.b.opt->value_shard().to_f64_vector(), before.b.opt->value_shard().to_f64_vector());
+  const auto& all = now.b.net->params().all();
+  for (size_t k = 0; k < all.size(); ++k) {
+    const Tensor a = now.b.opt->master_piece(k), b = before.b.opt->master_piece(k);
+    ASSERT_EQ(a.defined(), b.defined()) << all[k]->name;
+    if (a.defined()) {
+      EXPECT_EQ(a.to_f64_vector(), b.to_f64_vector()) << all[k]->name;
+    }
+    if (all[k]->trunk_layer < 0) {  // the outer unit: gathered whole after the load
+      EXPECT_EQ(all[k]->value.to_f64_vector(), before.b.net->params().all()[k]->value.to_f64_vector()) << all[k]->name;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

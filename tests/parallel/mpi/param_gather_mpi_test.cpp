@@ -7,14 +7,24 @@
 // and again once the slots hold the last two layers. (After
 // an update: cli.data_parallel's GRPO under FSDP, whose second step's rollouts equal one
 // process's.) Only non-fatal EXPECTs.
+// Start-up without whole masters: a bf16 model whose masters are deferred (ParamStore::
+// defer_masters) holds, under the distributed optimizer and both FSDP strategies, the slices of
+// the masters create_masters() would give, and a load through ShardWeightSink (each rank writes
+// only what it keeps) leaves masters and values equal to a one-process load's.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
 
 #include "mpi_gtest_main.h"
 
 #include "model/block_configs.h"
 #include "model/hybrid_model.h"
+#include "model/weights_io.h"
 #include "parallel/mpi_communicator.h"
+#include "train/checkpoint.h"
 #include "train/param_gather.h"
+#include "train/shard_weight_sink.h"
 
 namespace nemotron::train {
 namespace {
@@ -55,6 +65,76 @@ void check(DType dt) {
   model::HybridModel again(cfg, host_backend(), dt, {}, /*trainable=*/false);
   EXPECT_EQ(gather.copy_whole_to(again.params()), bytes);
   expect_same_values(again, want, "(second copy)");
+}
+
+// The float32 masters `opt` shards, gathered whole on every rank's host, against `want`'s.
+void expect_same_masters(const AdamW& opt, model::HybridModel& got, model::HybridModel& want, const std::string& when) {
+  for (int root = 0; root < world().size(); ++root) {  // collective: every rank checks in turn
+    const std::shared_ptr<const FullOptimizerState> st = opt.gather_state(root);
+    if (root != world().rank()) continue;
+    ASSERT_TRUE(st);
+    const auto& all = got.params().all();
+    for (size_t k = 0; k < all.size(); ++k) {
+      const model::Param& w = want.params().get(all[k]->name);
+      if (!w.master.defined()) continue;
+      ASSERT_TRUE(st->masters[k].defined()) << all[k]->name << " " << when;
+      EXPECT_EQ(st->masters[k].to_f64_vector(), w.master.to_f64_vector()) << all[k]->name << " " << when;
+    }
+  }
+}
+
+void check_deferred_masters_and_load(Fsdp fsdp) {
+  const model::ModelConfig cfg = testing::hybrid_config("M*-E");
+  const int R = world().size();
+  const std::string dir = ::testing::TempDir() + "nemotron_param_gather_mpi_np" + std::to_string(R) + "_" +
+                          std::to_string(static_cast<int>(fsdp));
+  if (world().rank() == 0) {  // a checkpoint of other weights (another seed), float32 masters
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    model::HybridModel src(cfg, host_backend(), DType::bf16);
+    src.init(9);
+    src.params().create_masters();
+    model::save_weights(dir, src.params());
+  }
+  world().barrier();
+
+  model::HybridModel net(cfg, host_backend(), DType::bf16, {}, true, /*defer_grads=*/fsdp != Fsdp::off);
+  model::HybridModel init(cfg, host_backend(), DType::bf16), loaded(cfg, host_backend(), DType::bf16);
+  net.init(5), init.init(5), loaded.init(5);
+  net.params().defer_masters();
+  init.params().create_masters(), loaded.params().create_masters();
+  load_checkpoint_weights(dir, loaded.params());  // the one-process load
+  AdamW opt(net.params(), AdamWConfig{}, &world(), nullptr, nullptr, kDefaultGradBucketElements, fsdp);
+  std::unique_ptr<ParamGather> gather;
+  if (fsdp == Fsdp::grads_params) gather = std::make_unique<ParamGather>(net, opt, world());
+  EXPECT_TRUE(opt.shards_masters());
+  for (const model::Param* p : net.params().all()) EXPECT_FALSE(p->master.defined()) << p->name;
+  expect_same_masters(opt, net, init, "(start-up)");
+
+  const ShardWeightSink sink(opt, net.params());
+  load_checkpoint_weights(dir, net.params(), "", &sink);
+  if (gather) gather->refresh();
+  for (const model::Param* p : net.params().all()) EXPECT_FALSE(p->master.defined()) << p->name << " (loaded)";
+  expect_same_masters(opt, net, loaded, "(loaded)");
+  if (gather) {
+    model::HybridModel copy(cfg, host_backend(), DType::bf16, {}, /*trainable=*/false);
+    gather->copy_whole_to(copy.params());
+    expect_same_values(copy, loaded, "(loaded, gathered)");
+  } else {
+    expect_same_values(net, loaded, "(loaded)");
+  }
+  world().barrier();
+  if (world().rank() == 0) std::filesystem::remove_all(dir);
+}
+
+TEST(ParamGather, deferred_masters_and_a_sharded_load_equal_one_process_under_optim) {
+  check_deferred_masters_and_load(Fsdp::off);
+}
+TEST(ParamGather, deferred_masters_and_a_sharded_load_equal_one_process_under_optim_grads) {
+  check_deferred_masters_and_load(Fsdp::grads);
+}
+TEST(ParamGather, deferred_masters_and_a_sharded_load_equal_one_process_under_optim_grads_params) {
+  check_deferred_masters_and_load(Fsdp::grads_params);
 }
 
 TEST(ParamGather, whole_copy_equals_the_unsharded_weights_in_float32) { check(DType::f32); }
