@@ -44,12 +44,25 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
+// Key s's block-table index and row in that block, in 32-bit arithmetic: a shift for a
+// power-of-two block size (bs_shift = log2 bs, from block_shift), else a 32-bit division. A 64-bit
+// division and remainder per key is a long instruction sequence, and every kernel's key loop is
+// issue-bound. A row's key count fits an int: it is at most the table's width times bs.
+struct KeyPlace {
+  int block, row;
+};
+__device__ inline KeyPlace key_place(int s, int bs, int bs_shift) {
+  const int b = bs_shift >= 0 ? s >> bs_shift : s / bs;
+  return {b, s - b * bs};
+}
+
 template <class T, int PER>
 __global__ void __launch_bounds__(kWarps * 32)
 attention_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
                         const int32_t* __restrict__ table, const int32_t* __restrict__ cu,
                         const int32_t* __restrict__ lens, T* __restrict__ o, int64_t Ntot, int64_t S, int64_t nq,
-                        int64_t nkv, int64_t hd, int64_t bs, int64_t M, int64_t num_blocks, float scale) {
+                        int64_t nkv, int64_t hd, int64_t bs, int bs_shift, int64_t M, int64_t num_blocks,
+                        float scale) {
   const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (warp >= Ntot * nq) return;  // uniform per warp
@@ -67,13 +80,15 @@ attention_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const
   }
   float m = -INFINITY, l = 0.0f;
   const int32_t* blocks = table + i * M;
-  for (int64_t s = 0; s < keys && !bad; ++s) {
-    const int64_t blk = blocks[s / bs];
+  const int nkeys = bad ? 0 : static_cast<int>(keys), b32 = static_cast<int>(bs);
+  for (int s = 0; s < nkeys; ++s) {
+    const KeyPlace at = key_place(s, b32, bs_shift);
+    const int64_t blk = blocks[at.block];
     if (blk < 0 || blk >= num_blocks) {
       bad = true;  // same s on every lane: the warp leaves together
       break;
     }
-    const int64_t base = ((blk * bs + s % bs) * nkv + j) * hd;
+    const int64_t base = ((blk * bs + at.row) * nkv + j) * hd;
     float part = 0.0f;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
@@ -110,8 +125,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 attention_decode_warp_group_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
                                    const int32_t* __restrict__ table, const int32_t* __restrict__ cu,
                                    const int32_t* __restrict__ lens, T* __restrict__ o, int64_t Ntot, int64_t S,
-                                   int64_t nq, int64_t nkv, int64_t hd, int64_t bs, int64_t M, int64_t num_blocks,
-                                   float scale) {
+                                   int64_t nq, int64_t nkv, int64_t hd, int64_t bs, int bs_shift, int64_t M,
+                                   int64_t num_blocks, float scale) {
   const int64_t warp = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (warp >= Ntot * nkv) return;  // uniform per warp
@@ -133,13 +148,15 @@ attention_decode_warp_group_kernel(const T* __restrict__ q, const T* __restrict_
     m[g] = -INFINITY, l[g] = 0.0f;
   }
   const int32_t* blocks = table + i * M;
-  for (int64_t s = 0; s < keys && !bad; ++s) {
-    const int64_t blk = blocks[s / bs];
+  const int nkeys = bad ? 0 : static_cast<int>(keys), b32 = static_cast<int>(bs);
+  for (int s = 0; s < nkeys; ++s) {
+    const KeyPlace at = key_place(s, b32, bs_shift);
+    const int64_t blk = blocks[at.block];
     if (blk < 0 || blk >= num_blocks) {
       bad = true;  // same s on every lane: the warp leaves together
       break;
     }
-    const int64_t base = ((blk * bs + s % bs) * nkv + j) * hd;
+    const int64_t base = ((blk * bs + at.row) * nkv + j) * hd;
     float kv[PER], vv[PER];
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
@@ -195,8 +212,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
 attention_decode_split_group_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
                                     const int32_t* __restrict__ table, const int32_t* __restrict__ cu,
                                     const int32_t* __restrict__ lens, T* __restrict__ o, int64_t Ntot, int64_t S,
-                                    int64_t nq, int64_t nkv, int64_t hd, int64_t bs, int64_t M, int64_t num_blocks,
-                                    float scale) {
+                                    int64_t nq, int64_t nkv, int64_t hd, int64_t bs, int bs_shift, int64_t M,
+                                    int64_t num_blocks, float scale) {
   extern __shared__ float part_smem[];  // acc [W][G][hd], then m [W][G], l [W][G]
   const int W = static_cast<int>(blockDim.x / 32), warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -219,10 +236,12 @@ attention_decode_split_group_kernel(const T* __restrict__ q, const T* __restrict
   }
   const int32_t* blocks = table + i * M;
   // Key s's rows into kv / vv; false (nothing loaded) when its block is outside the pool.
-  auto load_key = [&](int64_t s, float (&kv)[PER], float (&vv)[PER]) {
-    const int64_t blk = blocks[s / bs];
+  const int b32 = static_cast<int>(bs);
+  auto load_key = [&](int s, float (&kv)[PER], float (&vv)[PER]) {
+    const KeyPlace at = key_place(s, b32, bs_shift);
+    const int64_t blk = blocks[at.block];
     if (blk < 0 || blk >= num_blocks) return false;  // same s on every lane: the warp agrees
-    const int64_t base = ((blk * bs + s % bs) * nkv + j) * hd;
+    const int64_t base = ((blk * bs + at.row) * nkv + j) * hd;
 #pragma unroll
     for (int k = 0; k < PER; ++k) {
       const int64_t e = lane + 32 * k;
@@ -234,16 +253,16 @@ attention_decode_split_group_kernel(const T* __restrict__ q, const T* __restrict
   // D keys of the warp's share at a time: their rows are all loaded before the first one's
   // arithmetic, so D loads are in flight where one dependent load per key was.
   constexpr int D = G * PER <= 16 ? 4 : 2;
-  for (int64_t s0 = warp; s0 < keys && !bad; s0 += static_cast<int64_t>(D) * W) {
+  const int nkeys = bad ? 0 : static_cast<int>(keys);
+  for (int s0 = warp; s0 < nkeys && !bad; s0 += D * W) {
     float kv[D][PER], vv[D][PER];
 #pragma unroll
     for (int d = 0; d < D; ++d)
-      if (s0 + static_cast<int64_t>(d) * W < keys && !load_key(s0 + static_cast<int64_t>(d) * W, kv[d], vv[d]))
-        bad = true;
+      if (s0 + d * W < nkeys && !load_key(s0 + d * W, kv[d], vv[d])) bad = true;
     if (bad) break;
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      if (s0 + static_cast<int64_t>(d) * W >= keys) break;  // the same on every lane
+      if (s0 + d * W >= nkeys) break;  // the same on every lane
       float score[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) {
@@ -355,15 +374,13 @@ attention_decode_chunk_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bf
       const int si = s0 + d * KPW + sub;
       ok[d] = si < end;
       if (!ok[d]) continue;
-      // Block and row of key si in 32-bit arithmetic, a shift for a power-of-two block size: a
-      // 64-bit division per key is a long instruction sequence, and this loop is issue-bound.
-      const int bi = bs_shift >= 0 ? si >> bs_shift : si / b32;
-      const int64_t blk = blocks[bi];
+      const KeyPlace at = key_place(si, b32, bs_shift);
+      const int64_t blk = blocks[at.block];
       if (blk < 0 || blk >= num_blocks) {
         bad = true, ok[d] = false;  // the output is NaN (merged below); nothing read
         continue;
       }
-      const int64_t base = ((blk * bs + (si - bi * b32)) * nkv + j) * HD + e0;
+      const int64_t base = ((blk * bs + at.row) * nkv + j) * HD + e0;
       kr[d] = *reinterpret_cast<const uint4*>(kc + base);
       vr[d] = *reinterpret_cast<const uint4*>(vc + base);
     }
@@ -510,6 +527,11 @@ attention_decode_merge_kernel(const float* __restrict__ part, const int32_t* __r
   for (int k = 0; k < PER; ++k) orow[k] = __float2bfloat16(num[k] * inv);
 }
 
+// key_place's shift: log2 bs for a power-of-two block size, else -1 (divide).
+int block_shift(int64_t bs) {
+  return (bs & (bs - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(bs)) : -1;
+}
+
 // Multiprocessors of the current device (read once per device).
 int64_t sm_count() {
   static int counts[64] = {};
@@ -548,7 +570,7 @@ cudaError_t launch_chunks(const AttentionDecodeCudaArgs& a, const ChunkPlan& pla
   if (plan.splits > 1 && a.workspace == nullptr) return cudaErrorInvalidValue;
   const unsigned blocks = static_cast<unsigned>((a.Ntot * a.nkv * plan.splits + kWarps - 1) / kWarps);
   const unsigned merge_blocks = static_cast<unsigned>((a.Ntot * a.nq + kWarps - 1) / kWarps);
-  const int bs_shift = (a.bs & (a.bs - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(a.bs)) : -1;
+  const int bs_shift = block_shift(a.bs);
   auto run = [&](auto hd, auto g) {
     constexpr int HD = decltype(hd)::value, GG = decltype(g)::value;
     attention_decode_chunk_kernel<HD, GG><<<blocks, kWarps * 32, 0, s>>>(
@@ -575,6 +597,7 @@ template <class T>
 cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   const float scale = 1.0f / sqrtf(static_cast<float>(a.hd));
   const int64_t G = a.nq / a.nkv;
+  const int bs_shift = block_shift(a.bs);
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     const ChunkPlan plan = chunk_plan(a);
     if (plan.splits > 0) return launch_chunks(a, plan, s);
@@ -588,7 +611,7 @@ cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
       attention_decode_warp_group_kernel<T, decltype(per)::value, decltype(g)::value><<<blocks, kWarps * 32, 0, s>>>(
           static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
           a.block_table, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.hd, a.bs,
-          a.M, a.num_blocks, scale);
+          bs_shift, a.M, a.num_blocks, scale);
     };
     auto by_g = [&](auto per) {
       if (G == 2) group(per, std::integral_constant<int, 2>{});
@@ -610,7 +633,7 @@ cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
       attention_decode_split_group_kernel<T, decltype(per)::value, decltype(g)::value><<<blocks, W * 32, smem, s>>>(
           static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
           a.block_table, a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.hd, a.bs,
-          a.M, a.num_blocks, scale);
+          bs_shift, a.M, a.num_blocks, scale);
     };
     auto by_g = [&](auto per) {
       if (G == 2) group(per, std::integral_constant<int, 2>{});
@@ -628,8 +651,8 @@ cudaError_t launch(const AttentionDecodeCudaArgs& a, cudaStream_t s) {
   auto go = [&](auto per) {
     attention_decode_kernel<T, decltype(per)::value><<<blocks, kWarps * 32, 0, s>>>(
         static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
-        a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.hd, a.bs, a.M, a.num_blocks,
-        scale);
+        a.cu_seqlens, a.context_lens, static_cast<T*>(a.o), a.Ntot, a.S, a.nq, a.nkv, a.hd, a.bs, bs_shift, a.M,
+        a.num_blocks, scale);
   };
   if (a.hd <= 32) go(std::integral_constant<int, 1>{});
   else if (a.hd <= 64) go(std::integral_constant<int, 2>{});

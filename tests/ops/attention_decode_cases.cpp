@@ -86,7 +86,7 @@ NM_OP_CASES(attention_decode_cases) {
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 1}, V{97, 40}, 8, 16, 2, 256));
   // More (token, KV head) groups than 4 per multiprocessor (602 > 4 x 132): the warp-per-group kernel.
   c.push_back(std::make_unique<AttentionDecodeCase>(V{300, 1}, V{300, 40}, 16, 8, 2, 16));
-  // The same in bf16 with heads of 64, 128 and 256: the lanes kernel (a key per 8, 16 or 32
+  // The same in bf16 with heads of 64, 128 and 256: the chunk kernel (a key per 8, 16 or 32
   // lanes, 16 / 8 / 2 keys in flight per step at G 2 / 4 / 8), with contexts that end inside a
   // step and inside a block, a decode row beside a whole prompt, one of a single key.
   c.push_back(std::make_unique<AttentionDecodeCase>(V{280, 1, 1}, V{280, 131, 1}, 16, 4, 2, 64));
@@ -99,6 +99,11 @@ NM_OP_CASES(attention_decode_cases) {
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 2, 1}, V{3, 260, 131}, 16, 32, 8, 128));
   // A block size that is not a power of two (the chunk kernel divides instead of shifting).
   c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 3}, V{200, 77}, 12, 32, 8, 128));
+  // The same for the other kernels (each divides instead of shifting): per head (G 1), the split
+  // group kernel (hd 40: no chunk kernel in bf16 either) and the warp-group one (602 groups).
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 4}, V{50, 23}, 6, 4, 4, 32));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{1, 1, 3}, V{70, 130, 9}, 12, 8, 2, 40));
+  c.push_back(std::make_unique<AttentionDecodeCase>(V{300, 1}, V{300, 40}, 12, 8, 2, 16));
   return c;
 }
 
