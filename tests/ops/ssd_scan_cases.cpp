@@ -179,6 +179,10 @@ NM_OP_CASES(ssd_scan_cases) {
     c.push_back(std::make_unique<SsdScanCase>(1, 200, 4, 64, 2, 128, 64, false, da));
     c.push_back(std::make_unique<SsdScanCase>(1, 131, 8, 64, 2, 128, 128, true, da));
     c.push_back(std::make_unique<SsdScanCase>(1, 263, 4, 64, 1, 128, 256, false, da));  // Q = 256, hpg = 4
+    // The scan of the bf16 mamba2_mixer case (Nano's heads, T = 300: a last chunk of 44 rows, no
+    // state) that failed on an H200 with NEMOTRON_SSD_FUSED=1 (session 19) while the cases above
+    // passed: the same shape alone tells the scan's share of that failure from the mixer's.
+    c.push_back(std::make_unique<SsdScanCase>(1, 300, 8, 64, 2, 128, 128, false, da));
     // The fused Y/dxb kernel (CUDA bf16, ssd_scan_chunk_y.cuh): P, N, Q padded to its 16-wide
     // steps (P = 24, N = 40, Q = 48, T ragged), and 12 heads per group over several head blocks.
     c.push_back(std::make_unique<SsdScanCase>(1, 150, 6, 24, 2, 40, 48, true, da));
