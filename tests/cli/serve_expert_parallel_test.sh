@@ -41,7 +41,13 @@ if start_server "${SERVE[@]}" --max-slots 4; then
   cp "$TMP/server.log" "$TMP/server1.log"
 fi
 
-SERVE_LAUNCH=("${MPIRUN[@]}" -np 2)
+# Open MPI 4's mpirun answers a SIGTERM by sending the ranks SIGCONT, then SIGTERM a second later,
+# then SIGKILL a second after that (odls_base_sigkill_timeout, default 1 s): rank 0 has about one
+# second to stop the server and print its stop line. On a loaded 2-core CI machine the 4-rank
+# server once took longer and was killed before its line (session 19). The SIGTERM checks below
+# are about our stop path, not that second: give the ranks 5 s.
+MPIRUN_STOP=("${MPIRUN[@]}" --mca odls_base_sigkill_timeout 5)
+SERVE_LAUNCH=("${MPIRUN_STOP[@]}" -np 2)
 # EP 2: requests one at a time (data rank 1 has none), a pair (its second on data rank 1), then two
 # clients leaving mid-stream, then SIGTERM.
 if start_server "${SERVE[@]}" --max-slots 4 --expert-parallel-size 2; then
@@ -98,7 +104,7 @@ burst() {
 burst "EP 2" --expert-parallel-size 2
 # 2 slots a data rank: requests queue while others decode, so each data rank weighs the delay.
 SLOTS=2 burst "EP 2, 2 slots, admissions delayed" --expert-parallel-size 2 --scheduler-delay-factor 0.5
-SERVE_LAUNCH=("${MPIRUN[@]}" -np 4)
+SERVE_LAUNCH=("${MPIRUN_STOP[@]}" -np 4)
 burst "EP 2 x TP 2" --expert-parallel-size 2 --tensor-parallel-size 2 &&
   grep -q '^expert parallel: 2 data ranks x 2 tensor ranks' "$TMP/server.log" ||
   fail "serve EP 2 x TP 2: no layout line: $(head -5 "$TMP/server.log")"
